@@ -1,0 +1,51 @@
+# spotcron — every target installs what it needs on first use.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+JOBS   ?= jobs
+
+.DEFAULT_GOAL := help
+.PHONY: help install run test lint bench reliability plan deploy schema clean
+
+help: ## show the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	@touch $(STAMP)
+
+install: $(STAMP) ## create .venv and install spotcron with its test tools
+
+run: $(STAMP) ## run every example job once, end to end, locally; then show the runs
+	$(BIN)/spotcron validate $(JOBS)
+	$(BIN)/spotcron up --once --jobs $(JOBS)
+	$(BIN)/spotcron runs
+	$(BIN)/spotcron cost --jobs $(JOBS)
+
+test: $(STAMP) ## run the whole test suite
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP) ## ruff on the code, shellcheck on the VM scripts
+	$(BIN)/ruff check spotcron functions tests bench vm_images
+	$(BIN)/shellcheck vm_images/runner/*.sh
+
+bench: $(STAMP) ## print speed and cost figures, each beside its baseline
+	$(BIN)/python -m bench
+
+reliability: $(STAMP) ## a long seeded fault simulation; prints the figures
+	$(BIN)/python -m spotcron.simulation --days 30 --jobs 60 --seed 7
+
+schema: $(STAMP) ## regenerate jobs/schema.json from the spec model
+	$(BIN)/spotcron schema > $(JOBS)/schema.json
+
+plan: $(STAMP) ## show what deploy would change on Google Cloud
+	$(BIN)/spotcron deploy --dry-run --jobs $(JOBS)
+
+deploy: $(STAMP) ## apply jobs/ and infra/stack.yaml to Google Cloud (asks first)
+	$(BIN)/spotcron deploy --jobs $(JOBS)
+
+clean: ## remove the virtualenv and local state
+	rm -rf $(VENV) .spotcron .pytest_cache

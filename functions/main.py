@@ -1,0 +1,44 @@
+"""Cloud Functions entry points: start_job (Pub/Sub), job_done (HTTP), sweep (Pub/Sub).
+
+Thin on purpose: parse the request, call the library. Heavy Google clients are imported on
+first use inside the adapters, so a cold start pays only for what it touches.
+"""
+
+from __future__ import annotations
+
+import functions_framework
+
+from spotcron import entrypoints
+from spotcron.logs import configure_json_logging
+
+configure_json_logging()
+
+
+@functions_framework.cloud_event
+def start_job(cloud_event):
+    entrypoints.handle_start(cloud_event.data, _event_time(cloud_event))
+
+
+@functions_framework.cloud_event
+def sweep(cloud_event):
+    entrypoints.handle_sweep()
+
+
+@functions_framework.http
+def job_done(request):
+    if request.method != "POST":
+        return {"error": "POST only"}, 405
+    body = request.get_json(silent=True)
+    if body is None:
+        body = {"_unparsable": True}
+    return entrypoints.handle_job_done(request.headers.get("Authorization"), body)
+
+
+def _event_time(cloud_event):
+    from datetime import datetime
+
+    raw = cloud_event.get("time") if hasattr(cloud_event, "get") else None
+    try:
+        return datetime.fromisoformat(raw.replace("Z", "+00:00")) if raw else None
+    except ValueError:
+        return None

@@ -1,0 +1,44 @@
+"""What the engine needs from the outside world, passed in explicitly."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from spotcron.ports import Blobs, Clock, Compute, Events, Identity
+from spotcron.runs import RunRecord
+from spotcron.settings import Settings
+from spotcron.store import RunStore
+
+log = logging.getLogger("spotcron.engine")
+
+CostFn = Callable[[RunRecord], tuple[float, dict[str, float]]]
+RunEndHook = Callable[["Deps", RunRecord], None]
+
+
+@dataclass
+class Deps:
+    settings: Settings
+    compute: Compute
+    blobs: Blobs
+    events: Events
+    identity: Identity
+    clock: Clock
+    user_data: Callable[[], str] = lambda: ""  # the cloud-init document every VM boots with
+    run_cost: CostFn | None = None
+    on_run_end: list[RunEndHook] = field(default_factory=list)
+
+    @property
+    def store(self) -> RunStore:
+        return RunStore(self.blobs)
+
+    def publish(self, event_type: str, record: RunRecord, **extra: Any) -> None:
+        """Tell the events topic; a failure to publish never fails the run."""
+        data: Mapping[str, Any] = {"type": event_type, "job": record.job, "run_id": record.run_id,
+                                   "state": record.state, "reason": record.reason, **extra}
+        try:
+            self.events.publish(self.settings.events_topic, data, {"type": event_type})
+        except Exception:  # noqa: BLE001 - events are advisory
+            log.warning("could not publish %s for %s/%s", event_type, record.job, record.run_id, exc_info=True)

@@ -1,0 +1,179 @@
+"""job_done: the VM's callback. Verify who is calling, record the outcome, delete the VM.
+
+The instance to act on comes from the verified token's claims, never from the body; the body
+must name the same run and attempt (the VM name is derived from them). A token is accepted once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from spotcron import layout
+from spotcron.engine.attempts import create_attempt, finalize, new_attempt, run_ended, spec_of
+from spotcron.engine.deps import Deps
+from spotcron.errors import InvalidToken, PreconditionFailed
+from spotcron.runs import Attempt, RunRecord, vm_name
+from spotcron.spec import JobSpec
+
+log = logging.getLogger("spotcron.engine")
+
+
+class CallbackBody(BaseModel):
+    """What vm_images/runner/runner.sh posts when the container has ended and uploads are done."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    job: str = Field(max_length=64)
+    run_id: str = Field(max_length=64)
+    attempt: int = Field(ge=1, le=100)
+    status: Literal["exited", "preempted"]
+    exit_code: int | None = None
+    timed_out: bool = False
+    uploaded: bool = False
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int
+    body: dict[str, Any]
+
+
+def finish(deps: Deps, authorization: str | None, body: Any) -> Reply:
+    """Handle one callback. 2xx only when the callback was genuine and is now recorded."""
+    token = _bearer(authorization)
+    if token is None:
+        return Reply(401, {"error": "missing bearer token"})
+    try:
+        claims = deps.identity.verify(token, deps.settings.job_done_url)
+    except InvalidToken as exc:
+        return Reply(401, {"error": f"invalid token: {exc}"})
+    problem = _claims_problem(deps, claims)
+    if problem:
+        return Reply(403, {"error": problem})
+    try:
+        callback = CallbackBody.model_validate(body)
+    except ValidationError as exc:
+        return Reply(400, {"error": "malformed callback body", "details": exc.errors(include_url=False,
+                                                                                      include_input=False)})
+    engine = claims["google"]["compute_engine"]
+    instance_name, zone = engine["instance_name"], engine["zone"].rsplit("/", 1)[-1]
+    if vm_name(callback.job, callback.run_id, callback.attempt) != instance_name:
+        return Reply(403, {"error": f"the token belongs to VM {instance_name}, which does not run "
+                                    f"{callback.job}/{callback.run_id} attempt {callback.attempt}"})
+    instance = deps.compute.get_instance(zone, instance_name)
+    if instance is not None and not (instance.managed and instance.labels.get("job") == callback.job
+                                     and instance.labels.get("run") == callback.run_id):
+        return Reply(403, {"error": f"VM {instance_name} is not a spotcron VM of this run; left alone"})
+    digest = hashlib.sha256(token.encode()).hexdigest()
+    if deps.blobs.read(layout.accepted_token(digest)) is not None:
+        return Reply(409, {"error": "this token was already used", "replay": True})
+    record = deps.store.read(callback.job, callback.run_id)
+    if record is None:
+        return Reply(404, {"error": f"no run {callback.job}/{callback.run_id}"})
+
+    deleted = deps.compute.delete_instance(zone, instance_name)
+    record = _record_outcome(deps, record, callback, zone)
+    try:
+        deps.blobs.write(layout.accepted_token(digest), instance_name.encode(), if_generation_match=0)
+    except PreconditionFailed:
+        pass  # a concurrent copy of the same callback got here first; both saw the same outcome
+    return Reply(200, {"job": record.job, "run_id": record.run_id, "state": record.state,
+                       "vm_deleted": deleted})
+
+
+def _bearer(authorization: str | None) -> str | None:
+    if not authorization:
+        return None
+    scheme, _, token = authorization.partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+
+
+def _claims_problem(deps: Deps, claims: dict[str, Any]) -> str | None:
+    settings = deps.settings
+    if claims.get("email") != settings.vm_service_account_email or not claims.get("email_verified", False):
+        return f"token is for {claims.get('email')!r}, not the VM service account"
+    engine = (claims.get("google") or {}).get("compute_engine") or {}
+    if not engine.get("instance_name") or not engine.get("zone"):
+        return "token has no instance claims; request it with format=full"
+    if engine.get("project_id") != settings.project:
+        return f"token is from project {engine.get('project_id')!r}, not {settings.project!r}"
+    return None
+
+
+def _record_outcome(deps: Deps, record: RunRecord, callback: CallbackBody, zone: str) -> RunRecord:
+    """Store what the attempt did; start the next attempt when it should be retried."""
+    now = deps.clock.now()
+    manifest_present = deps.blobs.read(layout.manifest(callback.job, callback.run_id, callback.attempt)) is not None
+    spec = spec_of(record)
+    retry = False
+
+    def change(current: RunRecord) -> RunRecord | None:
+        nonlocal retry
+        retry = False
+        attempt = next((a for a in current.attempts if a.number == callback.attempt), None)
+        if attempt is None or attempt.outcome is not None:
+            return None  # unknown or already reported: a repeated callback changes nothing
+        ended = _ended_attempt(attempt, callback, now, zone)
+        updated = current.with_attempt(ended, now)
+        if current.terminal or current.current_attempt is None or current.current_attempt.number != attempt.number:
+            return updated  # a late report from an old attempt: keep its facts, not its verdict
+        state, reason = _verdict(callback, manifest_present)
+        if state in ("preempted", "failed") and retries_left(updated, spec, state):
+            retry = True
+            follow = new_attempt(updated, spec, deps, after_zone=zone if state == "preempted" else None)
+            return updated.with_attempt(follow, now).with_state("starting", now, f"{reason}; retrying")
+        results = layout.attempt_prefix(current.job, current.run_id, attempt.number) if manifest_present else None
+        return finalize(deps, updated, state, reason, now, exit_code=callback.exit_code, results_prefix=results)
+
+    updated, changed = deps.store.update(record.job, record.run_id, change)
+    if updated is None:
+        return record
+    if changed and retry:
+        deps.publish("run.retrying", updated, attempt=updated.current_attempt.number)
+        return create_attempt(deps, updated)
+    if changed and updated.terminal:
+        run_ended(deps, updated)
+    return updated
+
+
+def _ended_attempt(attempt: Attempt, callback: CallbackBody, now: datetime, zone: str) -> Attempt:
+    if callback.status == "preempted":
+        outcome = "preempted"
+    elif callback.timed_out:
+        outcome = "timed_out"
+    else:
+        outcome = "exited"
+    return attempt.model_copy(update={
+        "outcome": outcome, "exit_code": callback.exit_code, "started_at": callback.started_at,
+        "finished_at": callback.finished_at, "deleted_at": now, "zone": attempt.zone or zone,
+    })
+
+
+def _verdict(callback: CallbackBody, manifest_present: bool) -> tuple[str, str | None]:
+    if callback.status == "preempted":
+        return "preempted", "Spot VM preempted"
+    if callback.timed_out:
+        return "timed_out", "the container ran past its timeout and was killed"
+    if callback.exit_code != 0:
+        return "failed", f"the container exited with code {callback.exit_code}"
+    if not manifest_present or not callback.uploaded:
+        return "failed", "the results upload did not complete (no manifest)"
+    return "succeeded", None
+
+
+def retries_left(record: RunRecord, spec: JobSpec, state: str) -> bool:
+    """Whether a run whose latest attempt ended in `state` may try again."""
+    if state == "preempted":
+        used = sum(1 for a in record.attempts if a.outcome in ("preempted", "lost"))
+        return used <= spec.retries.preemption
+    # Every attempt that exited without succeeding is a failure, whatever its exit code.
+    used = sum(1 for a in record.attempts if a.outcome == "exited")
+    return used <= spec.retries.failure

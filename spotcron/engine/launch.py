@@ -1,0 +1,159 @@
+"""start_job: from a scheduler message (or a "run now") to a VM per matrix entry.
+
+Cloud Scheduler's Pub/Sub messages carry no schedule time, so the tick is the job's latest fire
+time at or before the message's publish time. The run id comes from that tick, which is what
+turns at-least-once delivery into exactly one run.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+
+from spotcron.cron import load_time_zone, parse_schedule
+from spotcron.engine.attempts import create_attempt, finalize, new_attempt, run_ended, spec_of
+from spotcron.engine.deps import Deps
+from spotcron.errors import SpotcronError
+from spotcron.runs import RunRecord, StateChange, manual_run_id, scheduled_run_id
+from spotcron.spec import JobSpec
+
+log = logging.getLogger("spotcron.engine")
+
+
+class BadTrigger(SpotcronError):
+    """A start message that can never be acted on (acknowledge it, do not retry)."""
+
+
+@dataclass(frozen=True)
+class LaunchOutcome:
+    job: str
+    run_id: str
+    state: str
+    reason: str | None
+    duplicate: bool  # this delivery found the run already started by another
+
+
+def launch(deps: Deps, spec: JobSpec, *, requested_at: datetime, manual: bool = False,
+           nonce: str | None = None) -> list[LaunchOutcome]:
+    """Start one run per matrix entry of `spec` for the tick at `requested_at`."""
+    if spec.paused and not manual:
+        log.info("job %s is paused; ignoring its trigger", spec.name)
+        return []
+    tick: datetime | None = None
+    if not manual:
+        tick = parse_schedule(spec.schedule).latest_at_or_before(requested_at, load_time_zone(spec.time_zone))
+        if tick is None:
+            raise BadTrigger(f"job {spec.name}: schedule {spec.schedule!r} has no fire time before {requested_at}")
+    nonce = nonce or secrets.token_hex(2)
+    return [_launch_one(deps, variant, tick, manual, nonce) for variant in spec.variants()]
+
+
+def _launch_one(deps: Deps, spec: JobSpec, tick: datetime | None, manual: bool, nonce: str) -> LaunchOutcome:
+    now = deps.clock.now()
+    run_id = manual_run_id(now, nonce, spec.variant) if tick is None else scheduled_run_id(tick, spec.variant)
+    record = RunRecord(
+        job=spec.name, run_id=run_id, variant=spec.variant, trigger="manual" if manual else "schedule",
+        tick=tick, created_at=now, updated_at=now, history=(StateChange(state="scheduled", at=now),),
+        history_limit=spec.history_limit, spec=spec.to_payload(),
+    )
+    late = (now - tick).total_seconds() if tick else 0.0
+    if tick is not None and late > spec.starting_deadline:
+        record = record.with_state("skipped", now, f"missed: the trigger arrived {late:.0f}s after its "
+                                                    f"{tick:%H:%M} UTC tick (starting_deadline {spec.starting_deadline}s)")
+        if deps.store.create(record):
+            run_ended(deps, record)
+        return _outcome(deps.store.read(spec.name, run_id) or record, duplicate=False)
+    created = deps.store.create(record)
+    if created:
+        deps.publish("run.scheduled", record)
+    return _outcome(advance(deps, spec.name, run_id), duplicate=not created)
+
+
+def advance(deps: Deps, job: str, run_id: str) -> RunRecord:
+    """Move a run from `scheduled` through `starting` to `running`, from wherever it is now.
+
+    Safe to call from any number of deliveries at once: each step is a conditional update.
+    """
+    store = deps.store
+    record = store.read(job, run_id)
+    if record is None:
+        raise SpotcronError(f"run {job}/{run_id} has no record")
+    if record.state == "scheduled":
+        record = _apply_concurrency(deps, record)
+    if record.state == "scheduled":
+        spec = spec_of(record)
+        now = deps.clock.now()
+
+        def begin(current: RunRecord) -> RunRecord | None:
+            if current.state != "scheduled":
+                return None
+            return current.with_attempt(new_attempt(current, spec, deps), now).with_state("starting", now)
+
+        record, _ = store.update(job, run_id, begin)
+        assert record is not None
+    if record.state == "starting":
+        record = create_attempt(deps, record)
+    return record
+
+
+def _apply_concurrency(deps: Deps, record: RunRecord) -> RunRecord:
+    spec = spec_of(record)
+    if spec.concurrency == "allow":
+        return record
+    others = [other for other in _live_runs_of(deps, record) if other.run_id != record.run_id]
+    if not others:
+        return record
+    if spec.concurrency == "forbid":
+        now = deps.clock.now()
+        names = ", ".join(o.run_id for o in others)
+
+        def skip(current: RunRecord) -> RunRecord | None:
+            if current.state != "scheduled":
+                return None
+            return finalize(deps, current, "skipped", f"previous run {names} is still running (concurrency: forbid)", now)
+
+        updated, changed = deps.store.update(record.job, record.run_id, skip)
+        if changed and updated is not None:
+            run_ended(deps, updated)
+        return updated or record
+    for other in others:  # replace
+        _replace(deps, other, by=record.run_id)
+    return record
+
+
+def _live_runs_of(deps: Deps, record: RunRecord) -> list[RunRecord]:
+    runs = []
+    for job, run_id in deps.store.live_runs():
+        if job != record.job:
+            continue
+        other = deps.store.read(job, run_id)
+        if other is not None and not other.terminal and other.variant == record.variant:
+            runs.append(other)
+    return runs
+
+
+def _replace(deps: Deps, other: RunRecord, *, by: str) -> None:
+    attempt = other.current_attempt
+    if attempt is not None and attempt.zone:
+        deps.compute.delete_instance(attempt.zone, attempt.vm_name)
+    now = deps.clock.now()
+
+    def end(current: RunRecord) -> RunRecord | None:
+        if current.terminal:
+            return None
+        updated = current
+        if current.current_attempt is not None:
+            updated = updated.with_attempt(current.current_attempt.model_copy(
+                update={"deleted_at": now, "outcome": current.current_attempt.outcome or "lost"}), now)
+        return finalize(deps, updated, "failed", f"replaced by run {by} (concurrency: replace)", now)
+
+    updated, changed = deps.store.update(other.job, other.run_id, end)
+    if changed and updated is not None:
+        run_ended(deps, updated)
+
+
+def _outcome(record: RunRecord, *, duplicate: bool) -> LaunchOutcome:
+    return LaunchOutcome(job=record.job, run_id=record.run_id, state=record.state, reason=record.reason,
+                         duplicate=duplicate)

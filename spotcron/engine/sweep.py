@@ -1,0 +1,176 @@
+"""sweep: reap what went wrong, every few minutes.
+
+- a managed VM that is STOPPED/TERMINATED, or alive past its deadline, is deleted with its disk;
+- a run whose VM vanished without calling back (preempted, crashed, callback lost) is finished
+  from its manifest when the upload completed, else retried or marked lost;
+- a run stuck in `starting` is adopted when its VM exists, else failed.
+Nothing without our label is ever touched, nor a managed VM still inside its deadline.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from spotcron import layout
+from spotcron.descriptor import METADATA_KEY, RunDescriptor
+from spotcron.engine.attempts import create_attempt, fail_run, finalize, new_attempt, run_ended, spec_of
+from spotcron.engine.deps import Deps
+from spotcron.engine.finish import retries_left
+from spotcron.ports import DEAD_STATUSES, Instance
+from spotcron.runs import RunRecord
+from spotcron.store import live_marker
+
+log = logging.getLogger("spotcron.engine")
+
+# A VM created moments ago may not show in a list yet; don't call it vanished before this.
+LIST_LAG = timedelta(minutes=2)
+# Past its deadline a VM gets this long before we delete it ourselves (Compute Engine's
+# maxRunDuration normally gets there first).
+DEADLINE_SLACK = timedelta(minutes=1)
+
+
+@dataclass
+class SweepReport:
+    deleted_vms: list[tuple[str, str]] = field(default_factory=list)  # (vm, reason)
+    ended_runs: list[tuple[str, str, str]] = field(default_factory=list)  # (job, run, state)
+    retried_runs: list[tuple[str, str]] = field(default_factory=list)
+    adopted_runs: list[tuple[str, str]] = field(default_factory=list)
+
+    def summary(self) -> dict[str, int]:
+        return {"deleted_vms": len(self.deleted_vms), "ended_runs": len(self.ended_runs),
+                "retried_runs": len(self.retried_runs), "adopted_runs": len(self.adopted_runs)}
+
+
+def sweep(deps: Deps) -> SweepReport:
+    now = deps.clock.now()
+    report = SweepReport()
+    instances = {(i.zone, i.name): i for i in deps.compute.list_managed() if i.managed}
+    records: dict[tuple[str, str], RunRecord] = {}
+    for job, run_id in deps.store.live_runs():
+        record = deps.store.read(job, run_id)
+        if record is None or record.terminal:
+            deps.blobs.delete(live_marker(job, run_id))  # a marker left by an interrupted update
+            continue
+        records[(job, run_id)] = record
+
+    timed_out: set[tuple[str, str]] = set()
+    for key, instance in list(instances.items()):
+        record = records.get((instance.labels.get("job", ""), instance.labels.get("run", "")))
+        reason = _reap_reason(deps, instance, record, now)
+        if reason is None:
+            continue
+        deps.compute.delete_instance(instance.zone, instance.name)
+        del instances[key]
+        report.deleted_vms.append((instance.name, reason))
+        log.info("sweep deleted %s: %s", instance.name, reason)
+        if reason.startswith("past its deadline"):
+            timed_out.add(key)
+
+    for record in records.values():
+        _sweep_run(deps, record, instances, timed_out, now, report)
+    return report
+
+
+def _reap_reason(deps: Deps, instance: Instance, record: RunRecord | None, now: datetime) -> str | None:
+    if instance.status in DEAD_STATUSES:
+        return f"{instance.status}: a stopped VM still bills its disk"
+    deadline = _deadline(deps, instance, record)
+    if deadline is not None and now > deadline + DEADLINE_SLACK:
+        return f"past its deadline {deadline:%Y-%m-%d %H:%M:%S} UTC"
+    if record is None and deps.store.read(instance.labels.get("job", ""), instance.labels.get("run", "")) is not None:
+        if now - instance.created_at > LIST_LAG:
+            return "its run has already ended"
+    return None
+
+
+def _deadline(deps: Deps, instance: Instance, record: RunRecord | None) -> datetime | None:
+    if record is not None and record.deadline is not None:
+        return record.deadline
+    raw = instance.metadata.get(METADATA_KEY)
+    if raw:
+        try:
+            descriptor = RunDescriptor.from_metadata(raw)
+            return instance.created_at + timedelta(seconds=descriptor.timeout_s + deps.settings.grace)
+        except ValueError:
+            pass
+    return None
+
+
+def _sweep_run(deps: Deps, record: RunRecord, instances: dict, timed_out: set, now: datetime,
+               report: SweepReport) -> None:
+    attempt = record.current_attempt
+    stuck_after = max(timedelta(minutes=10), timedelta(seconds=2 * deps.settings.sweep_interval))
+    if record.state in ("scheduled", "starting"):
+        if now - record.updated_at < stuck_after:
+            return
+        if attempt is not None and attempt.zone and deps.compute.get_instance(attempt.zone, attempt.vm_name):
+            create_attempt(deps, record)  # the create landed; adopt it
+            report.adopted_runs.append((record.job, record.run_id))
+            return
+        minutes = int((now - record.updated_at).total_seconds() // 60)
+        ended = fail_run(deps, record, f"stuck in {record.state} for {minutes} minutes: no VM was created")
+        report.ended_runs.append((record.job, record.run_id, ended.state))
+        return
+    if record.state != "running" or attempt is None or attempt.zone is None:
+        return
+    key = (attempt.zone, attempt.vm_name)
+    if key in instances:
+        return
+    if key not in timed_out:
+        if attempt.created_at and now - attempt.created_at < LIST_LAG:
+            return
+        if deps.compute.get_instance(attempt.zone, attempt.vm_name) is not None:
+            return  # the list lagged behind
+    ended = _vm_gone(deps, record, now, past_deadline=key in timed_out)
+    if ended.terminal:
+        report.ended_runs.append((ended.job, ended.run_id, ended.state))
+    elif ended.state in ("starting", "running"):
+        report.retried_runs.append((ended.job, ended.run_id))
+
+
+def _vm_gone(deps: Deps, record: RunRecord, now: datetime, *, past_deadline: bool) -> RunRecord:
+    """The current attempt's VM is gone and never called back: decide what that means."""
+    attempt = record.current_attempt
+    assert attempt is not None
+    manifest = deps.blobs.read(layout.manifest(record.job, record.run_id, attempt.number))
+    spec = spec_of(record)
+    retry = False
+    if manifest is not None:
+        try:
+            exit_code = int(json.loads(manifest.data).get("exit_code"))
+        except (ValueError, TypeError, AttributeError):
+            exit_code = None
+        outcome, state = "exited", "succeeded" if exit_code == 0 else "failed"
+        reason = None if exit_code == 0 else f"the container exited with code {exit_code} (callback lost)"
+    elif past_deadline or (record.deadline is not None and now >= record.deadline):
+        outcome, state, reason, exit_code = "timed_out", "timed_out", "the VM outlived its deadline without reporting", None
+    else:
+        outcome, state, reason, exit_code = "lost", "lost", "the VM vanished without calling back (preempted or crashed)", None
+
+    def change(current: RunRecord) -> RunRecord | None:
+        nonlocal retry
+        retry = False
+        latest = current.current_attempt
+        if current.state != "running" or latest is None or latest.number != attempt.number:
+            return None
+        ended = latest.model_copy(update={"outcome": outcome, "exit_code": exit_code,
+                                          "deleted_at": latest.deleted_at or now})
+        updated = current.with_attempt(ended, now)
+        if outcome == "lost" and retries_left(updated, spec, "preempted"):
+            retry = True
+            follow = new_attempt(updated, spec, deps, after_zone=latest.zone)
+            return updated.with_attempt(follow, now).with_state("starting", now, f"{reason}; retrying")
+        results = layout.attempt_prefix(current.job, current.run_id, latest.number) if state == "succeeded" else None
+        return finalize(deps, updated, state, reason, now, exit_code=exit_code, results_prefix=results)
+
+    updated, changed = deps.store.update(record.job, record.run_id, change)
+    if updated is None or not changed:
+        return updated or record
+    if retry:
+        deps.publish("run.retrying", updated, attempt=updated.current_attempt.number)
+        return create_attempt(deps, updated)
+    run_ended(deps, updated)
+    return updated

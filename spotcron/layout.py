@@ -1,0 +1,61 @@
+"""Where things live in the results bucket. The one place that spells these paths.
+
+    runs/JOB/RUN/run.json                      the run record
+    runs/JOB/RUN/attempt-N/logs.txt            the container's output
+    runs/JOB/RUN/attempt-N/results/...         what the container wrote to /results
+    runs/JOB/RUN/attempt-N/manifest.json       written last; without it the attempt did not succeed
+    runs/JOB/RUN/checkpoint/...                /checkpoint, synced during the run, restored next attempt
+    tokens/SHA256                              identity tokens already accepted (replay guard)
+    index.html                                 the results page
+"""
+
+from __future__ import annotations
+
+RUNS = "runs/"
+
+
+def run_prefix(job: str, run_id: str) -> str:
+    return f"{RUNS}{job}/{run_id}/"
+
+
+def run_record(job: str, run_id: str) -> str:
+    return f"{run_prefix(job, run_id)}run.json"
+
+
+def attempt_prefix(job: str, run_id: str, attempt: int) -> str:
+    return f"{run_prefix(job, run_id)}attempt-{attempt}/"
+
+
+def manifest(job: str, run_id: str, attempt: int) -> str:
+    return f"{attempt_prefix(job, run_id, attempt)}manifest.json"
+
+
+def logs(job: str, run_id: str, attempt: int) -> str:
+    return f"{attempt_prefix(job, run_id, attempt)}logs.txt"
+
+
+def results_prefix(job: str, run_id: str, attempt: int) -> str:
+    return f"{attempt_prefix(job, run_id, attempt)}results/"
+
+
+def checkpoint_prefix(job: str, run_id: str) -> str:
+    return f"{run_prefix(job, run_id)}checkpoint/"
+
+
+def job_prefix(job: str) -> str:
+    return f"{RUNS}{job}/"
+
+
+def accepted_token(digest: str) -> str:
+    return f"tokens/{digest}"
+
+
+INDEX_PAGE = "index.html"
+
+
+def parse_record_name(name: str) -> tuple[str, str] | None:
+    """(job, run_id) for `runs/JOB/RUN/run.json`, else None."""
+    parts = name.split("/")
+    if len(parts) == 4 and parts[0] == "runs" and parts[3] == "run.json":
+        return parts[1], parts[2]
+    return None

@@ -1,0 +1,158 @@
+"""Run identity and the run record.
+
+A run is one execution of one job (one matrix entry) for one scheduled tick, or one manual
+request. Its id comes from the tick, so every delivery of the same tick names the same run,
+the same VM and the same record: duplicates collide instead of double-running.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+State = Literal["scheduled", "starting", "running", "succeeded", "failed", "timed_out",
+                "preempted", "lost", "skipped"]
+TERMINAL_STATES: frozenset[str] = frozenset({"succeeded", "failed", "timed_out", "preempted", "lost", "skipped"})
+LIVE_STATES: frozenset[str] = frozenset({"scheduled", "starting", "running"})
+
+GCE_NAME_MAX = 63
+_GCE_NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+
+def utc_minute(at: datetime) -> datetime:
+    return at.astimezone(UTC).replace(second=0, microsecond=0)
+
+
+def scheduled_run_id(tick: datetime, variant: str | None = None) -> str:
+    """`20261122-1000` for the 10:00 UTC tick; `-VARIANT` appended for a matrix entry."""
+    base = utc_minute(tick).strftime("%Y%m%d-%H%M")
+    return f"{base}-{variant}" if variant else base
+
+
+def manual_run_id(requested_at: datetime, nonce: str, variant: str | None = None) -> str:
+    """`m20261122-101530-ab12`: manual runs never share an id with a scheduled tick."""
+    base = f"m{requested_at.astimezone(UTC):%Y%m%d-%H%M%S}-{nonce[:4]}"
+    return f"{base}-{variant}" if variant else base
+
+
+def vm_name(job: str, run_id: str, attempt: int) -> str:
+    """A valid Compute Engine name (<= 63 chars) unique per job, run and attempt."""
+    name = f"sc-{job}-{run_id}-a{attempt}"
+    if len(name) > GCE_NAME_MAX:
+        digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+        name = f"{name[:GCE_NAME_MAX - 9].rstrip('-')}-{digest}"
+    assert _GCE_NAME.match(name), name
+    return name
+
+
+def vm_labels(job: str, run_id: str, attempt: int) -> dict[str, str]:
+    return {"spotcron": "1", "job": job, "run": run_id, "attempt": str(attempt)}
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class StateChange(_Record):
+    state: State
+    at: datetime
+    reason: str | None = None
+
+
+class Attempt(_Record):
+    number: int
+    vm_name: str
+    zone: str | None = None
+    machine_type: str
+    provisioning_model: Literal["SPOT", "STANDARD"] = "SPOT"
+    gpu: str | None = None  # "nvidia-tesla-t4 x1"
+    disk_gb: int = 10
+    created_at: datetime | None = None
+    started_at: datetime | None = None  # the container started (runner's report)
+    finished_at: datetime | None = None  # the container ended (runner's report)
+    deleted_at: datetime | None = None  # VM deleted: billing ends here
+    outcome: Literal["exited", "preempted", "lost", "timed_out", "create_failed"] | None = None
+    exit_code: int | None = None
+    error: str | None = None
+
+    @property
+    def vm_seconds(self) -> float | None:
+        if self.created_at is None or self.deleted_at is None:
+            return None
+        return max(0.0, (self.deleted_at - self.created_at).total_seconds())
+
+    @property
+    def container_seconds(self) -> float | None:
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return max(0.0, (self.finished_at - self.started_at).total_seconds())
+
+
+class RunRecord(_Record):
+    """gs://BUCKET/runs/JOB/RUN/run.json. Terminal states are written once."""
+
+    job: str
+    run_id: str
+    variant: str | None = None
+    trigger: Literal["schedule", "manual"] = "schedule"
+    tick: datetime | None = None
+    state: State = "scheduled"
+    reason: str | None = None
+    created_at: datetime
+    updated_at: datetime
+    deadline: datetime | None = None  # the current attempt's VM must be gone by then
+    history: tuple[StateChange, ...] = ()
+    attempts: tuple[Attempt, ...] = ()
+    exit_code: int | None = None
+    results_prefix: str | None = None  # the attempt folder holding the manifest of a success
+    cost_usd: float | None = None
+    cost_items: dict[str, float] = Field(default_factory=dict)
+    history_limit: int = 50
+    # The resolved job spec this run executes, so a retry months later needs nothing else.
+    spec: dict[str, Any] | None = None
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+    @property
+    def current_attempt(self) -> Attempt | None:
+        return self.attempts[-1] if self.attempts else None
+
+    @property
+    def duration_seconds(self) -> float | None:
+        """Wall time of the work: first container start to last container end."""
+        starts = [a.started_at for a in self.attempts if a.started_at]
+        ends = [a.finished_at for a in self.attempts if a.finished_at]
+        if not starts or not ends:
+            return None
+        return max(0.0, (max(ends) - min(starts)).total_seconds())
+
+    @property
+    def billed_vm_seconds(self) -> float:
+        return sum(a.vm_seconds or 0.0 for a in self.attempts)
+
+    def with_state(self, state: State, at: datetime, reason: str | None = None, **changes) -> RunRecord:
+        """A copy in `state`; a terminal record never changes state again."""
+        if self.terminal:
+            raise ValueError(f"run {self.job}/{self.run_id} is already {self.state}")
+        history = (*self.history, StateChange(state=state, at=at, reason=reason))
+        return self.model_copy(update={"state": state, "reason": reason if reason is not None else self.reason,
+                                       "updated_at": at, "history": history, **changes})
+
+    def with_attempt(self, attempt: Attempt, at: datetime) -> RunRecord:
+        """Replace the attempt of the same number, or append a new one."""
+        others = tuple(a for a in self.attempts if a.number != attempt.number)
+        attempts = tuple(sorted((*others, attempt), key=lambda a: a.number))
+        return self.model_copy(update={"attempts": attempts, "updated_at": at})
+
+    def to_json(self) -> bytes:
+        return self.model_dump_json(indent=2).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> RunRecord:
+        return cls.model_validate_json(data)

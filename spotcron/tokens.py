@@ -1,0 +1,115 @@
+"""RS256 identity tokens checked against a clock we are given.
+
+Local mode and the fault simulation sign their own instance identity tokens (Google signs them
+on a real VM). Verification here is real: signature against the issuer's keys, audience,
+expiry and issued-at against `clock.now()`, so a simulated month can run on a fake clock.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from spotcron.errors import InvalidToken
+
+CLOCK_SKEW_S = 60
+
+
+def _b64decode(part: str) -> bytes:
+    return base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
+
+
+def decode_unverified(token: str) -> tuple[dict[str, Any], dict[str, Any], bytes, bytes]:
+    """(header, claims, signed bytes, signature); InvalidToken when it is not a JWT at all."""
+    if not isinstance(token, str) or token.count(".") != 2:
+        raise InvalidToken("not a JWT")
+    header_b64, claims_b64, signature_b64 = token.split(".")
+    try:
+        header = json.loads(_b64decode(header_b64))
+        claims = json.loads(_b64decode(claims_b64))
+        signature = _b64decode(signature_b64)
+    except (ValueError, json.JSONDecodeError) as exc:
+        raise InvalidToken(f"malformed token: {exc}") from None
+    if not isinstance(header, dict) or not isinstance(claims, dict):
+        raise InvalidToken("malformed token")
+    return header, claims, f"{header_b64}.{claims_b64}".encode(), signature
+
+
+def verify_rs256(token: str, certs: Mapping[str, str], audience: str, now: datetime) -> dict[str, Any]:
+    """Verified claims of `token`, signed by one of `certs` (key id → PEM cert or public key)."""
+    from google.auth import crypt
+
+    header, claims, signed, signature = decode_unverified(token)
+    if header.get("alg") != "RS256":
+        raise InvalidToken(f"unexpected algorithm {header.get('alg')!r}")
+    keys = [certs[header["kid"]]] if header.get("kid") in certs else list(certs.values())
+    if not any(crypt.RSAVerifier.from_string(pem).verify(signed, signature) for pem in keys):
+        raise InvalidToken("signature does not verify")
+    timestamp = now.timestamp()
+    try:
+        issued, expires = float(claims["iat"]), float(claims["exp"])
+    except (KeyError, TypeError, ValueError):
+        raise InvalidToken("token has no valid iat/exp") from None
+    if issued > timestamp + CLOCK_SKEW_S:
+        raise InvalidToken("token used before it was issued")
+    if expires < timestamp - CLOCK_SKEW_S:
+        raise InvalidToken("token expired")
+    aud = claims.get("aud")
+    if aud != audience:
+        raise InvalidToken(f"audience {aud!r} is not {audience!r}")
+    return claims
+
+
+def sign_rs256(private_key_pem: str, key_id: str, claims: Mapping[str, Any]) -> str:
+    from google.auth import crypt, jwt
+
+    signer = crypt.RSASigner.from_string(private_key_pem, key_id=key_id)
+    token = jwt.encode(signer, dict(claims))
+    return token.decode() if isinstance(token, bytes) else token
+
+
+def new_rsa_key() -> tuple[str, str]:
+    """(private key PEM, public key PEM) for a local issuer."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption()).decode()
+    public = key.public_key().public_bytes(serialization.Encoding.PEM,
+                                           serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+    return private, public
+
+
+class ClockedIdentity:
+    """ports.Identity over a fixed set of keys and a clock, with an issuer for the same keys."""
+
+    def __init__(self, clock, key_id: str = "local-1"):
+        self.clock = clock
+        self.key_id = key_id
+        self._private, public = new_rsa_key()
+        self.certs = {key_id: public}
+
+    def verify(self, token: str, audience: str) -> dict[str, Any]:
+        return verify_rs256(token, self.certs, audience, self.clock.now())
+
+    def issue(self, audience: str, claims: Mapping[str, Any], lifetime_s: int = 3600) -> str:
+        issued = int(self.clock.now().timestamp())
+        payload = {"iss": "https://accounts.google.com", "aud": audience, "iat": issued,
+                   "exp": issued + lifetime_s, **claims}
+        return sign_rs256(self._private, self.key_id, payload)
+
+
+def instance_claims(*, email: str, project: str, zone: str, instance_name: str, instance_id: str,
+                    created_at: datetime) -> dict[str, Any]:
+    """The claims of a `format=full` instance identity token, as Compute Engine issues them."""
+    return {
+        "azp": email, "sub": instance_id, "email": email, "email_verified": True,
+        "google": {"compute_engine": {
+            "project_id": project, "project_number": 0, "zone": zone, "instance_id": instance_id,
+            "instance_name": instance_name, "instance_creation_timestamp": int(created_at.timestamp()),
+        }},
+    }
