@@ -130,7 +130,8 @@ def _record_outcome(deps: Deps, record: RunRecord, callback: CallbackBody, zone:
             retry = True
             follow = new_attempt(updated, spec, deps, after_zone=zone if state == "preempted" else None)
             return updated.with_attempt(follow, now).with_state("starting", now, f"{reason}; retrying")
-        results = layout.attempt_prefix(current.job, current.run_id, attempt.number) if manifest_present else None
+        succeeded = state == "succeeded"
+        results = layout.attempt_prefix(current.job, current.run_id, attempt.number) if succeeded else None
         return finalize(deps, updated, state, reason, now, exit_code=callback.exit_code, results_prefix=results)
 
     updated, changed = deps.store.update(record.job, record.run_id, change)

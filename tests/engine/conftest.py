@@ -1,0 +1,12 @@
+import pytest
+
+from spotcron import entrypoints
+
+from .harness import Harness
+
+
+@pytest.fixture
+def h():
+    harness = Harness()
+    yield harness
+    entrypoints.use(None)

@@ -1,0 +1,125 @@
+"""job_done only believes Google-signed identity tokens of our own VMs (RELIABILITY.md: Security)."""
+
+from __future__ import annotations
+
+import pytest
+
+from spotcron.ports import Instance
+from spotcron.tokens import ClockedIdentity
+
+from .harness import make_spec
+
+RUN = "20261122-1200"
+VM = "sc-bot-20261122-1200-a1"
+
+
+@pytest.fixture
+def running(h):
+    h.start(make_spec())
+    h.upload("bot", RUN)
+    return h
+
+
+def assert_nothing_changed(h):
+    assert h.live_vms() == [VM]
+    assert h.record("bot", RUN).state == "running"
+    assert h.compute.calls["delete"] == 0
+
+
+def test_no_token(running):
+    r = running.callback("bot", RUN, headers={})
+    assert r.status_code == 401 and r.get_json() == {"error": "missing bearer token"}
+    assert_nothing_changed(running)
+
+
+def test_not_a_bearer_header(running):
+    r = running.callback("bot", RUN, headers={"Authorization": "Basic dXNlcjpwYXNz"})
+    assert r.status_code == 401
+    assert_nothing_changed(running)
+
+
+def test_malformed_token(running):
+    r = running.callback("bot", RUN, token="not-a-jwt")
+    assert r.status_code == 401 and r.get_json()["error"] == "invalid token: not a JWT"
+    assert_nothing_changed(running)
+
+
+def test_wrong_signature(running):
+    forger = ClockedIdentity(running.clock)
+    r = running.callback("bot", RUN, token=running.token("bot", RUN, issuer=forger))
+    assert r.status_code == 401 and r.get_json()["error"] == "invalid token: signature does not verify"
+    assert_nothing_changed(running)
+
+
+def test_wrong_audience(running):
+    r = running.callback("bot", RUN, token=running.token("bot", RUN, audience="https://evil.example/job_done"))
+    assert r.status_code == 401 and "audience 'https://evil.example/job_done' is not" in r.get_json()["error"]
+    assert_nothing_changed(running)
+
+
+def test_wrong_service_account(running):
+    token = running.token("bot", RUN, email="123-compute@developer.gserviceaccount.com")
+    r = running.callback("bot", RUN, token=token)
+    assert r.status_code == 403
+    assert r.get_json()["error"] == ("token is for '123-compute@developer.gserviceaccount.com', "
+                                     "not the VM service account")
+    assert_nothing_changed(running)
+
+
+def test_wrong_project(running):
+    r = running.callback("bot", RUN, token=running.token("bot", RUN, project="someone-else"))
+    assert r.status_code == 403 and r.get_json()["error"] == "token is from project 'someone-else', not 'proj'"
+    assert_nothing_changed(running)
+
+
+def test_expired(running):
+    token = running.token("bot", RUN, lifetime_s=60)
+    running.clock.advance(3600)
+    r = running.callback("bot", RUN, token=token)
+    assert r.status_code == 401 and r.get_json()["error"] == "invalid token: token expired"
+    assert running.compute.calls["delete"] == 0
+
+
+def test_replayed(running):
+    token = running.token("bot", RUN)
+    assert running.callback("bot", RUN, token=token).status_code == 200
+    assert running.callback("bot", RUN, token=token).status_code == 409
+
+
+def test_vm_a_naming_vm_b_in_the_body(running):
+    spec_b = make_spec(schedule="0 */4 * * *")
+    running.start(spec_b.model_copy(update={"name": "other"}))
+    token_a = running.token("bot", RUN)
+    r = running.callback("other", RUN, token=token_a)
+    assert r.status_code == 403
+    assert r.get_json()["error"] == f"the token belongs to VM {VM}, which does not run other/{RUN} attempt 1"
+    assert sorted(running.live_vms()) == sorted([VM, "sc-other-20261122-1200-a1"])
+    assert running.record("other", RUN).state == "running"
+
+
+def test_a_vm_without_our_label(h):
+    foreign = Instance(name=VM, zone="us-central1-a", status="RUNNING", labels={}, machine_type="e2-small",
+                       provisioning_model="SPOT", created_at=h.clock.now())
+    h.compute.add_foreign(foreign)
+    r = h.callback("bot", RUN, token=h.token("bot", RUN, zone="us-central1-a"))
+    assert r.status_code == 403 and r.get_json()["error"] == f"VM {VM} is not a spotcron VM of this run; left alone"
+    assert h.compute.all_instances() == [foreign]
+
+
+@pytest.mark.parametrize("body", [
+    {"job": "bot"},
+    {"job": "bot", "run_id": RUN, "attempt": 1, "status": "exploded"},
+    {"job": "bot", "run_id": RUN, "attempt": "one", "status": "exited"},
+    [1, 2, 3],
+    {"_unparsable": True},
+])
+def test_malformed_callback_bodies_get_400(running, body):
+    r = running.callback("bot", RUN, body=body, token=running.token("bot", RUN))
+    assert r.status_code == 400 and r.get_json()["error"] == "malformed callback body"
+    assert_nothing_changed(running)
+
+
+def test_get_is_not_allowed(running):
+    from .harness import app
+
+    assert app("job_done").get("/").status_code == 405

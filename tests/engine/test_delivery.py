@@ -1,0 +1,204 @@
+"""Delivery, duplicates and concurrency (RELIABILITY.md), through the start_job entry point."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+from spotcron.errors import CreateFailed, Transient
+from spotcron.ports import Instance
+
+from .harness import make_spec
+
+RUN = "20261122-1200"
+VM = "sc-bot-20261122-1200-a1"
+
+
+def test_a_tick_starts_one_spot_vm_and_one_record(h):
+    response = h.start(make_spec())
+    assert response.status_code == 200
+    record = h.record("bot", RUN)
+    assert record.state == "running"
+    assert [a.vm_name for a in record.attempts] == [VM]
+    assert h.live_vms() == [VM]
+    request = h.compute.created[0]
+    assert request.spot and request.zone == "us-central1-a"
+    assert request.max_run_duration_s == 600 + h.settings.grace
+    assert dict(request.labels) == {"spotcron": "1", "job": "bot", "run": RUN, "attempt": "1"}
+    assert set(request.metadata) == {"spotcron-run", "user-data"}
+    # start_job makes one insert and waits for nothing: no polling of the VM, no list calls.
+    assert h.compute.calls == {"create": 1, "get": 0, "list": 0, "delete": 0}
+    assert [p.data["type"] for p in h.events.published] == ["run.scheduled", "run.started"]
+
+
+def test_the_same_tick_delivered_twice_in_sequence_runs_once(h):
+    h.start(make_spec())
+    h.clock.advance(30)
+    h.start(make_spec(), publish_time=h.clock.now())
+    assert len(h.compute.created) == 1
+    assert [r.run_id for r in h.records("bot")] == [RUN]
+    assert h.record("bot", RUN).attempts[0].vm_name == VM
+
+
+def test_the_same_tick_delivered_concurrently_runs_once(h):
+    spec = make_spec()
+    barrier = threading.Barrier(8)
+    statuses = []
+
+    def deliver():
+        barrier.wait()
+        statuses.append(h.start(spec).status_code)
+
+    threads = [threading.Thread(target=deliver) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert statuses == [200] * 8
+    assert len(h.compute.created) == 1
+    assert h.live_vms() == [VM]
+    assert [r.run_id for r in h.records("bot")] == [RUN]
+    assert h.record("bot", RUN).state == "running"
+
+
+def test_a_create_that_timed_out_but_succeeded_is_adopted(h):
+    h.compute.fail_create(Transient("deadline exceeded"), succeed_anyway=True)
+    assert h.start(make_spec()).status_code == 200
+    assert h.record("bot", RUN).state == "running"
+    assert h.live_vms() == [VM]
+
+
+def test_a_create_that_timed_out_and_failed_is_retried_by_redelivery(h):
+    h.compute.fail_create(Transient("deadline exceeded"))
+    first = h.start(make_spec())
+    assert first.status_code == 500  # Pub/Sub redelivers
+    assert h.record("bot", RUN).state == "starting"
+    assert h.start(make_spec()).status_code == 200
+    assert h.record("bot", RUN).state == "running"
+    assert len(h.compute.created) == 1
+
+
+def test_a_vm_with_our_name_but_not_our_label_is_never_touched(h):
+    foreign = Instance(name=VM, zone="us-central1-a", status="RUNNING", labels={"team": "data"},
+                       machine_type="e2-small", provisioning_model="STANDARD", created_at=h.clock.now())
+    h.compute.add_foreign(foreign)
+    h.start(make_spec())
+    record = h.record("bot", RUN)
+    assert record.state == "failed"
+    assert f"a VM named {VM} exists in us-central1-a without the spotcron label; it was left alone" == record.reason
+    h.clock.advance(3 * 3600)
+    h.sweep()
+    assert h.compute.all_instances() == [foreign]
+    assert h.compute.calls["delete"] == 0
+
+
+def test_a_trigger_after_the_starting_deadline_is_recorded_as_missed(h):
+    spec = make_spec(starting_deadline="5m")
+    h.clock.advance(10 * 60)  # 12:10:05, the 12:00 tick is 605 s old
+    h.start(spec, publish_time=h.clock.now())
+    record = h.record("bot", RUN)
+    assert record.state == "skipped"
+    assert record.reason == "missed: the trigger arrived 605s after its 12:00 UTC tick (starting_deadline 300s)"
+    assert h.compute.created == []
+
+
+def test_forbid_skips_a_tick_while_the_previous_run_is_alive(h):
+    spec = make_spec(schedule="*/5 * * * *", concurrency="forbid")
+    h.start(spec)
+    h.clock.advance(5 * 60)
+    h.start(spec)
+    later = h.record("bot", "20261122-1205")
+    assert later.state == "skipped"
+    assert later.reason == "previous run 20261122-1200 is still running (concurrency: forbid)"
+    assert len(h.compute.created) == 1
+
+
+def test_allow_runs_both(h):
+    spec = make_spec(schedule="*/5 * * * *", concurrency="allow")
+    h.start(spec)
+    h.clock.advance(5 * 60)
+    h.start(spec)
+    assert h.record("bot", "20261122-1205").state == "running"
+    assert len(h.live_vms()) == 2
+
+
+def test_replace_deletes_the_old_vm_and_starts_the_new_one(h):
+    spec = make_spec(schedule="*/5 * * * *", concurrency="replace")
+    h.start(spec)
+    h.clock.advance(5 * 60)
+    h.start(spec)
+    old = h.record("bot", RUN)
+    assert old.state == "failed" and old.reason == "replaced by run 20261122-1205 (concurrency: replace)"
+    assert h.live_vms() == ["sc-bot-20261122-1205-a1"]
+
+
+def test_a_manual_run_does_not_swallow_the_next_scheduled_run(h):
+    spec = make_spec()
+    h.start(spec, attributes={"trigger": "manual", "nonce": "ab12"})
+    manual = [r for r in h.records("bot") if r.trigger == "manual"]
+    assert [r.run_id for r in manual] == ["m20261122-120005-ab12"]
+    h.finish_ok("bot", "m20261122-120005-ab12")
+    h.clock.advance(4 * 3600)  # the 16:00 tick
+    h.start(spec)
+    assert h.record("bot", "20261122-1600").state == "running"
+    assert h.record("bot", "m20261122-120005-ab12").state == "succeeded"
+
+
+def test_a_paused_job_does_not_run(h):
+    h.start(make_spec(paused=True))
+    assert h.records("bot") == [] and h.compute.created == []
+
+
+def test_every_matrix_entry_is_its_own_run(h):
+    spec = make_spec(matrix=[{"name": "small", "machine": {"type": "e2-standard-2"}},
+                             {"name": "big", "machine": {"type": "n1-highcpu-16"}, "env": {"SIZE": "big"}}])
+    h.start(spec)
+    runs = {r.run_id: r for r in h.records("bot")}
+    assert set(runs) == {"20261122-1200-small", "20261122-1200-big"}
+    assert sorted(r.machine_type for r in h.compute.created) == ["e2-standard-2", "n1-highcpu-16"]
+    assert runs["20261122-1200-big"].current_attempt.machine_type == "n1-highcpu-16"
+
+
+def test_stockout_moves_to_the_next_zone(h):
+    h.compute.fail_create(CreateFailed(CreateFailed.STOCKOUT, "ZONE_RESOURCE_POOL_EXHAUSTED"), zone="us-central1-a")
+    h.compute.fail_create(CreateFailed(CreateFailed.STOCKOUT, "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS"),
+                          zone="us-central1-b")
+    h.start(make_spec())
+    record = h.record("bot", RUN)
+    assert record.state == "running" and record.current_attempt.zone == "us-central1-c"
+    assert [r.zone for r in h.compute.created] == ["us-central1-c"]
+
+
+def test_all_zones_out_falls_back_to_on_demand_when_allowed(h):
+    h.compute.fail_create(CreateFailed(CreateFailed.STOCKOUT, "ZONE_RESOURCE_POOL_EXHAUSTED"), times=3)
+    h.start(make_spec(on_demand_fallback=True))
+    record = h.record("bot", RUN)
+    assert record.state == "running"
+    assert record.current_attempt.provisioning_model == "STANDARD"
+    assert not h.compute.created[0].spot
+
+
+def test_all_zones_out_without_fallback_is_a_visible_failure(h):
+    h.compute.fail_create(CreateFailed(CreateFailed.STOCKOUT, "ZONE_RESOURCE_POOL_EXHAUSTED"), times=3)
+    h.start(make_spec())
+    record = h.record("bot", RUN)
+    assert record.state == "failed"
+    assert record.reason == ("no Spot capacity for e2-small in us-central1-a, us-central1-b, us-central1-c "
+                             "(ZONE_RESOURCE_POOL_EXHAUSTED); set on_demand_fallback: true to fall back to "
+                             "on-demand VMs")
+    assert h.compute.calls["create"] == 3
+
+
+def test_quota_permission_and_image_errors_fail_at_once(h):
+    for kind, reason in [(CreateFailed.QUOTA, "QUOTA_EXCEEDED: CPUS"), (CreateFailed.PERMISSION, "403 forbidden"),
+                         (CreateFailed.IMAGE, "image family cos-stable not found")]:
+        h.compute.fail_create(CreateFailed(kind, reason))
+        before = h.compute.calls["create"]
+        h.clock.advance(4 * 3600)
+        h.start(make_spec())
+        tick = (h.clock.now() - timedelta(seconds=5)).strftime("%Y%m%d-%H%M")
+        record = h.record("bot", tick)
+        assert record.state == "failed"
+        assert record.reason == f"Compute Engine refused the VM ({kind}): {reason}"
+        assert record.current_attempt.outcome == "create_failed"
+        assert h.compute.calls["create"] == before + 1
