@@ -64,7 +64,8 @@ def build_request(record: RunRecord, spec: JobSpec, attempt: Attempt, deps: Deps
         gpu=GpuSpec(type=spec.machine.gpu.type, count=spec.machine.gpu.count) if spec.machine.gpu else None,
         local_command=list(spec.local.command) if spec.local else None,
     )
-    gpu = spec.machine.gpu
+    # G2/A2/A3 machine types come with their GPUs; only N1 takes guestAccelerators.
+    gpu = None if _bundled_gpu(attempt.machine_type) else spec.machine.gpu
     return InstanceRequest(
         name=attempt.vm_name, zone=attempt.zone or zones_for(spec, deps)[0], machine_type=attempt.machine_type,
         spot=attempt.provisioning_model == "SPOT", max_run_duration_s=spec.timeout + settings.grace,
@@ -73,6 +74,13 @@ def build_request(record: RunRecord, spec: JobSpec, attempt: Attempt, deps: Deps
         service_account=settings.vm_service_account_email, image=settings.image_family,
         gpu=GpuRequest(type=gpu.type, count=gpu.count) if gpu else None,
     )
+
+
+def _bundled_gpu(machine_type: str) -> bool:
+    from spotcron.catalog import machine_type as lookup
+
+    known = lookup(machine_type)
+    return bool(known and known.bundled_gpu)
 
 
 def _same_attempt(record: RunRecord, attempt: Attempt) -> bool:

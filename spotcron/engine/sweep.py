@@ -119,11 +119,9 @@ def _sweep_run(deps: Deps, record: RunRecord, instances: dict, timed_out: set, n
     key = (attempt.zone, attempt.vm_name)
     if key in instances:
         return
-    if key not in timed_out:
-        if attempt.created_at and now - attempt.created_at < LIST_LAG:
-            return
-        if deps.compute.get_instance(attempt.zone, attempt.vm_name) is not None:
-            return  # the list lagged behind
+    # A list can lag behind a create; a get cannot, so only a get decides that a VM is gone.
+    if key not in timed_out and deps.compute.get_instance(attempt.zone, attempt.vm_name) is not None:
+        return
     ended = _vm_gone(deps, record, now, past_deadline=key in timed_out)
     if ended.terminal:
         report.ended_runs.append((ended.job, ended.run_id, ended.state))

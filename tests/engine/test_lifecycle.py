@@ -164,8 +164,11 @@ def test_a_stopped_managed_vm_is_deleted_with_its_disk(h):
     h.start(make_spec())
     h.compute.set_status("us-central1-a", VM, "TERMINATED")
     h.sweep()
-    assert h.live_vms() == []
     assert h.compute.deleted == [("us-central1-a", VM)]
+    # It never called back, so the run is retried like a preemption, one zone further.
+    record = h.record("bot", RUN)
+    assert [(a.zone, a.outcome) for a in record.attempts] == [("us-central1-a", "lost"), ("us-central1-b", None)]
+    assert h.live_vms() == ["sc-bot-20261122-1200-a2"]
 
 
 def test_a_run_stuck_in_starting_fails(h):

@@ -1,0 +1,77 @@
+"""The `spotcron` command line: one root group, command modules registered by name.
+
+Commands just raise: `SpotcronGroup` turns any SpotcronError into a clean message on stderr and
+exit code 2 (a ConfigError prints one line per problem), so no command formats errors itself.
+Command modules import only click at the top and load heavy modules inside their functions:
+`spotcron --help` must stay fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import click
+
+from spotcron import __version__
+from spotcron.errors import ConfigError, SpotcronError
+
+# One line per command module. Each module exposes COMMANDS: a list of click commands/groups.
+COMMAND_MODULES = (
+    "spotcron.cli.specs",
+    "spotcron.cli.cost",
+    "spotcron.cli.report",
+    "spotcron.cli.up",
+)
+
+EXIT_USER_ERROR = 2  # same as click's usage errors: "your input is wrong", never a traceback
+
+
+class ReportedError(click.ClickException):
+    """A SpotcronError rendered for the terminal."""
+
+    exit_code = EXIT_USER_ERROR
+
+    def show(self, file: Any = None) -> None:
+        click.echo(self.message, err=True, file=file)
+
+
+def render_error(exc: SpotcronError) -> str:
+    if isinstance(exc, ConfigError):
+        files = {p.file for p in exc.problems}
+        count = len(exc.problems)
+        summary = (f"{count} problem{'s' if count != 1 else ''} in {len(files)} "
+                   f"file{'s' if len(files) != 1 else ''}")
+        return "\n".join([*(str(p) for p in exc.problems), summary])
+    return f"error: {exc}"
+
+
+class SpotcronGroup(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except SpotcronError as exc:
+            raise ReportedError(render_error(exc)) from None
+
+
+@click.group(cls=SpotcronGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="spotcron")
+def cli() -> None:
+    """Run scheduled containers on Google Cloud Spot VMs, for cents a month.
+
+    A job is a YAML file in jobs/ (see docs/jobs.md). Start with `spotcron validate`, preview a
+    schedule with `spotcron next JOB`, then run everything locally with `spotcron up`.
+    """
+
+
+def _register() -> None:
+    for name in COMMAND_MODULES:
+        for command in importlib.import_module(name).COMMANDS:
+            cli.add_command(command)
+
+
+_register()
+
+
+def main() -> None:
+    cli(prog_name="spotcron")

@@ -1,0 +1,195 @@
+"""`spotcron cost`: what the jobs will cost a month, itemised, beside the classic design.
+
+Also holds what `report` shares with it: the --prices/--region/--history options and reading run
+records (and metrics.json results) from a folder laid out like the bucket.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from spotcron.cli._common import console, jobs_option, load_specs, load_stack, stack_option
+
+if TYPE_CHECKING:
+    from spotcron.cost import StackProjection
+    from spotcron.pricing import PriceTable
+    from spotcron.runs import RunRecord
+
+PRICES_ENV = "SPOTCRON_PRICES"
+
+
+def prices_option(function: Any) -> Any:
+    return click.option(
+        "--prices", envvar=PRICES_ENV, show_envvar=True, default=None,
+        help="A price table (gcp-2026-11, recipe-2018) or a YAML file merged over one; default gcp-2026-11.",
+    )(function)
+
+
+def region_option(function: Any) -> Any:
+    return click.option("--region", default=None, help="Price region; default: the stack's region.")(function)
+
+
+def history_option(function: Any) -> Any:
+    return click.option(
+        "--history", "history_dir", type=click.Path(path_type=Path, exists=True, file_okay=False), default=None,
+        help="A folder of run records laid out like the bucket (runs/JOB/RUN/run.json), e.g. a copy of it.",
+    )(function)
+
+
+def read_records(root: Path) -> list[RunRecord]:
+    """Every run.json under `root`, oldest first; a file that does not parse is an error naming it."""
+    from pydantic import ValidationError
+
+    from spotcron.errors import SpotcronError
+    from spotcron.runs import RunRecord
+
+    records = []
+    for path in sorted(root.rglob("run.json")):
+        try:
+            records.append(RunRecord.from_json(path.read_bytes()))
+        except (ValidationError, ValueError) as exc:
+            first = str(exc).splitlines()[0]
+            raise SpotcronError(f"{path}: not a run record ({first})") from None
+    return sorted(records, key=lambda r: r.created_at)
+
+
+def read_metrics(root: Path, records: list[RunRecord]) -> dict[str, list[dict[str, Any]]]:
+    """variant → metrics.json documents of its succeeded runs, found in their results folders."""
+    from spotcron import layout
+    from spotcron.errors import SpotcronError
+    from spotcron.report import NO_VARIANT
+
+    found: dict[str, list[dict[str, Any]]] = {}
+    for record in records:
+        if record.state != "succeeded" or not record.attempts:
+            continue
+        prefixes = [record.results_prefix] if record.results_prefix else []
+        prefixes.append(layout.attempt_prefix(record.job, record.run_id, record.attempts[-1].number))
+        candidates = [p + name for p in prefixes for name in ("results/metrics.json", "metrics.json")]
+        for candidate in candidates:
+            path = root / candidate
+            if path.is_file():
+                try:
+                    doc = json.loads(path.read_text())
+                except ValueError as exc:
+                    raise SpotcronError(f"{path}: not JSON ({exc})") from None
+                if isinstance(doc, dict):
+                    found.setdefault(record.variant or NO_VARIANT, []).append(doc)
+                break
+    return found
+
+
+def load_table(prices: str | None) -> PriceTable:
+    from spotcron.pricing import load_prices
+
+    return load_prices(prices)
+
+
+@click.command("cost")
+@click.argument("names", nargs=-1, metavar="[JOB...]")
+@jobs_option
+@stack_option
+@click.option("--runtime", default="5m", show_default=True,
+              help="VM time per run (boot to delete) where --history has no runs, e.g. 90s, 2m, 1h.")
+@history_option
+@prices_option
+@region_option
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list, one object per job.")
+def cost(names: tuple[str, ...], jobs_dir: Path, stack_path: Path, runtime: str, history_dir: Path | None,
+         prices: str | None, region: str | None, as_json: bool) -> None:
+    """Projected monthly cost of each job and of the stack, itemised.
+
+    Counts runs from each job's schedule (averaged over a year, 30-day months), prices every
+    run's VM per second with the one-minute minimum, and adds disk, scheduler, functions and
+    storage. Beside it: the classic design (a stopped VM with its disk kept all month, two
+    scheduler rules per job). Prices are indicative; see docs/cost.md.
+    """
+    from datetime import UTC, datetime
+
+    from spotcron.cost import project_specs
+    from spotcron.durations import parse_duration
+    from spotcron.errors import SpotcronError
+
+    try:
+        runtime_s = parse_duration(runtime)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--runtime") from None
+    settings = load_stack(stack_path)
+    specs = load_specs([jobs_dir], stack_path)
+    if names:
+        known = {s.name: s for s in specs}
+        missing = [n for n in names if n not in known]
+        if missing:
+            raise SpotcronError(f"no job named {', '.join(map(repr, missing))} in {jobs_dir}/; "
+                                f"jobs there: {', '.join(known) or 'none'}")
+        specs = [known[n] for n in names]
+    table = load_table(prices)
+    records = read_records(history_dir) if history_dir else []
+    stack = project_specs(specs, table=table, region=region or settings.region, now=datetime.now(UTC),
+                          runtime_s=runtime_s, records=records, sweep_interval_s=settings.sweep_interval,
+                          retention_days=settings.results_retention_days)
+    if as_json:
+        click.echo(json.dumps([job.to_json() for job in stack.jobs], indent=2))
+        return
+    print_stack(stack, table, region or settings.region)
+
+
+def print_stack(stack: StackProjection, table: PriceTable, region: str) -> None:
+    from rich import box
+    from rich.table import Table
+
+    from spotcron.cost import MONTHLY_ITEMS
+    from spotcron.durations import format_duration
+
+    totals = stack.items()
+    items = [k for k in MONTHLY_ITEMS if k != "gpu"]  # GPUs count under compute here; --json splits them
+    headers = {"scheduler": "sched", "functions": "fns", "storage": "store"}
+    # Narrow enough for an 80-column terminal: job names fold, figures never do.
+    grid = Table(title=f"USD per 30-day month; prices {table.name} ({table.as_of}), {region}",
+                 box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 0, 0, 1))
+    grid.add_column("job", overflow="fold", min_width=min(20, max(len(j.job) for j in stack.jobs) if stack.jobs else 5))
+    grid.add_column("runs", justify="right", no_wrap=True)
+    grid.add_column("VM/run", justify="right", overflow="fold")
+    for key in items:
+        grid.add_column(headers.get(key, key), justify="right", no_wrap=True)
+    grid.add_column("total", justify="right", style="bold", no_wrap=True)
+    grid.add_column("classic", justify="right", no_wrap=True)
+    for job in stack.jobs:
+        times = ",".join(dict.fromkeys(format_duration(v.vm_seconds) + ("*" if v.basis != "runtime" else "")
+                                       for v in job.variants))
+        runs = job.runs_per_month
+        grid.add_row(job.job, f"{runs:.1f}" if runs < 100 else f"{runs:.0f}", times,
+                     *(_usd(_item(job.items, k)) for k in items),
+                     _usd(job.monthly_usd), _usd(job.classic_monthly_usd))
+    grid.add_row("(sweep)", "", "", *(_usd(_item(stack.shared_items, k)) for k in items),
+                 _usd(sum(stack.shared_items.values())), "")
+    grid.add_section()
+    grid.add_row("stack", "", "", *(_usd(_item(totals, k)) for k in items), _usd(stack.monthly_usd),
+                 _usd(stack.classic_monthly_usd))
+    out = console()
+    out.print(grid)
+    if any(v.basis != "runtime" for j in stack.jobs for v in j.variants):
+        out.print("* mean VM time per run from the run history")
+    if totals["gpu"] > 0:
+        out.print(f"compute includes GPUs: {totals['gpu']:.3f}")
+    out.print(f"After one billing account's free tiers (3 scheduler jobs, function calls): "
+              f"${stack.monthly_after_free_tier_usd:.2f}/month.")
+    out.print(f"Classic design (a stopped VM whose disk bills all month, start and stop rules): "
+              f"${stack.classic_monthly_usd:.2f}/month.")
+    out.print(f"Prices are indicative ({table.name}, as of {table.as_of}): see docs/cost.md; "
+              f"override them with --prices FILE.")
+
+
+def _item(items: dict[str, float], key: str) -> float:
+    return items[key] + items["gpu"] if key == "compute" else items[key]
+
+
+def _usd(value: float) -> str:
+    return f"{value:.3f}"
+
+
+COMMANDS = [cost]

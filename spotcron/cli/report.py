@@ -1,0 +1,64 @@
+"""`spotcron report JOB`: time and cost per matrix configuration, relative to a base, with charts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from spotcron.cli._common import console, find_job_file, jobs_option, load_stack, stack_option
+from spotcron.cli.cost import history_option, load_table, prices_option, read_metrics, read_records, region_option
+
+
+@click.command("report")
+@click.argument("job")
+@click.option("--base", default=None, help="The configuration others are compared with; default: the first.")
+@click.option("--charts", "charts_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Write relative time and cost bar charts (PNG) into this folder.")
+@click.option("--time-metric", default=None,
+              help="Take each run's time from this metrics.json key (e.g. train_seconds) instead of the "
+                   "container's wall time.")
+@history_option
+@prices_option
+@region_option
+@jobs_option
+@stack_option
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def report(job: str, base: str | None, charts_dir: Path | None, time_metric: str | None, history_dir: Path | None,
+           prices: str | None, region: str | None, jobs_dir: Path, stack_path: Path, as_json: bool) -> None:
+    """Compare the configurations of a matrix job: runs, median time and cost per run, and both
+    relative to the base configuration (1.00x), from the job's run records."""
+    from spotcron.errors import SpotcronError
+    from spotcron.report import benchmark_report, rich_tables
+    from spotcron.spec_loader import load_job_file
+
+    settings = load_stack(stack_path)
+    if history_dir is None:
+        raise SpotcronError("no run records to report on: pass --history DIR, a folder laid out like the bucket "
+                            "(runs/JOB/RUN/run.json)")
+    records = [r for r in read_records(history_dir) if r.job == job]
+    try:
+        spec = load_job_file(find_job_file(job, jobs_dir), grace=settings.grace)
+    except SpotcronError:
+        if not records:
+            raise
+        spec = None  # the job file is gone, its records are not: report from them alone
+    result = benchmark_report(job, records, load_table(prices), region or settings.region, spec=spec, base=base,
+                              metrics=read_metrics(history_dir, records), time_metric=time_metric)
+    written = []
+    if charts_dir is not None:
+        from spotcron.charts import write_charts
+
+        written = write_charts(result, charts_dir)
+    if as_json:
+        click.echo(json.dumps({**result.to_json(), "charts": [str(p) for p in written]}, indent=2))
+        return
+    out = console()
+    for table in rich_tables(result):
+        out.print(table)
+    for path in written:
+        out.print(f"chart: {path}")
+
+
+COMMANDS = [report]

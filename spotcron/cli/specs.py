@@ -1,0 +1,138 @@
+"""Commands about job files: validate, next, schema."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import click
+
+from spotcron.cli._common import console, find_job_file, jobs_option, load_specs, load_stack, stack_option
+
+
+@click.command()
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@jobs_option
+@stack_option
+def validate(paths: tuple[Path, ...], jobs_dir: Path, stack_path: Path) -> None:
+    """Check job files and report every problem at once.
+
+    PATHS are job files or directories (default: the --jobs directory). Each problem is printed
+    as FILE:LINE: FIELD: what is wrong and what is allowed; the exit code is 2 if there is any.
+
+    \b
+    Examples:
+      spotcron validate
+      spotcron validate jobs/hello-bot.yaml
+    """
+    from rich.table import Table
+
+    from spotcron.durations import format_duration
+    from spotcron.errors import ConfigError, Problem
+
+    targets = list(paths) or [jobs_dir]
+    specs = load_specs(targets, stack_path)
+    if not specs:
+        where = ", ".join(str(t) for t in targets)
+        raise ConfigError([Problem(where, None, "", "no job files (*.yaml, *.yml) found; see docs/jobs.md")])
+    table = Table(box=None, pad_edge=False)
+    for column in ("job", "schedule", "machine", "timeout"):
+        table.add_column(column, no_wrap=True)
+    for spec in specs:
+        machines = "\n".join(dict.fromkeys(_machine_text(v) for v in spec.variants()))
+        name = spec.name + (" (paused)" if spec.paused else "")
+        table.add_row(name, f"{spec.schedule} ({spec.time_zone})", machines, format_duration(spec.timeout))
+    out = console()
+    out.print(table)
+    out.print(f"{len(specs)} job{'s' if len(specs) != 1 else ''} valid")
+
+
+def _machine_text(spec) -> str:
+    machine = spec.machine
+    text = machine.type + ("" if machine.spot else " on-demand")
+    if machine.gpu:
+        text += f" + {machine.gpu.count}x {machine.gpu.type}"
+    return text
+
+
+@click.command("next")
+@click.argument("job_or_file")
+@click.option("-n", "--count", default=5, show_default=True, type=click.IntRange(1, 1000),
+              help="How many fire times to show.")
+@click.option("--after", metavar="ISO-8601",
+              help="Start after this instant instead of now, e.g. 2026-03-28T12:00:00+01:00 "
+                   "(without an offset it is read in the job's time zone).")
+@click.option("--json", "as_json", is_flag=True,
+              help='Print {"job", "time_zone", "next": [ISO-8601 instants]} and nothing else.')
+@jobs_option
+@stack_option
+def next_(job_or_file: str, count: int, after: str | None, as_json: bool, jobs_dir: Path, stack_path: Path) -> None:
+    """Show when a job fires next, in its time zone and in UTC.
+
+    JOB_OR_FILE is a job name (looked up in --jobs) or a path to a job file. Also prints how
+    Cloud Scheduler reads the schedule and what daylight-saving changes do to it.
+
+    \b
+    Examples:
+      spotcron next hello-bot
+      spotcron next jobs/dl-benchmark.yaml -n 3 --after 2026-10-24T00:00:00Z --json
+    """
+    from spotcron.cron import dst_notes, load_time_zone, parse_schedule
+    from spotcron.spec_loader import load_job_file
+
+    spec = load_job_file(find_job_file(job_or_file, jobs_dir), grace=load_stack(stack_path).grace)
+    schedule = parse_schedule(spec.schedule)
+    zone = load_time_zone(spec.time_zone)
+    start = _parse_after(after, zone) if after else datetime.now(UTC)
+    fires = schedule.upcoming(start, zone, count)
+    if as_json:
+        click.echo(json.dumps({"job": spec.name, "time_zone": spec.time_zone,
+                               "next": [t.astimezone(zone).isoformat() for t in fires]}))
+        return
+
+    from rich.table import Table
+
+    out = console()
+    out.print(f"[bold]{spec.name}[/bold]: {schedule.describe()}  ({spec.schedule}, {spec.time_zone})")
+    if spec.paused:
+        out.print("[yellow]paused[/yellow]: deployed paused, so it will not fire until resumed; "
+                  "these are the times it would fire")
+    if spec.matrix:
+        out.print(f"each tick runs {len(spec.matrix)} matrix entries: {', '.join(e.name for e in spec.matrix)}")
+    table = Table(box=None, pad_edge=False)
+    table.add_column("#", justify="right")
+    table.add_column(f"local ({spec.time_zone})")
+    table.add_column("UTC")
+    for number, fire in enumerate(fires, 1):
+        local = fire.astimezone(zone)
+        table.add_row(str(number), f"{local:%a %Y-%m-%d %H:%M %Z (%z)}", f"{fire.astimezone(UTC):%a %Y-%m-%d %H:%M}")
+    out.print(table)
+    if len(fires) < count:
+        out.print(f"only {len(fires)} fire time(s) found")
+    for note in dst_notes(schedule, zone, start):
+        out.print(f"[yellow]note[/yellow]: {note}")
+
+
+def _parse_after(text: str, zone) -> datetime:
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not an ISO-8601 time; write e.g. 2026-03-28T12:00:00Z",
+                                 param_hint="--after") from None
+    return moment.replace(tzinfo=zone) if moment.tzinfo is None else moment
+
+
+@click.command(short_help="Print the JSON Schema of a job file.")
+def schema() -> None:
+    """Print the JSON Schema of a job file (what jobs/schema.json holds).
+
+    Editors that read `# yaml-language-server: $schema=./schema.json` at the top of a job file
+    use it to complete and check fields. Regenerate with: spotcron schema > jobs/schema.json
+    """
+    from spotcron.spec import job_file_schema
+
+    click.echo(json.dumps(job_file_schema(), indent=2))
+
+
+COMMANDS = [validate, next_, schema]

@@ -1,0 +1,110 @@
+"""`spotcron up`: the whole pipeline on this machine, no cloud account needed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+
+import click
+
+from spotcron.cli._common import console, jobs_option
+
+STATE_ENV = "SPOTCRON_STATE_DIR"
+
+
+@click.command("up")
+@jobs_option
+@click.option("--once", is_flag=True,
+              help="Fire every job (every matrix entry) once now, wait for all runs to end, and exit: "
+                   "0 if all succeeded, 1 otherwise.")
+@click.option("--state-dir", type=click.Path(path_type=Path, file_okay=False), default=".spotcron",
+              envvar=STATE_ENV, show_default=True, show_envvar=True,
+              help="Where the local bucket, VM work dirs and logs live (kept across restarts).")
+@click.option("--timeout", type=float, default=1800.0, show_default=True,
+              help="With --once: give up waiting after this many seconds.")
+@click.option("--sweep-interval", type=int, default=30, show_default=True,
+              help="Seconds between sweeps (Cloud Scheduler runs it every few minutes on Google Cloud).")
+def up(jobs_dir: Path, once: bool, state_dir: Path, timeout: float, sweep_interval: int) -> None:
+    """Run the scheduler, functions, bucket and "VMs" locally.
+
+    Without --once, fires each job at its cron times (in its time zone) until Ctrl-C, re-reading
+    jobs/ when a file changes or on SIGHUP. VMs are runner processes: the job's container under
+    docker or podman when the image exists locally, else the job's `local.command`. Results land
+    in a local bucket under --state-dir; read them with `spotcron runs`, `logs` and `results`.
+    """
+    from spotcron.local.stack import LocalStack
+    from spotcron.spec_loader import load_jobs
+
+    out = console()
+    specs = load_jobs([jobs_dir])  # fail before starting anything
+    with LocalStack(state_dir, environ=os.environ, sweep_interval=sweep_interval) as stack:
+        out.print(f"[bold]spotcron up[/] — local bucket {stack.bucket.url}, state in {state_dir}/")
+        if once:
+            sys.exit(_once(stack, specs, timeout, out))
+        _forever(stack, jobs_dir, out)
+
+
+def _once(stack, specs, timeout: float, out) -> int:
+    from rich.live import Live
+
+    runs = []
+    for spec in specs:
+        if spec.paused:
+            out.print(f"[dim]{spec.name}: paused, not fired[/]")
+            continue
+        runs.extend(stack.run_now(spec))
+    if not runs:
+        out.print("no jobs to run")
+        return 0
+    with Live(console=out, refresh_per_second=4, transient=False) as live:
+        records = stack.wait(runs, timeout=timeout, progress=lambda rs: live.update(_progress(rs)))
+    failed = [r for r in records if r.state != "succeeded"]
+    missing = len(runs) - len(records)
+    unfinished = [r for r in records if not r.terminal]
+    if unfinished or missing:
+        out.print(f"[red]{len(unfinished) + missing} run(s) did not finish within {timeout:.0f}s[/]")
+    ok = len(records) - len(failed)
+    out.print(f"{ok}/{len(runs)} runs succeeded. Results: `spotcron runs`, `spotcron results RUN`, "
+              f"or {stack.state_dir}/bucket/.")
+    return 0 if not failed and not missing else 1
+
+
+def _progress(records):
+    """A live table while --once waits: one row per run."""
+    from datetime import UTC, datetime
+
+    from rich.table import Table
+
+    from spotcron.durations import format_duration
+
+    table = Table(box=None, pad_edge=False)
+    for column in ("run", "state", "attempt", "for"):
+        table.add_column(column)
+    now = datetime.now(UTC)
+    colours = {"succeeded": "green", "running": "cyan", "starting": "yellow"}
+    for record in records:
+        colour = colours.get(record.state, "red" if record.terminal else "white")
+        age = (record.updated_at if record.terminal else now) - record.created_at
+        table.add_row(f"{record.job}/{record.run_id}", f"[{colour}]{record.state}[/]",
+                      str(len(record.attempts)), format_duration(age.total_seconds()))
+    return table
+
+
+def _forever(stack, jobs_dir: Path, out) -> None:
+    from spotcron.spec_loader import load_jobs
+
+    stack.schedule(lambda: load_jobs([jobs_dir]), watch=[jobs_dir])
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, lambda *_: stack.scheduler.request_reload())
+    for name, fire in sorted(stack.scheduler.upcoming().items(), key=lambda item: item[1]):
+        out.print(f"  {name}: next run {fire:%Y-%m-%d %H:%M} UTC")
+    out.print("Waiting for the next tick. Ctrl-C stops everything.")
+    try:
+        signal.pause() if hasattr(signal, "pause") else stack.scheduler._stop.wait()
+    except KeyboardInterrupt:
+        out.print("stopping: deleting local VMs …")
+
+
+COMMANDS = [up]

@@ -1,0 +1,177 @@
+"""Local "VMs": creating one starts the real vm_images/runner/runner.sh as a process.
+
+Each VM gets its own process group, a metadata endpoint on the local metadata server and a
+work directory under the state dir. Deleting it ends the process group; `maxRunDuration` is
+enforced by a timer, as Compute Engine does; a preemption sets the metadata flag the runner
+watches, then deletes the VM 30 seconds later, like Spot's DELETE termination action.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from spotcron.descriptor import METADATA_KEY, RunDescriptor
+from spotcron.errors import AlreadyExists
+from spotcron.ports import Instance, InstanceRequest
+
+log = logging.getLogger("spotcron.local")
+
+RUNNER = Path(__file__).resolve().parents[2] / "vm_images" / "runner" / "runner.sh"
+PREEMPTION_NOTICE_S = 30.0
+
+
+@dataclass
+class _Vm:
+    instance: Instance
+    process: subprocess.Popen
+    expiry: threading.Timer
+
+
+def container_runtime(image: str, candidates: tuple[str, ...] = ("docker", "podman")) -> str | None:
+    """The first docker/podman binary that works and already has `image`, else None."""
+    for name in candidates:
+        binary = shutil.which(name)
+        if binary is None:
+            continue
+        try:
+            found = subprocess.run([binary, "image", "inspect", image], capture_output=True, timeout=20)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if found.returncode == 0:
+            return binary
+    return None
+
+
+class LocalCompute:
+    """ports.Compute on processes. `base_env` is the environment the runners start from."""
+
+    def __init__(self, metadata, storage_url: str, state_dir: Path, clock, *, base_env: Mapping[str, str],
+                 cwd: Path, runtime_for=container_runtime, runner: Path = RUNNER,
+                 preemption_notice_s: float = PREEMPTION_NOTICE_S):
+        self.metadata = metadata
+        self.storage_url = storage_url
+        self.vms_dir = Path(state_dir) / "vms"
+        self.clock = clock
+        self.base_env = dict(base_env)
+        self.cwd = Path(cwd)
+        self.runtime_for = runtime_for
+        self.runner = runner
+        self.preemption_notice_s = preemption_notice_s
+        self._vms: dict[tuple[str, str], _Vm] = {}
+        self._runtimes: dict[str, str | None] = {}
+        self._ids = 5000
+        self._lock = threading.RLock()
+        self._reapers: list[threading.Thread] = []
+
+    # --- the port ----------------------------------------------------------------------------
+    def create_instance(self, request: InstanceRequest) -> Instance:
+        key = (request.zone, request.name)
+        with self._lock:
+            if key in self._vms:
+                raise AlreadyExists(f"instance {request.name} already exists in {request.zone}")
+            self._ids += 1
+            instance = Instance(
+                name=request.name, zone=request.zone, status="RUNNING", labels=dict(request.labels),
+                machine_type=request.machine_type, provisioning_model="SPOT" if request.spot else "STANDARD",
+                created_at=self.clock.now(), metadata=dict(request.metadata), instance_id=str(self._ids),
+            )
+            self.metadata.register(request.name, request.zone, request.metadata, instance_id=instance.instance_id,
+                                   created_at=instance.created_at, service_account=request.service_account)
+            process = self._start_runner(request)
+            expiry = threading.Timer(request.max_run_duration_s, self._expire, args=key)
+            expiry.daemon = True
+            expiry.start()
+            self._vms[key] = _Vm(instance, process, expiry)
+        log.info("started local VM %s (pid %s)", request.name, process.pid)
+        return instance
+
+    def get_instance(self, zone: str, name: str) -> Instance | None:
+        with self._lock:
+            vm = self._vms.get((zone, name))
+            return vm.instance if vm else None
+
+    def list_managed(self) -> list[Instance]:
+        with self._lock:
+            return [vm.instance for vm in self._vms.values() if vm.instance.managed]
+
+    def delete_instance(self, zone: str, name: str) -> bool:
+        with self._lock:
+            vm = self._vms.pop((zone, name), None)
+        if vm is None:
+            return False
+        vm.expiry.cancel()
+        # Like Compute Engine's delete, this returns at once; the process is reaped in the
+        # background, because the runner may be waiting on the very callback deleting it.
+        _kill_group(vm.process)
+        reaper = threading.Thread(target=vm.process.wait, name=f"reap-{name}", daemon=True)
+        reaper.start()
+        with self._lock:
+            self._reapers.append(reaper)
+        self.metadata.unregister(name)
+        log.info("deleted local VM %s", name)
+        return True
+
+    # --- what Compute Engine does on its own ---------------------------------------------------
+    def preempt(self, zone: str, name: str) -> None:
+        """Spot preemption: the notice now, the VM gone after the notice period."""
+        self.metadata.set_preempted(name)
+        timer = threading.Timer(self.preemption_notice_s, self.delete_instance, args=(zone, name))
+        timer.daemon = True
+        timer.start()
+
+    def crash(self, zone: str, name: str) -> None:
+        """The VM dies at once without a word (host failure, kill -9): for tests of the sweep."""
+        self.delete_instance(zone, name)
+
+    def _expire(self, zone: str, name: str) -> None:
+        log.warning("local VM %s reached its maxRunDuration; deleting it", name)
+        self.delete_instance(zone, name)
+
+    def close(self) -> None:
+        """Delete every VM: nothing keeps running after local mode stops."""
+        with self._lock:
+            keys = list(self._vms)
+        for zone, name in keys:
+            self.delete_instance(zone, name)
+        with self._lock:
+            reapers, self._reapers = self._reapers, []
+        for reaper in reapers:
+            reaper.join(timeout=10)
+
+    # --- helpers -------------------------------------------------------------------------------
+    def _start_runner(self, request: InstanceRequest) -> subprocess.Popen:
+        descriptor = RunDescriptor.from_metadata(request.metadata[METADATA_KEY])
+        if descriptor.image not in self._runtimes:
+            self._runtimes[descriptor.image] = self.runtime_for(descriptor.image)
+        runtime = self._runtimes[descriptor.image]
+        workdir = self.vms_dir / request.name
+        workdir.mkdir(parents=True, exist_ok=True)
+        env = {
+            **self.base_env,
+            # The job's local.command runs with this Python first on PATH, so `python3` has our deps.
+            "PATH": os.pathsep.join([str(Path(sys.executable).parent), self.base_env.get("PATH", os.defpath)]),
+            "SPOTCRON_METADATA_URL": self.metadata.url_for(request.name),
+            "SPOTCRON_STORAGE_URL": self.storage_url,
+            "SPOTCRON_DOCKER": runtime or "none",
+            "SPOTCRON_WORKDIR": str(workdir),
+        }
+        with open(workdir / "runner.log", "ab") as output:
+            return subprocess.Popen(["bash", str(self.runner)], env=env, cwd=self.cwd, stdout=output,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    """End the runner and everything it started (the container or local command), at once."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

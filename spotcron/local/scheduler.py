@@ -1,0 +1,112 @@
+"""The local stand-in for Cloud Scheduler: fire each job at its cron times, in its time zone.
+
+Like a Cloud Scheduler entry, a fire publishes the job's spec to the start topic and nothing
+more; the tick is worked out by start_job from the publish time. The sweep fires on its own
+interval. Job files are re-read when they change or on SIGHUP.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from spotcron.cron import load_time_zone, parse_schedule
+from spotcron.spec import JobSpec
+
+log = logging.getLogger("spotcron.local")
+
+Publish = Callable[[str, bytes, dict], str]
+
+
+class LocalScheduler:
+    def __init__(self, load: Callable[[], list[JobSpec]], publish: Publish, clock, *, start_topic: str,
+                 sweep_topic: str, sweep_interval_s: float, watch: list[Path] | None = None,
+                 on_fire: Callable[[JobSpec, datetime], None] | None = None, poll_s: float = 2.0):
+        self._load = load
+        self._publish = publish
+        self.clock = clock
+        self.start_topic = start_topic
+        self.sweep_topic = sweep_topic
+        self.sweep_interval = timedelta(seconds=sweep_interval_s)
+        self._watch = watch or []
+        self._on_fire = on_fire
+        self._poll_s = poll_s
+        self._stop = threading.Event()
+        self._reload = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.specs: list[JobSpec] = []
+        self._next: dict[str, datetime] = {}
+        self._stamp = self._fingerprint()
+
+    # --- control -------------------------------------------------------------------------------
+    def start(self) -> LocalScheduler:
+        self.reload()
+        self._thread = threading.Thread(target=self._loop, name="spotcron-scheduler", daemon=True)
+        self._thread.start()
+        return self
+
+    def request_reload(self) -> None:
+        """Safe from a signal handler."""
+        self._reload.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def reload(self) -> None:
+        specs = self._load()
+        now = self.clock.now()
+        self.specs = specs
+        self._next = {}
+        for spec in specs:
+            if spec.paused:
+                continue
+            fire = parse_schedule(spec.schedule).next_after(now, load_time_zone(spec.time_zone))
+            self._next[spec.name] = fire
+        self._stamp = self._fingerprint()
+        log.info("scheduler loaded %d jobs", len(specs))
+
+    def upcoming(self) -> dict[str, datetime]:
+        return dict(self._next)
+
+    # --- the loop ------------------------------------------------------------------------------
+    def _loop(self) -> None:
+        next_sweep = self.clock.now() + self.sweep_interval
+        while not self._stop.is_set():
+            now = self.clock.now()
+            if self._reload.is_set() or self._fingerprint() != self._stamp:
+                self._reload.clear()
+                try:
+                    self.reload()
+                except Exception:  # noqa: BLE001 - keep the old specs; the error is logged
+                    log.exception("reloading jobs failed; keeping the jobs loaded before")
+                    self._stamp = self._fingerprint()
+            for spec in self.specs:
+                fire = self._next.get(spec.name)
+                if fire is not None and fire <= now:
+                    self._fire(spec, fire)
+                    self._next[spec.name] = parse_schedule(spec.schedule).next_after(
+                        fire, load_time_zone(spec.time_zone))
+            if now >= next_sweep:
+                self._publish(self.sweep_topic, b"{}", {})
+                next_sweep = now + self.sweep_interval
+            wake = min([*self._next.values(), next_sweep])
+            self._stop.wait(max(0.05, min(self._poll_s, (wake - self.clock.now()).total_seconds())))
+
+    def _fire(self, spec: JobSpec, fire: datetime) -> None:
+        log.info("firing %s for %s", spec.name, fire.isoformat())
+        self._publish(self.start_topic, json.dumps(spec.to_payload()).encode(), {})
+        if self._on_fire is not None:
+            self._on_fire(spec, fire)
+
+    def _fingerprint(self) -> tuple:
+        stamps = []
+        for root in self._watch:
+            paths = sorted(root.glob("*.y*ml")) if root.is_dir() else [root]
+            stamps.extend((str(p), p.stat().st_mtime_ns) for p in paths if p.exists())
+        return tuple(stamps)

@@ -1,0 +1,240 @@
+"""Local mode, assembled: the whole pipeline on one machine with no cloud account.
+
+Only the cloud edges are replaced (DESIGN.md section 1): the bucket is gcp-storage-emulator,
+VMs are runner processes, the metadata server and token signer are local, messages travel on
+an in-process bus (or the Pub/Sub emulator). start_job, job_done and sweep are the same
+functions-framework apps built from functions/main.py that run on Google Cloud.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from spotcron import entrypoints
+from spotcron.engine.deps import Deps
+from spotcron.runs import RunRecord
+from spotcron.settings import Settings
+from spotcron.spec import JobSpec
+
+log = logging.getLogger("spotcron.local")
+
+FUNCTIONS_SOURCE = Path(__file__).resolve().parents[2] / "functions" / "main.py"
+LOCAL_ZONES = ("local-zone1-a", "local-zone1-b")
+
+
+def local_settings(job_done_url: str, *, sweep_interval: int = 30, grace: int = 60) -> Settings:
+    from spotcron.local.blobs import LOCAL_BUCKET
+
+    # Costs are shown as if the runs had happened in us-central1.
+    return Settings(project="spotcron-local", region="us-central1", zones=LOCAL_ZONES, bucket=LOCAL_BUCKET,
+                    job_done_url=job_done_url, sweep_interval=sweep_interval, grace=grace)
+
+
+class LocalStack:
+    def __init__(self, state_dir: Path, *, environ: Mapping[str, str], cwd: Path | None = None,
+                 sweep_interval: int = 30, grace: int = 60, runtime_for: Callable[[str], str | None] | None = None,
+                 prices: Any = None):
+        self.state_dir = Path(state_dir)
+        self.environ = dict(environ)
+        self.cwd = Path(cwd or Path.cwd())
+        self.sweep_interval = sweep_interval
+        self.grace = grace
+        self.runtime_for = runtime_for
+        self.prices = prices
+        self._stack: list[Callable[[], None]] = []
+        self.deps: Deps | None = None
+        self.bus: Any = None
+        self.scheduler: Any = None
+
+    # --- lifecycle -----------------------------------------------------------------------------
+    def start(self) -> LocalStack:
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self) -> None:
+        import functions_framework
+
+        from spotcron.gcp.identity import GoogleIdentity
+        from spotcron.local.blobs import LOCAL_BUCKET, emulator_blobs
+        from spotcron.local.bucket import LocalBucket
+        from spotcron.local.bus import EmulatorBus, InProcessBus
+        from spotcron.local.compute import LocalCompute, container_runtime
+        from spotcron.local.metadata import LocalMetadataServer
+        from spotcron.memory import MemoryEvents, SystemClock
+
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        _log_to_file(self.state_dir / "spotcron.log")
+        clock = SystemClock()
+        bucket = LocalBucket(self.state_dir / "bucket", LOCAL_BUCKET).start()
+        self._stack.append(bucket.stop)
+        job_done = _HttpServer(functions_framework.create_app(target="job_done", source=str(FUNCTIONS_SOURCE)))
+        self._stack.append(job_done.stop)
+        settings = local_settings(job_done.url, sweep_interval=self.sweep_interval, grace=self.grace)
+        metadata = LocalMetadataServer(project=settings.project,
+                                       service_account=settings.vm_service_account_email).start()
+        self._stack.append(metadata.stop)
+        compute = LocalCompute(metadata, bucket.url, self.state_dir, clock, base_env=self.environ, cwd=self.cwd,
+                               runtime_for=self.runtime_for or container_runtime)
+        self._stack.append(compute.close)
+        emulator = self.environ.get("PUBSUB_EMULATOR_HOST")
+        self.bus = EmulatorBus(emulator) if emulator else InProcessBus(clock)
+        self._stack.append(self.bus.close)
+        self.deps = Deps(settings=settings, compute=compute, blobs=emulator_blobs(bucket.url, LOCAL_BUCKET),
+                         events=MemoryEvents(), identity=GoogleIdentity(certs_url=metadata.certs_url), clock=clock,
+                         run_cost=_cost_function(self.prices, settings), on_run_end=_run_end_hooks())
+        self.compute, self.metadata, self.bucket = compute, metadata, bucket
+        entrypoints.use(self.deps)
+        self._stack.append(lambda: entrypoints.use(None))
+        start = functions_framework.create_app(target="start_job", source=str(FUNCTIONS_SOURCE)).test_client()
+        sweep = functions_framework.create_app(target="sweep", source=str(FUNCTIONS_SOURCE)).test_client()
+        self.bus.subscribe(settings.start_topic, _poster(start))
+        self.bus.subscribe(settings.sweep_topic, _poster(sweep))
+        log.info("local stack up: bucket %s, job_done %s", bucket.url, job_done.url)
+
+    def stop(self) -> None:
+        """Stop everything, newest first; safe to call twice and after a failed start."""
+        if self.scheduler is not None:
+            self.scheduler.stop()
+            self.scheduler = None
+        while self._stack:
+            closer = self._stack.pop()
+            try:
+                closer()
+            except Exception:  # noqa: BLE001 - keep stopping the rest
+                log.exception("stopping %r failed", closer)
+
+    def __enter__(self) -> LocalStack:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # --- what the CLI does with it ---------------------------------------------------------------
+    @property
+    def settings(self) -> Settings:
+        assert self.deps is not None, "start() the stack first"
+        return self.deps.settings
+
+    def schedule(self, load: Callable[[], list[JobSpec]], watch: list[Path]) -> None:
+        """Fire jobs at their cron times until stop()."""
+        from spotcron.local.scheduler import LocalScheduler
+
+        self.scheduler = LocalScheduler(load, self.bus.publish, self.deps.clock, start_topic=self.settings.start_topic,
+                                        sweep_topic=self.settings.sweep_topic,
+                                        sweep_interval_s=self.settings.sweep_interval, watch=watch).start()
+
+    def run_now(self, spec: JobSpec) -> list[tuple[str, str]]:
+        """Start a manual run of every matrix entry of `spec`; (job, run_id) of each."""
+        nonce = secrets.token_hex(2)
+        payload = json.dumps(spec.to_payload()).encode()
+        self.bus.publish(self.settings.start_topic, payload, {"trigger": "manual", "nonce": nonce})
+        expected = len(spec.variants())
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            runs = [(spec.name, run_id) for run_id in self.deps.store.run_ids(spec.name)
+                    if run_id.startswith("m") and run_id.split("-")[2] == nonce]
+            if len(runs) >= expected:
+                return runs
+            time.sleep(0.2)
+        raise TimeoutError(f"start_job did not create the runs of {spec.name} within 60 s; see "
+                           f"{self.state_dir / 'spotcron.log'}")
+
+    def sweep_now(self) -> None:
+        self.bus.publish(self.settings.sweep_topic, b"{}", {})
+
+    def wait(self, runs: list[tuple[str, str]], *, timeout: float,
+             progress: Callable[[list[RunRecord]], None] | None = None, poll_s: float = 0.5) -> list[RunRecord]:
+        """Until every run is terminal (or `timeout`), sweeping on the stack's interval meanwhile."""
+        store = self.deps.store
+        deadline = time.monotonic() + timeout
+        next_sweep = time.monotonic() + self.settings.sweep_interval
+        while True:
+            records = [store.read(job, run_id) for job, run_id in runs]
+            current = [r for r in records if r is not None]
+            if progress is not None:
+                progress(current)
+            if len(current) == len(runs) and all(r.terminal for r in current):
+                return current
+            if time.monotonic() > deadline:
+                return current
+            if time.monotonic() >= next_sweep:
+                self.sweep_now()
+                next_sweep = time.monotonic() + self.settings.sweep_interval
+            time.sleep(poll_s)
+
+
+def _poster(client) -> Callable[[str, dict[str, Any]], None]:
+    """Deliver an envelope as a Pub/Sub CloudEvent, raising on 5xx so the bus redelivers."""
+    import uuid
+    from datetime import UTC, datetime
+
+    def post(topic: str, data: dict[str, Any]) -> None:
+        headers = {"ce-id": uuid.uuid4().hex, "ce-specversion": "1.0",
+                   "ce-source": f"//pubsub.googleapis.com/projects/spotcron-local/topics/{topic}",
+                   "ce-type": "google.cloud.pubsub.topic.v1.messagePublished",
+                   "ce-time": datetime.now(UTC).isoformat().replace("+00:00", "Z")}
+        response = client.post("/", json=data, headers=headers)
+        if response.status_code >= 500:
+            raise RuntimeError(f"{topic} handler answered {response.status_code}")
+
+    return post
+
+
+class _HttpServer:
+    """A WSGI app on 127.0.0.1 in a thread (job_done must be reachable by the runner's curl)."""
+
+    def __init__(self, app):
+        from werkzeug.serving import make_server
+
+        self._server = make_server("127.0.0.1", 0, app, threaded=True)
+        self.url = f"http://127.0.0.1:{self._server.server_port}/"
+        self._thread = threading.Thread(target=self._server.serve_forever, name="spotcron-job-done", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=10)
+
+
+def _log_to_file(path: Path) -> None:
+    """Local mode keeps the functions' JSON logs in a file, out of the user's terminal."""
+    from spotcron.logs import JsonFormatter
+
+    root = logging.getLogger("spotcron")
+    for handler in list(root.handlers):
+        if isinstance(handler.formatter, JsonFormatter):
+            root.removeHandler(handler)
+            handler.close()
+    handler = logging.FileHandler(path)
+    handler.setFormatter(JsonFormatter())
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    root.propagate = False
+
+
+def _cost_function(prices: Any, settings: Settings):
+    try:
+        from spotcron import pricing
+    except ImportError:
+        return None
+    return pricing.cost_function(prices, settings.region) if hasattr(pricing, "cost_function") else None
+
+
+def _run_end_hooks() -> list:
+    try:
+        from spotcron import page
+    except ImportError:
+        return []
+    return [page.update_index] if hasattr(page, "update_index") else []

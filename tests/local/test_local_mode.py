@@ -1,0 +1,126 @@
+"""`spotcron up` end to end on this machine (RELIABILITY.md, local-mode lines of issue 5)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from spotcron import layout
+from spotcron.spec_loader import load_jobs
+
+from .conftest import spotcron_processes, write_job
+
+pytestmark = pytest.mark.slow
+
+WRITER = """\
+schedule: "0 3 * * *"
+image: spotcron/test:latest
+timeout: {timeout}
+machine: {{type: e2-small}}
+local:
+  command: [python3, -c, "{code}"]
+"""
+
+
+def job(tmp_path, name, code, timeout="2m", extra=""):
+    write_job(tmp_path / "jobs", name, WRITER.format(code=code, timeout=timeout) + extra)
+    return next(s for s in load_jobs([tmp_path / "jobs"]) if s.name == name)
+
+
+OK = ("import os, pathlib; d = pathlib.Path(os.environ['SPOTCRON_RESULTS_DIR']);"
+      " (d / 'answer.json').write_text('{\\\"answer\\\": 42}'); print('hello from the job')")
+
+
+def test_a_run_succeeds_with_results_logs_and_manifest_in_the_bucket(make_stack, tmp_path):
+    stack = make_stack()
+    spec = job(tmp_path, "writer", OK)
+    runs = stack.run_now(spec)
+    [record] = stack.wait(runs, timeout=60)
+    assert record.state == "succeeded", record.reason
+    job_name, run_id = runs[0]
+    blobs = stack.deps.blobs
+    prefix = layout.attempt_prefix(job_name, run_id, 1)
+    assert blobs.read(prefix + "results/answer.json").json() == {"answer": 42}
+    assert b"hello from the job" in blobs.read(prefix + "logs.txt").data
+    manifest = blobs.read(prefix + "manifest.json").json()
+    assert manifest["exit_code"] == 0
+    assert {f["name"] for f in manifest["files"]} >= {"results/answer.json", "logs.txt"}
+    assert record.current_attempt.vm_seconds is not None
+    assert stack.compute.list_managed() == []
+
+
+def test_a_nonzero_exit_fails_and_keeps_the_logs(make_stack, tmp_path):
+    stack = make_stack()
+    spec = job(tmp_path, "crasher", "import sys; print('about to fail'); sys.exit(3)")
+    [record] = stack.wait(stack.run_now(spec), timeout=60)
+    assert record.state == "failed" and record.exit_code == 3
+    logs = stack.deps.blobs.read(layout.logs(record.job, record.run_id, 1))
+    assert b"about to fail" in logs.data
+
+
+def test_a_run_past_its_timeout_is_killed(make_stack, tmp_path):
+    stack = make_stack()
+    spec = job(tmp_path, "sleeper", "import time; time.sleep(120)", timeout="1s")
+    started = time.monotonic()
+    [record] = stack.wait(stack.run_now(spec), timeout=60)
+    assert record.state == "timed_out", record.reason
+    assert time.monotonic() - started < 60
+
+
+def test_a_runner_killed_mid_run_is_retried_by_the_sweep(make_stack, tmp_path):
+    stack = make_stack()
+    spec = job(tmp_path, "victim", "import time; time.sleep(3); print('done')",
+               extra="retries: {preemption: 1}\n")
+    runs = stack.run_now(spec)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        record = stack.deps.store.read(*runs[0])
+        if record.state == "running":
+            break
+        time.sleep(0.1)
+    attempt = record.current_attempt
+    stack.compute.crash(attempt.zone, attempt.vm_name)  # no callback will ever come
+    [record] = stack.wait(runs, timeout=60)
+    assert [a.outcome for a in record.attempts] == ["lost", "exited"]
+    assert record.state == "succeeded"
+
+
+def test_two_jobs_at_once(make_stack, tmp_path):
+    stack = make_stack()
+    first = job(tmp_path, "first", OK)
+    second = job(tmp_path, "second", OK)
+    runs = stack.run_now(first) + stack.run_now(second)
+    records = stack.wait(runs, timeout=90)
+    assert sorted((r.job, r.state) for r in records) == [("first", "succeeded"), ("second", "succeeded")]
+
+
+def test_results_survive_a_restart(make_stack, tmp_path):
+    stack = make_stack()
+    spec = job(tmp_path, "keeper", OK)
+    runs = stack.run_now(spec)
+    stack.wait(runs, timeout=60)
+    stack.stop()
+    assert spotcron_processes(tmp_path / "state") == []
+    again = make_stack()
+    [record] = again.deps.store.records("keeper")
+    assert (record.job, record.run_id, record.state) == (*runs[0], "succeeded")
+
+
+def test_the_scheduler_fires_at_cron_times(make_stack, tmp_path):
+    stack = make_stack()
+    job(tmp_path, "ticker", OK)
+    (tmp_path / "jobs" / "ticker.yaml").write_text(
+        (tmp_path / "jobs" / "ticker.yaml").read_text().replace('"0 3 * * *"', '"* * * * *"'))
+    stack.schedule(lambda: load_jobs([tmp_path / "jobs"]), watch=[tmp_path / "jobs"])
+    fire = stack.scheduler.upcoming()["ticker"]
+    assert fire.second == 0
+    deadline = time.monotonic() + 75
+    while time.monotonic() < deadline and not stack.deps.store.run_ids("ticker"):
+        time.sleep(0.5)
+    [run_id] = stack.deps.store.run_ids("ticker")
+    assert run_id == fire.strftime("%Y%m%d-%H%M")
+    [record] = stack.wait([("ticker", run_id)], timeout=60)
+    assert record.state == "succeeded" and record.trigger == "schedule"
+    assert json.loads(stack.deps.blobs.read(layout.run_record("ticker", run_id)).data)["state"] == "succeeded"

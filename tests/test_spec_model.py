@@ -1,0 +1,84 @@
+"""The JobSpec model: validators, matrix resolution, payload round trip, the editor schema."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from spotcron.spec import JobSpec, job_file_schema
+from spotcron.spec_loader import load_jobs
+
+ROOT = Path(__file__).resolve().parents[1]
+BASE = {"name": "bot", "schedule": "0 * * * *", "image": "spotcron/bot:latest"}
+
+
+def test_accelerator_optimized_types_record_their_gpus():
+    spec = JobSpec(**BASE, machine={"type": "g2-standard-24"},
+                   matrix=[{"name": "a100", "machine": {"type": "a2-highgpu-2g"}}, {"name": "same"}])
+    assert (spec.machine.gpu.type, spec.machine.gpu.count) == ("nvidia-l4", 2)
+    a100, same = spec.variants()
+    assert (a100.machine.gpu.type, a100.machine.gpu.count) == ("nvidia-tesla-a100", 2)
+    assert same.machine == spec.machine
+
+
+def test_variants_merge_env_and_replace_args():
+    spec = JobSpec(**BASE, env={"A": "1", "B": "2"}, args=["--x"],
+                   matrix=[{"name": "one", "env": {"B": "3"}, "args": "--y 1"}, {"name": "two"}])
+    one, two = spec.variants()
+    assert one.env == {"A": "1", "B": "3"} and one.args == ("--y", "1") and one.key == "bot/one"
+    assert two.args == ("--x",) and two.matrix == () and spec.variant_named("two") == two
+
+
+def test_yaml_numbers_and_booleans_become_words():
+    spec = JobSpec(**BASE, args=["--steps", 20, "--lr", 0.5, "--fast", True], env={"N": 4, "ON": False})
+    assert spec.args == ("--steps", "20", "--lr", "0.5", "--fast", "true")
+    assert spec.env == {"N": "4", "ON": "false"}
+
+
+def test_invalid_names_are_rejected_by_the_model_too():
+    with pytest.raises(ValidationError, match="at most 30 characters"):
+        JobSpec(**{**BASE, "name": "x" * 31})
+    with pytest.raises(ValidationError, match="at most 12 characters"):
+        JobSpec(**BASE, matrix=[{"name": "entry-name-too-long"}])
+
+
+def test_short_timeouts_are_fine_for_the_model():
+    # timeout + grace is what Compute Engine sees; the loader checks the sum with the stack's grace.
+    assert JobSpec(**BASE, timeout="2s").timeout == 2
+
+
+def test_example_jobs_load_and_round_trip():
+    specs = load_jobs([ROOT / "jobs"])
+    assert {s.name for s in specs} >= {"hello-bot", "dl-benchmark"}
+    for spec in specs:
+        assert JobSpec.from_payload(json.loads(json.dumps(spec.to_payload()))) == spec
+
+
+def test_example_benchmark_compares_cpu_and_gpu():
+    bench = next(s for s in load_jobs([ROOT / "jobs"]) if s.name == "dl-benchmark")
+    machines = {v.variant: (v.machine.type, v.machine.gpu and v.machine.gpu.type) for v in bench.variants()}
+    assert len(machines) >= 3
+    assert ("n1-highcpu-16", None) in machines.values() and ("e2-standard-4", None) in machines.values()
+    assert ("n1-standard-8", "nvidia-tesla-t4") in machines.values()
+    assert bench.checkpoint == "/checkpoint" and bench.timeout == 7200
+
+
+def test_schema_describes_the_file_not_the_resolved_copy():
+    schema = job_file_schema()
+    assert "variant" not in schema["properties"]
+    assert schema["required"] == ["schedule", "image"]
+    assert schema["additionalProperties"] is False
+    assert all(prop.get("description") for prop in schema["properties"].values())
+    gpu_types = schema["$defs"]["Gpu"]["properties"]["type"]["enum"]
+    assert "nvidia-tesla-t4" in gpu_types and "nvidia-tesla-k80" not in gpu_types
+
+
+def test_example_jobs_match_the_schema():
+    jsonschema = pytest.importorskip("jsonschema", reason="jsonschema is not installed")
+    import yaml
+
+    for path in sorted((ROOT / "jobs").glob("*.yaml")):
+        jsonschema.validate(yaml.safe_load(path.read_text()), job_file_schema())
