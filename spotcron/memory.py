@@ -7,7 +7,9 @@ failure paths can be driven deterministically.
 
 from __future__ import annotations
 
+import bisect
 import itertools
+import json
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -15,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from spotcron.errors import AlreadyExists, CreateFailed, PreconditionFailed, Transient
+from spotcron.errors import AlreadyExists, PreconditionFailed, Transient
 from spotcron.ports import Blob, Instance, InstanceRequest
 
 
@@ -71,6 +73,8 @@ class MemoryCompute:
         self.calls: dict[str, int] = {"create": 0, "get": 0, "list": 0, "delete": 0}
         self.created: list[InstanceRequest] = []  # every successful insert, for "one VM per attempt" checks
         self.deleted: list[tuple[str, str]] = []
+        # Seconds each insert takes; with a FakeClock the clock moves on by that much (a slow create).
+        self.create_delay_s: Callable[[InstanceRequest], float] | None = None
 
     # --- faults ------------------------------------------------------------------------------
     def fail_create(self, error: Exception, *, zone: str | None = None, times: int = 1,
@@ -89,6 +93,9 @@ class MemoryCompute:
     def create_instance(self, request: InstanceRequest) -> Instance:
         if self.latency_s:
             time.sleep(self.latency_s)
+        delay = self.create_delay_s(request) if self.create_delay_s is not None else 0.0
+        if delay and hasattr(self.clock, "advance"):
+            self.clock.advance(delay)
         with self._lock:
             self.calls["create"] += 1
             fault = self._take_fault(request.zone)
@@ -146,6 +153,12 @@ class MemoryCompute:
             self._max_run.pop((zone, name), None)
             return self._instances.pop((zone, name), None) is not None
 
+    def delay_max_run_duration(self, zone: str, name: str, seconds: float) -> None:
+        """Compute Engine enforces this VM's maxRunDuration `seconds` late (its own lag, not ours)."""
+        with self._lock:
+            if (zone, name) in self._max_run:
+                self._max_run[(zone, name)] += seconds
+
     def enforce_max_run_duration(self) -> list[Instance]:
         """Delete VMs past maxRunDuration, as Compute Engine does by itself."""
         now = self.clock.now()
@@ -170,14 +183,18 @@ class MemoryBlobs:
         self.bucket = bucket
         self.clock = clock or SystemClock()
         self._objects: dict[str, Blob] = {}
+        self._names: list[str] = []  # sorted, so a prefix listing costs the size of its answer
         self._generations = itertools.count(1)
         self._lock = threading.RLock()
         self.fail_writes: Callable[[str], bool] | None = None  # name -> raise Transient?
+        self.fail_reads: Callable[[str], bool] | None = None  # name -> raise Transient?
         self.calls: dict[str, int] = {"read": 0, "write": 0, "list": 0, "delete": 0}
 
     def read(self, name: str) -> Blob | None:
         with self._lock:
             self.calls["read"] += 1
+            if self.fail_reads is not None and self.fail_reads(name):
+                raise Transient(f"injected storage error reading {name}")
             return self._objects.get(name)
 
     def write(self, name: str, data: bytes, *, if_generation_match: int | None = None,
@@ -193,6 +210,8 @@ class MemoryBlobs:
                     raise PreconditionFailed(
                         f"{name}: generation is {current_generation}, expected {if_generation_match}")
             generation = next(self._generations)
+            if current is None:
+                bisect.insort(self._names, name)
             self._objects[name] = Blob(name=name, data=bytes(data), generation=generation,
                                        updated=self.clock.now(), content_type=content_type)
             return generation
@@ -200,12 +219,19 @@ class MemoryBlobs:
     def list(self, prefix: str) -> list[str]:
         with self._lock:
             self.calls["list"] += 1
-            return sorted(n for n in self._objects if n.startswith(prefix))
+            names, at = [], bisect.bisect_left(self._names, prefix)
+            while at < len(self._names) and self._names[at].startswith(prefix):
+                names.append(self._names[at])
+                at += 1
+            return names
 
     def delete(self, name: str) -> bool:
         with self._lock:
             self.calls["delete"] += 1
-            return self._objects.pop(name, None) is not None
+            if self._objects.pop(name, None) is None:
+                return False
+            del self._names[bisect.bisect_left(self._names, name)]
+            return True
 
 
 @dataclass
@@ -222,8 +248,14 @@ class MemoryEvents:
         self._ids = itertools.count(1)
 
     def publish(self, topic: str, data: Mapping[str, Any], attributes: Mapping[str, str] | None = None) -> str:
+        # Pub/Sub carries bytes: round-trip through JSON so a value the real adapter could not
+        # encode fails here too, and subscribers never share mutable state with the publisher.
+        try:
+            payload = json.loads(json.dumps(dict(data)))
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"event data for {topic} is not JSON: {exc}") from None
         with self._lock:
-            self.published.append(Published(topic, dict(data), dict(attributes or {})))
+            self.published.append(Published(topic, payload, dict(attributes or {})))
             return str(next(self._ids))
 
     def of_type(self, event_type: str) -> list[Published]:

@@ -8,7 +8,14 @@ from pathlib import Path
 import click
 
 from spotcron.cli._common import console, find_job_file, jobs_option, load_stack, stack_option
-from spotcron.cli.cost import history_option, load_table, prices_option, read_metrics, read_records, region_option
+from spotcron.cli.cost import (
+    history_option,
+    load_table,
+    prices_option,
+    read_metrics,
+    read_records,
+    region_option,
+)
 
 
 @click.command("report")

@@ -7,6 +7,7 @@ delivers on Google Cloud, through the functions-framework apps built from functi
 from __future__ import annotations
 
 import base64
+import contextlib
 import logging
 import threading
 import uuid
@@ -103,14 +104,10 @@ class EmulatorBus:
 
         topic_path = self._publisher.topic_path(self.project, topic)
         subscription = self._subscriber.subscription_path(self.project, f"{topic}-local")
-        try:
+        with contextlib.suppress(AlreadyExists):
             self._publisher.create_topic(name=topic_path)
-        except AlreadyExists:
-            pass
-        try:
+        with contextlib.suppress(AlreadyExists):
             self._subscriber.create_subscription(name=subscription, topic=topic_path, ack_deadline_seconds=60)
-        except AlreadyExists:
-            pass
         return topic_path, subscription
 
     def subscribe(self, topic: str, handler: Handler) -> None:

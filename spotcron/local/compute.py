@@ -8,6 +8,7 @@ watches, then deletes the VM 30 seconds later, like Spot's DELETE termination ac
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -171,7 +172,5 @@ class LocalCompute:
 
 def _kill_group(process: subprocess.Popen) -> None:
     """End the runner and everything it started (the container or local command), at once."""
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass

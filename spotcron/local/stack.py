@@ -72,6 +72,8 @@ class LocalStack:
         from spotcron.local.compute import LocalCompute, container_runtime
         from spotcron.local.metadata import LocalMetadataServer
         from spotcron.memory import MemoryEvents, SystemClock
+        from spotcron.page import update_index
+        from spotcron.pricing import cost_function
 
         self.state_dir.mkdir(parents=True, exist_ok=True)
         _log_to_file(self.state_dir / "spotcron.log")
@@ -92,7 +94,7 @@ class LocalStack:
         self._stack.append(self.bus.close)
         self.deps = Deps(settings=settings, compute=compute, blobs=emulator_blobs(bucket.url, LOCAL_BUCKET),
                          events=MemoryEvents(), identity=GoogleIdentity(certs_url=metadata.certs_url), clock=clock,
-                         run_cost=_cost_function(self.prices, settings), on_run_end=_run_end_hooks())
+                         run_cost=cost_function(self.prices, settings.region), on_run_end=[update_index])
         self.compute, self.metadata, self.bucket = compute, metadata, bucket
         entrypoints.use(self.deps)
         self._stack.append(lambda: entrypoints.use(None))
@@ -222,19 +224,3 @@ def _log_to_file(path: Path) -> None:
     root.addHandler(handler)
     root.setLevel(logging.INFO)
     root.propagate = False
-
-
-def _cost_function(prices: Any, settings: Settings):
-    try:
-        from spotcron import pricing
-    except ImportError:
-        return None
-    return pricing.cost_function(prices, settings.region) if hasattr(pricing, "cost_function") else None
-
-
-def _run_end_hooks() -> list:
-    try:
-        from spotcron import page
-    except ImportError:
-        return []
-    return [page.update_index] if hasattr(page, "update_index") else []

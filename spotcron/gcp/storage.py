@@ -1,0 +1,96 @@
+"""The Blobs port on Cloud Storage (google-cloud-storage).
+
+The client library is imported on first use: functions cold-start on a schedule.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from spotcron.errors import PreconditionFailed, Transient
+from spotcron.gcp.errors import translated
+from spotcron.ports import Blob
+
+# A read is "metadata, then the bytes of exactly that generation"; if the object is replaced
+# in between, the download's precondition fails and the read starts over.
+_READ_ATTEMPTS = 3
+
+
+class GcsBlobs:
+    """One bucket. `client` is a google.cloud.storage.Client; made with default credentials if None."""
+
+    def __init__(self, bucket: str, *, client: Any = None, timeout: float = 30.0):
+        self.bucket = bucket
+        self.timeout = timeout
+        self._client = client
+        self._bucket: Any = None
+        self._lock = threading.Lock()
+
+    def _handle(self) -> Any:
+        with self._lock:
+            if self._bucket is None:
+                if self._client is None:
+                    from google.cloud import storage
+
+                    self._client = storage.Client()
+                self._bucket = self._client.bucket(self.bucket)
+            return self._bucket
+
+    def read(self, name: str) -> Blob | None:
+        from google.api_core import exceptions as gexc
+
+        bucket = self._handle()
+        what = f"read gs://{self.bucket}/{name}"
+        for _ in range(_READ_ATTEMPTS):
+            with translated(what):
+                meta = bucket.get_blob(name, timeout=self.timeout)
+                if meta is None:
+                    return None
+                generation = int(meta.generation)
+                try:
+                    data = meta.download_as_bytes(if_generation_match=generation, timeout=self.timeout)
+                except gexc.NotFound:
+                    return None  # deleted between the two calls
+                except gexc.PreconditionFailed:
+                    continue  # replaced between the two calls
+            return Blob(name=name, data=data, generation=generation, updated=meta.updated,
+                        content_type=meta.content_type or "application/octet-stream")
+        raise Transient(f"{what}: the object changed under {_READ_ATTEMPTS} reads in a row; try again")
+
+    def write(self, name: str, data: bytes, *, if_generation_match: int | None = None,
+              content_type: str = "application/octet-stream") -> int:
+        from google.api_core import exceptions as gexc
+
+        blob = self._handle().blob(name)
+        what = f"write gs://{self.bucket}/{name}"
+        with translated(what):
+            try:
+                blob.upload_from_string(data, content_type=content_type, if_generation_match=if_generation_match,
+                                        timeout=self.timeout)
+            except gexc.PreconditionFailed as exc:
+                wanted = "absent" if if_generation_match == 0 else f"at generation {if_generation_match}"
+                raise PreconditionFailed(f"{what}: the object is not {wanted} (if_generation_match="
+                                         f"{if_generation_match})") from exc
+        return int(blob.generation)
+
+    def list(self, prefix: str) -> list[str]:
+        bucket = self._handle()
+        with translated(f"list gs://{self.bucket}/{prefix}"):
+            # The iterator follows nextPageToken itself: every page, not just the first.
+            # Only names are needed: `fields` keeps each page small on a bucket with years of runs.
+            pages = bucket.client.list_blobs(bucket, prefix=prefix, fields="items(name),nextPageToken",
+                                             timeout=self.timeout)
+            names = [blob.name for blob in pages]
+        return sorted(names)
+
+    def delete(self, name: str) -> bool:
+        from google.api_core import exceptions as gexc
+
+        blob = self._handle().blob(name)
+        with translated(f"delete gs://{self.bucket}/{name}"):
+            try:
+                blob.delete(timeout=self.timeout)
+            except gexc.NotFound:
+                return False
+        return True

@@ -1,0 +1,134 @@
+"""The Blobs port's contract, for MemoryBlobs and GcsBlobs (recording fake and storage emulator).
+
+Generation preconditions are checked only on `enforcing_blobs` (memory and the recording fake):
+gcp-storage-emulator ignores them, so a test there would prove nothing.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from spotcron.errors import PreconditionFailed
+from spotcron.ports import Blobs
+
+RUN = "runs/bot/20261122-1000/run.json"
+
+
+def test_implements_the_protocol(blobs):
+    assert isinstance(blobs, Blobs)
+    assert blobs.bucket
+
+
+def test_read_missing_is_none(blobs):
+    assert blobs.read(RUN) is None
+
+
+def test_write_then_read_gives_the_bytes_generation_and_type(blobs):
+    generation = blobs.write(RUN, b'{"state":"starting"}', content_type="application/json")
+
+    blob = blobs.read(RUN)
+
+    assert generation > 0
+    assert (blob.name, blob.data, blob.generation) == (RUN, b'{"state":"starting"}', generation)
+    assert blob.content_type == "application/json"
+    assert blob.json() == {"state": "starting"}
+    assert blob.updated is not None
+
+
+def test_binary_data_survives(blobs):
+    data = bytes(range(256))
+    blobs.write("runs/bot/x/attempt-1/results/out.bin", data)
+
+    assert blobs.read("runs/bot/x/attempt-1/results/out.bin").data == data
+
+
+def test_an_overwrite_has_a_newer_generation(blobs):
+    first = blobs.write(RUN, b"1")
+    second = blobs.write(RUN, b"2")
+
+    assert second > first
+    assert blobs.read(RUN).data == b"2"
+
+
+def test_create_only_on_an_absent_object_creates_it(blobs):
+    generation = blobs.write(RUN, b"1", if_generation_match=0)
+
+    assert blobs.read(RUN).generation == generation
+
+
+def test_replace_at_the_current_generation_succeeds(blobs):
+    first = blobs.write(RUN, b"1")
+
+    second = blobs.write(RUN, b"2", if_generation_match=first)
+
+    assert second > first
+    assert blobs.read(RUN).data == b"2"
+
+
+def test_create_only_twice_is_precondition_failed(enforcing_blobs):
+    enforcing_blobs.write(RUN, b"first", if_generation_match=0)
+
+    with pytest.raises(PreconditionFailed) as caught:
+        enforcing_blobs.write(RUN, b"second", if_generation_match=0)
+
+    assert RUN in str(caught.value)
+    assert enforcing_blobs.read(RUN).data == b"first"
+
+
+def test_replace_at_a_stale_generation_is_precondition_failed(enforcing_blobs):
+    first = enforcing_blobs.write(RUN, b"1")
+    enforcing_blobs.write(RUN, b"2", if_generation_match=first)
+
+    with pytest.raises(PreconditionFailed):
+        enforcing_blobs.write(RUN, b"3", if_generation_match=first)
+
+    assert enforcing_blobs.read(RUN).data == b"2"
+
+
+def test_replace_of_an_absent_object_is_precondition_failed(enforcing_blobs):
+    with pytest.raises(PreconditionFailed):
+        enforcing_blobs.write(RUN, b"x", if_generation_match=12345)
+
+    assert enforcing_blobs.read(RUN) is None
+
+
+def test_list_by_prefix_is_sorted_and_complete(blobs):
+    names = [f"runs/bot/20261122-{hour:02d}00/run.json" for hour in range(8)]
+    for name in reversed(names):  # written out of order, more than one page of the recording fake
+        blobs.write(name, b"{}")
+    blobs.write("runs/bot/20261122-0000/attempt-1/manifest.json", b"{}")
+    blobs.write("runs/bots/20261122-0000/run.json", b"{}")
+    blobs.write("runs/other/20261122-0000/run.json", b"{}")
+
+    listed = blobs.list("runs/bot/")
+
+    assert listed == sorted(names + ["runs/bot/20261122-0000/attempt-1/manifest.json"])
+
+
+def test_a_prefix_is_a_string_prefix_not_a_folder(blobs):
+    blobs.write("runs/bot/1/run.json", b"{}")
+    blobs.write("runs/bots/1/run.json", b"{}")
+
+    assert blobs.list("runs/bot") == ["runs/bot/1/run.json", "runs/bots/1/run.json"]
+
+
+def test_list_of_nothing_is_empty(blobs):
+    assert blobs.list("runs/nobody/") == []
+
+
+def test_delete_twice_is_true_then_false(blobs):
+    blobs.write(RUN, b"{}")
+
+    assert blobs.delete(RUN) is True
+    assert blobs.delete(RUN) is False
+    assert blobs.read(RUN) is None
+    assert blobs.list("runs/") == []
+
+
+def test_a_deleted_object_can_be_created_again_create_only(blobs):
+    blobs.write(RUN, b"1")
+    blobs.delete(RUN)
+
+    blobs.write(RUN, b"2", if_generation_match=0)
+
+    assert blobs.read(RUN).data == b"2"

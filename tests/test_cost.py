@@ -1,0 +1,310 @@
+"""The billing model pinned against hand-computed cases, the monthly projection, and `spotcron cost`."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from spotcron.cli import SpotcronGroup
+from spotcron.cli.cost import cost as cost_command
+from spotcron.cost import (
+    Usage,
+    billed_vm_seconds,
+    project_job,
+    project_specs,
+    project_stack,
+    run_cost,
+    runs_per_month,
+    vm_seconds_from_history,
+)
+from spotcron.pricing import load_prices
+from spotcron.runs import Attempt, RunRecord
+from spotcron.spec import JobSpec
+
+ROOT = Path(__file__).resolve().parents[1]
+T0 = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
+HOUR = 3600
+
+
+@pytest.fixture(scope="module")
+def table():
+    return load_prices()
+
+
+@pytest.fixture(scope="module")
+def recipe():
+    return load_prices("recipe-2018")
+
+
+def attempt(number: int, seconds: float | None, *, machine: str = "n1-standard-1", spot: bool = True,
+            gpu: str | None = None, disk_gb: int = 10, start: datetime = T0) -> Attempt:
+    return Attempt(number=number, vm_name=f"sc-job-run-a{number}", machine_type=machine,
+                   provisioning_model="SPOT" if spot else "STANDARD", gpu=gpu, disk_gb=disk_gb,
+                   created_at=start, deleted_at=None if seconds is None else start + timedelta(seconds=seconds))
+
+
+def record(*attempts: Attempt, state: str = "succeeded", job: str = "job", variant: str | None = None) -> RunRecord:
+    return RunRecord(job=job, run_id="20261122-1000", variant=variant, state=state, created_at=T0, updated_at=T0,
+                     attempts=attempts)
+
+
+def functions_usd(table, calls: list[float]) -> float:
+    f = table.functions
+    return sum(0.40 / 1e6 + f.billed_seconds(s) * (0.167 * 0.000024 + 0.25 * 0.0000025) for s in calls)
+
+
+# --- one run ---------------------------------------------------------------------------------
+
+
+def test_billed_seconds_minimum_and_rounding():
+    assert billed_vm_seconds(0) == 60
+    assert billed_vm_seconds(20) == 60
+    assert billed_vm_seconds(60) == 60
+    assert billed_vm_seconds(61) == 61
+    assert billed_vm_seconds(60.2) == 61
+
+
+def test_a_20_second_run_bills_one_minute(table):
+    cost = run_cost(record(attempt(1, 20)), table, "us-central1")
+    assert cost.items["compute"] == pytest.approx(0.01306 * 60 / HOUR)
+    # The disk has no minimum: 10 GB x $0.04 per 730-hour month, for 20 seconds.
+    assert cost.items["disk"] == pytest.approx(10 * 0.04 * 20 / (730 * HOUR))
+    assert cost.items["gpu"] == 0
+    assert cost.items["functions"] == pytest.approx(functions_usd(table, [2.0, 2.0]))
+    assert cost.total_usd == pytest.approx(sum(cost.items.values()))
+
+
+def test_a_61_second_run_bills_61_seconds(table):
+    cost = run_cost(record(attempt(1, 61)), table, "us-central1")
+    assert cost.items["compute"] == pytest.approx(0.01306 * 61 / HOUR)
+
+
+def test_on_demand_run(table):
+    cost = run_cost(record(attempt(1, 600, machine="e2-standard-2", spot=False)), table, "us-central1")
+    assert cost.items["compute"] == pytest.approx(0.06701 * 600 / HOUR)
+
+
+def test_gpu_spot_run(table):
+    half_hour = attempt(1, 1800, machine="n1-standard-4", gpu="nvidia-tesla-t4 x1", disk_gb=50)
+    cost = run_cost(record(half_hour), table, "us-central1")
+    assert cost.items["compute"] == pytest.approx(0.05224 / 2)
+    assert cost.items["gpu"] == pytest.approx(0.14 / 2)
+    assert cost.items["disk"] == pytest.approx(50 * 0.04 * 1800 / (730 * HOUR))
+    two = run_cost(record(attempt(1, 1800, machine="n1-standard-8", gpu="nvidia-tesla-v100 x2", spot=False)),
+                   table, "us-central1")
+    assert two.items["gpu"] == pytest.approx(2 * 2.48 / 2)
+
+
+def test_bundled_gpus_are_not_billed_twice(table):
+    cost = run_cost(record(attempt(1, HOUR, machine="g2-standard-4", gpu="nvidia-l4 x1")), table, "us-central1")
+    assert cost.items["compute"] == pytest.approx(0.70683 * 0.4, rel=1e-4)
+    assert cost.items["gpu"] == 0
+
+
+def test_two_attempts_each_bill_their_own_minimum(table):
+    preempted = attempt(1, 30)
+    retried = attempt(2, 300, start=T0 + timedelta(minutes=5))
+    cost = run_cost(record(preempted, retried), table, "us-central1")
+    assert cost.items["compute"] == pytest.approx(0.01306 * (60 + 300) / HOUR)
+    assert cost.items["disk"] == pytest.approx(10 * 0.04 * 330 / (730 * HOUR))
+    # One start_job, one job_done per attempt.
+    assert cost.items["functions"] == pytest.approx(functions_usd(table, [2.0, 2.0, 2.0]))
+
+
+def test_attempts_without_a_vm_cost_nothing_and_live_ones_count_until_now(table):
+    never = Attempt(number=1, vm_name="sc-a1", machine_type="n1-standard-1", created_at=None)
+    assert run_cost(record(never), table, "us-central1").items["compute"] == 0
+    live = attempt(1, None)
+    assert run_cost(record(live, state="running"), table, "us-central1").items["compute"] == 0
+    later = run_cost(record(live, state="running"), table, "us-central1", now=T0 + timedelta(seconds=90))
+    assert later.items["compute"] == pytest.approx(0.01306 * 90 / HOUR)
+
+
+def test_sweep_share_and_region(table):
+    base = run_cost(record(attempt(1, 20)), table, "us-central1")
+    shared = run_cost(record(attempt(1, 20)), table, "us-central1", sweep_invocations=2)
+    assert shared.items["functions"] - base.items["functions"] == pytest.approx(functions_usd(table, [1.0, 1.0]))
+    europe = run_cost(record(attempt(1, 20)), table, "europe-west1")
+    assert europe.items["compute"] == pytest.approx(base.items["compute"] * 1.10)
+
+
+# --- runs per month --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("schedule", "zone", "expected"), [
+    ("0 */4 * * *", "Etc/UTC", 180),
+    ("0 * * * *", "Etc/UTC", 720),
+    ("0 * * * *", "Europe/Berlin", 720),
+    ("*/5 * * * *", "Etc/UTC", 8640),
+    ("30 2 * * *", "Etc/UTC", 30),
+    ("0 9 1 * *", "Etc/UTC", 12 * 30 / 365),  # a monthly job: 12 a year, not 0 or 2 in some window
+    ("0 9 * * 1-5", "Etc/UTC", 261 * 30 / 365),  # 261 weekdays in the year after 2026-11-22
+])
+def test_runs_per_month(schedule, zone, expected):
+    assert runs_per_month(schedule, zone, T0) == pytest.approx(expected)
+
+
+# --- the recipe's figures --------------------------------------------------------------------
+
+
+def hello_bot(schedule: str = "0 */4 * * *") -> JobSpec:
+    return JobSpec(name="hello-bot", schedule=schedule, image="spotcron/hello-bot",
+                   machine={"type": "n1-standard-1", "spot": True})
+
+
+def test_the_recipe_costs_76_cents_a_month_at_2018_prices(recipe):
+    """Max Woolf, 2018: start at 0 */4, stop two minutes later, preemptible n1-standard-1."""
+    spec = hello_bot()
+    job = project_job(spec, runs_per_month=runs_per_month(spec.schedule, spec.time_zone, T0), runtime_s=120,
+                      table=recipe, region="us-central1")
+    assert job.runs_per_month == 180
+    classic = job.classic_items
+    assert classic["compute"] == pytest.approx(0.06)  # $0.01/h / 60 x 12 min a day x 30 days
+    assert classic["disk"] == pytest.approx(0.40)  # 10 GB x $0.04, all month
+    assert classic["scheduler"] == pytest.approx(0.20)  # two rules
+    assert classic["functions"] == pytest.approx(0.10, abs=1e-4)  # 360 calls x 600 x $0.000000463
+    assert round(job.classic_monthly_usd, 2) == 0.76
+
+
+def test_the_recipes_hourly_figure_follows_too(recipe):
+    # Hourly: 720 runs x 2 min = 24 h x $0.01 = $0.24; 1,440 calls x 60 s = $0.40; $0.40 disk; $0.20 rules.
+    job = project_job(hello_bot("0 * * * *"), runs_per_month=720, runtime_s=120, table=recipe, region="us-central1")
+    assert job.classic_items["compute"] == pytest.approx(0.24)
+    assert job.classic_items["functions"] == pytest.approx(0.40, abs=1e-4)
+    assert round(job.classic_monthly_usd, 2) == 1.24
+
+
+def test_spotcron_design_beats_the_classic_one_on_the_same_prices(recipe):
+    job = project_job(hello_bot(), runs_per_month=180, runtime_s=120, table=recipe, region="us-central1")
+    items = job.items
+    assert items["compute"] == pytest.approx(0.06)  # same VM time
+    assert items["disk"] == pytest.approx(10 * 0.04 * 180 * 120 / (730 * HOUR))  # only while the VM exists
+    assert items["scheduler"] == pytest.approx(0.10)  # one entry, no stop rule
+    # One start_job (2 s) and one job_done (2 s) per run, at the 2018 per-100 ms price.
+    assert items["functions"] == pytest.approx(180 * 2 * 20 * 0.000000463)
+    assert items["storage"] > 0
+    assert job.monthly_usd < job.classic_monthly_usd / 3
+
+
+def test_matrix_jobs_count_a_vm_per_entry(table):
+    spec = JobSpec(name="bench", schedule="0 3 * * 1", image="x", machine={"disk_gb": 30},
+                   matrix=[{"name": "cpu", "machine": {"type": "n1-highcpu-16"}},
+                           {"name": "t4", "machine": {"type": "n1-standard-8",
+                                                      "gpu": {"type": "nvidia-tesla-t4", "count": 1}}}])
+    job = project_job(spec, runs_per_month=4, runtime_s=HOUR, table=table, region="us-central1")
+    assert job.items["compute"] == pytest.approx(4 * (0.15595 + 0.10448), rel=1e-4)
+    assert job.items["gpu"] == pytest.approx(4 * 0.14)
+    assert job.classic_items["disk"] == pytest.approx(2 * 30 * 0.04)
+    assert [v.variant for v in job.variants] == ["cpu", "t4"]
+
+
+def test_paused_jobs_run_nothing_but_keep_their_scheduler_entry(table):
+    spec = hello_bot().model_copy(update={"paused": True})
+    job = project_job(spec, runs_per_month=180, runtime_s=120, table=table, region="us-central1")
+    assert job.items["compute"] == 0 and job.items["scheduler"] == 0.10
+
+
+def test_history_replaces_the_runtime(table):
+    records = [record(attempt(1, 100)), record(attempt(1, 30), attempt(2, 170)),
+               record(attempt(1, None), state="running")]
+    history = vm_seconds_from_history(records)
+    assert history == {("job", None): (150.0, 2)}
+    spec = JobSpec(name="job", schedule="0 * * * *", image="x", machine={"type": "n1-standard-1"})
+    job = project_job(spec, runs_per_month=720, runtime_s=600, table=table, region="us-central1", history=history)
+    assert job.variants[0].vm_seconds == 150 and job.variants[0].basis == "history (2 runs)"
+    assert job.items["compute"] == pytest.approx(720 * 0.01306 * 150 / HOUR)
+
+
+def test_stack_adds_the_sweep_and_applies_free_tiers(table):
+    jobs = [project_job(hello_bot(), runs_per_month=180, runtime_s=120, table=table, region="us-central1")]
+    stack = project_stack(jobs, table=table, sweep_interval_s=300)
+    sweeps = 30 * 86400 / 300
+    assert stack.shared_items["scheduler"] == 0.10
+    assert stack.shared_items["functions"] == pytest.approx(sweeps * (0.40 / 1e6 + 1.0 * table.functions.per_second))
+    assert stack.monthly_usd == pytest.approx(jobs[0].monthly_usd + sum(stack.shared_items.values()))
+    # Two scheduler entries (job + sweep) fit in the 3 free ones; function calls fit in their free tier.
+    assert stack.free_tier_usd == pytest.approx(0.20 + jobs[0].items["functions"] + stack.shared_items["functions"])
+    assert stack.monthly_after_free_tier_usd == pytest.approx(
+        stack.monthly_usd - stack.free_tier_usd)
+
+
+def test_project_specs_uses_the_schedule_and_history(table):
+    spec = hello_bot()
+    stack = project_specs([spec], table=table, region="us-central1", now=T0, runtime_s=120,
+                          usage=Usage(start_seconds=1.0))
+    assert stack.jobs[0].runs_per_month == 180
+    assert stack.jobs[0].to_json()["vm_seconds_per_run"] == {"hello-bot": 120.0}
+
+
+# --- the command -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def run(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for name in ("SPOTCRON_JOBS", "SPOTCRON_STACK", "SPOTCRON_PRICES", "SPOTCRON_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    group = SpotcronGroup("spotcron")
+    group.add_command(cost_command)
+
+    def invoke(*args: str, env: dict[str, str] | None = None, jobs: Path = ROOT / "jobs"):
+        return CliRunner().invoke(group, ["cost", "--jobs", str(jobs), *args], env=env)
+
+    return invoke
+
+
+def test_cost_json_reproduces_the_recipe_for_hello_bot(run):
+    result = run("hello-bot", "--prices", "recipe-2018", "--runtime", "2m", "--json")
+    assert result.exit_code == 0, result.output
+    [job] = json.loads(result.output)
+    assert job["job"] == "hello-bot"
+    assert round(job["classic_monthly_usd"], 2) == 0.76
+    classic = job["classic_items"]
+    assert (round(classic["compute"], 2), round(classic["disk"], 2), round(classic["scheduler"], 2),
+            round(classic["functions"], 2)) == (0.06, 0.40, 0.20, 0.10)
+    assert set(job["items"]) == {"compute", "gpu", "disk", "scheduler", "functions", "storage"}
+    assert job["monthly_usd"] == pytest.approx(sum(job["items"].values()), abs=1e-5)
+
+
+def test_cost_table_for_every_job(run, tmp_path):
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    (jobs / "bot.yaml").write_text('schedule: "0 */4 * * *"\nimage: x\nmachine: {type: n1-standard-1}\n')
+    (jobs / "bench.yaml").write_text(
+        'schedule: "0 3 * * 1"\nimage: x\nmatrix:\n  - {name: cpu, machine: {type: n1-highcpu-16}}\n'
+        '  - name: t4\n    machine: {type: n1-standard-8, gpu: {type: nvidia-tesla-t4}}\n')
+    result = run(jobs=jobs)
+    assert result.exit_code == 0, result.output
+    for text in ("bot", "bench", "(sweep)", "stack", "classic", "prices gcp-2026-11 (2026-11-22), us-central1",
+                 "compute includes GPUs", "After one billing account's free tiers"):
+        assert text in result.output
+    # The 2018 table has no price for n1-highcpu-16: a clear error, exit 2.
+    result = run("--runtime", "2m", env={"SPOTCRON_PRICES": "recipe-2018"}, jobs=jobs)
+    assert result.exit_code == 2
+    assert "error: price table recipe-2018: no price for machine type 'n1-highcpu-16'" in result.output
+    result = run("--region", "europe-west1", "bot", "--json", jobs=jobs)
+    assert json.loads(result.output)[0]["items"]["compute"] == pytest.approx(
+        180 * 0.01306 * 1.10 * 300 / HOUR)
+
+
+def test_cost_with_history_and_bad_input(run, tmp_path):
+    folder = tmp_path / "bucket" / "runs" / "hello-bot" / "20261122-0800"
+    folder.mkdir(parents=True)
+    done = record(attempt(1, 95), job="hello-bot")
+    (folder / "run.json").write_bytes(done.to_json())
+    result = run("hello-bot", "--history", str(tmp_path / "bucket"), "--json")
+    assert json.loads(result.output)[0]["vm_seconds_per_run"] == {"hello-bot": 95.0}
+    result = run("hello-bot", "--history", str(tmp_path / "bucket"))
+    assert "1m35s*" in result.output and "mean VM time per run from the run history" in result.output
+
+    result = run("nope")
+    assert result.exit_code == 2 and "no job named 'nope'" in result.output
+    result = run("--runtime", "soon")
+    assert result.exit_code == 2 and "'soon' is not a duration" in result.output
+    (folder / "run.json").write_text("{}")
+    result = run("--history", str(tmp_path / "bucket"))
+    assert result.exit_code == 2 and "run.json: not a run record" in result.output

@@ -1,0 +1,186 @@
+"""The results page: self-contained HTML, recent runs with links, charts inlined; opened in Chromium."""
+
+from __future__ import annotations
+
+import base64
+import re
+import shutil
+import subprocess
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from spotcron.charts import chart_pngs
+from spotcron.page import render_index, update_index
+from spotcron.pricing import load_prices
+from spotcron.report import benchmark_report
+from spotcron.runs import Attempt, RunRecord
+
+T0 = datetime(2026, 11, 22, 8, 0, tzinfo=UTC)
+BAR_COLOURS = {(0x2B, 0x8A, 0x3E), (0xC9, 0x2A, 0x2A), (0x55, 0x55, 0x55)}  # charts.py's bar colours
+
+
+def run(job: str, hour: int, state: str = "succeeded", *, attempts: int = 1, variant: str | None = None,
+        cost: float | None = 0.000231, reason: str | None = None) -> RunRecord:
+    start = T0 + timedelta(hours=hour)
+    run_id = f"{start:%Y%m%d-%H%M}" + (f"-{variant}" if variant else "")
+    tries = tuple(
+        Attempt(number=n, vm_name=f"sc-{job}-a{n}", machine_type="n1-standard-1", created_at=start,
+                started_at=start + timedelta(seconds=30), finished_at=start + timedelta(seconds=95),
+                deleted_at=start + timedelta(seconds=100))
+        for n in range(1, attempts + 1)
+    )
+    prefix = f"runs/{job}/{run_id}/attempt-{attempts}/" if state == "succeeded" else None
+    return RunRecord(job=job, run_id=run_id, variant=variant, state=state, reason=reason, created_at=start,
+                     updated_at=start, attempts=tries, cost_usd=cost, results_prefix=prefix)
+
+
+@pytest.fixture(scope="module")
+def charts():
+    records = [run("bench", 0, variant="cpu"), run("bench", 0, variant="gpu")]
+    records = [r.model_copy(update={"attempts": (r.attempts[0].model_copy(update={
+        "machine_type": "n1-highcpu-16" if r.variant == "cpu" else "n1-standard-8",
+        "gpu": "nvidia-tesla-t4 x1" if r.variant == "gpu" else None,
+        "finished_at": r.attempts[0].started_at + timedelta(seconds=600 if r.variant == "cpu" else 200),
+        "deleted_at": r.attempts[0].started_at + timedelta(seconds=620 if r.variant == "cpu" else 220)}),)})
+        for r in records]
+    report = benchmark_report("bench", records, load_prices(), "us-central1")
+    return chart_pngs(report)
+
+
+@pytest.fixture(scope="module")
+def records_by_job():
+    bot = [run("hello-bot", h) for h in range(25)]
+    bot.append(run("hello-bot", 30, "preempted", attempts=2, reason="<script>alert(1)</script>"))
+    bot.append(run("hello-bot", 31, "running", cost=None))
+    return {"hello-bot": bot, "bench": [run("bench", 0, variant="cpu"), run("bench", 1, "failed", variant="gpu")]}
+
+
+def test_page_lists_recent_runs_newest_first_with_links(records_by_job, charts):
+    html = render_index(records_by_job, charts, generated_at=T0 + timedelta(days=2))
+    assert html.startswith("<!DOCTYPE html>")
+    assert "Updated 2026-11-24 08:00 UTC." in html
+    bot = html[html.index('id="job-hello-bot"'):]
+    run_ids = re.findall(r"<tr><td>(\d{8}-\d{4}[^<]*)</td>", bot)
+    assert run_ids[:3] == ["20261123-1500", "20261123-1400", "20261123-0800"]
+    assert len(run_ids) == 20  # the default limit
+    assert "20 most recent of 27 runs; 18 of 19 ended runs succeeded" in html
+    assert '<a href="runs/hello-bot/20261123-0800/attempt-1/logs.txt">logs</a>' in html
+    assert '<a href="runs/hello-bot/20261123-0800/attempt-1/manifest.json">results</a>' in html
+    assert '<a href="runs/hello-bot/20261123-0800/run.json">record</a>' in html
+    # Two attempts: a log link each; a preempted run has no results link.
+    assert 'attempt-1/logs.txt">logs 1</a> <a href="runs/hello-bot/20261123-1400/attempt-2/logs.txt">logs 2</a>' in html
+    assert "runs/hello-bot/20261123-1400/attempt-2/manifest.json" not in html
+    assert '<span class="state succeeded">succeeded</span>' in html
+    assert '<td class="num">1m05s</td>' in html  # container time
+    assert '<td class="num">$0.0002</td>' in html
+    assert "<td>gpu</td>" in html  # matrix entries show their configuration
+    assert "<th>configuration</th>" in html[:html.index('id="job-hello-bot"')]
+    assert "<th>configuration</th>" not in bot  # a plain job has none
+
+
+def test_page_is_self_contained_and_escapes_what_runs_report(records_by_job, charts):
+    html = render_index(records_by_job, charts)
+    assert "<script" not in html and "http://" not in html and "https://" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "default-src 'none'; img-src data:" in html
+    images = re.findall(r'<img alt="([^"]+)" src="data:image/png;base64,([^"]+)">', html)
+    assert sorted(name for name, _ in images) == sorted(charts)
+    for name, data in images:
+        assert base64.b64decode(data) == charts[name]
+
+
+def test_page_without_runs_or_charts():
+    html = render_index({}, {})
+    assert "No runs yet." in html and "Benchmarks" not in html and "Updated" not in html
+
+
+def _chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_chromium() is None, reason="no chromium binary on PATH (CI installs it)")
+def test_page_renders_in_headless_chromium(records_by_job, charts, tmp_path):
+    import numpy as np
+    from matplotlib.image import imread
+
+    page = tmp_path / "index.html"
+    page.write_text(render_index(records_by_job, charts, generated_at=T0))
+    url = page.as_uri()
+
+    def chromium(*args: str) -> subprocess.CompletedProcess:
+        profile = tmp_path / f"profile-{len(list(tmp_path.iterdir()))}"
+        return subprocess.run([_chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args, url],
+                              capture_output=True, text=True, timeout=120, check=False)
+
+    dom = chromium("--dump-dom")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert dom.stdout.count('<span class="state ') == 22  # 20 hello-bot rows + 2 bench rows
+    assert "20261123-1500" in dom.stdout and "logs.txt" in dom.stdout
+    assert dom.stdout.count("data:image/png;base64,") == len(charts) == 2
+
+    shot = tmp_path / "shot.png"
+    result = chromium("--hide-scrollbars", "--window-size=1280,3200", f"--screenshot={shot}")
+    assert result.returncode == 0 and shot.exists(), result.stderr[-2000:]
+    assert shot.stat().st_size > 20_000
+    pixels = (imread(shot)[:, :, :3] * 255).round().astype(int)
+    assert pixels.std() > 10  # not a blank page
+    # The charts' solid bars are there: thousands of pixels in their exact colours.
+    bars = sum(int(np.all(np.abs(pixels - np.array(colour)) <= 3, axis=-1).sum()) for colour in BAR_COLOURS)
+    assert bars > 3000
+
+
+class _Deps:
+    """What update_index uses of the engine's Deps: store, blobs, clock, settings."""
+
+    def __init__(self):
+        from spotcron.memory import FakeClock, MemoryBlobs
+        from spotcron.settings import Settings
+        from spotcron.store import RunStore
+
+        self.clock = FakeClock(T0 + timedelta(days=1))
+        self.blobs = MemoryBlobs(clock=self.clock)
+        self.store = RunStore(self.blobs)
+        self.settings = Settings()
+
+
+def test_update_index_writes_the_page_with_charts_for_matrix_jobs():
+    from spotcron import layout
+
+    deps = _Deps()
+    cpu = run("bench", 0, variant="cpu", cost=0.01)
+    gpu = run("bench", 0, variant="gpu", cost=0.004)
+    for rec in [run("hello-bot", h) for h in range(3)] + [cpu, gpu]:
+        deps.store.create(rec)
+    html = update_index(deps, gpu, limit=2)
+    blob = deps.blobs.read(layout.INDEX_PAGE)
+    assert blob.data.decode() == html and blob.content_type == "text/html; charset=utf-8"
+    assert "Updated 2026-11-23 08:00 UTC." in html
+    assert "20261122-1000" in html and "20261122-0900" in html and "20261122-0800</td>" not in html
+    # Charts from the costs the records stored: gpu costs 0.4x of cpu.
+    assert "bench-relative-cost.png" in html and "bench-relative-time.png" in html
+    assert render_index({}, {}) != html
+
+
+def test_engine_cost_function_bills_until_the_run_ended_and_never_raises():
+    from spotcron.pricing import cost_function
+
+    cost = cost_function("recipe-2018", "us-central1")
+    live = run("hello-bot", 0)
+    live = live.model_copy(update={
+        "attempts": (live.attempts[0].model_copy(update={"deleted_at": None}),),
+        "updated_at": live.attempts[0].created_at + timedelta(seconds=120)})
+    total, items = cost(live)
+    assert items["compute"] == pytest.approx(0.01 * 120 / 3600)
+    assert total == pytest.approx(sum(items.values()))
+    odd = live.model_copy(update={"attempts": (live.attempts[0].model_copy(update={"machine_type": "z9-mega"}),)})
+    assert cost(odd) == (None, {})
