@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "spotcron.cli.cost",
     "spotcron.cli.report",
     "spotcron.cli.up",
+    "spotcron.cli.runs",
 )
 
 EXIT_USER_ERROR = 2  # same as click's usage errors: "your input is wrong", never a traceback

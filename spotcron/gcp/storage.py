@@ -49,7 +49,11 @@ class GcsBlobs:
                     return None
                 generation = int(meta.generation)
                 try:
-                    data = meta.download_as_bytes(if_generation_match=generation, timeout=self.timeout)
+                    # A fresh handle builds the download URL from the client's endpoint; the
+                    # object's stored mediaLink can name another host (an emulator restarted on
+                    # a new port keeps the old one).
+                    data = bucket.blob(name, generation=generation).download_as_bytes(
+                        if_generation_match=generation, timeout=self.timeout)
                 except gexc.NotFound:
                     return None  # deleted between the two calls
                 except gexc.PreconditionFailed:

@@ -199,6 +199,7 @@ class _HttpServer:
     def __init__(self, app):
         from werkzeug.serving import make_server
 
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no request lines in the user's terminal
         self._server = make_server("127.0.0.1", 0, app, threaded=True)
         self.url = f"http://127.0.0.1:{self._server.server_port}/"
         self._thread = threading.Thread(target=self._server.serve_forever, name="spotcron-job-done", daemon=True)

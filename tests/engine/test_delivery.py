@@ -202,3 +202,24 @@ def test_quota_permission_and_image_errors_fail_at_once(h):
         assert record.reason == f"Compute Engine refused the VM ({kind}): {reason}"
         assert record.current_attempt.outcome == "create_failed"
         assert h.compute.calls["create"] == before + 1
+
+
+def test_an_n1_gpu_job_asks_for_accelerators_and_tells_the_runner(h):
+    from spotcron.descriptor import RunDescriptor
+    from spotcron.ports import GpuRequest
+
+    h.start(make_spec(machine={"type": "n1-standard-8", "gpu": {"type": "nvidia-tesla-t4", "count": 1}}))
+    request = h.compute.created[0]
+    assert request.gpu == GpuRequest(type="nvidia-tesla-t4", count=1)
+    assert RunDescriptor.from_metadata(request.metadata["spotcron-run"]).gpu.type == "nvidia-tesla-t4"
+    assert h.record("bot", RUN).current_attempt.gpu == "nvidia-tesla-t4 x1"
+
+
+def test_a_g2_machine_brings_its_own_gpu(h):
+    from spotcron.descriptor import RunDescriptor
+
+    h.start(make_spec(machine={"type": "g2-standard-4"}))
+    request = h.compute.created[0]
+    assert request.gpu is None  # G2 types come with their L4; guestAccelerators would be refused
+    descriptor = RunDescriptor.from_metadata(request.metadata["spotcron-run"])
+    assert (descriptor.gpu.type, descriptor.gpu.count) == ("nvidia-l4", 1)  # the runner installs the driver

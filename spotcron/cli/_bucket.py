@@ -1,0 +1,168 @@
+"""What the results commands share: where the bucket comes from, run lookup, the runs table.
+
+The outside world (bucket opener, clock, sleep, Compute Engine, Pub/Sub, the local stack) comes
+from a `RunsContext` in click's `ctx.obj`; tests pass their own, `spotcron` itself the defaults.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from spotcron.cli._common import console
+
+if TYPE_CHECKING:
+    from spotcron.ports import Blobs, Compute
+    from spotcron.runs import RunRecord
+    from spotcron.store import RunStore
+
+BUCKET_ENV = "SPOTCRON_BUCKET"
+STATE_DIR_ENV = "SPOTCRON_STATE_DIR"
+PROJECT_ENV = "SPOTCRON_PROJECT"
+DEFAULT_STATE_DIR = ".spotcron"
+PIPE_WIDTH = 200
+
+
+def _open_bucket(bucket: str | None, state_dir: Path) -> AbstractContextManager[Blobs]:
+    from spotcron.local.blobs import open_bucket
+
+    return open_bucket(bucket, state_dir)
+
+
+def _google_compute(project: str) -> Compute:
+    from spotcron.gcp.compute import GoogleCompute
+
+    return GoogleCompute(project)
+
+
+def _publisher(emulator_host: str | None) -> Any:
+    if emulator_host:
+        from spotcron.gcp.pubsub import emulator_publisher
+
+        return emulator_publisher(emulator_host)
+    from google.cloud import pubsub_v1
+
+    return pubsub_v1.PublisherClient()
+
+
+def _local_stack(state_dir: Path) -> Any:
+    import os
+
+    from spotcron.local.stack import LocalStack
+
+    return LocalStack(state_dir, environ=os.environ)
+
+
+@dataclass
+class RunsContext:
+    """Everything these commands touch outside the process; swap any part in tests."""
+
+    open_blobs: Callable[[str | None, Path], AbstractContextManager[Blobs]] = _open_bucket
+    now: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    sleep: Callable[[float], None] = time.sleep
+    compute: Callable[[str], Compute] = _google_compute
+    publisher: Callable[[str | None], Any] = _publisher  # emulator host or None → PublisherClient
+    local_stack: Callable[[Path], Any] = _local_stack  # state_dir → an unstarted LocalStack
+
+
+def runs_context() -> RunsContext:
+    return click.get_current_context().ensure_object(RunsContext)
+
+
+def bucket_options(function: Any) -> Any:
+    """`--bucket gs://NAME` (env SPOTCRON_BUCKET) and `--state-dir DIR` (env SPOTCRON_STATE_DIR)."""
+    function = click.option(
+        "--state-dir", type=click.Path(path_type=Path, file_okay=False), default=DEFAULT_STATE_DIR,
+        envvar=STATE_DIR_ENV, show_default=True, show_envvar=True,
+        help="Where local mode keeps its bucket (used when --bucket is not given).")(function)
+    return click.option(
+        "--bucket", metavar="gs://NAME", envvar=BUCKET_ENV, show_envvar=True,
+        help="Results bucket of a deployed stack (default credentials). Without it: the local bucket.")(function)
+
+
+def stdout() -> Any:
+    """stdout console; piped output is not cut to 80 columns (scripts grep whole rows)."""
+    out = console()
+    if not out.is_terminal:
+        out.width = max(out.width, PIPE_WIDTH)
+    return out
+
+
+def describe(bucket: str | None, state_dir: Path) -> str:
+    if bucket:
+        return bucket if bucket.startswith("gs://") else f"gs://{bucket}"
+    return f"the local bucket ({Path(state_dir) / 'bucket'})"
+
+
+@contextlib.contextmanager
+def open_store(bucket: str | None, state_dir: Path) -> Iterator[RunStore]:
+    from spotcron.store import RunStore
+
+    with runs_context().open_blobs(bucket, state_dir) as blobs:
+        yield RunStore(blobs)
+
+
+def all_run_ids(store: RunStore) -> list[tuple[str, str]]:
+    """(job, run_id) of every record, from one listing of runs/."""
+    from spotcron import layout
+
+    return [parsed for parsed in map(layout.parse_record_name, store.blobs.list(layout.RUNS)) if parsed]
+
+
+def unknown_job(job: str, store: RunStore, where: str) -> Exception:
+    from spotcron.catalog import suggest
+    from spotcron.errors import SpotcronError
+
+    jobs = sorted(store.jobs())
+    hint = suggest(job, jobs)
+    known = (f"did you mean {hint!r}?" if hint else
+             f"jobs with runs: {', '.join(jobs)}" if jobs else "it has no runs yet")
+    return SpotcronError(f"no runs of job {job!r} in {where}; {known}")
+
+
+def resolve(store: RunStore, ref: str, job: str | None, where: str) -> RunRecord:
+    """The record that `ref` (JOB/RUN or a bare run id, with an optional --job) names."""
+    from spotcron.errors import SpotcronError
+    from spotcron.views import parse_run_ref, pick_match
+
+    ref_job, run_id = parse_run_ref(ref, job)
+    if ref_job is None:
+        matches = [j for j, r in all_run_ids(store) if r == run_id]
+        ref_job = pick_match(run_id, matches, where)
+    record = store.read(ref_job, run_id)
+    if record is None:
+        if ref_job not in store.jobs():
+            raise unknown_job(ref_job, store, where)
+        raise SpotcronError(f"no run {ref_job}/{run_id} in {where}; `spotcron runs {ref_job}` lists its runs")
+    return record
+
+
+def print_runs_table(out: Any, records: list[RunRecord], now: datetime) -> None:
+    from rich.table import Table
+
+    from spotcron.views import RUN_COLUMNS, fit_columns, run_row
+
+    rows = [run_row(record, now) for record in records]
+    widths = {c: max(len(c), *(len(row.cells()[i]) for row in rows)) for i, c in enumerate(RUN_COLUMNS)}
+    shown = fit_columns(widths, out.width)
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column in shown:
+        table.add_column(column, no_wrap=True, overflow="ellipsis",
+                         justify="right" if column in ("attempts", "cost", "exit") else "left")
+    for row in rows:
+        cells = dict(zip(RUN_COLUMNS, row.cells(), strict=True))
+        if row.status_style:
+            cells["status"] = f"[{row.status_style}]{row.status}[/{row.status_style}]"
+        table.add_row(*(cells[c] for c in shown))
+    out.print(table)
+    hidden = [c for c in RUN_COLUMNS if c not in shown]
+    if hidden:
+        out.print(f"[dim]left out to fit {out.width} columns: {', '.join(hidden)} (--json has everything)[/dim]")

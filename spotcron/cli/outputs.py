@@ -1,0 +1,259 @@
+"""spotcron logs and spotcron results: a run's container output and the files it wrote."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from spotcron.cli._bucket import bucket_options, describe, open_store, resolve, runs_context, stdout
+from spotcron.cli._common import console
+
+if TYPE_CHECKING:
+    from spotcron.ports import Blobs
+    from spotcron.runs import RunRecord
+    from spotcron.views import ResultFile
+
+
+# --- spotcron logs -----------------------------------------------------------------------------
+
+
+@click.command("logs")
+@click.argument("run")
+@click.option("--job", help="The job of a bare run id, when several jobs have one of that name.")
+@click.option("--attempt", type=click.IntRange(min=1), help="Show this attempt (default: the latest).")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new output until the run has ended.")
+@click.option("--interval", default=2.0, show_default=True, type=click.FloatRange(min=0.1),
+              help="Seconds between polls with --follow.")
+@bucket_options
+def logs(run: str, job: str | None, attempt: int | None, follow: bool, interval: float, bucket: str | None,
+         state_dir: Path) -> None:
+    """Print a run's container output (logs.txt of its latest attempt).
+
+    RUN is JOB/RUN or a bare run id, as `spotcron runs` lists them. With --follow, output is
+    printed as it reaches the bucket, attempt after attempt, until the run ends (the runner
+    uploads logs.txt when an attempt ends or is preempted).
+
+    \b
+    Examples:
+      spotcron logs hello-bot/20261122-1000
+      spotcron logs 20261122-1000 --attempt 1
+      spotcron logs hello-bot/20261122-1000 --follow
+    """
+    from spotcron import layout
+    from spotcron.errors import SpotcronError
+    from spotcron.views import pick_attempt
+
+    where = describe(bucket, state_dir)
+    if follow:
+        _follow(run, job, attempt, interval, bucket, state_dir)
+        return
+    with open_store(bucket, state_dir) as store:
+        record = resolve(store, run, job, where)
+        number = pick_attempt(record, attempt)
+        blob = store.blobs.read(layout.logs(record.job, record.run_id, number))
+    if blob is None:
+        name = layout.logs(record.job, record.run_id, number)
+        if record.terminal:
+            ended = record.state + (f": {record.reason}" if record.reason else "")
+            raise SpotcronError(f"no logs for {record.job}/{record.run_id} attempt {number} ({name} does not "
+                                f"exist); the run ended {ended}")
+        raise SpotcronError(f"no logs yet for {record.job}/{record.run_id} attempt {number}: the run is "
+                            f"{record.state} and the runner uploads them when the attempt ends; add --follow "
+                            f"to wait")
+    click.echo(blob.data.decode("utf-8", errors="replace"), nl=False)
+
+
+def _follow(ref: str, job: str | None, attempt: int | None, interval: float, bucket: str | None,
+            state_dir: Path) -> None:
+    import codecs
+
+    from spotcron import layout
+    from spotcron.errors import SpotcronError
+    from spotcron.views import pick_attempt
+
+    context = runs_context()
+    where = describe(bucket, state_dir)
+    err = console(stderr=True)
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    shown: dict[int, int] = {}  # attempt → bytes printed so far
+    current: int | None = None
+
+    def emit(data: bytes | None, number: int) -> None:
+        if data is None:
+            return
+        offset = shown.get(number, 0)
+        if len(data) < offset:  # the object was replaced by a shorter one: print it again
+            err.print(f"[dim]-- logs of attempt {number} were rewritten; printing them again --[/dim]")
+            offset = 0
+        if len(data) > offset:
+            click.echo(decoder.decode(data[offset:]), nl=False)
+        shown[number] = len(data)
+
+    key: tuple[str, str] | None = None
+    with err.status(f"following {ref} in {where}…") as spinner, _follow_blobs(bucket, state_dir) as reopen:
+        while True:
+            with reopen() as blobs:
+                from spotcron.store import RunStore
+
+                store = RunStore(blobs)
+                if key is None:
+                    found = resolve(store, ref, job, where)
+                    key = (found.job, found.run_id)
+                record = store.read(*key)
+                if record is None:
+                    raise SpotcronError(f"run {key[0]}/{key[1]} disappeared from {where} (pruned?)")
+                target = attempt if attempt is not None else (record.current_attempt.number
+                                                              if record.current_attempt else None)
+                if current is not None and target != current:
+                    # The previous attempt may have uploaded its last lines while being preempted.
+                    emit(_read(blobs, layout.logs(*key, current)), current)
+                    click.echo(decoder.decode(b"", final=True), nl=False)
+                    decoder.reset()
+                    err.print(f"[dim]-- attempt {target} --[/dim]")
+                current = target
+                if current is not None:
+                    emit(_read(blobs, layout.logs(*key, current)), current)
+            if record.terminal:
+                if attempt is not None:
+                    pick_attempt(record, attempt)  # an attempt that will never come is an error
+                tail = decoder.decode(b"", final=True)
+                if tail:
+                    click.echo(tail, nl=False)
+                break
+            spinner.update(f"{key[0]}/{key[1]} is {record.state}; waiting for more output…")
+            context.sleep(interval)
+    ended = record.state + (f": {record.reason}" if record.reason else "")
+    err.print(f"{key[0]}/{key[1]} ended {ended}" + ("" if current is not None and shown.get(current) else
+                                                    " (no logs)"))
+
+
+@contextlib.contextmanager
+def _follow_blobs(bucket: str | None, state_dir: Path) -> Iterator[Callable[[], AbstractContextManager[Blobs]]]:
+    """A per-poll bucket opener for --follow.
+
+    The local bucket is reopened on every poll: its emulator reads the object index once when it
+    starts, so a long-lived one would never see what `spotcron up` writes after that. A gs://
+    bucket is opened once and reused.
+    """
+    context = runs_context()
+    if not bucket:
+        yield lambda: context.open_blobs(bucket, state_dir)
+        return
+    with context.open_blobs(bucket, state_dir) as blobs:
+        yield lambda: contextlib.nullcontext(blobs)
+
+
+def _read(blobs: Blobs, name: str) -> bytes | None:
+    blob = blobs.read(name)
+    return blob.data if blob else None
+
+
+# --- spotcron results --------------------------------------------------------------------------
+
+
+@click.command("results")
+@click.argument("run")
+@click.option("--job", help="The job of a bare run id, when several jobs have one of that name.")
+@click.option("--attempt", type=click.IntRange(min=1),
+              help="Use this attempt (default: the one that succeeded, else the latest).")
+@click.option("--download", "download_dir", type=click.Path(path_type=Path, file_okay=False),
+              help="Write the files into DIR, keeping their relative paths (checked against the manifest).")
+@click.option("--json", "as_json", is_flag=True, help="Print the listing as JSON.")
+@bucket_options
+def results(run: str, job: str | None, attempt: int | None, download_dir: Path | None, as_json: bool,
+            bucket: str | None, state_dir: Path) -> None:
+    """List (and download) the files a run wrote to /results.
+
+    The list comes from the attempt's manifest.json (name, size, sha256), which the runner writes
+    last; without one, the upload did not complete and the objects found are listed instead.
+
+    \b
+    Examples:
+      spotcron results hello-bot/20261122-1000
+      spotcron results 20261122-1000-t4 --download ./out
+    """
+    from spotcron import layout
+    from spotcron.views import RESULT_COLUMNS, ResultFile, manifest_files, pick_attempt, results_json
+
+    where = describe(bucket, state_dir)
+    with open_store(bucket, state_dir) as store:
+        record = resolve(store, run, job, where)
+        number = attempt or _results_attempt(record) or pick_attempt(record, None)
+        if attempt:
+            pick_attempt(record, attempt)
+        prefix = layout.results_prefix(record.job, record.run_id, number)
+        manifest_name = layout.manifest(record.job, record.run_id, number)
+        manifest = store.blobs.read(manifest_name)
+        if manifest is not None:
+            files, source = manifest_files(manifest.data, manifest_name), "manifest"
+        else:
+            files = [ResultFile(name[len(prefix):]) for name in store.blobs.list(prefix)]
+            source = "listing"
+        written = _download(store.blobs, prefix, files, download_dir) if download_dir is not None else None
+    if as_json:
+        click.echo(results_json(files, source, prefix))
+        return
+    out = stdout()
+    label = f"{record.job}/{record.run_id} attempt {number} ({record.state})"
+    if source == "listing":
+        out.print(f"[yellow]no manifest[/yellow] for {label}: the upload did not complete; "
+                  f"objects under {prefix}:")
+    else:
+        out.print(f"results of {label}, from {manifest_name}:")
+    if not files:
+        out.print("no files")
+    else:
+        from rich.table import Table
+
+        table = Table(box=None, pad_edge=False, header_style="bold")
+        for column in RESULT_COLUMNS:
+            table.add_column(column, justify="right" if column == "size" else "left", no_wrap=True)
+        for file in files:
+            table.add_row(*file.cells())
+        out.print(table)
+    if written is not None:
+        from spotcron.views import format_size
+
+        out.print(f"downloaded {len(files)} file{'s' if len(files) != 1 else ''} ({format_size(written)}) "
+                  f"to {download_dir}")
+
+
+def _results_attempt(record: RunRecord) -> int | None:
+    """The attempt named by the record's results_prefix (`runs/JOB/RUN/attempt-N/`)."""
+    prefix = (record.results_prefix or "").rstrip("/")
+    tail = prefix.rsplit("/", 1)[-1]
+    return int(tail.removeprefix("attempt-")) if tail.startswith("attempt-") and tail[8:].isdigit() else None
+
+
+def _download(blobs: Blobs, prefix: str, files: list[ResultFile], dest: Path) -> int:
+    """Write every file under `dest`; nothing is written unless every name stays inside `dest`."""
+    import hashlib
+
+    from spotcron.errors import SpotcronError
+    from spotcron.views import safe_relative
+
+    root = dest.resolve()
+    targets = []
+    for file in files:
+        target = (root / safe_relative(file.name)).resolve()
+        if not target.is_relative_to(root):  # a symlink inside dest pointing elsewhere
+            raise SpotcronError(f"refusing to download {file.name!r}: {target} is outside {root}")
+        targets.append(target)
+    total = 0
+    for file, target in zip(files, targets, strict=True):
+        blob = blobs.read(prefix + file.name)
+        if blob is None:
+            raise SpotcronError(f"the manifest lists {file.name!r} but {prefix}{file.name} does not exist")
+        digest = hashlib.sha256(blob.data).hexdigest()
+        if file.sha256 and digest != file.sha256:
+            raise SpotcronError(f"{prefix}{file.name}: sha256 is {digest}, the manifest says {file.sha256}; "
+                                "not written")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(blob.data)
+        total += len(blob.data)
+    return total

@@ -1,0 +1,564 @@
+"""spotcron runs / logs / results / status / run, on an in-memory bucket, the local emulator bucket and
+the Pub/Sub emulator."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from spotcron import layout, views
+from spotcron.cli.runs import RunsContext
+from spotcron.errors import SpotcronError
+from spotcron.memory import MemoryCompute
+from spotcron.ports import Instance
+from spotcron.runs import vm_name
+from tests.cli.conftest import NOW, make_attempt, make_record
+
+HOUR = timedelta(hours=1)
+JOB_FILE = 'schedule: "0 * * * *"\nimage: spotcron/bot:latest\nmachine:\n  type: e2-small\ntimeout: 5m\n'
+
+
+def line_of(output: str, *needles: str) -> str:
+    """The one output line containing every needle."""
+    lines = [line for line in output.splitlines() if all(n in line for n in needles)]
+    assert len(lines) == 1, f"{needles} in {len(lines)} lines of:\n{output}"
+    return lines[0]
+
+
+def fill_three_runs(bucket) -> None:
+    bucket.add(make_record("hello-bot", "20260302-0800", created=NOW - 4 * HOUR, cost=0.00123, exit_code=0))
+    bucket.add(make_record("hello-bot", "20260302-1000", "failed", created=NOW - 2 * HOUR, cost=0.0004, exit_code=3,
+                           reason="the container exited with code 3 after printing a very long error message"))
+    bucket.add(make_record("dl-benchmark", "20260302-1100-t4", "running", variant="t4", created=NOW - HOUR,
+                           attempts=(make_attempt("dl-benchmark", "20260302-1100-t4", start=NOW - timedelta(minutes=50),
+                                                  seconds=None, machine_type="n1-standard-8",
+                                                  gpu="nvidia-tesla-t4 x1"),)))
+
+
+# --- spotcron runs -----------------------------------------------------------------------------------
+
+
+def test_runs_table_shows_each_cell_newest_first(invoke, bucket):
+    fill_three_runs(bucket)
+    result = invoke("runs")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    header = line_of(out, "job", "run", "status")
+    for column in views.RUN_COLUMNS:
+        assert column in header
+    ok = line_of(out, "20260302-0800")
+    for cell in ("hello-bot", "succeeded", "2026-03-02 08:00", "1m00s", "us-central1-a e2-small SPOT", "$0.0012"):
+        assert cell in ok
+    failed = line_of(out, "20260302-1000")
+    assert "failed" in failed and "$0.0004" in failed and " 3 " in failed
+    assert "the container exited with code 3 after printing…" in out  # shortened to 48 characters
+    live = line_of(out, "20260302-1100-t4")
+    assert "dl-benchmark/t4" in live and "running" in live and "50m00s+" in live
+    assert "us-central1-a n1-standard-8 SPOT + t4 x1" in live
+    assert live.split().count("-") >= 2  # no cost and no exit code yet
+    assert out.index("20260302-1100-t4") < out.index("20260302-1000") < out.index("20260302-0800")
+
+
+def test_runs_json_is_the_records_newest_first(invoke, bucket):
+    fill_three_runs(bucket)
+    result = invoke("runs", "--json", "--limit", "2")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert [(r["job"], r["run_id"]) for r in data] == [("dl-benchmark", "20260302-1100-t4"),
+                                                      ("hello-bot", "20260302-1000")]
+    assert data[1]["state"] == "failed" and data[1]["exit_code"] == 3 and data[1]["cost_usd"] == 0.0004
+    assert data[1]["attempts"][0]["vm_name"] == vm_name("hello-bot", "20260302-1000", 1)
+    assert data[1]["created_at"] == "2026-03-02T10:00:00Z"
+
+
+def test_runs_of_one_job_and_one_variant(invoke, bucket):
+    fill_three_runs(bucket)
+    bucket.add(make_record("dl-benchmark", "20260302-1100-cpu", variant="cpu", created=NOW - HOUR))
+    only_bot = json.loads(invoke("runs", "hello-bot", "--json").stdout)
+    assert {r["run_id"] for r in only_bot} == {"20260302-0800", "20260302-1000"}
+    only_t4 = json.loads(invoke("runs", "dl-benchmark/t4", "--json").stdout)
+    assert [r["run_id"] for r in only_t4] == ["20260302-1100-t4"]
+
+
+def test_runs_limit_says_how_many_are_hidden(invoke, bucket):
+    fill_three_runs(bucket)
+    result = invoke("runs", "-n", "1")
+    assert "20260302-1100-t4" in result.stdout and "20260302-0800" not in result.stdout
+    assert "showing the newest 1 of 3 runs; --limit 0 shows all" in result.stdout
+
+
+def test_runs_on_an_empty_bucket_is_a_friendly_line(invoke):
+    result = invoke("runs")
+    assert result.exit_code == 0
+    assert "No runs yet in the local bucket (.spotcron/bucket). Start one with `spotcron run JOB`" in result.stdout
+    assert json.loads(invoke("runs", "--json").stdout) == []
+
+
+def test_runs_of_an_unknown_job_suggests_a_close_name(invoke, bucket):
+    fill_three_runs(bucket)
+    result = invoke("runs", "hello-bto", "--bucket", "gs://my-bucket")
+    assert result.exit_code == 2
+    assert result.stderr.strip() == "error: no runs of job 'hello-bto' in gs://my-bucket; did you mean 'hello-bot'?"
+    result = invoke("runs", "zzz")
+    assert "no runs of job 'zzz' in the local bucket (.spotcron/bucket); jobs with runs: dl-benchmark, hello-bot" \
+        in result.stderr
+
+
+# --- spotcron logs -----------------------------------------------------------------------------------
+
+
+def preempted_then_ok(bucket) -> None:
+    job, run = "hello-bot", "20260302-1000"
+    attempts = (make_attempt(job, run, 1, start=NOW - HOUR, seconds=20, outcome="preempted", exit_code=None),
+                make_attempt(job, run, 2, start=NOW - HOUR + timedelta(minutes=2), zone="us-central1-b"))
+    bucket.add(make_record(job, run, created=NOW - HOUR, attempts=attempts, exit_code=0))
+    bucket.logs(job, run, 1, "attempt one started\n")
+    bucket.logs(job, run, 2, "attempt two started\nall done\n")
+
+
+def test_logs_prints_the_latest_attempt_or_the_given_one(invoke, bucket):
+    preempted_then_ok(bucket)
+    assert invoke("logs", "hello-bot/20260302-1000").stdout == "attempt two started\nall done\n"
+    assert invoke("logs", "hello-bot/20260302-1000", "--attempt", "1").stdout == "attempt one started\n"
+    result = invoke("logs", "hello-bot/20260302-1000", "--attempt", "3")
+    assert result.exit_code == 2
+    assert "error: run hello-bot/20260302-1000 has no attempt 3; its attempts: 1, 2" in result.stderr
+
+
+def test_a_bare_run_id_is_found_in_its_job(invoke, bucket):
+    preempted_then_ok(bucket)
+    bucket.add(make_record("other", "20260302-0900", created=NOW - 3 * HOUR))
+    assert invoke("logs", "20260302-1000").stdout == "attempt two started\nall done\n"
+
+
+def test_an_ambiguous_bare_run_id_lists_the_matches(invoke, bucket):
+    preempted_then_ok(bucket)
+    bucket.add(make_record("other", "20260302-1000", created=NOW - HOUR))
+    bucket.logs("other", "20260302-1000", 1, "other job\n")
+    result = invoke("logs", "20260302-1000")
+    assert result.exit_code == 2
+    assert result.stderr.strip() == ("error: run id '20260302-1000' exists in 2 jobs: hello-bot/20260302-1000, "
+                                     "other/20260302-1000; write JOB/RUN or pass --job")
+    assert invoke("logs", "20260302-1000", "--job", "other").stdout == "other job\n"
+
+
+def test_unknown_runs_and_jobs_are_errors_that_say_where_to_look(invoke, bucket):
+    preempted_then_ok(bucket)
+    result = invoke("logs", "20990101-0000")
+    assert result.stderr.strip() == ("error: no run '20990101-0000' in the local bucket (.spotcron/bucket); "
+                                     "`spotcron runs` lists the runs there")
+    result = invoke("logs", "hello-bot/20990101-0000")
+    assert result.stderr.strip() == ("error: no run hello-bot/20990101-0000 in the local bucket (.spotcron/bucket); "
+                                     "`spotcron runs hello-bot` lists its runs")
+    result = invoke("logs", "nope/20260302-1000", "--bucket", "gs://b")
+    assert result.stderr.strip() == "error: no runs of job 'nope' in gs://b; jobs with runs: hello-bot"
+    result = invoke("results", "a/b/c")
+    assert "error: 'a/b/c' is not a run; write RUN (e.g. 20261122-1000) or JOB/RUN" in result.stderr
+
+
+def test_logs_of_a_run_without_logs(invoke, bucket):
+    bucket.add(make_record("bot", "20260302-1100", "running", created=NOW - timedelta(minutes=5)))
+    bucket.add(make_record("bot", "20260302-1000", "lost", created=NOW - HOUR, reason="the VM vanished"))
+    result = invoke("logs", "bot/20260302-1100")
+    assert result.exit_code == 2
+    assert ("error: no logs yet for bot/20260302-1100 attempt 1: the run is running and the runner uploads them "
+            "when the attempt ends; add --follow to wait") in result.stderr
+    result = invoke("logs", "bot/20260302-1000")
+    assert ("error: no logs for bot/20260302-1000 attempt 1 (runs/bot/20260302-1000/attempt-1/logs.txt does not "
+            "exist); the run ended lost: the VM vanished") in result.stderr
+
+
+def test_follow_prints_new_bytes_and_stops_when_the_run_ends(invoke, bucket, sleeps):
+    job, run = "bot", "20260302-1100"
+    bucket.add(make_record(job, run, "running", created=NOW - timedelta(minutes=1)))
+    bucket.logs(job, run, 1, "one\n")
+
+    def finish() -> None:
+        bucket.logs(job, run, 1, "one\ntwo\nthree\n")
+        bucket.store.update(job, run, lambda r: r.with_state("succeeded", NOW, exit_code=0))
+
+    sleeps.steps = [lambda: None, lambda: bucket.logs(job, run, 1, "one\ntwo\n"), finish,
+                    lambda: pytest.fail("polled after the run ended")]
+    result = invoke("logs", run, "--follow", "--interval", "0.5")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "one\ntwo\nthree\n"
+    assert sleeps.calls == [0.5, 0.5, 0.5]
+    assert "bot/20260302-1100 ended succeeded" in result.stderr
+
+
+def test_follow_moves_to_the_next_attempt_after_a_preemption(invoke, bucket, sleeps):
+    job, run = "bot", "20260302-1100"
+    bucket.add(make_record(job, run, "running", created=NOW - timedelta(minutes=1)))
+    bucket.logs(job, run, 1, "a1 start\n")
+
+    def preempted() -> None:
+        bucket.logs(job, run, 1, "a1 start\na1 last words\n")
+        retry = make_attempt(job, run, 2, start=NOW, seconds=None, zone="us-central1-c")
+        bucket.store.update(job, run, lambda r: r.with_attempt(retry, NOW))
+        bucket.logs(job, run, 2, "a2 start\n")
+
+    def done() -> None:
+        bucket.store.update(job, run, lambda r: r.with_state("failed", NOW, reason="exit 1", exit_code=1))
+
+    sleeps.steps = [preempted, done]
+    result = invoke("logs", f"{job}/{run}", "-f")
+    assert result.stdout == "a1 start\na1 last words\na2 start\n"
+    assert "-- attempt 2 --" in result.stderr and "ended failed: exit 1" in result.stderr
+
+
+def test_follow_on_the_local_bucket_reopens_it_every_poll(bucket, sleeps, invoke):
+    opened: list[str | None] = []
+
+    def opener(name, state_dir):
+        opened.append(name)
+        return contextlib.nullcontext(bucket.blobs)
+
+    bucket.add(make_record("bot", "r1", "running", created=NOW - timedelta(minutes=1)))
+    sleeps.steps = [lambda: bucket.store.update("bot", "r1", lambda r: r.with_state("succeeded", NOW))]
+    assert invoke("logs", "bot/r1", "-f", obj=RunsContext(open_blobs=opener, sleep=sleeps)).exit_code == 0
+    assert opened == [None, None]
+    opened.clear()
+    bucket.add(make_record("bot", "r2", "running", created=NOW - timedelta(minutes=1)))
+    sleeps.steps = [lambda: bucket.store.update("bot", "r2", lambda r: r.with_state("succeeded", NOW))]
+    invoke("logs", "bot/r2", "-f", "--bucket", "gs://b", obj=RunsContext(open_blobs=opener, sleep=sleeps))
+    assert opened == ["gs://b"]
+
+
+# --- spotcron results --------------------------------------------------------------------------------
+
+FILES = {"metrics.json": b'{"seconds": 12.5}', "plots/loss.csv": b"step,loss\n1,0.5\n" * 100}
+
+
+def test_results_lists_the_manifest(invoke, bucket):
+    bucket.add(make_record("bench", "20260302-1000", created=NOW - HOUR))
+    bucket.results("bench", "20260302-1000", 1, FILES)
+    result = invoke("results", "bench/20260302-1000")
+    assert result.exit_code == 0, result.output
+    assert "results of bench/20260302-1000 attempt 1 (succeeded), from runs/bench/20260302-1000/attempt-1/" \
+           "manifest.json" in result.stdout
+    metrics = line_of(result.stdout, "metrics.json")
+    assert "17 B" in metrics and views.manifest_files(bucket.blobs.read(
+        layout.manifest("bench", "20260302-1000", 1)).data, "m")[0].sha256[:16] in metrics
+    assert "1.6 KB" in line_of(result.stdout, "plots/loss.csv")
+    listing = json.loads(invoke("results", "20260302-1000", "--json").stdout)
+    assert listing["source"] == "manifest"
+    assert [(f["name"], f["size"]) for f in listing["files"]] == [("metrics.json", 17), ("plots/loss.csv", 1600)]
+    assert all(len(f["sha256"]) == 64 for f in listing["files"])
+
+
+def test_results_without_a_manifest_lists_the_objects(invoke, bucket):
+    bucket.add(make_record("bench", "r1", "failed", created=NOW - HOUR, exit_code=1))
+    bucket.results("bench", "r1", 1, FILES, manifest=False)
+    result = invoke("results", "bench/r1")
+    assert "no manifest for bench/r1 attempt 1 (failed): the upload did not complete; objects under " \
+           "runs/bench/r1/attempt-1/results/" in result.stdout
+    assert "metrics.json" in result.stdout and "plots/loss.csv" in result.stdout
+
+
+def test_download_keeps_relative_paths(invoke, bucket, tmp_path):
+    bucket.add(make_record("bench", "r1", created=NOW - HOUR))
+    bucket.results("bench", "r1", 1, FILES)
+    result = invoke("results", "bench/r1", "--download", "out")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "out" / "metrics.json").read_bytes() == FILES["metrics.json"]
+    assert (tmp_path / "out" / "plots" / "loss.csv").read_bytes() == FILES["plots/loss.csv"]
+    assert "downloaded 2 files (1.6 KB) to out" in result.stdout
+
+
+@pytest.mark.parametrize("name", ["../escaped.txt", "/etc/escaped.txt", "plots/../../escaped.txt",
+                                  "a\\..\\escaped.txt"])
+def test_download_refuses_to_write_outside_the_folder(invoke, bucket, tmp_path, name):
+    bucket.add(make_record("bench", "r1", created=NOW - HOUR))
+    bucket.results("bench", "r1", 1, {"fine.txt": b"ok", name: b"evil"})
+    result = invoke("results", "bench/r1", "--download", "out")
+    assert result.exit_code == 2
+    assert f"error: refusing to download {name!r}" in result.stderr
+    assert not (tmp_path / "escaped.txt").exists()
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").rglob("*"))  # nothing written at all
+
+
+def test_download_refuses_a_file_whose_digest_differs(invoke, bucket, tmp_path):
+    bucket.add(make_record("bench", "r1", created=NOW - HOUR))
+    bucket.results("bench", "r1", 1, FILES)
+    bucket.blobs.write(layout.results_prefix("bench", "r1", 1) + "metrics.json", b"tampered")
+    result = invoke("results", "bench/r1", "--download", "out")
+    assert result.exit_code == 2
+    assert "error: runs/bench/r1/attempt-1/results/metrics.json: sha256 is " in result.stderr
+    assert "the manifest says" in result.stderr and not (tmp_path / "out" / "metrics.json").exists()
+
+
+# --- spotcron status ---------------------------------------------------------------------------------
+
+
+def test_status_shows_runs_in_progress_with_vm_age_and_deadline(invoke, bucket):
+    fill_three_runs(bucket)
+    bucket.add(make_record("bot", "20260302-1150", "starting", created=NOW - timedelta(minutes=10),
+                           deadline=NOW - timedelta(minutes=2)))
+    result = invoke("status")
+    assert result.exit_code == 0, result.output
+    live = line_of(result.stdout, "20260302-1100-t4")
+    assert vm_name("dl-benchmark", "20260302-1100-t4", 1) in live and "1h00m" in live and "running" in live
+    starting = line_of(result.stdout, "20260302-1150")
+    assert "starting" in starting and "10m00s" in starting and "passed 2m00s ago" in starting
+    assert "20260302-0800" not in result.stdout  # ended runs are not in progress
+
+
+def test_status_with_a_project_lists_managed_vms(invoke, bucket, context):
+    fill_three_runs(bucket)
+    compute = MemoryCompute()
+    labels = {"spotcron": "1", "job": "dl-benchmark", "run": "20260302-1100-t4", "attempt": "1"}
+    compute.add_foreign(Instance("sc-live", "us-central1-a", "RUNNING", labels, "n1-standard-8", "SPOT",
+                                 NOW - 50 * timedelta(minutes=1)))
+    compute.add_foreign(Instance("sc-leftover", "us-central1-b", "STOPPED", {**labels, "run": "20260301-0000"},
+                                 "e2-small", "SPOT", NOW - 30 * HOUR))
+    projects: list[str] = []
+    context.compute = lambda project: projects.append(project) or compute
+    result = invoke("status", "--bucket", "gs://b", "--project", "proj")
+    assert projects == ["proj"]
+    assert "spotcron VMs in project proj" in result.stdout
+    assert "(run not in progress)" not in line_of(result.stdout, "sc-live")
+    leftover = line_of(result.stdout, "sc-leftover")
+    assert "STOPPED" in leftover and "30h00m" in leftover and "(run not in progress)" in leftover
+    result = invoke("status", "--project", "proj")  # local mode: no Compute Engine
+    assert projects == ["proj"] and "--project ignored" in result.stderr
+
+
+def test_status_with_nothing_running(invoke, bucket):
+    bucket.add(make_record("bot", "r1", created=NOW - HOUR))
+    assert "No runs in progress in gs://b." in invoke("status", "--bucket", "gs://b").stdout
+
+
+# --- spotcron run --------------------------------------------------------------------------------------
+
+
+class FakeStack:
+    """LocalStack's surface that `spotcron run` uses: a context manager with run_now and wait."""
+
+    def __init__(self, bucket, state: str):
+        self.bucket, self.state, self.waited, self.entered = bucket, state, [], 0
+
+    def __enter__(self):
+        self.entered += 1
+        return self
+
+    def __exit__(self, *exc):
+        self.entered -= 1
+
+    def run_now(self, spec):
+        record = make_record(spec.name, "m20260302-120000-ab12", self.state, created=NOW, exit_code=0)
+        self.bucket.add(record)
+        return [(spec.name, record.run_id)]
+
+    def wait(self, runs, *, timeout, progress=None):
+        assert self.entered == 1
+        self.waited.append((list(runs), timeout))
+        records = [self.bucket.store.read(job, run_id) for job, run_id in runs]
+        progress(records)
+        return records
+
+
+@pytest.mark.parametrize(("state", "code"), [("succeeded", 0), ("failed", 1), ("running", 1)])
+def test_run_locally_waits_and_reports(invoke, bucket, context, tmp_path, state, code):
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "bot.yaml").write_text(JOB_FILE)
+    stack = FakeStack(bucket, state)
+    context.local_stack = lambda state_dir: stack
+    result = invoke("run", "bot")
+    assert result.exit_code == code, result.output
+    assert stack.entered == 0  # stopped again
+    assert stack.waited == [([("bot", "m20260302-120000-ab12")], 300.0 + 300.0)]  # timeout + default grace
+    assert "started bot/m20260302-120000-ab12" in result.stderr
+    assert state in line_of(result.stdout, "m20260302-120000-ab12", "e2-small")
+    assert "logs: spotcron logs bot/m20260302-120000-ab12" in result.stdout
+    assert ("gave up waiting after 600s" in result.stderr) == (state == "running")
+
+
+def test_run_of_an_unknown_job(invoke, tmp_path):
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "bot.yaml").write_text(JOB_FILE)
+    result = invoke("run", "bto")
+    assert result.exit_code == 2
+    assert "error: no job named 'bto' in jobs/; did you mean 'bot'?" in result.stderr
+
+
+def test_run_cloud_needs_a_project(invoke, tmp_path):
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "bot.yaml").write_text(JOB_FILE)
+    result = invoke("run", "bot", "--cloud")
+    assert result.exit_code == 2
+    assert "error: --cloud needs the Google Cloud project: pass --project, set SPOTCRON_PROJECT" in result.stderr
+
+
+def test_run_cloud_publishes_the_spec_to_the_start_topic(invoke, tmp_path, pubsub_topic):
+    from spotcron.engine.messages import encode_start, parse_start
+    from spotcron.spec_loader import load_job_file
+    from tests.gcp.emulators import PROJECT
+
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "bot.yaml").write_text(JOB_FILE)
+    result = invoke("run", "bot", "--cloud", "--project", PROJECT, "--topic", pubsub_topic.topic,
+                    env={"PUBSUB_EMULATOR_HOST": pubsub_topic.host})
+    assert result.exit_code == 0, result.output
+    response = pubsub_topic.subscriber.pull(subscription=pubsub_topic.subscription, max_messages=5, timeout=10)
+    assert len(response.received_messages) == 1
+    message = response.received_messages[0].message
+    pubsub_topic.subscriber.acknowledge(subscription=pubsub_topic.subscription,
+                                        ack_ids=[response.received_messages[0].ack_id])
+    assert message.data == encode_start(load_job_file(tmp_path / "jobs" / "bot.yaml"))  # the spec, not wrapped
+    attributes = dict(message.attributes)
+    assert attributes["trigger"] == "manual" and len(attributes["nonce"]) == 16
+    assert f"published bot to projects/{PROJECT}/topics/{pubsub_topic.topic}: message {message.message_id}" \
+        in result.stdout
+    assert f"m<UTC time>-{attributes['nonce'][:4]}" in result.stdout
+    # start_job reads it as a manual run of the job.
+    event = {"message": {"data": base64.b64encode(message.data).decode(), "attributes": attributes,
+                         "publishTime": message.publish_time.isoformat()}}
+    request = parse_start(event, None)
+    assert request.manual and request.nonce == attributes["nonce"] and request.spec.name == "bot"
+
+
+def test_run_cloud_to_a_missing_topic_is_a_clear_error(invoke, tmp_path, pubsub_host):
+    from tests.gcp.emulators import PROJECT
+
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "bot.yaml").write_text(JOB_FILE)
+    result = invoke("run", "bot", "--cloud", "--project", PROJECT, "--topic", "no-such-topic",
+                    env={"PUBSUB_EMULATOR_HOST": pubsub_host})
+    assert result.exit_code == 2
+    assert f"publish to projects/{PROJECT}/topics/no-such-topic" in result.stderr
+
+
+# --- the same code on the local emulator bucket ----------------------------------------------------------
+
+
+def test_runs_reads_the_local_emulator_bucket(tmp_path, monkeypatch):
+    """The default opener (open_bucket on --state-dir) and the emulator, as beside a running `spotcron up`."""
+    from click.testing import CliRunner
+
+    from spotcron.local.blobs import LOCAL_BUCKET, emulator_blobs
+    from spotcron.local.bucket import LocalBucket
+    from spotcron.store import RunStore
+    from tests.cli.conftest import make_cli
+
+    monkeypatch.delenv("SPOTCRON_BUCKET", raising=False)
+    runner = CliRunner()
+    context = RunsContext(now=lambda: NOW)  # the real opener
+    state_dir = tmp_path / "state"
+    # Kept running while the commands read: the emulator stores each object's download link with
+    # its own port, so objects written by an emulator that has since stopped cannot be read back.
+    with LocalBucket(state_dir / "bucket", LOCAL_BUCKET) as served:
+        store = RunStore(emulator_blobs(served.url, LOCAL_BUCKET))
+        store.create(make_record("hello-bot", "20260302-0800", created=NOW - HOUR, cost=0.0021, exit_code=0))
+        store.create(make_record("hello-bot", "20260302-1000", "failed", created=NOW, exit_code=2, reason="boom"))
+        store.blobs.write(layout.logs("hello-bot", "20260302-1000", 1), b"traceback\n")
+        result = runner.invoke(make_cli(), ["runs", "--state-dir", str(state_dir)], obj=context,
+                               env={"COLUMNS": "220"}, catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        assert "$0.0021" in line_of(result.stdout, "20260302-0800", "succeeded")
+        assert "boom" in line_of(result.stdout, "20260302-1000", "failed")
+        result = runner.invoke(make_cli(), ["logs", "20260302-1000", "--state-dir", str(state_dir)], obj=context)
+        assert result.stdout == "traceback\n"
+    result = runner.invoke(make_cli(), ["runs", "--state-dir", str(tmp_path / "empty")], obj=context)
+    assert result.exit_code == 2 and "error: no local runs yet" in result.stderr
+
+
+# --- views ---------------------------------------------------------------------------------------------
+
+
+def test_cells_for_unknowns_sizes_and_long_text():
+    assert views.format_cost(None) == "-" and views.format_cost(0.0) == "$0.0000" and views.format_cost(1.23456) == "$1.2346"
+    assert [views.format_size(n) for n in (None, 0, 1023, 1024, 5 * 1024**2, 3 * 1024**4)] == \
+        ["-", "0 B", "1023 B", "1.0 KB", "5.0 MB", "3072.0 GB"]
+    assert views.shorten("short") == "short" and views.shorten(None) == ""
+    assert views.shorten("first line\nsecond") == "first line"
+    assert views.shorten("x" * 60, 10) == "x" * 9 + "…"
+    assert views.deadline_text(NOW + timedelta(seconds=250), NOW) == "in 4m10s"
+
+
+def test_a_run_before_its_first_attempt_shows_the_spec_machine():
+    record = make_record("bot", "r", "scheduled", created=NOW, attempts=())
+    record = record.model_copy(update={"spec": {"machine": {"type": "e2-micro", "spot": False}}})
+    row = views.run_row(record, NOW)
+    assert row.machine == "e2-micro STANDARD" and row.duration == "-" and row.attempts == "0"
+    assert row.started == "2026-03-02 12:00" and row.status_style == "cyan"
+    with pytest.raises(SpotcronError, match=r"run bot/r has no attempt yet \(it is scheduled\)"):
+        views.pick_attempt(record, None)
+
+
+@pytest.mark.parametrize("name", ["", "..", "a/../b", "./a", "/abs", "a\\b", "a\x00b"])
+def test_safe_relative_refuses(name):
+    with pytest.raises(SpotcronError, match="refusing to download"):
+        views.safe_relative(name)
+
+
+def test_safe_relative_keeps_nested_paths():
+    assert str(views.safe_relative("plots/2026/loss.csv")) == "plots/2026/loss.csv"
+
+
+def test_run_refs():
+    assert views.parse_run_ref("bot/r1", None) == ("bot", "r1")
+    assert views.parse_run_ref("r1", "bot") == ("bot", "r1")
+    assert views.parse_run_ref("r1", None) == (None, "r1")
+    with pytest.raises(SpotcronError, match="names job 'bot' but --job says 'other'"):
+        views.parse_run_ref("bot/r1", "other")
+
+
+def test_newest_ids_sorts_manual_and_scheduled_by_time():
+    pairs = [("a", "20260302-1000"), ("b", "m20260302-101530-ab12"), ("a", "20260302-0900"), ("c", "20260301-2300")]
+    assert views.newest_ids(pairs, 2) == [("b", "m20260302-101530-ab12"), ("a", "20260302-1000")]
+    assert len(views.newest_ids(pairs, 0)) == 4
+
+
+def test_started_is_utc(monkeypatch):
+    created = datetime(2026, 3, 2, 13, 0, tzinfo=UTC).astimezone()
+    assert views.format_time(created) == "2026-03-02 13:00"
+
+
+def test_download_helper_never_writes_through_a_symlink(tmp_path, bucket):
+    from spotcron.cli.outputs import _download
+    from spotcron.views import ResultFile
+
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    out.mkdir()
+    elsewhere.mkdir()
+    (out / "link").symlink_to(elsewhere, target_is_directory=True)
+    bucket.blobs.write("p/link/x.txt", b"x")
+    with pytest.raises(SpotcronError, match="refusing to download 'link/x.txt'"):
+        _download(bucket.blobs, "p/", [ResultFile("link/x.txt")], out)
+    assert not any(elsewhere.iterdir())
+
+
+def test_manifest_entries_outside_results_are_left_out():
+    manifest = (b'{"files": [{"name": "logs.txt", "size": 4}, {"name": "results/b.txt", "size": 2, "sha256": "ab"},'
+                b' "results/a.txt", {"path": "results/c", "bytes": 3}]}')
+    assert views.manifest_files(manifest, "m") == [views.ResultFile("a.txt"), views.ResultFile("b.txt", 2, "ab"),
+                                                   views.ResultFile("c", 3)]
+
+
+def test_manifest_errors_name_the_object():
+    with pytest.raises(SpotcronError, match=r"runs/x/manifest.json: not JSON"):
+        views.manifest_files(b"{", "runs/x/manifest.json")
+    with pytest.raises(SpotcronError, match=r"files\[0\] has no name"):
+        views.manifest_files(b'{"files": [{"size": 1}]}', "m")
+    with pytest.raises(SpotcronError, match=r'm: no "files" list'):
+        views.manifest_files(b'{"exit_code": 0}', "m")
+
+
+def test_record_json_round_trips(bucket):
+    record = make_record("bot", "r1", created=NOW, cost=0.5)
+    assert json.loads(views.records_json([record]))[0]["cost_usd"] == 0.5
+    assert Path(layout.run_record("bot", "r1")).name == "run.json"
+
+
+def test_narrow_terminals_drop_whole_columns_least_useful_first():
+    widths = {**dict.fromkeys(views.RUN_COLUMNS, 10), "reason": 40}  # 9 x 10 + 40 + 9 gaps of 2 = 148
+    assert views.fit_columns(widths, 148) == list(views.RUN_COLUMNS)
+    assert views.fit_columns(widths, 118) == list(views.RUN_COLUMNS)  # the reason is cut, not dropped
+    assert views.fit_columns(widths, 117) == [c for c in views.RUN_COLUMNS if c != "reason"]
+    assert views.fit_columns(widths, 80) == ["job", "run", "status", "duration", "cost", "exit"]
+    assert views.fit_columns(widths, 10) == ["job", "run", "status", "cost"]  # never fewer
