@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "spotcron.cli.report",
     "spotcron.cli.up",
     "spotcron.cli.runs",
+    "spotcron.cli.deploy",
 )
 
 EXIT_USER_ERROR = 2  # same as click's usage errors: "your input is wrong", never a traceback

@@ -1,0 +1,170 @@
+"""`spotcron deploy`: plan the stack on Google Cloud, show the diff, apply it after a yes.
+
+Everything that touches the outside (credentials, clients, the terminal) comes from a
+`DeployContext` that tests replace through click's `obj`; the default is the real thing.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from spotcron.cli._common import console, jobs_option, stack_option
+
+if TYPE_CHECKING:
+    from spotcron.deploy.calls import Caller
+    from spotcron.deploy.clients import Clients
+    from spotcron.deploy.planner import Action
+
+
+def _source_root() -> Path:
+    """The checkout that holds functions/: the package's parent when installed in place."""
+    import spotcron
+
+    root = Path(spotcron.__file__).resolve().parent.parent
+    return root if (root / "functions" / "main.py").is_file() else Path.cwd()
+
+
+def _default_clients(project: str, credentials: Any, concurrency: int) -> Clients:
+    from spotcron.deploy.clients import Clients
+
+    return Clients(project, credentials, pool_size=concurrency)
+
+
+def _default_credentials(project: str) -> Any:
+    from spotcron.deploy.validate import default_credentials
+
+    return default_credentials(project)
+
+
+@dataclass
+class DeployContext:
+    credentials: Callable[[str], Any] = _default_credentials
+    clients: Callable[[str, Any, int], Clients] = _default_clients
+    source_root: Callable[[], Path] = _source_root
+    caller: Callable[[str], Caller] | None = None  # None: the default retry policy
+    interactive: Callable[[], bool] = field(default=lambda: sys.stdin.isatty())
+    poll_initial: float = 2.0
+
+
+class RichReporter:
+    """The plan as a coloured diff, then a progress bar while it is applied."""
+
+    STYLES = {"+": "green", "~": "yellow", "-": "red"}
+
+    def __init__(self, out: Any):
+        self.out = out
+        self.progress: Any = None
+        self.task: Any = None
+        self.failures = 0
+
+    def show_plan(self, actions: list[Action]) -> None:
+        from rich.text import Text
+
+        from spotcron.deploy.planner import format_plan
+
+        for line in format_plan(actions):
+            style = self.STYLES.get(line[:1], "dim" if line.startswith("    ") else "bold")
+            self.out.print(Text(line, style=style))
+
+    def start(self, total: int, title: str) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.progress = Progress(TextColumn(f"[bold]{title}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), TextColumn("[dim]{task.fields[last]}"), console=self.out)
+        self.task = self.progress.add_task(title, total=total, last="")
+        self.progress.start()
+
+    def advance(self, action: Action, error: str | None) -> None:
+        from rich.text import Text
+
+        self.progress.update(self.task, advance=1, last=action.title)
+        if error:
+            self.failures += 1
+            self.progress.console.print(Text(f"✗ {action.title}: {error}", style="red"))
+
+    def finish(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+    def note(self, text: str) -> None:
+        self.out.print(f"[cyan]{text}[/]")
+
+
+def _job_paths(jobs_dir: Path) -> dict[str, Path]:
+    from spotcron.spec_loader import job_files
+
+    return {path.stem: path for path in job_files([jobs_dir])[0]} if jobs_dir.is_dir() else {}
+
+
+@click.command("deploy")
+@jobs_option
+@stack_option
+@click.option("--dry-run", is_flag=True, help="Show the plan and change nothing (what `make plan` runs).")
+@click.option("--yes", "-y", "assume_yes", is_flag=True, help="Apply without asking (needed without a terminal).")
+@click.option("--concurrency", type=click.IntRange(1, 64), default=16, show_default=True,
+              help="API calls in flight at once while applying.")
+@click.pass_context
+def deploy(ctx: click.Context, jobs_dir: Path, stack_path: Path, dry_run: bool, assume_yes: bool,
+           concurrency: int) -> None:
+    """Create or update the whole stack on Google Cloud from jobs/ and the stack file.
+
+    Reads what exists (one list call per kind of resource), prints what would change as a
+    diff, asks, then applies it: results bucket, Pub/Sub topics, service accounts and their
+    IAM bindings, the three functions, one Cloud Scheduler entry per job and the sweep's.
+    Running it again changes nothing; after an interruption it continues where it stopped.
+    Entries of deleted job files are deleted; nothing without spotcron's label is touched.
+
+    Needs `gcloud auth application-default login` and these APIs enabled: compute,
+    cloudscheduler, pubsub, cloudfunctions, run, cloudbuild, eventarc, storage, iam,
+    artifactregistry, logging, cloudresourcemanager (see docs/deploy.md).
+    """
+    from spotcron.cli._common import load_stack
+    from spotcron.deploy.apply import run_deploy
+    from spotcron.deploy.calls import Caller, DeployError
+    from spotcron.deploy.source import build_source
+    from spotcron.deploy.validate import preflight
+    from spotcron.spec_loader import load_jobs
+
+    env: DeployContext = ctx.obj if isinstance(ctx.obj, DeployContext) else DeployContext()
+    out = console()
+    # Everything that can be checked without Google is checked before the first call.
+    settings = load_stack(stack_path)
+    jobs = load_jobs([jobs_dir], grace=settings.grace)
+    preflight(settings, jobs, stack_path, _job_paths(jobs_dir))
+    source = build_source(env.source_root())
+    credentials = env.credentials(settings.project)
+    clients = env.clients(settings.project, credentials, concurrency)
+    caller = env.caller(settings.project) if env.caller else Caller(settings.project)
+
+    def confirm(actions: list[Action]) -> bool:
+        if assume_yes:
+            return True
+        if not env.interactive():
+            raise DeployError("deploy asks before changing anything, and there is no terminal to ask on: "
+                              "pass --yes to apply the plan above")
+        return click.confirm("Apply these changes?", default=False)
+
+    out.print(f"[bold]spotcron deploy[/] — project {settings.project}, region {settings.region}, "
+              f"{len(jobs)} job{'s' if len(jobs) != 1 else ''} from {jobs_dir}/")
+    started = time.monotonic()
+    result = run_deploy(settings, jobs, source, clients, confirm=confirm, reporter=RichReporter(out),
+                        dry_run=dry_run, concurrency=concurrency, caller=caller, poll_initial=env.poll_initial)
+    if dry_run:
+        if result.plan:
+            out.print("Dry run: nothing was changed. Apply with `make deploy` (spotcron deploy).")
+        return
+    if result.passes:
+        done = sum(len(p.done) for p in result.passes)
+        out.print(f"[green]Deployed[/]: {done} changes in {time.monotonic() - started:.1f}s "
+                  f"({caller.calls} API calls). A re-plan now shows no changes.")
+    out.print(f"Runs and results: spotcron runs --bucket gs://{settings.bucket}")
+
+
+COMMANDS = [deploy]

@@ -1,0 +1,225 @@
+"""Actual state: what exists on Google Cloud, read with one LIST per kind of resource.
+
+Scheduler entries, topics, functions and service accounts are each one paged list call (never
+a get per job); the bucket, the source archives and the IAM policies of the resources deploy
+manages add a fixed handful. The number of calls does not grow with the number of jobs beyond
+list pages (500 scheduler entries per page).
+
+Each API object is turned into the same plain fields that desired.py produces, keeping only
+what deploy manages (our label key, the lifecycle rule on runs/, our accounts' bindings), so
+that anything else on the object never shows up as a difference.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from spotcron.deploy.calls import Caller, DeployError
+from spotcron.deploy.clients import Clients
+from spotcron.deploy.iam import managed_members, managed_roles
+from spotcron.deploy.naming import Names, function_id
+from spotcron.deploy.policies import get_policy, managed_view
+from spotcron.deploy.resources import (
+    BUCKET,
+    FUNCTION,
+    IAM_POLICY,
+    MANAGED_LABEL,
+    NAME_PREFIX,
+    POLICY_BUCKET,
+    POLICY_FUNCTION,
+    POLICY_SERVICE_ACCOUNT,
+    POLICY_TOPIC,
+    SCHEDULER_JOB,
+    SERVICE_ACCOUNT,
+    SOURCE,
+    SOURCE_PREFIX,
+    TOPIC,
+    Resource,
+    State,
+    index,
+    split_policy_name,
+)
+from spotcron.errors import NotFound
+
+# Variables Google adds to every 2nd gen function; not ours, never a difference.
+SERVER_ADDED_ENV = frozenset({"LOG_EXECUTION_ID"})
+SCHEDULER_PAGE = 500  # the API's maximum
+
+
+@dataclass(frozen=True)
+class Actual:
+    state: State
+    job_done_url: str  # the deployed job_done's URL, "" while it does not exist
+
+
+def _labels(labels: Any) -> dict[str, str]:
+    return {k: v for k, v in dict(labels or {}).items() if k == MANAGED_LABEL}
+
+
+def _owned(labels: Any) -> bool:
+    return dict(labels or {}).get(MANAGED_LABEL) == "1"
+
+
+def _our_lifecycle_rule(rule: Any) -> bool:
+    rule = dict(rule)
+    return rule.get("action", {}).get("type") == "Delete" and bool(rule.get("condition", {}).get("matchesPrefix"))
+
+
+def bucket_fields(bucket: Any) -> dict[str, Any]:
+    rules = [dict(r) for r in bucket.lifecycle_rules if _our_lifecycle_rule(r)]
+    return {
+        "location": (bucket.location or "").lower(),
+        "uniform_access": bool(bucket.iam_configuration.uniform_bucket_level_access_enabled),
+        "public_access_prevention": bucket.iam_configuration.public_access_prevention,
+        "lifecycle": tuple((r["action"]["type"], r["condition"].get("age"), tuple(r["condition"]["matchesPrefix"]))
+                           for r in rules),
+        "labels": _labels(bucket.labels),
+    }
+
+
+def function_fields(fn: Any) -> dict[str, Any]:
+    build, service, trigger = fn.build_config, fn.service_config, fn.event_trigger
+    storage = build.source.storage_source
+    return {
+        "entry_point": build.entry_point,
+        "runtime": build.runtime,
+        "source": f"gs://{storage.bucket}/{storage.object_}",
+        "build_account": build.service_account.rsplit("/", 1)[-1],
+        "service_account": service.service_account_email,
+        "environment": {k: v for k, v in service.environment_variables.items() if k not in SERVER_ADDED_ENV},
+        "ingress": service.ingress_settings.name,
+        "memory": service.available_memory,
+        "timeout": service.timeout_seconds,
+        "max_instances": service.max_instance_count,
+        "trigger": {
+            "event_type": trigger.event_type,
+            "pubsub_topic": trigger.pubsub_topic,
+            "service_account": trigger.service_account_email,
+            "retry_policy": trigger.retry_policy.name,
+        } if trigger.event_type else None,
+        "labels": _labels(fn.labels),
+    }
+
+
+def scheduler_fields(job: Any) -> dict[str, Any]:
+    target = job.pubsub_target
+    return {
+        "description": job.description,
+        "schedule": job.schedule,
+        "time_zone": job.time_zone,
+        "topic": target.topic_name,
+        "data": bytes(target.data).decode("utf-8", "replace"),
+        "paused": job.state.name == "PAUSED",
+    }
+
+
+class _Reader:
+    def __init__(self, clients: Clients, call: Caller, names: Names, desired: State):
+        self.clients, self.call, self.names, self.desired = clients, call, names, desired
+        self.timeout = clients.timeout
+
+    def bucket(self) -> list[Resource]:
+        try:
+            bucket = self.call(f"read bucket {self.names.bucket}", self.clients.storage.get_bucket,
+                               self.names.bucket, retry=None, timeout=self.timeout)
+        except NotFound:
+            return []
+        except DeployError as exc:
+            if "permission denied" in str(exc):
+                raise DeployError(
+                    f"bucket {self.names.bucket!r} exists but this account cannot read it; bucket names are "
+                    f"global, so it probably belongs to another project: set another `bucket:` in the "
+                    f"stack file") from exc
+            raise
+        return [Resource(BUCKET, bucket.name, bucket_fields(bucket), owned=_owned(bucket.labels))]
+
+    def sources(self) -> list[Resource]:
+        blobs = self.call("list source archives", lambda: list(self.clients.storage.list_blobs(
+            self.names.bucket, prefix=SOURCE_PREFIX, retry=None, timeout=self.timeout)))
+        return [Resource(SOURCE, b.name, {}, owned=True) for b in blobs]
+
+    def topics(self) -> list[Resource]:
+        project = f"projects/{self.names.project}"
+        topics = self.call("list topics", lambda: list(self.clients.publisher.list_topics(
+            project=project, retry=None, timeout=self.timeout)))
+        out = []
+        for topic in topics:
+            ident = topic.name.rsplit("/", 1)[-1]
+            if _owned(topic.labels) or (TOPIC, ident) in self.desired:
+                out.append(Resource(TOPIC, ident, {"labels": _labels(topic.labels)}, owned=_owned(topic.labels)))
+        return out
+
+    def accounts(self) -> list[Resource]:
+        accounts = self.call("list service accounts", lambda: list(self.clients.iam.list_service_accounts(
+            name=f"projects/{self.names.project}", retry=None, timeout=self.timeout)))
+        return [Resource(SERVICE_ACCOUNT, a.email, {"display_name": a.display_name})
+                for a in accounts if (SERVICE_ACCOUNT, a.email) in self.desired]
+
+    def functions(self) -> list[Resource]:
+        functions = self.call("list functions", lambda: list(self.clients.functions.list_functions(
+            parent=self.names.location_path, retry=None, timeout=self.timeout)))
+        out = []
+        for fn in functions:
+            ident = fn.name.rsplit("/", 1)[-1]
+            if _owned(fn.labels) or (FUNCTION, ident) in self.desired:
+                fields = function_fields(fn)
+                # A function whose last deploy failed must be deployed again even if its fields match.
+                fields["healthy"] = fn.state.name != "FAILED"
+                out.append(Resource(FUNCTION, ident, fields, owned=_owned(fn.labels),
+                                    meta={"url": fn.service_config.uri or fn.url, "state": fn.state.name}))
+        return out
+
+    def scheduler(self) -> list[Resource]:
+        jobs = self.call("list scheduler jobs", lambda: list(self.clients.scheduler.list_jobs(
+            request={"parent": self.names.location_path, "page_size": SCHEDULER_PAGE},
+            retry=None, timeout=self.timeout)))
+        out = []
+        for job in jobs:
+            ident = job.name.rsplit("/", 1)[-1]
+            if ident.startswith(NAME_PREFIX):
+                out.append(Resource(SCHEDULER_JOB, ident, scheduler_fields(job), owned=True))
+        return out
+
+    def policy(self, target: str) -> list[Resource]:
+        try:
+            policy = get_policy(self.clients, self.call, self.names, target)
+        except NotFound:
+            return []
+        view = managed_view(policy, managed_members(self.names), managed_roles(self.names))
+        return [Resource(IAM_POLICY, target, view)]
+
+
+def _parent_exists(target: str, found: State, names: Names) -> bool:
+    """Whether the resource a policy sits on exists (else reading its policy is a wasted call)."""
+    kind, ident = split_policy_name(target)
+    if kind == POLICY_BUCKET:
+        return (BUCKET, ident) in found
+    if kind == POLICY_TOPIC:
+        return (TOPIC, ident) in found
+    if kind == POLICY_SERVICE_ACCOUNT:
+        return (SERVICE_ACCOUNT, ident) in found or not names.own_account(ident)
+    if kind == POLICY_FUNCTION:
+        return (FUNCTION, ident) in found
+    return True
+
+
+def read_actual(clients: Clients, call: Caller, names: Names, desired: State, pool: ThreadPoolExecutor) -> Actual:
+    """Everything deploy manages that exists now, read in two parallel waves."""
+    reader = _Reader(clients, call, names, desired)
+    targets = [name for (kind, name) in desired if kind == IAM_POLICY]
+    first: list[Callable[[], list[Resource]]] = [reader.bucket, reader.topics, reader.accounts,
+                                                 reader.functions, reader.scheduler]
+    found = index(r for batch in pool.map(lambda f: f(), first) for r in batch)
+    second: list[Callable[[], list[Resource]]] = []
+    if (BUCKET, names.bucket) in found:
+        second.append(reader.sources)
+    second += [lambda t=t: reader.policy(t) for t in targets if _parent_exists(t, found, names)]
+    for batch in pool.map(lambda f: f(), second):
+        for resource in batch:
+            found[resource.key] = resource
+    job_done = found.get((FUNCTION, function_id("job_done")))
+    return Actual(found, str(job_done.meta.get("url", "")) if job_done else "")
+

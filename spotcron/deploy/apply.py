@@ -1,0 +1,162 @@
+"""deploy = read actual state → plan → (confirm) → execute → re-plan until nothing is left.
+
+The second pass exists for one reason: job_done's URL (the audience of every VM's identity
+token) is known only once job_done exists, and all three functions need it. On a first deploy
+pass 1 creates everything and pass 2 updates SPOTCRON_JOB_DONE_URL; afterwards a re-plan has
+zero actions. Any other leftover after a pass means something changed the stack meanwhile, and
+deploy stops instead of looping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from spotcron.deploy.actual import Actual, read_actual
+from spotcron.deploy.calls import Caller, DeployError
+from spotcron.deploy.clients import Clients
+from spotcron.deploy.desired import desired_state
+from spotcron.deploy.executor import ApiExecutor, Outcome
+from spotcron.deploy.handlers import Context
+from spotcron.deploy.naming import Names
+from spotcron.deploy.planner import UPDATE, Action
+from spotcron.deploy.resources import FUNCTION, State
+from spotcron.deploy.source import SourceBundle
+from spotcron.errors import NotFound, Transient
+from spotcron.gcp.errors import ApiError
+from spotcron.settings import Settings
+from spotcron.spec import JobSpec
+
+URL_VARIABLE = "SPOTCRON_JOB_DONE_URL"
+MAX_LISTED_FAILURES = 10
+
+
+class Reporter(Protocol):
+    def show_plan(self, actions: list[Action]) -> None: ...
+    def start(self, total: int, title: str) -> None: ...
+    def advance(self, action: Action, error: str | None) -> None: ...
+    def finish(self) -> None: ...
+    def note(self, text: str) -> None: ...
+
+
+class SilentReporter:
+    """Reports nothing; used by the benchmark and as a base for test reporters."""
+
+    def show_plan(self, actions: list[Action]) -> None:
+        pass
+
+    def start(self, total: int, title: str) -> None:
+        pass
+
+    def advance(self, action: Action, error: str | None) -> None:
+        pass
+
+    def finish(self) -> None:
+        pass
+
+    def note(self, text: str) -> None:
+        pass
+
+
+@dataclass
+class PlanResult:
+    desired: State
+    actual: Actual
+    actions: list[Action]
+
+
+@dataclass
+class DeployResult:
+    plan: list[Action]  # what the user saw (and confirmed)
+    passes: list[Outcome] = field(default_factory=list)
+
+
+class DeployFailed(DeployError):
+    """Some actions failed; what succeeded stays, and running deploy again continues."""
+
+    def __init__(self, message: str, result: DeployResult):
+        super().__init__(message)
+        self.result = result
+
+
+def compute_plan(settings: Settings, jobs: Sequence[JobSpec], source_object: str, clients: Clients,
+                 call: Caller, pool: ThreadPoolExecutor) -> PlanResult:
+    """Read what exists and plan the way to the desired state."""
+    from spotcron.deploy.planner import plan
+
+    names = Names.of(settings)
+    desired = desired_state(settings, jobs, source_object, settings.job_done_url)
+    actual = read_actual(clients, call, names, desired, pool)
+    url = settings.job_done_url or actual.job_done_url
+    if url != settings.job_done_url:
+        desired = desired_state(settings, jobs, source_object, url)
+    return PlanResult(desired, actual, plan(desired, actual.state))
+
+
+def _only_url_followups(actions: list[Action]) -> bool:
+    """True when every action only sets the functions' job_done URL (see the module docstring)."""
+    for action in actions:
+        if action.kind != UPDATE or action.resource_type != FUNCTION or set(action.changes) != {"environment"}:
+            return False
+        old, new = action.changes["environment"]
+        keys = {k for k in set(old or {}) | set(new or {}) if (old or {}).get(k) != (new or {}).get(k)}
+        if keys != {URL_VARIABLE}:
+            return False
+    return True
+
+
+def _failure_message(outcome: Outcome) -> str:
+    total = len(outcome.done) + len(outcome.failed) + len(outcome.skipped)
+    lines = [f"deploy stopped: {len(outcome.failed)} of {total} changes failed"
+             + (f", {len(outcome.skipped)} not started" if outcome.skipped else "") + ":"]
+    lines += [f"  {action.title}: {error}" for action, error in outcome.failed[:MAX_LISTED_FAILURES]]
+    if len(outcome.failed) > MAX_LISTED_FAILURES:
+        lines.append(f"  … and {len(outcome.failed) - MAX_LISTED_FAILURES} more")
+    lines.append("What succeeded stays in place; run deploy again to continue from where it stopped.")
+    return "\n".join(lines)
+
+
+def run_deploy(settings: Settings, jobs: Sequence[JobSpec], source: SourceBundle, clients: Clients, *,
+               confirm: Callable[[list[Action]], bool], reporter: Reporter, dry_run: bool = False,
+               concurrency: int = 16, caller: Caller | None = None, poll_initial: float = 2.0,
+               max_passes: int = 3) -> DeployResult:
+    """Plan, show, confirm and apply; DeployFailed when an action fails after its retries."""
+    call = caller or Caller(settings.project)
+    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="deploy") as pool:
+        try:
+            planned = compute_plan(settings, jobs, source.object_name, clients, call, pool)
+        except (NotFound, Transient, ApiError) as exc:
+            raise DeployError(f"could not read what is deployed, so nothing was changed: {exc}") from exc
+        reporter.show_plan(planned.actions)
+        result = DeployResult(plan=planned.actions)
+        if dry_run or not planned.actions:
+            return result
+        if not confirm(planned.actions):
+            raise DeployError("deploy cancelled: nothing was changed")
+        ctx = Context(clients, call, Names.of(settings), source.data, poll_initial=poll_initial)
+        actions = planned.actions
+        for number in range(1, max_passes + 1):
+            reporter.start(len(actions), "applying" if number == 1 else f"applying (pass {number})")
+            try:
+                outcome = ApiExecutor(ctx, pool, reporter.advance).execute(actions)
+            finally:
+                reporter.finish()
+            result.passes.append(outcome)
+            if not outcome.ok:
+                raise DeployFailed(_failure_message(outcome), result)
+            try:
+                actions = compute_plan(settings, jobs, source.object_name, clients, call, pool).actions
+            except (NotFound, Transient, ApiError) as exc:
+                raise DeployFailed(f"applied {len(outcome.done)} changes, then reading the result failed: {exc}. "
+                                   "Run deploy again to check and finish.", result) from exc
+            if not actions:
+                return result
+            if not _only_url_followups(actions):
+                raise DeployFailed(
+                    f"after applying, {len(actions)} changes are still needed (did something else change the "
+                    f"stack meanwhile?): " + ", ".join(a.title for a in actions[:MAX_LISTED_FAILURES])
+                    + ". Run deploy again.", result)
+            reporter.note("job_done's URL is known now: setting SPOTCRON_JOB_DONE_URL on the functions")
+    raise DeployFailed(f"deploy did not converge in {max_passes} passes; run deploy again", result)

@@ -1,0 +1,165 @@
+"""Google's clients, created on first use and shared by every thread of one deploy.
+
+Each client is imported only when deploy first needs it (the libraries take seconds to import
+together). Every client speaks REST except IAM admin, whose Python library ships gRPC only.
+Cloud Run's IAM (the invoker binding of a 2nd gen function) has no client library among the
+project's dependencies, so `RunIam` calls its two REST methods through google-auth's session.
+
+`Endpoints` points everything at local fakes: tests and the benchmark pass a plain-HTTP base
+URL for the REST APIs and host:port for the IAM gRPC API, with AnonymousCredentials.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
+RUN_API = "https://run.googleapis.com"
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    rest: str | None = None  # e.g. http://127.0.0.1:8123 — every REST API at one base URL
+    iam_grpc: str | None = None  # e.g. 127.0.0.1:8124 — plaintext gRPC
+
+
+def _widen_pool(session: Any, size: int) -> None:
+    """Let `size` threads share one session without urllib3 discarding connections (default 10)."""
+    from requests.adapters import HTTPAdapter
+
+    if session is None or not hasattr(session, "mount"):
+        return
+    adapter = HTTPAdapter(pool_connections=4, pool_maxsize=max(size, 10))
+    session.mount("https://", adapter)
+    session.mount("http://", adapter)
+
+
+class RunIam:
+    """getIamPolicy / setIamPolicy on Cloud Run services (run.googleapis.com/v2)."""
+
+    def __init__(self, session: Any, base_url: str, timeout: float):
+        self._session = session
+        self._base = base_url.rstrip("/")
+        self._timeout = timeout
+
+    def _checked(self, response: Any) -> dict[str, Any]:
+        if response.status_code >= 400:
+            from google.api_core import exceptions
+
+            raise exceptions.from_http_response(response)
+        return response.json() if response.content else {}
+
+    def get_iam_policy(self, resource: str) -> dict[str, Any]:
+        url = f"{self._base}/v2/{resource}:getIamPolicy"
+        return self._checked(self._session.get(url, params={"options.requestedPolicyVersion": 3},
+                                               timeout=self._timeout))
+
+    def set_iam_policy(self, resource: str, policy: dict[str, Any]) -> dict[str, Any]:
+        url = f"{self._base}/v2/{resource}:setIamPolicy"
+        return self._checked(self._session.post(url, json={"policy": policy}, timeout=self._timeout))
+
+
+class Clients:
+    """The clients one deploy uses; thread-safe, each built once on first use."""
+
+    def __init__(self, project: str, credentials: Any, endpoints: Endpoints | None = None,
+                 pool_size: int = 16, timeout: float = 60.0):
+        self.project = project
+        self.credentials = credentials
+        self.endpoints = endpoints or Endpoints()
+        self.pool_size = pool_size
+        self.timeout = timeout
+        self._lock = threading.Lock()
+        self._made: dict[str, Any] = {}
+
+    def _get(self, name: str, factory: Any) -> Any:
+        with self._lock:
+            if name not in self._made:
+                self._made[name] = factory()
+            return self._made[name]
+
+    def _options(self) -> dict[str, Any]:
+        return {"api_endpoint": self.endpoints.rest} if self.endpoints.rest else {}
+
+    def _rest(self, cls: Any) -> Any:
+        client = cls(transport="rest", credentials=self.credentials, client_options=self._options())
+        _widen_pool(getattr(client.transport, "_session", None), self.pool_size)
+        return client
+
+    @property
+    def storage(self) -> Any:
+        def make() -> Any:
+            from google.cloud import storage
+
+            client = storage.Client(project=self.project, credentials=self.credentials,
+                                    client_options=self._options() or None)
+            _widen_pool(getattr(client, "_http", None), self.pool_size)
+            return client
+
+        return self._get("storage", make)
+
+    @property
+    def scheduler(self) -> Any:
+        def make() -> Any:
+            from google.cloud import scheduler_v1
+
+            return self._rest(scheduler_v1.CloudSchedulerClient)
+
+        return self._get("scheduler", make)
+
+    @property
+    def publisher(self) -> Any:
+        def make() -> Any:
+            # The generated admin client, not google.cloud.pubsub's batching wrapper: deploy only
+            # manages topics, and the generated client offers the REST transport.
+            from google import pubsub_v1
+
+            return self._rest(pubsub_v1.PublisherClient)
+
+        return self._get("publisher", make)
+
+    @property
+    def functions(self) -> Any:
+        def make() -> Any:
+            from google.cloud import functions_v2
+
+            return self._rest(functions_v2.FunctionServiceClient)
+
+        return self._get("functions", make)
+
+    @property
+    def projects(self) -> Any:
+        def make() -> Any:
+            from google.cloud import resourcemanager_v3
+
+            return self._rest(resourcemanager_v3.ProjectsClient)
+
+        return self._get("projects", make)
+
+    @property
+    def iam(self) -> Any:
+        def make() -> Any:
+            from google.cloud import iam_admin_v1
+
+            if self.endpoints.iam_grpc:
+                import grpc
+                from google.cloud.iam_admin_v1.services.iam.transports import IAMGrpcTransport
+
+                channel = grpc.insecure_channel(self.endpoints.iam_grpc)
+                return iam_admin_v1.IAMClient(transport=IAMGrpcTransport(channel=channel))
+            return iam_admin_v1.IAMClient(credentials=self.credentials)
+
+        return self._get("iam", make)
+
+    @property
+    def run_iam(self) -> RunIam:
+        def make() -> RunIam:
+            from google.auth.transport.requests import AuthorizedSession
+
+            session = AuthorizedSession(self.credentials)
+            _widen_pool(session, self.pool_size)
+            return RunIam(session, self.endpoints.rest or RUN_API, self.timeout)
+
+        return self._get("run_iam", make)

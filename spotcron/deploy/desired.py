@@ -1,0 +1,156 @@
+"""Desired state: what Settings and the job specs say should exist on Google Cloud. Pure."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+from spotcron.deploy.iam import Binding, bindings
+from spotcron.deploy.naming import FUNCTIONS, SWEEP_ENTRY, Names, scheduler_entry
+from spotcron.deploy.resources import (
+    BUCKET,
+    FUNCTION,
+    IAM_POLICY,
+    MANAGED_LABELS,
+    SCHEDULER_JOB,
+    SERVICE_ACCOUNT,
+    SOURCE,
+    TOPIC,
+    Resource,
+    State,
+    index,
+)
+from spotcron.layout import RUNS
+from spotcron.settings import ENV_PREFIX, Settings
+from spotcron.spec import JobSpec
+
+RUNTIME = "python312"
+PUBSUB_EVENT = "google.cloud.pubsub.topic.v1.messagePublished"
+MEMORY = "256M"
+# start_job must answer well inside Cloud Scheduler's and Pub/Sub's deadlines; the sweep may
+# walk many VMs and records; job_done deletes one VM.
+TIMEOUT_S = {"start_job": 120, "sweep": 300, "job_done": 120}
+MAX_INSTANCES = {"start_job": 20, "sweep": 1, "job_done": 20}
+# A failed start is retried by Pub/Sub (the run id makes it idempotent and starting_deadline
+# bounds it); a failed sweep is not, the next tick comes anyway.
+RETRY_POLICY = {"start_job": "RETRY_POLICY_RETRY", "sweep": "RETRY_POLICY_DO_NOT_RETRY"}
+SWEEP_DATA = json.dumps({"sweep": True}, separators=(",", ":"))
+UTC = "Etc/UTC"
+
+
+def function_environment(settings: Settings, job_done_url: str) -> dict[str, str]:
+    """SPOTCRON_* variables that let the functions rebuild these Settings with load_settings."""
+    env: dict[str, str] = {}
+    for name in Settings.model_fields:
+        value: Any = getattr(settings, name)
+        if name == "job_done_url":
+            value = job_done_url
+        if isinstance(value, tuple):
+            value = ",".join(value)
+        if value == "":
+            continue
+        env[ENV_PREFIX + name.upper()] = str(value)
+    return env
+
+
+def sweep_schedule(interval_s: int) -> str:
+    """A cron line firing about every `interval_s` seconds (at least a minute; see validate)."""
+    minutes = max(1, round(interval_s / 60))
+    if minutes == 1:
+        return "* * * * *"
+    if minutes < 60:
+        return f"*/{minutes} * * * *"
+    hours = minutes // 60
+    return f"0 */{hours} * * *" if hours < 24 else "0 0 * * *"
+
+
+def scheduler_data(job: JobSpec) -> str:
+    """The Pub/Sub message body Cloud Scheduler publishes for `job`: its payload as compact JSON."""
+    return json.dumps(job.to_payload(), sort_keys=True, separators=(",", ":"))
+
+
+def _bucket(settings: Settings) -> Resource:
+    return Resource(BUCKET, settings.bucket, {
+        "location": settings.region,
+        "uniform_access": True,
+        "public_access_prevention": "enforced",
+        "lifecycle": (("Delete", settings.results_retention_days, (RUNS,)),),
+        "labels": dict(MANAGED_LABELS),
+    })
+
+
+def _function(logical: str, names: Names, source_object: str, env: dict[str, str]) -> Resource:
+    function_id, entry_point = FUNCTIONS[logical]
+    trigger = None
+    if logical in RETRY_POLICY:
+        topic = names.start_topic if logical == "start_job" else names.sweep_topic
+        trigger = {
+            "event_type": PUBSUB_EVENT,
+            "pubsub_topic": names.topic_path(topic),
+            "service_account": names.functions_account,
+            "retry_policy": RETRY_POLICY[logical],
+        }
+    return Resource(FUNCTION, function_id, {
+        "entry_point": entry_point,
+        "runtime": RUNTIME,
+        "source": f"gs://{names.bucket}/{source_object}",
+        "build_account": names.build_account,
+        "service_account": names.functions_account,
+        "environment": dict(env),
+        # Reachable from anywhere (VMs call job_done over the internet) but every request needs
+        # an identity token with run.invoker: nobody holds that except the accounts in iam.py.
+        "ingress": "ALLOW_ALL",
+        "memory": MEMORY,
+        "timeout": TIMEOUT_S[logical],
+        "max_instances": MAX_INSTANCES[logical],
+        "trigger": trigger,
+        "labels": dict(MANAGED_LABELS),
+        "healthy": True,  # actual.py reports False for a function whose last deploy failed
+    })
+
+
+def _scheduler(entry: str, names: Names, *, description: str, schedule: str, time_zone: str,
+               topic: str, data: str, paused: bool) -> Resource:
+    return Resource(SCHEDULER_JOB, entry, {
+        "description": description,
+        "schedule": schedule,
+        "time_zone": time_zone,
+        "topic": names.topic_path(topic),
+        "data": data,
+        "paused": paused,
+    })
+
+
+def policies(granted: Iterable[Binding]) -> list[Resource]:
+    """One iam_policy resource per target: {role: sorted members}."""
+    by_target: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for b in granted:
+        by_target[b.target][b.role].add(b.member)
+    return [Resource(IAM_POLICY, target, {role: tuple(sorted(members)) for role, members in sorted(roles.items())})
+            for target, roles in sorted(by_target.items())]
+
+
+def desired_state(settings: Settings, jobs: Iterable[JobSpec], source_object: str, job_done_url: str) -> State:
+    """Everything that should exist. `job_done_url` is "" until job_done has been deployed once."""
+    names = Names.of(settings)
+    env = function_environment(settings, job_done_url)
+    resources = [_bucket(settings)]
+    resources += [Resource(TOPIC, topic, {"labels": dict(MANAGED_LABELS)}) for topic in names.topics]
+    resources += [Resource(SERVICE_ACCOUNT, email, {"display_name": f"spotcron {email.split('@')[0]}"})
+                  for email in names.accounts if names.own_account(email)]
+    resources += policies(bindings(names))
+    resources.append(Resource(SOURCE, source_object, {}))
+    resources += [_function(logical, names, source_object, env) for logical in FUNCTIONS]
+    for job in jobs:
+        resources.append(_scheduler(
+            scheduler_entry(job.name), names,
+            description=job.description or f"spotcron job {job.name}",
+            schedule=job.schedule, time_zone=job.time_zone, topic=names.start_topic,
+            data=scheduler_data(job), paused=job.paused))
+    resources.append(_scheduler(
+        SWEEP_ENTRY, names, description="spotcron sweep: reaps leftover VMs and lost runs",
+        schedule=sweep_schedule(settings.sweep_interval), time_zone=UTC, topic=names.sweep_topic,
+        data=SWEEP_DATA, paused=False))
+    return index(resources)

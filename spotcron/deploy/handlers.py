@@ -1,0 +1,278 @@
+"""How one Action becomes Google API calls, per resource type.
+
+Every handler is idempotent: a create that meets "already exists" (an earlier, interrupted
+deploy, or a retry after a lost answer) turns into an update of the existing resource; a
+delete that meets "not found" is done. That is what lets an interrupted apply converge when
+deploy runs again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from spotcron.deploy.calls import Caller
+from spotcron.deploy.clients import Clients
+from spotcron.deploy.naming import Names
+from spotcron.deploy.planner import CREATE, DELETE, Action
+from spotcron.deploy.policies import update_policy
+from spotcron.deploy.resources import (
+    BUCKET,
+    FUNCTION,
+    IAM_POLICY,
+    SCHEDULER_JOB,
+    SERVICE_ACCOUNT,
+    SOURCE,
+    TOPIC,
+)
+from spotcron.errors import AlreadyExists, NotFound, PreconditionFailed
+
+FUNCTION_MASK = {
+    "entry_point": "build_config.entry_point",
+    "runtime": "build_config.runtime",
+    "source": "build_config.source",
+    "build_account": "build_config.service_account",
+    "service_account": "service_config.service_account_email",
+    "environment": "service_config.environment_variables",
+    "ingress": "service_config.ingress_settings",
+    "memory": "service_config.available_memory",
+    "timeout": "service_config.timeout_seconds",
+    "max_instances": "service_config.max_instance_count",
+    "trigger": "event_trigger",
+    "labels": "labels",
+}
+SCHEDULER_MASK = {"description": "description", "schedule": "schedule", "time_zone": "time_zone",
+                  "topic": "pubsub_target", "data": "pubsub_target"}
+
+
+@dataclass
+class Context:
+    clients: Clients
+    call: Caller
+    names: Names
+    source_data: bytes  # the archive the source action uploads
+    operation_timeout: float = 1200.0  # a function build takes minutes
+    poll_initial: float = 2.0  # seconds before the first look at a long-running operation
+    poll_maximum: float = 15.0
+
+    @property
+    def timeout(self) -> float:
+        return self.clients.timeout
+
+
+def _wait(ctx: Context, what: str, operation: Any) -> None:
+    from google.api_core.future.polling import DEFAULT_POLLING
+    from google.api_core.retry import Retry
+
+    polling = DEFAULT_POLLING.with_delay(initial=ctx.poll_initial, maximum=ctx.poll_maximum) \
+        .with_timeout(ctx.operation_timeout)
+    # A failed poll must surface (ctx.call retries it with our policy); the operations client's
+    # own default would retry it for many minutes.
+    no_retry = Retry(predicate=lambda exc: False, timeout=ctx.timeout)
+    ctx.call(what, operation.result, timeout=ctx.operation_timeout, polling=polling, retry=no_retry)
+
+
+def _ignore_missing(fn: Callable[[], Any]) -> None:
+    with contextlib.suppress(NotFound):  # already gone: the delete is done
+        fn()
+
+
+# --- bucket -------------------------------------------------------------------------------------
+
+def _configure_bucket(bucket: Any, fields: Mapping[str, Any]) -> None:
+    from google.cloud.storage.bucket import LifecycleRuleDelete
+
+    bucket.iam_configuration.uniform_bucket_level_access_enabled = fields["uniform_access"]
+    bucket.iam_configuration.public_access_prevention = fields["public_access_prevention"]
+    bucket.labels = {**dict(bucket.labels or {}), **fields["labels"]}
+    ours = [LifecycleRuleDelete(age=age, matches_prefix=list(prefixes)) for _, age, prefixes in fields["lifecycle"]]
+    others = [dict(rule) for rule in bucket.lifecycle_rules
+              if not (dict(rule).get("action", {}).get("type") == "Delete"
+                      and dict(rule).get("condition", {}).get("matchesPrefix"))]
+    bucket.lifecycle_rules = others + ours
+
+
+def bucket(action: Action, ctx: Context) -> None:
+    storage, name, fields = ctx.clients.storage, action.name, action.resource.fields
+    if action.kind == CREATE:
+        new = storage.bucket(name)
+        _configure_bucket(new, fields)
+        try:
+            ctx.call(f"create bucket {name}", storage.create_bucket, new, location=fields["location"],
+                     retry=None, timeout=ctx.timeout)
+            return
+        except AlreadyExists:
+            pass  # created by an interrupted deploy: bring it in line below
+    existing = ctx.call(f"read bucket {name}", storage.get_bucket, name, retry=None, timeout=ctx.timeout)
+    _configure_bucket(existing, fields)
+    ctx.call(f"update bucket {name}", existing.patch, retry=None, timeout=ctx.timeout)
+
+
+# --- topics, accounts, IAM, source --------------------------------------------------------------
+
+def topic(action: Action, ctx: Context) -> None:
+    publisher, path = ctx.clients.publisher, ctx.names.topic_path(action.name)
+    if action.kind == DELETE:
+        _ignore_missing(lambda: ctx.call(f"delete topic {action.name}", publisher.delete_topic,
+                                         topic=path, retry=None, timeout=ctx.timeout))
+        return
+    labels = dict(action.resource.fields["labels"])
+    if action.kind == CREATE:
+        try:
+            ctx.call(f"create topic {action.name}", publisher.create_topic,
+                     request={"name": path, "labels": labels}, retry=None, timeout=ctx.timeout)
+            return
+        except AlreadyExists:
+            pass
+    current = ctx.call(f"read topic {action.name}", publisher.get_topic, topic=path, retry=None, timeout=ctx.timeout)
+    merged = {**dict(current.labels), **labels}
+    ctx.call(f"update topic {action.name}", publisher.update_topic,
+             request={"topic": {"name": path, "labels": merged}, "update_mask": {"paths": ["labels"]}},
+             retry=None, timeout=ctx.timeout)
+
+
+def service_account(action: Action, ctx: Context) -> None:
+    email = action.name
+    request = {"name": f"projects/{ctx.names.project}", "account_id": email.split("@", 1)[0],
+               "service_account": {"display_name": action.resource.fields["display_name"]}}
+    with contextlib.suppress(AlreadyExists):  # created by an interrupted deploy
+        ctx.call(f"create service account {email}", ctx.clients.iam.create_service_account,
+                 request=request, retry=None, timeout=ctx.timeout)
+
+
+def iam_policy(action: Action, ctx: Context) -> None:
+    update_policy(ctx.clients, ctx.call, ctx.names, action.name, action.changes)
+
+
+def source(action: Action, ctx: Context) -> None:
+    blob = ctx.clients.storage.bucket(ctx.names.bucket).blob(action.name)
+    if action.kind == DELETE:
+        _ignore_missing(lambda: ctx.call(f"delete {action.name}", blob.delete, retry=None, timeout=ctx.timeout))
+        return
+    # if_generation_match=0: upload only if absent. The name is the content's hash, so an
+    # object already there is this very archive.
+    with contextlib.suppress(PreconditionFailed):
+        ctx.call(f"upload {action.name}", blob.upload_from_string, ctx.source_data,
+                 content_type="application/zip", if_generation_match=0, retry=None, timeout=ctx.timeout)
+
+
+# --- functions ------------------------------------------------------------------------------------
+
+def function_message(name: str, fields: Mapping[str, Any], names: Names) -> Any:
+    """The functions_v2.Function for desired `fields` (see desired._function)."""
+    from google.cloud import functions_v2 as f
+
+    bucket_name, _, object_name = fields["source"].removeprefix("gs://").partition("/")
+    trigger = fields["trigger"]
+    return f.Function(
+        name=names.function_path(name),
+        labels=dict(fields["labels"]),
+        build_config=f.BuildConfig(
+            runtime=fields["runtime"],
+            entry_point=fields["entry_point"],
+            source=f.Source(storage_source=f.StorageSource(bucket=bucket_name, object_=object_name)),
+            service_account=f"projects/{names.project}/serviceAccounts/{fields['build_account']}",
+        ),
+        service_config=f.ServiceConfig(
+            service_account_email=fields["service_account"],
+            environment_variables=dict(fields["environment"]),
+            ingress_settings=f.ServiceConfig.IngressSettings[fields["ingress"]],
+            available_memory=fields["memory"],
+            timeout_seconds=fields["timeout"],
+            max_instance_count=fields["max_instances"],
+            all_traffic_on_latest_revision=True,
+        ),
+        event_trigger=f.EventTrigger(
+            event_type=trigger["event_type"],
+            pubsub_topic=trigger["pubsub_topic"],
+            service_account_email=trigger["service_account"],
+            retry_policy=f.EventTrigger.RetryPolicy[trigger["retry_policy"]],
+            trigger_region=names.region,
+        ) if trigger else None,
+    )
+
+
+def function(action: Action, ctx: Context) -> None:
+    functions, name = ctx.clients.functions, action.name
+    path = ctx.names.function_path(name)
+    if action.kind == DELETE:
+        def delete() -> None:
+            op = ctx.call(f"delete function {name}", functions.delete_function, name=path,
+                          retry=None, timeout=ctx.timeout)
+            _wait(ctx, f"delete function {name}", op)
+        _ignore_missing(delete)
+        return
+    message = function_message(name, action.resource.fields, ctx.names)
+    paths = sorted(set(FUNCTION_MASK.values()))
+    if action.kind == CREATE:
+        try:
+            op = ctx.call(f"create function {name}", functions.create_function,
+                          request={"parent": ctx.names.location_path, "function": message, "function_id": name},
+                          retry=None, timeout=ctx.timeout)
+            _wait(ctx, f"create function {name}", op)
+            return
+        except AlreadyExists:
+            pass  # left by an interrupted deploy: update all of it
+    elif "healthy" not in action.changes:
+        paths = sorted({FUNCTION_MASK[f] for f in action.changes if f in FUNCTION_MASK})
+    op = ctx.call(f"update function {name}", functions.update_function,
+                  request={"function": message, "update_mask": {"paths": paths}}, retry=None, timeout=ctx.timeout)
+    _wait(ctx, f"update function {name}", op)
+
+
+# --- scheduler entries ----------------------------------------------------------------------------
+
+def scheduler_message(name: str, fields: Mapping[str, Any], names: Names) -> Any:
+    from google.cloud import scheduler_v1
+
+    return scheduler_v1.Job(
+        name=names.scheduler_path(name),
+        description=fields["description"],
+        schedule=fields["schedule"],
+        time_zone=fields["time_zone"],
+        pubsub_target=scheduler_v1.PubsubTarget(topic_name=fields["topic"], data=fields["data"].encode()),
+    )
+
+
+def scheduler_job(action: Action, ctx: Context) -> None:
+    scheduler, name = ctx.clients.scheduler, action.name
+    path = ctx.names.scheduler_path(name)
+    if action.kind == DELETE:
+        _ignore_missing(lambda: ctx.call(f"delete scheduler job {name}", scheduler.delete_job,
+                                         name=path, retry=None, timeout=ctx.timeout))
+        return
+    fields = action.resource.fields
+    message = scheduler_message(name, fields, ctx.names)
+    was_paused: bool | None = None
+    changed = [f for f in action.changes if f in SCHEDULER_MASK]
+    if action.kind == CREATE:
+        try:
+            ctx.call(f"create scheduler job {name}", scheduler.create_job,
+                     request={"parent": ctx.names.location_path, "job": message}, retry=None, timeout=ctx.timeout)
+            changed, was_paused = [], False  # a new job starts enabled
+        except AlreadyExists:
+            changed = list(SCHEDULER_MASK)  # left by an interrupted deploy: overwrite, set the state
+    else:
+        was_paused = action.current.fields.get("paused") if action.current else None
+    if changed:
+        mask = sorted({SCHEDULER_MASK[f] for f in changed})
+        job = ctx.call(f"update scheduler job {name}", scheduler.update_job,
+                       request={"job": message, "update_mask": {"paths": mask}}, retry=None, timeout=ctx.timeout)
+        was_paused = job.state.name == "PAUSED"
+    if fields["paused"] and was_paused is not True:
+        ctx.call(f"pause scheduler job {name}", scheduler.pause_job, name=path, retry=None, timeout=ctx.timeout)
+    elif not fields["paused"] and was_paused is not False:
+        ctx.call(f"resume scheduler job {name}", scheduler.resume_job, name=path, retry=None, timeout=ctx.timeout)
+
+
+HANDLERS: dict[str, Callable[[Action, Context], None]] = {
+    BUCKET: bucket,
+    TOPIC: topic,
+    SERVICE_ACCOUNT: service_account,
+    IAM_POLICY: iam_policy,
+    SOURCE: source,
+    FUNCTION: function,
+    SCHEDULER_JOB: scheduler_job,
+}

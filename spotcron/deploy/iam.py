@@ -1,0 +1,101 @@
+"""Who may do what, as data: every IAM binding deploy grants, each with the reason it exists.
+
+Least privilege, one account per job to do:
+- functions account: runs start_job/sweep/job_done, and is the identity Eventarc uses to push
+  Pub/Sub messages to start_job and sweep.
+- VM account: what a job's VM runs as.
+- build account: what Cloud Build runs the functions' builds as (so the default compute
+  account never needs a role).
+
+roles/compute.instanceAdmin.v1 is granted on the project rather than a custom role: it is the
+narrowest predefined role that can create Spot VMs with a service account attached, and a
+custom role would have to track every permission Compute Engine adds to an insert (disks,
+subnetworks, images, metadata) or break VM creation silently. The functions still delete only
+VMs carrying our label (DESIGN.md section 4), and no one but deployers can act as the account.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from spotcron.deploy.naming import Names, function_id, member
+from spotcron.deploy.resources import (
+    POLICY_BUCKET,
+    POLICY_FUNCTION,
+    POLICY_PROJECT,
+    POLICY_SERVICE_ACCOUNT,
+    POLICY_TOPIC,
+    policy_name,
+)
+
+PRIMITIVE_ROLES = frozenset({"roles/owner", "roles/editor", "roles/viewer"})
+PUBLIC_MEMBERS = frozenset({"allUsers", "allAuthenticatedUsers"})
+# The accounts Google creates by default; granting them anything widens every workload using them.
+_DEFAULT_ACCOUNT = re.compile(r"^serviceAccount:(\d+-compute@developer|[^@]+@appspot)\.gserviceaccount\.com$")
+
+
+@dataclass(frozen=True)
+class Binding:
+    target: str  # the policy's resource name, "KIND:ID" (see resources.policy_name)
+    role: str
+    member: str
+    why: str
+
+
+def bindings(names: Names) -> list[Binding]:
+    """Every binding deploy keeps in place, for the stack named by `names`."""
+    functions, vm, build = member(names.functions_account), member(names.vm_account), member(names.build_account)
+    project = policy_name(POLICY_PROJECT, names.project)
+    bucket = policy_name(POLICY_BUCKET, names.bucket)
+    out = [
+        Binding(project, "roles/compute.instanceAdmin.v1", functions, "create and delete job VMs"),
+        Binding(policy_name(POLICY_SERVICE_ACCOUNT, names.vm_account), "roles/iam.serviceAccountUser", functions,
+                "attach the VM account to the VMs it creates (on that account only)"),
+        Binding(bucket, "roles/storage.objectAdmin", functions, "write run records, replay guards, the results page"),
+    ]
+    out += [Binding(policy_name(POLICY_TOPIC, topic), "roles/pubsub.publisher", functions,
+                    "publish run events and re-queue starts")
+            for topic in names.topics]
+    out += [Binding(policy_name(POLICY_FUNCTION, function_id(fn)), "roles/run.invoker", functions,
+                    "Eventarc pushes Pub/Sub messages to the function as this account")
+            for fn in ("start_job", "sweep")]
+    out += [
+        Binding(bucket, "roles/storage.objectCreator", vm, "upload logs, results and checkpoints"),
+        Binding(bucket, "roles/storage.objectViewer", vm, "restore the checkpoint of an earlier attempt"),
+        Binding(project, "roles/logging.logWriter", vm, "ship the container's output to Cloud Logging"),
+        Binding(project, "roles/artifactregistry.reader", vm, "pull the job's image"),
+        Binding(policy_name(POLICY_FUNCTION, function_id("job_done")), "roles/run.invoker", vm,
+                "call job_done when the job ends (on job_done only)"),
+        Binding(project, "roles/logging.logWriter", build, "write the functions' build logs"),
+        Binding(project, "roles/artifactregistry.writer", build, "store the functions' built images"),
+        Binding(project, "roles/storage.objectViewer", build,
+                "read the uploaded source from the gcf-v2-sources bucket that Cloud Functions creates"),
+    ]
+    return out
+
+
+def managed_roles(names: Names) -> frozenset[str]:
+    """Roles deploy may revoke from its own accounts; any other role they hold is left alone."""
+    return frozenset(b.role for b in bindings(names))
+
+
+def managed_members(names: Names) -> frozenset[str]:
+    return frozenset(member(email) for email in names.accounts)
+
+
+def security_problems(granted: Iterable[Binding]) -> list[str]:
+    """Every binding that breaks the security rules of DESIGN.md section 4; empty when none."""
+    problems = []
+    for b in granted:
+        if b.role in PRIMITIVE_ROLES:
+            problems.append(f"{b.target}: {b.member} would get the primitive role {b.role}")
+        if b.member in PUBLIC_MEMBERS:
+            problems.append(f"{b.target}: {b.role} would be granted to {b.member} (public access)")
+        if _DEFAULT_ACCOUNT.match(b.member):
+            problems.append(f"{b.target}: {b.role} would be granted to the default account {b.member}")
+        if b.target.startswith(f"{POLICY_FUNCTION}:") and b.role in ("roles/run.invoker", "roles/cloudfunctions.invoker") \
+                and b.member in PUBLIC_MEMBERS:
+            problems.append(f"{b.target}: the function would allow unauthenticated invocation")
+    return problems

@@ -1,0 +1,104 @@
+"""Every name deploy gives a Google Cloud object, derived from Settings in one place."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from spotcron.deploy.resources import NAME_PREFIX
+from spotcron.settings import Settings
+
+# Cloud Build runs the functions' builds as this account (see docs/deploy.md, "Why a build
+# account"): new projects no longer give the default Cloud Build account the roles it needs,
+# and the alternative is granting them to the default compute account.
+BUILD_ACCOUNT = "spotcron-build"
+
+# Logical function → (function id, entry point in functions/main.py).
+FUNCTIONS: dict[str, tuple[str, str]] = {
+    "start_job": ("spotcron-start-job", "start_job"),
+    "sweep": ("spotcron-sweep", "sweep"),
+    "job_done": ("spotcron-job-done", "job_done"),
+}
+
+SWEEP_ENTRY = f"{NAME_PREFIX}sweep"  # the sweep's scheduler entry; so no job may be named "sweep"
+RESERVED_JOB_NAMES = frozenset({"sweep"})
+_SCHEDULER_ID = re.compile(r"^[A-Za-z0-9_-]{1,500}$")
+
+
+@dataclass(frozen=True)
+class Names:
+    project: str
+    region: str
+    bucket: str
+    functions_account: str  # emails
+    vm_account: str
+    build_account: str
+    start_topic: str  # topic ids
+    sweep_topic: str
+    events_topic: str
+
+    @classmethod
+    def of(cls, settings: Settings) -> Names:
+        return cls(
+            project=settings.project,
+            region=settings.region,
+            bucket=settings.bucket,
+            functions_account=settings.functions_service_account_email,
+            vm_account=settings.vm_service_account_email,
+            build_account=settings.account_email(BUILD_ACCOUNT),
+            start_topic=settings.start_topic,
+            sweep_topic=settings.sweep_topic,
+            events_topic=settings.events_topic,
+        )
+
+    @property
+    def topics(self) -> tuple[str, str, str]:
+        return (self.start_topic, self.sweep_topic, self.events_topic)
+
+    @property
+    def accounts(self) -> tuple[str, str, str]:
+        return (self.functions_account, self.vm_account, self.build_account)
+
+    def own_account(self, email: str) -> bool:
+        """True for accounts of this project, which deploy creates; others must already exist."""
+        return email.endswith(f"@{self.project}.iam.gserviceaccount.com")
+
+    def topic_path(self, topic: str) -> str:
+        return f"projects/{self.project}/topics/{topic}"
+
+    @property
+    def location_path(self) -> str:
+        return f"projects/{self.project}/locations/{self.region}"
+
+    def function_path(self, function_id: str) -> str:
+        return f"{self.location_path}/functions/{function_id}"
+
+    def scheduler_path(self, entry: str) -> str:
+        return f"{self.location_path}/jobs/{entry}"
+
+    def run_service_path(self, function_id: str) -> str:
+        # A 2nd gen function runs as a Cloud Run service of the same (lower-case) name.
+        return f"{self.location_path}/services/{function_id.lower()}"
+
+
+def function_id(logical: str) -> str:
+    return FUNCTIONS[logical][0]
+
+
+def scheduler_entry(job_name: str) -> str:
+    return f"{NAME_PREFIX}{job_name}"
+
+
+def scheduler_id_problem(job_name: str) -> str | None:
+    """Why `job_name` cannot name a Cloud Scheduler entry, or None when it can."""
+    if job_name in RESERVED_JOB_NAMES:
+        return f"{job_name!r} is reserved (the sweep's scheduler entry is {SWEEP_ENTRY}); rename the job"
+    entry = scheduler_entry(job_name)
+    if not _SCHEDULER_ID.match(entry):
+        return (f"{job_name!r} cannot name a Cloud Scheduler entry ({entry!r}); use letters, digits, "
+                "'-' and '_' only, 491 characters at most")
+    return None
+
+
+def member(email: str) -> str:
+    return f"serviceAccount:{email}"

@@ -1,0 +1,105 @@
+"""What deploy manages, as plain data: one `Resource` per Google Cloud object.
+
+Desired and actual state are both `State` (a dict keyed by (type, name)) holding `Resource`s
+whose `fields` are plain comparable values (str, int, bool, tuples, dicts of those). The
+planner compares fields and nothing else; `meta` carries what the executor needs but the
+planner must ignore (server-assigned names, URLs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+MANAGED_LABEL = "spotcron"
+MANAGED_LABELS = {MANAGED_LABEL: "1"}
+NAME_PREFIX = "spotcron-"  # scheduler entries carry no labels: this prefix marks ours
+SOURCE_PREFIX = "deploy/source-"  # function source archives in the results bucket
+
+BUCKET = "bucket"
+TOPIC = "topic"
+SERVICE_ACCOUNT = "service_account"
+IAM_POLICY = "iam_policy"
+SOURCE = "source"
+FUNCTION = "function"
+SCHEDULER_JOB = "scheduler_job"
+
+TYPES = (BUCKET, TOPIC, SERVICE_ACCOUNT, IAM_POLICY, SOURCE, FUNCTION, SCHEDULER_JOB)
+
+# Fields used when a resource is created but never compared afterwards: Google cannot change
+# them in place (bucket location) or they are cosmetic (service account display name).
+CREATE_ONLY: Mapping[str, frozenset[str]] = {
+    BUCKET: frozenset({"location"}),
+    SERVICE_ACCOUNT: frozenset({"display_name"}),
+}
+
+# Deploy never deletes these even when nothing wants them any more: the bucket holds every
+# run's results, and a deleted service account's name cannot be reused cleanly (bindings
+# follow the account's unique id, not its email).
+NEVER_DELETED = frozenset({BUCKET, SERVICE_ACCOUNT, IAM_POLICY})
+
+
+@dataclass(frozen=True)
+class Resource:
+    type: str
+    name: str
+    fields: Mapping[str, Any]
+    # Actual state only: True when the resource carries our label or prefix, so deploy may
+    # delete it once no job or setting wants it. Desired resources leave it False.
+    owned: bool = False
+    meta: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.type, self.name)
+
+
+State = dict[tuple[str, str], Resource]
+
+
+def index(resources: Iterable[Resource]) -> State:
+    """The State for `resources`; a duplicate key is a bug in the caller, so it raises."""
+    state: State = {}
+    for resource in resources:
+        if resource.key in state:
+            raise ValueError(f"two resources named {resource.type} {resource.name}")
+        state[resource.key] = resource
+    return state
+
+
+# IAM policy resources are named "KIND:ID" after the object the policy sits on.
+POLICY_PROJECT = "project"
+POLICY_BUCKET = "bucket"
+POLICY_TOPIC = "topic"
+POLICY_SERVICE_ACCOUNT = "service_account"
+POLICY_FUNCTION = "function"  # the Cloud Run service behind a 2nd gen function
+
+
+def policy_name(kind: str, ident: str) -> str:
+    return f"{kind}:{ident}"
+
+
+def split_policy_name(name: str) -> tuple[str, str]:
+    kind, _, ident = name.partition(":")
+    return kind, ident
+
+
+def phase(resource_type: str, name: str, kind: str) -> int:
+    """When an action runs: everything in phase N finishes before phase N+1 starts.
+
+    Creates and updates go bucket/topics/accounts → IAM and source → functions → invoker
+    bindings and scheduler entries (so no tick fires before its function can take it);
+    deletions run last, scheduler entries and functions before topics and old sources.
+    """
+    if kind == "delete":
+        return 4 if resource_type in (SCHEDULER_JOB, FUNCTION) else 5
+    if resource_type in (BUCKET, TOPIC, SERVICE_ACCOUNT):
+        return 0
+    if resource_type == IAM_POLICY:
+        return 3 if split_policy_name(name)[0] == POLICY_FUNCTION else 1
+    if resource_type == SOURCE:
+        return 1
+    if resource_type == FUNCTION:
+        return 2
+    return 3

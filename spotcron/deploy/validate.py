@@ -1,0 +1,113 @@
+"""Checks that run before deploy makes any API call: settings, job names, credentials.
+
+Job specs themselves are validated by spec_loader.load_jobs; these are the checks only deploy
+needs (a real project id, names Cloud Scheduler accepts). Every problem is reported at once.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from spotcron.deploy.calls import LOGIN_HINT, REQUIRED_APIS, DeployError
+from spotcron.deploy.clients import SCOPES
+from spotcron.deploy.naming import scheduler_id_problem
+from spotcron.errors import ConfigError, Problem
+from spotcron.settings import Settings
+from spotcron.spec import JobSpec
+
+PLACEHOLDER_PROJECT = "my-project"
+_PROJECT_ID = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$")
+MIN_SWEEP_INTERVAL = 60  # Cloud Scheduler fires at most once a minute
+
+
+def _line_of(path: Path | None, key: str) -> int | None:
+    """The line where `key:` is set in the stack file, for error messages."""
+    if path is None or not path.exists():
+        return None
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if re.match(rf"^\s*{re.escape(key)}\s*:", line):
+            return number
+    return None
+
+
+def settings_problems(settings: Settings, stack: Path | None) -> list[Problem]:
+    where = str(stack) if stack is not None and stack.exists() else "<environment>"
+
+    def problem(key: str, message: str) -> Problem:
+        return Problem(where, _line_of(stack, key), key, message)
+
+    problems = []
+    if settings.project == PLACEHOLDER_PROJECT:
+        problems.append(problem("project", f"{PLACEHOLDER_PROJECT!r} is the placeholder; set your Google Cloud "
+                                           "project id here or in SPOTCRON_PROJECT"))
+    elif not _PROJECT_ID.match(settings.project):
+        problems.append(problem("project", f"{settings.project!r} is not a project id (6-30 characters: "
+                                           "lower-case letters, digits, '-')"))
+    if settings.bucket.startswith(f"{PLACEHOLDER_PROJECT}-"):
+        problems.append(problem("bucket", f"{settings.bucket!r} is the placeholder; bucket names are global, "
+                                          f"so pick your own, e.g. {settings.project}-spotcron"))
+    elif not _BUCKET.match(settings.bucket) or ".." in settings.bucket:
+        problems.append(problem("bucket", f"{settings.bucket!r} is not a bucket name (3-63 characters: "
+                                          "lower-case letters, digits, '-', '_', '.')"))
+    if settings.sweep_interval < MIN_SWEEP_INTERVAL:
+        problems.append(problem("sweep_interval", f"{settings.sweep_interval}s is too short; Cloud Scheduler "
+                                                  "fires at most once a minute (write 1m or more)"))
+    if settings.job_done_url and not settings.job_done_url.startswith("https://"):
+        problems.append(problem("job_done_url", f"{settings.job_done_url!r} must be an https:// URL, or empty "
+                                                "so that deploy fills it in"))
+    return problems
+
+
+def job_problems(jobs: Sequence[JobSpec], files: Mapping[str, Path] | None = None) -> list[Problem]:
+    """Names Cloud Scheduler would refuse or deploy reserves; `files` maps job names to their files."""
+    files = files or {}
+
+    def where(name: str) -> str:
+        return str(files[name]) if name in files else f"job {name}"
+
+    problems = []
+    for job in jobs:
+        reason = scheduler_id_problem(job.name)
+        if reason:
+            problems.append(Problem(where(job.name), None, "name", reason))
+    for name, count in sorted(Counter(job.name for job in jobs).items()):
+        if count > 1:
+            problems.append(Problem(where(name), None, "name",
+                                    f"{count} jobs use the name {name!r}; each job needs its own"))
+    return problems
+
+
+def preflight(settings: Settings, jobs: Sequence[JobSpec], stack: Path | None,
+              files: Mapping[str, Path] | None = None) -> None:
+    """Raise ConfigError listing every problem deploy can see without calling Google."""
+    problems = settings_problems(settings, stack) + job_problems(jobs, files)
+    if problems:
+        raise ConfigError(problems)
+
+
+CredentialsProvider = Callable[[str], Any]
+
+
+def apis_hint() -> str:
+    return "Deploy needs these APIs enabled: " + ", ".join(REQUIRED_APIS)
+
+
+def default_credentials(project: str) -> Any:
+    """Application Default Credentials, billed to `project`; DeployError says how to log in."""
+    import google.auth
+    from google.auth.exceptions import DefaultCredentialsError
+
+    try:
+        credentials, _ = google.auth.default(scopes=list(SCOPES))
+    except DefaultCredentialsError as exc:
+        raise DeployError(f"no Google credentials found: {LOGIN_HINT}. {apis_hint()}. ({exc})") from None
+    # User credentials from `gcloud auth application-default login` carry no quota project,
+    # and some APIs refuse such calls: bill them to the project being deployed.
+    if getattr(credentials, "quota_project_id", None) is None and hasattr(credentials, "with_quota_project"):
+        credentials = credentials.with_quota_project(project)
+    return credentials

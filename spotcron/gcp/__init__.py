@@ -1,0 +1,1 @@
+"""Adapters that talk to Google Cloud; Google's client libraries are imported only in here."""

@@ -1,0 +1,336 @@
+"""Acceptance: deploy the example stack on the fake Google Cloud through the real clients."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from spotcron.deploy.apply import DeployFailed
+from spotcron.deploy.calls import DeployError
+from spotcron.deploy.planner import DELETE, UPDATE
+from spotcron.deploy.resources import FUNCTION, SCHEDULER_JOB, SOURCE
+from spotcron.deploy.source import build_source
+from spotcron.spec import JobSpec
+from tests.deploy.conftest import BUCKET, JOBS_DIR, PROJECT, Deployer, make_source_root
+from tests.deploy.fakes.cloud import FakeCloud
+
+LOCATION = f"projects/{PROJECT}/locations/us-central1"
+VM = f"serviceAccount:spotcron-vm@{PROJECT}.iam.gserviceaccount.com"
+FUNCTIONS = f"serviceAccount:spotcron-functions@{PROJECT}.iam.gserviceaccount.com"
+BUILD = f"spotcron-build@{PROJECT}.iam.gserviceaccount.com"
+
+
+def changes(cloud: FakeCloud) -> list[tuple[str, str]]:
+    """(method, path) of every call that changed something, sorted."""
+    return sorted((c.method, c.path) for c in cloud.changing_calls())
+
+
+def test_first_deploy_builds_the_whole_stack(deployer: Deployer, cloud: FakeCloud) -> None:
+    jobs = deployer.jobs(JOBS_DIR)
+    result = deployer.deploy(jobs)
+
+    # Pass 1 creates everything; pass 2 only gives the functions job_done's URL.
+    assert len(result.passes) == 2 and all(p.ok for p in result.passes)
+    assert sorted(a.title for a in result.passes[1].done) == [
+        "update function spotcron-job-done", "update function spotcron-start-job", "update function spotcron-sweep"]
+    assert deployer.reporter.notes == ["job_done's URL is known now: setting SPOTCRON_JOB_DONE_URL on the functions"]
+
+    entries = cloud.scheduler.entries()
+    assert sorted(entries) == ["spotcron-benchmark", "spotcron-bot", "spotcron-nightly", "spotcron-sweep"]
+    assert {n: e["state"] for n, e in entries.items()} == {
+        "spotcron-benchmark": "ENABLED", "spotcron-bot": "ENABLED", "spotcron-nightly": "PAUSED",
+        "spotcron-sweep": "ENABLED"}
+    payloads = {j.name: j.to_payload() for j in jobs}
+    for name in ("bot", "benchmark", "nightly"):
+        assert json.loads(cloud.scheduler.data(f"spotcron-{name}")) == payloads[name]
+        assert entries[f"spotcron-{name}"]["pubsubTarget"]["topicName"] == f"projects/{PROJECT}/topics/spotcron-start"
+    assert entries["spotcron-benchmark"]["timeZone"] == "Europe/Berlin"
+    assert entries["spotcron-sweep"]["pubsubTarget"]["topicName"] == f"projects/{PROJECT}/topics/spotcron-sweep"
+
+    assert sorted(cloud.pubsub.topics) == [f"projects/{PROJECT}/topics/spotcron-{t}" for t in ("events", "start", "sweep")]
+    assert all(t["labels"] == {"spotcron": "1"} for t in cloud.pubsub.topics.values())
+    assert sorted(cloud.iam.accounts) == [BUILD, f"spotcron-functions@{PROJECT}.iam.gserviceaccount.com",
+                                          f"spotcron-vm@{PROJECT}.iam.gserviceaccount.com"]
+
+    bucket = cloud.storage.buckets[BUCKET]
+    assert bucket["iamConfiguration"]["uniformBucketLevelAccess"]["enabled"] is True
+    assert bucket["iamConfiguration"]["publicAccessPrevention"] == "enforced"
+    assert bucket["lifecycle"] == {"rule": [{"action": {"type": "Delete"},
+                                             "condition": {"age": 90, "matchesPrefix": ["runs/"]}}]}
+    assert bucket["labels"] == {"spotcron": "1"} and bucket["location"] == "US-CENTRAL1"
+    assert cloud.storage.objects[(BUCKET, deployer.source.object_name)][0] == deployer.source.data
+
+    job_done = cloud.functions.functions[f"{LOCATION}/functions/spotcron-job-done"]
+    url = job_done["serviceConfig"]["uri"]
+    for fn in cloud.functions.functions.values():
+        assert fn["serviceConfig"]["environmentVariables"]["SPOTCRON_JOB_DONE_URL"] == url
+        assert fn["serviceConfig"]["environmentVariables"]["SPOTCRON_BUCKET"] == BUCKET
+        assert fn["buildConfig"]["serviceAccount"] == f"projects/{PROJECT}/serviceAccounts/{BUILD}"
+        assert fn["buildConfig"]["source"]["storageSource"] == {"bucket": BUCKET, "object": deployer.source.object_name}
+        assert fn["serviceConfig"]["serviceAccountEmail"] == FUNCTIONS.split(":")[1]
+        assert fn["labels"] == {"spotcron": "1"}
+    assert "eventTrigger" not in job_done and job_done["serviceConfig"]["ingressSettings"] == "ALLOW_ALL"
+
+    assert deployer.plan(jobs).actions == []
+
+
+def test_deployed_iam_is_least_privilege(deployer: Deployer, cloud: FakeCloud) -> None:
+    deployer.deploy(deployer.jobs(JOBS_DIR))
+    project = cloud.project_policies.all()[f"projects/{PROJECT}"]
+    assert {b["role"]: sorted(b["members"]) for b in project["bindings"]} == {
+        "roles/owner": ["user:owner@example.com"],  # the deployer's own binding is left alone
+        "roles/compute.instanceAdmin.v1": [FUNCTIONS],
+        "roles/logging.logWriter": [f"serviceAccount:{BUILD}", VM],
+        "roles/artifactregistry.reader": [VM],
+        "roles/artifactregistry.writer": [f"serviceAccount:{BUILD}"],
+        "roles/storage.objectViewer": [f"serviceAccount:{BUILD}"],
+    }
+    run = cloud.functions.run_policies
+    assert run.members(f"{LOCATION}/services/spotcron-job-done", "roles/run.invoker") == {VM}
+    assert run.members(f"{LOCATION}/services/spotcron-start-job", "roles/run.invoker") == {FUNCTIONS}
+    assert cloud.iam.policies.members(
+        f"projects/{PROJECT}/serviceAccounts/spotcron-vm@{PROJECT}.iam.gserviceaccount.com",
+        "roles/iam.serviceAccountUser") == {FUNCTIONS}
+    every = [b for store in (cloud.project_policies, run, cloud.iam.policies, cloud.pubsub.policies,
+                             cloud.storage.policies) for p in store.all().values() for b in p["bindings"]]
+    assert not [b for b in every if b["role"] in ("roles/owner", "roles/editor", "roles/viewer")
+                and any(m.startswith("serviceAccount:") for m in b["members"])]
+    assert not [b for b in every if {"allUsers", "allAuthenticatedUsers"} & set(b["members"])]
+
+
+def test_request_shapes(deployer: Deployer, cloud: FakeCloud) -> None:
+    deployer.deploy(deployer.jobs(JOBS_DIR))
+    calls = cloud.calls()
+    [bucket] = [c for c in calls if (c.method, c.path) == ("POST", "/storage/v1/b")]
+    assert bucket.query["project"] == PROJECT
+    assert bucket.body["iamConfiguration"] == {"uniformBucketLevelAccess": {"enabled": True},
+                                               "publicAccessPrevention": "enforced"}
+    [upload] = [c for c in calls if c.path == f"/upload/storage/v1/b/{BUCKET}/o"]
+    assert upload.query["ifGenerationMatch"] == "0"
+    [create_bot] = [c for c in calls if c.method == "POST" and c.path == f"/v1/{LOCATION}/jobs"
+                    and c.body["name"].endswith("/spotcron-bot")]
+    assert "state" not in create_bot.body  # output-only: paused entries are paused with :pause
+    assert json.loads(base64.b64decode(create_bot.body["pubsubTarget"]["data"]))["name"] == "bot"
+    [pause] = [c for c in calls if c.path.endswith(":pause")]
+    assert pause.path == f"/v1/{LOCATION}/jobs/spotcron-nightly:pause"
+    [create_start] = [c for c in calls if c.method == "POST" and c.query.get("functionId") == "spotcron-start-job"]
+    assert create_start.body["eventTrigger"]["serviceAccountEmail"] == FUNCTIONS.split(":")[1]
+    assert create_start.body["eventTrigger"]["eventType"] == "google.cloud.pubsub.topic.v1.messagePublished"
+    assert create_start.body["buildConfig"]["entryPoint"] == "start_job"
+    updates = [c for c in calls if c.method == "PATCH" and "/functions/" in c.path]
+    assert {c.query["updateMask"] for c in updates} == {"serviceConfig.environmentVariables"}
+
+
+def test_no_change_plan_lists_once_per_kind(deployer: Deployer, cloud: FakeCloud) -> None:
+    jobs = deployer.jobs(JOBS_DIR)
+    deployer.deploy(jobs)
+    cloud.reset_log()
+    assert deployer.plan(jobs).actions == []
+    assert Counter((c.api, c.method, c.path.rsplit(":", 1)[-1] if ":" in c.path else c.path)
+                   for c in cloud.calls()) == Counter({
+        ("scheduler", "GET", f"/v1/{LOCATION}/jobs"): 1,
+        ("functions", "GET", f"/v2/{LOCATION}/functions"): 1,
+        ("pubsub", "GET", f"/v1/projects/{PROJECT}/topics"): 1,
+        ("iam", "GRPC", "/google.iam.admin.v1.IAM/ListServiceAccounts"): 1,
+        ("storage", "GET", f"/storage/v1/b/{BUCKET}"): 1,
+        ("storage", "GET", f"/storage/v1/b/{BUCKET}/o"): 1,
+        ("storage", "GET", f"/storage/v1/b/{BUCKET}/iam"): 1,
+        ("resourcemanager", "POST", "getIamPolicy"): 1,
+        ("pubsub", "GET", "getIamPolicy"): 3,
+        ("iam", "GRPC", "/google.iam.admin.v1.IAM/GetIamPolicy"): 1,
+        ("run", "GET", "getIamPolicy"): 3,
+    })
+    assert not cloud.changing_calls()
+
+
+def test_many_jobs_cost_list_pages_not_gets(deployer: Deployer, cloud: FakeCloud) -> None:
+    jobs = [JobSpec(name=f"job-{i:04d}", schedule="0 * * * *", image="busybox") for i in range(1001)]
+    for job in jobs:  # as if deployed earlier; the plan must still read them with list calls only
+        cloud.scheduler.jobs[f"{LOCATION}/jobs/spotcron-{job.name}"] = {
+            "name": f"{LOCATION}/jobs/spotcron-{job.name}", "schedule": "0 * * * *", "timeZone": "Etc/UTC",
+            "state": "ENABLED", "pubsubTarget": {"topicName": "projects/demo-proj/topics/spotcron-start"}}
+    actions = deployer.plan(jobs).actions
+    assert sum(1 for a in actions if a.resource_type == SCHEDULER_JOB) == 1002  # data and description differ
+    scheduler_calls = [c for c in cloud.calls() if c.api == "scheduler"]
+    assert [(c.method, c.query.get("pageSize"), c.query.get("pageToken")) for c in scheduler_calls] == [
+        ("GET", "500", None), ("GET", "500", "500"), ("GET", "500", "1000")]
+
+
+def test_editing_a_schedule_is_exactly_one_update(deployer: Deployer, cloud: FakeCloud, jobs_dir: Path) -> None:
+    deployer.deploy(deployer.jobs(jobs_dir))
+    bot = jobs_dir / "bot.yaml"
+    bot.write_text(bot.read_text().replace('"0 */4 * * *"', '"15 */4 * * *"'))
+    jobs = deployer.jobs(jobs_dir)
+    [action] = deployer.plan(jobs).actions
+    assert (action.kind, action.resource_type, action.name) == (UPDATE, SCHEDULER_JOB, "spotcron-bot")
+    assert set(action.changes) == {"schedule", "data"}  # the payload carries the schedule too
+    cloud.reset_log()
+    deployer.deploy(jobs)
+    [patch] = cloud.changing_calls()
+    assert (patch.method, patch.path) == ("PATCH", f"/v1/{LOCATION}/jobs/spotcron-bot")
+    assert patch.query["updateMask"] == "pubsubTarget,schedule"
+    assert cloud.scheduler.entries()["spotcron-bot"]["schedule"] == "15 */4 * * *"
+    assert deployer.plan(jobs).actions == []
+
+
+def test_removing_a_job_is_exactly_one_delete(deployer: Deployer, cloud: FakeCloud, jobs_dir: Path) -> None:
+    deployer.deploy(deployer.jobs(jobs_dir))
+    (jobs_dir / "nightly.yaml").unlink()
+    jobs = deployer.jobs(jobs_dir)
+    [action] = deployer.plan(jobs).actions
+    assert (action.kind, action.name) == (DELETE, "spotcron-nightly")
+    cloud.reset_log()
+    deployer.deploy(jobs)
+    assert changes(cloud) == [("DELETE", f"/v1/{LOCATION}/jobs/spotcron-nightly")]
+    assert "spotcron-nightly" not in cloud.scheduler.entries()
+    assert deployer.plan(jobs).actions == []
+
+
+def test_pausing_and_resuming_use_the_state_calls(deployer: Deployer, cloud: FakeCloud, jobs_dir: Path) -> None:
+    deployer.deploy(deployer.jobs(jobs_dir))
+    nightly = jobs_dir / "nightly.yaml"
+    nightly.write_text(nightly.read_text().replace("paused: true", "paused: false"))
+    jobs = deployer.jobs(jobs_dir)
+    [action] = deployer.plan(jobs).actions
+    assert set(action.changes) == {"paused", "data"}
+    cloud.reset_log()
+    deployer.deploy(jobs)
+    assert changes(cloud) == [("PATCH", f"/v1/{LOCATION}/jobs/spotcron-nightly"),
+                              ("POST", f"/v1/{LOCATION}/jobs/spotcron-nightly:resume")]
+    assert cloud.scheduler.entries()["spotcron-nightly"]["state"] == "ENABLED"
+    assert deployer.plan(jobs).actions == []
+
+
+def test_failure_while_reading_changes_nothing(deployer: Deployer, cloud: FakeCloud) -> None:
+    cloud.fail_after(2)
+    with pytest.raises(DeployError, match=r"^could not read what is deployed, so nothing was changed: .*HTTP 503.*"
+                                          r"\(gave up after 3 attempts\)$"):
+        deployer.deploy(deployer.jobs(JOBS_DIR))
+    assert not cloud.changing_calls()
+
+
+@pytest.mark.parametrize("after_calls", [15, 25, 35, 45, 60])
+def test_interrupted_apply_converges_when_run_again(deployer: Deployer, cloud: FakeCloud, after_calls: int) -> None:
+    """The fake fails every call after K: the apply stops part-way; the next deploy finishes it."""
+    jobs = deployer.jobs(JOBS_DIR)
+    cloud.fail_after(after_calls)
+    with pytest.raises(DeployFailed) as failed:
+        deployer.deploy(jobs)
+    message = str(failed.value)
+    assert "HTTP 503" in message and "gave up after 3 attempts" in message
+    assert message.startswith(("deploy stopped:", "applied "))
+    assert message.endswith(("What succeeded stays in place; run deploy again to continue from where it stopped.",
+                             "Run deploy again to check and finish."))
+    assert failed.value.result.passes  # something was applied before the failure
+    half = cloud.state()
+    cloud.heal()
+    deployer.deploy(jobs)
+    assert deployer.plan(jobs).actions == []
+    full = cloud.state()
+    assert sorted(full["jobs"]) == ["spotcron-benchmark", "spotcron-bot", "spotcron-nightly", "spotcron-sweep"]
+    assert len(full["functions"]) == 3 and len(full["topics"]) == 3 and len(full["accounts"]) == 3
+    if after_calls <= 35:  # these stop inside the first pass: the stack was really half-built
+        assert half != full
+
+
+def test_lost_answers_are_adopted_not_duplicated(deployer: Deployer, cloud: FakeCloud) -> None:
+    """Creates that took effect but whose answer was lost: the retry meets 409 and adopts."""
+    jobs = deployer.jobs(JOBS_DIR)
+    cloud.lose_answers(12)
+    deployer.deploy(jobs)
+    assert deployer.plan(jobs).actions == []
+    assert len(cloud.scheduler.jobs) == 4 and len(cloud.functions.functions) == 3
+    assert any(c.status == 409 for c in cloud.calls())  # the adopting path really ran
+
+
+def test_new_accounts_not_yet_visible_to_iam_are_retried(deployer: Deployer, cloud: FakeCloud) -> None:
+    cloud.iam.visibility_lag = 2
+    jobs = deployer.jobs(JOBS_DIR)
+    deployer.deploy(jobs)
+    refused = [c for c in cloud.calls() if c.status == 400]
+    assert len(refused) == 2 and all(c.path.endswith(("setIamPolicy", "/iam")) or c.method == "GRPC" for c in refused)
+    assert deployer.plan(jobs).actions == []
+
+
+def test_other_peoples_resources_are_never_touched(deployer: Deployer, cloud: FakeCloud) -> None:
+    cloud.pubsub.topics[f"projects/{PROJECT}/topics/billing-alerts"] = {
+        "name": f"projects/{PROJECT}/topics/billing-alerts"}
+    cloud.scheduler.jobs[f"{LOCATION}/jobs/nightly-backup"] = {
+        "name": f"{LOCATION}/jobs/nightly-backup", "schedule": "0 0 * * *", "timeZone": "UTC", "state": "ENABLED",
+        "pubsubTarget": {"topicName": f"projects/{PROJECT}/topics/billing-alerts", "data": "e30="}}
+    cloud.functions.functions[f"{LOCATION}/functions/their-api"] = {"name": f"{LOCATION}/functions/their-api",
+                                                                    "labels": {"team": "web"}}
+    deployer.deploy(deployer.jobs(JOBS_DIR))
+    assert f"projects/{PROJECT}/topics/billing-alerts" in cloud.pubsub.topics
+    assert "nightly-backup" in cloud.scheduler.entries()
+    assert f"{LOCATION}/functions/their-api" in cloud.functions.functions
+    assert not [c for c in cloud.calls() if "billing-alerts" in c.path or "nightly-backup" in c.path
+                or "their-api" in c.path]
+
+
+def test_public_invoker_added_by_hand_is_removed(deployer: Deployer, cloud: FakeCloud) -> None:
+    jobs = deployer.jobs(JOBS_DIR)
+    deployer.deploy(jobs)
+    service = f"{LOCATION}/services/spotcron-job-done"
+    policy = cloud.functions.run_policies.get(service)
+    policy["bindings"] += [{"role": "roles/run.invoker", "members": ["allUsers"]},
+                           {"role": "roles/run.developer", "members": ["user:alice@example.com"]}]
+    cloud.functions.run_policies.set(service, policy)
+    [action] = deployer.plan(jobs).actions
+    assert action.name == "function:spotcron-job-done"
+    assert action.changes == {"roles/run.invoker": (("allUsers", VM), (VM,))}
+    deployer.deploy(jobs)
+    assert cloud.functions.run_policies.members(service, "roles/run.invoker") == {VM}
+    assert cloud.functions.run_policies.members(service, "roles/run.developer") == {"user:alice@example.com"}
+
+
+def test_new_source_rebuilds_functions_and_drops_the_old_archive(deployer: Deployer, cloud: FakeCloud,
+                                                                 tmp_path: Path) -> None:
+    jobs = deployer.jobs(JOBS_DIR)
+    deployer.deploy(jobs)
+    old = deployer.source.object_name
+    deployer.source = build_source(make_source_root(tmp_path / "v2", main="def start_job(e):\n    return 2\n"))
+    actions = deployer.plan(jobs).actions
+    assert sorted((a.kind, a.resource_type) for a in actions) == [
+        ("create", SOURCE), ("delete", SOURCE)] + [("update", FUNCTION)] * 3
+    assert all(set(a.changes) == {"source"} for a in actions if a.resource_type == FUNCTION)
+    deployer.deploy(jobs)
+    assert [name for (_, name) in cloud.storage.objects] == [deployer.source.object_name]
+    assert old != deployer.source.object_name
+    assert deployer.plan(jobs).actions == []
+
+
+def test_failed_function_build_is_deployed_again(deployer: Deployer, cloud: FakeCloud) -> None:
+    jobs = deployer.jobs(JOBS_DIR)
+    cloud.functions.fail_builds = True
+    with pytest.raises(DeployFailed, match=r"create function spotcron-job-done: .*Build failed: injected build error"):
+        deployer.deploy(jobs)
+    assert not [a for a in deployer.reporter.advanced if a[0].startswith("create scheduler_job")]  # phase stopped
+    cloud.functions.fail_builds = False
+    actions = deployer.plan(jobs).actions
+    # Each failed function is deployed again, whole (its fields matched; only its state did not).
+    assert {a.name for a in actions if a.resource_type == FUNCTION and "healthy" in a.changes} == {
+        "spotcron-job-done", "spotcron-start-job", "spotcron-sweep"}
+    deployer.deploy(jobs)
+    assert {f["state"] for f in cloud.functions.functions.values()} == {"ACTIVE"}
+    assert deployer.plan(jobs).actions == []
+
+
+def test_bucket_owned_by_someone_else_stops_the_plan(deployer: Deployer, cloud: FakeCloud) -> None:
+    cloud.storage.foreign_buckets.add(BUCKET)
+    with pytest.raises(DeployError, match=(
+            "bucket 'demo-proj-spotcron' exists but this account cannot read it; bucket names are global, so it "
+            "probably belongs to another project: set another `bucket:` in the stack file")):
+        deployer.plan(deployer.jobs(JOBS_DIR))
+    assert not cloud.changing_calls()
+
+
+def test_dry_run_changes_nothing(deployer: Deployer, cloud: FakeCloud) -> None:
+    result = deployer.deploy(deployer.jobs(JOBS_DIR), dry_run=True)
+    assert len(result.plan) == 24 and result.passes == []
+    assert not cloud.changing_calls()
+    assert cloud.state()["jobs"] == {}

@@ -1,0 +1,161 @@
+"""Desired state from Settings and specs, and the least-privilege rules over its IAM bindings."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from spotcron.deploy.desired import desired_state, function_environment, scheduler_data, sweep_schedule
+from spotcron.deploy.iam import Binding, bindings, security_problems
+from spotcron.deploy.naming import Names
+from spotcron.deploy.planner import plan
+from spotcron.deploy.resources import BUCKET, FUNCTION, IAM_POLICY, SCHEDULER_JOB, SERVICE_ACCOUNT, TOPIC
+from spotcron.settings import Settings
+from spotcron.spec_loader import load_jobs
+from tests.deploy.conftest import JOBS_DIR, make_settings
+
+VM = "serviceAccount:spotcron-vm@demo-proj.iam.gserviceaccount.com"
+FUNCTIONS = "serviceAccount:spotcron-functions@demo-proj.iam.gserviceaccount.com"
+BUILD = "serviceAccount:spotcron-build@demo-proj.iam.gserviceaccount.com"
+
+
+@pytest.fixture
+def state():
+    return desired_state(make_settings(), load_jobs([JOBS_DIR]), "deploy/source-0123.zip", "https://job-done.example")
+
+
+def test_bucket_has_uniform_access_lifecycle_on_runs_and_our_label(state) -> None:
+    bucket = state[(BUCKET, "demo-proj-spotcron")]
+    assert bucket.fields == {
+        "location": "us-central1", "uniform_access": True, "public_access_prevention": "enforced",
+        "lifecycle": (("Delete", 90, ("runs/",)),), "labels": {"spotcron": "1"},
+    }
+
+
+def test_topics_accounts_and_functions(state) -> None:
+    assert sorted(n for t, n in state if t == TOPIC) == ["spotcron-events", "spotcron-start", "spotcron-sweep"]
+    assert sorted(n for t, n in state if t == SERVICE_ACCOUNT) == [
+        "spotcron-build@demo-proj.iam.gserviceaccount.com", "spotcron-functions@demo-proj.iam.gserviceaccount.com",
+        "spotcron-vm@demo-proj.iam.gserviceaccount.com"]
+    start = state[(FUNCTION, "spotcron-start-job")].fields
+    assert start["entry_point"] == "start_job" and start["runtime"] == "python312"
+    assert start["source"] == "gs://demo-proj-spotcron/deploy/source-0123.zip"
+    assert start["trigger"] == {"event_type": "google.cloud.pubsub.topic.v1.messagePublished",
+                                "pubsub_topic": "projects/demo-proj/topics/spotcron-start",
+                                "service_account": "spotcron-functions@demo-proj.iam.gserviceaccount.com",
+                                "retry_policy": "RETRY_POLICY_RETRY"}
+    assert state[(FUNCTION, "spotcron-sweep")].fields["trigger"]["pubsub_topic"] == "projects/demo-proj/topics/spotcron-sweep"
+    done = state[(FUNCTION, "spotcron-job-done")].fields
+    assert done["entry_point"] == "job_done" and done["trigger"] is None and done["ingress"] == "ALLOW_ALL"
+    assert done["environment"]["SPOTCRON_JOB_DONE_URL"] == "https://job-done.example"
+
+
+def test_scheduler_entry_per_job_publishes_its_payload(state) -> None:
+    entries = {n: r.fields for (t, n), r in state.items() if t == SCHEDULER_JOB}
+    assert sorted(entries) == ["spotcron-benchmark", "spotcron-bot", "spotcron-nightly", "spotcron-sweep"]
+    jobs = {j.name: j for j in load_jobs([JOBS_DIR])}
+    bot = entries["spotcron-bot"]
+    assert json.loads(bot["data"]) == jobs["bot"].to_payload()
+    assert bot["topic"] == "projects/demo-proj/topics/spotcron-start"
+    assert (bot["schedule"], bot["time_zone"], bot["paused"]) == ("0 */4 * * *", "Etc/UTC", False)
+    # A matrix job is one entry; start_job fans out to its entries.
+    assert json.loads(entries["spotcron-benchmark"]["data"])["matrix"][1]["name"] == "t4"
+    assert entries["spotcron-benchmark"]["time_zone"] == "Europe/Berlin"
+    assert entries["spotcron-nightly"]["paused"] is True
+    assert entries["spotcron-sweep"]["schedule"] == "*/5 * * * *"
+    assert entries["spotcron-sweep"]["topic"] == "projects/demo-proj/topics/spotcron-sweep"
+
+
+def test_scheduler_data_is_stable_compact_json() -> None:
+    [bot] = [j for j in load_jobs([JOBS_DIR]) if j.name == "bot"]
+    # Sorted keys and no padding: the same spec always gives the same bytes, so no false diffs.
+    assert scheduler_data(bot) == json.dumps(bot.to_payload(), sort_keys=True, separators=(",", ":"))
+    assert scheduler_data(bot).startswith('{"args":[],"checkpoint":null,')
+
+
+@pytest.mark.parametrize(("seconds", "cron"), [
+    (60, "* * * * *"), (300, "*/5 * * * *"), (600, "*/10 * * * *"), (3600, "0 */1 * * *"),
+    (7200, "0 */2 * * *"), (86400, "0 0 * * *"), (290, "*/5 * * * *"),
+])
+def test_sweep_schedule(seconds: int, cron: str) -> None:
+    assert sweep_schedule(seconds) == cron
+
+
+def test_function_environment_rebuilds_the_settings() -> None:
+    from spotcron.settings import load_settings
+
+    settings = make_settings(zones=("europe-west4-a", "europe-west4-b"), region="europe-west4")
+    env = function_environment(settings, "https://x.example/job_done")
+    assert env["SPOTCRON_ZONES"] == "europe-west4-a,europe-west4-b"
+    assert env["SPOTCRON_SWEEP_INTERVAL"] == "300"
+    rebuilt = load_settings(None, env)
+    assert rebuilt == settings.model_copy(update={"job_done_url": "https://x.example/job_done"})
+
+
+def test_unknown_job_done_url_is_left_out_until_known() -> None:
+    assert "SPOTCRON_JOB_DONE_URL" not in function_environment(make_settings(), "")
+
+
+# --- least privilege -------------------------------------------------------------------------
+
+
+def test_bindings_are_least_privilege() -> None:
+    granted = {(b.target, b.role, b.member) for b in bindings(Names.of(make_settings()))}
+    project, bucket = "project:demo-proj", "bucket:demo-proj-spotcron"
+    assert granted == {
+        (project, "roles/compute.instanceAdmin.v1", FUNCTIONS),
+        ("service_account:spotcron-vm@demo-proj.iam.gserviceaccount.com", "roles/iam.serviceAccountUser", FUNCTIONS),
+        (bucket, "roles/storage.objectAdmin", FUNCTIONS),
+        ("topic:spotcron-start", "roles/pubsub.publisher", FUNCTIONS),
+        ("topic:spotcron-sweep", "roles/pubsub.publisher", FUNCTIONS),
+        ("topic:spotcron-events", "roles/pubsub.publisher", FUNCTIONS),
+        ("function:spotcron-start-job", "roles/run.invoker", FUNCTIONS),
+        ("function:spotcron-sweep", "roles/run.invoker", FUNCTIONS),
+        (bucket, "roles/storage.objectCreator", VM),
+        (bucket, "roles/storage.objectViewer", VM),
+        (project, "roles/logging.logWriter", VM),
+        (project, "roles/artifactregistry.reader", VM),
+        ("function:spotcron-job-done", "roles/run.invoker", VM),
+        (project, "roles/logging.logWriter", BUILD),
+        (project, "roles/artifactregistry.writer", BUILD),
+        (project, "roles/storage.objectViewer", BUILD),
+    }
+    assert security_problems(bindings(Names.of(make_settings()))) == []
+    assert all(b.why for b in bindings(Names.of(make_settings())))
+
+
+def test_security_check_names_every_violation() -> None:
+    bad = [
+        Binding("project:p", "roles/editor", VM, ""),
+        Binding("function:spotcron-job-done", "roles/run.invoker", "allUsers", ""),
+        Binding("bucket:b", "roles/storage.objectViewer", "allAuthenticatedUsers", ""),
+        Binding("project:p", "roles/logging.logWriter", "serviceAccount:123-compute@developer.gserviceaccount.com", ""),
+    ]
+    assert security_problems(bad) == [
+        f"project:p: {VM} would get the primitive role roles/editor",
+        "function:spotcron-job-done: roles/run.invoker would be granted to allUsers (public access)",
+        "function:spotcron-job-done: the function would allow unauthenticated invocation",
+        "bucket:b: roles/storage.objectViewer would be granted to allAuthenticatedUsers (public access)",
+        "project:p: roles/logging.logWriter would be granted to the default account "
+        "serviceAccount:123-compute@developer.gserviceaccount.com",
+    ]
+
+
+def test_plan_from_nothing_grants_nothing_public_or_primitive(state) -> None:
+    """The security check over a whole plan: every IAM grant it would make."""
+    granted = [Binding(a.name, role, m, "")
+               for a in plan(state, {}) if a.resource_type == IAM_POLICY
+               for role, (old, new) in a.changes.items() for m in set(new) - set(old)]
+    assert len(granted) == 16
+    assert security_problems(granted) == []
+    job_done = [b for b in granted if b.target == "function:spotcron-job-done"]
+    assert [(b.role, b.member) for b in job_done] == [("roles/run.invoker", VM)]
+
+
+def test_accounts_of_other_projects_are_used_but_not_created() -> None:
+    settings = Settings(project="demo-proj", bucket="b-demo", vm_service_account="runner@shared-proj.iam.gserviceaccount.com")
+    state = desired_state(settings, [], "deploy/source-1.zip", "")
+    accounts = sorted(n for t, n in state if t == SERVICE_ACCOUNT)
+    assert "runner@shared-proj.iam.gserviceaccount.com" not in accounts
+    assert (IAM_POLICY, "service_account:runner@shared-proj.iam.gserviceaccount.com") in state

@@ -1,0 +1,81 @@
+"""The functions' source archive: what goes in, and that the same code gives the same bytes."""
+
+from __future__ import annotations
+
+import io
+import os
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from spotcron.deploy.source import build_source
+from spotcron.errors import ConfigError
+from tests.deploy.conftest import make_source_root
+
+
+def tree(root: Path) -> Path:
+    make_source_root(root)
+    (root / "functions" / "requirements.txt").write_text("functions-framework\n")
+    for rel in ("spotcron/spec.py", "spotcron/engine/launch.py", "spotcron/data/prices.yaml",
+                "spotcron/cli/__init__.py", "spotcron/deploy/planner.py", "spotcron/__pycache__/spec.cpython-311.pyc",
+                "vm_images/runner/cloud-init.yaml", "vm_images/bot/Dockerfile"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(f"# {rel}\n")
+    return root
+
+
+def test_archive_holds_the_runtime_and_not_the_deployer(tmp_path: Path) -> None:
+    bundle = build_source(tree(tmp_path))
+    assert bundle.files == (
+        "main.py", "requirements.txt", "spotcron/__init__.py", "spotcron/data/prices.yaml",
+        "spotcron/engine/launch.py", "spotcron/spec.py", "vm_images/runner/cloud-init.yaml",
+        "vm_images/runner/runner.sh")
+    with zipfile.ZipFile(io.BytesIO(bundle.data)) as archive:
+        assert archive.read("requirements.txt") == b"functions-framework\n"
+        assert archive.read("main.py").startswith(b"def start_job")
+    assert bundle.object_name == f"deploy/source-{bundle.sha256[:16]}.zip"
+
+
+def test_same_code_same_bytes_whatever_the_file_times(tmp_path: Path) -> None:
+    first = build_source(tree(tmp_path / "a"))
+    second_root = tree(tmp_path / "b")
+    os.utime(second_root / "functions" / "main.py", (1_000_000, 1_000_000))
+    assert build_source(second_root).data == first.data
+    (second_root / "spotcron" / "spec.py").write_text("# changed\n")
+    assert build_source(second_root).sha256 != first.sha256
+
+
+def test_missing_requirements_is_a_config_error(tmp_path: Path) -> None:
+    root = make_source_root(tmp_path)
+    (root / "functions" / "requirements.txt").unlink()
+    with pytest.raises(ConfigError) as error:
+        build_source(root)
+    assert str(error.value) == (f"{root}/functions/requirements.txt: missing: the packages the deployed "
+                                "functions install")
+
+
+def test_the_archive_leaves_out_deploy_time_code(tmp_path: Path) -> None:
+    root = make_source_root(tmp_path)
+    for package in ("cli", "deploy", "local", "simulation"):
+        (root / "spotcron" / package).mkdir()
+        (root / "spotcron" / package / "__init__.py").write_text("")
+    with zipfile.ZipFile(io.BytesIO(build_source(root).data)) as archive:
+        assert not [n for n in archive.namelist() if n.startswith(("spotcron/cli", "spotcron/deploy",
+                                                                     "spotcron/local", "spotcron/simulation"))]
+
+
+def test_missing_entry_points_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as error:
+        build_source(tmp_path)
+    assert str(error.value) == (f"{tmp_path}/functions/main.py: missing: the functions' entry points "
+                                "(start_job, sweep, job_done) live there")
+
+
+def test_the_real_checkout_builds(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[2]
+    if not (root / "functions" / "main.py").is_file():
+        pytest.skip("functions/main.py is not in this checkout yet")
+    bundle = build_source(root)
+    assert "main.py" in bundle.files and "spotcron/settings.py" in bundle.files
+    assert not [f for f in bundle.files if f.startswith(("spotcron/cli/", "spotcron/deploy/", "tests/"))]

@@ -1,0 +1,43 @@
+"""The user-data a job VM boots with."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import yaml
+
+from spotcron.cloudinit import MARKER, RUNNER_DIR, render_user_data
+
+
+def test_user_data_is_cloud_config_carrying_the_runner_byte_for_byte():
+    text = render_user_data()
+    assert text.startswith("#cloud-config\n")
+    config = yaml.safe_load(text)
+    files = {f["path"]: f for f in config["write_files"]}
+    runner = files["/var/lib/spotcron/runner.sh"]
+    assert runner["content"] == (RUNNER_DIR / "runner.sh").read_text()
+    assert runner["permissions"] == "0755"
+    assert MARKER not in text
+
+
+def test_the_unit_runs_the_runner_once_and_lets_it_handle_shutdown():
+    config = yaml.safe_load(render_user_data())
+    unit = {f["path"]: f for f in config["write_files"]}["/etc/systemd/system/spotcron-runner.service"]["content"]
+    lines = unit.splitlines()
+    assert "ExecStart=/bin/bash /var/lib/spotcron/runner.sh" in lines  # /var is noexec on COS
+    assert "KillMode=mixed" in lines  # SIGTERM to the runner only; it stops the container itself
+    assert "After=network-online.target docker.service" in lines  # stopped before docker and network
+    assert not any(line.startswith("Restart=") for line in lines)
+    assert config["runcmd"] == ["systemctl daemon-reload", "systemctl start --no-block spotcron-runner.service"]
+
+
+def test_rendering_is_deterministic():
+    assert render_user_data() == render_user_data()
+
+
+def test_a_template_without_the_marker_is_refused(tmp_path):
+    shutil.copy(RUNNER_DIR / "runner.sh", tmp_path / "runner.sh")
+    (tmp_path / "cloud-init.yaml").write_text("#cloud-config\nruncmd: []\n")
+    with pytest.raises(ValueError, match=r"cloud-init.yaml: expected one line holding only \{\{RUNNER_SH\}\}, found 0"):
+        render_user_data(tmp_path)
