@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 JOBS   ?= jobs
 
 .DEFAULT_GOAL := help
-.PHONY: help install run test lint bench reliability plan deploy schema clean
+.PHONY: help install run test lint bench reliability plan deploy schema clean tools
 
 help: ## show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -49,3 +49,23 @@ deploy: $(STAMP) ## apply jobs/ and infra/stack.yaml to Google Cloud (asks first
 
 clean: ## remove the virtualenv and local state
 	rm -rf $(VENV) .spotcron .pytest_cache
+
+tools: ## install the tools some tests use (podman, runc, busybox-static, chromium, shellcheck); root + apt-get only
+	@pkgs="podman runc busybox-static chromium shellcheck"; \
+	if ! command -v apt-get >/dev/null 2>&1; then \
+	  echo "tools: no apt-get here; skipped $$pkgs (the tests that need them skip)"; \
+	elif [ "$$(id -u)" != 0 ]; then \
+	  echo "tools: not root; skipped $$pkgs (run: sudo make tools)"; \
+	else \
+	  have() { dpkg-query -W -f='$${Status}' "$$1" 2>/dev/null | grep -q ' installed$$'; }; \
+	  missing=""; \
+	  for p in $$pkgs; do have $$p || missing="$$missing $$p"; done; \
+	  if [ -z "$$missing" ]; then echo "tools: $$pkgs already installed"; exit 0; fi; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq || echo "tools: apt-get update failed; using the package lists at hand"; \
+	  apt-get install -y -qq $$missing >/dev/null 2>&1 || \
+	  for p in $$missing; do \
+	    apt-get install -y -qq $$p >/dev/null 2>&1 || echo "tools: $$p unavailable; skipped"; \
+	  done; \
+	  for p in $$missing; do have $$p && echo "tools: installed $$p"; done; \
+	fi; true

@@ -17,6 +17,8 @@ from spotcron.engine.finish import finish
 from spotcron.engine.launch import BadTrigger, launch
 from spotcron.engine.messages import parse_start
 from spotcron.engine.sweep import sweep
+from spotcron.errors import Transient
+from spotcron.store import RecordConflict
 
 log = logging.getLogger("spotcron.functions")
 _deps: Deps | None = None
@@ -55,7 +57,12 @@ def handle_start(event_data: Any, event_time: datetime | None) -> None:
 
 
 def handle_job_done(authorization: str | None, body: Any) -> tuple[dict[str, Any], int]:
-    reply = finish(current(), authorization, body)
+    try:
+        reply = finish(current(), authorization, body)
+    except (Transient, RecordConflict) as exc:
+        # Google's certs, Compute Engine or Cloud Storage did not answer: the runner retries.
+        log.warning("job_done: try again later: %s", exc)
+        return {"error": f"temporarily unavailable: {exc}", "retry": True}, 503
     level = logging.INFO if reply.status < 400 else logging.WARNING
     log.log(level, "job_done: %s %s", reply.status, reply.body.get("error") or reply.body.get("state"),
             extra={"fields": {"status": reply.status, **{k: v for k, v in reply.body.items() if k != "details"}}})

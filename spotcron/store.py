@@ -16,6 +16,7 @@ from spotcron.ports import Blobs
 from spotcron.runs import RunRecord
 
 LIVE = "live/"
+PRUNED = "pruned/"
 MAX_CONFLICTS = 20
 
 
@@ -25,6 +26,10 @@ class RecordConflict(SpotcronError):
 
 def live_marker(job: str, run_id: str) -> str:
     return f"{LIVE}{job}/{run_id}"
+
+
+def pruned_marker(job: str) -> str:
+    return f"{PRUNED}{job}"
 
 
 class RunStore:
@@ -37,6 +42,11 @@ class RunStore:
             self.blobs.write(layout.run_record(record.job, record.run_id), record.to_json(),
                              if_generation_match=0, content_type="application/json")
         except PreconditionFailed:
+            # The delivery that created it may have died before writing the live marker; without
+            # the marker the sweep never sees the run, so a redelivery writes it again.
+            existing = self.read(record.job, record.run_id)
+            if existing is not None and not existing.terminal:
+                self.blobs.write(live_marker(record.job, record.run_id), b"", content_type="text/plain")
             return False
         if not record.terminal:
             self.blobs.write(live_marker(record.job, record.run_id), b"", content_type="text/plain")
@@ -116,10 +126,34 @@ class RunStore:
             record = self.read(job, run_id)
             if record is not None and not record.terminal:
                 continue  # never prune a run still in flight
+            pruned.append(run_id)
+        if not pruned:
+            return []
+        # Remember how far history was cut before cutting it: a trigger for a pruned tick that
+        # Pub/Sub redelivers later must not bring the run back (launch checks `pruned_through`).
+        self._raise_pruned_mark(job, pruned[-1])
+        for run_id in pruned:
             for name in by_run[run_id]:
                 self.blobs.delete(name)
-            pruned.append(run_id)
         return pruned
+
+    def pruned_through(self, job: str) -> str | None:
+        """The newest run id of `job` that history pruning deleted; None when nothing was pruned."""
+        blob = self.blobs.read(pruned_marker(job))
+        return blob.data.decode() if blob else None
+
+    def _raise_pruned_mark(self, job: str, run_id: str) -> None:
+        for _ in range(MAX_CONFLICTS):
+            blob = self.blobs.read(pruned_marker(job))
+            if blob is not None and run_sort_key(blob.data.decode()) >= run_sort_key(run_id):
+                return
+            try:
+                self.blobs.write(pruned_marker(job), run_id.encode(), content_type="text/plain",
+                                 if_generation_match=blob.generation if blob else 0)
+                return
+            except PreconditionFailed:
+                continue
+        raise RecordConflict(f"the pruning mark of {job} kept changing; giving up after {MAX_CONFLICTS} tries")
 
 
 def run_sort_key(run_id: str) -> str:

@@ -18,6 +18,7 @@ from spotcron.engine.deps import Deps
 from spotcron.errors import SpotcronError
 from spotcron.runs import RunRecord, StateChange, manual_run_id, scheduled_run_id
 from spotcron.spec import JobSpec
+from spotcron.store import run_sort_key
 
 log = logging.getLogger("spotcron.engine")
 
@@ -47,17 +48,30 @@ def launch(deps: Deps, spec: JobSpec, *, requested_at: datetime, manual: bool = 
         if tick is None:
             raise BadTrigger(f"job {spec.name}: schedule {spec.schedule!r} has no fire time before {requested_at}")
     nonce = nonce or secrets.token_hex(2)
-    return [_launch_one(deps, variant, tick, manual, nonce) for variant in spec.variants()]
+    pruned_through = deps.store.pruned_through(spec.name)
+    return [_launch_one(deps, variant, tick, requested_at, nonce, pruned_through) for variant in spec.variants()]
 
 
-def _launch_one(deps: Deps, spec: JobSpec, tick: datetime | None, manual: bool, nonce: str) -> LaunchOutcome:
+def _launch_one(deps: Deps, spec: JobSpec, tick: datetime | None, requested_at: datetime,
+                nonce: str, pruned_through: str | None) -> LaunchOutcome:
     now = deps.clock.now()
-    run_id = manual_run_id(now, nonce, spec.variant) if tick is None else scheduled_run_id(tick, spec.variant)
+    manual = tick is None
+    # A manual run's id comes from the message's publish time, not from when it is handled, so a
+    # redelivered "run now" names the same run instead of starting a second one.
+    run_id = manual_run_id(requested_at, nonce, spec.variant) if manual else scheduled_run_id(tick, spec.variant)
     record = RunRecord(
         job=spec.name, run_id=run_id, variant=spec.variant, trigger="manual" if manual else "schedule",
         tick=tick, created_at=now, updated_at=now, history=(StateChange(state="scheduled", at=now),),
         history_limit=spec.history_limit, spec=spec.to_payload(),
     )
+    if (pruned_through is not None and run_sort_key(run_id) <= run_sort_key(pruned_through)
+            and deps.store.read(spec.name, run_id) is None):
+        # A redelivery for a run that history pruning already deleted: recreating it would start
+        # the run (or record it as missed) a second time.
+        log.warning("job %s: dropped a trigger for run %s, older than the history kept (history_limit %s)",
+                    spec.name, run_id, spec.history_limit)
+        return LaunchOutcome(job=spec.name, run_id=run_id, state="dropped",
+                             reason="older than the runs kept by history_limit", duplicate=True)
     late = (now - tick).total_seconds() if tick else 0.0
     if tick is not None and late > spec.starting_deadline:
         record = record.with_state("skipped", now, f"missed: the trigger arrived {late:.0f}s after its "

@@ -19,17 +19,19 @@ from spotcron.descriptor import METADATA_KEY, RunDescriptor
 from spotcron.engine.attempts import create_attempt, fail_run, finalize, new_attempt, run_ended, spec_of
 from spotcron.engine.deps import Deps
 from spotcron.engine.finish import retries_left
+from spotcron.errors import Transient
 from spotcron.ports import DEAD_STATUSES, Instance
 from spotcron.runs import RunRecord
-from spotcron.store import live_marker
+from spotcron.store import RecordConflict, live_marker
 
 log = logging.getLogger("spotcron.engine")
 
 # A VM created moments ago may not show in a list yet; don't call it vanished before this.
 LIST_LAG = timedelta(minutes=2)
-# Past its deadline a VM gets this long before we delete it ourselves (Compute Engine's
-# maxRunDuration normally gets there first).
-DEADLINE_SLACK = timedelta(minutes=1)
+# Past its deadline a VM gets this long before we delete it ourselves. Zero: Compute Engine's
+# maxRunDuration normally gets there first, but when it is late the sweep is all there is, and any
+# slack here would let a VM outlive its deadline by more than one sweep interval.
+DEADLINE_SLACK = timedelta(0)
 
 
 @dataclass
@@ -38,10 +40,12 @@ class SweepReport:
     ended_runs: list[tuple[str, str, str]] = field(default_factory=list)  # (job, run, state)
     retried_runs: list[tuple[str, str]] = field(default_factory=list)
     adopted_runs: list[tuple[str, str]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # what failed this time; the next sweep tries again
 
     def summary(self) -> dict[str, int]:
         return {"deleted_vms": len(self.deleted_vms), "ended_runs": len(self.ended_runs),
-                "retried_runs": len(self.retried_runs), "adopted_runs": len(self.adopted_runs)}
+                "retried_runs": len(self.retried_runs), "adopted_runs": len(self.adopted_runs),
+                "errors": len(self.errors)}
 
 
 def sweep(deps: Deps) -> SweepReport:
@@ -49,8 +53,16 @@ def sweep(deps: Deps) -> SweepReport:
     report = SweepReport()
     instances = {(i.zone, i.name): i for i in deps.compute.list_managed() if i.managed}
     records: dict[tuple[str, str], RunRecord] = {}
+    # One unreadable record or failed call must not stop the rest: a stopped or overdue VM left
+    # for the next sweep would outlive its deadline by more than one sweep interval.
+    unread: set[tuple[str, str]] = set()
     for job, run_id in deps.store.live_runs():
-        record = deps.store.read(job, run_id)
+        try:
+            record = deps.store.read(job, run_id)
+        except Transient as exc:
+            unread.add((job, run_id))
+            report.errors.append(f"reading {job}/{run_id}: {exc}")
+            continue
         if record is None or record.terminal:
             deps.blobs.delete(live_marker(job, run_id))  # a marker left by an interrupted update
             continue
@@ -58,11 +70,15 @@ def sweep(deps: Deps) -> SweepReport:
 
     timed_out: set[tuple[str, str]] = set()
     for key, instance in list(instances.items()):
-        record = records.get((instance.labels.get("job", ""), instance.labels.get("run", "")))
-        reason = _reap_reason(deps, instance, record, now)
-        if reason is None:
+        run_key = (instance.labels.get("job", ""), instance.labels.get("run", ""))
+        try:
+            reason = _reap_reason(deps, instance, records.get(run_key), now, run_known=run_key not in unread)
+            if reason is None:
+                continue
+            deps.compute.delete_instance(instance.zone, instance.name)
+        except Transient as exc:
+            report.errors.append(f"reaping {instance.name}: {exc}")
             continue
-        deps.compute.delete_instance(instance.zone, instance.name)
         del instances[key]
         report.deleted_vms.append((instance.name, reason))
         log.info("sweep deleted %s: %s", instance.name, reason)
@@ -70,16 +86,24 @@ def sweep(deps: Deps) -> SweepReport:
             timed_out.add(key)
 
     for record in records.values():
-        _sweep_run(deps, record, instances, timed_out, now, report)
+        try:
+            _sweep_run(deps, record, instances, timed_out, now, report)
+        except (Transient, RecordConflict) as exc:
+            report.errors.append(f"sweeping {record.job}/{record.run_id}: {exc}")
+    for error in report.errors:
+        log.warning("sweep: %s", error)
     return report
 
 
-def _reap_reason(deps: Deps, instance: Instance, record: RunRecord | None, now: datetime) -> str | None:
+def _reap_reason(deps: Deps, instance: Instance, record: RunRecord | None, now: datetime, *,
+                 run_known: bool = True) -> str | None:
     if instance.status in DEAD_STATUSES:
         return f"{instance.status}: a stopped VM still bills its disk"
     deadline = _deadline(deps, instance, record)
     if deadline is not None and now > deadline + DEADLINE_SLACK:
         return f"past its deadline {deadline:%Y-%m-%d %H:%M:%S} UTC"
+    if not run_known:
+        return None  # its record could not be read: maybe live, so only status and deadline count
     if record is None and deps.store.read(instance.labels.get("job", ""), instance.labels.get("run", "")) is not None:
         if now - instance.created_at > LIST_LAG:
             return "its run has already ended"
@@ -137,12 +161,14 @@ def _vm_gone(deps: Deps, record: RunRecord, now: datetime, *, past_deadline: boo
     spec = spec_of(record)
     retry = False
     if manifest is not None:
-        try:
-            exit_code = int(json.loads(manifest.data).get("exit_code"))
-        except (ValueError, TypeError, AttributeError):
-            exit_code = None
-        outcome, state = "exited", "succeeded" if exit_code == 0 else "failed"
-        reason = None if exit_code == 0 else f"the container exited with code {exit_code} (callback lost)"
+        facts = _manifest_facts(manifest.data)
+        exit_code = facts.get("exit_code")
+        if facts.get("timed_out") is True:
+            outcome, state = "timed_out", "timed_out"
+            reason = "the container ran past its timeout and was killed (callback lost)"
+        else:
+            outcome, state = "exited", "succeeded" if exit_code == 0 else "failed"
+            reason = None if exit_code == 0 else f"the container exited with code {exit_code} (callback lost)"
     elif past_deadline or (record.deadline is not None and now >= record.deadline):
         outcome, state, reason, exit_code = "timed_out", "timed_out", "the VM outlived its deadline without reporting", None
     else:
@@ -172,3 +198,16 @@ def _vm_gone(deps: Deps, record: RunRecord, now: datetime, *, past_deadline: boo
         return create_attempt(deps, updated)
     run_ended(deps, updated)
     return updated
+
+
+def _manifest_facts(data: bytes) -> dict:
+    """exit_code (int or None) and timed_out from a manifest the runner wrote."""
+    try:
+        manifest = json.loads(data)
+    except ValueError:
+        return {}
+    if not isinstance(manifest, dict):
+        return {}
+    code = manifest.get("exit_code")
+    return {"exit_code": code if isinstance(code, int) and not isinstance(code, bool) else None,
+            "timed_out": manifest.get("timed_out")}

@@ -35,6 +35,7 @@ class _Vm:
     instance: Instance
     process: subprocess.Popen
     expiry: threading.Timer
+    runtime: str | None  # the docker/podman binary running its container, if any
 
 
 def container_runtime(image: str, candidates: tuple[str, ...] = ("docker", "podman")) -> str | None:
@@ -87,11 +88,11 @@ class LocalCompute:
             )
             self.metadata.register(request.name, request.zone, request.metadata, instance_id=instance.instance_id,
                                    created_at=instance.created_at, service_account=request.service_account)
-            process = self._start_runner(request)
+            process, runtime = self._start_runner(request)
             expiry = threading.Timer(request.max_run_duration_s, self._expire, args=key)
             expiry.daemon = True
             expiry.start()
-            self._vms[key] = _Vm(instance, process, expiry)
+            self._vms[key] = _Vm(instance, process, expiry, runtime)
         log.info("started local VM %s (pid %s)", request.name, process.pid)
         return instance
 
@@ -113,13 +114,24 @@ class LocalCompute:
         # Like Compute Engine's delete, this returns at once; the process is reaped in the
         # background, because the runner may be waiting on the very callback deleting it.
         _kill_group(vm.process)
-        reaper = threading.Thread(target=vm.process.wait, name=f"reap-{name}", daemon=True)
+        reaper = threading.Thread(target=self._reap, args=(vm, name), name=f"reap-{name}", daemon=True)
         reaper.start()
         with self._lock:
             self._reapers.append(reaper)
         self.metadata.unregister(name)
         log.info("deleted local VM %s", name)
         return True
+
+    def _reap(self, vm: _Vm, name: str) -> None:
+        vm.process.wait()
+        runtime = vm.runtime
+        if runtime is None:
+            return
+        # A container outlives a killed runner: docker's daemon or podman's conmon owns it.
+        # Kill first: `rm --force` would wait out the container's stop timeout.
+        for command in ([runtime, "kill", name], [runtime, "rm", "--force", name]):
+            with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+                subprocess.run(command, capture_output=True, timeout=60)
 
     # --- what Compute Engine does on its own ---------------------------------------------------
     def preempt(self, zone: str, name: str) -> None:
@@ -149,7 +161,7 @@ class LocalCompute:
             reaper.join(timeout=10)
 
     # --- helpers -------------------------------------------------------------------------------
-    def _start_runner(self, request: InstanceRequest) -> subprocess.Popen:
+    def _start_runner(self, request: InstanceRequest) -> tuple[subprocess.Popen, str | None]:
         descriptor = RunDescriptor.from_metadata(request.metadata[METADATA_KEY])
         if descriptor.image not in self._runtimes:
             self._runtimes[descriptor.image] = self.runtime_for(descriptor.image)
@@ -164,10 +176,12 @@ class LocalCompute:
             "SPOTCRON_STORAGE_URL": self.storage_url,
             "SPOTCRON_DOCKER": runtime or "none",
             "SPOTCRON_WORKDIR": str(workdir),
+            "SPOTCRON_CONTAINER_NAME": request.name,
         }
         with open(workdir / "runner.log", "ab") as output:
-            return subprocess.Popen(["bash", str(self.runner)], env=env, cwd=self.cwd, stdout=output,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            process = subprocess.Popen(["bash", str(self.runner)], env=env, cwd=self.cwd, stdout=output,
+                                       stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        return process, runtime
 
 
 def _kill_group(process: subprocess.Popen) -> None:

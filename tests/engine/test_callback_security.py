@@ -123,3 +123,16 @@ def test_get_is_not_allowed(running):
     from .harness import app
 
     assert app("job_done").get("/").status_code == 405
+
+
+def test_a_transient_failure_asks_the_runner_to_retry(running):
+    from spotcron.errors import Transient
+
+    class Unreachable:
+        def verify(self, token, audience):
+            raise Transient("could not fetch Google's certificates")
+
+    running.deps.identity = Unreachable()
+    r = running.callback("bot", RUN, token="x.y.z")
+    assert r.status_code == 503 and r.get_json()["retry"] is True
+    assert_nothing_changed(running)

@@ -201,3 +201,15 @@ def test_every_run_ends_with_its_vm_gone_and_its_history_written_once(h):
     assert [c.state for c in record.history] == ["scheduled", "starting", "running", "succeeded"]
     assert h.deps.store.live_runs() == []
     assert h.clock.now() - timedelta(seconds=10) < record.updated_at <= h.clock.now()
+
+
+def test_a_lost_callback_after_a_timeout_is_a_timeout(h):
+    import json
+
+    h.start(make_spec())
+    h.blobs.write(layout.manifest("bot", RUN, 1), json.dumps({"exit_code": 137, "timed_out": True}).encode())
+    h.compute.preempt("us-central1-a", VM)
+    h.sweep()
+    record = h.record("bot", RUN)
+    assert record.state == "timed_out"
+    assert record.reason == "the container ran past its timeout and was killed (callback lost)"

@@ -50,12 +50,11 @@ def make_stack(tmp_path):
         kwargs.setdefault("grace", 4)
         stack = LocalStack(tmp_path / "state", environ=dict(os.environ), cwd=tmp_path,
                            runtime_for=no_container_runtime, **kwargs).start()
-        stacks.append(stack)
+        stacks.append((stack, [stack.bucket.url, stack.settings.job_done_url, stack.metadata.base_url]))
         return stack
 
     yield make
-    for stack in stacks:
-        urls = [stack.bucket.url, stack.settings.job_done_url, stack.metadata.base_url]
+    for stack, urls in stacks:
         stack.stop()
         assert spotcron_processes(tmp_path / "state") == [], "runner processes left behind"
         assert [u for u in urls if port_open(u)] == [], "ports left open"

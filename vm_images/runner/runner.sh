@@ -579,6 +579,8 @@ load_descriptor() {
   CKPT_PREFIX=${D_PREFIX}checkpoint/
   local name=spotcron-$D_JOB-$D_RUN_ID-a$D_ATTEMPT
   CONTAINER_NAME=${name//[^a-zA-Z0-9_.-]/-}
+  # Local mode names the container after its "VM", so deleting the VM can remove it too.
+  CONTAINER_NAME=${SPOTCRON_CONTAINER_NAME:-$CONTAINER_NAME}
 }
 
 # --- checkpoint --------------------------------------------------------------------------------
@@ -1140,6 +1142,12 @@ main() {
     note "stopped before the job started: $PREEMPT_REASON"
   elif ((setup_ok)); then
     STARTED_AT=$(now_iso)
+    # `timeout` bounds the job itself, counted from its start; the descriptor's deadline (set
+    # when the VM was created) still wins when boot and image pull ate into the VM's lifetime.
+    now_s
+    if [[ $D_TIMEOUT_S =~ ^[0-9]+$ ]] && ((NOW + D_TIMEOUT_S < DEADLINE_S)); then
+      DEADLINE_S=$((NOW + D_TIMEOUT_S))
+    fi
     if start_job; then
       supervise
       FINISHED_AT=$(now_iso)
