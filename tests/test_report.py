@@ -185,5 +185,26 @@ def test_report_command(tmp_path, records, monkeypatch):
     assert "t4 *" in result.output and "accuracy" in result.output
     result = run("--history", str(bucket), "--base", "k80")
     assert result.exit_code == 2 and "has no configuration 'k80' for --base" in result.output
-    result = run()
-    assert result.exit_code == 2 and "pass --history DIR" in result.output
+    result = run()  # no --history: the local bucket, and there is none here
+    assert result.exit_code == 2 and "no local runs yet (.spotcron/bucket does not exist)" in result.output
+
+
+def test_report_reads_the_bucket_by_default(records):
+    import contextlib
+
+    from spotcron.cli._bucket import RunsContext
+    from spotcron.memory import MemoryBlobs
+
+    blobs = MemoryBlobs("spotcron-local")
+    for rec in records:
+        blobs.write(layout.run_record(rec.job, rec.run_id), rec.to_json())
+        if rec.variant == "t4" and rec.state == "succeeded":
+            blobs.write(rec.results_prefix + "results/metrics.json", json.dumps({"train_seconds": 250}).encode())
+    group = SpotcronGroup("spotcron")
+    group.add_command(report_command)
+    result = CliRunner().invoke(group, ["report", "dl-benchmark", "--jobs", str(ROOT / "jobs"), "--json"],
+                                obj=RunsContext(open_blobs=lambda bucket, state_dir: contextlib.nullcontext(blobs)))
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert [r["variant"] for r in data["rows"]] == ["highcpu-16", "e2-std-4", "t4"]
+    assert data["rows"][2]["metrics"] == {"train_seconds": 250}

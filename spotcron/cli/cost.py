@@ -7,6 +7,7 @@ records (and metrics.json results) from a folder laid out like the bucket.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -57,8 +58,12 @@ def read_records(root: Path) -> list[RunRecord]:
     return sorted(records, key=lambda r: r.created_at)
 
 
-def read_metrics(root: Path, records: list[RunRecord]) -> dict[str, list[dict[str, Any]]]:
-    """variant → metrics.json documents of its succeeded runs, found in their results folders."""
+def read_metrics(read: Callable[[str], bytes | None], records: list[RunRecord]) -> dict[str, list[dict[str, Any]]]:
+    """variant → metrics.json documents of its succeeded runs, found in their results folders.
+
+    `read(object_name)` gives an object's bytes or None: from a folder laid out like the bucket
+    (`folder_reader`) or from the bucket itself (`blobs_reader`).
+    """
     from spotcron import layout
     from spotcron.errors import SpotcronError
     from spotcron.report import NO_VARIANT
@@ -71,16 +76,33 @@ def read_metrics(root: Path, records: list[RunRecord]) -> dict[str, list[dict[st
         prefixes.append(layout.attempt_prefix(record.job, record.run_id, record.attempts[-1].number))
         candidates = [p + name for p in prefixes for name in ("results/metrics.json", "metrics.json")]
         for candidate in candidates:
-            path = root / candidate
-            if path.is_file():
-                try:
-                    doc = json.loads(path.read_text())
-                except ValueError as exc:
-                    raise SpotcronError(f"{path}: not JSON ({exc})") from None
-                if isinstance(doc, dict):
-                    found.setdefault(record.variant or NO_VARIANT, []).append(doc)
-                break
+            data = read(candidate)
+            if data is None:
+                continue
+            try:
+                doc = json.loads(data)
+            except ValueError as exc:
+                raise SpotcronError(f"{candidate}: not JSON ({exc})") from None
+            if isinstance(doc, dict):
+                found.setdefault(record.variant or NO_VARIANT, []).append(doc)
+            break
     return found
+
+
+def folder_reader(root: Path) -> Callable[[str], bytes | None]:
+    def read(name: str) -> bytes | None:
+        path = root / name
+        return path.read_bytes() if path.is_file() else None
+
+    return read
+
+
+def blobs_reader(blobs: Any) -> Callable[[str], bytes | None]:
+    def read(name: str) -> bytes | None:
+        blob = blobs.read(name)
+        return blob.data if blob is not None else None
+
+    return read
 
 
 def load_table(prices: str | None) -> PriceTable:
@@ -94,13 +116,15 @@ def load_table(prices: str | None) -> PriceTable:
 @jobs_option
 @stack_option
 @click.option("--runtime", default="5m", show_default=True,
-              help="VM time per run (boot to delete) where --history has no runs, e.g. 90s, 2m, 1h.")
+              help="VM time per run (boot to delete) where the history has no runs, e.g. 90s, 2m, 1h.")
 @history_option
+@click.option("--bucket", metavar="gs://NAME", default=None,
+              help="Take each job's VM time per run from the run records of a deployed stack's bucket.")
 @prices_option
 @region_option
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list, one object per job.")
 def cost(names: tuple[str, ...], jobs_dir: Path, stack_path: Path, runtime: str, history_dir: Path | None,
-         prices: str | None, region: str | None, as_json: bool) -> None:
+         bucket: str | None, prices: str | None, region: str | None, as_json: bool) -> None:
     """Projected monthly cost of each job and of the stack, itemised.
 
     Counts runs from each job's schedule (averaged over a year, 30-day months), prices every
@@ -129,6 +153,11 @@ def cost(names: tuple[str, ...], jobs_dir: Path, stack_path: Path, runtime: str,
         specs = [known[n] for n in names]
     table = load_table(prices)
     records = read_records(history_dir) if history_dir else []
+    if bucket:
+        from spotcron.cli._bucket import open_store
+
+        with open_store(bucket, Path(".")) as store:
+            records += [r for job in store.jobs() for r in store.records(job)]
     stack = project_specs(specs, table=table, region=region or settings.region, now=datetime.now(UTC),
                           runtime_s=runtime_s, records=records, sweep_interval_s=settings.sweep_interval,
                           retention_days=settings.results_retention_days)

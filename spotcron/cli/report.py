@@ -7,8 +7,11 @@ from pathlib import Path
 
 import click
 
+from spotcron.cli._bucket import bucket_options, open_store
 from spotcron.cli._common import console, find_job_file, jobs_option, load_stack, stack_option
 from spotcron.cli.cost import (
+    blobs_reader,
+    folder_reader,
     history_option,
     load_table,
     prices_option,
@@ -26,25 +29,31 @@ from spotcron.cli.cost import (
 @click.option("--time-metric", default=None,
               help="Take each run's time from this metrics.json key (e.g. train_seconds) instead of the "
                    "container's wall time.")
+@bucket_options
 @history_option
 @prices_option
 @region_option
 @jobs_option
 @stack_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def report(job: str, base: str | None, charts_dir: Path | None, time_metric: str | None, history_dir: Path | None,
-           prices: str | None, region: str | None, jobs_dir: Path, stack_path: Path, as_json: bool) -> None:
+def report(job: str, base: str | None, charts_dir: Path | None, time_metric: str | None, bucket: str | None,
+           state_dir: Path, history_dir: Path | None, prices: str | None, region: str | None, jobs_dir: Path,
+           stack_path: Path, as_json: bool) -> None:
     """Compare the configurations of a matrix job: runs, median time and cost per run, and both
-    relative to the base configuration (1.00x), from the job's run records."""
+    relative to the base configuration (1.00x), from the job's run records: in the local bucket, in
+    --bucket gs://NAME, or in a --history folder laid out like the bucket."""
     from spotcron.errors import SpotcronError
     from spotcron.report import benchmark_report, rich_tables
     from spotcron.spec_loader import load_job_file
 
     settings = load_stack(stack_path)
-    if history_dir is None:
-        raise SpotcronError("no run records to report on: pass --history DIR, a folder laid out like the bucket "
-                            "(runs/JOB/RUN/run.json)")
-    records = [r for r in read_records(history_dir) if r.job == job]
+    if history_dir is not None:
+        records = [r for r in read_records(history_dir) if r.job == job]
+        metrics = read_metrics(folder_reader(history_dir), records)
+    else:
+        with open_store(bucket, state_dir) as store:
+            records = store.records(job)
+            metrics = read_metrics(blobs_reader(store.blobs), records)
     try:
         spec = load_job_file(find_job_file(job, jobs_dir), grace=settings.grace)
     except SpotcronError:
@@ -52,7 +61,7 @@ def report(job: str, base: str | None, charts_dir: Path | None, time_metric: str
             raise
         spec = None  # the job file is gone, its records are not: report from them alone
     result = benchmark_report(job, records, load_table(prices), region or settings.region, spec=spec, base=base,
-                              metrics=read_metrics(history_dir, records), time_metric=time_metric)
+                              metrics=metrics, time_metric=time_metric)
     written = []
     if charts_dir is not None:
         from spotcron.charts import write_charts

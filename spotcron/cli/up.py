@@ -60,6 +60,7 @@ def _once(stack, specs, timeout: float, out) -> int:
         return 0
     with Live(console=out, refresh_per_second=4, transient=False) as live:
         records = stack.wait(runs, timeout=timeout, progress=lambda rs: live.update(_progress(rs)))
+    out.print()  # Live leaves the cursor at the end of its last row
     failed = [r for r in records if r.state != "succeeded"]
     missing = len(runs) - len(records)
     unfinished = [r for r in records if not r.terminal]
