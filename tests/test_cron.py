@@ -7,7 +7,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from spotcron.cron import CronSchedule, dst_notes, load_time_zone, parse_schedule
+from spotcron.cron import CronSchedule, load_time_zone, parse_schedule
+from spotcron.cron_text import dst_notes
 from spotcron.errors import CronError
 
 UTC_ZONE = ZoneInfo("Etc/UTC")

@@ -18,7 +18,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from spotcron.cron import CronSchedule, dst_notes, parse_schedule
+from spotcron.cron import CronSchedule, parse_schedule
+from spotcron.cron_text import dst_notes
 
 BERLIN = ZoneInfo("Europe/Berlin")
 NEW_YORK = ZoneInfo("America/New_York")

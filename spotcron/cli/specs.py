@@ -78,7 +78,8 @@ def next_(job_or_file: str, count: int, after: str | None, as_json: bool, jobs_d
       spotcron next hello-bot
       spotcron next jobs/dl-benchmark.yaml -n 3 --after 2026-10-24T00:00:00Z --json
     """
-    from spotcron.cron import dst_notes, load_time_zone, parse_schedule
+    from spotcron.cron import load_time_zone, parse_schedule
+    from spotcron.cron_text import dst_notes
     from spotcron.spec_loader import load_job_file
 
     spec = load_job_file(find_job_file(job_or_file, jobs_dir), grace=load_stack(stack_path).grace)

@@ -91,7 +91,6 @@ def _same_attempt(record: RunRecord, attempt: Attempt) -> bool:
 
 def create_attempt(deps: Deps, record: RunRecord) -> RunRecord:
     """Drive a `starting` record until its attempt has a VM or the run has failed."""
-    store = deps.store
     spec = spec_of(record)
     while record.state == "starting" and record.current_attempt is not None:
         attempt = record.current_attempt

@@ -6,6 +6,7 @@ must name the same run and attempt (the VM name is derived from them). A token i
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 from dataclasses import dataclass
@@ -81,10 +82,9 @@ def finish(deps: Deps, authorization: str | None, body: Any) -> Reply:
 
     deleted = deps.compute.delete_instance(zone, instance_name)
     record = _record_outcome(deps, record, callback, zone)
-    try:
+    # A concurrent copy of the same callback may get here first; both saw the same outcome.
+    with contextlib.suppress(PreconditionFailed):
         deps.blobs.write(layout.accepted_token(digest), instance_name.encode(), if_generation_match=0)
-    except PreconditionFailed:
-        pass  # a concurrent copy of the same callback got here first; both saw the same outcome
     return Reply(200, {"job": record.job, "run_id": record.run_id, "state": record.state,
                        "vm_deleted": deleted})
 

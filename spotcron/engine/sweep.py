@@ -104,9 +104,9 @@ def _reap_reason(deps: Deps, instance: Instance, record: RunRecord | None, now: 
         return f"past its deadline {deadline:%Y-%m-%d %H:%M:%S} UTC"
     if not run_known:
         return None  # its record could not be read: maybe live, so only status and deadline count
-    if record is None and deps.store.read(instance.labels.get("job", ""), instance.labels.get("run", "")) is not None:
-        if now - instance.created_at > LIST_LAG:
-            return "its run has already ended"
+    ended = record is None and deps.store.read(instance.labels.get("job", ""), instance.labels.get("run", ""))
+    if ended and now - instance.created_at > LIST_LAG:
+        return "its run has already ended"
     return None
 
 

@@ -135,10 +135,8 @@ class EmulatorBus:
     def close(self) -> None:
         for stream in self._streams:
             stream.cancel()
-            try:
+            with contextlib.suppress(Exception):  # a cancelled stream ends with CancelledError
                 stream.result(timeout=10)
-            except Exception:  # noqa: BLE001 - a cancelled stream ends with CancelledError
-                pass
         self._subscriber.close()
 
 
