@@ -40,6 +40,7 @@ class LocalScheduler:
         self._thread: threading.Thread | None = None
         self.specs: list[JobSpec] = []
         self._next: dict[str, datetime] = {}
+        self._next_sweep: datetime | None = None
         self._stamp = self._fingerprint()
 
     # --- control -------------------------------------------------------------------------------
@@ -76,27 +77,32 @@ class LocalScheduler:
 
     # --- the loop ------------------------------------------------------------------------------
     def _loop(self) -> None:
-        next_sweep = self.clock.now() + self.sweep_interval
         while not self._stop.is_set():
-            now = self.clock.now()
-            if self._reload.is_set() or self._fingerprint() != self._stamp:
-                self._reload.clear()
-                try:
-                    self.reload()
-                except Exception:  # noqa: BLE001 - keep the old specs; the error is logged
-                    log.exception("reloading jobs failed; keeping the jobs loaded before")
-                    self._stamp = self._fingerprint()
-            for spec in self.specs:
-                fire = self._next.get(spec.name)
-                if fire is not None and fire <= now:
-                    self._fire(spec, fire)
-                    self._next[spec.name] = parse_schedule(spec.schedule).next_after(
-                        fire, load_time_zone(spec.time_zone))
-            if now >= next_sweep:
-                self._publish(self.sweep_topic, b"{}", {})
-                next_sweep = now + self.sweep_interval
-            wake = min([*self._next.values(), next_sweep])
+            wake = self.step()
             self._stop.wait(max(0.05, min(self._poll_s, (wake - self.clock.now()).total_seconds())))
+
+    def step(self) -> datetime:
+        """Reload if asked or if a job file changed, fire what is due now; returns the next wake-up."""
+        now = self.clock.now()
+        if self._next_sweep is None:
+            self._next_sweep = now + self.sweep_interval
+        if self._reload.is_set() or self._fingerprint() != self._stamp:
+            self._reload.clear()
+            try:
+                self.reload()
+            except Exception:  # noqa: BLE001 - keep the old specs; the error is logged
+                log.exception("reloading jobs failed; keeping the jobs loaded before")
+                self._stamp = self._fingerprint()
+        for spec in self.specs:
+            fire = self._next.get(spec.name)
+            if fire is not None and fire <= now:
+                self._fire(spec, fire)
+                # Missed ticks (a suspended laptop) collapse into this one fire, as with Cloud Scheduler.
+                self._next[spec.name] = parse_schedule(spec.schedule).next_after(now, load_time_zone(spec.time_zone))
+        if now >= self._next_sweep:
+            self._publish(self.sweep_topic, b"{}", {})
+            self._next_sweep = now + self.sweep_interval
+        return min([*self._next.values(), self._next_sweep])
 
     def _fire(self, spec: JobSpec, fire: datetime) -> None:
         log.info("firing %s for %s", spec.name, fire.isoformat())

@@ -137,9 +137,8 @@ def test_nonzero_exit_still_uploads_logs_results_and_a_manifest(harness):
     assert (manifest["exit_code"], manifest["status"]) == (3, "exited")
 
 
-def test_deadline_kills_the_job_and_reports_timed_out(harness):
-    deadline = datetime.now(UTC) + timedelta(seconds=1.5)
-    descriptor = harness.descriptor(deadline=deadline, timeout_s=1,
+def test_the_timeout_counts_from_the_job_start(harness):
+    descriptor = harness.descriptor(deadline=datetime.now(UTC) + timedelta(seconds=60), timeout_s=1,
                                     local_command=[sys.executable, str(JOB), "sleep", "60"])
     result = harness.run(descriptor)
 
@@ -149,9 +148,24 @@ def test_deadline_kills_the_job_and_reports_timed_out(harness):
     assert call.body["timed_out"] is True
     assert call.body["status"] == "exited"
     assert call.body["exit_code"] not in (0, None)
+    assert (_iso(call.body["finished_at"]) - _iso(call.body["started_at"])).total_seconds() >= 1
+    assert b"killed: its timeout of 1s passed" in harness.bucket.read(ATTEMPT1 + "logs.txt")
+    assert _manifest(harness)["timed_out"] is True
+    _assert_tidy(harness, result)
+
+
+def test_the_deadline_wins_when_boot_ate_into_the_vm_lifetime(harness):
+    deadline = datetime.now(UTC) + timedelta(seconds=1.5)
+    descriptor = harness.descriptor(deadline=deadline, timeout_s=60,
+                                    local_command=[sys.executable, str(JOB), "sleep", "60"])
+    result = harness.run(descriptor)
+
+    assert result.rc == 0, result.stderr
+    assert result.seconds < 15
+    [call] = harness.receiver.accepted
+    assert call.body["timed_out"] is True
     assert _iso(call.body["finished_at"]) >= deadline
     assert b"killed: the deadline" in harness.bucket.read(ATTEMPT1 + "logs.txt")
-    assert _manifest(harness)["timed_out"] is True
     _assert_tidy(harness, result)
 
 

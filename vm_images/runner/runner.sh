@@ -60,6 +60,7 @@ DEV_DIR=${SPOTCRON_DEV_DIR:-/dev}
 DESCRIPTOR_KEY=spotcron-run
 
 RUNNER_PID=$$
+KILL_REASON=""
 RESULTS_DIR=$WORKDIR/results
 CKPT_DIR=$WORKDIR/checkpoint
 LOGS=$WORKDIR/logs.txt
@@ -976,7 +977,7 @@ supervise() {
     now_s
     if ((NOW >= DEADLINE_S)); then
       TIMED_OUT=true
-      stop_job "deadline $D_DEADLINE passed"
+      stop_job "$KILL_REASON"
       break
     fi
     if ((CKPT_ENABLED && NOW >= next_sync)); then
@@ -991,7 +992,7 @@ supervise() {
     EXIT_CODE=""  # the runner stopped it: its exit status says nothing about the job
     note "stopped: $PREEMPT_REASON"
   elif [[ $TIMED_OUT == true ]]; then
-    note "killed: the deadline $D_DEADLINE passed (timeout ${D_TIMEOUT_S:-?}s)"
+    note "killed: $KILL_REASON"
   fi
 }
 
@@ -1145,8 +1146,11 @@ main() {
     # `timeout` bounds the job itself, counted from its start; the descriptor's deadline (set
     # when the VM was created) still wins when boot and image pull ate into the VM's lifetime.
     now_s
-    if [[ $D_TIMEOUT_S =~ ^[0-9]+$ ]] && ((NOW + D_TIMEOUT_S < DEADLINE_S)); then
-      DEADLINE_S=$((NOW + D_TIMEOUT_S))
+    KILL_REASON="the deadline $D_DEADLINE passed"
+    # NOW is whole seconds, rounded down: add one so the job never gets less than its timeout.
+    if [[ $D_TIMEOUT_S =~ ^[0-9]+$ ]] && ((NOW + 1 + D_TIMEOUT_S < DEADLINE_S)); then
+      DEADLINE_S=$((NOW + 1 + D_TIMEOUT_S))
+      KILL_REASON="its timeout of ${D_TIMEOUT_S}s passed"
     fi
     if start_job; then
       supervise

@@ -1,0 +1,11 @@
+import pytest
+
+from spotcron import entrypoints
+from tests.engine.harness import Harness
+
+
+@pytest.fixture
+def h():
+    harness = Harness()
+    yield harness
+    entrypoints.use(None)
