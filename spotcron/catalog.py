@@ -133,6 +133,17 @@ N1_GPU_LIMITS: dict[str, dict[int, tuple[int, float]]] = {
 }
 
 
+# Families that cannot boot from pd-standard; everything else gets it, the cheapest disk.
+_BALANCED_BOOT_FAMILIES = frozenset({"g2", "a3", "c3", "c3d", "c4", "n4", "h3"})
+
+
+def boot_disk_type(machine_type: str) -> str:
+    """The persistent disk type a VM of `machine_type` boots from."""
+    known = _TABLE.get(machine_type)
+    family = known.family if known else machine_type.split("-", 1)[0]
+    return "pd-balanced" if family in _BALANCED_BOOT_FAMILIES else "pd-standard"
+
+
 def machine_type(name: str) -> MachineType | None:
     return MACHINE_TYPES.get(name)
 

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from spotcron.catalog import boot_disk_type
 from spotcron.pricing import FunctionPrice, PriceTable, gpu_key, parse_gpu
 from spotcron.runs import Attempt, RunRecord
 from spotcron.spec import JobSpec
@@ -41,7 +42,7 @@ class Usage:
     classic_function_seconds: float = 60.0
     results_mb_per_run: float = 1.0  # logs, manifest and results of one run
     objects_per_run: int = 7  # run.json (3 writes), logs, results, manifest, index.html
-    disk_type: str = "pd-standard"  # the boot disk type the VMs get
+    disk_type: str | None = None  # None: what the engine gives the machine (catalog.boot_disk_type)
     classic_disk_type: str = "pd-standard"
 
 
@@ -93,7 +94,7 @@ def attempt_seconds(attempt: Attempt, now: datetime | None = None) -> float | No
 
 
 def vm_items(machine_type: str, spot: bool, gpu: str | None, disk_gb: float, seconds: float,
-             table: PriceTable, region: str, disk_type: str) -> dict[str, float]:
+             table: PriceTable, region: str, disk_type: str | None) -> dict[str, float]:
     """compute, gpu and disk for one VM that lived `seconds`."""
     billed = billed_vm_seconds(seconds)
     compute = table.machine_hourly(machine_type, spot, region) * billed / 3600
@@ -103,6 +104,7 @@ def vm_items(machine_type: str, spot: bool, gpu: str | None, disk_gb: float, sec
         bundled = table.bundled_gpus(machine_type)
         if bundled is None or gpu_key(bundled[0]) != gpu_key(gpu_type):
             gpu_usd = table.gpu_hourly(gpu_type, spot, region) * count * billed / 3600
+    disk_type = disk_type or boot_disk_type(machine_type)
     disk = disk_gb * table.disk_gb_month(disk_type, region) * seconds / (table.hours_per_month * 3600)
     return {"compute": compute, "gpu": gpu_usd, "disk": disk}
 

@@ -40,6 +40,7 @@ class InstanceRequest:
     metadata: Mapping[str, str]
     service_account: str
     image: str = "projects/cos-cloud/global/images/family/cos-stable"
+    disk_type: str = "pd-balanced"  # the engine picks per family: spotcron.catalog.boot_disk_type
     gpu: GpuRequest | None = None
     network: str = "global/networks/default"
 

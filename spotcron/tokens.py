@@ -63,20 +63,12 @@ def verify_rs256(token: str, certs: Mapping[str, str], audience: str, now: datet
     return claims
 
 
-def sign_rs256(private_key_pem: str, key_id: str, claims: Mapping[str, Any]) -> str:
-    from google.auth import crypt, jwt
-
-    signer = crypt.RSASigner.from_string(private_key_pem, key_id=key_id)
-    token = jwt.encode(signer, dict(claims))
-    return token.decode() if isinstance(token, bytes) else token
-
-
-def new_rsa_key() -> tuple[str, str]:
+def new_rsa_key(key_size: int = 2048) -> tuple[str, str]:
     """(private key PEM, public key PEM) for a local issuer."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import rsa
 
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    key = rsa.generate_private_key(public_exponent=65537, key_size=key_size)
     private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                 serialization.NoEncryption()).decode()
     public = key.public_key().public_bytes(serialization.Encoding.PEM,
@@ -85,22 +77,32 @@ def new_rsa_key() -> tuple[str, str]:
 
 
 class ClockedIdentity:
-    """ports.Identity over a fixed set of keys and a clock, with an issuer for the same keys."""
+    """ports.Identity over a fixed set of keys and a clock, with an issuer for the same keys.
 
-    def __init__(self, clock, key_id: str = "local-1"):
+    The fault simulation signs tens of thousands of tokens: it asks for a smaller key, and the
+    signer is built once.
+    """
+
+    def __init__(self, clock, key_id: str = "local-1", *, key_size: int = 2048):
+        from google.auth import crypt
+
         self.clock = clock
         self.key_id = key_id
-        self._private, public = new_rsa_key()
+        private, public = new_rsa_key(key_size)
         self.certs = {key_id: public}
+        self._signer = crypt.RSASigner.from_string(private, key_id=key_id)
 
     def verify(self, token: str, audience: str) -> dict[str, Any]:
         return verify_rs256(token, self.certs, audience, self.clock.now())
 
     def issue(self, audience: str, claims: Mapping[str, Any], lifetime_s: int = 3600) -> str:
+        from google.auth import jwt
+
         issued = int(self.clock.now().timestamp())
         payload = {"iss": "https://accounts.google.com", "aud": audience, "iat": issued,
                    "exp": issued + lifetime_s, **claims}
-        return sign_rs256(self._private, self.key_id, payload)
+        token = jwt.encode(self._signer, payload)
+        return token.decode() if isinstance(token, bytes) else token
 
 
 def instance_claims(*, email: str, project: str, zone: str, instance_name: str, instance_id: str,

@@ -11,6 +11,7 @@ import logging
 from datetime import datetime, timedelta
 
 from spotcron import layout
+from spotcron.catalog import boot_disk_type
 from spotcron.descriptor import GpuSpec, RunDescriptor
 from spotcron.engine.deps import Deps
 from spotcron.errors import AlreadyExists, CreateFailed, Transient
@@ -69,7 +70,8 @@ def build_request(record: RunRecord, spec: JobSpec, attempt: Attempt, deps: Deps
     return InstanceRequest(
         name=attempt.vm_name, zone=attempt.zone or zones_for(spec, deps)[0], machine_type=attempt.machine_type,
         spot=attempt.provisioning_model == "SPOT", max_run_duration_s=spec.timeout + settings.grace,
-        disk_gb=attempt.disk_gb, labels=vm_labels(record.job, record.run_id, attempt.number),
+        disk_gb=attempt.disk_gb, disk_type=boot_disk_type(attempt.machine_type),
+        labels=vm_labels(record.job, record.run_id, attempt.number),
         metadata={"spotcron-run": descriptor.to_metadata(), "user-data": deps.user_data()},
         service_account=settings.vm_service_account_email, image=settings.image_family,
         gpu=GpuRequest(type=gpu.type, count=gpu.count) if gpu else None,

@@ -20,7 +20,6 @@ from spotcron.gcp.errors import classify_create_error, create_error, translate, 
 from spotcron.ports import MANAGED_LABEL, Instance, InstanceRequest
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
-BOOT_DISK_TYPE = "pd-balanced"
 # The filter that list_managed sends: AIP-160 syntax on a nested label field.
 MANAGED_FILTER = f'labels.{MANAGED_LABEL} = "1"'
 LOGGING_METADATA = {"google-logging-enabled": "true"}  # COS ships container/cloud-init logs to Cloud Logging
@@ -55,7 +54,7 @@ def instance_body(request: InstanceRequest) -> dict[str, Any]:
             "initializeParams": {
                 "sourceImage": request.image,
                 "diskSizeGb": str(request.disk_gb),
-                "diskType": f"zones/{zone}/diskTypes/{BOOT_DISK_TYPE}",
+                "diskType": f"zones/{zone}/diskTypes/{request.disk_type}",
             },
         }],
         "networkInterfaces": [{

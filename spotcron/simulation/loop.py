@@ -34,9 +34,9 @@ from spotcron.simulation.world import (
     SimCompute,
     SimConfig,
     SimEvents,
-    SimIdentity,
     Stockouts,
 )
+from spotcron.tokens import ClockedIdentity
 
 JOB_DONE_URL = "https://us-central1-sim-project.cloudfunctions.net/job_done"
 ZONES = ("us-central1-a", "us-central1-b", "us-central1-c")
@@ -83,7 +83,8 @@ class Simulation:
         self.blobs = SimBlobs("sim-results", self.clock, self.dice, lambda: self._interleave("record"))
         self.ledger = Ledger(self)
         self.events = SimEvents(self.ledger.on_event)
-        self.identity = SimIdentity(self.clock)
+        # 1024-bit: signing is most of a callback's cost, and a month has tens of thousands
+        self.identity = ClockedIdentity(self.clock, "sim-1", key_size=1024)
         self.deps = Deps(settings=self.settings, compute=self.compute, blobs=self.blobs, events=self.events,
                          identity=self.identity, clock=self.clock, user_data=lambda: "#cloud-config\n")
         self.checkpoints = Checkpoints(self)

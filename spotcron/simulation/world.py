@@ -21,7 +21,6 @@ from typing import Any
 from spotcron.errors import CreateFailed, Transient
 from spotcron.memory import MemoryBlobs, MemoryCompute
 from spotcron.ports import Instance, InstanceRequest
-from spotcron.tokens import verify_rs256
 
 FUNCTIONS_SOURCE = Path(__file__).resolve().parents[2] / "functions" / "main.py"
 STOCKOUT_REASONS = ("ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS")
@@ -173,40 +172,6 @@ class SimEvents:
         self.count += 1
         self.on_event(data)
         return str(self.count)
-
-
-class SimIdentity:
-    """ports.Identity for simulated VMs: real RS256 signatures, checked on the fake clock.
-
-    Like tokens.ClockedIdentity, but with a 1024-bit key and its signer built once: signing is
-    most of the cost of a callback, and a month has tens of thousands of them.
-    """
-
-    def __init__(self, clock, key_id: str = "sim-1"):
-        from cryptography.hazmat.primitives import serialization
-        from cryptography.hazmat.primitives.asymmetric import rsa
-        from google.auth import crypt
-
-        key = rsa.generate_private_key(public_exponent=65537, key_size=1024)
-        private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                    serialization.NoEncryption()).decode()
-        public = key.public_key().public_bytes(serialization.Encoding.PEM,
-                                               serialization.PublicFormat.SubjectPublicKeyInfo).decode()
-        self.clock = clock
-        self.certs = {key_id: public}
-        self._signer = crypt.RSASigner.from_string(private, key_id=key_id)
-
-    def verify(self, token: str, audience: str) -> dict[str, Any]:
-        return verify_rs256(token, self.certs, audience, self.clock.now())
-
-    def issue(self, audience: str, claims: Mapping[str, Any], lifetime_s: int = 3600) -> str:
-        from google.auth import jwt
-
-        issued = int(self.clock.now().timestamp())
-        payload = {"iss": "https://accounts.google.com", "aud": audience, "iat": issued,
-                   "exp": issued + lifetime_s, **claims}
-        token = jwt.encode(self._signer, payload)
-        return token.decode() if isinstance(token, bytes) else token
 
 
 class Functions:

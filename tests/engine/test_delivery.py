@@ -223,3 +223,10 @@ def test_a_g2_machine_brings_its_own_gpu(h):
     assert request.gpu is None  # G2 types come with their L4; guestAccelerators would be refused
     descriptor = RunDescriptor.from_metadata(request.metadata["spotcron-run"])
     assert (descriptor.gpu.type, descriptor.gpu.count) == ("nvidia-l4", 1)  # the runner installs the driver
+
+
+def test_the_boot_disk_is_the_cheapest_the_machine_family_can_boot_from(h):
+    h.start(make_spec(machine={"type": "e2-small"}))
+    h.start(make_spec(machine={"type": "g2-standard-4"}).model_copy(update={"name": "gpu"}))
+    assert {r.machine_type: r.disk_type for r in h.compute.created} == {
+        "e2-small": "pd-standard", "g2-standard-4": "pd-balanced"}
