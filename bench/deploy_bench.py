@@ -13,7 +13,6 @@ The fake servers of tests/deploy sit behind Google's real client libraries and s
 from __future__ import annotations
 
 import sys
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -30,12 +29,10 @@ def _jobs(n: int) -> list[Any]:
 
 
 def _source() -> Any:
+    """The archive a real deploy would upload: this checkout's functions and runtime package."""
     from spotcron.deploy.source import build_source
 
-    root = Path(tempfile.mkdtemp(prefix="spotcron-deploy-bench-"))
-    (root / "functions").mkdir()
-    (root / "functions" / "main.py").write_text("def start_job(event):\n    pass\n")
-    return build_source(root)
+    return build_source(Path(__file__).resolve().parents[1])
 
 
 def _apply(n_jobs: int, latency_s: float, concurrency: int, source: Any) -> tuple[float, int, Any]:

@@ -40,6 +40,31 @@ def _store_media_uploads_verbatim() -> None:
     server._read_data = read_data
 
 
+def _listen_with_a_deep_backlog() -> None:
+    """Let the emulator queue more than 5 connections.
+
+    It serves one request at a time from a plain http.server.HTTPServer, whose listen backlog
+    is 5: with dozens of runners uploading at once, connections were refused and start_job
+    deliveries gave up. The emulator only uses `server.HTTPServer` after import, so it gets a
+    view of http.server whose HTTPServer queues 128.
+    """
+    import http.server
+    import types
+
+    from gcp_storage_emulator import server
+
+    if getattr(server.server, "_spotcron_deep_backlog", False):
+        return
+
+    class DeepBacklogHTTPServer(http.server.HTTPServer):
+        request_queue_size = 128
+
+    view = types.SimpleNamespace(**vars(http.server))
+    view.HTTPServer = DeepBacklogHTTPServer
+    view._spotcron_deep_backlog = True
+    server.server = view
+
+
 def _free_port(host: str) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
@@ -83,6 +108,7 @@ class LocalBucket:
         from gcp_storage_emulator.server import create_server
 
         _store_media_uploads_verbatim()
+        _listen_with_a_deep_backlog()
         server = create_server(self._host, port, in_memory=self.data_dir is None,
                                default_bucket=self.bucket,
                                data_dir=str(self.data_dir) if self.data_dir else None)

@@ -34,10 +34,12 @@ def envelope(topic: str, data: bytes, attributes: Mapping[str, str] | None, mess
 class InProcessBus:
     """Delivers each message once, on a worker thread, to the handler of its topic."""
 
-    def __init__(self, clock, workers: int = 8, *, redeliveries: int = 4, backoff_s: float = 1.0):
+    def __init__(self, clock, workers: int = 8, *, redeliveries: int = 8, backoff_s: float = 1.0,
+                 max_backoff_s: float = 30.0):
         self.clock = clock
         self.redeliveries = redeliveries
         self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
         self._closing = threading.Event()
         self._handlers: dict[str, Handler] = {}
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="spotcron-bus")
@@ -67,7 +69,8 @@ class InProcessBus:
                 _deliver(handler, topic, message)
                 return
             except Exception:  # noqa: BLE001 - logged by _deliver
-                if attempt == self.redeliveries or self._closing.wait(self.backoff_s * 2 ** attempt):
+                backoff = min(self.max_backoff_s, self.backoff_s * 2 ** attempt)
+                if attempt == self.redeliveries or self._closing.wait(backoff):
                     return
 
     def _done(self, future: Future) -> None:
