@@ -40,6 +40,7 @@ _IMAGE = re.compile(
     r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
     r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$"
 )
+DESCRIPTION_MAX = 500  # Cloud Scheduler refuses a longer description on the job's entry
 MAX_RUN_SECONDS = 120 * 86400  # Compute Engine's longest scheduling.maxRunDuration
 MIN_RUN_SECONDS = 30  # and its shortest
 
@@ -223,6 +224,14 @@ class JobSpec(_Model):
         problem = name_problem(value, JOB_NAME_MAX, "job name")
         if problem:
             raise ValueError(problem)
+        return value
+
+    @field_validator("description")
+    @classmethod
+    def _description(cls, value: str) -> str:
+        if len(value) > DESCRIPTION_MAX:
+            raise ValueError(f"is {len(value)} characters long; the job's Cloud Scheduler entry takes at most "
+                             f"{DESCRIPTION_MAX}: shorten it")
         return value
 
     @field_validator("image")

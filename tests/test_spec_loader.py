@@ -64,6 +64,9 @@ CASES: list[tuple[str, str, str | tuple[str, ...]]] = [
     ("missing-gpu-type", OK + "machine:\n  type: n1-standard-4\n  gpu: {count: 1}\n",
      "jobs/bot.yaml:5: machine.gpu.type: required field is missing; add e.g. type: nvidia-tesla-t4"),
     # --- wrong types and ranges
+    ("description-too-long", OK + "description: " + "x" * 501 + "\n",
+     "jobs/bot.yaml:3: description: is 501 characters long; the job's Cloud Scheduler entry takes at most 500: "
+     "shorten it"),
     ("bool-type", OK + "paused: maybe\n", "jobs/bot.yaml:3: paused: must be true or false, not 'maybe'"),
     ("int-type", OK + "history_limit: many\n", "jobs/bot.yaml:3: history_limit: must be a whole number, not 'many'"),
     ("mapping-type", OK + "machine: n1-standard-1\n",

@@ -245,9 +245,9 @@ def _publish_start(spec: Any, project: str, topic: str, bucket: str | None) -> N
     except ValueError as exc:
         raise SpotcronError(f"--topic: {exc}") from None
     nonce = secrets.token_hex(8)
-    # The entry point reads the environment; the emulator host decides plain gRPC vs Google.
-    publisher = runs_context().publisher(os.environ.get("PUBSUB_EMULATOR_HOST") or None)
     with translated(f"publish to {path}"):
+        # The entry point reads the environment; the emulator host decides plain gRPC vs Google.
+        publisher = runs_context().publisher(os.environ.get("PUBSUB_EMULATOR_HOST") or None)
         # The body is the spec JSON itself, exactly what the scheduler entry publishes.
         message_id = publisher.publish(path, encode_start(spec), trigger="manual", nonce=nonce).result(timeout=60)
     out = stdout()

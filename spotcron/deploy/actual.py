@@ -40,6 +40,7 @@ from spotcron.deploy.resources import (
     Resource,
     State,
     index,
+    managed_lifecycle_rule,
     split_policy_name,
 )
 from spotcron.errors import NotFound
@@ -63,13 +64,8 @@ def _owned(labels: Any) -> bool:
     return dict(labels or {}).get(MANAGED_LABEL) == "1"
 
 
-def _our_lifecycle_rule(rule: Any) -> bool:
-    rule = dict(rule)
-    return rule.get("action", {}).get("type") == "Delete" and bool(rule.get("condition", {}).get("matchesPrefix"))
-
-
 def bucket_fields(bucket: Any) -> dict[str, Any]:
-    rules = [dict(r) for r in bucket.lifecycle_rules if _our_lifecycle_rule(r)]
+    rules = [dict(r) for r in bucket.lifecycle_rules if managed_lifecycle_rule(dict(r))]
     return {
         "location": (bucket.location or "").lower(),
         "uniform_access": bool(bucket.iam_configuration.uniform_bucket_level_access_enabled),
@@ -105,7 +101,7 @@ def function_fields(fn: Any) -> dict[str, Any]:
 
 
 def scheduler_fields(job: Any) -> dict[str, Any]:
-    target = job.pubsub_target
+    target, retry = job.pubsub_target, job.retry_config
     return {
         "description": job.description,
         "schedule": job.schedule,
@@ -113,6 +109,12 @@ def scheduler_fields(job: Any) -> dict[str, Any]:
         "topic": target.topic_name,
         "data": bytes(target.data).decode("utf-8", "replace"),
         "paused": job.state.name == "PAUSED",
+        "retry": {
+            "retry_count": retry.retry_count,
+            "min_backoff_s": int(retry.min_backoff_duration.total_seconds()),
+            "max_backoff_s": int(retry.max_backoff_duration.total_seconds()),
+            "max_doublings": retry.max_doublings,
+        },
     }
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from spotcron.errors import SpotcronError, Transient
-from spotcron.gcp.errors import translate
+from spotcron.gcp.errors import LOGIN_HINT, translate
 
 T = TypeVar("T")
 
@@ -33,7 +33,6 @@ REQUIRED_APIS = (
     "logging.googleapis.com",
     "cloudresourcemanager.googleapis.com",
 )
-LOGIN_HINT = "run `gcloud auth application-default login` (or set GOOGLE_APPLICATION_CREDENTIALS)"
 
 
 class DeployError(SpotcronError):

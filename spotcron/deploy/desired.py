@@ -37,6 +37,10 @@ MAX_INSTANCES = {"start_job": 20, "sweep": 1, "job_done": 20}
 # bounds it); a failed sweep is not, the next tick comes anyway.
 RETRY_POLICY = {"start_job": "RETRY_POLICY_RETRY", "sweep": "RETRY_POLICY_DO_NOT_RETRY"}
 SWEEP_DATA = json.dumps({"sweep": True}, separators=(",", ":"))
+# Cloud Scheduler does not retry a failed publish by default (retryCount 0), so one Pub/Sub hiccup
+# would lose the tick. Retries stop at the entry's next fire time, so a retried message still
+# maps to the same tick, and start_job's starting_deadline still bounds how late a run starts.
+SCHEDULER_RETRY = {"retry_count": 3, "min_backoff_s": 10, "max_backoff_s": 60, "max_doublings": 3}
 UTC = "Etc/UTC"
 
 
@@ -120,6 +124,7 @@ def _scheduler(entry: str, names: Names, *, description: str, schedule: str, tim
         "topic": names.topic_path(topic),
         "data": data,
         "paused": paused,
+        "retry": dict(SCHEDULER_RETRY),
     })
 
 

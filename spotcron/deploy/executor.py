@@ -1,4 +1,4 @@
-"""Executors: one applies a plan on Google Cloud, the other only prints it (`--dry-run`).
+"""The executor that applies a plan on Google Cloud (`--dry-run` only prints it: planner.format_plan).
 
 The API executor runs the plan phase by phase (resources.phase): every action of a phase runs
 concurrently on a bounded thread pool, and the next phase starts only when the whole phase
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from itertools import groupby
 
 from spotcron.deploy.handlers import HANDLERS, Context
-from spotcron.deploy.planner import Action, format_plan
+from spotcron.deploy.planner import Action
 from spotcron.errors import SpotcronError
 
 # Called after each action with the error message, or None when it succeeded.
@@ -32,18 +32,6 @@ class Outcome:
     @property
     def ok(self) -> bool:
         return not self.failed and not self.skipped
-
-
-class PrintExecutor:
-    """Executes nothing: hands the plan's lines to `emit` (the `--dry-run` path)."""
-
-    def __init__(self, emit: Callable[[str], None]):
-        self.emit = emit
-
-    def execute(self, actions: list[Action]) -> Outcome:
-        for line in format_plan(actions):
-            self.emit(line)
-        return Outcome(skipped=list(actions))
 
 
 class ApiExecutor:

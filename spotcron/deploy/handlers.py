@@ -26,6 +26,7 @@ from spotcron.deploy.resources import (
     SERVICE_ACCOUNT,
     SOURCE,
     TOPIC,
+    managed_lifecycle_rule,
 )
 from spotcron.errors import AlreadyExists, NotFound, PreconditionFailed
 
@@ -44,7 +45,7 @@ FUNCTION_MASK = {
     "labels": "labels",
 }
 SCHEDULER_MASK = {"description": "description", "schedule": "schedule", "time_zone": "time_zone",
-                  "topic": "pubsub_target", "data": "pubsub_target"}
+                  "topic": "pubsub_target", "data": "pubsub_target", "retry": "retry_config"}
 
 
 @dataclass
@@ -88,9 +89,7 @@ def _configure_bucket(bucket: Any, fields: Mapping[str, Any]) -> None:
     bucket.iam_configuration.public_access_prevention = fields["public_access_prevention"]
     bucket.labels = {**dict(bucket.labels or {}), **fields["labels"]}
     ours = [LifecycleRuleDelete(age=age, matches_prefix=list(prefixes)) for _, age, prefixes in fields["lifecycle"]]
-    others = [dict(rule) for rule in bucket.lifecycle_rules
-              if not (dict(rule).get("action", {}).get("type") == "Delete"
-                      and dict(rule).get("condition", {}).get("matchesPrefix"))]
+    others = [dict(rule) for rule in bucket.lifecycle_rules if not managed_lifecycle_rule(dict(rule))]
     bucket.lifecycle_rules = others + ours
 
 
@@ -225,14 +224,23 @@ def function(action: Action, ctx: Context) -> None:
 # --- scheduler entries ----------------------------------------------------------------------------
 
 def scheduler_message(name: str, fields: Mapping[str, Any], names: Names) -> Any:
+    from datetime import timedelta
+
     from google.cloud import scheduler_v1
 
+    retry = fields["retry"]
     return scheduler_v1.Job(
         name=names.scheduler_path(name),
         description=fields["description"],
         schedule=fields["schedule"],
         time_zone=fields["time_zone"],
         pubsub_target=scheduler_v1.PubsubTarget(topic_name=fields["topic"], data=fields["data"].encode()),
+        retry_config=scheduler_v1.RetryConfig(
+            retry_count=retry["retry_count"],
+            min_backoff_duration=timedelta(seconds=retry["min_backoff_s"]),
+            max_backoff_duration=timedelta(seconds=retry["max_backoff_s"]),
+            max_doublings=retry["max_doublings"],
+        ),
     )
 
 

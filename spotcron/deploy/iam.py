@@ -62,8 +62,10 @@ def bindings(names: Names) -> list[Binding]:
                     "Eventarc pushes Pub/Sub messages to the function as this account")
             for fn in ("start_job", "sweep")]
     out += [
-        Binding(bucket, "roles/storage.objectCreator", vm, "upload logs, results and checkpoints"),
-        Binding(bucket, "roles/storage.objectViewer", vm, "restore the checkpoint of an earlier attempt"),
+        # Not objectCreator + objectViewer: a checkpoint sync replaces and deletes objects it
+        # wrote earlier, and replacing an object needs storage.objects.delete as well as create.
+        Binding(bucket, "roles/storage.objectUser", vm,
+                "upload logs and results; sync (replace, delete) and restore checkpoints"),
         Binding(project, "roles/logging.logWriter", vm, "ship the container's output to Cloud Logging"),
         Binding(project, "roles/artifactregistry.reader", vm, "pull the job's image"),
         Binding(policy_name(POLICY_FUNCTION, function_id("job_done")), "roles/run.invoker", vm,
@@ -76,9 +78,14 @@ def bindings(names: Names) -> list[Binding]:
     return out
 
 
+# Roles earlier versions granted and no binding uses any more: still managed, so that a deploy
+# revokes them from our accounts instead of leaving them behind.
+RETIRED_ROLES = frozenset({"roles/storage.objectCreator"})
+
+
 def managed_roles(names: Names) -> frozenset[str]:
     """Roles deploy may revoke from its own accounts; any other role they hold is left alone."""
-    return frozenset(b.role for b in bindings(names))
+    return frozenset(b.role for b in bindings(names)) | RETIRED_ROLES
 
 
 def managed_members(names: Names) -> frozenset[str]:

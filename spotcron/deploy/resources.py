@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from spotcron.layout import RUNS
+
 MANAGED_LABEL = "spotcron"
 MANAGED_LABELS = {MANAGED_LABEL: "1"}
 NAME_PREFIX = "spotcron-"  # scheduler entries carry no labels: this prefix marks ours
@@ -26,6 +28,18 @@ FUNCTION = "function"
 SCHEDULER_JOB = "scheduler_job"
 
 TYPES = (BUCKET, TOPIC, SERVICE_ACCOUNT, IAM_POLICY, SOURCE, FUNCTION, SCHEDULER_JOB)
+
+# Object prefixes whose lifecycle Delete rules deploy writes; every other rule on the bucket is
+# someone else's and is neither compared nor replaced.
+LIFECYCLE_PREFIXES = frozenset({RUNS})
+
+
+def managed_lifecycle_rule(rule: Mapping[str, Any]) -> bool:
+    """True for a bucket lifecycle rule (REST JSON) that deploy wrote: Delete on our prefixes only."""
+    prefixes = rule.get("condition", {}).get("matchesPrefix") or []
+    return rule.get("action", {}).get("type") == "Delete" and bool(prefixes) \
+        and set(prefixes) <= LIFECYCLE_PREFIXES
+
 
 # Fields used when a resource is created but never compared afterwards: Google cannot change
 # them in place (bucket location) or they are cosmetic (service account display name).

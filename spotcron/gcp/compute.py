@@ -132,9 +132,10 @@ class GoogleCompute:
                     kwargs["client_options"] = self._client_options
                 if self._credentials is not None:
                     kwargs["credentials"] = self._credentials
-                self._instances = compute_v1.InstancesClient(**kwargs)
-                # insert()'s own poller ignores a custom api_endpoint; insert_unary + wait do not.
-                self._operations = compute_v1.ZoneOperationsClient(**kwargs)
+                with translated(f"connect to Compute Engine in project {self.project}"):
+                    self._instances = compute_v1.InstancesClient(**kwargs)
+                    # insert()'s own poller ignores a custom api_endpoint; insert_unary + wait do not.
+                    self._operations = compute_v1.ZoneOperationsClient(**kwargs)
             return self._instances, self._operations
 
     # --- create ----------------------------------------------------------------------------

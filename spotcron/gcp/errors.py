@@ -43,6 +43,7 @@ ALREADY_EXISTS_CODES = frozenset({"RESOURCE_ALREADY_EXISTS", "alreadyExists", "A
 # Rate limits and server trouble: the insert did not happen or may still happen; retry.
 TRANSIENT_CODES = frozenset({"RATE_LIMIT_EXCEEDED", "rateLimitExceeded", "RESOURCE_OPERATION_RATE_EXCEEDED",
                              "INTERNAL_ERROR", "backendError", "SERVICE_UNAVAILABLE"})
+LOGIN_HINT = "run `gcloud auth application-default login` (or set GOOGLE_APPLICATION_CREDENTIALS)"
 
 
 class ApiError(SpotcronError):
@@ -144,6 +145,14 @@ def translate(exc: BaseException, what: str) -> SpotcronError | None:
         requests = None
     if requests is not None and isinstance(exc, requests.exceptions.Timeout | requests.exceptions.ConnectionError):
         return Transient(f"{what}: {type(exc).__name__}: {exc}; it may still have happened")
+
+    from google.auth import exceptions as auth_exc
+
+    # Raised when a client is made or first refreshes its token: the user's setup, not the call.
+    if isinstance(exc, auth_exc.DefaultCredentialsError):
+        return SpotcronError(f"{what}: no Google credentials found: {LOGIN_HINT}")
+    if isinstance(exc, auth_exc.RefreshError):
+        return SpotcronError(f"{what}: Google did not accept the credentials ({exc}): {LOGIN_HINT}")
 
     from google.api_core import exceptions as gexc
 

@@ -66,7 +66,8 @@ class PubSubEvents:
             if self._publisher is None:
                 from google.cloud import pubsub_v1
 
-                self._publisher = pubsub_v1.PublisherClient()
+                with translated(f"connect to Pub/Sub in project {self.project}"):
+                    self._publisher = pubsub_v1.PublisherClient()
             return self._publisher
 
     def publish(self, topic: str, data: Mapping[str, Any], attributes: Mapping[str, str] | None = None) -> str:

@@ -33,7 +33,8 @@ class GcsBlobs:
                 if self._client is None:
                     from google.cloud import storage
 
-                    self._client = storage.Client()
+                    with translated(f"open gs://{self.bucket}"):
+                        self._client = storage.Client()
                 self._bucket = self._client.bucket(self.bucket)
             return self._bucket
 

@@ -433,6 +433,20 @@ def test_run_cloud_to_a_missing_topic_is_a_clear_error(invoke, tmp_path, pubsub_
     assert f"publish to projects/{PROJECT}/topics/no-such-topic" in result.stderr
 
 
+def test_a_gs_bucket_without_credentials_is_a_clear_error(tmp_path, monkeypatch):
+    """The real opener on gs://: no traceback, the login hint, exit code 2."""
+    from click.testing import CliRunner
+
+    from tests.cli.conftest import make_cli
+
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing.json"))
+    monkeypatch.delenv("STORAGE_EMULATOR_HOST", raising=False)
+    result = CliRunner().invoke(make_cli(), ["runs", "--bucket", "gs://some-bucket"], obj=RunsContext(now=lambda: NOW))
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("error: open gs://some-bucket: no Google credentials found: run `gcloud auth "
+                                    "application-default login`")
+
+
 # --- the same code on the local emulator bucket ----------------------------------------------------------
 
 

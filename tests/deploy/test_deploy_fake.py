@@ -15,7 +15,7 @@ from spotcron.deploy.planner import DELETE, UPDATE
 from spotcron.deploy.resources import FUNCTION, SCHEDULER_JOB, SOURCE
 from spotcron.deploy.source import build_source
 from spotcron.spec import JobSpec
-from tests.deploy.conftest import BUCKET, JOBS_DIR, PROJECT, Deployer, make_source_root
+from tests.deploy.conftest import BUCKET, JOBS_DIR, PROJECT, Deployer, make_source_root, quick_caller
 from tests.deploy.fakes.cloud import FakeCloud
 
 LOCATION = f"projects/{PROJECT}/locations/us-central1"
@@ -115,6 +115,9 @@ def test_request_shapes(deployer: Deployer, cloud: FakeCloud) -> None:
                     and c.body["name"].endswith("/spotcron-bot")]
     assert "state" not in create_bot.body  # output-only: paused entries are paused with :pause
     assert json.loads(base64.b64decode(create_bot.body["pubsubTarget"]["data"]))["name"] == "bot"
+    # A failed publish is retried (Cloud Scheduler's default is retryCount 0: the tick is lost).
+    assert create_bot.body["retryConfig"] == {"retryCount": 3, "minBackoffDuration": "10s",
+                                              "maxBackoffDuration": "60s", "maxDoublings": 3}
     [pause] = [c for c in calls if c.path.endswith(":pause")]
     assert pause.path == f"/v1/{LOCATION}/jobs/spotcron-nightly:pause"
     [create_start] = [c for c in calls if c.method == "POST" and c.query.get("functionId") == "spotcron-start-job"]
@@ -174,6 +177,19 @@ def test_editing_a_schedule_is_exactly_one_update(deployer: Deployer, cloud: Fak
     assert (patch.method, patch.path) == ("PATCH", f"/v1/{LOCATION}/jobs/spotcron-bot")
     assert patch.query["updateMask"] == "pubsubTarget,schedule"
     assert cloud.scheduler.entries()["spotcron-bot"]["schedule"] == "15 */4 * * *"
+    assert deployer.plan(jobs).actions == []
+
+
+def test_an_entry_without_retries_gets_them_in_one_update(deployer: Deployer, cloud: FakeCloud) -> None:
+    jobs = deployer.jobs(JOBS_DIR)
+    deployer.deploy(jobs)
+    cloud.scheduler.jobs[f"{LOCATION}/jobs/spotcron-bot"].pop("retryConfig")  # as an older deploy left it
+    [action] = deployer.plan(jobs).actions
+    assert (action.name, set(action.changes)) == ("spotcron-bot", {"retry"})
+    cloud.reset_log()
+    deployer.deploy(jobs)
+    [patch] = cloud.changing_calls()
+    assert (patch.path, patch.query["updateMask"]) == (f"/v1/{LOCATION}/jobs/spotcron-bot", "retryConfig")
     assert deployer.plan(jobs).actions == []
 
 
@@ -241,7 +257,9 @@ def test_lost_answers_are_adopted_not_duplicated(deployer: Deployer, cloud: Fake
     """Creates that took effect but whose answer was lost: the retry meets 409 and adopts."""
     jobs = deployer.jobs(JOBS_DIR)
     cloud.lose_answers(12)
-    deployer.deploy(jobs)
+    # Enough attempts that no single call can meet all 12 lost answers (which concurrent calls of a
+    # phase get them depends on thread timing).
+    deployer.deploy(jobs, caller=quick_caller(attempts=13))
     assert deployer.plan(jobs).actions == []
     assert len(cloud.scheduler.jobs) == 4 and len(cloud.functions.functions) == 3
     assert any(c.status == 409 for c in cloud.calls())  # the adopting path really ran
@@ -270,6 +288,17 @@ def test_other_peoples_resources_are_never_touched(deployer: Deployer, cloud: Fa
     assert f"{LOCATION}/functions/their-api" in cloud.functions.functions
     assert not [c for c in cloud.calls() if "billing-alerts" in c.path or "nightly-backup" in c.path
                 or "their-api" in c.path]
+
+
+def test_lifecycle_rules_of_others_on_our_bucket_are_kept(deployer: Deployer, cloud: FakeCloud) -> None:
+    jobs = deployer.jobs(JOBS_DIR)
+    deployer.deploy(jobs)
+    theirs = {"action": {"type": "Delete"}, "condition": {"age": 7, "matchesPrefix": ["exports/"]}}
+    cloud.storage.buckets[BUCKET]["lifecycle"]["rule"].append(theirs)
+    assert deployer.plan(jobs).actions == []
+    deployer.deploy(jobs, settings=deployer.settings.model_copy(update={"results_retention_days": 30}))
+    assert cloud.storage.buckets[BUCKET]["lifecycle"]["rule"] == [
+        theirs, {"action": {"type": "Delete"}, "condition": {"age": 30, "matchesPrefix": ["runs/"]}}]
 
 
 def test_public_invoker_added_by_hand_is_removed(deployer: Deployer, cloud: FakeCloud) -> None:

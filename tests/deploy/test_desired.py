@@ -63,6 +63,8 @@ def test_scheduler_entry_per_job_publishes_its_payload(state) -> None:
     assert json.loads(entries["spotcron-benchmark"]["data"])["matrix"][1]["name"] == "t4"
     assert entries["spotcron-benchmark"]["time_zone"] == "Europe/Berlin"
     assert entries["spotcron-nightly"]["paused"] is True
+    assert all(e["retry"] == {"retry_count": 3, "min_backoff_s": 10, "max_backoff_s": 60, "max_doublings": 3}
+               for e in entries.values())
     assert entries["spotcron-sweep"]["schedule"] == "*/5 * * * *"
     assert entries["spotcron-sweep"]["topic"] == "projects/demo-proj/topics/spotcron-sweep"
 
@@ -112,8 +114,7 @@ def test_bindings_are_least_privilege() -> None:
         ("topic:spotcron-events", "roles/pubsub.publisher", FUNCTIONS),
         ("function:spotcron-start-job", "roles/run.invoker", FUNCTIONS),
         ("function:spotcron-sweep", "roles/run.invoker", FUNCTIONS),
-        (bucket, "roles/storage.objectCreator", VM),
-        (bucket, "roles/storage.objectViewer", VM),
+        (bucket, "roles/storage.objectUser", VM),
         (project, "roles/logging.logWriter", VM),
         (project, "roles/artifactregistry.reader", VM),
         ("function:spotcron-job-done", "roles/run.invoker", VM),
@@ -147,10 +148,51 @@ def test_plan_from_nothing_grants_nothing_public_or_primitive(state) -> None:
     granted = [Binding(a.name, role, m, "")
                for a in plan(state, {}) if a.resource_type == IAM_POLICY
                for role, (old, new) in a.changes.items() for m in set(new) - set(old)]
-    assert len(granted) == 16
+    assert len(granted) == 15
     assert security_problems(granted) == []
     job_done = [b for b in granted if b.target == "function:spotcron-job-done"]
     assert [(b.role, b.member) for b in job_done] == [("roles/run.invoker", VM)]
+
+
+# What the runner does in the bucket (vm_images/runner/runner.sh), and the permissions it takes:
+# replacing an existing object needs storage.objects.delete as well as create.
+_RUNNER_NEEDS = {"storage.objects.create", "storage.objects.delete", "storage.objects.get", "storage.objects.list"}
+_BUCKET_ROLE_PERMISSIONS = {  # from Google's IAM role reference, object permissions only
+    "roles/storage.objectCreator": {"storage.objects.create"},
+    "roles/storage.objectViewer": {"storage.objects.get", "storage.objects.list"},
+    "roles/storage.objectUser": {"storage.objects.create", "storage.objects.delete", "storage.objects.get",
+                                 "storage.objects.list", "storage.objects.update", "storage.objects.restore"},
+}
+
+
+def test_vm_account_can_replace_and_delete_its_checkpoint_objects() -> None:
+    """A checkpoint sync re-uploads changed files and deletes removed ones under the same names."""
+    roles = [b.role for b in bindings(Names.of(make_settings()))
+             if b.member == VM and b.target == "bucket:demo-proj-spotcron"]
+    granted = set().union(*(_BUCKET_ROLE_PERMISSIONS[role] for role in roles))
+    assert granted >= _RUNNER_NEEDS, f"missing {sorted(_RUNNER_NEEDS - granted)}"
+
+
+def test_roles_earlier_versions_granted_the_vm_are_revoked(state) -> None:
+    from spotcron.deploy.iam import managed_members, managed_roles
+    from spotcron.deploy.policies import managed_view
+    from spotcron.deploy.resources import Resource
+
+    names = Names.of(make_settings())
+    deployed = {"bindings": [
+        {"role": "roles/storage.objectAdmin", "members": [FUNCTIONS]},
+        {"role": "roles/storage.objectCreator", "members": [VM]},
+        {"role": "roles/storage.objectViewer", "members": [VM, "user:someone@example.com"]},
+    ]}
+    view = managed_view(deployed, managed_members(names), managed_roles(names))
+    target = "bucket:demo-proj-spotcron"
+    [action] = [a for a in plan(state, {(IAM_POLICY, target): Resource(IAM_POLICY, target, view)})
+                if a.name == target]
+    assert action.changes == {
+        "roles/storage.objectCreator": ((VM,), ()),
+        "roles/storage.objectUser": ((), (VM,)),
+        "roles/storage.objectViewer": ((VM,), ()),
+    }
 
 
 def test_accounts_of_other_projects_are_used_but_not_created() -> None:

@@ -8,7 +8,14 @@ import pytest
 import requests
 from google.api_core import exceptions as gexc
 
-from spotcron.errors import AlreadyExists, CreateFailed, NotFound, PreconditionFailed, Transient
+from spotcron.errors import (
+    AlreadyExists,
+    CreateFailed,
+    NotFound,
+    PreconditionFailed,
+    SpotcronError,
+    Transient,
+)
 from spotcron.gcp.errors import ApiError, classify_create_error, translate, translated
 
 
@@ -78,6 +85,42 @@ def test_translate(exc, expected, text):
 
     assert type(mapped) is expected
     assert str(mapped) == text
+
+
+HINT = "run `gcloud auth application-default login` (or set GOOGLE_APPLICATION_CREDENTIALS)"
+
+
+def test_missing_or_refused_credentials_say_how_to_log_in():
+    from google.auth import exceptions as auth_exc
+
+    missing = translate(auth_exc.DefaultCredentialsError("Your default credentials were not found."), "read x")
+    refused = translate(auth_exc.RefreshError("invalid_grant: Bad Request"), "read x")
+
+    assert type(missing) is SpotcronError and type(refused) is SpotcronError
+    assert str(missing) == f"read x: no Google credentials found: {HINT}"
+    assert str(refused) == f"read x: Google did not accept the credentials (invalid_grant: Bad Request): {HINT}"
+
+
+@pytest.fixture
+def no_credentials(monkeypatch, tmp_path):
+    """Application Default Credentials that point at a file that does not exist, and no emulator."""
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing.json"))
+    for name in ("STORAGE_EMULATOR_HOST", "PUBSUB_EMULATOR_HOST"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_adapters_without_credentials_raise_our_error_not_googles(no_credentials):
+    """Clients are made on first use; making one is where missing credentials show up."""
+    from spotcron.gcp.compute import GoogleCompute
+    from spotcron.gcp.pubsub import PubSubEvents
+    from spotcron.gcp.storage import GcsBlobs
+
+    with pytest.raises(SpotcronError, match="^open gs://b: no Google credentials found: run `gcloud auth"):
+        GcsBlobs("b").list("runs/")
+    with pytest.raises(SpotcronError, match="^connect to Compute Engine in project p: no Google credentials"):
+        GoogleCompute("p").list_managed()
+    with pytest.raises(SpotcronError, match="^connect to Pub/Sub in project p: no Google credentials"):
+        PubSubEvents("p").publish("spotcron-events", {"x": 1})
 
 
 def test_translate_leaves_programming_errors_alone():
