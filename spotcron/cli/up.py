@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import click
@@ -39,11 +43,44 @@ def up(jobs_dir: Path, once: bool, state_dir: Path, timeout: float, sweep_interv
 
     out = console()
     specs = load_jobs([jobs_dir])  # fail before starting anything
-    with LocalStack(state_dir, environ=os.environ, sweep_interval=sweep_interval) as stack:
+    stack = LocalStack(state_dir, environ=os.environ, sweep_interval=sweep_interval)
+    with _stopped_however_it_ends(stack.stop):
+        stack.start()
         out.print(f"[bold]spotcron up[/] — local bucket {stack.bucket.url}, state in {state_dir}/")
         if once:
             sys.exit(_once(stack, specs, timeout, out))
         _forever(stack, jobs_dir, out)
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _stopped_however_it_ends(stop: Callable[[], None]) -> Iterator[None]:
+    """Run `stop` when the body ends: SIGTERM ends it like Ctrl-C, and neither cuts `stop` short.
+
+    The local VMs are runner processes in sessions of their own, so the terminal's Ctrl-C does
+    not reach them and only `stop` ends them; Python's default SIGTERM would exit without it.
+    """
+    if threading.current_thread() is not threading.main_thread():  # signals go to the main thread only
+        try:
+            yield
+        finally:
+            stop()
+        return
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        for sig in previous:
+            signal.signal(sig, signal.SIG_IGN)
+        try:
+            stop()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
 def _once(stack, specs, timeout: float, out) -> int:
@@ -97,15 +134,21 @@ def _forever(stack, jobs_dir: Path, out) -> None:
     from spotcron.spec_loader import load_jobs
 
     stack.schedule(lambda: load_jobs([jobs_dir]), watch=[jobs_dir])
-    if hasattr(signal, "SIGHUP"):
-        signal.signal(signal.SIGHUP, lambda *_: stack.scheduler.request_reload())
+    hangup = getattr(signal, "SIGHUP", None)
+    previous = signal.getsignal(hangup) if hangup is not None else None
+    if hangup is not None:
+        signal.signal(hangup, lambda *_: stack.scheduler.request_reload())
     for name, fire in sorted(stack.scheduler.upcoming().items(), key=lambda item: item[1]):
         out.print(f"  {name}: next run {fire:%Y-%m-%d %H:%M} UTC")
     out.print("Waiting for the next tick. Ctrl-C stops everything.")
     try:
-        signal.pause() if hasattr(signal, "pause") else stack.scheduler._stop.wait()
+        while True:  # pause() also returns after a handled SIGHUP (reload): only Ctrl-C/SIGTERM end this
+            signal.pause() if hasattr(signal, "pause") else time.sleep(60)
     except KeyboardInterrupt:
         out.print("stopping: deleting local VMs …")
+    finally:
+        if hangup is not None:
+            signal.signal(hangup, previous if previous is not None else signal.SIG_DFL)
 
 
 COMMANDS = [up]

@@ -175,14 +175,18 @@ def _after_create_failure(deps: Deps, record: RunRecord, spec: JobSpec, attempt:
 
 def fail_run(deps: Deps, record: RunRecord, reason: str, *, attempt: Attempt | None = None,
              state: str = "failed") -> RunRecord:
-    """End the run in `state` with `reason` (written once: a terminal record is left as it is)."""
+    """End the run in `state` with `reason` (written once: a terminal record is left as it is).
+
+    With `attempt`, only while that attempt is still the one being created: a concurrent delivery
+    may have moved on to another zone, or started the VM, since this one's create failed.
+    """
     now = deps.clock.now()
 
     def change(current: RunRecord) -> RunRecord | None:
-        if current.terminal:
+        if current.terminal or (attempt is not None and not _same_attempt(current, attempt)):
             return None
         updated = current
-        if attempt is not None and current.current_attempt and current.current_attempt.number == attempt.number:
+        if attempt is not None:
             updated = updated.with_attempt(current.current_attempt.model_copy(
                 update={"outcome": "create_failed", "error": reason}), now)
         return finalize(deps, updated, state, reason, now)

@@ -21,6 +21,7 @@ from spotcron.engine.deps import Deps
 from spotcron.errors import InvalidToken, PreconditionFailed
 from spotcron.runs import Attempt, RunRecord, vm_name
 from spotcron.spec import JobSpec
+from spotcron.tokens import decode_unverified
 
 log = logging.getLogger("spotcron.engine")
 
@@ -73,7 +74,7 @@ def finish(deps: Deps, authorization: str | None, body: Any) -> Reply:
     if instance is not None and not (instance.managed and instance.labels.get("job") == callback.job
                                      and instance.labels.get("run") == callback.run_id):
         return Reply(403, {"error": f"VM {instance_name} is not a spotcron VM of this run; left alone"})
-    digest = hashlib.sha256(token.encode()).hexdigest()
+    digest = _replay_key(token)
     if deps.blobs.read(layout.accepted_token(digest)) is not None:
         return Reply(409, {"error": "this token was already used", "replay": True})
     record = deps.store.read(callback.job, callback.run_id)
@@ -96,6 +97,17 @@ def _bearer(authorization: str | None) -> str | None:
     return token.strip() if scheme.lower() == "bearer" and token.strip() else None
 
 
+def _replay_key(token: str) -> str:
+    """The same verified token however it is spelled.
+
+    Base64url decoders (ours and google-auth's) skip characters outside the alphabet, so junk
+    added to the signature segment still verifies; hashing the raw text would let such a copy
+    past the replay guard. The signed segments cannot change without breaking the signature.
+    """
+    _, _, signed, signature = decode_unverified(token)
+    return hashlib.sha256(signed + b"." + signature).hexdigest()
+
+
 def _claims_problem(deps: Deps, claims: dict[str, Any]) -> str | None:
     settings = deps.settings
     if claims.get("email") != settings.vm_service_account_email or not claims.get("email_verified", False):
@@ -113,11 +125,11 @@ def _record_outcome(deps: Deps, record: RunRecord, callback: CallbackBody, zone:
     now = deps.clock.now()
     manifest_present = deps.blobs.read(layout.manifest(callback.job, callback.run_id, callback.attempt)) is not None
     spec = spec_of(record)
-    retry = False
+    retry = finished = False
 
     def change(current: RunRecord) -> RunRecord | None:
-        nonlocal retry
-        retry = False
+        nonlocal retry, finished
+        retry = finished = False
         attempt = next((a for a in current.attempts if a.number == callback.attempt), None)
         if attempt is None or attempt.outcome is not None:
             return None  # unknown or already reported: a repeated callback changes nothing
@@ -132,6 +144,7 @@ def _record_outcome(deps: Deps, record: RunRecord, callback: CallbackBody, zone:
             return updated.with_attempt(follow, now).with_state("starting", now, f"{reason}; retrying")
         succeeded = state == "succeeded"
         results = layout.attempt_prefix(current.job, current.run_id, attempt.number) if succeeded else None
+        finished = True
         return finalize(deps, updated, state, reason, now, exit_code=callback.exit_code, results_prefix=results)
 
     updated, changed = deps.store.update(record.job, record.run_id, change)
@@ -140,7 +153,7 @@ def _record_outcome(deps: Deps, record: RunRecord, callback: CallbackBody, zone:
     if changed and retry:
         deps.publish("run.retrying", updated, attempt=updated.current_attempt.number)
         return create_attempt(deps, updated)
-    if changed and updated.terminal:
+    if changed and finished:  # not for a late report on a run that had already ended
         run_ended(deps, updated)
     return updated
 

@@ -55,16 +55,17 @@ def sweep(deps: Deps) -> SweepReport:
     records: dict[tuple[str, str], RunRecord] = {}
     # One unreadable record or failed call must not stop the rest: a stopped or overdue VM left
     # for the next sweep would outlive its deadline by more than one sweep interval.
+    # A record that does not parse (ValueError) is skipped like one that could not be read.
     unread: set[tuple[str, str]] = set()
     for job, run_id in deps.store.live_runs():
         try:
             record = deps.store.read(job, run_id)
-        except Transient as exc:
+            if record is None or record.terminal:
+                deps.blobs.delete(live_marker(job, run_id))  # a marker left by an interrupted update
+                continue
+        except (Transient, ValueError) as exc:
             unread.add((job, run_id))
             report.errors.append(f"reading {job}/{run_id}: {exc}")
-            continue
-        if record is None or record.terminal:
-            deps.blobs.delete(live_marker(job, run_id))  # a marker left by an interrupted update
             continue
         records[(job, run_id)] = record
 
@@ -76,7 +77,7 @@ def sweep(deps: Deps) -> SweepReport:
             if reason is None:
                 continue
             deps.compute.delete_instance(instance.zone, instance.name)
-        except Transient as exc:
+        except (Transient, ValueError) as exc:
             report.errors.append(f"reaping {instance.name}: {exc}")
             continue
         del instances[key]
@@ -88,7 +89,7 @@ def sweep(deps: Deps) -> SweepReport:
     for record in records.values():
         try:
             _sweep_run(deps, record, instances, timed_out, now, report)
-        except (Transient, RecordConflict) as exc:
+        except (Transient, RecordConflict, ValueError) as exc:
             report.errors.append(f"sweeping {record.job}/{record.run_id}: {exc}")
     for error in report.errors:
         log.warning("sweep: %s", error)
@@ -111,7 +112,11 @@ def _reap_reason(deps: Deps, instance: Instance, record: RunRecord | None, now: 
 
 
 def _deadline(deps: Deps, instance: Instance, record: RunRecord | None) -> datetime | None:
-    if record is not None and record.deadline is not None:
+    # The record's deadline is that of its running attempt's VM. Any other VM of the run (the
+    # next attempt's, still `starting`; an old attempt's) goes by its own metadata.
+    current = record.current_attempt if record is not None else None
+    if (record is not None and record.deadline is not None and record.state == "running" and current is not None
+            and (current.zone, current.vm_name) == (instance.zone, instance.name)):
         return record.deadline
     raw = instance.metadata.get(METADATA_KEY)
     if raw:
@@ -183,9 +188,12 @@ def _vm_gone(deps: Deps, record: RunRecord, now: datetime, *, past_deadline: boo
         ended = latest.model_copy(update={"outcome": outcome, "exit_code": exit_code,
                                           "deleted_at": latest.deleted_at or now})
         updated = current.with_attempt(ended, now)
-        if outcome == "lost" and retries_left(updated, spec, "preempted"):
+        # The same retry budgets as job_done: a lost VM spends a preemption retry, a non-zero
+        # exit a failure retry, whether or not its callback got through.
+        retry_as = "preempted" if outcome == "lost" else "failed" if state == "failed" else None
+        if retry_as is not None and retries_left(updated, spec, retry_as):
             retry = True
-            follow = new_attempt(updated, spec, deps, after_zone=latest.zone)
+            follow = new_attempt(updated, spec, deps, after_zone=latest.zone if outcome == "lost" else None)
             return updated.with_attempt(follow, now).with_state("starting", now, f"{reason}; retrying")
         results = layout.attempt_prefix(current.job, current.run_id, latest.number) if state == "succeeded" else None
         return finalize(deps, updated, state, reason, now, exit_code=exit_code, results_prefix=results)

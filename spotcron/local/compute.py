@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spotcron.descriptor import METADATA_KEY, RunDescriptor
-from spotcron.errors import AlreadyExists
+from spotcron.errors import AlreadyExists, Transient
 from spotcron.ports import Instance, InstanceRequest
 
 log = logging.getLogger("spotcron.local")
@@ -73,11 +73,16 @@ class LocalCompute:
         self._ids = 5000
         self._lock = threading.RLock()
         self._reapers: list[threading.Thread] = []
+        self._closed = False
 
     # --- the port ----------------------------------------------------------------------------
     def create_instance(self, request: InstanceRequest) -> Instance:
         key = (request.zone, request.name)
         with self._lock:
+            if self._closed:
+                # A callback or delivery still in flight while local mode stops would otherwise
+                # start a runner that nothing ever deletes.
+                raise Transient(f"local compute is shut down; {request.name} was not created")
             if key in self._vms:
                 raise AlreadyExists(f"instance {request.name} already exists in {request.zone}")
             self._ids += 1
@@ -152,6 +157,7 @@ class LocalCompute:
     def close(self) -> None:
         """Delete every VM: nothing keeps running after local mode stops."""
         with self._lock:
+            self._closed = True
             keys = list(self._vms)
         for zone, name in keys:
             self.delete_instance(zone, name)

@@ -78,7 +78,12 @@ class LocalScheduler:
     # --- the loop ------------------------------------------------------------------------------
     def _loop(self) -> None:
         while not self._stop.is_set():
-            wake = self.step()
+            try:
+                wake = self.step()
+            except Exception:  # noqa: BLE001 - a dead thread would stop every job without a word
+                # A fire that failed to publish stays due, so the next step tries it again.
+                log.exception("scheduler step failed; trying again in %ss", self._poll_s)
+                wake = self.clock.now() + timedelta(seconds=self._poll_s)
             self._stop.wait(max(0.05, min(self._poll_s, (wake - self.clock.now()).total_seconds())))
 
     def step(self) -> datetime:

@@ -76,10 +76,13 @@ class LocalStack:
         from spotcron.pricing import cost_function
 
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        _log_to_file(self.state_dir / "spotcron.log")
+        self._stack.append(_log_to_file(self.state_dir / "spotcron.log"))
         clock = SystemClock()
         bucket = LocalBucket(self.state_dir / "bucket", LOCAL_BUCKET).start()
         self._stack.append(bucket.stop)
+        # Unset only once job_done and the bus are stopped (closers run newest first): a message
+        # or callback handled after it would build Google's backends from the environment.
+        self._stack.append(lambda: entrypoints.use(None))
         job_done = _HttpServer(functions_framework.create_app(target="job_done", source=str(FUNCTIONS_SOURCE)))
         self._stack.append(job_done.stop)
         settings = local_settings(job_done.url, sweep_interval=self.sweep_interval, grace=self.grace)
@@ -97,7 +100,6 @@ class LocalStack:
                          run_cost=cost_function(self.prices, settings.region), on_run_end=[update_index])
         self.compute, self.metadata, self.bucket = compute, metadata, bucket
         entrypoints.use(self.deps)
-        self._stack.append(lambda: entrypoints.use(None))
         start = functions_framework.create_app(target="start_job", source=str(FUNCTIONS_SOURCE)).test_client()
         sweep = functions_framework.create_app(target="sweep", source=str(FUNCTIONS_SOURCE)).test_client()
         self.bus.subscribe(settings.start_topic, _poster(start))
@@ -211,8 +213,11 @@ class _HttpServer:
         self._thread.join(timeout=10)
 
 
-def _log_to_file(path: Path) -> None:
-    """Local mode keeps the functions' JSON logs in a file, out of the user's terminal."""
+def _log_to_file(path: Path) -> Callable[[], None]:
+    """Local mode keeps the functions' JSON logs in a file, out of the user's terminal.
+
+    Returns what stops it: the handler is removed and its file closed when the stack stops.
+    """
     from spotcron.logs import JsonFormatter
 
     root = logging.getLogger("spotcron")
@@ -225,3 +230,9 @@ def _log_to_file(path: Path) -> None:
     root.addHandler(handler)
     root.setLevel(logging.INFO)
     root.propagate = False
+
+    def stop() -> None:
+        root.removeHandler(handler)
+        handler.close()
+
+    return stop

@@ -90,3 +90,29 @@ def test_a_reload_request_picks_up_a_removed_job_and_a_broken_file_keeps_the_old
     s.request_reload()
     s.step()
     assert s.upcoming() == {}
+
+
+def test_a_failed_publish_is_tried_again_and_does_not_end_the_scheduler(tmp_path):
+    """Before: an exception in a step (the Pub/Sub emulator not answering) ended the scheduler's
+    thread without a word; `spotcron up` kept waiting and no job ever fired again."""
+    import threading
+
+    write_job(tmp_path / "jobs", "every1", JOB.format(schedule="* * * * *", zone="Etc/UTC", paused="false"))
+    clock, recorder, failures = FakeClock(datetime(2026, 11, 22, 8, 0, 30, tzinfo=UTC)), Recorder(), []
+    published = threading.Event()
+
+    def flaky(topic, data, attributes):
+        if topic == "start" and not failures:
+            failures.append(topic)
+            raise ConnectionError("the emulator did not answer")
+        published.set()
+        return recorder(topic, data, attributes)
+
+    s = LocalScheduler(lambda: load_jobs([tmp_path / "jobs"]), flaky, clock, start_topic="start",
+                       sweep_topic="sweep", sweep_interval_s=300, poll_s=0.05).start()
+    try:
+        clock.set(datetime(2026, 11, 22, 8, 1, tzinfo=UTC))
+        assert published.wait(5), "the scheduler stopped after the failed publish"
+        assert failures == ["start"] and recorder.fired() == ["every1"]  # the same tick, once
+    finally:
+        s.stop()

@@ -1,0 +1,99 @@
+"""`spotcron up` as a process: SIGHUP reloads and keeps it running; SIGTERM stops it like Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import spotcron_processes, write_job
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+# Ctrl-C semantics even when the test runner itself was started with SIGINT ignored.
+MAIN = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); from spotcron.cli import main; main()"
+JOB = """\
+schedule: "0 3 * * *"
+image: spotcron/test:latest
+timeout: 2m
+machine: {type: e2-small}
+local:
+  command: [python3, -c, "import time; time.sleep(90)"]
+"""
+
+
+def start_up(tmp_path: Path, *args: str) -> subprocess.Popen:
+    write_job(tmp_path / "jobs", "sleeper", JOB)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}
+    env.pop("PUBSUB_EMULATOR_HOST", None)
+    return subprocess.Popen([sys.executable, "-c", MAIN, "up", "--jobs", str(tmp_path / "jobs"),
+                             "--state-dir", str(tmp_path / "state"), *args],
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL)
+
+
+def read_until(process: subprocess.Popen, text: str, timeout: float) -> str:
+    seen, deadline = b"", time.monotonic() + timeout
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        while text.encode() not in seen and time.monotonic() < deadline:
+            if selector.select(timeout=0.2):
+                chunk = os.read(process.stdout.fileno(), 65536)
+                if not chunk:
+                    break
+                seen += chunk
+    assert text.encode() in seen, f"no {text!r} within {timeout}s; output: {seen.decode(errors='replace')}"
+    return seen.decode(errors="replace")
+
+
+def ended(process: subprocess.Popen, timeout: float) -> int:
+    try:
+        return process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        raise
+
+
+def test_sighup_reloads_and_keeps_running(tmp_path):
+    """Before: signal.pause() returned after the SIGHUP handler ran, so a reload stopped everything."""
+    process = start_up(tmp_path)
+    try:
+        read_until(process, "Waiting for the next tick", timeout=60)
+        process.send_signal(signal.SIGHUP)
+        time.sleep(2)
+        assert process.poll() is None, "spotcron up exited on SIGHUP"
+        process.send_signal(signal.SIGINT)
+        assert ended(process, timeout=60) == 0
+        assert b"stopping: deleting local VMs" in process.stdout.read()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def test_sigterm_while_a_vm_runs_leaves_no_runner_behind(tmp_path):
+    """Before: SIGTERM ended Python at once; the runners, in sessions of their own, went on."""
+    state = tmp_path / "state"
+    process = start_up(tmp_path, "--once")
+    try:
+        deadline = time.monotonic() + 60
+        while not spotcron_processes(state) and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.2)
+        assert spotcron_processes(state), "no runner started"
+        process.send_signal(signal.SIGTERM)
+        assert ended(process, timeout=60) != 0  # interrupted: not a success
+        assert spotcron_processes(state) == []
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        for pid in spotcron_processes(state):  # what the old code left: the runners we started
+            os.killpg(os.getpgid(pid), signal.SIGKILL)
