@@ -46,8 +46,11 @@ def job_prefix(job: str) -> str:
     return f"{RUNS}{job}/"
 
 
+TOKENS = "tokens/"
+
+
 def accepted_token(digest: str) -> str:
-    return f"tokens/{digest}"
+    return f"{TOKENS}{digest}"
 
 
 INDEX_PAGE = "index.html"

@@ -22,7 +22,7 @@ from spotcron.deploy.resources import (
     State,
     index,
 )
-from spotcron.layout import RUNS
+from spotcron.layout import RUNS, TOKENS
 from spotcron.settings import ENV_PREFIX, Settings
 from spotcron.spec import JobSpec
 
@@ -80,7 +80,8 @@ def _bucket(settings: Settings) -> Resource:
         "location": settings.region,
         "uniform_access": True,
         "public_access_prevention": "enforced",
-        "lifecycle": (("Delete", settings.results_retention_days, (RUNS,)),),
+        # A replay marker guards a token only while the token is valid (an hour at most).
+        "lifecycle": (("Delete", settings.results_retention_days, (RUNS,)), ("Delete", 1, (TOKENS,))),
         "labels": dict(MANAGED_LABELS),
     })
 

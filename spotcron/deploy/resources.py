@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from spotcron.layout import RUNS
+from spotcron.layout import RUNS, TOKENS
 
 MANAGED_LABEL = "spotcron"
 MANAGED_LABELS = {MANAGED_LABEL: "1"}
@@ -31,7 +31,7 @@ TYPES = (BUCKET, TOPIC, SERVICE_ACCOUNT, IAM_POLICY, SOURCE, FUNCTION, SCHEDULER
 
 # Object prefixes whose lifecycle Delete rules deploy writes; every other rule on the bucket is
 # someone else's and is neither compared nor replaced.
-LIFECYCLE_PREFIXES = frozenset({RUNS})
+LIFECYCLE_PREFIXES = frozenset({RUNS, TOKENS})
 
 
 def managed_lifecycle_rule(rule: Mapping[str, Any]) -> bool:

@@ -76,6 +76,7 @@ class LocalStack:
         from spotcron.pricing import cost_function
 
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        self._stack.append(_lock_state_dir(self.state_dir))
         self._stack.append(_log_to_file(self.state_dir / "spotcron.log"))
         clock = SystemClock()
         bucket = LocalBucket(self.state_dir / "bucket", LOCAL_BUCKET).start()
@@ -211,6 +212,34 @@ class _HttpServer:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=10)
+
+
+def _lock_state_dir(state_dir: Path) -> Callable[[], None]:
+    """One local stack per state dir: two emulators on the same files would overwrite each other."""
+    import fcntl
+    import os
+
+    from spotcron.errors import SpotcronError
+
+    handle = open(state_dir / "lock", "a+")  # noqa: SIM115 - held until the returned release runs
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "?"
+        handle.close()
+        raise SpotcronError(f"another local stack (pid {holder}) is using {state_dir}/: stop that "
+                            "`spotcron up` or `spotcron run` first, or give this one its own --state-dir") from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(str(os.getpid()))
+    handle.flush()
+
+    def release() -> None:
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        handle.close()
+
+    return release
 
 
 def _log_to_file(path: Path) -> Callable[[], None]:

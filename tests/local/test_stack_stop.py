@@ -76,3 +76,22 @@ def test_stopping_closes_the_log_file(make_stack, tmp_path):
     assert len(ours()) == 1
     stack.stop()
     assert ours() == []
+
+
+def test_a_second_stack_on_the_same_state_dir_is_refused_until_the_first_stops(tmp_path):
+    import os
+
+    from spotcron.errors import SpotcronError
+    from spotcron.local.stack import LocalStack
+
+    first = LocalStack(tmp_path / "state", environ=dict(os.environ), cwd=tmp_path).start()
+    try:
+        with pytest.raises(SpotcronError) as refused:
+            LocalStack(tmp_path / "state", environ=dict(os.environ), cwd=tmp_path).start()
+        assert str(refused.value) == (
+            f"another local stack (pid {os.getpid()}) is using {tmp_path / 'state'}/: stop that `spotcron up` or "
+            "`spotcron run` first, or give this one its own --state-dir")
+    finally:
+        first.stop()
+    second = LocalStack(tmp_path / "state", environ=dict(os.environ), cwd=tmp_path).start()
+    second.stop()
