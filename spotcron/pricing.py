@@ -226,14 +226,18 @@ def cost_function(prices: PriceTable | str | None, region: str) -> Callable[[Any
     updated_at). A machine the table has no price for gives (None, {}) and a warning: a missing
     price must never fail a run.
     """
-    table = prices if isinstance(prices, PriceTable) else load_prices(prices)
+    # Loaded on the first run that ends, not at the function's cold start: parsing the table
+    # costs about 0.2 s, and most start_job calls price nothing.
+    loaded: list[PriceTable] = [prices] if isinstance(prices, PriceTable) else []
 
     def cost(record: Any) -> tuple[float | None, dict]:
         from spotcron.cost import run_cost  # cost imports this module
 
         try:
-            result = run_cost(record, table, region, now=record.updated_at)
-        except PricingError as exc:
+            if not loaded:
+                loaded.append(load_prices(prices))
+            result = run_cost(record, loaded[0], region, now=record.updated_at)
+        except SpotcronError as exc:  # an unknown price, or a --prices file that does not load
             log.warning("no cost for run %s/%s: %s", record.job, record.run_id, exc)
             return None, {}
         return result.total_usd, result.items

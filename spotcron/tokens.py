@@ -63,55 +63,23 @@ def verify_rs256(token: str, certs: Mapping[str, str], audience: str, now: datet
     return claims
 
 
-def new_rsa_key(key_size: int = 2048) -> tuple[str, str]:
-    """(private key PEM, public key PEM) for a local issuer."""
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric import rsa
-
-    key = rsa.generate_private_key(public_exponent=65537, key_size=key_size)
-    private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                serialization.NoEncryption()).decode()
-    public = key.public_key().public_bytes(serialization.Encoding.PEM,
-                                           serialization.PublicFormat.SubjectPublicKeyInfo).decode()
-    return private, public
-
-
 class ClockedIdentity:
-    """ports.Identity over a fixed set of keys and a clock, with an issuer for the same keys.
+    """ports.Identity on a clock we are given, with a LocalSigner issuing tokens on the same clock.
 
-    The fault simulation signs tens of thousands of tokens: it asks for a smaller key, and the
-    signer is built once.
+    Tests and the fault simulation run on a fake clock, where google-auth's own verification
+    (which reads the real time) would call every token expired or not yet valid.
     """
 
-    def __init__(self, clock, key_id: str = "local-1", *, key_size: int = 2048):
-        from google.auth import crypt
+    def __init__(self, clock, *, key_size: int = 2048):
+        from spotcron.local.signer import LocalSigner
 
         self.clock = clock
-        self.key_id = key_id
-        private, public = new_rsa_key(key_size)
-        self.certs = {key_id: public}
-        self._signer = crypt.RSASigner.from_string(private, key_id=key_id)
+        self.signer = LocalSigner(clock=lambda: clock.now().timestamp(), key_size=key_size)
+        self.certs = self.signer.certs()
 
     def verify(self, token: str, audience: str) -> dict[str, Any]:
         return verify_rs256(token, self.certs, audience, self.clock.now())
 
     def issue(self, audience: str, claims: Mapping[str, Any], lifetime_s: int = 3600) -> str:
-        from google.auth import jwt
-
-        issued = int(self.clock.now().timestamp())
-        payload = {"iss": "https://accounts.google.com", "aud": audience, "iat": issued,
-                   "exp": issued + lifetime_s, **claims}
-        token = jwt.encode(self._signer, payload)
-        return token.decode() if isinstance(token, bytes) else token
-
-
-def instance_claims(*, email: str, project: str, zone: str, instance_name: str, instance_id: str,
-                    created_at: datetime) -> dict[str, Any]:
-    """The claims of a `format=full` instance identity token, as Compute Engine issues them."""
-    return {
-        "azp": email, "sub": instance_id, "email": email, "email_verified": True,
-        "google": {"compute_engine": {
-            "project_id": project, "project_number": 0, "zone": zone, "instance_id": instance_id,
-            "instance_name": instance_name, "instance_creation_timestamp": int(created_at.timestamp()),
-        }},
-    }
+        expires = int(self.clock.now().timestamp()) + lifetime_s
+        return self.signer.sign_identity(audience, {"exp": expires, **claims})

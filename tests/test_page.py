@@ -184,3 +184,12 @@ def test_engine_cost_function_bills_until_the_run_ended_and_never_raises():
     assert total == pytest.approx(sum(items.values()))
     odd = live.model_copy(update={"attempts": (live.attempts[0].model_copy(update={"machine_type": "z9-mega"}),)})
     assert cost(odd) == (None, {})
+
+
+def test_a_price_file_that_does_not_load_costs_nothing_and_fails_no_run(tmp_path):
+    from spotcron.pricing import cost_function
+
+    broken = tmp_path / "prices.yaml"
+    broken.write_text("machines: [not, a, mapping\n")
+    cost = cost_function(str(broken), "us-central1")  # nothing is read until a run ends
+    assert cost(run("hello-bot", 0)) == (None, {})

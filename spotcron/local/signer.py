@@ -54,11 +54,12 @@ def instance_claims(*, service_account: str, project_id: str, project_number: in
 class LocalSigner:
     """Holds one RSA key and its self-signed certificate; signs ID tokens with it.
 
-    `clock` returns epoch seconds; tests pass an old clock to mint expired tokens.
+    `clock` returns epoch seconds; tests pass an old clock to mint expired tokens. The fault
+    simulation signs tens of thousands of tokens and asks for a smaller `key_size`.
     """
 
     def __init__(self, *, clock: Callable[[], float] = time.time, lifetime_s: int = TOKEN_LIFETIME_S,
-                 common_name: str = "spotcron-local-signer"):
+                 common_name: str = "spotcron-local-signer", key_size: int = 2048):
         from cryptography import x509
         from cryptography.hazmat.primitives import hashes, serialization
         from cryptography.hazmat.primitives.asymmetric import rsa
@@ -67,7 +68,7 @@ class LocalSigner:
 
         self._clock = clock
         self.lifetime_s = lifetime_s
-        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        key = rsa.generate_private_key(public_exponent=65537, key_size=key_size)
         name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
         not_before = datetime.fromtimestamp(clock(), UTC) - timedelta(days=1)
         cert = (

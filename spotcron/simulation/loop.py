@@ -84,7 +84,7 @@ class Simulation:
         self.ledger = Ledger(self)
         self.events = SimEvents(self.ledger.on_event)
         # 1024-bit: signing is most of a callback's cost, and a month has tens of thousands
-        self.identity = ClockedIdentity(self.clock, "sim-1", key_size=1024)
+        self.identity = ClockedIdentity(self.clock, key_size=1024)
         self.deps = Deps(settings=self.settings, compute=self.compute, blobs=self.blobs, events=self.events,
                          identity=self.identity, clock=self.clock, user_data=lambda: "#cloud-config\n")
         self.checkpoints = Checkpoints(self)

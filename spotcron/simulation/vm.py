@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 from spotcron import layout
 from spotcron.descriptor import METADATA_KEY, RunDescriptor
+from spotcron.local.signer import instance_claims
 from spotcron.ports import Instance, InstanceRequest
-from spotcron.tokens import instance_claims
 
 if TYPE_CHECKING:
     from spotcron.simulation.jobs import SimJob
@@ -212,9 +212,10 @@ class SimVm:
     # --- what the runner sends ----------------------------------------------------------------
     def token(self) -> str:
         settings = self.sim.settings
-        claims = instance_claims(email=settings.vm_service_account_email, project=settings.project,
-                                 zone=f"projects/0/zones/{self.instance.zone}", instance_name=self.instance.name,
-                                 instance_id=self.instance.instance_id, created_at=self.instance.created_at)
+        claims = instance_claims(service_account=settings.vm_service_account_email, project_id=settings.project,
+                                 project_number=0, zone=f"projects/0/zones/{self.instance.zone}",
+                                 instance_id=self.instance.instance_id, instance_name=self.instance.name,
+                                 created_at=self.instance.created_at)
         return self.sim.identity.issue(settings.job_done_url, claims)
 
     def body(self, status: str) -> dict:

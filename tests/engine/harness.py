@@ -13,11 +13,12 @@ import functions_framework
 
 from spotcron import entrypoints, layout
 from spotcron.engine.deps import Deps
+from spotcron.local.signer import instance_claims
 from spotcron.memory import FakeClock, MemoryBlobs, MemoryCompute, MemoryEvents
 from spotcron.runs import RunRecord, vm_name
 from spotcron.settings import Settings
 from spotcron.spec import JobSpec
-from spotcron.tokens import ClockedIdentity, instance_claims
+from spotcron.tokens import ClockedIdentity
 
 SOURCE = str(Path(__file__).resolve().parents[2] / "functions" / "main.py")
 JOB_DONE_URL = "https://us-central1-proj.cloudfunctions.net/job_done"
@@ -85,9 +86,9 @@ class Harness:
         if zone is None:
             record = self.record(job, run_id)
             zone = next(a.zone for a in record.attempts if a.number == attempt)
-        claims = instance_claims(email=email or self.settings.vm_service_account_email, project=project,
-                                 zone=f"projects/123/zones/{zone}", instance_name=name, instance_id="42",
-                                 created_at=self.clock.now())
+        claims = instance_claims(service_account=email or self.settings.vm_service_account_email,
+                                 project_id=project, project_number=123, zone=f"projects/123/zones/{zone}",
+                                 instance_id="42", instance_name=name, created_at=self.clock.now())
         return (issuer or self.identity).issue(audience, claims, lifetime_s=lifetime_s)
 
     def upload(self, job: str, run_id: str, attempt: int = 1, *, exit_code: int = 0, manifest: bool = True) -> None:
