@@ -37,7 +37,7 @@ bench: $(STAMP) ## print speed and cost figures, each beside its baseline
 	$(BIN)/python -m bench
 
 reliability: $(STAMP) ## a long seeded fault simulation; prints the figures
-	$(BIN)/python -m spotcron.simulation --days 30 --jobs 60 --seed 7
+	$(BIN)/python -m spotcron.testing.simulation --days 30 --jobs 60 --seed 7
 
 schema: $(STAMP) ## regenerate jobs/schema.json from the spec model
 	$(BIN)/spotcron schema > $(JOBS)/schema.json

@@ -23,7 +23,7 @@ CONCURRENCY = 16
 
 
 def _jobs(n: int) -> list[Any]:
-    from spotcron.spec import JobSpec
+    from spotcron.core.spec import JobSpec
 
     return [JobSpec(name=f"job-{i:05d}", schedule=f"{i % 60} * * * *", image="busybox") for i in range(n)]
 
@@ -37,9 +37,9 @@ def _source() -> Any:
 
 def _apply(n_jobs: int, latency_s: float, concurrency: int, source: Any) -> tuple[float, int, Any]:
     """(seconds, API calls) of a deploy from nothing; returns the fake, still running."""
+    from spotcron.core.settings import Settings
     from spotcron.deploy.apply import SilentReporter, run_deploy
     from spotcron.deploy.calls import Caller
-    from spotcron.settings import Settings
     from tests.deploy.fakes.cloud import FakeCloud
 
     cloud = FakeCloud(PROJECT, latency_s=latency_s).start()
@@ -53,9 +53,9 @@ def _apply(n_jobs: int, latency_s: float, concurrency: int, source: Any) -> tupl
 
 def _plan(cloud: Any, n_jobs: int, source: Any) -> tuple[float, int, int]:
     """(seconds, API calls, actions) of a plan over the deployed stack."""
+    from spotcron.core.settings import Settings
     from spotcron.deploy.apply import compute_plan
     from spotcron.deploy.calls import Caller
-    from spotcron.settings import Settings
 
     settings = Settings(project=PROJECT, bucket=f"{PROJECT}-spotcron")
     clients = cloud.clients(pool_size=CONCURRENCY)
@@ -68,8 +68,8 @@ def _plan(cloud: Any, n_jobs: int, source: Any) -> tuple[float, int, int]:
 
 def _naive_plan(cloud: Any, n_jobs: int, source: Any) -> tuple[float, int]:
     """The baseline read: everything a plan reads, but a get per scheduler entry instead of a list."""
+    from spotcron.core.settings import Settings
     from spotcron.deploy.naming import Names, scheduler_entry
-    from spotcron.settings import Settings
 
     names = Names.of(Settings(project=PROJECT, bucket=f"{PROJECT}-spotcron"))
     scheduler = cloud.clients(pool_size=CONCURRENCY).scheduler

@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 from bench import Section, maximum, median
-from spotcron.cost import billed_vm_seconds
-from spotcron.runs import RunRecord
+from spotcron.core.runs import RunRecord
+from spotcron.cost.billing import billed_vm_seconds
 
 CLASSIC_UPTIME_S = 120.0  # start at 0 */4, stop at 2 */4: two minutes of uptime per run
 GRACE_S = 30
@@ -79,7 +79,7 @@ def overheads(records: list[RunRecord]) -> tuple[list[float], list[float], list[
 
 
 def run(quick: bool = False) -> Section:
-    from spotcron.spec_loader import load_jobs
+    from spotcron.core.loader import load_jobs
 
     started = time.perf_counter()
     runs, at_once = (3, 3) if quick else (20, 4)

@@ -95,12 +95,12 @@ BLOB_CALLS = ("read", "write", "list", "delete")
 def populated(n: int, *, dead_every: int = 50):
     """Deps with `n` running runs, one managed VM each, spread over three zones, the clock ten
     minutes on. Every `dead_every`-th VM is stopped, and as many are past their deadline."""
+    from spotcron.core.settings import Settings
+    from spotcron.core.spec import JobSpec
     from spotcron.engine.deps import Deps
     from spotcron.engine.launch import launch
-    from spotcron.memory import FakeClock, MemoryBlobs, MemoryCompute, MemoryEvents
-    from spotcron.settings import Settings
-    from spotcron.spec import JobSpec
-    from spotcron.tokens import ClockedIdentity
+    from spotcron.testing.identity import ClockedIdentity
+    from spotcron.testing.memory import FakeClock, MemoryBlobs, MemoryCompute, MemoryEvents
 
     clock = FakeClock(T0)
     compute = MemoryCompute(clock)
@@ -160,7 +160,7 @@ def sweep_section(quick: bool = False) -> Section:
         f"{len(ours['deleted'])} VMs, ended {ours['ended']} runs and retried {ours['retried']}. Only the listing "
         "differs.",
         f"Latency is injected into every Compute and Storage call alike ({ms:g} ms); "
-        "spotcron.memory.MemoryCompute(latency_s) only delays create and delete, so the bench wraps the ports itself.",
+        "spotcron.testing.memory.MemoryCompute(latency_s) only delays create and delete, so the bench wraps the ports itself.",
         "REST rows: spotcron.gcp.compute.GoogleCompute.list_managed (one filtered aggregatedList, 500 per page) "
         "against per-zone instances.list + instances.get, both through google-cloud-compute against "
         "tests/gcp/fake_compute.py on 127.0.0.1 (the bench adds the per-zone list route).",
@@ -330,7 +330,7 @@ def burst(stack, specs: list, *, timeout_s: float = 300, stall_s: float = 30, po
     index per poll (a run leaves it when its record turns terminal, after its results are
     uploaded). Records are read once, at the end. A trigger that made no run for `stall_s`
     while nothing else was live counts as lost."""
-    from spotcron import layout
+    from spotcron.core import layout
 
     store, blobs = stack.deps.store, stack.deps.blobs
     started = time.perf_counter()
@@ -378,7 +378,7 @@ def burst(stack, specs: list, *, timeout_s: float = 300, stall_s: float = 30, po
 
 def local_section(quick: bool = False) -> Section:
     from bench.overhead_bench import start_stack
-    from spotcron.spec_loader import load_jobs
+    from spotcron.core.loader import load_jobs
 
     started = time.perf_counter()
     big, small, sample = (8, 2, 2) if quick else (100, 10, 3)

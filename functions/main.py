@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import functions_framework
 
-from spotcron import entrypoints
-from spotcron.logs import configure_json_logging
+from spotcron.runtime import entrypoints
+from spotcron.runtime.logs import configure_json_logging
 
 configure_json_logging()
 

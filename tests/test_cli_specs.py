@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from spotcron.cli import SpotcronGroup, cli
-from spotcron.errors import ConfigError, CronError, Problem
+from spotcron.core.errors import ConfigError, CronError, Problem
 
 ROOT = Path(__file__).resolve().parents[1]
 JOBS = ROOT / "jobs"

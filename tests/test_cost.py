@@ -11,7 +11,9 @@ from click.testing import CliRunner
 
 from spotcron.cli import SpotcronGroup
 from spotcron.cli.cost import cost as cost_command
-from spotcron.cost import (
+from spotcron.core.runs import Attempt, RunRecord
+from spotcron.core.spec import JobSpec
+from spotcron.cost.billing import (
     Usage,
     billed_vm_seconds,
     project_job,
@@ -21,9 +23,7 @@ from spotcron.cost import (
     runs_per_month,
     vm_seconds_from_history,
 )
-from spotcron.pricing import load_prices
-from spotcron.runs import Attempt, RunRecord
-from spotcron.spec import JobSpec
+from spotcron.cost.prices import load_prices
 
 ROOT = Path(__file__).resolve().parents[1]
 T0 = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)

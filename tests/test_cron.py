@@ -7,9 +7,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from spotcron.cron import CronSchedule, load_time_zone, parse_schedule
-from spotcron.cron_text import dst_notes
-from spotcron.errors import CronError
+from spotcron.core.cron.describe import dst_notes
+from spotcron.core.cron.schedule import CronSchedule, load_time_zone, parse_schedule
+from spotcron.core.errors import CronError
 
 UTC_ZONE = ZoneInfo("Etc/UTC")
 

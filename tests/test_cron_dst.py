@@ -1,6 +1,6 @@
 """Fire times around daylight-saving changes, checked instant by instant.
 
-Rules (see spotcron.cron's docstring): a fixed-time job whose local time is skipped runs once at the
+Rules (see spotcron.core.cron.schedule's docstring): a fixed-time job whose local time is skipped runs once at the
 jump; one whose local time repeats runs once, on the first pass; a job with '*' leading its minute or
 hour field follows the clock. Transition instants below are from the tz database on this machine
 (identical in tzdata 2025b and 2026f):
@@ -18,8 +18,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from spotcron.cron import CronSchedule, parse_schedule
-from spotcron.cron_text import dst_notes
+from spotcron.core.cron.describe import dst_notes
+from spotcron.core.cron.schedule import CronSchedule, parse_schedule
 
 BERLIN = ZoneInfo("Europe/Berlin")
 NEW_YORK = ZoneInfo("America/New_York")

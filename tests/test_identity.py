@@ -11,10 +11,10 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from spotcron.errors import InvalidToken, Transient
+from spotcron.core.errors import InvalidToken, Transient
+from spotcron.engine.ports import Identity
 from spotcron.gcp.identity import GoogleIdentity
 from spotcron.local.signer import LocalSigner, instance_claims
-from spotcron.ports import Identity
 
 AUDIENCE = "https://us-central1-p.cloudfunctions.net/job_done"
 VM_ACCOUNT = "spotcron-vm@p.iam.gserviceaccount.com"

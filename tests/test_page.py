@@ -10,11 +10,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from spotcron.charts import chart_pngs
-from spotcron.page import render_index, update_index
-from spotcron.pricing import load_prices
-from spotcron.report import benchmark_report
-from spotcron.runs import Attempt, RunRecord
+from spotcron.core.runs import Attempt, RunRecord
+from spotcron.cost.prices import load_prices
+from spotcron.present.charts import chart_pngs
+from spotcron.present.page import render_index, update_index
+from spotcron.present.report import benchmark_report
 
 T0 = datetime(2026, 11, 22, 8, 0, tzinfo=UTC)
 BAR_COLOURS = {(0x2B, 0x8A, 0x3E), (0xC9, 0x2A, 0x2A), (0x55, 0x55, 0x55)}  # charts.py's bar colours
@@ -143,9 +143,9 @@ class _Deps:
     """What update_index uses of the engine's Deps: store, blobs, clock, settings."""
 
     def __init__(self):
-        from spotcron.memory import FakeClock, MemoryBlobs
-        from spotcron.settings import Settings
-        from spotcron.store import RunStore
+        from spotcron.core.settings import Settings
+        from spotcron.engine.store import RunStore
+        from spotcron.testing.memory import FakeClock, MemoryBlobs
 
         self.clock = FakeClock(T0 + timedelta(days=1))
         self.blobs = MemoryBlobs(clock=self.clock)
@@ -154,7 +154,7 @@ class _Deps:
 
 
 def test_update_index_writes_the_page_with_charts_for_matrix_jobs():
-    from spotcron import layout
+    from spotcron.core import layout
 
     deps = _Deps()
     cpu = run("bench", 0, variant="cpu", cost=0.01)
@@ -172,7 +172,7 @@ def test_update_index_writes_the_page_with_charts_for_matrix_jobs():
 
 
 def test_engine_cost_function_bills_until_the_run_ended_and_never_raises():
-    from spotcron.pricing import cost_function
+    from spotcron.cost.prices import cost_function
 
     cost = cost_function("recipe-2018", "us-central1")
     live = run("hello-bot", 0)
@@ -187,7 +187,7 @@ def test_engine_cost_function_bills_until_the_run_ended_and_never_raises():
 
 
 def test_a_price_file_that_does_not_load_costs_nothing_and_fails_no_run(tmp_path):
-    from spotcron.pricing import cost_function
+    from spotcron.cost.prices import cost_function
 
     broken = tmp_path / "prices.yaml"
     broken.write_text("machines: [not, a, mapping\n")

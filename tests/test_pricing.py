@@ -7,9 +7,9 @@ import datetime as dt
 import pytest
 import yaml
 
-from spotcron import catalog
-from spotcron.errors import ConfigError
-from spotcron.pricing import (
+from spotcron.core import catalog
+from spotcron.core.errors import ConfigError
+from spotcron.cost.prices import (
     OVERRIDE_SOURCE,
     PricingError,
     gpu_key,
@@ -201,5 +201,5 @@ def test_prices_choice_that_is_neither_table_nor_file(tmp_path):
 def test_packaged_document_is_plain_yaml_with_a_default():
     name, text = packaged_document()
     data = yaml.safe_load(text)
-    assert name == "spotcron/data/prices.yaml"
+    assert name == "spotcron/cost/data/prices.yaml"
     assert data["default"] in data["tables"]

@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from spotcron import layout
-from spotcron.charts import chart_name, chart_pngs, relative_chart, write_charts
 from spotcron.cli import SpotcronGroup
 from spotcron.cli.report import report as report_command
-from spotcron.errors import SpotcronError
-from spotcron.pricing import load_prices
-from spotcron.report import benchmark_report, format_ratio, format_usd, rich_tables
-from spotcron.runs import Attempt, RunRecord
-from spotcron.spec_loader import load_job_file
+from spotcron.core import layout
+from spotcron.core.errors import SpotcronError
+from spotcron.core.loader import load_job_file
+from spotcron.core.runs import Attempt, RunRecord
+from spotcron.cost.prices import load_prices
+from spotcron.present.charts import chart_name, chart_pngs, relative_chart, write_charts
+from spotcron.present.report import benchmark_report, format_ratio, format_usd, rich_tables
 
 ROOT = Path(__file__).resolve().parents[1]
 T0 = datetime(2026, 11, 23, 3, 0, tzinfo=UTC)
@@ -193,7 +193,7 @@ def test_report_reads_the_bucket_by_default(records):
     import contextlib
 
     from spotcron.cli._bucket import RunsContext
-    from spotcron.memory import MemoryBlobs
+    from spotcron.testing.memory import MemoryBlobs
 
     blobs = MemoryBlobs("spotcron-local")
     for rec in records:

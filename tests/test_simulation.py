@@ -15,11 +15,18 @@ from pathlib import Path
 
 import pytest
 
-from spotcron import layout
-from spotcron.runs import RunRecord, StateChange
-from spotcron.simulation import INVARIANTS, FaultRates, SimConfig, Simulation, reliability_coverage, simulate
-from spotcron.simulation.__main__ import main
-from spotcron.simulation.jobs import make_jobs
+from spotcron.core import layout
+from spotcron.core.runs import RunRecord, StateChange
+from spotcron.testing.simulation import (
+    INVARIANTS,
+    FaultRates,
+    SimConfig,
+    Simulation,
+    reliability_coverage,
+    simulate,
+)
+from spotcron.testing.simulation.__main__ import main
+from spotcron.testing.simulation.jobs import make_jobs
 
 SEEDS = {
     11: datetime(2026, 10, 24, tzinfo=UTC),  # Europe/Berlin falls back on the 25th
@@ -115,7 +122,7 @@ def test_a_success_without_its_results_is_counted():
 
 
 def test_two_vms_for_one_attempt_are_counted():
-    from spotcron.ports import InstanceRequest
+    from spotcron.engine.ports import InstanceRequest
 
     sim = Simulation(SimConfig(days=0.1, jobs=1, seed=1))
     labels = {"spotcron": "1", "job": "bot", "run": "20261020-0100", "attempt": "1"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from spotcron import catalog
+from spotcron.core import catalog
 
 
 def test_every_machine_type_is_named_after_its_family():

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from spotcron.errors import ConfigError
-from spotcron.spec_loader import job_files, load_job_file, load_jobs
+from spotcron.core.errors import ConfigError
+from spotcron.core.loader import job_files, load_job_file, load_jobs
 
 OK = 'schedule: "0 * * * *"\nimage: spotcron/bot:latest\n'
 
@@ -81,7 +81,7 @@ CASES: list[tuple[str, str, str | tuple[str, ...]]] = [
     ("concurrency-literal", OK + "concurrency: forbidd\n",
      "jobs/bot.yaml:3: concurrency: 'forbidd' is not allowed; use one of allow, forbid, replace "
      "(did you mean 'forbid'?)"),
-    # --- schedules (messages from spotcron.cron, located here)
+    # --- schedules (messages from spotcron.core.cron.schedule, located here)
     ("cron-six-fields", 'schedule: "0 0 */4 * * *"\nimage: spotcron/bot:latest\n',
      ("jobs/bot.yaml:1: schedule: '0 0 */4 * * *' has 6 fields; it needs exactly five fields", "seconds")),
     ("cron-tz-prefix", 'schedule: "TZ=Europe/Berlin 0 * * * *"\nimage: spotcron/bot:latest\n',

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from spotcron.spec import JobSpec, job_file_schema
-from spotcron.spec_loader import load_jobs
+from spotcron.core.loader import load_jobs
+from spotcron.core.spec import JobSpec, job_file_schema
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = {"name": "bot", "schedule": "0 * * * *", "image": "spotcron/bot:latest"}

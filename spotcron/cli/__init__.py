@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from spotcron import __version__
-from spotcron.errors import ConfigError, SpotcronError
+from spotcron.core.errors import ConfigError, SpotcronError
 
 # One line per command module. Each module exposes COMMANDS: a list of click commands/groups.
 COMMAND_MODULES = (

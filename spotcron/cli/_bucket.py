@@ -20,9 +20,9 @@ import click
 from spotcron.cli._common import console
 
 if TYPE_CHECKING:
-    from spotcron.ports import Blobs, Compute
-    from spotcron.runs import RunRecord
-    from spotcron.store import RunStore
+    from spotcron.core.runs import RunRecord
+    from spotcron.engine.ports import Blobs, Compute
+    from spotcron.engine.store import RunStore
 
 BUCKET_ENV = "SPOTCRON_BUCKET"
 STATE_DIR_ENV = "SPOTCRON_STATE_DIR"
@@ -104,7 +104,7 @@ def describe(bucket: str | None, state_dir: Path) -> str:
 
 @contextlib.contextmanager
 def open_store(bucket: str | None, state_dir: Path) -> Iterator[RunStore]:
-    from spotcron.store import RunStore
+    from spotcron.engine.store import RunStore
 
     with runs_context().open_blobs(bucket, state_dir) as blobs:
         yield RunStore(blobs)
@@ -112,14 +112,14 @@ def open_store(bucket: str | None, state_dir: Path) -> Iterator[RunStore]:
 
 def all_run_ids(store: RunStore) -> list[tuple[str, str]]:
     """(job, run_id) of every record, from one listing of runs/."""
-    from spotcron import layout
+    from spotcron.core import layout
 
     return [parsed for parsed in map(layout.parse_record_name, store.blobs.list(layout.RUNS)) if parsed]
 
 
 def unknown_job(job: str, store: RunStore, where: str) -> Exception:
-    from spotcron.catalog import suggest
-    from spotcron.errors import SpotcronError
+    from spotcron.core.catalog import suggest
+    from spotcron.core.errors import SpotcronError
 
     jobs = sorted(store.jobs())
     hint = suggest(job, jobs)
@@ -130,8 +130,8 @@ def unknown_job(job: str, store: RunStore, where: str) -> Exception:
 
 def resolve(store: RunStore, ref: str, job: str | None, where: str) -> RunRecord:
     """The record that `ref` (JOB/RUN or a bare run id, with an optional --job) names."""
-    from spotcron.errors import SpotcronError
-    from spotcron.views import parse_run_ref, pick_match
+    from spotcron.core.errors import SpotcronError
+    from spotcron.present.views import parse_run_ref, pick_match
 
     ref_job, run_id = parse_run_ref(ref, job)
     if ref_job is None:
@@ -148,7 +148,7 @@ def resolve(store: RunStore, ref: str, job: str | None, where: str) -> RunRecord
 def print_runs_table(out: Any, records: list[RunRecord], now: datetime) -> None:
     from rich.table import Table
 
-    from spotcron.views import RUN_COLUMNS, fit_columns, run_row
+    from spotcron.present.views import RUN_COLUMNS, fit_columns, run_row
 
     rows = [run_row(record, now) for record in records]
     widths = {c: max(len(c), *(len(row.cells()[i]) for row in rows)) for i, c in enumerate(RUN_COLUMNS)}

@@ -15,8 +15,8 @@ import click
 if TYPE_CHECKING:  # imported lazily: rich and pydantic cost start-up time
     from rich.console import Console
 
-    from spotcron.settings import Settings
-    from spotcron.spec import JobSpec
+    from spotcron.core.settings import Settings
+    from spotcron.core.spec import JobSpec
 
 JOBS_ENV = "SPOTCRON_JOBS"
 STACK_ENV = "SPOTCRON_STACK"
@@ -49,23 +49,23 @@ def console(*, stderr: bool = False) -> Console:
 
 def load_stack(stack_path: Path) -> Settings:
     """infra/stack.yaml (defaults when missing) with SPOTCRON_* overrides from the environment."""
-    from spotcron.settings import load_settings
+    from spotcron.core.settings import load_settings
 
     return load_settings(stack_path, os.environ)
 
 
 def load_specs(paths: list[Path], stack_path: Path) -> list[JobSpec]:
     """Every job under `paths`, checked against the stack's grace; ConfigError lists all problems."""
-    from spotcron.spec_loader import load_jobs
+    from spotcron.core.loader import load_jobs
 
     return load_jobs(paths, grace=load_stack(stack_path).grace)
 
 
 def find_job_file(job_or_file: str, jobs_dir: Path) -> Path:
     """A job file given as a path, or as a job name looked up in `jobs_dir`."""
-    from spotcron.catalog import suggest
-    from spotcron.errors import SpotcronError
-    from spotcron.spec_loader import job_files
+    from spotcron.core.catalog import suggest
+    from spotcron.core.errors import SpotcronError
+    from spotcron.core.loader import job_files
 
     path = Path(job_or_file)
     if path.is_file():

@@ -16,9 +16,9 @@ import click
 from spotcron.cli._common import console, jobs_option, load_specs, load_stack, stack_option
 
 if TYPE_CHECKING:
-    from spotcron.cost import StackProjection
-    from spotcron.pricing import PriceTable
-    from spotcron.runs import RunRecord
+    from spotcron.core.runs import RunRecord
+    from spotcron.cost.billing import StackProjection
+    from spotcron.cost.prices import PriceTable
 
 PRICES_ENV = "SPOTCRON_PRICES"
 
@@ -45,8 +45,8 @@ def read_records(root: Path) -> list[RunRecord]:
     """Every run.json under `root`, oldest first; a file that does not parse is an error naming it."""
     from pydantic import ValidationError
 
-    from spotcron.errors import SpotcronError
-    from spotcron.runs import RunRecord
+    from spotcron.core.errors import SpotcronError
+    from spotcron.core.runs import RunRecord
 
     records = []
     for path in sorted(root.rglob("run.json")):
@@ -64,9 +64,9 @@ def read_metrics(read: Callable[[str], bytes | None], records: list[RunRecord]) 
     `read(object_name)` gives an object's bytes or None: from a folder laid out like the bucket
     (`folder_reader`) or from the bucket itself (`blobs_reader`).
     """
-    from spotcron import layout
-    from spotcron.errors import SpotcronError
-    from spotcron.report import NO_VARIANT
+    from spotcron.core import layout
+    from spotcron.core.errors import SpotcronError
+    from spotcron.present.report import NO_VARIANT
 
     found: dict[str, list[dict[str, Any]]] = {}
     for record in records:
@@ -106,7 +106,7 @@ def blobs_reader(blobs: Any) -> Callable[[str], bytes | None]:
 
 
 def load_table(prices: str | None) -> PriceTable:
-    from spotcron.pricing import load_prices
+    from spotcron.cost.prices import load_prices
 
     return load_prices(prices)
 
@@ -134,9 +134,9 @@ def cost(names: tuple[str, ...], jobs_dir: Path, stack_path: Path, runtime: str,
     """
     from datetime import UTC, datetime
 
-    from spotcron.cost import project_specs
-    from spotcron.durations import parse_duration
-    from spotcron.errors import SpotcronError
+    from spotcron.core.durations import parse_duration
+    from spotcron.core.errors import SpotcronError
+    from spotcron.cost.billing import project_specs
 
     try:
         runtime_s = parse_duration(runtime)
@@ -171,8 +171,8 @@ def print_stack(stack: StackProjection, table: PriceTable, region: str) -> None:
     from rich import box
     from rich.table import Table
 
-    from spotcron.cost import MONTHLY_ITEMS
-    from spotcron.durations import format_duration
+    from spotcron.core.durations import format_duration
+    from spotcron.cost.billing import MONTHLY_ITEMS
 
     totals = stack.items()
     items = [k for k in MONTHLY_ITEMS if k != "gpu"]  # GPUs count under compute here; --json splits them

@@ -98,7 +98,7 @@ class RichReporter:
 
 
 def _job_paths(jobs_dir: Path) -> dict[str, Path]:
-    from spotcron.spec_loader import job_files
+    from spotcron.core.loader import job_files
 
     return {path.stem: path for path in job_files([jobs_dir])[0]} if jobs_dir.is_dir() else {}
 
@@ -126,11 +126,11 @@ def deploy(ctx: click.Context, jobs_dir: Path, stack_path: Path, dry_run: bool, 
     artifactregistry, logging, cloudresourcemanager (see docs/deploy.md).
     """
     from spotcron.cli._common import load_stack
+    from spotcron.core.loader import load_jobs
     from spotcron.deploy.apply import run_deploy
     from spotcron.deploy.calls import Caller, DeployError
     from spotcron.deploy.source import build_source
     from spotcron.deploy.validate import preflight
-    from spotcron.spec_loader import load_jobs
 
     env: DeployContext = ctx.obj if isinstance(ctx.obj, DeployContext) else DeployContext()
     out = console()

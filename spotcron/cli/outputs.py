@@ -14,9 +14,9 @@ from spotcron.cli._bucket import bucket_options, describe, open_store, resolve, 
 from spotcron.cli._common import console
 
 if TYPE_CHECKING:
-    from spotcron.ports import Blobs
-    from spotcron.runs import RunRecord
-    from spotcron.views import ResultFile
+    from spotcron.core.runs import RunRecord
+    from spotcron.engine.ports import Blobs
+    from spotcron.present.views import ResultFile
 
 
 # --- spotcron logs -----------------------------------------------------------------------------
@@ -44,9 +44,9 @@ def logs(run: str, job: str | None, attempt: int | None, follow: bool, interval:
       spotcron logs 20261122-1000 --attempt 1
       spotcron logs hello-bot/20261122-1000 --follow
     """
-    from spotcron import layout
-    from spotcron.errors import SpotcronError
-    from spotcron.views import pick_attempt
+    from spotcron.core import layout
+    from spotcron.core.errors import SpotcronError
+    from spotcron.present.views import pick_attempt
 
     where = describe(bucket, state_dir)
     if follow:
@@ -72,9 +72,9 @@ def _follow(ref: str, job: str | None, attempt: int | None, interval: float, buc
             state_dir: Path) -> None:
     import codecs
 
-    from spotcron import layout
-    from spotcron.errors import SpotcronError
-    from spotcron.views import pick_attempt
+    from spotcron.core import layout
+    from spotcron.core.errors import SpotcronError
+    from spotcron.present.views import pick_attempt
 
     context = runs_context()
     where = describe(bucket, state_dir)
@@ -98,7 +98,7 @@ def _follow(ref: str, job: str | None, attempt: int | None, interval: float, buc
     with err.status(f"following {ref} in {where}…") as spinner, _follow_blobs(bucket, state_dir) as reopen:
         while True:
             with reopen() as blobs:
-                from spotcron.store import RunStore
+                from spotcron.engine.store import RunStore
 
                 store = RunStore(blobs)
                 if key is None:
@@ -177,8 +177,8 @@ def results(run: str, job: str | None, attempt: int | None, download_dir: Path |
       spotcron results hello-bot/20261122-1000
       spotcron results 20261122-1000-t4 --download ./out
     """
-    from spotcron import layout
-    from spotcron.views import RESULT_COLUMNS, ResultFile, manifest_files, pick_attempt, results_json
+    from spotcron.core import layout
+    from spotcron.present.views import RESULT_COLUMNS, ResultFile, manifest_files, pick_attempt, results_json
 
     where = describe(bucket, state_dir)
     with open_store(bucket, state_dir) as store:
@@ -217,7 +217,7 @@ def results(run: str, job: str | None, attempt: int | None, download_dir: Path |
             table.add_row(*file.cells())
         out.print(table)
     if written is not None:
-        from spotcron.views import format_size
+        from spotcron.present.views import format_size
 
         out.print(f"downloaded {len(files)} file{'s' if len(files) != 1 else ''} ({format_size(written)}) "
                   f"to {download_dir}")
@@ -234,8 +234,8 @@ def _download(blobs: Blobs, prefix: str, files: list[ResultFile], dest: Path) ->
     """Write every file under `dest`; nothing is written unless every name stays inside `dest`."""
     import hashlib
 
-    from spotcron.errors import SpotcronError
-    from spotcron.views import safe_relative
+    from spotcron.core.errors import SpotcronError
+    from spotcron.present.views import safe_relative
 
     root = dest.resolve()
     targets = []

@@ -42,9 +42,9 @@ def report(job: str, base: str | None, charts_dir: Path | None, time_metric: str
     """Compare the configurations of a matrix job: runs, median time and cost per run, and both
     relative to the base configuration (1.00x), from the job's run records: in the local bucket, in
     --bucket gs://NAME, or in a --history folder laid out like the bucket."""
-    from spotcron.errors import SpotcronError
-    from spotcron.report import benchmark_report, rich_tables
-    from spotcron.spec_loader import load_job_file
+    from spotcron.core.errors import SpotcronError
+    from spotcron.core.loader import load_job_file
+    from spotcron.present.report import benchmark_report, rich_tables
 
     settings = load_stack(stack_path)
     if history_dir is not None:
@@ -64,7 +64,7 @@ def report(job: str, base: str | None, charts_dir: Path | None, time_metric: str
                               metrics=metrics, time_metric=time_metric)
     written = []
     if charts_dir is not None:
-        from spotcron.charts import write_charts
+        from spotcron.present.charts import write_charts
 
         written = write_charts(result, charts_dir)
     if as_json:

@@ -30,7 +30,7 @@ from spotcron.cli._common import console, find_job_file, jobs_option, load_stack
 from spotcron.cli.outputs import logs, results
 
 if TYPE_CHECKING:
-    from spotcron.runs import RunRecord
+    from spotcron.core.runs import RunRecord
 
 __all__ = ["COMMANDS", "RunsContext", "logs", "results", "run", "runs", "status"]
 
@@ -58,7 +58,7 @@ def runs(job: str | None, as_json: bool, limit: int, bucket: str | None, state_d
       spotcron runs hello-bot --limit 5
       spotcron runs --bucket gs://my-project-spotcron --json | jq '.[0].state'
     """
-    from spotcron.views import newest_first, newest_ids, records_json
+    from spotcron.present.views import newest_first, newest_ids, records_json
 
     context = runs_context()
     where = describe(bucket, state_dir)
@@ -111,7 +111,7 @@ def status(project: str | None, bucket: str | None, state_dir: Path) -> None:
     """
     from rich.table import Table
 
-    from spotcron.views import LIVE_COLUMNS, STATE_STYLES, live_row, newest_first
+    from spotcron.present.views import LIVE_COLUMNS, STATE_STYLES, live_row, newest_first
 
     context = runs_context()
     now = context.now()
@@ -144,7 +144,7 @@ def status(project: str | None, bucket: str | None, state_dir: Path) -> None:
 def _print_vms(out: Any, instances: list[Any], live: set[tuple[str, str]], project: str, now: datetime) -> None:
     from rich.table import Table
 
-    from spotcron.views import format_age
+    from spotcron.present.views import format_age
 
     if not instances:
         out.print(f"No spotcron VMs in project {project}.")
@@ -191,7 +191,7 @@ def run(job_or_file: str, cloud: bool, project: str | None, topic: str | None, t
       spotcron run hello-bot
       spotcron run dl-benchmark --cloud --project my-project
     """
-    from spotcron.spec_loader import load_job_file
+    from spotcron.core.loader import load_job_file
 
     settings = load_stack(stack_path)
     spec = load_job_file(find_job_file(job_or_file, jobs_dir), grace=settings.grace)
@@ -231,11 +231,11 @@ def _run_locally(spec: Any, state_dir: Path, timeout_s: float) -> list[RunRecord
 def _publish_start(spec: Any, project: str, topic: str, bucket: str | None) -> None:
     import os
 
+    from spotcron.core.errors import SpotcronError
+    from spotcron.core.settings import Settings
     from spotcron.engine.messages import encode_start
-    from spotcron.errors import SpotcronError
     from spotcron.gcp.errors import translated
     from spotcron.gcp.pubsub import topic_path
-    from spotcron.settings import Settings
 
     if not project or project == Settings.model_fields["project"].default:
         raise SpotcronError(f"--cloud needs the Google Cloud project: pass --project, set {PROJECT_ENV}, or set "

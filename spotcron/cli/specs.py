@@ -28,8 +28,8 @@ def validate(paths: tuple[Path, ...], jobs_dir: Path, stack_path: Path) -> None:
     """
     from rich.table import Table
 
-    from spotcron.durations import format_duration
-    from spotcron.errors import ConfigError, Problem
+    from spotcron.core.durations import format_duration
+    from spotcron.core.errors import ConfigError, Problem
 
     targets = list(paths) or [jobs_dir]
     specs = load_specs(targets, stack_path)
@@ -78,9 +78,9 @@ def next_(job_or_file: str, count: int, after: str | None, as_json: bool, jobs_d
       spotcron next hello-bot
       spotcron next jobs/dl-benchmark.yaml -n 3 --after 2026-10-24T00:00:00Z --json
     """
-    from spotcron.cron import load_time_zone, parse_schedule
-    from spotcron.cron_text import dst_notes
-    from spotcron.spec_loader import load_job_file
+    from spotcron.core.cron.describe import dst_notes
+    from spotcron.core.cron.schedule import load_time_zone, parse_schedule
+    from spotcron.core.loader import load_job_file
 
     spec = load_job_file(find_job_file(job_or_file, jobs_dir), grace=load_stack(stack_path).grace)
     schedule = parse_schedule(spec.schedule)
@@ -131,7 +131,7 @@ def schema() -> None:
     Editors that read `# yaml-language-server: $schema=./schema.json` at the top of a job file
     use it to complete and check fields. Regenerate with: spotcron schema > jobs/schema.json
     """
-    from spotcron.spec import job_file_schema
+    from spotcron.core.spec import job_file_schema
 
     click.echo(json.dumps(job_file_schema(), indent=2))
 

@@ -38,8 +38,8 @@ def up(jobs_dir: Path, once: bool, state_dir: Path, timeout: float, sweep_interv
     docker or podman when the image exists locally, else the job's `local.command`. Results land
     in a local bucket under --state-dir; read them with `spotcron runs`, `logs` and `results`.
     """
+    from spotcron.core.loader import load_jobs
     from spotcron.local.stack import LocalStack
-    from spotcron.spec_loader import load_jobs
 
     out = console()
     specs = load_jobs([jobs_dir])  # fail before starting anything
@@ -115,7 +115,7 @@ def _progress(records):
 
     from rich.table import Table
 
-    from spotcron.durations import format_duration
+    from spotcron.core.durations import format_duration
 
     table = Table(box=None, pad_edge=False)
     for column in ("run", "state", "attempt", "for"):
@@ -131,7 +131,7 @@ def _progress(records):
 
 
 def _forever(stack, jobs_dir: Path, out) -> None:
-    from spotcron.spec_loader import load_jobs
+    from spotcron.core.loader import load_jobs
 
     stack.schedule(lambda: load_jobs([jobs_dir]), watch=[jobs_dir])
     hangup = getattr(signal, "SIGHUP", None)

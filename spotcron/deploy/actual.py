@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from spotcron.core.errors import NotFound
 from spotcron.deploy.calls import Caller, DeployError
 from spotcron.deploy.clients import Clients
 from spotcron.deploy.iam import managed_members, managed_roles
@@ -43,7 +44,6 @@ from spotcron.deploy.resources import (
     managed_lifecycle_rule,
     split_policy_name,
 )
-from spotcron.errors import NotFound
 
 # Variables Google adds to every 2nd gen function; not ours, never a difference.
 SERVER_ADDED_ENV = frozenset({"LOG_EXECUTION_ID"})

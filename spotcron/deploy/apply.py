@@ -14,6 +14,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from spotcron.core.errors import NotFound, Transient
+from spotcron.core.settings import Settings
+from spotcron.core.spec import JobSpec
 from spotcron.deploy.actual import Actual, read_actual
 from spotcron.deploy.calls import Caller, DeployError
 from spotcron.deploy.clients import Clients
@@ -24,10 +27,7 @@ from spotcron.deploy.naming import Names
 from spotcron.deploy.planner import UPDATE, Action
 from spotcron.deploy.resources import FUNCTION, State
 from spotcron.deploy.source import SourceBundle
-from spotcron.errors import NotFound, Transient
 from spotcron.gcp.errors import ApiError
-from spotcron.settings import Settings
-from spotcron.spec import JobSpec
 
 URL_VARIABLE = "SPOTCRON_JOB_DONE_URL"
 MAX_LISTED_FAILURES = 10

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from spotcron.errors import SpotcronError, Transient
+from spotcron.core.errors import SpotcronError, Transient
 from spotcron.gcp.errors import LOGIN_HINT, translate
 
 T = TypeVar("T")

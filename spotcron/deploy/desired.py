@@ -7,6 +7,9 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
+from spotcron.core.layout import RUNS, TOKENS
+from spotcron.core.settings import ENV_PREFIX, Settings
+from spotcron.core.spec import JobSpec
 from spotcron.deploy.iam import Binding, bindings
 from spotcron.deploy.naming import FUNCTIONS, SWEEP_ENTRY, Names, scheduler_entry
 from spotcron.deploy.resources import (
@@ -22,9 +25,6 @@ from spotcron.deploy.resources import (
     State,
     index,
 )
-from spotcron.layout import RUNS, TOKENS
-from spotcron.settings import ENV_PREFIX, Settings
-from spotcron.spec import JobSpec
 
 RUNTIME = "python312"
 PUBSUB_EVENT = "google.cloud.pubsub.topic.v1.messagePublished"

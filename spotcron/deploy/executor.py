@@ -15,9 +15,9 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from itertools import groupby
 
+from spotcron.core.errors import SpotcronError
 from spotcron.deploy.handlers import HANDLERS, Context
 from spotcron.deploy.planner import Action
-from spotcron.errors import SpotcronError
 
 # Called after each action with the error message, or None when it succeeded.
 OnDone = Callable[[Action, str | None], None]

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from spotcron.core.errors import AlreadyExists, NotFound, PreconditionFailed
 from spotcron.deploy.calls import Caller
 from spotcron.deploy.clients import Clients
 from spotcron.deploy.naming import Names
@@ -28,7 +29,6 @@ from spotcron.deploy.resources import (
     TOPIC,
     managed_lifecycle_rule,
 )
-from spotcron.errors import AlreadyExists, NotFound, PreconditionFailed
 
 FUNCTION_MASK = {
     "entry_point": "build_config.entry_point",

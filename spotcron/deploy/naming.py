@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from spotcron.core.settings import Settings
 from spotcron.deploy.resources import NAME_PREFIX
-from spotcron.settings import Settings
 
 # Cloud Build runs the functions' builds as this account (see docs/deploy.md, "Why a build
 # account"): new projects no longer give the default Cloud Build account the roles it needs,

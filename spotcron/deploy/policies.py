@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from spotcron.core.errors import AlreadyExists, SpotcronError
 from spotcron.deploy.calls import Caller
 from spotcron.deploy.clients import Clients
 from spotcron.deploy.iam import PUBLIC_MEMBERS
@@ -23,7 +24,6 @@ from spotcron.deploy.resources import (
     POLICY_TOPIC,
     split_policy_name,
 )
-from spotcron.errors import AlreadyExists, SpotcronError
 
 Policy = dict[str, Any]
 

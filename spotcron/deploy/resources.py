@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from spotcron.layout import RUNS, TOKENS
+from spotcron.core.layout import RUNS, TOKENS
 
 MANAGED_LABEL = "spotcron"
 MANAGED_LABELS = {MANAGED_LABEL: "1"}

@@ -14,12 +14,12 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from spotcron.core.errors import ConfigError, Problem
 from spotcron.deploy.resources import SOURCE_PREFIX
-from spotcron.errors import ConfigError, Problem
 
 # Deploy-time code never runs in a function: leaving it out keeps cold starts and the
 # archive small, and keeps the deployer's code off the runtime's import path.
-EXCLUDED_PACKAGES = ("spotcron/cli/", "spotcron/deploy/", "spotcron/local/", "spotcron/simulation/")
+EXCLUDED_PACKAGES = ("spotcron/cli/", "spotcron/deploy/", "spotcron/local/", "spotcron/testing/")
 _SKIPPED_PARTS = frozenset({"__pycache__", ".pytest_cache", ".ruff_cache"})
 _SKIPPED_SUFFIXES = (".pyc", ".pyo")
 _FIXED_TIME = (1980, 1, 1, 0, 0, 0)

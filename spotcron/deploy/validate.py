@@ -12,12 +12,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from spotcron.core.errors import ConfigError, Problem
+from spotcron.core.settings import Settings
+from spotcron.core.spec import JobSpec
 from spotcron.deploy.calls import LOGIN_HINT, REQUIRED_APIS, DeployError
 from spotcron.deploy.clients import SCOPES
 from spotcron.deploy.naming import scheduler_id_problem
-from spotcron.errors import ConfigError, Problem
-from spotcron.settings import Settings
-from spotcron.spec import JobSpec
 
 PLACEHOLDER_PROJECT = "my-project"
 _PROJECT_ID = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")

@@ -10,14 +10,14 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timedelta
 
-from spotcron import layout
-from spotcron.catalog import boot_disk_type
-from spotcron.descriptor import GpuSpec, RunDescriptor
+from spotcron.core import layout
+from spotcron.core.catalog import boot_disk_type
+from spotcron.core.descriptor import GpuSpec, RunDescriptor
+from spotcron.core.errors import AlreadyExists, CreateFailed, Transient
+from spotcron.core.runs import Attempt, RunRecord, vm_labels, vm_name
+from spotcron.core.spec import JobSpec
 from spotcron.engine.deps import Deps
-from spotcron.errors import AlreadyExists, CreateFailed, Transient
-from spotcron.ports import GpuRequest, Instance, InstanceRequest
-from spotcron.runs import Attempt, RunRecord, vm_labels, vm_name
-from spotcron.spec import JobSpec
+from spotcron.engine.ports import GpuRequest, Instance, InstanceRequest
 
 log = logging.getLogger("spotcron.engine")
 
@@ -79,7 +79,7 @@ def build_request(record: RunRecord, spec: JobSpec, attempt: Attempt, deps: Deps
 
 
 def _bundled_gpu(machine_type: str) -> bool:
-    from spotcron.catalog import machine_type as lookup
+    from spotcron.core.catalog import machine_type as lookup
 
     known = lookup(machine_type)
     return bool(known and known.bundled_gpu)

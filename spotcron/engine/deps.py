@@ -7,10 +7,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from spotcron.ports import Blobs, Clock, Compute, Events, Identity
-from spotcron.runs import RunRecord
-from spotcron.settings import Settings
-from spotcron.store import RunStore
+from spotcron.core.runs import RunRecord
+from spotcron.core.settings import Settings
+from spotcron.engine.ports import Blobs, Clock, Compute, Events, Identity
+from spotcron.engine.store import RunStore
 
 log = logging.getLogger("spotcron.engine")
 

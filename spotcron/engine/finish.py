@@ -15,13 +15,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from spotcron import layout
+from spotcron.core import layout
+from spotcron.core.errors import InvalidToken, PreconditionFailed
+from spotcron.core.runs import Attempt, RunRecord, vm_name
+from spotcron.core.spec import JobSpec
 from spotcron.engine.attempts import create_attempt, finalize, new_attempt, run_ended, spec_of
 from spotcron.engine.deps import Deps
-from spotcron.errors import InvalidToken, PreconditionFailed
-from spotcron.runs import Attempt, RunRecord, vm_name
-from spotcron.spec import JobSpec
-from spotcron.tokens import decode_unverified
+from spotcron.engine.tokens import decode_unverified
 
 log = logging.getLogger("spotcron.engine")
 

@@ -12,13 +12,13 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime
 
-from spotcron.cron import load_time_zone, parse_schedule
+from spotcron.core.cron.schedule import load_time_zone, parse_schedule
+from spotcron.core.errors import SpotcronError
+from spotcron.core.runs import RunRecord, StateChange, manual_run_id, scheduled_run_id
+from spotcron.core.spec import JobSpec
 from spotcron.engine.attempts import create_attempt, finalize, new_attempt, run_ended, spec_of
 from spotcron.engine.deps import Deps
-from spotcron.errors import SpotcronError
-from spotcron.runs import RunRecord, StateChange, manual_run_id, scheduled_run_id
-from spotcron.spec import JobSpec
-from spotcron.store import run_sort_key
+from spotcron.engine.store import run_sort_key
 
 log = logging.getLogger("spotcron.engine")
 

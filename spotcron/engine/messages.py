@@ -11,8 +11,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from spotcron.core.spec import JobSpec
 from spotcron.engine.launch import BadTrigger
-from spotcron.spec import JobSpec
 
 MAX_MESSAGE_BYTES = 64 * 1024  # a job spec is a few KB; anything bigger is not ours
 

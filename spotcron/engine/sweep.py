@@ -14,15 +14,15 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from spotcron import layout
-from spotcron.descriptor import METADATA_KEY, RunDescriptor
+from spotcron.core import layout
+from spotcron.core.descriptor import METADATA_KEY, RunDescriptor
+from spotcron.core.errors import Transient
+from spotcron.core.runs import RunRecord
 from spotcron.engine.attempts import create_attempt, fail_run, finalize, new_attempt, run_ended, spec_of
 from spotcron.engine.deps import Deps
 from spotcron.engine.finish import retries_left
-from spotcron.errors import Transient
-from spotcron.ports import DEAD_STATUSES, Instance
-from spotcron.runs import RunRecord
-from spotcron.store import RecordConflict, live_marker
+from spotcron.engine.ports import DEAD_STATUSES, Instance
+from spotcron.engine.store import RecordConflict, live_marker
 
 log = logging.getLogger("spotcron.engine")
 

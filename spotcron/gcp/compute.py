@@ -15,9 +15,9 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from spotcron.errors import AlreadyExists, Transient
+from spotcron.core.errors import AlreadyExists, Transient
+from spotcron.engine.ports import MANAGED_LABEL, Instance, InstanceRequest
 from spotcron.gcp.errors import classify_create_error, create_error, translate, translated
-from spotcron.ports import MANAGED_LABEL, Instance, InstanceRequest
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 # The filter that list_managed sends: AIP-160 syntax on a nested label field.

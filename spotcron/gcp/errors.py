@@ -15,7 +15,7 @@ import concurrent.futures
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
-from spotcron.errors import (
+from spotcron.core.errors import (
     AlreadyExists,
     CreateFailed,
     NotFound,

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from spotcron.errors import InvalidToken, Transient
+from spotcron.core.errors import InvalidToken, Transient
 
 GOOGLE_CERTS_URL = "https://www.googleapis.com/oauth2/v1/certs"
 GOOGLE_ISSUERS = ("https://accounts.google.com", "accounts.google.com")

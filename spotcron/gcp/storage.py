@@ -8,9 +8,9 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from spotcron.errors import PreconditionFailed, Transient
+from spotcron.core.errors import PreconditionFailed, Transient
+from spotcron.engine.ports import Blob
 from spotcron.gcp.errors import translated
-from spotcron.ports import Blob
 
 # A read is "metadata, then the bytes of exactly that generation"; if the object is replaced
 # in between, the download's precondition fails and the read starts over.

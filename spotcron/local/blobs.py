@@ -13,8 +13,8 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from spotcron.errors import PreconditionFailed, SpotcronError
-from spotcron.ports import Blob, Blobs
+from spotcron.core.errors import PreconditionFailed, SpotcronError
+from spotcron.engine.ports import Blob, Blobs
 
 LOCAL_BUCKET = "spotcron-local"
 STATE_DIR = Path(".spotcron")

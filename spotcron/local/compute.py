@@ -20,9 +20,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from spotcron.descriptor import METADATA_KEY, RunDescriptor
-from spotcron.errors import AlreadyExists, Transient
-from spotcron.ports import Instance, InstanceRequest
+from spotcron.core.descriptor import METADATA_KEY, RunDescriptor
+from spotcron.core.errors import AlreadyExists, Transient
+from spotcron.engine.ports import Instance, InstanceRequest
 
 log = logging.getLogger("spotcron.local")
 

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from spotcron.cron import load_time_zone, parse_schedule
-from spotcron.spec import JobSpec
+from spotcron.core.cron.schedule import load_time_zone, parse_schedule
+from spotcron.core.spec import JobSpec
 
 log = logging.getLogger("spotcron.local")
 

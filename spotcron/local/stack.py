@@ -17,11 +17,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from spotcron import entrypoints
+from spotcron.core.runs import RunRecord
+from spotcron.core.settings import Settings
+from spotcron.core.spec import JobSpec
 from spotcron.engine.deps import Deps
-from spotcron.runs import RunRecord
-from spotcron.settings import Settings
-from spotcron.spec import JobSpec
+from spotcron.runtime import entrypoints
 
 log = logging.getLogger("spotcron.local")
 
@@ -65,15 +65,16 @@ class LocalStack:
     def _start(self) -> None:
         import functions_framework
 
+        from spotcron.cost.prices import cost_function
+        from spotcron.engine.clock import SystemClock
         from spotcron.gcp.identity import GoogleIdentity
         from spotcron.local.blobs import LOCAL_BUCKET, emulator_blobs
         from spotcron.local.bucket import LocalBucket
         from spotcron.local.bus import EmulatorBus, InProcessBus
         from spotcron.local.compute import LocalCompute, container_runtime
         from spotcron.local.metadata import LocalMetadataServer
-        from spotcron.memory import MemoryEvents, SystemClock
-        from spotcron.page import update_index
-        from spotcron.pricing import cost_function
+        from spotcron.present.page import update_index
+        from spotcron.testing.memory import MemoryEvents
 
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self._stack.append(_lock_state_dir(self.state_dir))
@@ -219,7 +220,7 @@ def _lock_state_dir(state_dir: Path) -> Callable[[], None]:
     import fcntl
     import os
 
-    from spotcron.errors import SpotcronError
+    from spotcron.core.errors import SpotcronError
 
     handle = open(state_dir / "lock", "a+")  # noqa: SIM115 - held until the returned release runs
     try:
@@ -247,7 +248,7 @@ def _log_to_file(path: Path) -> Callable[[], None]:
 
     Returns what stops it: the handler is removed and its file closed when the stack stops.
     """
-    from spotcron.logs import JsonFormatter
+    from spotcron.runtime.logs import JsonFormatter
 
     root = logging.getLogger("spotcron")
     for handler in list(root.handlers):

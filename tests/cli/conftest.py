@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from spotcron import layout
 from spotcron.cli import SpotcronGroup
 from spotcron.cli.runs import COMMANDS, RunsContext
-from spotcron.memory import MemoryBlobs
-from spotcron.runs import Attempt, RunRecord, vm_name
-from spotcron.store import RunStore
+from spotcron.core import layout
+from spotcron.core.runs import Attempt, RunRecord, vm_name
+from spotcron.engine.store import RunStore
+from spotcron.testing.memory import MemoryBlobs
 from tests.gcp.fixtures import PubSubTopic, pubsub_host, pubsub_topic  # noqa: F401
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)

@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from spotcron import layout, views
 from spotcron.cli.runs import RunsContext
-from spotcron.errors import SpotcronError
-from spotcron.memory import MemoryCompute
-from spotcron.ports import Instance
-from spotcron.runs import vm_name
+from spotcron.core import layout
+from spotcron.core.errors import SpotcronError
+from spotcron.core.runs import vm_name
+from spotcron.engine.ports import Instance
+from spotcron.present import views
+from spotcron.testing.memory import MemoryCompute
 from tests.cli.conftest import NOW, make_attempt, make_record
 
 HOUR = timedelta(hours=1)
@@ -395,8 +396,8 @@ def test_run_cloud_needs_a_project(invoke, tmp_path):
 
 
 def test_run_cloud_publishes_the_spec_to_the_start_topic(invoke, tmp_path, pubsub_topic):
+    from spotcron.core.loader import load_job_file
     from spotcron.engine.messages import encode_start, parse_start
-    from spotcron.spec_loader import load_job_file
     from tests.gcp.emulators import PROJECT
 
     (tmp_path / "jobs").mkdir()
@@ -454,9 +455,9 @@ def test_runs_reads_the_local_emulator_bucket(tmp_path, monkeypatch):
     """The default opener (open_bucket on --state-dir) and the emulator, as beside a running `spotcron up`."""
     from click.testing import CliRunner
 
+    from spotcron.engine.store import RunStore
     from spotcron.local.blobs import LOCAL_BUCKET, emulator_blobs
     from spotcron.local.bucket import LocalBucket
-    from spotcron.store import RunStore
     from tests.cli.conftest import make_cli
 
     monkeypatch.delenv("SPOTCRON_BUCKET", raising=False)
@@ -535,7 +536,7 @@ def test_started_is_utc(monkeypatch):
 
 def test_download_helper_never_writes_through_a_symlink(tmp_path, bucket):
     from spotcron.cli.outputs import _download
-    from spotcron.views import ResultFile
+    from spotcron.present.views import ResultFile
 
     out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
     out.mkdir()

@@ -1,7 +1,7 @@
 """One behaviour suite per port, run against every implementation of it.
 
 Each fixture below is parametrized over the implementations: the in-memory ones
-(spotcron.memory) and the Google ones on local fakes or emulators (tests/gcp). A test that
+(spotcron.testing.memory) and the Google ones on local fakes or emulators (tests/gcp). A test that
 needs a property only some implementations have (storage preconditions: the emulator ignores
 them) uses the narrower fixture, so nothing is skipped to look green.
 """
@@ -20,7 +20,7 @@ from tests.gcp.fixtures import BUCKET, PROJECT, make_gcs_blobs, make_google_comp
 
 def _memory():
     # The lead's in-memory ports; a clear skip (not an error) if the module is not there yet.
-    return pytest.importorskip("spotcron.memory", reason="spotcron/memory.py (the in-memory ports) is missing")
+    return pytest.importorskip("spotcron.testing.memory", reason="spotcron/testing/memory.py (the in-memory ports) is missing")
 
 
 # --- Compute -----------------------------------------------------------------------------------

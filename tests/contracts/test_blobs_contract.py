@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from spotcron.errors import PreconditionFailed
-from spotcron.ports import Blobs
+from spotcron.core.errors import PreconditionFailed
+from spotcron.engine.ports import Blobs
 
 RUN = "runs/bot/20261122-1000/run.json"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from spotcron.errors import AlreadyExists
-from spotcron.ports import ALIVE_STATUSES, Compute
+from spotcron.core.errors import AlreadyExists
+from spotcron.engine.ports import ALIVE_STATUSES, Compute
 from tests.gcp.samples import ZONE, cpu_request, gpu_request
 
 OTHER_ZONE = "us-central1-b"

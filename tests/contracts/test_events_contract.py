@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from spotcron.ports import Events
+from spotcron.engine.ports import Events
 
 
 def test_implements_the_protocol(events_impl):

@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
+from spotcron.core.loader import load_jobs
+from spotcron.core.settings import Settings
+from spotcron.core.spec import JobSpec
 from spotcron.deploy.apply import DeployResult, PlanResult, SilentReporter, compute_plan, run_deploy
 from spotcron.deploy.calls import Caller
 from spotcron.deploy.planner import Action
 from spotcron.deploy.source import SourceBundle, build_source
-from spotcron.settings import Settings
-from spotcron.spec import JobSpec
-from spotcron.spec_loader import load_jobs
 from tests.deploy.fakes.cloud import FakeCloud
 from tests.gcp.fixtures import pubsub_host  # noqa: F401  (the shared Pub/Sub emulator, for test_topic_behaviour)
 

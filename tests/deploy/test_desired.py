@@ -6,13 +6,13 @@ import json
 
 import pytest
 
+from spotcron.core.loader import load_jobs
+from spotcron.core.settings import Settings
 from spotcron.deploy.desired import desired_state, function_environment, scheduler_data, sweep_schedule
 from spotcron.deploy.iam import Binding, bindings, security_problems
 from spotcron.deploy.naming import Names
 from spotcron.deploy.planner import plan
 from spotcron.deploy.resources import BUCKET, FUNCTION, IAM_POLICY, SCHEDULER_JOB, SERVICE_ACCOUNT, TOPIC
-from spotcron.settings import Settings
-from spotcron.spec_loader import load_jobs
 from tests.deploy.conftest import JOBS_DIR, make_settings
 
 VM = "serviceAccount:spotcron-vm@demo-proj.iam.gserviceaccount.com"
@@ -85,7 +85,7 @@ def test_sweep_schedule(seconds: int, cron: str) -> None:
 
 
 def test_function_environment_rebuilds_the_settings() -> None:
-    from spotcron.settings import load_settings
+    from spotcron.core.settings import load_settings
 
     settings = make_settings(zones=("europe-west4-a", "europe-west4-b"), region="europe-west4")
     env = function_environment(settings, "https://x.example/job_done")

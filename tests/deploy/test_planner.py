@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from spotcron.core.spec import JobSpec
 from spotcron.deploy.desired import desired_state
 from spotcron.deploy.planner import CREATE, DELETE, UPDATE, Action, format_plan, plan, summary
 from spotcron.deploy.resources import (
@@ -15,7 +16,6 @@ from spotcron.deploy.resources import (
     Resource,
     index,
 )
-from spotcron.spec import JobSpec
 from tests.deploy.conftest import make_settings
 
 SA = "serviceAccount:spotcron-vm@demo-proj.iam.gserviceaccount.com"

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
+from spotcron.core.errors import ConfigError
 from spotcron.deploy.source import build_source
-from spotcron.errors import ConfigError
 from tests.deploy.conftest import make_source_root
 
 
 def tree(root: Path) -> Path:
     make_source_root(root)
     (root / "functions" / "requirements.txt").write_text("functions-framework\n")
-    for rel in ("spotcron/spec.py", "spotcron/engine/launch.py", "spotcron/data/prices.yaml",
+    for rel in ("spotcron/core/spec.py", "spotcron/engine/launch.py", "spotcron/cost/data/prices.yaml",
                 "spotcron/cli/__init__.py", "spotcron/deploy/planner.py", "spotcron/__pycache__/spec.cpython-311.pyc",
                 "vm_images/runner/cloud-init.yaml", "vm_images/bot/Dockerfile"):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -28,8 +28,8 @@ def tree(root: Path) -> Path:
 def test_archive_holds_the_runtime_and_not_the_deployer(tmp_path: Path) -> None:
     bundle = build_source(tree(tmp_path))
     assert bundle.files == (
-        "main.py", "requirements.txt", "spotcron/__init__.py", "spotcron/data/prices.yaml",
-        "spotcron/engine/launch.py", "spotcron/spec.py", "vm_images/runner/cloud-init.yaml",
+        "main.py", "requirements.txt", "spotcron/__init__.py", "spotcron/core/spec.py",
+        "spotcron/cost/data/prices.yaml", "spotcron/engine/launch.py", "vm_images/runner/cloud-init.yaml",
         "vm_images/runner/runner.sh")
     with zipfile.ZipFile(io.BytesIO(bundle.data)) as archive:
         assert archive.read("requirements.txt") == b"functions-framework\n"
@@ -42,7 +42,7 @@ def test_same_code_same_bytes_whatever_the_file_times(tmp_path: Path) -> None:
     second_root = tree(tmp_path / "b")
     os.utime(second_root / "functions" / "main.py", (1_000_000, 1_000_000))
     assert build_source(second_root).data == first.data
-    (second_root / "spotcron" / "spec.py").write_text("# changed\n")
+    (second_root / "spotcron" / "core" / "spec.py").write_text("# changed\n")
     assert build_source(second_root).sha256 != first.sha256
 
 
@@ -57,12 +57,12 @@ def test_missing_requirements_is_a_config_error(tmp_path: Path) -> None:
 
 def test_the_archive_leaves_out_deploy_time_code(tmp_path: Path) -> None:
     root = make_source_root(tmp_path)
-    for package in ("cli", "deploy", "local", "simulation"):
+    for package in ("cli", "deploy", "local", "testing"):
         (root / "spotcron" / package).mkdir()
         (root / "spotcron" / package / "__init__.py").write_text("")
     with zipfile.ZipFile(io.BytesIO(build_source(root).data)) as archive:
         assert not [n for n in archive.namelist() if n.startswith(("spotcron/cli", "spotcron/deploy",
-                                                                     "spotcron/local", "spotcron/simulation"))]
+                                                                     "spotcron/local", "spotcron/testing"))]
 
 
 def test_missing_entry_points_is_a_config_error(tmp_path: Path) -> None:
@@ -77,5 +77,5 @@ def test_the_real_checkout_builds(tmp_path: Path) -> None:
     if not (root / "functions" / "main.py").is_file():
         pytest.skip("functions/main.py is not in this checkout yet")
     bundle = build_source(root)
-    assert "main.py" in bundle.files and "spotcron/settings.py" in bundle.files
+    assert "main.py" in bundle.files and "spotcron/core/settings.py" in bundle.files
     assert not [f for f in bundle.files if f.startswith(("spotcron/cli/", "spotcron/deploy/", "tests/"))]

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from spotcron.core.errors import AlreadyExists, NotFound
 from spotcron.deploy.calls import Caller
-from spotcron.errors import AlreadyExists, NotFound
 from tests.deploy.fakes.cloud import FakeCloud
 
 PROJECT = "test-project"

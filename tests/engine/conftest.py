@@ -1,6 +1,6 @@
 import pytest
 
-from spotcron import entrypoints
+from spotcron.runtime import entrypoints
 
 from .harness import Harness
 

@@ -11,14 +11,15 @@ from typing import Any
 
 import functions_framework
 
-from spotcron import entrypoints, layout
+from spotcron.core import layout
+from spotcron.core.runs import RunRecord, vm_name
+from spotcron.core.settings import Settings
+from spotcron.core.spec import JobSpec
 from spotcron.engine.deps import Deps
 from spotcron.local.signer import instance_claims
-from spotcron.memory import FakeClock, MemoryBlobs, MemoryCompute, MemoryEvents
-from spotcron.runs import RunRecord, vm_name
-from spotcron.settings import Settings
-from spotcron.spec import JobSpec
-from spotcron.tokens import ClockedIdentity
+from spotcron.runtime import entrypoints
+from spotcron.testing.identity import ClockedIdentity
+from spotcron.testing.memory import FakeClock, MemoryBlobs, MemoryCompute, MemoryEvents
 
 SOURCE = str(Path(__file__).resolve().parents[2] / "functions" / "main.py")
 JOB_DONE_URL = "https://us-central1-proj.cloudfunctions.net/job_done"

@@ -29,7 +29,7 @@ def test_hostile_values_reach_the_vm_as_data(h):
     hostile = "$(rm -rf /); `reboot` && echo 'x' | sh"
     spec = make_spec(env={"PAYLOAD": hostile}, command=["python3", "-c", "print(1)"], args=[hostile])
     h.start(spec)
-    from spotcron.descriptor import RunDescriptor
+    from spotcron.core.descriptor import RunDescriptor
 
     descriptor = RunDescriptor.from_metadata(h.compute.created[0].metadata["spotcron-run"])
     assert descriptor.env["PAYLOAD"] == hostile

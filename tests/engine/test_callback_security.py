@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from spotcron.ports import Instance
-from spotcron.tokens import ClockedIdentity
+from spotcron.engine.ports import Instance
+from spotcron.testing.identity import ClockedIdentity
 
 from .harness import make_spec
 
@@ -140,7 +140,7 @@ def test_get_is_not_allowed(running):
 
 
 def test_a_transient_failure_asks_the_runner_to_retry(running):
-    from spotcron.errors import Transient
+    from spotcron.core.errors import Transient
 
     class Unreachable:
         def verify(self, token, audience):

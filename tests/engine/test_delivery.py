@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 from datetime import timedelta
 
-from spotcron.errors import CreateFailed, Transient
-from spotcron.ports import Instance
+from spotcron.core.errors import CreateFailed, Transient
+from spotcron.engine.ports import Instance
 
 from .harness import make_spec
 
@@ -205,8 +205,8 @@ def test_quota_permission_and_image_errors_fail_at_once(h):
 
 
 def test_an_n1_gpu_job_asks_for_accelerators_and_tells_the_runner(h):
-    from spotcron.descriptor import RunDescriptor
-    from spotcron.ports import GpuRequest
+    from spotcron.core.descriptor import RunDescriptor
+    from spotcron.engine.ports import GpuRequest
 
     h.start(make_spec(machine={"type": "n1-standard-8", "gpu": {"type": "nvidia-tesla-t4", "count": 1}}))
     request = h.compute.created[0]
@@ -216,7 +216,7 @@ def test_an_n1_gpu_job_asks_for_accelerators_and_tells_the_runner(h):
 
 
 def test_a_g2_machine_brings_its_own_gpu(h):
-    from spotcron.descriptor import RunDescriptor
+    from spotcron.core.descriptor import RunDescriptor
 
     h.start(make_spec(machine={"type": "g2-standard-4"}))
     request = h.compute.created[0]

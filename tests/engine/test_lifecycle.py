@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from spotcron import layout
-from spotcron.errors import CreateFailed
+from spotcron.core import layout
+from spotcron.core.errors import CreateFailed
 
 from .harness import make_spec
 
@@ -172,7 +172,7 @@ def test_a_stopped_managed_vm_is_deleted_with_its_disk(h):
 
 
 def test_a_run_stuck_in_starting_fails(h):
-    from spotcron.errors import Transient
+    from spotcron.core.errors import Transient
 
     h.compute.fail_create(Transient("timeout"))
     assert h.start(make_spec()).status_code == 500

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from spotcron.ports import GpuRequest, InstanceRequest
+from spotcron.engine.ports import GpuRequest, InstanceRequest
 
 ZONE = "us-central1-a"
 VM_ACCOUNT = "spotcron-vm@test-project.iam.gserviceaccount.com"

@@ -8,7 +8,7 @@ import urllib.request
 
 import pytest
 
-from spotcron.errors import CreateFailed
+from spotcron.core.errors import CreateFailed
 from tests.gcp.fake_compute import _parse_filter
 from tests.gcp.samples import cpu_request
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from spotcron.errors import AlreadyExists, CreateFailed, Transient
+from spotcron.core.errors import AlreadyExists, CreateFailed, Transient
 from spotcron.gcp.compute import MANAGED_FILTER, instance_body
 from spotcron.gcp.errors import ApiError
 from tests.gcp.fixtures import make_google_compute

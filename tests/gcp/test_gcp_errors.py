@@ -8,7 +8,7 @@ import pytest
 import requests
 from google.api_core import exceptions as gexc
 
-from spotcron.errors import (
+from spotcron.core.errors import (
     AlreadyExists,
     CreateFailed,
     NotFound,

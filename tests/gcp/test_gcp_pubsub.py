@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from spotcron.errors import NotFound
+from spotcron.core.errors import NotFound
 from spotcron.gcp.pubsub import PubSubEvents, encode, topic_path
 from tests.gcp.emulators import EmulatorMissing, start_pubsub_emulator
 from tests.gcp.fixtures import PROJECT

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from spotcron.errors import PreconditionFailed
+from spotcron.core.errors import PreconditionFailed
 from spotcron.gcp.errors import ApiError
 from tests.gcp.fixtures import BUCKET
 

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from spotcron import layout
-from spotcron.spec_loader import load_jobs
+from spotcron.core import layout
+from spotcron.core.loader import load_jobs
 
 from .conftest import spotcron_processes, write_job
 

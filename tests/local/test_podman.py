@@ -12,10 +12,10 @@ import time
 
 import pytest
 
-from spotcron import layout
+from spotcron.core import layout
+from spotcron.core.loader import load_job_file
 from spotcron.local.compute import container_runtime
 from spotcron.local.stack import LocalStack
-from spotcron.spec_loader import load_job_file
 
 from . import podman_image
 from .conftest import spotcron_processes, write_job

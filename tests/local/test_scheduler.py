@@ -6,9 +6,9 @@ import json
 import os
 from datetime import UTC, datetime
 
+from spotcron.core.loader import load_jobs
 from spotcron.local.scheduler import LocalScheduler
-from spotcron.memory import FakeClock
-from spotcron.spec_loader import load_jobs
+from spotcron.testing.memory import FakeClock
 
 from .conftest import write_job
 

@@ -9,11 +9,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from spotcron import entrypoints
-from spotcron.descriptor import METADATA_KEY, RunDescriptor
-from spotcron.errors import Transient
-from spotcron.ports import InstanceRequest
-from spotcron.runs import vm_labels
+from spotcron.core.descriptor import METADATA_KEY, RunDescriptor
+from spotcron.core.errors import Transient
+from spotcron.core.runs import vm_labels
+from spotcron.engine.ports import InstanceRequest
+from spotcron.runtime import entrypoints
 
 from .conftest import spotcron_processes
 
@@ -81,7 +81,7 @@ def test_stopping_closes_the_log_file(make_stack, tmp_path):
 def test_a_second_stack_on_the_same_state_dir_is_refused_until_the_first_stops(tmp_path):
     import os
 
-    from spotcron.errors import SpotcronError
+    from spotcron.core.errors import SpotcronError
     from spotcron.local.stack import LocalStack
 
     first = LocalStack(tmp_path / "state", environ=dict(os.environ), cwd=tmp_path).start()

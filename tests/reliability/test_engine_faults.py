@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from spotcron import layout
-from spotcron.descriptor import RunDescriptor
-from spotcron.errors import CreateFailed
+from spotcron.core import layout
+from spotcron.core.descriptor import RunDescriptor
+from spotcron.core.errors import CreateFailed
 from tests.engine.harness import make_spec
 
 RUN = "20261122-1200"

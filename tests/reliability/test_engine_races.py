@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from spotcron import layout
-from spotcron.errors import CreateFailed, Transient
-from spotcron.ports import Instance
-from spotcron.runs import vm_labels
+from spotcron.core import layout
+from spotcron.core.errors import CreateFailed, Transient
+from spotcron.core.runs import vm_labels
+from spotcron.engine.ports import Instance
 from tests.engine.harness import make_spec
 
 RUN = "20261122-1200"

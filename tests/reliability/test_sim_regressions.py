@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 
-from spotcron import layout
+from spotcron.core import layout
 from tests.engine.harness import make_spec
 
 RUN = "20261122-1200"

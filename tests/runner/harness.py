@@ -27,8 +27,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from spotcron.descriptor import RunDescriptor
-from spotcron.errors import InvalidToken
+from spotcron.core.descriptor import RunDescriptor
+from spotcron.core.errors import InvalidToken
 from spotcron.gcp.identity import GoogleIdentity
 from spotcron.local.bucket import LocalBucket
 from spotcron.local.metadata import LocalMetadataServer

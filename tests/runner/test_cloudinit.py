@@ -7,7 +7,7 @@ import shutil
 import pytest
 import yaml
 
-from spotcron.cloudinit import MARKER, RUNNER_DIR, render_user_data
+from spotcron.runtime.cloudinit import MARKER, RUNNER_DIR, render_user_data
 
 
 def test_user_data_is_cloud_config_carrying_the_runner_byte_for_byte():

@@ -11,7 +11,7 @@ from urllib.parse import quote
 
 import pytest
 
-from spotcron.descriptor import RunDescriptor
+from spotcron.core.descriptor import RunDescriptor
 from tests.runner.harness import RUNNER, needs_runner_tools
 
 pytestmark = needs_runner_tools

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # spotcron VM runner: runs one job attempt on a fresh Spot VM, then reports back.
 #
-# Reads the `spotcron-run` instance attribute (the JSON of spotcron.descriptor.RunDescriptor),
+# Reads the `spotcron-run` instance attribute (the JSON of spotcron.core.descriptor.RunDescriptor),
 # installs the GPU driver when asked, restores /checkpoint from the bucket, runs the job's
 # container until it exits or its deadline passes, uploads logs and results to
 # PREFIX/attempt-N/, writes PREFIX/attempt-N/manifest.json last (only when every upload

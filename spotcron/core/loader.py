@@ -1,0 +1,422 @@
+"""Job files → validated JobSpecs, or one ConfigError that lists every problem in every file.
+
+YAML is composed into nodes first so each problem can name its line. A job is named after its
+file (`jobs/bot.yaml` → `bot`): one source of truth, so renaming the file renames the job and
+two files can never claim the same name silently. A `name:` key is tolerated only when it
+agrees with the file name.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from spotcron.core import catalog
+from spotcron.core.cron.schedule import load_time_zone, parse_schedule
+from spotcron.core.errors import ConfigError, CronError, Problem
+from spotcron.core.settings import Settings
+from spotcron.core.spec import JOB_NAME_MAX, MAX_RUN_SECONDS, MIN_RUN_SECONDS, JobSpec, name_problem
+
+JOB_SUFFIXES = (".yaml", ".yml")
+DEFAULT_GRACE: int = Settings.model_fields["grace"].default
+_CUSTOM_TYPE = re.compile(r"^[a-z0-9]+-custom-\d+-\d+(-ext)?$")
+_MISSING_HINTS = {
+    ("schedule",): "add e.g. schedule: \"0 */4 * * *\"",
+    ("image",): "add e.g. image: us-docker.pkg.dev/my-project/spotcron/bot:latest",
+    ("command",): "add e.g. command: python3 job.py",
+    ("name",): "add e.g. name: cpu",
+    ("type",): "add e.g. type: nvidia-tesla-t4",
+}
+Loc = tuple[str | int, ...]
+
+
+def job_files(paths: Iterable[Path | str]) -> tuple[list[Path], list[Problem]]:
+    """The job files named by `paths`: files as given, directories → their *.yaml/*.yml files."""
+    files: list[Path] = []
+    problems: list[Problem] = []
+    seen: set[Path] = set()
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found = sorted(p for p in path.iterdir() if p.is_file() and _is_job_file(p))
+        elif path.is_file():
+            if path.suffix not in JOB_SUFFIXES:
+                problems.append(Problem(str(path), None, "", "not a job file: job files end in .yaml or .yml"))
+                continue
+            found = [path]
+        else:
+            problems.append(Problem(str(path), None, "", "no such file or directory"))
+            continue
+        for file in found:
+            if file.resolve() not in seen:  # `validate jobs jobs/bot.yaml` checks bot once
+                seen.add(file.resolve())
+                files.append(file)
+    return files, problems
+
+
+def _is_job_file(path: Path) -> bool:
+    stem = path.name.rsplit(".", 1)[0]
+    return (path.suffix in JOB_SUFFIXES and not path.name.startswith(".")
+            and stem != "schema" and not stem.endswith(".schema"))
+
+
+def load_jobs(paths: Iterable[Path | str], *, grace: int = DEFAULT_GRACE) -> list[JobSpec]:
+    """Every job in `paths`, sorted by name; ConfigError with all problems of all files otherwise.
+
+    `grace` is the stack's extra VM lifetime beyond a job's timeout (checked against Compute
+    Engine's maxRunDuration range).
+    """
+    files, problems = job_files(paths)
+    specs: list[JobSpec] = []
+    by_name: dict[str, list[Path]] = {}
+    for file in files:
+        spec, file_problems = check_job_file(file, grace=grace)
+        problems.extend(file_problems)
+        if spec is not None:
+            specs.append(spec)
+        by_name.setdefault(file.stem, []).append(file)
+    for name, same in by_name.items():
+        if len(same) > 1:
+            for file in same:
+                others = ", ".join(str(o) for o in same if o != file)
+                problems.append(Problem(str(file), None, "", f"job name {name!r} is also defined by {others}; a "
+                                        f"job is named after its file, so each file name must be unique"))
+    if problems:
+        raise ConfigError(_sorted(problems))
+    return sorted(specs, key=lambda s: s.name)
+
+
+def load_job_file(path: Path | str, *, grace: int = DEFAULT_GRACE) -> JobSpec:
+    spec, problems = check_job_file(Path(path), grace=grace)
+    if problems or spec is None:
+        raise ConfigError(_sorted(problems))
+    return spec
+
+
+def _sorted(problems: list[Problem]) -> list[Problem]:
+    return sorted(problems, key=lambda p: (p.file, p.line or 0))
+
+
+# --- one file ----------------------------------------------------------------------------------
+
+
+@dataclass
+class _File:
+    """A parsed job file: its data and the line of every key and list item, by path."""
+
+    name: str
+    data: Any = None
+    lines: dict[Loc, int] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+
+    def line(self, loc: Loc) -> int | None:
+        for end in range(len(loc), -1, -1):
+            if loc[:end] in self.lines:
+                return self.lines[loc[:end]]
+        return None
+
+    def add(self, loc: Loc, message: str) -> None:
+        line = self.line(loc)
+        self.problems.append(Problem(self.name, line, field_path(loc), message))
+
+
+def field_path(loc: Loc) -> str:
+    """("matrix", 0, "machine", "type") → "matrix[0].machine.type"."""
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def check_job_file(path: Path, *, grace: int = DEFAULT_GRACE) -> tuple[JobSpec | None, list[Problem]]:
+    """The job in `path` and the problems found; the spec is None when there is any problem."""
+    file = _File(str(path))
+    _parse(path, file)
+    if file.problems:
+        return None, file.problems
+    data = file.data
+    if data is None:
+        file.add((), "the file is empty; a job needs at least schedule: and image:")
+        return None, file.problems
+    if not isinstance(data, dict):
+        file.problems.append(Problem(file.name, file.lines.get((), 1), "",
+                                     f"a job file is a mapping of fields (schedule: ..., image: ...), "
+                                     f"not {_kind(data)}"))
+        return None, file.problems
+
+    data = dict(data)
+    name = path.stem
+    problem = name_problem(name, JOB_NAME_MAX, "job name")
+    if problem:
+        file.problems.append(Problem(file.name, None, "", f"the job name comes from the file name: {problem}; "
+                                                          f"rename the file"))
+        name = "placeholder"  # keep validating the rest of the file
+    if "variant" in data:
+        file.add(("variant",), "reserved: spotcron sets it on the copy of the job made for each matrix entry; "
+                               "define entries under matrix: instead")
+        del data["variant"]
+    if "name" in data:
+        if data["name"] != path.stem:
+            file.add(("name",), f"{data['name']!r} does not match the file name {path.name!r}; a job is named "
+                                f"after its file: rename the file or remove this key")
+        del data["name"]
+
+    _check_raw(data, file)
+    spec = None
+    try:
+        spec = JobSpec.model_validate({**data, "name": name})
+    except ValidationError as exc:
+        for error in exc.errors():
+            _report(error, file)
+    if spec is not None:
+        _check_spec(spec, data, file, grace)
+    return (spec if not file.problems else None), file.problems
+
+
+def _parse(path: Path, file: _File) -> None:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        file.add((), f"cannot read the file: {exc}")
+        return
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is not None:
+            file.data = loader.construct_document(node)  # also resolves `<<` merges in the nodes
+            _walk(node, (), file)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        hint = ""
+        if "\\t" in str(exc.problem) or "\t" in str(exc.problem):
+            hint = "; indent with spaces, not tabs"
+        elif "alias" in str(exc.context):
+            hint = '; quote values that start with * (e.g. schedule: "*/5 * * * *")'
+        context = f" ({exc.context})" if exc.context else ""
+        file.problems.append(Problem(file.name, mark.line + 1 if mark else None, "",
+                                     f"not valid YAML: {exc.problem}{context}{hint}"))
+    except yaml.YAMLError as exc:
+        file.add((), f"not valid YAML: {exc}")
+    finally:
+        loader.dispose()
+
+
+def _walk(node: yaml.Node, loc: Loc, file: _File) -> None:
+    if loc:  # a missing top-level field belongs to the whole file, not to line 1
+        file.lines.setdefault(loc, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[str, int] = {}
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                continue
+            key = key_node.value
+            line = key_node.start_mark.line + 1
+            if key in seen and key != "<<":
+                file.problems.append(Problem(file.name, line, field_path((*loc, key)),
+                                             f"duplicate key; already set on line {seen[key]} (YAML would "
+                                             f"silently keep only the last one)"))
+            seen[key] = line
+            file.lines[(*loc, key)] = line
+            _walk(value_node, (*loc, key), file)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            file.lines[(*loc, index)] = item.start_mark.line + 1
+            _walk(item, (*loc, index), file)
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "empty (null)"
+    if isinstance(value, bool):
+        return f"{str(value).lower()} (true/false)"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list | tuple):
+        return "a list"
+    if isinstance(value, int | float):
+        return f"the number {value!r}"
+    return repr(value)
+
+
+# --- pydantic errors → problems ---------------------------------------------------------------
+
+
+def _model_at(loc: Loc) -> type[BaseModel] | None:
+    """The model whose fields live at `loc` (JobSpec at (), Machine at ("machine",), ...)."""
+    model: type[BaseModel] | None = JobSpec
+    for part in loc:
+        if model is None:
+            return None
+        if isinstance(part, int):
+            continue
+        info = model.model_fields.get(part)
+        model = _model_in(info.annotation) if info else None
+    return model
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()) or ():
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+_TYPE_MESSAGES = {  # pydantic error type -> what to tell a person
+    "string_type": "must be text, not {kind}; put it in quotes if needed",
+    "int_type": "must be a whole number, not {kind}",
+    "int_parsing": "must be a whole number, not {kind}",
+    "int_from_float": "must be a whole number, not {kind}",
+    "bool_type": "must be true or false, not {kind}",
+    "bool_parsing": "must be true or false, not {kind}",
+    "dict_type": "must be a mapping (indented key: value lines), not {kind}",
+    "model_type": "must be a mapping (indented key: value lines), not {kind}",
+    "model_attributes_type": "must be a mapping (indented key: value lines), not {kind}",
+    "tuple_type": "must be a list, not {kind}",
+    "list_type": "must be a list, not {kind}",
+    "greater_than_equal": "{value!r} is too small; the smallest allowed is {ge}",
+    "less_than_equal": "{value!r} is too large; the largest allowed is {le}",
+}
+
+
+def _report(error: Mapping[str, Any], file: _File) -> None:
+    loc: Loc = tuple(p for p in error["loc"] if p != "[key]")
+    kind = error["type"]
+    value = error.get("input")
+    ctx = error.get("ctx") or {}
+    message = error["msg"].removeprefix("Value error, ")
+
+    if kind in _TYPE_MESSAGES:
+        message = _TYPE_MESSAGES[kind].format(kind=_kind(value), value=value, **ctx)
+    elif kind == "extra_forbidden":
+        allowed = [n for n in (_model_at(loc[:-1]) or JobSpec).model_fields if n != "variant"]
+        hint = catalog.suggest(str(loc[-1]), allowed)
+        message = (f"unknown field; did you mean {hint!r}?" if hint
+                   else f"unknown field; allowed here: {', '.join(allowed)}")
+    elif kind == "missing":
+        hint = _MISSING_HINTS.get(loc[-1:], "")
+        message = "required field is missing" + (f"; {hint}" if hint else "")
+    elif kind == "literal_error":
+        allowed = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
+        hint = catalog.suggest(str(value), allowed)
+        message = (f"{value!r} is not allowed; use one of {', '.join(allowed)}"
+                   + (f" (did you mean {hint!r}?)" if hint else ""))
+    elif kind == "value_error" and loc == ("matrix",) and "used twice" in message:
+        return  # _check_raw reported it at the second entry's line
+    elif kind == "value_error" and loc == () and "checkpoint" in message:
+        loc = ("checkpoint",)
+    elif kind != "value_error":
+        message = f"{message} (got {_kind(value)})"
+    file.add(loc, message)
+
+
+# --- checks that need the cron grammar, the zone database, the catalog or the stack -------------
+
+
+def _check_raw(data: dict[str, Any], file: _File) -> None:
+    """Checks on the raw data, so they run even when the model rejects something else."""
+    schedule = data.get("schedule")
+    if isinstance(schedule, str):
+        try:
+            parse_schedule(schedule)
+        except CronError as exc:
+            file.add(("schedule",), str(exc).removeprefix("schedule "))
+    zone = data.get("time_zone")
+    if isinstance(zone, str):
+        try:
+            load_time_zone(zone)
+        except CronError as exc:
+            message = re.sub(r"^unknown time_zone ('[^']*')", r"\1 is not a known time zone", str(exc))
+            file.add(("time_zone",), message.removeprefix("time_zone "))
+    _check_machine(data.get("machine"), ("machine",), file)
+    entries = data.get("matrix")
+    if isinstance(entries, list):
+        names: dict[str, int] = {}
+        for index, entry in enumerate(entries):
+            if not isinstance(entry, dict):
+                continue
+            _check_machine(entry.get("machine"), ("matrix", index, "machine"), file)
+            name = entry.get("name")
+            if isinstance(name, str) and name in names:
+                file.add(("matrix", index, "name"), f"{name!r} is already the name of matrix[{names[name]}]; "
+                                                    f"entry names must be unique within the job")
+            elif isinstance(name, str):
+                names[name] = index
+
+
+def _check_machine(machine: Any, loc: Loc, file: _File) -> None:
+    if not isinstance(machine, dict):
+        return
+    _check_machine_type(machine.get("type"), (*loc, "type"), file)
+    gpu = machine.get("gpu")
+    if isinstance(gpu, dict) and isinstance(gpu.get("type"), str):
+        problem = _gpu_type_problem(gpu["type"])
+        if problem:
+            file.add((*loc, "gpu", "type"), problem)
+
+
+def _gpu_type_problem(name: str) -> str | None:
+    """Unknown or retired GPU model, whatever it is attached to."""
+    gpu = catalog.gpu_type(name)
+    if gpu is not None and not gpu.retired:
+        return None
+    return catalog.gpu_problem("", name, 1)
+
+
+def _check_machine_type(name: Any, loc: Loc, file: _File) -> None:
+    if not isinstance(name, str) or catalog.machine_type(name) is not None:
+        return
+    if _CUSTOM_TYPE.match(name):
+        file.add(loc, f"{name!r}: custom machine types are not supported; pick a predefined type such as "
+                      f"n2-standard-4 or e2-highmem-2")
+        return
+    hint = catalog.suggest(name, catalog.MACHINE_TYPES)
+    families = ", ".join(sorted({m.family for m in catalog.MACHINE_TYPES.values()}))
+    file.add(loc, f"{name!r} is not a machine type; did you mean {hint!r}?" if hint else
+                  f"{name!r} is not a machine type spotcron knows (families: {families}); see docs/jobs.md")
+
+
+def _check_spec(spec: JobSpec, data: dict[str, Any], file: _File, grace: int) -> None:
+    """Checks that need parsed values: GPUs per resolved variant, the VM lifetime."""
+    total = spec.timeout + grace
+    if total > MAX_RUN_SECONDS:
+        file.add(("timeout",), f"{data.get('timeout')!r} plus the stack's grace ({grace}s) is {total}s, but "
+                               f"Compute Engine's maxRunDuration allows at most 120 days ({MAX_RUN_SECONDS}s); "
+                               f"use a timeout of at most {MAX_RUN_SECONDS - grace}s")
+    elif total < MIN_RUN_SECONDS:
+        file.add(("timeout",), f"{data.get('timeout')!r} plus the stack's grace ({grace}s) is {total}s, but "
+                               f"Compute Engine's maxRunDuration is at least {MIN_RUN_SECONDS}s; use a timeout "
+                               f"of at least {MIN_RUN_SECONDS - grace}s")
+
+    seen: set[tuple[int | None, str, str]] = set()
+    raw_entries = data.get("matrix") or []
+    for index, variant in enumerate(spec.variants()):
+        gpu = variant.machine.gpu
+        if gpu is None or _gpu_type_problem(gpu.type):
+            continue  # no GPU, or an unknown one that _check_raw reported
+        problem = catalog.gpu_problem(variant.machine.type, gpu.type, gpu.count)
+        if problem is None:
+            continue
+        raw_machine = (raw_entries[index].get("machine") or {}) if spec.matrix else {}
+        base: Loc = ("matrix", index, "machine") if spec.matrix else ("machine",)
+        if "gpu" in raw_machine:
+            loc = (*base, "gpu", "count" if "count" in problem else "type")
+        elif "type" in raw_machine:
+            loc = (*base, "type")
+            if spec.machine.gpu is not None:
+                problem += ("; the job's machine.gpu applies to every matrix entry that sets none: move it "
+                            "into the entries that need it")
+        else:
+            loc = ("machine", "gpu")
+        key = (file.line(loc), field_path(loc), problem)
+        if key not in seen:
+            seen.add(key)
+            file.add(loc, problem)

@@ -1,0 +1,112 @@
+"""Deployment settings: infra/stack.yaml, every value overridable by a SPOTCRON_* variable.
+
+Loaded and validated like a job spec. Library code never reads os.environ itself: callers pass
+the environment mapping in (the CLI and the functions pass os.environ).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from spotcron.core.durations import parse_duration
+from spotcron.core.errors import ConfigError, Problem
+
+_ZONE = re.compile(r"^[a-z]+-[a-z]+\d+-[a-z]$")
+_REGION = re.compile(r"^[a-z]+-[a-z]+\d+$")
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    project: str = "my-project"
+    region: str = "us-central1"
+    zones: tuple[str, ...] = ("us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f")
+    bucket: str = "my-project-spotcron"
+    functions_service_account: str = "spotcron-functions"
+    vm_service_account: str = "spotcron-vm"
+    sweep_interval: int = 300
+    start_topic: str = "spotcron-start"
+    sweep_topic: str = "spotcron-sweep"
+    events_topic: str = "spotcron-events"
+    job_done_url: str = ""  # filled in by deploy once the function exists; local mode sets its own
+    image_family: str = "projects/cos-cloud/global/images/family/cos-stable"
+    grace: int = Field(300, description="seconds a VM may outlive its job's timeout (boot, pull, upload)")
+    results_retention_days: int = Field(90, ge=1)
+
+    @field_validator("sweep_interval", "grace", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> int:
+        return parse_duration(value)
+
+    @field_validator("zones")
+    @classmethod
+    def _zones(cls, zones: tuple[str, ...]) -> tuple[str, ...]:
+        for zone in zones:
+            if not _ZONE.match(zone):
+                raise ValueError(f"{zone!r} is not a zone name like us-central1-a")
+        if not zones:
+            raise ValueError("at least one zone is needed")
+        return zones
+
+    @field_validator("region")
+    @classmethod
+    def _region(cls, region: str) -> str:
+        if not _REGION.match(region):
+            raise ValueError(f"{region!r} is not a region name like us-central1")
+        return region
+
+    def account_email(self, account: str) -> str:
+        return account if "@" in account else f"{account}@{self.project}.iam.gserviceaccount.com"
+
+    @property
+    def vm_service_account_email(self) -> str:
+        return self.account_email(self.vm_service_account)
+
+    @property
+    def functions_service_account_email(self) -> str:
+        return self.account_email(self.functions_service_account)
+
+
+ENV_PREFIX = "SPOTCRON_"
+
+
+def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
+    """SPOTCRON_PROJECT=x → {"project": "x"}; SPOTCRON_ZONES is comma-separated."""
+    overrides: dict[str, Any] = {}
+    for field in Settings.model_fields:
+        value = environ.get(ENV_PREFIX + field.upper())
+        if value is None or value == "":
+            continue
+        overrides[field] = tuple(z.strip() for z in value.split(",") if z.strip()) if field == "zones" else value
+    return overrides
+
+
+def load_settings(path: Path | None, environ: Mapping[str, str]) -> Settings:
+    """Settings from `path` (when it exists) with SPOTCRON_* overrides; ConfigError lists every problem."""
+    raw: dict[str, Any] = {}
+    name = str(path) if path else "<environment>"
+    if path is not None and path.exists():
+        try:
+            loaded = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as exc:
+            line = exc.problem_mark.line + 1 if getattr(exc, "problem_mark", None) else None
+            raise ConfigError([Problem(name, line, "", f"not valid YAML: {exc}")]) from None
+        if not isinstance(loaded, dict):
+            raise ConfigError([Problem(name, 1, "", "must be a mapping of settings")])
+        raw.update(loaded)
+    raw.update(env_overrides(environ))
+    try:
+        return Settings.model_validate(raw)
+    except ValidationError as exc:
+        problems = [
+            Problem(name, None, ".".join(str(p) for p in err["loc"]),
+                    err["msg"].removeprefix("Value error, ") + f" (got {err.get('input')!r})")
+            for err in exc.errors()
+        ]
+        raise ConfigError(problems) from None

@@ -1,0 +1,368 @@
+"""The job spec: one YAML file in jobs/, parsed once into this validated, frozen model.
+
+Nothing downstream of `spotcron.core.loader` sees raw dicts. The loader turns pydantic's errors
+into file:line messages; the field validators here say what is wrong and what is allowed.
+Checks that need outside knowledge (the cron grammar, the time zone database, the machine
+catalog, the deployment's grace period) live in the loader, so a payload that was valid when it
+was deployed still loads in the start function.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    field_validator,
+    model_validator,
+)
+
+from spotcron.core import catalog
+from spotcron.core.durations import parse_duration
+
+JOB_NAME_MAX = 30  # "sc-" + job + "-" + run id (13) + "-" + entry (12) + "-a1" = 63, Compute Engine's limit
+ENTRY_NAME_MAX = 12
+_NAME = re.compile(r"^[a-z](?:[a-z0-9-]*[a-z0-9])?$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ZONE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-[a-z]$")
+_REGION = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
+# A container image reference: [host[:port]/]path[:tag][@digest]; the path is lowercase.
+_IMAGE = re.compile(
+    r"^(?:(?:[a-zA-Z0-9-]+\.)*[a-zA-Z0-9-]+(?::[0-9]+)?/)?"
+    r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$"
+)
+DESCRIPTION_MAX = 500  # Cloud Scheduler refuses a longer description on the job's entry
+MAX_RUN_SECONDS = 120 * 86400  # Compute Engine's longest scheduling.maxRunDuration
+MIN_RUN_SECONDS = 30  # and its shortest
+
+
+def name_problem(name: str, limit: int, what: str) -> str | None:
+    """Why `name` cannot be a job or matrix entry name (it goes into VM names and labels)."""
+    if not isinstance(name, str) or not _NAME.match(name) or len(name) > limit:
+        return (f"{name!r} is not a valid {what}: use lowercase letters, digits and hyphens, start with a "
+                f"letter, end with a letter or digit, at most {limit} characters (it becomes part of "
+                f"VM names and labels)")
+    return None
+
+
+def _argv(value: Any) -> Any:
+    """A command is an argv list; a string is split like a shell would, but never run by one."""
+    if isinstance(value, str):
+        try:
+            return tuple(shlex.split(value))
+        except ValueError as exc:
+            raise ValueError(f"{value!r} cannot be split into words ({exc}); write it as a list") from None
+    if isinstance(value, list | tuple):
+        # YAML reads `--steps, 20` as a string and an int; both are words of the command line.
+        return tuple(_scalar_text(item) for item in value)
+    return value
+
+
+def _scalar_text(value: Any) -> Any:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int | float):
+        return str(value)
+    return value
+
+
+def _env_values(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _scalar_text(v) for k, v in value.items()}
+    return value
+
+
+def _env_name(name: str) -> str:
+    if not _ENV_NAME.match(name):
+        raise ValueError(f"{name!r} is not a valid environment variable name: use letters, digits and "
+                         f"underscores, not starting with a digit (e.g. MY_SETTING)")
+    return name
+
+
+def _zone(zone: str) -> str:
+    if _REGION.match(zone):
+        raise ValueError(f"{zone!r} is a region, not a zone; name zones in it, e.g. {zone}-a")
+    if not _ZONE.match(zone):
+        raise ValueError(f"{zone!r} is not a zone name; write e.g. us-central1-a (region-letter)")
+    return zone
+
+
+Argv = Annotated[tuple[str, ...], BeforeValidator(_argv, json_schema_input_type=str | list[str | int | float])]
+EnvName = Annotated[str, AfterValidator(_env_name)]
+EnvMap = Annotated[dict[EnvName, str],
+                   BeforeValidator(_env_values, json_schema_input_type=dict[str, str | int | float | bool])]
+Zone = Annotated[str, AfterValidator(_zone)]
+Duration = Annotated[int, BeforeValidator(parse_duration, json_schema_input_type=int | str), PlainSerializer(int)]
+
+
+def _with_bundled_gpu(data: Any) -> Any:
+    """Accelerator-optimized types (g2, a2, a3) always come with their GPUs: record them in `gpu`."""
+    if isinstance(data, Mapping) and data.get("gpu") is None and isinstance(data.get("type"), str):
+        machine = catalog.machine_type(data["type"])
+        if machine is not None and machine.bundled_gpu:
+            return {**data, "gpu": {"type": machine.gpu_type, "count": machine.gpu_count}}
+    return data
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Gpu(_Model):
+    type: str = Field(description="GPU model as Compute Engine names it, e.g. nvidia-tesla-t4 or nvidia-l4")
+    count: int = Field(1, ge=1, le=16, description="how many GPUs; g2/a2/a3 machine types fix this number")
+
+
+class Machine(_Model):
+    type: str = Field("e2-small", description="Compute Engine machine type, e.g. e2-small, n1-standard-1, g2-standard-8")
+    spot: bool = Field(True, description="run as a Spot VM (60-91% cheaper, may be preempted); false for on-demand")
+    zones: tuple[Zone, ...] = Field(
+        (), description="zones to try in order (stockout moves on to the next); empty: the stack's zones")
+    disk_gb: int = Field(10, ge=10, le=2048, description="boot disk size in GB (deleted with the VM)")
+    gpu: Gpu | None = Field(None, description="GPUs to attach (N1 types) or built in (g2/a2/a3: filled in for you)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bundled(cls, data: Any) -> Any:
+        return _with_bundled_gpu(data)
+
+
+class MachineOverride(_Model):
+    """A matrix entry's changes to `machine`; unset fields keep the job's value."""
+
+    type: str | None = Field(None, description="machine type for this entry")
+    spot: bool | None = Field(None, description="Spot (true) or on-demand (false) for this entry")
+    zones: tuple[Zone, ...] | None = Field(None, description="zones for this entry")
+    disk_gb: int | None = Field(None, ge=10, le=2048, description="boot disk size in GB for this entry")
+    gpu: Gpu | None = Field(None, description="GPUs for this entry")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bundled(cls, data: Any) -> Any:
+        return _with_bundled_gpu(data)
+
+
+class Retries(_Model):
+    preemption: int = Field(3, ge=0, le=10, description="new attempts (in the next zone) after a Spot preemption")
+    failure: int = Field(0, ge=0, le=5, description="new attempts after the container exits non-zero")
+
+
+class LocalRun(_Model):
+    command: Argv = Field(description="what `spotcron up` runs when no container runtime has the image, "
+                                      "from the repository root, e.g. python3 vm_images/bot/bot.py")
+
+    @field_validator("command")
+    @classmethod
+    def _not_empty(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if not value:
+            raise ValueError("is empty; write the command to run, e.g. python3 vm_images/bot/bot.py")
+        return value
+
+
+class MatrixEntry(_Model):
+    name: str = Field(description=f"entry name: lowercase letters, digits, hyphens, at most {ENTRY_NAME_MAX} "
+                                  f"characters, unique within the job")
+    machine: MachineOverride = Field(MachineOverride(), description="changes to the job's machine")
+    env: EnvMap = Field({}, description="variables added to (or replacing) the job's env")
+    args: Argv | None = Field(None, description="replaces the job's args for this entry")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        problem = name_problem(value, ENTRY_NAME_MAX, "matrix entry name")
+        if problem:
+            raise ValueError(problem)
+        return value
+
+
+Concurrency = Literal["allow", "forbid", "replace"]
+
+
+class JobSpec(_Model):
+    name: str = Field(description="the job's name; always the file name without .yaml (optional in the file, "
+                                  "and when present it must equal the file name)")
+    schedule: str = Field(description="when to run: a 5-field cron expression as Cloud Scheduler reads it, "
+                                      "e.g. '0 */4 * * *' (every 4 hours)")
+    time_zone: str = Field("Etc/UTC", description="IANA time zone the schedule is read in, e.g. Europe/Berlin")
+    description: str = Field("", description="free text shown in listings and on the scheduler entry")
+    paused: bool = Field(False, description="true: deploy the schedule paused; no runs until resumed")
+    image: str = Field(description="container image to run, e.g. us-docker.pkg.dev/PROJECT/REPO/IMAGE:TAG")
+    command: Argv | None = Field(None, description="replaces the image's entrypoint (string or list)")
+    args: Argv = Field((), description="arguments passed to the entrypoint (string or list)")
+    env: EnvMap = Field({}, description="environment variables for the container")
+    machine: Machine = Field(Machine(), description="the VM that runs the job")
+    timeout: Duration = Field(600, description="kill the container after this long (90s, 10m, 2h, 1d); the VM "
+                                               "deletes itself at timeout + the stack's grace")
+    retries: Retries = Field(Retries(), description="how often to try again")
+    on_demand_fallback: bool = Field(False, description="when every zone is out of Spot capacity, run on-demand")
+    concurrency: Concurrency = Field("forbid", description="if the previous run is still going: forbid (skip "
+                                                          "this one), allow (run both), replace (stop the old)")
+    starting_deadline: Duration = Field(600, description="a trigger later than this after its scheduled time "
+                                                         "is recorded as skipped (missed), not run")
+    results: str = Field("/results", description="container directory uploaded to the bucket when the run ends")
+    checkpoint: str | None = Field(None, description="container directory saved to the bucket and restored on "
+                                                     "the next attempt after a preemption, e.g. /checkpoint")
+    history_limit: int = Field(50, ge=1, le=10000, description="how many runs of this job to keep")
+    matrix: tuple[MatrixEntry, ...] = Field((), description="run once per entry on each tick (e.g. one per "
+                                                            "machine type); entries override machine/env/args")
+    local: LocalRun | None = Field(None, description="how `spotcron up` runs the job without a container runtime")
+    # Set only on the resolved copies that `variants()` returns; never written in a job file.
+    variant: str | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _job_name(cls, value: str) -> str:
+        problem = name_problem(value, JOB_NAME_MAX, "job name")
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("description")
+    @classmethod
+    def _description(cls, value: str) -> str:
+        if len(value) > DESCRIPTION_MAX:
+            raise ValueError(f"is {len(value)} characters long; the job's Cloud Scheduler entry takes at most "
+                             f"{DESCRIPTION_MAX}: shorten it")
+        return value
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, value: str) -> str:
+        if not _IMAGE.match(value):
+            raise ValueError(f"{value!r} is not a container image reference; write e.g. "
+                             f"us-docker.pkg.dev/my-project/spotcron/bot:latest (lowercase path, no spaces)")
+        return value
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if value is not None and not value:
+            raise ValueError("is empty; leave command out to use the image's entrypoint")
+        return value
+
+    @field_validator("timeout")
+    @classmethod
+    def _timeout(cls, value: int) -> int:
+        # The VM's maxRunDuration is timeout + grace; the loader checks that sum against 30s..120d.
+        if not 1 <= value <= MAX_RUN_SECONDS:
+            raise ValueError(f"{value}s is outside 1s..120d; Compute Engine deletes a VM after at most "
+                             f"120 days (maxRunDuration)")
+        return value
+
+    @field_validator("starting_deadline")
+    @classmethod
+    def _starting_deadline(cls, value: int) -> int:
+        if not 30 <= value <= 86400:
+            raise ValueError(f"{value}s is outside 30s..1d; shorter would skip runs whose trigger was merely "
+                             f"slow (delivery and a cold start take seconds), longer would start a day-old run")
+        return value
+
+    @field_validator("results", "checkpoint")
+    @classmethod
+    def _absolute_path(cls, value: str | None) -> str | None:
+        if value is not None and (not value.startswith("/") or value.rstrip("/") == ""):
+            raise ValueError(f"{value!r} is not an absolute container directory; write e.g. /results")
+        return value
+
+    @field_validator("matrix")
+    @classmethod
+    def _unique_entries(cls, entries: tuple[MatrixEntry, ...]) -> tuple[MatrixEntry, ...]:
+        seen: set[str] = set()
+        for entry in entries:
+            if entry.name in seen:
+                raise ValueError(f"matrix entry name {entry.name!r} is used twice; names must be unique "
+                                 f"within the job")
+            seen.add(entry.name)
+        return entries
+
+    @model_validator(mode="after")
+    def _distinct_dirs(self) -> JobSpec:
+        if self.checkpoint is not None:
+            a, b = self.results.rstrip("/") + "/", self.checkpoint.rstrip("/") + "/"
+            if a.startswith(b) or b.startswith(a):
+                raise ValueError(f"checkpoint {self.checkpoint!r} and results {self.results!r} overlap; "
+                                 f"use separate directories such as /checkpoint and /results")
+        return self
+
+    @property
+    def key(self) -> str:
+        """The job name plus the matrix entry, as it appears in run ids and tables."""
+        return f"{self.name}/{self.variant}" if self.variant else self.name
+
+    def variants(self) -> list[JobSpec]:
+        """One resolved spec per run of a tick: the matrix entries, or the job itself."""
+        if not self.matrix:
+            return [self]
+        resolved = []
+        for entry in self.matrix:
+            overrides = entry.machine.model_dump(exclude_none=True)
+            if entry.machine.gpu is not None:
+                overrides["gpu"] = entry.machine.gpu
+            machine = self.machine.model_copy(update=overrides)
+            update: dict[str, Any] = {
+                "machine": machine,
+                "env": {**self.env, **entry.env},
+                "matrix": (),
+                "variant": entry.name,
+            }
+            if entry.args is not None:
+                update["args"] = entry.args
+            resolved.append(self.model_copy(update=update))
+        return resolved
+
+    def variant_named(self, name: str | None) -> JobSpec:
+        for spec in self.variants():
+            if spec.variant == name:
+                return spec
+        raise KeyError(f"job {self.name!r} has no matrix entry {name!r}")
+
+    def to_payload(self) -> dict[str, Any]:
+        """The JSON that Cloud Scheduler publishes to the start topic for this job."""
+        return self.model_dump(mode="json")
+
+    @classmethod
+    def from_payload(cls, data: Mapping[str, Any]) -> JobSpec:
+        return cls.model_validate(data)
+
+
+def job_file_schema() -> dict[str, Any]:
+    """JSON Schema of a job file, for editors (`# yaml-language-server: $schema=./schema.json`).
+
+    The model's own schema, minus what a file never says (`variant`; `name` comes from the file
+    name), plus the patterns and choices the validators enforce, so editors flag them early.
+    """
+    schema = JobSpec.model_json_schema(mode="validation")
+    defs = schema["$defs"]
+    props = schema["properties"]
+    del props["variant"]
+    schema["required"] = [name for name in schema["required"] if name != "name"]
+    props["name"].update(pattern=_NAME.pattern, maxLength=JOB_NAME_MAX)
+    defs["MatrixEntry"]["properties"]["name"].update(pattern=_NAME.pattern, maxLength=ENTRY_NAME_MAX)
+    duration = {"type": "string", "pattern": r"^\s*\d+\s*[smhd]?\s*$"}
+    for key in ("timeout", "starting_deadline"):
+        props[key]["anyOf"] = [{"type": "integer", "minimum": 0}, duration]
+    for env in (props["env"], defs["MatrixEntry"]["properties"]["env"]):
+        env["propertyNames"] = {"pattern": _ENV_NAME.pattern}
+    machine_types = sorted(catalog.MACHINE_TYPES)
+    gpu_types = sorted(name for name, gpu in catalog.GPU_TYPES.items() if not gpu.retired)
+    defs["Machine"]["properties"]["type"]["enum"] = machine_types
+    defs["Machine"]["properties"]["zones"]["items"]["pattern"] = _ZONE.pattern
+    override = defs["MachineOverride"]["properties"]
+    override["type"]["anyOf"][0]["enum"] = machine_types
+    override["zones"]["anyOf"][0]["items"]["pattern"] = _ZONE.pattern
+    defs["Gpu"]["properties"]["type"]["enum"] = gpu_types
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "spotcron job",
+        "description": "One scheduled job: jobs/NAME.yaml. Generated by `spotcron schema`; see docs/jobs.md.",
+        **{k: v for k, v in schema.items() if k != "title"},
+    }

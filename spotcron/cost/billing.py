@@ -1,0 +1,336 @@
+"""What a run cost, and what a job will cost a month: pure arithmetic over a price table.
+
+Billing model (Compute Engine): every VM — every attempt of a run — is billed per second with a
+one-minute minimum for its vCPUs, memory and GPUs, at the price of its provisioning model (Spot
+or on-demand), from creation to deletion; its boot disk is billed per GB-month, prorated per
+second, with no minimum. Around the VM each run costs function invocations (one `start_job`,
+one `job_done` per attempt) and a little storage; the stack adds the sweep and one scheduler
+entry per job.
+
+The monthly projection counts a month as 30 days, like the recipe this project grew from, and
+compares each job with that recipe's "classic" design: a stopped VM kept between runs (its
+persistent disk billed all month), started and stopped by two scheduler rules per job.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from spotcron.core.catalog import boot_disk_type
+from spotcron.core.runs import Attempt, RunRecord
+from spotcron.core.spec import JobSpec
+from spotcron.cost.prices import FunctionPrice, PriceTable, gpu_key, parse_gpu
+
+BILLING_MINIMUM_S = 60
+MONTH_DAYS = 30
+SECONDS_PER_MONTH = MONTH_DAYS * 86400
+RUN_ITEMS = ("compute", "gpu", "disk", "functions")
+MONTHLY_ITEMS = ("compute", "gpu", "disk", "scheduler", "functions", "storage")
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What the system does around a VM: assumptions, not prices. Override per call."""
+
+    start_seconds: float = 2.0  # start_job: validate, insert the VM without waiting, write the record
+    done_seconds: float = 2.0  # job_done: verify the token, finalize the record, delete the VM
+    sweep_seconds: float = 1.0  # one sweep pass over the managed VMs
+    # The recipe's start/stop functions wait for the operation: about 60 s each, as it says.
+    classic_function_seconds: float = 60.0
+    results_mb_per_run: float = 1.0  # logs, manifest and results of one run
+    objects_per_run: int = 7  # run.json (3 writes), logs, results, manifest, index.html
+    disk_type: str | None = None  # None: what the engine gives the machine (catalog.boot_disk_type)
+    classic_disk_type: str = "pd-standard"
+
+
+DEFAULT_USAGE = Usage()
+
+
+@dataclass(frozen=True)
+class RunCost:
+    total_usd: float
+    items: dict[str, float]
+
+
+@dataclass(frozen=True)
+class FunctionUse:
+    """Function invocations and their billed instance-seconds (each rounded up to the granularity)."""
+
+    invocations: float = 0.0
+    seconds: float = 0.0
+
+    @classmethod
+    def of(cls, price: FunctionPrice, invocations: float, seconds_each: float) -> FunctionUse:
+        return cls(invocations, invocations * price.billed_seconds(seconds_each))
+
+    def __add__(self, other: FunctionUse) -> FunctionUse:
+        return FunctionUse(self.invocations + other.invocations, self.seconds + other.seconds)
+
+    def __mul__(self, factor: float) -> FunctionUse:
+        return FunctionUse(self.invocations * factor, self.seconds * factor)
+
+    def usd(self, price: FunctionPrice) -> float:
+        return self.invocations * price.per_million_invocations / 1e6 + self.seconds * price.per_second
+
+
+# --- one run -----------------------------------------------------------------------------------
+
+
+def billed_vm_seconds(seconds: float) -> int:
+    """Per second, rounded up, with the one-minute minimum: 20 s bills 60, 61 s bills 61."""
+    return max(BILLING_MINIMUM_S, math.ceil(seconds - 1e-9))
+
+
+def attempt_seconds(attempt: Attempt, now: datetime | None = None) -> float | None:
+    """How long the attempt's VM existed; a VM not yet deleted counts until `now` when given."""
+    if attempt.vm_seconds is not None:
+        return attempt.vm_seconds
+    if attempt.created_at is not None and now is not None:
+        return max(0.0, (now - attempt.created_at).total_seconds())
+    return None
+
+
+def vm_items(machine_type: str, spot: bool, gpu: str | None, disk_gb: float, seconds: float,
+             table: PriceTable, region: str, disk_type: str | None) -> dict[str, float]:
+    """compute, gpu and disk for one VM that lived `seconds`."""
+    billed = billed_vm_seconds(seconds)
+    compute = table.machine_hourly(machine_type, spot, region) * billed / 3600
+    gpu_usd = 0.0
+    if gpu:
+        gpu_type, count = parse_gpu(gpu)
+        bundled = table.bundled_gpus(machine_type)
+        if bundled is None or gpu_key(bundled[0]) != gpu_key(gpu_type):
+            gpu_usd = table.gpu_hourly(gpu_type, spot, region) * count * billed / 3600
+    disk_type = disk_type or boot_disk_type(machine_type)
+    disk = disk_gb * table.disk_gb_month(disk_type, region) * seconds / (table.hours_per_month * 3600)
+    return {"compute": compute, "gpu": gpu_usd, "disk": disk}
+
+
+def run_cost(record: RunRecord, table: PriceTable, region: str, *, usage: Usage = DEFAULT_USAGE,
+             now: datetime | None = None, sweep_invocations: float = 0.0) -> RunCost:
+    """The cost of one run: every attempt's VM, plus its function invocations.
+
+    Attempts whose VM was never created cost nothing. A VM not yet deleted is billed up to `now`
+    when given, else left out. `sweep_invocations` is the share of sweep passes to charge to this
+    run (the engine may pass sweeps per month / runs per month; default none).
+    """
+    items = dict.fromkeys(RUN_ITEMS, 0.0)
+    vms = 0
+    for attempt in record.attempts:
+        seconds = attempt_seconds(attempt, now)
+        if seconds is None:
+            continue
+        vms += 1
+        one = vm_items(attempt.machine_type, attempt.provisioning_model == "SPOT", attempt.gpu,
+                       attempt.disk_gb, seconds, table, region, usage.disk_type)
+        for key, value in one.items():
+            items[key] += value
+    price = table.functions
+    # One start_job per run, one job_done (or sweep action) per attempt that had a VM.
+    calls = (FunctionUse.of(price, 1, usage.start_seconds) + FunctionUse.of(price, vms, usage.done_seconds)
+             + FunctionUse.of(price, sweep_invocations, usage.sweep_seconds))
+    items["functions"] = calls.usd(price)
+    return RunCost(total_usd=sum(items.values()), items=items)
+
+
+# --- runs per month ----------------------------------------------------------------------------
+
+
+def runs_per_month(schedule: str, time_zone: str, start: datetime) -> float:
+    """Fire times per 30 days, averaged over the 365 days after `start`.
+
+    A year, not one 30-day window, so that a monthly or quarterly job does not count 0 or 2
+    depending on the day one asks, and DST changes average out. A schedule that fires at least
+    hourly on average is counted over four whole weeks instead (weekday patterns stay exact) and
+    scaled to 30 days: the same figure within DST noise, without walking 500,000 minutes.
+    """
+    from spotcron.core.cron.schedule import load_time_zone, parse_schedule
+
+    tz = load_time_zone(time_zone)
+    cron = parse_schedule(schedule)
+    weeks = _count_fires(cron, tz, start, start + timedelta(days=28))
+    if weeks >= 28 * 24:
+        return weeks * MONTH_DAYS / 28
+    return (weeks + _count_fires(cron, tz, start + timedelta(days=28), start + timedelta(days=365))) \
+        * MONTH_DAYS / 365
+
+
+def _count_fires(cron, tz, start: datetime, end: datetime, chunk: int = 1000) -> int:
+    """Fire instants in [start, end)."""
+    after, count = start - timedelta(microseconds=1), 0
+    while True:
+        times = cron.upcoming(after, tz, chunk)
+        inside = sum(1 for t in times if t < end)
+        count += inside
+        if inside < len(times) or not times:
+            return count
+        after = times[-1]
+
+
+# --- monthly projection ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VariantLoad:
+    """One VM per tick: its machine and how long it lives per run."""
+
+    variant: str | None
+    machine_type: str
+    spot: bool
+    gpu: str | None
+    disk_gb: int
+    vm_seconds: float
+    basis: str  # "runtime" or "history (N runs)"
+
+
+@dataclass(frozen=True)
+class JobProjection:
+    job: str
+    runs_per_month: float
+    variants: tuple[VariantLoad, ...]
+    items: dict[str, float]
+    classic_items: dict[str, float]
+    functions_use: FunctionUse = field(default_factory=FunctionUse)
+    scheduler_entries: int = 1
+
+    @property
+    def monthly_usd(self) -> float:
+        return sum(self.items.values())
+
+    @property
+    def classic_monthly_usd(self) -> float:
+        return sum(self.classic_items.values())
+
+    def to_json(self) -> dict:
+        return {
+            "job": self.job,
+            "monthly_usd": round(self.monthly_usd, 6),
+            "classic_monthly_usd": round(self.classic_monthly_usd, 6),
+            "items": {k: round(v, 6) for k, v in self.items.items()},
+            "classic_items": {k: round(v, 6) for k, v in self.classic_items.items()},
+            "runs_per_month": round(self.runs_per_month, 3),
+            "vm_seconds_per_run": {v.variant or self.job: round(v.vm_seconds, 1) for v in self.variants},
+        }
+
+
+def project_job(spec: JobSpec, *, runs_per_month: float, runtime_s: float, table: PriceTable, region: str,
+                history: Mapping[tuple[str, str | None], tuple[float, int]] | None = None,
+                usage: Usage = DEFAULT_USAGE, retention_days: int = 90) -> JobProjection:
+    """Monthly cost of `spec` and of the classic design, itemised.
+
+    VM seconds per run come from `history` ((job, variant) → (mean seconds, runs), see
+    `vm_seconds_from_history`) where it has the variant, else `runtime_s`. The same seconds are
+    used for both designs: in the classic one the stop rule must leave that much uptime.
+    """
+    runs = 0.0 if spec.paused else runs_per_month
+    loads = []
+    for variant in spec.variants():
+        seen = (history or {}).get((spec.name, variant.variant))
+        seconds, basis = (seen[0], f"history ({seen[1]} runs)") if seen else (float(runtime_s), "runtime")
+        machine = variant.machine
+        gpu = f"{machine.gpu.type} x{machine.gpu.count}" if machine.gpu else None
+        loads.append(VariantLoad(variant.variant, machine.type, machine.spot, gpu, machine.disk_gb, seconds, basis))
+
+    price = table.functions
+    items = dict.fromkeys(MONTHLY_ITEMS, 0.0)
+    classic = dict.fromkeys(MONTHLY_ITEMS, 0.0)
+    for load in loads:
+        per_run = vm_items(load.machine_type, load.spot, load.gpu, load.disk_gb, load.vm_seconds,
+                           table, region, usage.disk_type)
+        for key in ("compute", "gpu", "disk"):
+            items[key] += per_run[key] * runs
+        classic["compute"] += per_run["compute"] * runs
+        classic["gpu"] += per_run["gpu"] * runs
+        # The classic VM is stopped, not deleted: its disk bills the whole month.
+        classic["disk"] += load.disk_gb * table.disk_gb_month(usage.classic_disk_type, region)
+    stored_gb = runs * len(loads) * usage.results_mb_per_run / 1024 * retention_days / MONTH_DAYS
+    writes = runs * len(loads) * usage.objects_per_run
+    items["storage"] = stored_gb * table.storage.gb_month + writes / 10_000 * table.storage.class_a_per_10k
+    items["scheduler"] = table.scheduler.job_month
+    use = FunctionUse.of(price, runs, usage.start_seconds) + FunctionUse.of(price, runs * len(loads),
+                                                                            usage.done_seconds)
+    items["functions"] = use.usd(price)
+    classic["scheduler"] = 2 * table.scheduler.job_month
+    # The recipe's functions start/stop every instance with the job's label: two calls per tick.
+    classic["functions"] = FunctionUse.of(price, 2 * runs, usage.classic_function_seconds).usd(price)
+    return JobProjection(spec.name, runs, tuple(loads), items, classic, use)
+
+
+def vm_seconds_from_history(records: Iterable[RunRecord]) -> dict[tuple[str, str | None], tuple[float, int]]:
+    """(job, variant) → (mean VM seconds per run, all attempts together; number of runs)."""
+    sums: dict[tuple[str, str | None], list[float]] = {}
+    for record in records:
+        if not record.terminal or not any(a.vm_seconds is not None for a in record.attempts):
+            continue
+        sums.setdefault((record.job, record.variant), []).append(record.billed_vm_seconds)
+    return {key: (sum(values) / len(values), len(values)) for key, values in sums.items()}
+
+
+@dataclass(frozen=True)
+class StackProjection:
+    jobs: tuple[JobProjection, ...]
+    shared_items: dict[str, float]  # the sweep: its scheduler entry and its invocations
+    free_tier_usd: float  # scheduler and function free tiers of one billing account (a credit, >= 0)
+
+    @property
+    def monthly_usd(self) -> float:
+        """Before free tiers, like the per-job figures."""
+        return sum(j.monthly_usd for j in self.jobs) + sum(self.shared_items.values())
+
+    @property
+    def monthly_after_free_tier_usd(self) -> float:
+        return max(0.0, self.monthly_usd - self.free_tier_usd)
+
+    @property
+    def classic_monthly_usd(self) -> float:
+        return sum(j.classic_monthly_usd for j in self.jobs)
+
+    def items(self) -> dict[str, float]:
+        total = dict.fromkeys(MONTHLY_ITEMS, 0.0)
+        for part in [j.items for j in self.jobs] + [self.shared_items]:
+            for key, value in part.items():
+                total[key] += value
+        return total
+
+
+def project_stack(jobs: Sequence[JobProjection], *, table: PriceTable, sweep_interval_s: int,
+                  usage: Usage = DEFAULT_USAGE) -> StackProjection:
+    price = table.functions
+    sweeps = SECONDS_PER_MONTH / sweep_interval_s
+    sweep_use = FunctionUse.of(price, sweeps, usage.sweep_seconds)
+    shared = dict.fromkeys(MONTHLY_ITEMS, 0.0)
+    shared["scheduler"] = table.scheduler.job_month
+    shared["functions"] = sweep_use.usd(price)
+    entries = sum(j.scheduler_entries for j in jobs) + 1
+    scheduler_credit = min(entries, table.scheduler.free_jobs) * table.scheduler.job_month
+    use = sum((j.functions_use for j in jobs), sweep_use)
+    return StackProjection(tuple(jobs), shared, scheduler_credit + function_free_tier(use, price))
+
+
+def function_free_tier(use: FunctionUse, price: FunctionPrice) -> float:
+    """The part of `use` that the monthly free tier covers: invocations and, where the table
+    splits an instance-second into CPU and memory, those seconds too."""
+    credit = min(use.invocations, price.free_invocations) * price.per_million_invocations / 1e6
+    if price.per_100ms is None:
+        credit += min(use.seconds * price.cpu, price.free_cpu_seconds) * price.cpu_second
+        credit += min(use.seconds * price.memory_gb, price.free_memory_seconds) * price.memory_second
+    return credit
+
+
+def project_specs(specs: Sequence[JobSpec], *, table: PriceTable, region: str, now: datetime,
+                  runtime_s: float, records: Iterable[RunRecord] = (), sweep_interval_s: int = 300,
+                  retention_days: int = 90, usage: Usage = DEFAULT_USAGE) -> StackProjection:
+    """The monthly projection of a whole stack: each job from its schedule, then the shared sweep.
+
+    `records` (from the bucket, or none) replace `runtime_s` for the configurations they cover.
+    """
+    history = vm_seconds_from_history(records)
+    jobs = [
+        project_job(spec, runs_per_month=runs_per_month(spec.schedule, spec.time_zone, now), runtime_s=runtime_s,
+                    table=table, region=region, history=history, usage=usage, retention_days=retention_days)
+        for spec in specs
+    ]
+    return project_stack(jobs, table=table, sweep_interval_s=sweep_interval_s, usage=usage)

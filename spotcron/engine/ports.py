@@ -1,0 +1,150 @@
+"""The outside systems spotcron talks to, each as a small interface.
+
+Every port has an in-memory implementation (`spotcron.testing.memory`) that enforces the same contract
+and is used by tests and the fault simulation, and a Google implementation (`spotcron.gcp`).
+One behaviour suite (tests/contracts/) runs against every implementation of each port.
+Implementations raise only the exceptions of `spotcron.core.errors`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol, runtime_checkable
+
+MANAGED_LABEL = "spotcron"  # every VM we create carries spotcron=1; nothing else is ever touched
+
+# Compute Engine instance statuses in which the VM still exists and may still bill.
+ALIVE_STATUSES = frozenset({"PROVISIONING", "STAGING", "RUNNING", "STOPPING", "REPAIRING"})
+DEAD_STATUSES = frozenset({"STOPPED", "TERMINATED", "SUSPENDING", "SUSPENDED"})
+
+
+@dataclass(frozen=True)
+class GpuRequest:
+    type: str  # Compute Engine accelerator type, e.g. nvidia-tesla-t4
+    count: int
+
+
+@dataclass(frozen=True)
+class InstanceRequest:
+    """Everything needed to create one job VM; adapters turn it into the API's body."""
+
+    name: str
+    zone: str
+    machine_type: str
+    spot: bool
+    max_run_duration_s: int
+    disk_gb: int
+    labels: Mapping[str, str]
+    metadata: Mapping[str, str]
+    service_account: str
+    image: str = "projects/cos-cloud/global/images/family/cos-stable"
+    disk_type: str = "pd-balanced"  # the engine picks per family: spotcron.core.catalog.boot_disk_type
+    gpu: GpuRequest | None = None
+    network: str = "global/networks/default"
+
+
+@dataclass(frozen=True)
+class Instance:
+    name: str
+    zone: str
+    status: str
+    labels: Mapping[str, str]
+    machine_type: str
+    provisioning_model: str  # SPOT | STANDARD
+    created_at: datetime
+    metadata: Mapping[str, str] = field(default_factory=dict)
+    instance_id: str = ""
+
+    @property
+    def managed(self) -> bool:
+        return self.labels.get(MANAGED_LABEL) == "1"
+
+
+@runtime_checkable
+class Compute(Protocol):
+    def create_instance(self, request: InstanceRequest) -> Instance:
+        """Create and return the instance once the insert is accepted.
+
+        Raises AlreadyExists when an instance of that name exists in the zone (HTTP 409),
+        CreateFailed(kind, reason) when Compute Engine refuses (stockout, quota, permission, image),
+        Transient when the call timed out: it may still have happened.
+        """
+        ...
+
+    def get_instance(self, zone: str, name: str) -> Instance | None:
+        """The instance, or None when it does not exist."""
+        ...
+
+    def list_managed(self) -> list[Instance]:
+        """Every instance labelled spotcron=1, across all zones, in as few calls as the API allows."""
+        ...
+
+    def delete_instance(self, zone: str, name: str) -> bool:
+        """Delete the instance with its disks; False when it was already gone."""
+        ...
+
+
+@dataclass(frozen=True)
+class Blob:
+    name: str
+    data: bytes
+    generation: int
+    updated: datetime | None = None
+    content_type: str = "application/octet-stream"
+
+    def json(self) -> Any:
+        import json
+
+        return json.loads(self.data)
+
+
+@runtime_checkable
+class Blobs(Protocol):
+    """One bucket. Names are object names inside it (`runs/JOB/RUN/run.json`)."""
+
+    bucket: str
+
+    def read(self, name: str) -> Blob | None: ...
+
+    def write(self, name: str, data: bytes, *, if_generation_match: int | None = None,
+              content_type: str = "application/octet-stream") -> int:
+        """Write and return the new generation.
+
+        if_generation_match=0 creates only if absent; N>0 replaces only generation N.
+        Raises PreconditionFailed when the precondition does not hold.
+        """
+        ...
+
+    def list(self, prefix: str) -> list[str]:
+        """Every object name under `prefix`, sorted, all pages."""
+        ...
+
+    def delete(self, name: str) -> bool:
+        """Delete; False when it was already gone."""
+        ...
+
+
+@runtime_checkable
+class Events(Protocol):
+    def publish(self, topic: str, data: Mapping[str, Any], attributes: Mapping[str, str] | None = None) -> str:
+        """Publish JSON `data`; returns the message id."""
+        ...
+
+
+@runtime_checkable
+class Identity(Protocol):
+    def verify(self, token: str, audience: str) -> dict[str, Any]:
+        """The verified claims of a Google-signed (or locally signed) ID token.
+
+        Checks signature, expiry and audience; raises InvalidToken otherwise.
+        """
+        ...
+
+
+@runtime_checkable
+class Clock(Protocol):
+    def now(self) -> datetime:
+        """An aware UTC datetime."""
+        ...

@@ -1,0 +1,175 @@
+"""The results page (index.html at the bucket root): recent runs per job and benchmark charts.
+
+One self-contained HTML document: inline CSS, charts inlined as data: URIs, no scripts, fonts or
+other requests, and a Content-Security-Policy that forbids them, so it renders the same from
+the bucket, from a download or from a file. Links are relative object paths
+(runs/JOB/RUN/attempt-N/logs.txt), which resolve next to index.html in the bucket.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from html import escape
+from typing import Any
+
+from spotcron.core import layout
+from spotcron.core.durations import format_duration
+from spotcron.core.runs import RunRecord
+
+DEFAULT_LIMIT = 20
+
+_CSS = """
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 70em;
+       padding: 0 1em; color: #1d1d1f; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; }
+table { border-collapse: collapse; width: 100%; }
+th, td { text-align: left; padding: .3em .6em; border-bottom: 1px solid #e3e3e3; white-space: nowrap; }
+td.num, th.num { text-align: right; }
+.state { font-weight: 600; }
+.succeeded { color: #2b8a3e; } .failed, .timed_out, .lost { color: #c92a2a; }
+.preempted, .skipped { color: #b8860b; } .scheduled, .starting, .running { color: #1864ab; }
+.meta { color: #666; } figure { display: inline-block; margin: 1em 1em 0 0; }
+figure img { max-width: 100%; border: 1px solid #e3e3e3; }
+"""
+_CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
+
+
+def render_index(records_by_job: Mapping[str, Sequence[RunRecord]], charts: Mapping[str, bytes] | None = None,
+                 *, generated_at: datetime | None = None, limit: int = DEFAULT_LIMIT,
+                 title: str = "spotcron runs") -> str:
+    """The page: the `limit` most recent runs of each job, newest first, then the charts."""
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>{escape(title)}</h1>",
+    ]
+    if generated_at is not None:
+        stamp = generated_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+        parts.append(f'<p class="meta">Updated {stamp}.</p>')
+    if not records_by_job:
+        parts.append("<p>No runs yet.</p>")
+    for job in sorted(records_by_job):
+        parts.append(_job_section(job, records_by_job[job], limit))
+    if charts:
+        parts.append('<h2 id="charts">Benchmarks</h2>')
+        for name in sorted(charts):
+            data = base64.b64encode(charts[name]).decode("ascii")
+            parts.append(f'<figure><img alt="{escape(name)}" src="data:image/png;base64,{data}">'
+                         f"<figcaption>{escape(name)}</figcaption></figure>")
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def update_index(deps: Any, record: RunRecord | None = None, *, limit: int = DEFAULT_LIMIT,
+                 charts: bool = True) -> str:
+    """The engine's run-end hook: rewrite index.html from the bucket's newest records.
+
+    `deps` is the engine's Deps (its store, blobs and clock are used). Matrix jobs get their
+    relative time and cost charts, priced as their records say, when matplotlib is installed.
+    Returns the page it wrote.
+    """
+    store = deps.store
+    records_by_job: dict[str, list[RunRecord]] = {}
+    for job in store.jobs():
+        recent = [store.read(job, run_id) for run_id in store.run_ids(job)[-limit:]]
+        records_by_job[job] = [r for r in recent if r is not None]
+    pngs: dict[str, bytes] = {}
+    if charts:
+        pngs = _benchmark_charts(records_by_job, deps.settings.region)
+    html = render_index(records_by_job, pngs, generated_at=deps.clock.now(), limit=limit)
+    deps.blobs.write(layout.INDEX_PAGE, html.encode("utf-8"), content_type="text/html; charset=utf-8")
+    return html
+
+
+def _benchmark_charts(records_by_job: Mapping[str, Sequence[RunRecord]], region: str) -> dict[str, bytes]:
+    try:
+        from spotcron.present.charts import chart_pngs
+        from spotcron.present.report import benchmark_report
+    except ImportError:  # matplotlib is optional where the page is written
+        return {}
+    pngs: dict[str, bytes] = {}
+    for job, records in records_by_job.items():
+        if any(r.variant for r in records):
+            try:
+                pngs.update(chart_pngs(benchmark_report(job, records, None, region)))
+            except ImportError:
+                return pngs
+    return pngs
+
+
+def _job_section(job: str, records: Sequence[RunRecord], limit: int) -> str:
+    recent = sorted(records, key=lambda r: r.created_at, reverse=True)[:limit]
+    succeeded = sum(1 for r in recent if r.state == "succeeded")
+    ended = sum(1 for r in recent if r.terminal)
+    shown_cost = sum(r.cost_usd or 0.0 for r in recent)
+    matrix = any(r.variant for r in recent)  # a configuration column only for matrix jobs
+    rows = "\n".join(_run_row(r, matrix) for r in recent)
+    configuration = "<th>configuration</th>" if matrix else ""
+    return (
+        f'<h2 id="job-{escape(job)}">{escape(job)}</h2>'
+        f'<p class="meta">{len(recent)} most recent of {len(records)} runs; {succeeded} of {ended} ended '
+        f"runs succeeded; cost of these runs {_usd(shown_cost)}.</p>"
+        f"<table><thead><tr><th>run</th>{configuration}<th>state</th><th>started (UTC)</th>"
+        '<th class="num">duration</th><th class="num">attempts</th><th class="num">cost</th><th>links</th>'
+        f"</tr></thead><tbody>\n{rows}\n</tbody></table>"
+    )
+
+
+def _run_row(record: RunRecord, matrix: bool) -> str:
+    duration = record.duration_seconds
+    if duration is None and record.billed_vm_seconds:
+        duration = record.billed_vm_seconds
+    reason = f' title="{escape(record.reason)}"' if record.reason else ""
+    cells = [
+        escape(record.run_id),
+        escape(record.variant or ""),
+        f'<span class="state {escape(record.state)}"{reason}>{escape(record.state.replace("_", " "))}</span>',
+        escape(record.created_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M")),
+        escape(format_duration(duration)) if duration is not None else "-",
+        str(len(record.attempts)),
+        _usd(record.cost_usd) if record.cost_usd is not None else "-",
+        " ".join(_links(record)),
+    ]
+    classes = ["", "", "", "", "num", "num", "num", ""]
+    if not matrix:
+        del cells[1], classes[1]
+    return "<tr>" + "".join(f'<td class="{c}">{v}</td>' if c else f"<td>{v}</td>"
+                            for c, v in zip(classes, cells, strict=True)) + "</tr>"
+
+
+def _links(record: RunRecord) -> list[str]:
+    links = [_link(layout.run_record(record.job, record.run_id), "record")]
+    for attempt in record.attempts:
+        if attempt.created_at is None:
+            continue  # no VM, no logs
+        label = "logs" if len(record.attempts) == 1 else f"logs {attempt.number}"
+        links.append(_link(layout.logs(record.job, record.run_id, attempt.number), label))
+    if record.state == "succeeded":
+        number = _result_attempt(record)
+        if number is not None:
+            links.append(_link(layout.manifest(record.job, record.run_id, number), "results"))
+    return links
+
+
+def _result_attempt(record: RunRecord) -> int | None:
+    """The attempt whose folder holds the results: named by results_prefix, else the last one."""
+    if record.results_prefix:
+        for attempt in record.attempts:
+            if record.results_prefix.startswith(layout.attempt_prefix(record.job, record.run_id, attempt.number)):
+                return attempt.number
+    return record.attempts[-1].number if record.attempts else None
+
+
+def _link(path: str, label: str) -> str:
+    return f'<a href="{escape(path, quote=True)}">{escape(label)}</a>'
+
+
+def _usd(value: float) -> str:
+    if value >= 1:
+        return f"${value:,.2f}"
+    return f"${value:.4f}" if value > 0 else "$0"

@@ -1,0 +1,342 @@
+"""What the results commands show, as plain data: table rows, JSON, sizes, durations, costs.
+
+Pure: records and bucket listings in, strings out. `now` is passed in, nothing reads the clock,
+the environment or the terminal, so every cell can be tested without click or rich.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import PurePosixPath
+
+from spotcron.core.durations import format_duration
+from spotcron.core.errors import SpotcronError
+from spotcron.core.runs import RunRecord
+from spotcron.engine.store import run_sort_key
+
+UNKNOWN = "-"
+REASON_WIDTH = 48
+
+# rich style per run state; the same families of colour as the results page.
+STATE_STYLES: Mapping[str, str] = {
+    "succeeded": "green", "failed": "red", "timed_out": "red", "lost": "red",
+    "preempted": "yellow", "skipped": "yellow",
+    "scheduled": "cyan", "starting": "cyan", "running": "cyan",
+}
+
+RUN_COLUMNS = ("job", "run", "status", "attempts", "started (UTC)", "duration", "zone / machine", "cost",
+               "exit", "reason")
+
+
+# --- cells -------------------------------------------------------------------------------------
+
+
+def format_cost(cost_usd: float | None) -> str:
+    """`$0.0012`; '-' when the cost is not known (yet)."""
+    return UNKNOWN if cost_usd is None else f"${cost_usd:.4f}"
+
+
+def format_time(at: datetime | None) -> str:
+    return UNKNOWN if at is None else at.astimezone(UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def format_age(seconds: float) -> str:
+    return format_duration(max(0.0, seconds))
+
+
+def format_size(size: int | None) -> str:
+    """Bytes for humans: 512 B, 1.5 KB, 3.2 MB (powers of 1024)."""
+    if size is None:
+        return UNKNOWN
+    value = float(size)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1024 or unit == "GB":
+            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def shorten(text: str | None, width: int = REASON_WIDTH) -> str:
+    """First line of `text`, cut to `width` characters with an ellipsis."""
+    if not text:
+        return ""
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= width else line[: width - 1].rstrip() + "…"
+
+
+def job_key(record: RunRecord) -> str:
+    return f"{record.job}/{record.variant}" if record.variant else record.job
+
+
+def started_at(record: RunRecord) -> datetime:
+    """When the work started: the first container start, else when the run was created."""
+    starts = [a.started_at for a in record.attempts if a.started_at]
+    return min(starts) if starts else record.created_at
+
+
+def duration_text(record: RunRecord, now: datetime) -> str:
+    """The run's work time; for a live run, the time since its container started, marked `+`."""
+    seconds = record.duration_seconds
+    if seconds is not None and record.terminal:
+        return format_duration(seconds)
+    if not record.terminal:
+        starts = [a.started_at for a in record.attempts if a.started_at]
+        if starts:
+            return format_duration(max(0.0, (now - min(starts)).total_seconds())) + "+"
+    return format_duration(seconds) if seconds is not None else UNKNOWN
+
+
+def gpu_text(gpu: str) -> str:
+    """`nvidia-tesla-t4 x1` → `t4 x1`: the model is what tells runs apart."""
+    return gpu.removeprefix("nvidia-tesla-").removeprefix("nvidia-")
+
+
+def machine_text(record: RunRecord) -> str:
+    """`us-central1-a n1-standard-1 SPOT` (+ GPU) of the latest attempt; the spec's machine before one."""
+    attempt = record.current_attempt
+    if attempt is not None:
+        parts = [attempt.zone or "?", attempt.machine_type, attempt.provisioning_model]
+        if attempt.gpu:
+            parts.append(f"+ {gpu_text(attempt.gpu)}")
+        return " ".join(parts)
+    machine = (record.spec or {}).get("machine") or {}
+    if isinstance(machine, dict) and machine.get("type"):
+        return f"{machine['type']} {'SPOT' if machine.get('spot', True) else 'STANDARD'}"
+    return UNKNOWN
+
+
+# --- the runs table ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunRow:
+    job: str
+    run: str
+    status: str
+    attempts: str
+    started: str
+    duration: str
+    machine: str
+    cost: str
+    exit_code: str
+    reason: str
+
+    @property
+    def status_style(self) -> str:
+        return STATE_STYLES.get(self.status, "")
+
+    def cells(self) -> tuple[str, ...]:
+        return (self.job, self.run, self.status, self.attempts, self.started, self.duration, self.machine,
+                self.cost, self.exit_code, self.reason)
+
+# What a narrow terminal leaves out first; job, run, status and cost always stay.
+DROP_ORDER = ("reason", "attempts", "zone / machine", "started (UTC)", "exit", "duration")
+COLUMN_GAP = 2
+
+
+def fit_columns(widths: Mapping[str, int], available: int, drop_order: Sequence[str] = DROP_ORDER) -> list[str]:
+    """The columns (in order) that fit in `available` characters, dropping whole ones, not cutting cells.
+
+    The reason column is cut rather than dropped while at least 10 characters of it fit.
+    """
+    shown = list(widths)
+    dropping = list(drop_order)
+
+    def needed(columns: list[str]) -> int:
+        return sum(widths[c] for c in columns) + COLUMN_GAP * (len(columns) - 1)
+
+    while needed(shown) > available and dropping:
+        column = dropping.pop(0)
+        if column == "reason" and "reason" in shown and \
+                needed([c for c in shown if c != "reason"]) + COLUMN_GAP + 10 <= available:
+            break  # rich shortens the reason with an ellipsis
+        if column in shown:
+            shown.remove(column)
+    return shown
+
+
+def run_row(record: RunRecord, now: datetime) -> RunRow:
+    return RunRow(
+        job=job_key(record),
+        run=record.run_id,
+        status=record.state,
+        attempts=str(len(record.attempts)),
+        started=format_time(started_at(record)),
+        duration=duration_text(record, now),
+        machine=machine_text(record),
+        cost=format_cost(record.cost_usd),
+        exit_code=UNKNOWN if record.exit_code is None else str(record.exit_code),
+        reason=shorten(record.reason),
+    )
+
+
+def newest_first(records: Iterable[RunRecord]) -> list[RunRecord]:
+    return sorted(records, key=lambda r: (r.created_at, run_sort_key(r.run_id), r.job), reverse=True)
+
+
+def newest_ids(pairs: Iterable[tuple[str, str]], limit: int | None) -> list[tuple[str, str]]:
+    """The `limit` newest (job, run_id) by run id time, so only those records need reading."""
+    ordered = sorted(pairs, key=lambda p: (run_sort_key(p[1]), p[0]), reverse=True)
+    return ordered if not limit else ordered[:limit]
+
+
+def records_json(records: Sequence[RunRecord]) -> str:
+    """What `spotcron runs --json` prints: a JSON list of run records."""
+    return json.dumps([r.model_dump(mode="json") for r in records], indent=2)
+
+
+# --- live runs ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LiveRow:
+    job: str
+    run: str
+    status: str
+    attempt: str
+    vm: str
+    machine: str
+    age: str
+    deadline: str
+
+    def cells(self) -> tuple[str, ...]:
+        return (self.job, self.run, self.status, self.attempt, self.vm, self.machine, self.age, self.deadline)
+
+
+LIVE_COLUMNS = ("job", "run", "status", "attempt", "vm", "zone / machine", "age", "deadline")
+
+
+def deadline_text(deadline: datetime | None, now: datetime) -> str:
+    """`in 4m10s`, or `passed 2m00s ago` (the sweep deletes such a VM)."""
+    if deadline is None:
+        return UNKNOWN
+    seconds = (deadline - now).total_seconds()
+    return f"in {format_age(seconds)}" if seconds >= 0 else f"passed {format_age(-seconds)} ago"
+
+
+def live_row(record: RunRecord, now: datetime) -> LiveRow:
+    attempt = record.current_attempt
+    return LiveRow(
+        job=job_key(record), run=record.run_id, status=record.state,
+        attempt=str(attempt.number) if attempt else UNKNOWN,
+        vm=attempt.vm_name if attempt else UNKNOWN,
+        machine=machine_text(record),
+        age=format_age((now - record.created_at).total_seconds()),
+        deadline=deadline_text(record.deadline, now),
+    )
+
+
+# --- run references ----------------------------------------------------------------------------
+
+
+def parse_run_ref(ref: str, job: str | None) -> tuple[str | None, str]:
+    """`JOB/RUN` or a bare `RUN` (with `--job JOB`) → (job or None, run id)."""
+    text = ref.strip().strip("/")
+    if text.count("/") > 1:
+        raise SpotcronError(f"{ref!r} is not a run; write RUN (e.g. 20261122-1000) or JOB/RUN "
+                            f"(e.g. hello-bot/20261122-1000), as `spotcron runs` lists them")
+    if "/" in text:
+        ref_job, run_id = text.split("/")
+        if job and job != ref_job:
+            raise SpotcronError(f"{ref!r} names job {ref_job!r} but --job says {job!r}; give the job once")
+        return ref_job, run_id
+    if not text:
+        raise SpotcronError("the run is empty; write RUN or JOB/RUN as `spotcron runs` lists them")
+    return job, text
+
+
+def pick_match(run_id: str, matches: Sequence[str], where: str) -> str:
+    """The one job among `matches` holding `run_id`; errors list the choices."""
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise SpotcronError(f"no run {run_id!r} in {where}; `spotcron runs` lists the runs there")
+    listed = ", ".join(f"{job}/{run_id}" for job in sorted(matches))
+    raise SpotcronError(f"run id {run_id!r} exists in {len(matches)} jobs: {listed}; write JOB/RUN or pass --job")
+
+
+def pick_attempt(record: RunRecord, number: int | None) -> int:
+    """The attempt to show: `number` when the run has it, else the latest."""
+    known = [a.number for a in record.attempts]
+    if number is None:
+        if not known:
+            raise SpotcronError(f"run {record.job}/{record.run_id} has no attempt yet (it is {record.state}"
+                                f"{': ' + record.reason if record.reason else ''})")
+        return known[-1]
+    if number not in known:
+        have = ", ".join(map(str, known)) if known else "none yet"
+        raise SpotcronError(f"run {record.job}/{record.run_id} has no attempt {number}; its attempts: {have}")
+    return number
+
+
+# --- results -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ResultFile:
+    """One file of a run's results; `name` is relative to the attempt's results/ folder."""
+
+    name: str
+    size: int | None = None
+    sha256: str | None = None
+
+    def cells(self) -> tuple[str, str, str]:
+        return (self.name, format_size(self.size), self.sha256[:16] if self.sha256 else UNKNOWN)
+
+
+RESULT_COLUMNS = ("file", "size", "sha256")
+RESULTS_FOLDER = "results/"  # inside attempt-N/, as in spotcron.core.layout.results_prefix
+
+
+def manifest_files(data: bytes, where: str, under: str = RESULTS_FOLDER) -> list[ResultFile]:
+    """The files a manifest lists under `under`, named relative to it.
+
+    The runner's manifest names every object of the attempt relative to the attempt folder
+    (`logs.txt`, `results/metrics.json`): {"files": [{"name", "size", "sha256"}, ...]}. Entries
+    spelled {"path", "bytes"} or as plain strings are read too.
+    """
+    try:
+        manifest = json.loads(data)
+    except ValueError as exc:
+        raise SpotcronError(f"{where}: not JSON ({exc}); the upload may be corrupt") from None
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    if not isinstance(files, list):
+        raise SpotcronError(f"{where}: no \"files\" list; expected {{\"files\": [{{\"name\", \"size\", "
+                            f"\"sha256\"}}, ...]}}")
+    listed = []
+    for index, entry in enumerate(files):
+        if isinstance(entry, str):
+            entry = {"name": entry}
+        name = entry.get("name", entry.get("path")) if isinstance(entry, dict) else None
+        if not isinstance(name, str) or not name:
+            raise SpotcronError(f"{where}: files[{index}] has no name: {entry!r}")
+        if not name.startswith(under):
+            continue
+        size = entry.get("size", entry.get("bytes"))
+        sha = entry.get("sha256")
+        listed.append(ResultFile(name[len(under):], int(size) if isinstance(size, int | float) else None,
+                                 sha if isinstance(sha, str) else None))
+    return sorted(listed, key=lambda f: f.name)
+
+
+def results_json(files: Sequence[ResultFile], source: str, prefix: str) -> str:
+    return json.dumps({"source": source, "prefix": prefix,
+                       "files": [{"name": f.name, "size": f.size, "sha256": f.sha256} for f in files]}, indent=2)
+
+
+def safe_relative(name: str) -> PurePosixPath:
+    """`name` as a path that stays inside the download folder; SpotcronError when it would not.
+
+    Object names are arbitrary strings: `../x`, `/etc/x` or `a\\..\\x` must never choose where a
+    download lands.
+    """
+    if not name or "\x00" in name or "\\" in name:
+        raise SpotcronError(f"refusing to download {name!r}: not a plain relative path")
+    path = PurePosixPath(name)
+    if path.is_absolute() or any(part in ("..", ".") for part in name.split("/")) or not path.parts:
+        raise SpotcronError(f"refusing to download {name!r}: it would be written outside the download folder "
+                            f"(absolute paths and '..' are not allowed)")
+    return path

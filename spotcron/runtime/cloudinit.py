@@ -1,0 +1,39 @@
+"""The `user-data` a job VM boots with: vm_images/runner/cloud-init.yaml with runner.sh inside.
+
+Pure and deterministic: the same files give the same bytes, so a deploy plan can compare it and
+tests can parse it. The engine puts it in the instance metadata under `user-data`, beside the
+`spotcron-run` descriptor that tells the runner what to do.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+RUNNER_DIR = Path(__file__).resolve().parents[2] / "vm_images" / "runner"
+TEMPLATE = "cloud-init.yaml"
+SCRIPT = "runner.sh"
+MARKER = "{{RUNNER_SH}}"
+USER_DATA_KEY = "user-data"
+# Compute Engine allows 256 KB per metadata value.
+MAX_VALUE_BYTES = 256 * 1024
+
+
+def render_user_data(runner_dir: Path = RUNNER_DIR) -> str:
+    """The #cloud-config text with the runner script embedded as a YAML literal block."""
+    template = (runner_dir / TEMPLATE).read_text(encoding="utf-8")
+    script = (runner_dir / SCRIPT).read_text(encoding="utf-8")
+    lines = template.splitlines(keepends=True)
+    marked = [i for i, line in enumerate(lines) if line.strip() == MARKER]
+    if len(marked) != 1:
+        raise ValueError(f"{runner_dir / TEMPLATE}: expected one line holding only {MARKER}, "
+                         f"found {len(marked)}")
+    line = lines[marked[0]]
+    indent = line[: len(line) - len(line.lstrip())]
+    # A literal block keeps every byte of the script once the indentation is taken off;
+    # blank lines stay empty so no trailing spaces end up in the YAML.
+    body = "".join(f"{indent}{text}\n" if text else "\n" for text in script.rstrip("\n").split("\n"))
+    rendered = "".join(lines[: marked[0]]) + body + "".join(lines[marked[0] + 1:])
+    size = len(rendered.encode("utf-8"))
+    if size > MAX_VALUE_BYTES:
+        raise ValueError(f"user-data is {size} bytes; Compute Engine allows {MAX_VALUE_BYTES} per metadata value")
+    return rendered

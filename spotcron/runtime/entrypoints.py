@@ -1,0 +1,76 @@
+"""The three Cloud Functions, as plain handlers over a `Deps` chosen once per process.
+
+functions/main.py only registers these with functions-framework. Tests and local mode call
+`use(deps)` to run the same code on in-memory or local backends; on Google Cloud the deps are
+built from the function's SPOTCRON_* environment on first use.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from datetime import datetime
+from typing import Any
+
+from spotcron.core.errors import Transient
+from spotcron.engine.deps import Deps
+from spotcron.engine.finish import finish
+from spotcron.engine.launch import BadTrigger, launch
+from spotcron.engine.messages import parse_start
+from spotcron.engine.store import RecordConflict
+from spotcron.engine.sweep import sweep
+
+log = logging.getLogger("spotcron.functions")
+_deps: Deps | None = None
+
+
+def use(deps: Deps | None) -> None:
+    """Choose the backends the handlers run on (None: build Google's from the environment)."""
+    global _deps
+    _deps = deps
+
+
+def current() -> Deps:
+    global _deps
+    if _deps is None:
+        from spotcron.runtime.google import google_deps
+
+        _deps = google_deps(os.environ)
+    return _deps
+
+
+def handle_start(event_data: Any, event_time: datetime | None) -> None:
+    """start_job. Returns normally to acknowledge; raises only for errors worth a redelivery."""
+    try:
+        request = parse_start(event_data, event_time)
+        outcomes = launch(current(), request.spec, requested_at=request.requested_at, manual=request.manual,
+                          nonce=request.nonce)
+    except BadTrigger as exc:
+        # Acknowledged on purpose: a malformed message would fail the same way on every retry.
+        log.error("start_job: dropped a bad message: %s", exc, extra={"fields": {"event": "bad_message"}})
+        return
+    for outcome in outcomes:
+        log.info("start_job: %s/%s is %s%s", outcome.job, outcome.run_id, outcome.state,
+                 " (duplicate delivery)" if outcome.duplicate else "",
+                 extra={"fields": {"job": outcome.job, "run_id": outcome.run_id, "state": outcome.state,
+                                   "duplicate": outcome.duplicate, "reason": outcome.reason}})
+
+
+def handle_job_done(authorization: str | None, body: Any) -> tuple[dict[str, Any], int]:
+    try:
+        reply = finish(current(), authorization, body)
+    except (Transient, RecordConflict) as exc:
+        # Google's certs, Compute Engine or Cloud Storage did not answer: the runner retries.
+        log.warning("job_done: try again later: %s", exc)
+        return {"error": f"temporarily unavailable: {exc}", "retry": True}, 503
+    level = logging.INFO if reply.status < 400 else logging.WARNING
+    log.log(level, "job_done: %s %s", reply.status, reply.body.get("error") or reply.body.get("state"),
+            extra={"fields": {"status": reply.status, **{k: v for k, v in reply.body.items() if k != "details"}}})
+    return reply.body, reply.status
+
+
+def handle_sweep() -> dict[str, int]:
+    report = sweep(current())
+    summary = report.summary()
+    log.info("sweep: %s", summary, extra={"fields": {**summary, "deleted": report.deleted_vms}})
+    return summary

@@ -1,0 +1,37 @@
+"""The deployed functions' backends: Google's, configured from the function's environment.
+
+Deploy sets SPOTCRON_* variables on each function (project, zones, bucket, service accounts,
+the job_done URL); this is the one place that turns them into a `Deps`.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+
+from spotcron.core.settings import load_settings
+from spotcron.engine.deps import Deps
+
+
+def google_deps(environ: Mapping[str, str]) -> Deps:
+    from spotcron.cost.prices import cost_function
+    from spotcron.engine.clock import SystemClock
+    from spotcron.gcp.compute import GoogleCompute
+    from spotcron.gcp.identity import GoogleIdentity
+    from spotcron.gcp.pubsub import PubSubEvents
+    from spotcron.gcp.storage import GcsBlobs
+    from spotcron.present.page import update_index
+    from spotcron.runtime.cloudinit import render_user_data
+
+    settings = load_settings(None, environ)
+    return Deps(
+        settings=settings,
+        compute=GoogleCompute(settings.project, settings.zones),
+        blobs=GcsBlobs(settings.bucket),
+        events=PubSubEvents(settings.project),
+        identity=GoogleIdentity(),
+        clock=SystemClock(),
+        user_data=functools.cache(render_user_data),
+        run_cost=cost_function(environ.get("SPOTCRON_PRICES"), settings.region),
+        on_run_end=[update_index],
+    )

@@ -1,0 +1,30 @@
+"""A test identity: ports.Identity on a clock we are given, issuing and checking its own tokens."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from spotcron.engine.tokens import verify_rs256
+
+
+class ClockedIdentity:
+    """ports.Identity on a clock we are given, with a LocalSigner issuing tokens on the same clock.
+
+    Tests and the fault simulation run on a fake clock, where google-auth's own verification
+    (which reads the real time) would call every token expired or not yet valid.
+    """
+
+    def __init__(self, clock, *, key_size: int = 2048):
+        from spotcron.local.signer import LocalSigner
+
+        self.clock = clock
+        self.signer = LocalSigner(clock=lambda: clock.now().timestamp(), key_size=key_size)
+        self.certs = self.signer.certs()
+
+    def verify(self, token: str, audience: str) -> dict[str, Any]:
+        return verify_rs256(token, self.certs, audience, self.clock.now())
+
+    def issue(self, audience: str, claims: Mapping[str, Any], lifetime_s: int = 3600) -> str:
+        expires = int(self.clock.now().timestamp()) + lifetime_s
+        return self.signer.sign_identity(audience, {"exp": expires, **claims})

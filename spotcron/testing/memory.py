@@ -1,0 +1,258 @@
+"""In-memory implementations of every port, enforcing the same contracts as Google's services.
+
+Used by the tests, the fault simulation and the benchmarks. They are thread-safe, because
+duplicate deliveries arrive concurrently, and they accept injected faults so the engine's
+failure paths can be driven deterministically.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import json
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from spotcron.core.errors import AlreadyExists, PreconditionFailed, Transient
+from spotcron.engine.clock import SystemClock
+from spotcron.engine.ports import Blob, Instance, InstanceRequest
+
+
+class FakeClock:
+    """A clock that moves only when told to."""
+
+    def __init__(self, now: datetime | None = None):
+        self._now = now or datetime(2026, 1, 1, tzinfo=UTC)
+        self._lock = threading.Lock()
+
+    def now(self) -> datetime:
+        with self._lock:
+            return self._now
+
+    def advance(self, seconds: float) -> datetime:
+        with self._lock:
+            self._now += timedelta(seconds=seconds)
+            return self._now
+
+    def set(self, now: datetime) -> None:
+        with self._lock:
+            self._now = now
+
+
+@dataclass
+class CreateFault:
+    """Make the next matching create fail. `zone=None` matches every zone."""
+
+    error: Exception
+    zone: str | None = None
+    times: int = 1
+    # When true the instance is created anyway and the caller sees the error (a create that
+    # timed out but succeeded).
+    succeed_anyway: bool = False
+
+
+class MemoryCompute:
+    """Compute Engine in a dict, keyed by (zone, name), with Spot's DELETE termination action."""
+
+    def __init__(self, clock=None, *, latency_s: float = 0.0):
+        self.clock = clock or SystemClock()
+        self.latency_s = latency_s
+        self._instances: dict[tuple[str, str], Instance] = {}
+        self._max_run: dict[tuple[str, str], int] = {}
+        self._faults: list[CreateFault] = []
+        self._lock = threading.RLock()
+        self._ids = itertools.count(1000)
+        self.calls: dict[str, int] = {"create": 0, "get": 0, "list": 0, "delete": 0}
+        self.created: list[InstanceRequest] = []  # every successful insert, for "one VM per attempt" checks
+        self.deleted: list[tuple[str, str]] = []
+        # Seconds each insert takes; with a FakeClock the clock moves on by that much (a slow create).
+        self.create_delay_s: Callable[[InstanceRequest], float] | None = None
+
+    # --- faults ------------------------------------------------------------------------------
+    def fail_create(self, error: Exception, *, zone: str | None = None, times: int = 1,
+                    succeed_anyway: bool = False) -> None:
+        with self._lock:
+            self._faults.append(CreateFault(error, zone, times, succeed_anyway))
+
+    def _take_fault(self, zone: str) -> CreateFault | None:
+        for fault in self._faults:
+            if fault.times > 0 and fault.zone in (None, zone):
+                fault.times -= 1
+                return fault
+        return None
+
+    # --- the port ----------------------------------------------------------------------------
+    def create_instance(self, request: InstanceRequest) -> Instance:
+        if self.latency_s:
+            time.sleep(self.latency_s)
+        delay = self.create_delay_s(request) if self.create_delay_s is not None else 0.0
+        if delay and hasattr(self.clock, "advance"):
+            self.clock.advance(delay)
+        with self._lock:
+            self.calls["create"] += 1
+            fault = self._take_fault(request.zone)
+            if fault and not fault.succeed_anyway:
+                raise fault.error
+            key = (request.zone, request.name)
+            if key in self._instances:
+                raise AlreadyExists(f"instance {request.name} already exists in {request.zone}")
+            instance = Instance(
+                name=request.name, zone=request.zone, status="RUNNING", labels=dict(request.labels),
+                machine_type=request.machine_type, provisioning_model="SPOT" if request.spot else "STANDARD",
+                created_at=self.clock.now(), metadata=dict(request.metadata), instance_id=str(next(self._ids)),
+            )
+            self._instances[key] = instance
+            self._max_run[key] = request.max_run_duration_s
+            self.created.append(request)
+            if fault:
+                raise fault.error
+            return instance
+
+    def get_instance(self, zone: str, name: str) -> Instance | None:
+        with self._lock:
+            self.calls["get"] += 1
+            return self._instances.get((zone, name))
+
+    def list_managed(self) -> list[Instance]:
+        with self._lock:
+            self.calls["list"] += 1
+            return [i for i in self._instances.values() if i.managed]
+
+    def delete_instance(self, zone: str, name: str) -> bool:
+        if self.latency_s:
+            time.sleep(self.latency_s)
+        with self._lock:
+            self.calls["delete"] += 1
+            self._max_run.pop((zone, name), None)
+            if self._instances.pop((zone, name), None) is None:
+                return False
+            self.deleted.append((zone, name))
+            return True
+
+    # --- what Google does on its own -----------------------------------------------------------
+    def add_foreign(self, instance: Instance) -> None:
+        """An instance someone else created (for 'never touched' checks)."""
+        with self._lock:
+            self._instances[(instance.zone, instance.name)] = instance
+
+    def set_status(self, zone: str, name: str, status: str) -> None:
+        with self._lock:
+            self._instances[(zone, name)] = replace(self._instances[(zone, name)], status=status)
+
+    def preempt(self, zone: str, name: str) -> bool:
+        """Spot preemption with instanceTerminationAction=DELETE: the VM simply disappears."""
+        with self._lock:
+            self._max_run.pop((zone, name), None)
+            return self._instances.pop((zone, name), None) is not None
+
+    def delay_max_run_duration(self, zone: str, name: str, seconds: float) -> None:
+        """Compute Engine enforces this VM's maxRunDuration `seconds` late (its own lag, not ours)."""
+        with self._lock:
+            if (zone, name) in self._max_run:
+                self._max_run[(zone, name)] += seconds
+
+    def enforce_max_run_duration(self) -> list[Instance]:
+        """Delete VMs past maxRunDuration, as Compute Engine does by itself."""
+        now = self.clock.now()
+        expired = []
+        with self._lock:
+            for key, instance in list(self._instances.items()):
+                limit = self._max_run.get(key)
+                if limit is not None and now >= instance.created_at + timedelta(seconds=limit):
+                    expired.append(self._instances.pop(key))
+                    self._max_run.pop(key, None)
+        return expired
+
+    def all_instances(self) -> list[Instance]:
+        with self._lock:
+            return list(self._instances.values())
+
+
+class MemoryBlobs:
+    """A Cloud Storage bucket in a dict, with generation preconditions and injectable failures."""
+
+    def __init__(self, bucket: str = "test-bucket", clock=None):
+        self.bucket = bucket
+        self.clock = clock or SystemClock()
+        self._objects: dict[str, Blob] = {}
+        self._names: list[str] = []  # sorted, so a prefix listing costs the size of its answer
+        self._generations = itertools.count(1)
+        self._lock = threading.RLock()
+        self.fail_writes: Callable[[str], bool] | None = None  # name -> raise Transient?
+        self.fail_reads: Callable[[str], bool] | None = None  # name -> raise Transient?
+        self.calls: dict[str, int] = {"read": 0, "write": 0, "list": 0, "delete": 0}
+
+    def read(self, name: str) -> Blob | None:
+        with self._lock:
+            self.calls["read"] += 1
+            if self.fail_reads is not None and self.fail_reads(name):
+                raise Transient(f"injected storage error reading {name}")
+            return self._objects.get(name)
+
+    def write(self, name: str, data: bytes, *, if_generation_match: int | None = None,
+              content_type: str = "application/octet-stream") -> int:
+        with self._lock:
+            self.calls["write"] += 1
+            if self.fail_writes is not None and self.fail_writes(name):
+                raise Transient(f"injected storage error writing {name}")
+            current = self._objects.get(name)
+            if if_generation_match is not None:
+                current_generation = current.generation if current else 0
+                if current_generation != if_generation_match:
+                    raise PreconditionFailed(
+                        f"{name}: generation is {current_generation}, expected {if_generation_match}")
+            generation = next(self._generations)
+            if current is None:
+                bisect.insort(self._names, name)
+            self._objects[name] = Blob(name=name, data=bytes(data), generation=generation,
+                                       updated=self.clock.now(), content_type=content_type)
+            return generation
+
+    def list(self, prefix: str) -> list[str]:
+        with self._lock:
+            self.calls["list"] += 1
+            names, at = [], bisect.bisect_left(self._names, prefix)
+            while at < len(self._names) and self._names[at].startswith(prefix):
+                names.append(self._names[at])
+                at += 1
+            return names
+
+    def delete(self, name: str) -> bool:
+        with self._lock:
+            self.calls["delete"] += 1
+            if self._objects.pop(name, None) is None:
+                return False
+            del self._names[bisect.bisect_left(self._names, name)]
+            return True
+
+
+@dataclass
+class Published:
+    topic: str
+    data: Mapping[str, Any]
+    attributes: Mapping[str, str] = field(default_factory=dict)
+
+
+class MemoryEvents:
+    def __init__(self):
+        self.published: list[Published] = []
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+
+    def publish(self, topic: str, data: Mapping[str, Any], attributes: Mapping[str, str] | None = None) -> str:
+        # Pub/Sub carries bytes: round-trip through JSON so a value the real adapter could not
+        # encode fails here too, and subscribers never share mutable state with the publisher.
+        try:
+            payload = json.loads(json.dumps(dict(data)))
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"event data for {topic} is not JSON: {exc}") from None
+        with self._lock:
+            self.published.append(Published(topic, payload, dict(attributes or {})))
+            return str(next(self._ids))
+
+    def of_type(self, event_type: str) -> list[Published]:
+        return [p for p in self.published if p.data.get("type") == event_type]

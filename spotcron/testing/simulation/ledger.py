@@ -1,0 +1,165 @@
+"""The simulator's own books, kept beside the bucket, and the invariants checked against them.
+
+Runs are counted from the events the engine publishes (`run.scheduled`, `run.finished`, ...)
+plus a final scan of the bucket, never from the bucket alone: history pruning deletes old runs.
+A run's record and results are checked the moment `run.finished` is published, which the engine
+does after the terminal state is stored and before it prunes history, so pruning cannot hide a
+missing result. (A few jobs keep only 5-20 runs on purpose, to prune while VMs keep failing.)
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from spotcron.core import layout
+from spotcron.core.runs import RunRecord
+from spotcron.engine.store import run_sort_key
+
+if TYPE_CHECKING:
+    from spotcron.testing.simulation.loop import Simulation
+    from spotcron.testing.simulation.vm import SimVm
+
+EXPECTED_ERRORS = frozenset({"Transient"})  # what the injected faults raise; anything else is a bug
+MAX_DETAILS = 20
+
+
+class Ledger:
+    def __init__(self, sim: Simulation):
+        self.sim = sim
+        self.seen: dict[tuple[str, str], str] = {}  # run -> latest state seen in an event
+        self.finished: dict[tuple[str, str], str] = {}
+        self.expected: set[tuple[str, str]] = set()
+        self.manual: list[tuple[str, str, int]] = []  # (job, nonce, runs it should start)
+        self.manifests: dict[tuple[str, str, int], int] = {}  # attempt -> exit code the runner wrote
+        self.counts: Counter[str] = Counter()
+        self.errors: Counter[str] = Counter()
+        self.problems: Counter[str] = Counter()
+        self.details: list[str] = []
+
+    # --- what happened --------------------------------------------------------------------------
+    def on_event(self, data: Mapping[str, Any]) -> None:
+        key = (str(data.get("job")), str(data.get("run_id")))
+        self.seen[key] = str(data.get("state"))
+        if data.get("type") == "run.finished":
+            self._finished(key, str(data.get("state")))
+
+    def expect(self, job: str, run_id: str) -> None:
+        self.expected.add((job, run_id))
+
+    def expect_manual(self, job: str, nonce: str, runs: int) -> None:
+        self.manual.append((job, nonce, runs))
+
+    def manifest_written(self, key: tuple[str, str, int], exit_code: int) -> None:
+        self.manifests[key] = exit_code
+
+    def callback_answered(self, status: int, *, duplicate: bool = False) -> None:
+        self.counts[f"callback {'duplicate ' if duplicate else ''}{status}"] += 1
+
+    def function_error(self, error: BaseException) -> None:
+        self.errors[type(error).__name__] += 1
+        if type(error).__name__ not in EXPECTED_ERRORS:
+            self.problem("unexpected_errors", f"a function raised {type(error).__name__}: {error}")
+
+    def vm_stopped(self, vm: SimVm) -> None:
+        self.counts["vms stopped"] += 1
+        self.sim.schedule_check(vm.stopped_at, self.sim.settings.sweep_interval, vm, "stopped_lingering")
+
+    def problem(self, kind: str, detail: str) -> None:
+        self.problems[kind] += 1
+        if len(self.details) < MAX_DETAILS:
+            self.details.append(f"{kind}: {detail}")
+
+    # --- checks -----------------------------------------------------------------------------------
+    @contextmanager
+    def _quiet(self):
+        self.sim.dice.storage_suspended += 1
+        try:
+            yield
+        finally:
+            self.sim.dice.storage_suspended -= 1
+
+    def _finished(self, key: tuple[str, str], state: str) -> None:
+        if key in self.finished:
+            self.problem("double_finished", f"{key[0]}/{key[1]} ended as {self.finished[key]}, then as {state}")
+        self.finished[key] = state
+        with self._quiet():
+            record = self.sim.deps.store.read(*key)
+        if record is None or record.state != state:
+            self.problem("record_mismatch", f"{key[0]}/{key[1]}: event says {state}, record says "
+                                            f"{record.state if record else 'nothing'}")
+            return
+        if state == "succeeded":
+            why = self._results_problem(record)
+            if why:
+                self.problem("missing_results", f"{key[0]}/{key[1]}: {why}")
+
+    def _results_problem(self, record: RunRecord) -> str | None:
+        job, run_id = record.job, record.run_id
+        attempt = next((a.number for a in record.attempts
+                        if layout.attempt_prefix(job, run_id, a.number) == record.results_prefix), None)
+        if attempt is None:
+            return f"results_prefix {record.results_prefix!r} names no attempt"
+        blobs = self.sim.blobs
+        with self._quiet():
+            manifest = blobs.read(layout.manifest(job, run_id, attempt))
+            results = blobs.list(layout.results_prefix(job, run_id, attempt))
+        if manifest is None:
+            return f"no manifest for attempt {attempt}"
+        if json.loads(manifest.data).get("exit_code") != 0 or self.manifests.get((job, run_id, attempt)) != 0:
+            return f"attempt {attempt} did not exit 0"
+        if len(results) < 2:
+            return f"attempt {attempt} has {len(results)} of 2 result files"
+        return None
+
+    def close(self) -> dict[str, int]:
+        """The end-of-run scan; returns counts by terminal state."""
+        store = self.sim.deps.store
+        with self._quiet():
+            records = {(r.job, r.run_id): r for job in store.jobs() for r in store.records(job)}
+            live = store.live_runs()
+        for key, record in records.items():
+            self.seen.setdefault(key, record.state)
+            if not record.terminal:
+                self.problem("non_terminal", f"{key[0]}/{key[1]} is still {record.state}")
+        for key in self.seen:
+            if key not in records and key not in self.finished:
+                self.problem("non_terminal", f"{key[0]}/{key[1]} vanished without ending")
+        for job, run_id in live:
+            if (job, run_id) in records and records[(job, run_id)].terminal:
+                self.counts["stale live markers"] += 1
+        self._check_runs_match_ticks()
+        self._check_vms_per_attempt()
+        return dict(Counter(self.finished.values()))
+
+    def _check_runs_match_ticks(self) -> None:
+        scheduled = {key for key in self.seen if not key[1].startswith("m")}
+        store = self.sim.deps.store
+        for job, run_id in sorted(self.expected - scheduled):
+            floor = store.pruned_through(job)
+            if floor is not None and run_sort_key(run_id) <= run_sort_key(floor):
+                self.counts["ticks older than the kept history, dropped"] += 1  # by design
+                continue
+            self.problem("missing_runs", f"{job}/{run_id}: the tick was delivered but no run exists")
+        for job, run_id in sorted(scheduled - self.expected):
+            self.problem("unexpected_runs", f"{job}/{run_id}: no tick of the job's schedule names this run")
+        manual = Counter((job, run_id.split("-")[2]) for job, run_id in self.seen if run_id.startswith("m"))
+        for job, nonce, runs in self.manual:
+            got = manual.pop((job, nonce), 0)
+            if got != runs:
+                kind = "missing_runs" if got < runs else "unexpected_runs"
+                self.problem(kind, f"{job}: 'run now' {nonce} started {got} runs, not {runs}")
+        for (job, nonce), got in manual.items():
+            self.problem("unexpected_runs", f"{job}: {got} manual runs with nonce {nonce} nobody asked for")
+
+    def _check_vms_per_attempt(self) -> None:
+        per_attempt = Counter((r.labels["job"], r.labels["run"], r.labels["attempt"])
+                              for r in self.sim.compute.created)
+        self.counts["vms created"] = sum(per_attempt.values())
+        self.counts["max vms per attempt"] = max(per_attempt.values(), default=0)
+        for (job, run_id, attempt), count in per_attempt.items():
+            if count > 1:
+                self.problem("duplicate_vms", f"{job}/{run_id} attempt {attempt} got {count} VMs")

@@ -1,0 +1,96 @@
+"""The figures a simulation prints, and whether its invariants held."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from spotcron.testing.simulation.loop import Simulation
+
+RELIABILITY_MAP = Path(__file__).resolve().parents[3] / "tests" / "RELIABILITY.md"
+# Every one must be 0. The first four are the ones RELIABILITY.md names; the rest keep the books honest.
+INVARIANTS = ("leaked_vms", "duplicate_vms", "missing_results", "non_terminal", "double_finished",
+              "record_mismatch", "missing_runs", "unexpected_runs", "stopped_lingering", "checkpoint_lost",
+              "dropped_messages", "unexpected_errors")
+
+
+@dataclass
+class Report:
+    days: float
+    seed: int
+    jobs: int
+    runs: int
+    states: dict[str, int]
+    problems: dict[str, int]
+    details: list[str]
+    faults: dict[str, int]
+    counts: dict[str, int]
+    errors: dict[str, int]
+    checkpoints_restored: int
+    wall_s: float
+    coverage: tuple[int, int] | None = None
+    extra: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, sim: Simulation, states: dict[str, int], wall_s: float) -> Report:
+        ledger = sim.ledger
+        return cls(days=sim.config.days, seed=sim.config.seed, jobs=len(sim.jobs), runs=len(ledger.seen),
+                   states=dict(sorted(states.items())), problems=dict(ledger.problems), details=list(ledger.details),
+                   faults=dict(sorted(sim.dice.injected.items())), counts=dict(sorted(ledger.counts.items())),
+                   errors=dict(ledger.errors), checkpoints_restored=sim.checkpoints.restored, wall_s=wall_s,
+                   coverage=reliability_coverage())
+
+    def invariant(self, name: str) -> int:
+        return self.problems.get(name, 0)
+
+    @property
+    def ok(self) -> bool:
+        return not any(self.problems.get(name) for name in INVARIANTS)
+
+    @property
+    def succeeded(self) -> int:
+        return self.states.get("succeeded", 0)
+
+    def lines(self) -> list[str]:
+        out = [f"simulated {self.days:g} days, {self.jobs} jobs, seed {self.seed}: {self.counts.get('ticks', 0)} "
+               f"ticks, {self.runs} runs, {self.counts.get('vms created', 0)} VMs in {self.wall_s:.1f}s",
+               "runs by terminal state: " + _pairs(self.states),
+               f"VMs created per run attempt: max {self.counts.get('max vms per attempt', 0)} (must be 1)",
+               "faults injected: " + _pairs(self.faults),
+               "traffic: " + _pairs(self.counts),
+               f"checkpoints restored on a later attempt: {self.checkpoints_restored}"]
+        if self.errors:
+            out.append("function errors (500, redelivered): " + _pairs(self.errors))
+        out.append("invariants: " + " ".join(f"{name}={self.invariant(name)}" for name in INVARIANTS))
+        out.extend(f"  {detail}" for detail in self.details)
+        if self.coverage is not None:
+            covered, total = self.coverage
+            out.append(f"RELIABILITY.md situations covered by tests: {covered}/{total}")
+        out.append(self.final_line())
+        return out
+
+    def final_line(self) -> str:
+        return (f"reliability: runs={self.runs} jobs={self.jobs} succeeded={self.succeeded} "
+                f"leaked_vms={self.invariant('leaked_vms')} duplicate_vms={self.invariant('duplicate_vms')} "
+                f"missing_results={self.invariant('missing_results')} non_terminal={self.invariant('non_terminal')}")
+
+
+def _pairs(counts: dict[str, int]) -> str:
+    return ", ".join(f"{key}={value}" for key, value in counts.items()) or "none"
+
+
+def reliability_coverage(path: Path = RELIABILITY_MAP) -> tuple[int, int] | None:
+    """(rows whose last column names a test and says no MISSING, all numbered rows) of the map."""
+    if not path.exists():
+        return None
+    covered = total = 0
+    for line in path.read_text().splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if not line.lstrip().startswith("|") or not cells[0].isdigit():
+            continue
+        total += 1
+        if "::" in cells[-1] and "MISSING" not in cells[-1]:
+            covered += 1
+    return covered, total

@@ -1,0 +1,235 @@
+"""The simulated cloud: in-memory backends with seeded faults, and the three functions' clients.
+
+Faults are drawn from one seeded random stream in event order, so a seed replays exactly.
+Storage faults hit only the engine's own calls (while a function is running), never the
+runner's uploads or the simulator's checks; create faults follow Compute Engine's order of
+checks: a name that exists answers 409 before capacity or quota are looked at.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from spotcron.core.errors import CreateFailed, Transient
+from spotcron.engine.ports import Instance, InstanceRequest
+from spotcron.testing.memory import MemoryBlobs, MemoryCompute
+
+FUNCTIONS_SOURCE = Path(__file__).resolve().parents[3] / "functions" / "main.py"
+STOCKOUT_REASONS = ("ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS")
+
+
+@dataclass(frozen=True)
+class FaultRates:
+    """Probabilities per opportunity (per delivery, per create call, per VM, per storage call)."""
+
+    duplicate_delivery: float = 0.03  # the same message again, 1 s to 5 min later
+    concurrent_delivery: float = 0.02  # the same message again, interleaved with the first delivery
+    late_delivery: float = 0.005  # the only delivery arrives after the job's starting_deadline
+    stale_delivery: float = 0.003  # one more copy, 1-12 h later (an ack lost, redelivered from retention)
+    manual_run: float = 0.002  # per tick: someone also presses "run now"
+    zone_stockouts_per_day: float = 1.0  # Spot stockout windows per zone per day (10 min to 2 h)
+    region_stockouts_per_day: float = 0.2  # windows when every zone is out of Spot capacity
+    quota: float = 0.003
+    permission: float = 0.001
+    image: float = 0.0005
+    create_timeout_succeeded: float = 0.01  # the insert landed, the caller saw a timeout
+    create_timeout_failed: float = 0.005
+    slow_create: float = 0.05  # the insert takes 20-90 s of (fake) time
+    storage_write: float = 0.003
+    storage_read: float = 0.001
+    preempt: float = 0.08  # per Spot VM: before the container starts, mid-run, during or after upload
+    preempt_notice: float = 0.5  # the runner gets its 30 s notice and reports "preempted"
+    stopped: float = 0.005  # the VM powers off mid-run (host error): it stays, STOPPED/TERMINATED
+    hang: float = 0.01  # the runner hangs after the container ends: no upload, no callback
+    lost_callback: float = 0.03  # every callback try is lost on the way
+    duplicate_callback: float = 0.03  # the callback is delivered again (same or fresh token)
+    max_run_late: float = 0.1  # Compute Engine enforces maxRunDuration up to 30 min late
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    days: float = 3.0
+    jobs: int = 50
+    seed: int = 7
+    start: datetime = datetime(2026, 10, 20, tzinfo=UTC)  # crosses the EU, Egyptian and US fall-back
+    sweep_interval: int = 300
+    drain_hours: float = 12.0  # no new ticks; VMs, retries and sweeps play out
+    faults: FaultRates = field(default_factory=FaultRates)
+    sweeps: bool = True  # False only to show that the checks catch what the sweep is there for
+
+
+class FaultDice:
+    """The seeded random stream, plus a tally of every fault it decided to inject."""
+
+    def __init__(self, seed: int, rates: FaultRates):
+        self.rng = random.Random(seed)
+        self.rates = rates
+        self.injected: Counter[str] = Counter()
+        self.storage_armed = 0  # > 0 while engine code runs
+        self.storage_suspended = 0  # > 0 while the simulator itself reads
+
+    def roll(self, name: str, rate: float | None = None) -> bool:
+        hit = self.rng.random() < (getattr(self.rates, name) if rate is None else rate)
+        if hit:
+            self.injected[name] += 1
+        return hit
+
+    def storage(self, kind: str) -> bool:
+        if self.storage_armed <= 0 or self.storage_suspended > 0:
+            return False
+        return self.roll(f"storage_{kind}")
+
+
+class Stockouts:
+    """Windows of time when a zone (or every zone) has no Spot capacity."""
+
+    def __init__(self, dice: FaultDice, zones: list[str], start: datetime, hours: float):
+        rng, rates = dice.rng, dice.rates
+        self.windows: dict[str | None, list[tuple[datetime, datetime]]] = {}
+        for zone, per_day in [*((z, rates.zone_stockouts_per_day) for z in zones),
+                              (None, rates.region_stockouts_per_day)]:
+            windows, at = [], start
+            while per_day > 0:
+                at += timedelta(hours=rng.expovariate(per_day / 24.0))
+                if at >= start + timedelta(hours=hours):
+                    break
+                windows.append((at, at + timedelta(minutes=rng.uniform(10, 120))))
+            self.windows[zone] = windows
+
+    def out(self, zone: str, now: datetime) -> bool:
+        return any(a <= now < b for key in (zone, None) for a, b in self.windows.get(key, ()))
+
+
+class SimCompute(MemoryCompute):
+    """MemoryCompute whose inserts meet stockouts, quota and permission errors, timeouts and slowness."""
+
+    def __init__(self, clock, dice: FaultDice, stockouts: Stockouts,
+                 on_created: Callable[[InstanceRequest, Instance], None], before_create: Callable[[], None]):
+        super().__init__(clock)
+        self.dice = dice
+        self.stockouts = stockouts
+        self.on_created = on_created
+        self.before_create = before_create
+        self.create_delay_s = self._delay
+
+    def _delay(self, request: InstanceRequest) -> float:
+        return self.dice.rng.uniform(20, 90) if self.dice.roll("slow_create") else 0.0
+
+    def create_instance(self, request: InstanceRequest) -> Instance:
+        self.before_create()
+        if super().get_instance(request.zone, request.name) is not None:
+            return super().create_instance(request)  # 409, before any other check
+        dice, now = self.dice, self.clock.now()
+        if dice.roll("create_timeout_failed"):
+            raise Transient(f"deadline exceeded inserting {request.name}")
+        if request.spot and self.stockouts.out(request.zone, now):
+            dice.injected["stockout"] += 1
+            raise CreateFailed(CreateFailed.STOCKOUT, dice.rng.choice(STOCKOUT_REASONS))
+        if dice.roll("quota"):
+            raise CreateFailed(CreateFailed.QUOTA, f"QUOTA_EXCEEDED: Quota 'CPUS' exceeded in {request.zone[:-2]}")
+        if dice.roll("permission"):
+            raise CreateFailed(CreateFailed.PERMISSION, "Required 'compute.instances.create' permission")
+        if dice.roll("image"):
+            raise CreateFailed(CreateFailed.IMAGE, "The resource 'cos-stable' was not found")
+        instance = super().create_instance(request)
+        self.on_created(request, instance)
+        if dice.roll("create_timeout_succeeded"):
+            raise Transient(f"deadline exceeded inserting {request.name} (it was created)")
+        return instance
+
+
+class SimBlobs(MemoryBlobs):
+    """MemoryBlobs with seeded read/write errors during engine calls and a hook on record writes."""
+
+    def __init__(self, bucket: str, clock, dice: FaultDice, before_record_write: Callable[[], None]):
+        super().__init__(bucket, clock)
+        self.fail_writes = lambda name: dice.storage("write")
+        self.fail_reads = lambda name: dice.storage("read")
+        self.before_record_write = before_record_write
+
+    def write(self, name: str, data: bytes, **kwargs: Any) -> int:
+        if name.endswith("/run.json"):
+            self.before_record_write()
+        return super().write(name, data, **kwargs)
+
+
+class SimEvents:
+    """The events topic: every event goes straight to the simulator's ledger."""
+
+    def __init__(self, on_event: Callable[[Mapping[str, Any]], None]):
+        self.on_event = on_event
+        self.count = 0
+
+    def publish(self, topic: str, data: Mapping[str, Any], attributes: Mapping[str, str] | None = None) -> str:
+        self.count += 1
+        self.on_event(data)
+        return str(self.count)
+
+
+class Functions:
+    """start_job, job_done and sweep, each loaded by functions-framework from functions/main.py."""
+
+    def __init__(self, clock, dice: FaultDice, *, on_error: Callable[[BaseException], None],
+                 source: Path = FUNCTIONS_SOURCE):
+        import functions_framework
+        from flask import got_request_exception
+
+        if not source.exists():
+            raise FileNotFoundError(f"{source} not found: run the simulation from a spotcron checkout")
+        self.clock = clock
+        self.dice = dice
+        self._apps = {target: functions_framework.create_app(target=target, source=str(source))
+                      for target in ("start_job", "job_done", "sweep")}
+        self._clients = {target: app.test_client() for target, app in self._apps.items()}
+        self._on_error = on_error
+        for app in self._apps.values():
+            got_request_exception.connect(self._error, app, weak=False)
+        self._ids = 0
+
+    def _error(self, sender: Any, exception: BaseException, **_: Any) -> None:
+        self._on_error(exception)
+
+    def close(self) -> None:
+        from flask import got_request_exception
+
+        for app in self._apps.values():
+            got_request_exception.disconnect(self._error, app)
+
+    def _call(self, target: str, **kwargs: Any):
+        self.dice.storage_armed += 1
+        try:
+            return self._clients[target].post("/", **kwargs)
+        finally:
+            self.dice.storage_armed -= 1
+
+    def _event(self, target: str, data: Any) -> int:
+        self._ids += 1
+        headers = {"ce-id": f"sim-{self._ids}", "ce-source": "//pubsub.googleapis.com/projects/sim/topics/t",
+                   "ce-type": "google.cloud.pubsub.topic.v1.messagePublished", "ce-specversion": "1.0",
+                   "ce-time": _iso(self.clock.now())}
+        return self._call(target, json=data, headers=headers).status_code
+
+    def start(self, payload: bytes, published: datetime, attributes: Mapping[str, str], message_id: str) -> int:
+        message = {"data": base64.b64encode(payload).decode(), "attributes": dict(attributes),
+                   "messageId": message_id, "publishTime": _iso(published)}
+        return self._event("start_job", {"message": message, "subscription": "projects/sim/subscriptions/start"})
+
+    def sweep(self) -> int:
+        return self._event("sweep", {"message": {"data": "", "messageId": "sweep"}})
+
+    def job_done(self, token: str, body: Mapping[str, Any]) -> tuple[int, Any]:
+        response = self._call("job_done", data=json.dumps(body), content_type="application/json",
+                              headers={"Authorization": f"Bearer {token}"})
+        return response.status_code, response.get_json(silent=True)
+
+
+def _iso(at: datetime) -> str:
+    return at.astimezone(UTC).isoformat().replace("+00:00", "Z")
