@@ -146,23 +146,9 @@ def resolve(store: RunStore, ref: str, job: str | None, where: str) -> RunRecord
 
 
 def print_runs_table(out: Any, records: list[RunRecord], now: datetime) -> None:
-    from rich.table import Table
-
-    from spotcron.present.views import RUN_COLUMNS, fit_columns, run_row
+    from spotcron.cli._tables import Columns, print_table
+    from spotcron.present.views import DROP_ORDER, RUN_COLUMNS, run_row
 
     rows = [run_row(record, now) for record in records]
-    widths = {c: max(len(c), *(len(row.cells()[i]) for row in rows)) for i, c in enumerate(RUN_COLUMNS)}
-    shown = fit_columns(widths, out.width)
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in shown:
-        table.add_column(column, no_wrap=True, overflow="ellipsis",
-                         justify="right" if column in ("attempts", "cost", "exit") else "left")
-    for row in rows:
-        cells = dict(zip(RUN_COLUMNS, row.cells(), strict=True))
-        if row.status_style:
-            cells["status"] = f"[{row.status_style}]{row.status}[/{row.status_style}]"
-        table.add_row(*(cells[c] for c in shown))
-    out.print(table)
-    hidden = [c for c in RUN_COLUMNS if c not in shown]
-    if hidden:
-        out.print(f"[dim]left out to fit {out.width} columns: {', '.join(hidden)} (--json has everything)[/dim]")
+    print_table(out, Columns(RUN_COLUMNS, DROP_ORDER, frozenset({"attempts", "cost", "exit"})),
+                [row.cells() for row in rows], styles=[{"status": row.status_style} for row in rows])

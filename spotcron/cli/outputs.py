@@ -208,14 +208,10 @@ def results(run: str, job: str | None, attempt: int | None, download_dir: Path |
     if not files:
         out.print("no files")
     else:
-        from rich.table import Table
+        from spotcron.cli._tables import Columns, print_table
 
-        table = Table(box=None, pad_edge=False, header_style="bold")
-        for column in RESULT_COLUMNS:
-            table.add_column(column, justify="right" if column == "size" else "left", no_wrap=True)
-        for file in files:
-            table.add_row(*file.cells())
-        out.print(table)
+        print_table(out, Columns(RESULT_COLUMNS, ("sha256", "size"), frozenset({"size"})),
+                    [file.cells() for file in files])
     if written is not None:
         from spotcron.present.views import format_size
 

@@ -109,9 +109,8 @@ def status(project: str | None, bucket: str | None, state_dir: Path) -> None:
       spotcron status
       spotcron status --bucket gs://my-project-spotcron --project my-project
     """
-    from rich.table import Table
-
-    from spotcron.present.views import LIVE_COLUMNS, STATE_STYLES, live_row, newest_first
+    from spotcron.cli._tables import Columns, print_table
+    from spotcron.present.views import LIVE_COLUMNS, LIVE_DROP_ORDER, STATE_STYLES, live_row, newest_first
 
     context = runs_context()
     now = context.now()
@@ -121,16 +120,9 @@ def status(project: str | None, bucket: str | None, state_dir: Path) -> None:
         records = newest_first(r for r in (store.read(j, run_id) for j, run_id in live) if r and not r.terminal)
     out = stdout()
     if records:
-        table = Table(box=None, pad_edge=False, header_style="bold", title=f"runs in progress in {where}",
-                      title_justify="left")
-        for column in LIVE_COLUMNS:
-            table.add_column(column, no_wrap=True, overflow="ellipsis")
-        for record in records:
-            cells = list(live_row(record, now).cells())
-            style = STATE_STYLES.get(record.state, "")
-            cells[2] = f"[{style}]{cells[2]}[/{style}]" if style else cells[2]
-            table.add_row(*cells)
-        out.print(table)
+        print_table(out, Columns(LIVE_COLUMNS, LIVE_DROP_ORDER), [live_row(r, now).cells() for r in records],
+                    styles=[{"status": STATE_STYLES.get(r.state, "")} for r in records],
+                    title=f"runs in progress in {where}")
     else:
         out.print(f"No runs in progress in {where}.")
     if not project:
@@ -142,24 +134,22 @@ def status(project: str | None, bucket: str | None, state_dir: Path) -> None:
 
 
 def _print_vms(out: Any, instances: list[Any], live: set[tuple[str, str]], project: str, now: datetime) -> None:
-    from rich.table import Table
-
+    from spotcron.cli._tables import Columns, print_table
     from spotcron.present.views import format_age
 
     if not instances:
         out.print(f"No spotcron VMs in project {project}.")
         return
-    table = Table(box=None, pad_edge=False, header_style="bold", title=f"spotcron VMs in project {project}",
-                  title_justify="left")
-    for column in ("vm", "zone", "status", "machine", "age", "run"):
-        table.add_column(column, no_wrap=True)
+    rows, styles = [], []
     for vm in sorted(instances, key=lambda i: i.created_at):
         job, run_id = vm.labels.get("job", "?"), vm.labels.get("run", "?")
         tracked = (job, run_id) in live
-        run_cell = f"{job}/{run_id}" + ("" if tracked else " [yellow](run not in progress)[/yellow]")
-        table.add_row(vm.name, vm.zone, vm.status, f"{vm.machine_type} {vm.provisioning_model}",
-                      format_age((now - vm.created_at).total_seconds()), run_cell)
-    out.print(table)
+        rows.append((vm.name, vm.zone, vm.status, f"{vm.machine_type} {vm.provisioning_model}",
+                     format_age((now - vm.created_at).total_seconds()),
+                     f"{job}/{run_id}" + ("" if tracked else " (run not in progress)")))
+        styles.append({} if tracked else {"run": "yellow"})
+    print_table(out, Columns(("vm", "zone", "status", "machine", "age", "run"), ("machine", "age", "zone")), rows,
+                styles=styles, title=f"spotcron VMs in project {project}")
 
 
 # --- spotcron run ------------------------------------------------------------------------------

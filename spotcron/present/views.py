@@ -18,7 +18,6 @@ from spotcron.core.runs import RunRecord
 from spotcron.engine.store import run_sort_key
 
 UNKNOWN = "-"
-REASON_WIDTH = 48
 
 # rich style per run state; the same families of colour as the results page.
 STATE_STYLES: Mapping[str, str] = {
@@ -59,12 +58,9 @@ def format_size(size: int | None) -> str:
     raise AssertionError("unreachable")
 
 
-def shorten(text: str | None, width: int = REASON_WIDTH) -> str:
-    """First line of `text`, cut to `width` characters with an ellipsis."""
-    if not text:
-        return ""
-    line = text.strip().splitlines()[0] if text.strip() else ""
-    return line if len(line) <= width else line[: width - 1].rstrip() + "…"
+def one_line(text: str | None) -> str:
+    """The whole of `text` on one line (a table cell): runs of whitespace and newlines become one space."""
+    return " ".join((text or "").split())
 
 
 def job_key(record: RunRecord) -> str:
@@ -138,23 +134,16 @@ COLUMN_GAP = 2
 
 
 def fit_columns(widths: Mapping[str, int], available: int, drop_order: Sequence[str] = DROP_ORDER) -> list[str]:
-    """The columns (in order) that fit in `available` characters, dropping whole ones, not cutting cells.
-
-    The reason column is cut rather than dropped while at least 10 characters of it fit.
-    """
+    """The columns (in order) that fit in `available` characters: whole ones are dropped, in
+    `drop_order`, and no cell is ever cut. Columns not in `drop_order` always stay."""
     shown = list(widths)
-    dropping = list(drop_order)
+    dropping = [c for c in drop_order if c in widths]
 
     def needed(columns: list[str]) -> int:
         return sum(widths[c] for c in columns) + COLUMN_GAP * (len(columns) - 1)
 
     while needed(shown) > available and dropping:
-        column = dropping.pop(0)
-        if column == "reason" and "reason" in shown and \
-                needed([c for c in shown if c != "reason"]) + COLUMN_GAP + 10 <= available:
-            break  # rich shortens the reason with an ellipsis
-        if column in shown:
-            shown.remove(column)
+        shown.remove(dropping.pop(0))
     return shown
 
 
@@ -169,7 +158,7 @@ def run_row(record: RunRecord, now: datetime) -> RunRow:
         machine=machine_text(record),
         cost=format_cost(record.cost_usd),
         exit_code=UNKNOWN if record.exit_code is None else str(record.exit_code),
-        reason=shorten(record.reason),
+        reason=one_line(record.reason),
     )
 
 
@@ -207,6 +196,7 @@ class LiveRow:
 
 
 LIVE_COLUMNS = ("job", "run", "status", "attempt", "vm", "zone / machine", "age", "deadline")
+LIVE_DROP_ORDER = ("vm", "zone / machine", "attempt", "age")
 
 
 def deadline_text(deadline: datetime | None, now: datetime) -> str:

@@ -1,0 +1,72 @@
+"""Tables that never cut a value.
+
+A pipe (a file, `| cat`, `| grep`) gets every column and every value in full: the console is
+widened to the table's natural width for the print, so rich neither shortens nor wraps a cell.
+A terminal that is too narrow loses whole columns, lowest priority first, and a dim line says
+which ones and how to see them; a cell is never shortened with an ellipsis. `--json` stays the
+machine interface: these tables are for people.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from spotcron.present.views import COLUMN_GAP, fit_columns
+
+
+@dataclass(frozen=True)
+class Columns:
+    """The columns of one table: their order, which align right, and which go first when narrow."""
+
+    names: tuple[str, ...]
+    drop_order: tuple[str, ...] = ()  # first named = first dropped; columns not named always stay
+    right: frozenset[str] = field(default_factory=frozenset)
+
+
+def natural_widths(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> dict[str, int]:
+    from rich.cells import cell_len
+
+    return {c: max([cell_len(c), *(cell_len(row[i]) for row in rows)]) for i, c in enumerate(columns)}
+
+
+def print_table(out: Any, columns: Columns, rows: Sequence[Sequence[str]], *,
+                styles: Sequence[Mapping[str, str]] | None = None, title: str | None = None,
+                hint: str = "--json has everything") -> list[str]:
+    """Print `rows` (plain strings, one per column) and return the columns left out.
+
+    `styles[i]` maps a column to a rich style for row i's cell. Cells are Text, never markup, so
+    a value with square brackets prints as it is.
+    """
+    from rich.table import Table
+    from rich.text import Text
+
+    widths = natural_widths(columns.names, rows)
+    needed = sum(widths.values()) + COLUMN_GAP * (len(widths) - 1)
+    terminal = out.is_terminal
+    shown = fit_columns(widths, out.width, columns.drop_order) if terminal else list(columns.names)
+    # box=None, no edge padding and one space either side of a cell: COLUMN_GAP (2) between columns.
+    table = Table(box=None, pad_edge=False, header_style="bold", title=title, title_justify="left")
+    for column in shown:
+        # In a terminal narrower than even the kept columns, cells fold onto more lines, never cut.
+        table.add_column(column, no_wrap=not terminal, overflow="fold", min_width=None if terminal else widths[column],
+                         justify="right" if column in columns.right else "left")
+    positions = [columns.names.index(c) for c in shown]
+    for number, row in enumerate(rows):
+        style = styles[number] if styles else {}
+        table.add_row(*(Text(row[i], style=style.get(columns.names[i], "")) for i in positions))
+    if terminal:
+        out.print(table)
+    else:
+        saved = out.width
+        out.width = max(saved, needed)
+        try:
+            out.print(table)
+        finally:
+            out.width = saved
+    hidden = [c for c in columns.drop_order if c in columns.names and c not in shown]  # as dropped
+    if hidden:
+        out.print(f"[dim]left out to fit {out.width} columns: {', '.join(hidden)} ({hint})[/dim]")
+    return hidden
+
