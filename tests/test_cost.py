@@ -215,8 +215,20 @@ def test_history_replaces_the_runtime(table):
     assert history == {("job", None): (150.0, 2)}
     spec = JobSpec(name="job", schedule="0 * * * *", image="x", machine={"type": "n1-standard-1"})
     job = project_job(spec, runs_per_month=720, runtime_s=600, table=table, region="us-central1", history=history)
-    assert job.variants[0].vm_seconds == 150 and job.variants[0].basis == "history (2 runs)"
+    assert job.variants[0].vm_seconds == 150 and job.variants[0].basis == "median of 2 recent runs"
     assert job.items["compute"] == pytest.approx(720 * 0.01306 * 150 / HOUR)
+
+
+def test_history_is_the_median_of_recent_runs():
+    def at(hours: int, seconds: float) -> RunRecord:
+        return record(attempt(1, seconds)).model_copy(update={"created_at": T0 + timedelta(hours=hours),
+                                                              "run_id": f"r{hours:03d}"})
+
+    # One 3-hour outlier does not move the median the way it moves a mean.
+    assert vm_seconds_from_history([at(h, 60) for h in range(4)] + [at(4, 10_800)]) == {("job", None): (60.0, 5)}
+    # Only the newest runs count: the job got faster 30 runs ago.
+    old, new = [at(h, 600) for h in range(100)], [at(100 + h, 30) for h in range(30)]
+    assert vm_seconds_from_history(old + new) == {("job", None): (30.0, 20)}
 
 
 def test_stack_adds_the_sweep_and_applies_free_tiers(table):
@@ -299,7 +311,9 @@ def test_cost_with_history_and_bad_input(run, tmp_path):
     result = run("hello-bot", "--history", str(tmp_path / "bucket"), "--json")
     assert json.loads(result.output)[0]["vm_seconds_per_run"] == {"hello-bot": 95.0}
     result = run("hello-bot", "--history", str(tmp_path / "bucket"))
-    assert "1m35s*" in result.output and "mean VM time per run from the run history" in result.output
+    assert "1m35s" in result.output
+    assert f"VM time per run: hello-bot 1m35s, median of 1 recent runs in {tmp_path / 'bucket'}" in \
+        " ".join(result.output.split())
 
     result = run("nope")
     assert result.exit_code == 2 and "no job named 'nope'" in result.output
@@ -308,3 +322,34 @@ def test_cost_with_history_and_bad_input(run, tmp_path):
     (folder / "run.json").write_text("{}")
     result = run("--history", str(tmp_path / "bucket"))
     assert result.exit_code == 2 and "run.json: not a run record" in result.output
+
+
+def test_cost_reads_the_local_history_by_default_and_says_what_it_used(run, tmp_path):
+    import contextlib
+
+    from spotcron.cli._bucket import RunsContext
+    from spotcron.core import layout
+    from spotcron.testing.memory import MemoryBlobs
+
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    (jobs / "bot.yaml").write_text('schedule: "0 * * * *"\nimage: x\nmachine: {type: n1-standard-1}\n')
+    (jobs / "other.yaml").write_text('schedule: "0 * * * *"\nimage: x\nmachine: {type: n1-standard-1}\n')
+    blobs = MemoryBlobs("spotcron-local")
+    for hour, seconds in enumerate((31, 33, 35)):
+        done = record(attempt(1, seconds), job="bot").model_copy(update={"run_id": f"2026112{hour}-1000"})
+        blobs.write(layout.run_record("bot", done.run_id), done.to_json())
+    (tmp_path / ".spotcron" / "bucket").mkdir(parents=True)
+    group = SpotcronGroup("spotcron")
+    group.add_command(cost_command)
+    context = RunsContext(open_blobs=lambda bucket, state_dir: contextlib.nullcontext(blobs))
+    result = CliRunner().invoke(group, ["cost", "--jobs", str(jobs)], obj=context, terminal_width=120)
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "VM time per run: bot 33s, median of 3 recent runs in the local bucket (.spotcron/bucket);" in said
+    assert "other 5m00s, assumed (--runtime 5m; no runs recorded)" in said
+    data = json.loads(CliRunner().invoke(group, ["cost", "--jobs", str(jobs), "--json"], obj=context).output)
+    assert data[0]["vm_seconds_per_run"] == {"bot": 33.0} and data[0]["vm_basis"] == {"bot": "median of 3 recent runs"}
+    # Without a local bucket: every job says it was assumed.
+    result = CliRunner().invoke(group, ["cost", "--jobs", str(jobs), "--state-dir", str(tmp_path / "none")])
+    assert "bot 5m00s, assumed (--runtime 5m; no runs recorded)" in " ".join(result.output.split())

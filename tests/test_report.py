@@ -208,3 +208,36 @@ def test_report_reads_the_bucket_by_default(records):
     data = json.loads(result.output)
     assert [r["variant"] for r in data["rows"]] == ["highcpu-16", "e2-std-4", "t4"]
     assert data["rows"][2]["metrics"] == {"train_seconds": 250}
+
+
+def test_an_unknown_time_metric_is_an_error_that_lists_the_metrics(records):
+    import contextlib
+
+    from spotcron.cli._bucket import RunsContext
+    from spotcron.testing.memory import MemoryBlobs
+
+    blobs = MemoryBlobs("spotcron-local")
+    for rec in records:
+        blobs.write(layout.run_record(rec.job, rec.run_id), rec.to_json())
+        if rec.variant == "t4" and rec.state == "succeeded":
+            blobs.write(rec.results_prefix + "results/metrics.json",
+                        json.dumps({"train_seconds": 250, "accuracy": 0.9, "note": "text"}).encode())
+    group = SpotcronGroup("spotcron")
+    group.add_command(report_command)
+    context = RunsContext(open_blobs=lambda bucket, state_dir: contextlib.nullcontext(blobs))
+
+    def run(*args):
+        return CliRunner().invoke(group, ["report", "dl-benchmark", "--jobs", str(ROOT / "jobs"), *args], obj=context)
+
+    result = run("--time-metric", "nope")
+    assert result.exit_code == 2
+    assert result.output.strip() == ("error: --time-metric 'nope': no run of dl-benchmark has that number in its "
+                                     "metrics.json; numbers there: accuracy, train_seconds")
+    result = run("--time-metric", "train_second")
+    assert result.exit_code == 2 and "did you mean 'train_seconds'?" in result.output
+    for name in [n for n in blobs.list("runs/") if n.endswith("metrics.json")]:
+        blobs.delete(name)
+    result = run("--time-metric", "train_seconds")
+    assert result.exit_code == 2
+    assert ("error: --time-metric 'train_seconds': no run of dl-benchmark wrote a metrics.json; leave the option "
+            "out to use the container time") in result.output

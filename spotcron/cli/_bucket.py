@@ -7,6 +7,7 @@ from a `RunsContext` in click's `ctx.obj`; tests pass their own, `spotcron` itse
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
@@ -71,6 +72,7 @@ class RunsContext:
     compute: Callable[[str], Compute] = _google_compute
     publisher: Callable[[str | None], Any] = _publisher  # emulator host or None → PublisherClient
     local_stack: Callable[[Path], Any] = _local_stack  # state_dir → an unstarted LocalStack
+    interactive: Callable[[], bool] = field(default=lambda: sys.stdin.isatty())  # may we ask a question?
 
 
 def runs_context() -> RunsContext:
@@ -126,6 +128,18 @@ def unknown_job(job: str, store: RunStore, where: str) -> Exception:
     known = (f"did you mean {hint!r}?" if hint else
              f"jobs with runs: {', '.join(jobs)}" if jobs else "it has no runs yet")
     return SpotcronError(f"no runs of job {job!r} in {where}; {known}")
+
+
+def unknown_variant(job: str, variant: str, variants: list[str], where: str) -> Exception:
+    from spotcron.core.catalog import suggest
+    from spotcron.core.errors import SpotcronError
+
+    what = f"no runs of {job}/{variant} in {where}"
+    if not variants:
+        return SpotcronError(f"{what}: job {job} has no matrix; write `spotcron runs {job}`")
+    hint = suggest(variant, variants)
+    known = f"did you mean {hint!r}?" if hint else f"its entries: {', '.join(variants)}"
+    return SpotcronError(f"{what}: job {job} has no matrix entry {variant!r} with runs; {known}")
 
 
 def resolve(store: RunStore, ref: str, job: str | None, where: str) -> RunRecord:

@@ -120,15 +120,20 @@ def load_table(prices: str | None) -> PriceTable:
 @history_option
 @click.option("--bucket", metavar="gs://NAME", default=None,
               help="Take each job's VM time per run from the run records of a deployed stack's bucket.")
+@click.option("--state-dir", type=click.Path(path_type=Path, file_okay=False), default=".spotcron",
+              envvar="SPOTCRON_STATE_DIR", show_default=True, show_envvar=True,
+              help="Without --history or --bucket: the local bucket whose run records give VM time per run.")
 @prices_option
 @region_option
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list, one object per job.")
 def cost(names: tuple[str, ...], jobs_dir: Path, stack_path: Path, runtime: str, history_dir: Path | None,
-         bucket: str | None, prices: str | None, region: str | None, as_json: bool) -> None:
+         bucket: str | None, state_dir: Path, prices: str | None, region: str | None, as_json: bool) -> None:
     """Projected monthly cost of each job and of the stack, itemised.
 
-    Counts runs from each job's schedule (averaged over a year, 30-day months), prices every
-    run's VM per second with the one-minute minimum, and adds disk, scheduler, functions and
+    Counts runs from each job's schedule (averaged over a year, 30-day months), takes each
+    configuration's VM time per run from its recorded runs (the median of the newest 20, from
+    --history, --bucket, or else the local bucket) or, without any, from --runtime, and says
+    which it used; prices every run's VM per second with the one-minute minimum, and adds disk, scheduler, functions and
     storage. Beside it: the classic design (a stopped VM with its disk kept all month, two
     scheduler rules per job). Prices are indicative; see docs/cost.md.
     """
@@ -152,22 +157,45 @@ def cost(names: tuple[str, ...], jobs_dir: Path, stack_path: Path, runtime: str,
                                 f"jobs there: {', '.join(known) or 'none'}")
         specs = [known[n] for n in names]
     table = load_table(prices)
-    records = read_records(history_dir) if history_dir else []
-    if bucket:
-        from spotcron.cli._bucket import open_store
-
-        with open_store(bucket, Path(".")) as store:
-            records += [r for job in store.jobs() for r in store.records(job)]
+    records, source = _history(history_dir, bucket, state_dir)
     stack = project_specs(specs, table=table, region=region or settings.region, now=datetime.now(UTC),
                           runtime_s=runtime_s, records=records, sweep_interval_s=settings.sweep_interval,
                           retention_days=settings.results_retention_days)
     if as_json:
         click.echo(json.dumps([job.to_json() for job in stack.jobs], indent=2))
         return
-    print_stack(stack, table, region or settings.region)
+    print_stack(stack, table, region or settings.region, basis=(source, runtime))
 
 
-def print_stack(stack: StackProjection, table: PriceTable, region: str) -> None:
+def _history(history_dir: Path | None, bucket: str | None, state_dir: Path) -> tuple[list[RunRecord], str]:
+    """The run records that give VM time per run, and where they came from (said on screen)."""
+    from spotcron.cli._bucket import describe, open_store
+
+    records = read_records(history_dir) if history_dir else []
+    source = str(history_dir) if history_dir else ""
+    if bucket or not history_dir and (state_dir / "bucket").is_dir():
+        with open_store(bucket, state_dir) as store:
+            records += [r for job in store.jobs() for r in store.records(job)]
+        source = " and ".join(filter(None, (source, describe(bucket, state_dir))))
+    return records, source
+
+
+def basis_line(stack: StackProjection, source: str, runtime: str) -> str:
+    """Which VM time per run each configuration's price comes from: recorded runs, or the assumption."""
+    from spotcron.core.durations import format_duration
+
+    parts = []
+    for job in stack.jobs:
+        for variant in job.variants:
+            name = f"{job.job}/{variant.variant}" if variant.variant else job.job
+            said = (f"assumed (--runtime {runtime}; no runs recorded)" if variant.basis == "runtime"
+                    else f"{variant.basis} in {source}")
+            parts.append(f"{name} {format_duration(variant.vm_seconds)}, {said}")
+    return "VM time per run: " + "; ".join(parts) + "."
+
+
+def print_stack(stack: StackProjection, table: PriceTable, region: str,
+                basis: tuple[str, str] | None = None) -> None:
     from rich import box
     from rich.table import Table
 
@@ -188,8 +216,7 @@ def print_stack(stack: StackProjection, table: PriceTable, region: str) -> None:
     grid.add_column("total", justify="right", style="bold", no_wrap=True)
     grid.add_column("classic", justify="right", no_wrap=True)
     for job in stack.jobs:
-        times = ",".join(dict.fromkeys(format_duration(v.vm_seconds) + ("*" if v.basis != "runtime" else "")
-                                       for v in job.variants))
+        times = ",".join(dict.fromkeys(format_duration(v.vm_seconds) for v in job.variants))
         runs = job.runs_per_month
         grid.add_row(job.job, f"{runs:.1f}" if runs < 100 else f"{runs:.0f}", times,
                      *(_usd(_item(job.items, k)) for k in items),
@@ -201,8 +228,8 @@ def print_stack(stack: StackProjection, table: PriceTable, region: str) -> None:
                  _usd(stack.classic_monthly_usd))
     out = console()
     out.print(grid)
-    if any(v.basis != "runtime" for j in stack.jobs for v in j.variants):
-        out.print("* mean VM time per run from the run history")
+    if basis is not None:
+        out.print(basis_line(stack, *basis))
     if totals["gpu"] > 0:
         out.print(f"compute includes GPUs: {totals['gpu']:.3f}")
     out.print(f"After one billing account's free tiers (3 scheduler jobs, function calls): "

@@ -163,14 +163,17 @@ def _read(blobs: Blobs, name: str) -> bytes | None:
               help="Use this attempt (default: the one that succeeded, else the latest).")
 @click.option("--download", "download_dir", type=click.Path(path_type=Path, file_okay=False),
               help="Write the files into DIR, keeping their relative paths (checked against the manifest).")
+@click.option("--force", is_flag=True,
+              help="With --download: write into a folder that holds other files, without asking.")
 @click.option("--json", "as_json", is_flag=True, help="Print the listing as JSON.")
 @bucket_options
-def results(run: str, job: str | None, attempt: int | None, download_dir: Path | None, as_json: bool,
-            bucket: str | None, state_dir: Path) -> None:
+def results(run: str, job: str | None, attempt: int | None, download_dir: Path | None, force: bool,
+            as_json: bool, bucket: str | None, state_dir: Path) -> None:
     """List (and download) the files a run wrote to /results.
 
     The list comes from the attempt's manifest.json (name, size, sha256), which the runner writes
     last; without one, the upload did not complete and the objects found are listed instead.
+    --download into a folder that holds files the run did not write asks first (or needs --force).
 
     \b
     Examples:
@@ -194,6 +197,8 @@ def results(run: str, job: str | None, attempt: int | None, download_dir: Path |
         else:
             files = [ResultFile(name[len(prefix):]) for name in store.blobs.list(prefix)]
             source = "listing"
+        if download_dir is not None and not force:
+            _check_destination(download_dir, files)
         written = _download(store.blobs, prefix, files, download_dir) if download_dir is not None else None
     if as_json:
         click.echo(results_json(files, source, prefix))
@@ -224,6 +229,28 @@ def _results_attempt(record: RunRecord) -> int | None:
     prefix = (record.results_prefix or "").rstrip("/")
     tail = prefix.rsplit("/", 1)[-1]
     return int(tail.removeprefix("attempt-")) if tail.startswith("attempt-") and tail[8:].isdigit() else None
+
+
+def _check_destination(dest: Path, files: list[ResultFile]) -> None:
+    """A folder holding anything the run would not write is someone's: ask before writing there."""
+    from spotcron.core.errors import SpotcronError
+
+    if not dest.is_dir():
+        if dest.exists():
+            raise SpotcronError(f"--download {dest}: not a folder; give a folder to write the files into")
+        return
+    ours = {name.split("/", 1)[0] for name in (f.name for f in files)}
+    others = sorted(entry.name for entry in dest.iterdir() if entry.name not in ours)
+    if not others:
+        return
+    listed = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+    if runs_context().interactive():
+        count = f"{len(files)} file{'s' if len(files) != 1 else ''}"
+        if click.confirm(f"Write {count} into {dest}, beside {listed}?", default=False, err=True):
+            return
+        raise SpotcronError(f"--download {dest}: nothing written")
+    raise SpotcronError(f"--download {dest}: the folder already holds files this run did not write ({listed}); "
+                        "download into a new or empty folder, or pass --force to write beside them")
 
 
 def _download(blobs: Blobs, prefix: str, files: list[ResultFile], dest: Path) -> int:

@@ -54,6 +54,8 @@ def report(job: str, base: str | None, charts_dir: Path | None, time_metric: str
         with open_store(bucket, state_dir) as store:
             records = store.records(job)
             metrics = read_metrics(blobs_reader(store.blobs), records)
+    if time_metric is not None:
+        _check_time_metric(job, time_metric, metrics)
     try:
         spec = load_job_file(find_job_file(job, jobs_dir), grace=settings.grace)
     except SpotcronError:
@@ -75,6 +77,25 @@ def report(job: str, base: str | None, charts_dir: Path | None, time_metric: str
         out.print(table)
     for path in written:
         out.print(f"chart: {path}")
+
+
+def _check_time_metric(job: str, name: str, metrics: dict[str, list[dict]]) -> None:
+    """--time-metric must name a number some run wrote; otherwise every time would be a dash."""
+    from spotcron.core.catalog import suggest
+    from spotcron.core.errors import SpotcronError
+
+    docs = [doc for docs in metrics.values() for doc in docs]
+    numbers = sorted({key for doc in docs for key, value in doc.items()
+                      if isinstance(value, int | float) and not isinstance(value, bool)})
+    if name in numbers:
+        return
+    where = f"--time-metric {name!r}"
+    if not docs:
+        raise SpotcronError(f"{where}: no run of {job} wrote a metrics.json; leave the option out to use the "
+                            "container time")
+    hint = suggest(name, numbers)
+    known = f"did you mean {hint!r}?" if hint else f"numbers there: {', '.join(numbers) or 'none'}"
+    raise SpotcronError(f"{where}: no run of {job} has that number in its metrics.json; {known}")
 
 
 COMMANDS = [report]

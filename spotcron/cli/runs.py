@@ -25,6 +25,7 @@ from spotcron.cli._bucket import (
     runs_context,
     stdout,
     unknown_job,
+    unknown_variant,
 )
 from spotcron.cli._common import console, find_job_file, jobs_option, load_stack, stack_option
 from spotcron.cli.outputs import logs, results
@@ -71,7 +72,10 @@ def runs(job: str | None, as_json: bool, limit: int, bucket: str | None, state_d
         else:
             pairs = all_run_ids(store)
         if variant:  # a matrix entry's run ids end in -VARIANT; the records say it exactly
+            every = pairs
             pairs = [(j, r) for j, r in pairs if r.endswith(f"-{variant}")]
+            if not pairs:
+                raise unknown_variant(job_name, variant, _variants(store, every), where)
         # A read per record: read only the newest `limit` of them.
         chosen = newest_ids(pairs, limit)
         records = [r for r in (store.read(j, run_id) for j, run_id in chosen) if r is not None]
@@ -88,6 +92,18 @@ def runs(job: str | None, as_json: bool, limit: int, bucket: str | None, state_d
     total = len(pairs)
     if limit and total > len(records):
         out.print(f"[dim]showing the newest {len(records)} of {total} runs; --limit 0 shows all[/dim]")
+
+
+def _variants(store: Any, pairs: list[tuple[str, str]]) -> list[str]:
+    """The matrix entries a job's runs were of, from its newest records (one read per entry seen)."""
+    from spotcron.present.views import newest_ids
+
+    seen: dict[str, None] = {}
+    for job, run_id in newest_ids(pairs, 50):
+        record = store.read(job, run_id)
+        if record is not None and record.variant:
+            seen[record.variant] = None
+    return sorted(seen)
 
 
 # --- spotcron status ---------------------------------------------------------------------------

@@ -15,6 +15,7 @@ persistent disk billed all month), started and stopped by two scheduler rules pe
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -183,7 +184,7 @@ class VariantLoad:
     gpu: str | None
     disk_gb: int
     vm_seconds: float
-    basis: str  # "runtime" or "history (N runs)"
+    basis: str  # "runtime" or "median of N recent runs"
 
 
 @dataclass(frozen=True)
@@ -213,6 +214,7 @@ class JobProjection:
             "classic_items": {k: round(v, 6) for k, v in self.classic_items.items()},
             "runs_per_month": round(self.runs_per_month, 3),
             "vm_seconds_per_run": {v.variant or self.job: round(v.vm_seconds, 1) for v in self.variants},
+            "vm_basis": {v.variant or self.job: v.basis for v in self.variants},
         }
 
 
@@ -221,7 +223,7 @@ def project_job(spec: JobSpec, *, runs_per_month: float, runtime_s: float, table
                 usage: Usage = DEFAULT_USAGE, retention_days: int = 90) -> JobProjection:
     """Monthly cost of `spec` and of the classic design, itemised.
 
-    VM seconds per run come from `history` ((job, variant) → (mean seconds, runs), see
+    VM seconds per run come from `history` ((job, variant) → (median seconds, runs), see
     `vm_seconds_from_history`) where it has the variant, else `runtime_s`. The same seconds are
     used for both designs: in the classic one the stop rule must leave that much uptime.
     """
@@ -229,7 +231,7 @@ def project_job(spec: JobSpec, *, runs_per_month: float, runtime_s: float, table
     loads = []
     for variant in spec.variants():
         seen = (history or {}).get((spec.name, variant.variant))
-        seconds, basis = (seen[0], f"history ({seen[1]} runs)") if seen else (float(runtime_s), "runtime")
+        seconds, basis = (seen[0], f"median of {seen[1]} recent runs") if seen else (float(runtime_s), "runtime")
         machine = variant.machine
         gpu = f"{machine.gpu.type} x{machine.gpu.count}" if machine.gpu else None
         loads.append(VariantLoad(variant.variant, machine.type, machine.spot, gpu, machine.disk_gb, seconds, basis))
@@ -259,14 +261,26 @@ def project_job(spec: JobSpec, *, runs_per_month: float, runtime_s: float, table
     return JobProjection(spec.name, runs, tuple(loads), items, classic, use)
 
 
-def vm_seconds_from_history(records: Iterable[RunRecord]) -> dict[tuple[str, str | None], tuple[float, int]]:
-    """(job, variant) → (mean VM seconds per run, all attempts together; number of runs)."""
-    sums: dict[tuple[str, str | None], list[float]] = {}
+RECENT_RUNS = 20  # how many of a configuration's newest ended runs set its VM time per run
+
+
+def vm_seconds_from_history(records: Iterable[RunRecord], recent: int = RECENT_RUNS
+                            ) -> dict[tuple[str, str | None], tuple[float, int]]:
+    """(job, variant) → (median VM-alive seconds per run over its `recent` newest ended runs, how many).
+
+    A run's VM-alive time counts every attempt (boot to delete). The median, because one run
+    stuck until its timeout should not set the price of every future run; the newest runs,
+    because a job that changed should be priced as it is now.
+    """
+    ended: dict[tuple[str, str | None], list[RunRecord]] = {}
     for record in records:
-        if not record.terminal or not any(a.vm_seconds is not None for a in record.attempts):
-            continue
-        sums.setdefault((record.job, record.variant), []).append(record.billed_vm_seconds)
-    return {key: (sum(values) / len(values), len(values)) for key, values in sums.items()}
+        if record.terminal and any(a.vm_seconds is not None for a in record.attempts):
+            ended.setdefault((record.job, record.variant), []).append(record)
+    history = {}
+    for key, runs in ended.items():
+        newest = sorted(runs, key=lambda r: (r.created_at, r.run_id))[-recent:]
+        history[key] = (statistics.median(r.billed_vm_seconds for r in newest), len(newest))
+    return history
 
 
 @dataclass(frozen=True)

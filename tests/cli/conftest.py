@@ -133,8 +133,8 @@ def invoke(context: RunsContext, tmp_path, monkeypatch) -> Callable[..., Result]
         monkeypatch.delenv(name, raising=False)
     cli = make_cli()
 
-    def run(*args: str, obj: Any = None, env: dict[str, str] | None = None) -> Result:
+    def run(*args: str, obj: Any = None, env: dict[str, str] | None = None, input: str | None = None) -> Result:
         return CliRunner().invoke(cli, list(args), obj=obj or context, env={"COLUMNS": "220", **(env or {})},
-                                  catch_exceptions=False)
+                                  input=input, catch_exceptions=False)
 
     return run

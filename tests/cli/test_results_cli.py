@@ -566,3 +566,47 @@ def test_record_json_round_trips(bucket):
     record = make_record("bot", "r1", created=NOW, cost=0.5)
     assert json.loads(views.records_json([record]))[0]["cost_usd"] == 0.5
     assert Path(layout.run_record("bot", "r1")).name == "run.json"
+
+
+# --- wrong arguments: where, what, how to fix; exit code 2 ------------------------------------------
+
+
+def test_runs_of_an_unknown_matrix_entry_is_an_error(invoke, bucket):
+    fill_three_runs(bucket)
+    bucket.add(make_record("dl-benchmark", "20260302-1100-cpu", variant="cpu", created=NOW - HOUR))
+    result = invoke("runs", "dl-benchmark/nope")
+    assert result.exit_code == 2
+    assert result.stderr.strip() == ("error: no runs of dl-benchmark/nope in the local bucket (.spotcron/bucket): "
+                                     "job dl-benchmark has no matrix entry 'nope' with runs; its entries: cpu, t4")
+    result = invoke("runs", "hello-bot/nope")
+    assert result.exit_code == 2
+    assert result.stderr.strip() == ("error: no runs of hello-bot/nope in the local bucket (.spotcron/bucket): "
+                                     "job hello-bot has no matrix; write `spotcron runs hello-bot`")
+    result = invoke("runs", "dl-benchmark/t")
+    assert "did you mean 't4'?" in result.stderr
+
+
+def test_download_into_a_folder_with_other_files_asks_first(invoke, bucket, tmp_path, context):
+    import dataclasses
+
+    asking = dataclasses.replace(context, interactive=lambda: True)
+    bucket.add(make_record("bench", "r1", created=NOW - HOUR))
+    bucket.results("bench", "r1", 1, FILES)
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "notes.txt").write_text("mine")
+    result = invoke("results", "bench/r1", "--download", "home")
+    assert result.exit_code == 2
+    assert result.stderr.strip() == ("error: --download home: the folder already holds files this run did not "
+                                     "write (notes.txt); download into a new or empty folder, or pass --force "
+                                     "to write beside them")
+    assert sorted(p.name for p in (tmp_path / "home").iterdir()) == ["notes.txt"]
+    result = invoke("results", "bench/r1", "--download", "home", input="n\n", obj=asking)
+    assert result.exit_code == 2 and "Write 2 files into home, beside notes.txt?" in result.output
+    assert sorted(p.name for p in (tmp_path / "home").iterdir()) == ["notes.txt"]
+    result = invoke("results", "bench/r1", "--download", "home", input="y\n", obj=asking)
+    assert result.exit_code == 0 and (tmp_path / "home" / "metrics.json").is_file()
+    result = invoke("results", "bench/r1", "--download", "home", "--force")
+    assert result.exit_code == 0, result.output
+    # A folder holding only an earlier download of this run needs no question.
+    result = invoke("results", "bench/r1", "--download", "out")
+    assert invoke("results", "bench/r1", "--download", "out").exit_code == 0
