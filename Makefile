@@ -23,7 +23,7 @@ run: $(STAMP) ## run every example job once, end to end, locally; then show the 
 	$(BIN)/spotcron validate $(JOBS)
 	$(BIN)/spotcron up --once --jobs $(JOBS)
 	$(BIN)/spotcron runs
-	$(BIN)/spotcron report dl-benchmark --jobs $(JOBS) --time-metric total_seconds
+	$(BIN)/spotcron report dl-benchmark --jobs $(JOBS)
 	$(BIN)/spotcron cost --jobs $(JOBS)
 
 test: $(STAMP) ## run the whole test suite

@@ -167,7 +167,8 @@ def test_update_index_writes_the_page_with_charts_for_matrix_jobs():
     assert "Updated 2026-11-23 08:00 UTC." in html
     assert "20261122-1000" in html and "20261122-0900" in html and "20261122-0800</td>" not in html
     # Charts from the costs the records stored: gpu costs 0.4x of cpu.
-    assert "bench-relative-cost.png" in html and "bench-relative-time.png" in html
+    assert "bench: cost per run relative to cpu (1.00x): cpu 1.00x, gpu 0.40x</figcaption>" in html
+    assert "bench: time per run relative to cpu (1.00x)" in html
     assert render_index({}, {}) != html
 
 
@@ -193,3 +194,46 @@ def test_a_price_file_that_does_not_load_costs_nothing_and_fails_no_run(tmp_path
     broken.write_text("machines: [not, a, mapping\n")
     cost = cost_function(str(broken), "us-central1")  # nothing is read until a run ends
     assert cost(run("hello-bot", 0)) == (None, {})
+
+
+def _bench_records(spec, seconds: dict[str, int]) -> list[RunRecord]:
+    """One run per matrix entry, carrying its resolved spec the way launch stores it."""
+    records = []
+    for variant in spec.variants():
+        record = run("dl-benchmark", 0, variant=variant.variant, cost=None)
+        attempt = record.attempts[0].model_copy(update={
+            "machine_type": variant.machine.type,
+            "finished_at": record.attempts[0].started_at + timedelta(seconds=seconds[variant.variant]),
+            "deleted_at": record.attempts[0].started_at + timedelta(seconds=seconds[variant.variant] + 20)})
+        records.append(record.model_copy(update={"attempts": (attempt,), "spec": variant.to_payload()}))
+    return records
+
+
+@pytest.mark.parametrize("base_line, base", [("", "highcpu-16"), ("benchmark: {base: t4}\n", "t4")])
+def test_page_charts_compare_with_the_same_base_as_the_report(tmp_path, base_line, base):
+    """The page has only run records, the report has the job file: both must use the job's base."""
+    from spotcron.core.loader import load_job_file
+    from spotcron.present.charts import chart_caption
+
+    path = tmp_path / "dl-benchmark.yaml"
+    path.write_text("schedule: '0 3 * * 1'\nimage: bench:1\n" + base_line +
+                    "matrix:\n  - {name: highcpu-16, machine: {type: n1-highcpu-16}}\n"
+                    "  - {name: e2-std-4, machine: {type: e2-standard-4}}\n"
+                    "  - {name: t4, machine: {type: n1-standard-8}}\n")
+    spec = load_job_file(path)
+    records = _bench_records(spec, {"highcpu-16": 500, "e2-std-4": 1300, "t4": 190})
+    deps = _Deps()
+    for record in records:
+        deps.store.create(record)
+    html = update_index(deps)
+
+    report = benchmark_report("dl-benchmark", records, load_prices(), "us-central1", spec=spec)
+    assert report.base == base
+    caption = chart_caption(report, "time")
+    assert f"time per run relative to {base} (1.00x)" in caption
+    # The page's chart shows the report's figures, not those of another base.
+    figures = caption.split(": ", 2)[2].split(", ")
+    shown = re.search(r"<figcaption>dl-benchmark: time per run relative to (\S+) \(1.00x\): ([^<]*)</figcaption>",
+                      html)
+    assert shown is not None and shown[1] == base
+    assert sorted(shown[2].split(", ")) == sorted(figures)

@@ -192,6 +192,12 @@ CASES: list[tuple[str, str, str | tuple[str, ...]]] = [
      "us-docker.pkg.dev/my-project/spotcron/bot:latest (lowercase path, no spaces)"),
     ("checkpoint-relative", OK + "checkpoint: checkpoint\n",
      "jobs/bot.yaml:3: checkpoint: 'checkpoint' is not an absolute container directory; write e.g. /results"),
+    # --- benchmark settings
+    ("benchmark-base-unknown", OK + "matrix:\n  - name: cpu\n  - name: gpu\nbenchmark:\n  base: k80\n",
+     "jobs/bot.yaml:7: benchmark.base: 'k80' is not a matrix entry of this job; choose one of cpu, gpu"),
+    ("benchmark-base-no-matrix", OK + "benchmark: {base: cpu}\n",
+     "jobs/bot.yaml:3: benchmark.base: 'cpu': the job has no matrix, so there is nothing to compare; "
+     "remove benchmark.base or add matrix entries"),
     ("checkpoint-overlaps", OK + "results: /data\ncheckpoint: /data/ckpt\n",
      "jobs/bot.yaml:4: checkpoint: checkpoint '/data/ckpt' and results '/data' overlap; use separate "
      "directories such as /checkpoint and /results"),

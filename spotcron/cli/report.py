@@ -23,12 +23,8 @@ from spotcron.cli.cost import (
 
 @click.command("report")
 @click.argument("job")
-@click.option("--base", default=None, help="The configuration others are compared with; default: the first.")
 @click.option("--charts", "charts_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Write relative time and cost bar charts (PNG) into this folder.")
-@click.option("--time-metric", default=None,
-              help="Take each run's time from this metrics.json key (e.g. train_seconds) instead of the "
-                   "container's wall time.")
 @bucket_options
 @history_option
 @prices_option
@@ -36,12 +32,13 @@ from spotcron.cli.cost import (
 @jobs_option
 @stack_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def report(job: str, base: str | None, charts_dir: Path | None, time_metric: str | None, bucket: str | None,
+def report(job: str, charts_dir: Path | None, bucket: str | None,
            state_dir: Path, history_dir: Path | None, prices: str | None, region: str | None, jobs_dir: Path,
            stack_path: Path, as_json: bool) -> None:
     """Compare the configurations of a matrix job: runs, median time and cost per run, and both
-    relative to the base configuration (1.00x), from the job's run records: in the local bucket, in
-    --bucket gs://NAME, or in a --history folder laid out like the bucket."""
+    relative to the base configuration (1.00x; the job file's benchmark.base, else its first matrix
+    entry), from the job's run records: in the local bucket, in --bucket gs://NAME, or in a
+    --history folder laid out like the bucket."""
     from spotcron.core.errors import SpotcronError
     from spotcron.core.loader import load_job_file
     from spotcron.present.report import benchmark_report, rich_tables
@@ -62,8 +59,8 @@ def report(job: str, base: str | None, charts_dir: Path | None, time_metric: str
         if not records:
             raise
         spec = None  # the job file is gone, its records are not: report from them alone
-    result = benchmark_report(job, records, load_table(prices), region or settings.region, spec=spec, base=base,
-                              metrics=metrics, time_metric=time_metric)
+    result = benchmark_report(job, records, load_table(prices), region or settings.region, spec=spec,
+                              metrics=metrics)
     written = []
     if charts_dir is not None:
         from spotcron.present.charts import write_charts

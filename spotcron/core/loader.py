@@ -396,6 +396,14 @@ def _check_spec(spec: JobSpec, data: dict[str, Any], file: _File, grace: int) ->
                                f"Compute Engine's maxRunDuration is at least {MIN_RUN_SECONDS}s; use a timeout "
                                f"of at least {MIN_RUN_SECONDS - grace}s")
 
+    base = spec.benchmark.base
+    if base is not None and spec.matrix and base not in {entry.name for entry in spec.matrix}:
+        file.add(("benchmark", "base"), f"{base!r} is not a matrix entry of this job; choose one of "
+                                        f"{', '.join(entry.name for entry in spec.matrix)}")
+    elif base is not None and not spec.matrix:
+        file.add(("benchmark", "base"), f"{base!r}: the job has no matrix, so there is nothing to compare; "
+                                        f"remove benchmark.base or add matrix entries")
+
     seen: set[tuple[int | None, str, str]] = set()
     raw_entries = data.get("matrix") or []
     for index, variant in enumerate(spec.variants()):

@@ -184,6 +184,15 @@ class MatrixEntry(_Model):
         return value
 
 
+class Benchmark(_Model):
+    """How `spotcron report` and the results page compare a matrix job's configurations."""
+
+    base: str | None = Field(None, description="the matrix entry the others are compared with (1.00x) by "
+                                               "`spotcron report` and the results page; default: the first entry")
+    time_metric: str | None = Field(None, description="a metrics.json metric in seconds taken as a run's time "
+                                                      "instead of the container's wall time, e.g. train_seconds")
+
+
 Concurrency = Literal["allow", "forbid", "replace"]
 
 
@@ -215,6 +224,8 @@ class JobSpec(_Model):
     matrix: tuple[MatrixEntry, ...] = Field((), description="run once per entry on each tick (e.g. one per "
                                                             "machine type); entries override machine/env/args")
     local: LocalRun | None = Field(None, description="how `spotcron up` runs the job without a container runtime")
+    benchmark: Benchmark = Field(Benchmark(), description="the base configuration and the time basis of "
+                                                          "`spotcron report` and the results page's charts")
     # Set only on the resolved copies that `variants()` returns; never written in a job file.
     variant: str | None = None
 
@@ -294,6 +305,17 @@ class JobSpec(_Model):
         return self
 
     @property
+    def benchmark_base(self) -> str | None:
+        """The configuration others are compared with: `benchmark.base`, else the first matrix entry.
+
+        The resolved copies that `variants()` returns carry it in `benchmark.base`, so every run
+        record names the same base and the report and the page never disagree about it.
+        """
+        if self.benchmark.base is not None:
+            return self.benchmark.base
+        return self.matrix[0].name if self.matrix else None
+
+    @property
     def key(self) -> str:
         """The job name plus the matrix entry, as it appears in run ids and tables."""
         return f"{self.name}/{self.variant}" if self.variant else self.name
@@ -313,6 +335,7 @@ class JobSpec(_Model):
                 "env": {**self.env, **entry.env},
                 "matrix": (),
                 "variant": entry.name,
+                "benchmark": self.benchmark.model_copy(update={"base": self.benchmark_base}),
             }
             if entry.args is not None:
                 update["args"] = entry.args

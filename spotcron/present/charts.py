@@ -53,6 +53,17 @@ def relative_chart(report: BenchmarkReport, metric: Metric) -> bytes | None:
     return buffer.getvalue()
 
 
+def chart_caption(report: BenchmarkReport, metric: Metric) -> str:
+    """What the relative chart shows, in words: its alt text and caption on the page."""
+    attr = "relative_time" if metric == "time" else "relative_cost"
+    values = ", ".join(f"{r.variant} {getattr(r, attr):.2f}x" for r in report.rows if getattr(r, attr) is not None)
+    return f"{report.job}: {_TITLES[metric]} relative to {report.base} (1.00x): {values}"
+
+
+def chart_captions(report: BenchmarkReport) -> dict[str, str]:
+    return {chart_name(report.job, metric): chart_caption(report, metric) for metric in ("time", "cost")}
+
+
 def chart_pngs(report: BenchmarkReport) -> dict[str, bytes]:
     """{file name: PNG} for the relative time and relative cost charts that have data."""
     charts = {}

@@ -38,8 +38,11 @@ _CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 
 def render_index(records_by_job: Mapping[str, Sequence[RunRecord]], charts: Mapping[str, bytes] | None = None,
                  *, generated_at: datetime | None = None, limit: int = DEFAULT_LIMIT,
-                 title: str = "spotcron runs") -> str:
-    """The page: the `limit` most recent runs of each job, newest first, then the charts."""
+                 title: str = "spotcron runs", captions: Mapping[str, str] | None = None) -> str:
+    """The page: the `limit` most recent runs of each job, newest first, then the charts.
+
+    `captions` describes a chart in words (its alt text too); the file name stands in without one.
+    """
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -59,8 +62,9 @@ def render_index(records_by_job: Mapping[str, Sequence[RunRecord]], charts: Mapp
         parts.append('<h2 id="charts">Benchmarks</h2>')
         for name in sorted(charts):
             data = base64.b64encode(charts[name]).decode("ascii")
-            parts.append(f'<figure><img alt="{escape(name)}" src="data:image/png;base64,{data}">'
-                         f"<figcaption>{escape(name)}</figcaption></figure>")
+            caption = (captions or {}).get(name, name)
+            parts.append(f'<figure><img alt="{escape(caption)}" src="data:image/png;base64,{data}">'
+                         f"<figcaption>{escape(caption)}</figcaption></figure>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 
@@ -79,27 +83,33 @@ def update_index(deps: Any, record: RunRecord | None = None, *, limit: int = DEF
         recent = [store.read(job, run_id) for run_id in store.run_ids(job)[-limit:]]
         records_by_job[job] = [r for r in recent if r is not None]
     pngs: dict[str, bytes] = {}
+    captions: dict[str, str] = {}
     if charts:
-        pngs = _benchmark_charts(records_by_job, deps.settings.region)
-    html = render_index(records_by_job, pngs, generated_at=deps.clock.now(), limit=limit)
+        pngs, captions = _benchmark_charts(records_by_job, deps.settings.region)
+    html = render_index(records_by_job, pngs, generated_at=deps.clock.now(), limit=limit, captions=captions)
     deps.blobs.write(layout.INDEX_PAGE, html.encode("utf-8"), content_type="text/html; charset=utf-8")
     return html
 
 
-def _benchmark_charts(records_by_job: Mapping[str, Sequence[RunRecord]], region: str) -> dict[str, bytes]:
+def _benchmark_charts(records_by_job: Mapping[str, Sequence[RunRecord]],
+                      region: str) -> tuple[dict[str, bytes], dict[str, str]]:
+    """Each matrix job's charts and their captions; the base is the one its run records carry."""
     try:
-        from spotcron.present.charts import chart_pngs
+        from spotcron.present.charts import chart_captions, chart_pngs
         from spotcron.present.report import benchmark_report
     except ImportError:  # matplotlib is optional where the page is written
-        return {}
+        return {}, {}
     pngs: dict[str, bytes] = {}
+    captions: dict[str, str] = {}
     for job, records in records_by_job.items():
         if any(r.variant for r in records):
+            report = benchmark_report(job, records, None, region)
             try:
-                pngs.update(chart_pngs(benchmark_report(job, records, None, region)))
+                pngs.update(chart_pngs(report))
             except ImportError:
-                return pngs
-    return pngs
+                return pngs, captions
+            captions.update(chart_captions(report))
+    return pngs, captions
 
 
 def _job_section(job: str, records: Sequence[RunRecord], limit: int) -> str:

@@ -80,7 +80,12 @@ def benchmark_report(job: str, records: Iterable[RunRecord], table: PriceTable |
     order += sorted({r.variant or NO_VARIANT for r in ours} - set(order))
     if not order:
         raise SpotcronError(f"job {job!r}: no run records to report on; run it first (spotcron up --once)")
-    base = base or order[0]
+    base = base or resolve_base(spec, ours) or order[0]
+    if metrics is not None:  # without metrics.json documents, container time is all there is
+        time_metric = time_metric or _setting(spec, ours, "time_metric")
+    if spec is None and base in order:  # no matrix order to follow: the base first, then by name
+        order.remove(base)
+        order.insert(0, base)
     if base not in order:
         raise SpotcronError(f"job {job!r} has no configuration {base!r} for --base; "
                             f"choose one of {', '.join(order)}")
@@ -117,6 +122,28 @@ def benchmark_report(job: str, records: Iterable[RunRecord], table: PriceTable |
     ]
     return BenchmarkReport(job, base, time_metric or "container time",
                            table.name if table is not None else "as recorded", tuple(rows))
+
+
+def resolve_base(spec: JobSpec | None, records: Iterable[RunRecord]) -> str | None:
+    """The job's base configuration: the spec's, else the one its newest run record carries.
+
+    The report (which has the job file) and the results page (which has only run records) both
+    come here, so they compare against the same configuration.
+    """
+    if spec is not None:
+        return spec.benchmark_base or NO_VARIANT
+    return _setting(None, records, "base")
+
+
+def _setting(spec: JobSpec | None, records: Iterable[RunRecord], name: str) -> str | None:
+    """A `benchmark:` setting of the job file, else of the newest run record's resolved spec."""
+    if spec is not None:
+        return getattr(spec.benchmark, name)
+    for record in sorted(records, key=lambda r: r.created_at, reverse=True):
+        value = ((record.spec or {}).get("benchmark") or {}).get(name)
+        if isinstance(value, str) and value:
+            return value
+    return None
 
 
 def rich_tables(report: BenchmarkReport) -> list:

@@ -73,7 +73,7 @@ def test_scheduler_data_is_stable_compact_json() -> None:
     [bot] = [j for j in load_jobs([JOBS_DIR]) if j.name == "bot"]
     # Sorted keys and no padding: the same spec always gives the same bytes, so no false diffs.
     assert scheduler_data(bot) == json.dumps(bot.to_payload(), sort_keys=True, separators=(",", ":"))
-    assert scheduler_data(bot).startswith('{"args":[],"checkpoint":null,')
+    assert scheduler_data(bot).startswith('{"args":[],"benchmark":{"base":null,')
 
 
 @pytest.mark.parametrize(("seconds", "cron"), [
