@@ -199,7 +199,8 @@ def test_report_reads_the_bucket_by_default(records):
     for rec in records:
         blobs.write(layout.run_record(rec.job, rec.run_id), rec.to_json())
         if rec.variant == "t4" and rec.state == "succeeded":
-            blobs.write(rec.results_prefix + "results/metrics.json", json.dumps({"train_seconds": 250}).encode())
+            blobs.write(rec.results_prefix + "results/metrics.json",
+                        json.dumps({"train_seconds": 250, "total_seconds": 260}).encode())
     group = SpotcronGroup("spotcron")
     group.add_command(report_command)
     result = CliRunner().invoke(group, ["report", "dl-benchmark", "--jobs", str(ROOT / "jobs"), "--json"],
@@ -207,10 +208,10 @@ def test_report_reads_the_bucket_by_default(records):
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     assert [r["variant"] for r in data["rows"]] == ["highcpu-16", "e2-std-4", "t4"]
-    assert data["rows"][2]["metrics"] == {"train_seconds": 250}
+    assert data["rows"][2]["metrics"] == {"total_seconds": 260, "train_seconds": 250}
 
 
-def test_an_unknown_time_metric_is_an_error_that_lists_the_metrics(records):
+def test_an_unknown_time_metric_is_an_error_that_lists_the_metrics(records, tmp_path):
     import contextlib
 
     from spotcron.cli._bucket import RunsContext
@@ -226,18 +227,23 @@ def test_an_unknown_time_metric_is_an_error_that_lists_the_metrics(records):
     group.add_command(report_command)
     context = RunsContext(open_blobs=lambda bucket, state_dir: contextlib.nullcontext(blobs))
 
-    def run(*args):
-        return CliRunner().invoke(group, ["report", "dl-benchmark", "--jobs", str(ROOT / "jobs"), *args], obj=context)
+    job_text = (ROOT / "jobs" / "dl-benchmark.yaml").read_text()
+    job_file = tmp_path / "dl-benchmark.yaml"
 
-    result = run("--time-metric", "nope")
+    def run(time_metric):
+        job_file.write_text(job_text.replace("time_metric: total_seconds", f"time_metric: {time_metric}"))
+        return CliRunner().invoke(group, ["report", "dl-benchmark", "--jobs", str(tmp_path)], obj=context)
+
+    result = run("nope")
     assert result.exit_code == 2
-    assert result.output.strip() == ("error: --time-metric 'nope': no run of dl-benchmark has that number in its "
-                                     "metrics.json; numbers there: accuracy, train_seconds")
-    result = run("--time-metric", "train_second")
+    assert result.output.strip() == (f"error: {job_file}: benchmark.time_metric 'nope': no run of dl-benchmark has "
+                                     "that number in its metrics.json; numbers there: accuracy, train_seconds")
+    result = run("train_second")
     assert result.exit_code == 2 and "did you mean 'train_seconds'?" in result.output
+    assert run("train_seconds").exit_code == 0
     for name in [n for n in blobs.list("runs/") if n.endswith("metrics.json")]:
         blobs.delete(name)
-    result = run("--time-metric", "train_seconds")
+    result = run("train_seconds")
     assert result.exit_code == 2
-    assert ("error: --time-metric 'train_seconds': no run of dl-benchmark wrote a metrics.json; leave the option "
-            "out to use the container time") in result.output
+    assert (f"error: {job_file}: benchmark.time_metric 'train_seconds': no run of dl-benchmark wrote a metrics.json; "
+            "remove the setting to use the container time") in result.output

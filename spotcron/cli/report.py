@@ -51,14 +51,16 @@ def report(job: str, charts_dir: Path | None, bucket: str | None,
         with open_store(bucket, state_dir) as store:
             records = store.records(job)
             metrics = read_metrics(blobs_reader(store.blobs), records)
-    if time_metric is not None:
-        _check_time_metric(job, time_metric, metrics)
+    job_file = None
     try:
-        spec = load_job_file(find_job_file(job, jobs_dir), grace=settings.grace)
+        job_file = find_job_file(job, jobs_dir)
+        spec = load_job_file(job_file, grace=settings.grace)
     except SpotcronError:
         if not records:
             raise
         spec = None  # the job file is gone, its records are not: report from them alone
+    if spec is not None and spec.benchmark.time_metric is not None:
+        _check_time_metric(f"{job_file}: benchmark.time_metric", job, spec.benchmark.time_metric, metrics)
     result = benchmark_report(job, records, load_table(prices), region or settings.region, spec=spec,
                               metrics=metrics)
     written = []
@@ -76,8 +78,8 @@ def report(job: str, charts_dir: Path | None, bucket: str | None,
         out.print(f"chart: {path}")
 
 
-def _check_time_metric(job: str, name: str, metrics: dict[str, list[dict]]) -> None:
-    """--time-metric must name a number some run wrote; otherwise every time would be a dash."""
+def _check_time_metric(setting: str, job: str, name: str, metrics: dict[str, list[dict]]) -> None:
+    """The time metric must name a number some run wrote; otherwise every time would be a dash."""
     from spotcron.core.catalog import suggest
     from spotcron.core.errors import SpotcronError
 
@@ -86,9 +88,9 @@ def _check_time_metric(job: str, name: str, metrics: dict[str, list[dict]]) -> N
                       if isinstance(value, int | float) and not isinstance(value, bool)})
     if name in numbers:
         return
-    where = f"--time-metric {name!r}"
+    where = f"{setting} {name!r}"
     if not docs:
-        raise SpotcronError(f"{where}: no run of {job} wrote a metrics.json; leave the option out to use the "
+        raise SpotcronError(f"{where}: no run of {job} wrote a metrics.json; remove the setting to use the "
                             "container time")
     hint = suggest(name, numbers)
     known = f"did you mean {hint!r}?" if hint else f"numbers there: {', '.join(numbers) or 'none'}"
