@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
@@ -17,6 +18,9 @@ if TYPE_CHECKING:
     from spotcron.core.runs import RunRecord
     from spotcron.engine.ports import Blobs
     from spotcron.present.views import ResultFile
+
+
+LOG_PIECE = 1 << 20  # bytes per ranged read of a log: what `logs` holds in memory at once
 
 
 # --- spotcron logs -----------------------------------------------------------------------------
@@ -55,23 +59,29 @@ def logs(run: str, job: str | None, attempt: int | None, follow: bool, interval:
     with open_store(bucket, state_dir) as store:
         record = resolve(store, run, job, where)
         number = pick_attempt(record, attempt)
-        blob = store.blobs.read(layout.logs(record.job, record.run_id, number))
-    if blob is None:
         name = layout.logs(record.job, record.run_id, number)
-        if record.terminal:
-            ended = record.state + (f": {record.reason}" if record.reason else "")
-            raise SpotcronError(f"no logs for {record.job}/{record.run_id} attempt {number} ({name} does not "
-                                f"exist); the run ended {ended}")
-        raise SpotcronError(f"no logs yet for {record.job}/{record.run_id} attempt {number}: the run is "
-                            f"{record.state} and the runner uploads them when the attempt ends; add --follow "
-                            f"to wait")
-    click.echo(blob.data.decode("utf-8", errors="replace"), nl=False)
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        offset = 0
+        while True:  # piece by piece: memory stays one piece whatever the size of the log
+            piece = store.blobs.read_range(name, offset, LOG_PIECE)
+            if piece is None and offset == 0:
+                break
+            if not piece:
+                click.echo(decoder.decode(b"", final=True), nl=False)
+                return
+            click.echo(decoder.decode(piece), nl=False)
+            offset += len(piece)
+    if record.terminal:
+        ended = record.state + (f": {record.reason}" if record.reason else "")
+        raise SpotcronError(f"no logs for {record.job}/{record.run_id} attempt {number} ({name} does not "
+                            f"exist); the run ended {ended}")
+    raise SpotcronError(f"no logs yet for {record.job}/{record.run_id} attempt {number}: the run is "
+                        f"{record.state} and the runner uploads them when the attempt ends; add --follow "
+                        f"to wait")
 
 
 def _follow(ref: str, job: str | None, attempt: int | None, interval: float, bucket: str | None,
             state_dir: Path) -> None:
-    import codecs
-
     from spotcron.core import layout
     from spotcron.core.errors import SpotcronError
     from spotcron.present.views import pick_attempt
@@ -83,16 +93,15 @@ def _follow(ref: str, job: str | None, attempt: int | None, interval: float, buc
     shown: dict[int, int] = {}  # attempt → bytes printed so far
     current: int | None = None
 
-    def emit(data: bytes | None, number: int) -> None:
-        if data is None:
-            return
-        offset = shown.get(number, 0)
-        if len(data) < offset:  # the object was replaced by a shorter one: print it again
-            err.print(f"[dim]-- logs of attempt {number} were rewritten; printing them again --[/dim]")
-            offset = 0
-        if len(data) > offset:
-            click.echo(decoder.decode(data[offset:]), nl=False)
-        shown[number] = len(data)
+    def emit(blobs: Blobs, number: int) -> None:
+        """Print what attempt `number`'s log gained since the last poll, piece by piece."""
+        name = layout.logs(*key, number)
+        while True:
+            piece = blobs.read_range(name, shown.get(number, 0), LOG_PIECE)
+            if not piece:
+                return
+            click.echo(decoder.decode(piece), nl=False)
+            shown[number] = shown.get(number, 0) + len(piece)
 
     key: tuple[str, str] | None = None
     with err.status(f"following {ref} in {where}…") as spinner, _follow_blobs(bucket, state_dir) as reopen:
@@ -111,13 +120,13 @@ def _follow(ref: str, job: str | None, attempt: int | None, interval: float, buc
                                                               if record.current_attempt else None)
                 if current is not None and target != current:
                     # The previous attempt may have uploaded its last lines while being preempted.
-                    emit(_read(blobs, layout.logs(*key, current)), current)
+                    emit(blobs, current)
                     click.echo(decoder.decode(b"", final=True), nl=False)
                     decoder.reset()
                     err.print(f"[dim]-- attempt {target} --[/dim]")
                 current = target
                 if current is not None:
-                    emit(_read(blobs, layout.logs(*key, current)), current)
+                    emit(blobs, current)
             if record.terminal:
                 if attempt is not None:
                     pick_attempt(record, attempt)  # an attempt that will never come is an error
@@ -146,11 +155,6 @@ def _follow_blobs(bucket: str | None, state_dir: Path) -> Iterator[Callable[[], 
         return
     with context.open_blobs(bucket, state_dir) as blobs:
         yield lambda: contextlib.nullcontext(blobs)
-
-
-def _read(blobs: Blobs, name: str) -> bytes | None:
-    blob = blobs.read(name)
-    return blob.data if blob else None
 
 
 # --- spotcron results --------------------------------------------------------------------------

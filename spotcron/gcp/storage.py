@@ -63,6 +63,20 @@ class GcsBlobs:
                         content_type=meta.content_type or "application/octet-stream")
         raise Transient(f"{what}: the object changed under {_READ_ATTEMPTS} reads in a row; try again")
 
+    def read_range(self, name: str, start: int, size: int) -> bytes | None:
+        from google.api_core import exceptions as gexc
+
+        what = f"read gs://{self.bucket}/{name} bytes {start}-{start + size - 1}"
+        with translated(what):
+            try:
+                # One ranged GET (Range: bytes=start-end); no metadata call first.
+                return self._handle().blob(name).download_as_bytes(start=start, end=start + size - 1,
+                                                                   timeout=self.timeout, checksum=None)
+            except gexc.NotFound:
+                return None
+            except gexc.RequestRangeNotSatisfiable:
+                return b""  # at or past the end of the object
+
     def write(self, name: str, data: bytes, *, if_generation_match: int | None = None,
               content_type: str = "application/octet-stream") -> int:
         from google.api_core import exceptions as gexc

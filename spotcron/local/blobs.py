@@ -42,6 +42,9 @@ class GuardedBlobs:
                 raise PreconditionFailed(f"{name}: generation is {generation}, expected {if_generation_match}")
             return self.inner.write(name, data, content_type=content_type)
 
+    def read_range(self, name: str, start: int, size: int) -> bytes | None:
+        return self.inner.read_range(name, start, size)
+
     def list(self, prefix: str) -> list[str]:
         return self.inner.list(prefix)
 

@@ -130,13 +130,15 @@ class LocalCompute:
     def _reap(self, vm: _Vm, name: str) -> None:
         vm.process.wait()
         runtime = vm.runtime
-        if runtime is None:
-            return
-        # A container outlives a killed runner: docker's daemon or podman's conmon owns it.
-        # Kill first: `rm --force` would wait out the container's stop timeout.
-        for command in ([runtime, "kill", name], [runtime, "rm", "--force", name]):
-            with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-                subprocess.run(command, capture_output=True, timeout=60)
+        if runtime is not None:
+            # A container outlives a killed runner: docker's daemon or podman's conmon owns it.
+            # Kill first: `rm --force` would wait out the container's stop timeout.
+            for command in ([runtime, "kill", name], [runtime, "rm", "--force", name]):
+                with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+                    subprocess.run(command, capture_output=True, timeout=60)
+        # The work directory is the VM's boot disk, deleted with it: whatever the run kept is in
+        # the bucket by now, and a second copy of every log and result would grow forever.
+        shutil.rmtree(self.vms_dir / name, ignore_errors=True)
 
     # --- what Compute Engine does on its own ---------------------------------------------------
     def preempt(self, zone: str, name: str) -> None:

@@ -184,7 +184,7 @@ class MemoryBlobs:
         self._lock = threading.RLock()
         self.fail_writes: Callable[[str], bool] | None = None  # name -> raise Transient?
         self.fail_reads: Callable[[str], bool] | None = None  # name -> raise Transient?
-        self.calls: dict[str, int] = {"read": 0, "write": 0, "list": 0, "delete": 0}
+        self.calls: dict[str, int] = {"read": 0, "write": 0, "list": 0, "delete": 0, "read_range": 0}
 
     def read(self, name: str) -> Blob | None:
         with self._lock:
@@ -192,6 +192,14 @@ class MemoryBlobs:
             if self.fail_reads is not None and self.fail_reads(name):
                 raise Transient(f"injected storage error reading {name}")
             return self._objects.get(name)
+
+    def read_range(self, name: str, start: int, size: int) -> bytes | None:
+        with self._lock:
+            self.calls["read_range"] += 1
+            if self.fail_reads is not None and self.fail_reads(name):
+                raise Transient(f"injected storage error reading {name}")
+            blob = self._objects.get(name)
+            return None if blob is None else blob.data[start:start + size]
 
     def write(self, name: str, data: bytes, *, if_generation_match: int | None = None,
               content_type: str = "application/octet-stream") -> int:

@@ -610,3 +610,57 @@ def test_download_into_a_folder_with_other_files_asks_first(invoke, bucket, tmp_
     # A folder holding only an earlier download of this run needs no question.
     result = invoke("results", "bench/r1", "--download", "out")
     assert invoke("results", "bench/r1", "--download", "out").exit_code == 0
+
+
+# --- logs in constant memory ---------------------------------------------------------------------------
+
+
+def test_logs_are_read_in_pieces_never_whole(invoke, bucket, monkeypatch):
+    from spotcron.cli import outputs
+
+    monkeypatch.setattr(outputs, "LOG_PIECE", 1000)
+    job, run = "bot", "20260302-1000"
+    bucket.add(make_record(job, run, created=NOW - HOUR))
+    text = "".join(f"line {n:05d} é\n" for n in range(2000))  # multi-byte characters cut across pieces
+    bucket.logs(job, run, 1, text)
+    sizes: list[int] = []
+    original = bucket.blobs.read_range
+
+    def read_range(name, start, size):
+        sizes.append(size)
+        return original(name, start, size)
+
+    bucket.blobs.read_range = read_range
+    before = dict(bucket.blobs.calls)
+    result = invoke("logs", f"{job}/{run}")
+    assert result.exit_code == 0 and result.stdout == text
+    assert len(sizes) > 20 and set(sizes) == {1000}
+    assert bucket.blobs.calls["read"] - before["read"] <= 2  # the record (twice at most), never the whole log
+
+
+def test_follow_reads_only_what_is_new(invoke, bucket, sleeps, monkeypatch):
+    from spotcron.cli import outputs
+
+    monkeypatch.setattr(outputs, "LOG_PIECE", 64)
+    job, run = "bot", "20260302-1100"
+    bucket.add(make_record(job, run, "running", created=NOW - timedelta(minutes=1)))
+    first = "x" * 300 + "\n"
+    bucket.logs(job, run, 1, first)
+    starts: list[int] = []
+    original = bucket.blobs.read_range
+
+    def read_range(name, start, size):
+        starts.append(start)
+        return original(name, start, size)
+
+    bucket.blobs.read_range = read_range
+
+    def finish() -> None:
+        bucket.logs(job, run, 1, first + "done\n")
+        bucket.store.update(job, run, lambda r: r.with_state("succeeded", NOW, exit_code=0))
+
+    sleeps.steps = [finish]
+    result = invoke("logs", f"{job}/{run}", "-f")
+    assert result.stdout == first + "done\n"
+    assert min(s for s in starts if s > 0) >= 64 and starts.count(0) == 1  # never from the start again
+    assert max(starts) >= 301

@@ -132,3 +132,15 @@ def test_a_deleted_object_can_be_created_again_create_only(blobs):
     blobs.write(RUN, b"2", if_generation_match=0)
 
     assert blobs.read(RUN).data == b"2"
+
+
+def test_read_range_gives_a_slice_without_reading_the_rest(blobs):
+    data = bytes(range(256)) * 40  # 10240 bytes
+    blobs.write("logs/big.txt", data, content_type="text/plain")
+    assert blobs.read_range("logs/big.txt", 0, 100) == data[:100]
+    assert blobs.read_range("logs/big.txt", 10_000, 1000) == data[10_000:]  # a short last piece
+    assert blobs.read_range("logs/big.txt", 10_240, 100) == b""  # at the end: nothing more yet
+    assert blobs.read_range("logs/big.txt", 20_000, 100) == b""
+    assert blobs.read_range("logs/missing.txt", 0, 100) is None
+    blobs.write("logs/empty.txt", b"", content_type="text/plain")
+    assert blobs.read_range("logs/empty.txt", 0, 100) == b""

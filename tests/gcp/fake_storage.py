@@ -109,8 +109,16 @@ class FakeCloudStorage(FakeRestServer):
         failed = self._precondition(request, obj)
         if failed:
             return failed
-        return 200, obj.data, {"Content-Type": obj.content_type, "X-Goog-Generation": str(obj.generation),
-                               "X-Goog-Hash": f"md5={_md5(obj.data)}"}
+        headers = {"Content-Type": obj.content_type, "X-Goog-Generation": str(obj.generation)}
+        wanted = request.headers.get("range", "")
+        if wanted.startswith("bytes="):  # a ranged download, as Cloud Storage answers it
+            first, _, last = wanted[len("bytes="):].partition("-")
+            start, end = int(first), min(int(last) if last else len(obj.data) - 1, len(obj.data) - 1)
+            if start >= len(obj.data):
+                return google_error(416, "Requested range not satisfiable")
+            return 206, obj.data[start:end + 1], {**headers,
+                                                  "Content-Range": f"bytes {start}-{end}/{len(obj.data)}"}
+        return 200, obj.data, {**headers, "X-Goog-Hash": f"md5={_md5(obj.data)}"}
 
     def _upload(self, request: RecordedRequest, bucket: str) -> Reply:
         if request.param("uploadType") != "multipart":

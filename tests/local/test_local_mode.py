@@ -49,6 +49,9 @@ def test_a_run_succeeds_with_results_logs_and_manifest_in_the_bucket(make_stack,
     assert {f["name"] for f in manifest["files"]} >= {"results/answer.json", "logs.txt"}
     assert record.current_attempt.vm_seconds is not None
     assert stack.compute.list_managed() == []
+    stack.stop()  # waits for the deleted VMs to be reaped
+    # The VM's work directory went with it, as a boot disk does: the bucket holds the one copy.
+    assert list((tmp_path / "state" / "vms").iterdir()) == []
 
 
 def test_a_nonzero_exit_fails_and_keeps_the_logs(make_stack, tmp_path):
