@@ -1,4 +1,5 @@
-"""Cloud Functions entry points: start_job (Pub/Sub), job_done (HTTP), sweep (Pub/Sub).
+"""Cloud Functions entry points: start_job (Pub/Sub), job_done (HTTP), sweep (Pub/Sub), and
+dispatch (Pub/Sub, deployed only with `scheduling: shared`).
 
 Thin on purpose: parse the request, call the library. Heavy Google clients are imported on
 first use inside the adapters, so a cold start pays only for what it touches.
@@ -22,6 +23,11 @@ def start_job(cloud_event):
 @functions_framework.cloud_event
 def sweep(cloud_event):
     entrypoints.handle_sweep()
+
+
+@functions_framework.cloud_event
+def dispatch(cloud_event):
+    entrypoints.handle_dispatch()
 
 
 @functions_framework.http

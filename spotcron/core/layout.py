@@ -6,6 +6,9 @@
     runs/JOB/RUN/attempt-N/manifest.json       written last; without it the attempt did not succeed
     runs/JOB/RUN/checkpoint/...                /checkpoint, synced during the run, restored next attempt
     tokens/SHA256                              identity tokens already accepted (replay guard)
+    deployed/JOB.json                          the job's spec as deploy validated it (canonical JSON)
+    deployed/_index.json                       {job: sha256 of its JSON}, written after them ("_": no job name)
+    dispatch/cursor.json                       the last minute the dispatcher started (scheduling: shared)
     index.html                                 the results page
 """
 
@@ -54,6 +57,16 @@ def accepted_token(digest: str) -> str:
 
 
 INDEX_PAGE = "index.html"
+
+DEPLOYED = "deployed/"
+DEPLOYED_INDEX = f"{DEPLOYED}_index.json"
+
+
+def deployed_spec(job: str) -> str:
+    return f"{DEPLOYED}{job}.json"
+
+
+DISPATCH_CURSOR = "dispatch/cursor.json"
 
 
 def parse_record_name(name: str) -> tuple[str, str] | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -34,6 +34,10 @@ class Settings(BaseModel):
     start_topic: str = "spotcron-start"
     sweep_topic: str = "spotcron-sweep"
     events_topic: str = "spotcron-events"
+    # per-job: one Cloud Scheduler entry per job (and one for the sweep). shared: one entry fires
+    # every minute and the dispatch function starts the jobs due then (engine/dispatch.py).
+    scheduling: Literal["per-job", "shared"] = "per-job"
+    dispatch_topic: str = "spotcron-dispatch"
     job_done_url: str = ""  # filled in by deploy once the function exists; local mode sets its own
     image_family: str = "projects/cos-cloud/global/images/family/cos-stable"
     grace: int = Field(300, description="seconds a VM may outlive its job's timeout (boot, pull, upload)")

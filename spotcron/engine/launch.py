@@ -1,8 +1,9 @@
 """start_job: from a scheduler message (or a "run now") to a VM per matrix entry.
 
-Cloud Scheduler's Pub/Sub messages carry no schedule time, so the tick is the job's latest fire
-time at or before the message's publish time. The run id comes from that tick, which is what
-turns at-least-once delivery into exactly one run.
+The dispatcher (`scheduling: shared`) names the exact tick; it must be one of the schedule's
+fire instants. Cloud Scheduler's own Pub/Sub messages carry no schedule time, so there the tick
+is the job's latest fire time at or before the message's publish time. The run id comes from
+that tick, which is what turns at-least-once delivery into exactly one run.
 """
 
 from __future__ import annotations
@@ -37,19 +38,32 @@ class LaunchOutcome:
 
 
 def launch(deps: Deps, spec: JobSpec, *, requested_at: datetime, manual: bool = False,
-           nonce: str | None = None) -> list[LaunchOutcome]:
-    """Start one run per matrix entry of `spec` for the tick at `requested_at`."""
+           nonce: str | None = None, tick: datetime | None = None) -> list[LaunchOutcome]:
+    """Start one run per matrix entry of `spec` for `tick`, or the tick at `requested_at`."""
     if spec.paused and not manual:
         log.info("job %s is paused; ignoring its trigger", spec.name)
         return []
-    tick: datetime | None = None
-    if not manual:
+    if manual:
+        tick = None
+    elif tick is not None:
+        tick = exact_tick(spec, tick)
+    else:
         tick = parse_schedule(spec.schedule).latest_at_or_before(requested_at, load_time_zone(spec.time_zone))
         if tick is None:
             raise BadTrigger(f"job {spec.name}: schedule {spec.schedule!r} has no fire time before {requested_at}")
     nonce = nonce or secrets.token_hex(2)
     pruned_through = deps.store.pruned_through(spec.name)
     return [_launch_one(deps, variant, tick, requested_at, nonce, pruned_through) for variant in spec.variants()]
+
+
+def exact_tick(spec: JobSpec, tick: datetime) -> datetime:
+    """`tick` when it is one of the schedule's fire instants; BadTrigger otherwise, so a message
+    naming any other minute cannot start a run the schedule never asked for."""
+    fired = parse_schedule(spec.schedule).latest_at_or_before(tick, load_time_zone(spec.time_zone))
+    if fired != tick:
+        raise BadTrigger(f"job {spec.name}: tick {tick:%Y-%m-%dT%H:%M}Z is not a fire time of schedule "
+                         f"{spec.schedule!r} in {spec.time_zone}")
+    return tick
 
 
 def _launch_one(deps: Deps, spec: JobSpec, tick: datetime | None, requested_at: datetime,

@@ -6,7 +6,7 @@ import base64
 import binascii
 import json
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -15,6 +15,8 @@ from spotcron.core.spec import JobSpec
 from spotcron.engine.launch import BadTrigger
 
 MAX_MESSAGE_BYTES = 64 * 1024  # a job spec is a few KB; anything bigger is not ours
+# The dispatcher (scheduling: shared) names the exact tick; Cloud Scheduler's own messages carry none.
+TICK_ATTRIBUTE = "tick"
 
 
 @dataclass(frozen=True)
@@ -23,6 +25,7 @@ class StartRequest:
     requested_at: datetime
     manual: bool
     nonce: str | None
+    tick: datetime | None = None  # exact, from the dispatcher; else inferred from requested_at
 
 
 def parse_start(event_data: Any, event_time: datetime | None) -> StartRequest:
@@ -53,7 +56,14 @@ def parse_start(event_data: Any, event_time: datetime | None) -> StartRequest:
         raise BadTrigger("the message has no publishTime")
     manual = attributes.get("trigger") == "manual" if isinstance(attributes, dict) else False
     nonce = attributes.get("nonce") if manual else None
-    return StartRequest(spec=spec, requested_at=requested_at, manual=manual, nonce=nonce)
+    tick = None
+    if isinstance(attributes, dict) and TICK_ATTRIBUTE in attributes and not manual:
+        tick = _timestamp(attributes[TICK_ATTRIBUTE])
+        if tick is None or tick != tick.replace(second=0, microsecond=0):
+            raise BadTrigger(f"the message's {TICK_ATTRIBUTE} attribute {attributes[TICK_ATTRIBUTE]!r} is not a "
+                             "whole UTC minute like 2026-11-22T10:00:00Z")
+        tick = tick.astimezone(UTC)
+    return StartRequest(spec=spec, requested_at=requested_at, manual=manual, nonce=nonce, tick=tick)
 
 
 def _timestamp(value: Any) -> datetime | None:
@@ -64,6 +74,11 @@ def _timestamp(value: Any) -> datetime | None:
     except ValueError:
         return None
     return parsed if parsed.tzinfo else None
+
+
+def format_tick(tick: datetime) -> str:
+    """A tick as the dispatcher writes it: `2026-11-22T10:00:00Z`."""
+    return tick.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def encode_start(spec: JobSpec) -> bytes:

@@ -1,4 +1,4 @@
-"""The three Cloud Functions, as plain handlers over a `Deps` chosen once per process.
+"""The Cloud Functions, as plain handlers over a `Deps` chosen once per process.
 
 functions/main.py only registers these with functions-framework. Tests and local mode call
 `use(deps)` to run the same code on in-memory or local backends; on Google Cloud the deps are
@@ -13,21 +13,28 @@ from datetime import datetime
 from typing import Any
 
 from spotcron.core.errors import Transient
+from spotcron.engine.deployed import BucketSpecs, DeployedSpecs
 from spotcron.engine.deps import Deps
+from spotcron.engine.dispatch import dispatch
 from spotcron.engine.finish import finish
 from spotcron.engine.launch import BadTrigger, launch
-from spotcron.engine.messages import parse_start
+from spotcron.engine.messages import format_tick, parse_start
 from spotcron.engine.store import RecordConflict
 from spotcron.engine.sweep import sweep
 
 log = logging.getLogger("spotcron.functions")
 _deps: Deps | None = None
+_deployed: tuple[Deps, DeployedSpecs] | None = None
 
 
-def use(deps: Deps | None) -> None:
-    """Choose the backends the handlers run on (None: build Google's from the environment)."""
-    global _deps
+def use(deps: Deps | None, deployed: DeployedSpecs | None = None) -> None:
+    """Choose the backends the handlers run on (None: build Google's from the environment).
+
+    `deployed`: where the dispatcher reads the deployed specs; default the deps' bucket.
+    """
+    global _deps, _deployed
     _deps = deps
+    _deployed = (deps, deployed) if deps is not None and deployed is not None else None
 
 
 def current() -> Deps:
@@ -39,12 +46,21 @@ def current() -> Deps:
     return _deps
 
 
+def deployed_specs() -> DeployedSpecs:
+    """The deployed specs, one reader per Deps, so its cache lives as long as the process."""
+    global _deployed
+    deps = current()
+    if _deployed is None or _deployed[0] is not deps:
+        _deployed = (deps, BucketSpecs(deps.blobs))
+    return _deployed[1]
+
+
 def handle_start(event_data: Any, event_time: datetime | None) -> None:
     """start_job. Returns normally to acknowledge; raises only for errors worth a redelivery."""
     try:
         request = parse_start(event_data, event_time)
         outcomes = launch(current(), request.spec, requested_at=request.requested_at, manual=request.manual,
-                          nonce=request.nonce)
+                          nonce=request.nonce, tick=request.tick)
     except BadTrigger as exc:
         # Acknowledged on purpose: a malformed message would fail the same way on every retry.
         log.error("start_job: dropped a bad message: %s", exc, extra={"fields": {"event": "bad_message"}})
@@ -67,6 +83,16 @@ def handle_job_done(authorization: str | None, body: Any) -> tuple[dict[str, Any
     log.log(level, "job_done: %s %s", reply.status, reply.body.get("error") or reply.body.get("state"),
             extra={"fields": {"status": reply.status, **{k: v for k, v in reply.body.items() if k != "details"}}})
     return reply.body, reply.status
+
+
+def handle_dispatch() -> dict[str, object]:
+    """dispatch (scheduling: shared). Raises when start messages could not be published; the
+    cursor went back, so the next minute starts them."""
+    report = dispatch(current(), deployed_specs())
+    summary = report.summary()
+    log.info("dispatch: %s", summary, extra={"fields": {**summary, "ticks": [
+        f"{job}@{format_tick(tick)}" for job, tick in report.started]}})
+    return summary
 
 
 def handle_sweep() -> dict[str, int]:

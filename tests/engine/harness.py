@@ -12,10 +12,13 @@ from typing import Any
 import functions_framework
 
 from spotcron.core import layout
+from spotcron.core.cron.schedule import load_time_zone, parse_schedule
 from spotcron.core.runs import RunRecord, vm_name
 from spotcron.core.settings import Settings
 from spotcron.core.spec import JobSpec
+from spotcron.engine.deployed import write_deployed
 from spotcron.engine.deps import Deps
+from spotcron.engine.messages import TICK_ATTRIBUTE, format_tick
 from spotcron.local.signer import instance_claims
 from spotcron.runtime import entrypoints
 from spotcron.testing.identity import ClockedIdentity
@@ -54,12 +57,16 @@ class Harness:
         self.deps = Deps(settings=self.settings, compute=self.compute, blobs=self.blobs, events=self.events,
                          identity=self.identity, clock=self.clock, user_data=lambda: "#cloud-config\n")
         entrypoints.use(self.deps)
+        self._delivered = 0
 
     # --- triggers ----------------------------------------------------------------------------
     def start(self, spec: JobSpec | dict | bytes, *, publish_time: datetime | None = None,
               attributes: dict[str, str] | None = None):
         if isinstance(spec, JobSpec):
             raw = json.dumps(spec.to_payload()).encode()
+            if self.settings.scheduling == "shared" and not attributes:
+                # The message the dispatcher published at the tick's minute, delivered now.
+                attributes = {TICK_ATTRIBUTE: self.dispatched_tick(spec, publish_time or self.clock.now())}
         elif isinstance(spec, dict):
             raw = json.dumps(spec).encode()
         else:
@@ -69,6 +76,27 @@ class Harness:
                             "messageId": uuid.uuid4().hex, "publishTime": published},
                 "subscription": "projects/proj/subscriptions/start"}
         return self.post_event("start_job", data)
+
+    @staticmethod
+    def dispatched_tick(spec: JobSpec, at: datetime) -> str:
+        tick = parse_schedule(spec.schedule).latest_at_or_before(at, load_time_zone(spec.time_zone))
+        assert tick is not None
+        return format_tick(tick)
+
+    def deploy(self, *specs: JobSpec) -> None:
+        """What deploy leaves in the bucket for the dispatcher."""
+        write_deployed(self.blobs, specs)
+
+    def dispatch(self):
+        return self.post_event("dispatch", {"message": {"data": "", "messageId": "d"}})
+
+    def deliver_starts(self) -> list[tuple[str, str]]:
+        """Post every start message published since the last call to start_job; (job, tick) of each."""
+        messages = [p for p in self.events.published if p.topic == self.settings.start_topic]
+        fresh, self._delivered = messages[self._delivered:], len(messages)
+        for message in fresh:
+            self.start(JobSpec.from_payload(message.data), attributes=message.attributes)
+        return [(m.data["name"], m.attributes.get(TICK_ATTRIBUTE, "")) for m in fresh]
 
     def post_event(self, target: str, data: Any):
         headers = {"ce-id": uuid.uuid4().hex, "ce-source": "//pubsub.googleapis.com/projects/proj/topics/t",

@@ -5,13 +5,25 @@ from __future__ import annotations
 import threading
 from datetime import timedelta
 
+import pytest
+
 from spotcron.core.errors import CreateFailed, Transient
 from spotcron.engine.ports import Instance
+from spotcron.runtime import entrypoints
 
-from .harness import make_spec
+from .harness import Harness, make_spec
 
 RUN = "20261122-1200"
 VM = "sc-bot-20261122-1200-a1"
+
+
+@pytest.fixture(params=["per-job", "shared"])
+def h(request):
+    """Every situation twice: messages as a job's own scheduler entry sends them (the tick inferred
+    from the publish time) and as the dispatcher of `scheduling: shared` sends them (the exact tick)."""
+    harness = Harness(scheduling=request.param)
+    yield harness
+    entrypoints.use(None)
 
 
 def test_a_tick_starts_one_spot_vm_and_one_record(h):

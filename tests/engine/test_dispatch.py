@@ -1,0 +1,300 @@
+"""scheduling: shared — the dispatcher, through its entry point and as pure functions."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from spotcron.core import layout
+from spotcron.core.cron.schedule import load_time_zone, parse_schedule
+from spotcron.core.errors import Transient
+from spotcron.core.spec import JobSpec
+from spotcron.engine.deployed import BucketSpecs, FixedSpecs, digest, write_deployed
+from spotcron.engine.dispatch import DispatchFailed, dispatch, due_ticks, read_cursor, sweep_due
+from spotcron.engine.launch import launch
+from spotcron.engine.messages import TICK_ATTRIBUTE, format_tick
+from spotcron.testing.memory import MemoryEvents
+
+from .harness import Harness, make_spec
+
+
+def starts(h: Harness) -> list[tuple[str, str]]:
+    return [(p.data["name"], p.attributes[TICK_ATTRIBUTE]) for p in h.events.published
+            if p.topic == h.settings.start_topic]
+
+
+def test_the_dispatcher_starts_the_jobs_due_this_minute_with_their_exact_tick(h):
+    h.deploy(make_spec(name="bot"),  # every 4 hours, UTC
+             make_spec(name="berlin", schedule="0 13 * * *", time_zone="Europe/Berlin"),  # 12:00 UTC in November
+             make_spec(name="later", schedule="30 12 * * *"),
+             make_spec(name="paused", paused=True))
+    assert h.dispatch().status_code == 200
+    assert sorted(starts(h)) == [("berlin", "2026-11-22T12:00:00Z"), ("bot", "2026-11-22T12:00:00Z")]
+    h.deliver_starts()
+    assert h.record("bot", "20261122-1200").state == "running"
+    assert h.record("berlin", "20261122-1200").state == "running"
+    assert h.records("later") == [] and h.records("paused") == []
+
+
+def test_start_job_takes_the_tick_from_the_message_not_from_its_publish_time(h):
+    spec = make_spec(schedule="*/2 * * * *")
+    # Published at 12:02:30 for the 12:00 tick: inferring from the publish time would say 12:02.
+    h.start(spec, publish_time=h.clock.now() + timedelta(seconds=145), attributes={TICK_ATTRIBUTE: "2026-11-22T12:00:00Z"})
+    assert [r.run_id for r in h.records("bot")] == ["20261122-1200"]
+
+
+def test_a_tick_that_is_not_a_fire_time_of_the_schedule_starts_nothing(h, caplog):
+    response = h.start(make_spec(), attributes={TICK_ATTRIBUTE: "2026-11-22T12:01:00Z"})
+    assert response.status_code == 200  # acknowledged: a retry would be refused the same way
+    assert h.records("bot") == [] and h.compute.created == []
+    assert ("job bot: tick 2026-11-22T12:01Z is not a fire time of schedule '0 */4 * * *' in Etc/UTC"
+            in caplog.text)
+
+
+def test_a_tick_that_is_not_a_whole_minute_is_refused(h, caplog):
+    h.start(make_spec(), attributes={TICK_ATTRIBUTE: "noon"})
+    assert h.records("bot") == []
+    assert "the message's tick attribute 'noon' is not a whole UTC minute like 2026-11-22T10:00:00Z" in caplog.text
+
+
+def test_minutes_in_which_nothing_fires_write_nothing(h):
+    h.deploy(make_spec())
+    h.dispatch()  # 12:00: the cursor moves
+    cursor = h.blobs.read(layout.DISPATCH_CURSOR)
+    writes = h.blobs.calls["write"]
+    for _ in range(30):
+        h.clock.advance(60)
+        h.dispatch()
+    assert h.blobs.calls["write"] == writes
+    assert h.blobs.read(layout.DISPATCH_CURSOR).generation == cursor.generation
+    assert len(starts(h)) == 1
+
+
+def test_the_sweep_rides_the_dispatch_entry_on_its_interval(h):
+    h.dispatch()  # 12:00:05, a multiple of 5 minutes
+    h.clock.advance(60)
+    h.dispatch()
+    h.clock.advance(4 * 60)
+    h.dispatch()
+    sweeps = [p for p in h.events.published if p.topic == h.settings.sweep_topic]
+    assert len(sweeps) == 2
+    assert [sweep_due(datetime(2026, 1, 1, 10, m, tzinfo=UTC), 300) for m in (0, 1, 5, 59)] == [True, False, True, False]
+    assert [sweep_due(datetime(2026, 1, 1, h_, 0, tzinfo=UTC), 7200) for h_ in (0, 1, 2)] == [True, False, True]
+
+
+def test_catch_up_after_a_30_minute_outage_starts_what_is_still_within_each_deadline(h):
+    h.deploy(make_spec(name="tens", schedule="*/10 * * * *", starting_deadline="20m"),
+             make_spec(name="minutely", schedule="* * * * *", starting_deadline="5m", concurrency="allow"),
+             make_spec(name="noon", schedule="0 12 * * *", starting_deadline="10m"))
+    h.dispatch()  # 12:00:05
+    assert sorted(starts(h)) == [("minutely", "2026-11-22T12:00:00Z"), ("noon", "2026-11-22T12:00:00Z"),
+                                 ("tens", "2026-11-22T12:00:00Z")]
+    h.deliver_starts()
+    h.clock.advance(31 * 60)  # nothing dispatched 12:01-12:30; now 12:31:05
+    h.dispatch()
+    caught_up = h.deliver_starts()
+    # 12:10 is 21 min old (deadline 20m) and 12:26 is 305 s old (deadline 5m): left out.
+    assert sorted(caught_up) == [("minutely", f"2026-11-22T12:{m}:00Z") for m in (27, 28, 29, 30, 31)] + [
+        ("tens", "2026-11-22T12:20:00Z"), ("tens", "2026-11-22T12:30:00Z")]
+    assert [r.run_id for r in h.records("tens")] == ["20261122-1200", "20261122-1220", "20261122-1230"]
+    assert all(r.state == "running" for r in h.records("minutely"))
+    assert read_cursor(h.deps).through == datetime(2026, 11, 22, 12, 31, tzinfo=UTC)
+    h.clock.advance(60)
+    h.dispatch()
+    assert h.deliver_starts() == [("minutely", "2026-11-22T12:32:00Z")]
+
+
+class _BothReadFirst:
+    """Blobs on which the first cursor read of each of two dispatchers waits for the other's:
+    both see the same cursor before either writes it, the race the precondition is for."""
+
+    def __init__(self, blobs, parties: int = 2):
+        self._blobs = blobs
+        self._barrier = threading.Barrier(parties, timeout=10)
+        self._seen: set[int] = set()
+
+    def read(self, name):
+        blob = self._blobs.read(name)
+        me = threading.get_ident()
+        if name == layout.DISPATCH_CURSOR and me not in self._seen:
+            self._seen.add(me)
+            self._barrier.wait()
+        return blob
+
+    def __getattr__(self, name):
+        return getattr(self._blobs, name)
+
+
+def test_two_dispatchers_racing_on_one_minute_start_each_tick_once(h):
+    specs = FixedSpecs([make_spec(name=f"job-{i}", schedule="*/5 * * * *") for i in range(5)])
+    deps = dataclasses.replace(h.deps, blobs=_BothReadFirst(h.blobs))
+    reports = []
+    threads = [threading.Thread(target=lambda: reports.append(dispatch(deps, specs))) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert Counter(starts(h)) == Counter({(f"job-{i}", "2026-11-22T12:00:00Z"): 1 for i in range(5)})
+    assert sorted(r.lost_race for r in reports) == [0, 1]
+    assert sorted(len(r.started) for r in reports) == [0, 5]
+
+
+def test_many_dispatchers_at_once_never_double_a_tick(h):
+    h.deploy(*[make_spec(name=f"job-{i}", schedule="* * * * *", concurrency="allow") for i in range(3)])
+    for _ in range(3):
+        barrier = threading.Barrier(6)
+
+        def one(barrier=barrier):
+            barrier.wait()
+            h.dispatch()
+
+        threads = [threading.Thread(target=one) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        h.clock.advance(60)
+    counts = Counter(starts(h))
+    assert set(counts.values()) == {1} and len(counts) == 9
+    h.deliver_starts()
+    assert all(len(h.records(f"job-{i}")) == 3 for i in range(3))
+
+
+def test_a_failed_publish_gives_the_minute_back_and_the_next_minute_starts_it_once(h):
+    class Flaky(MemoryEvents):
+        failing = {"b"}
+
+        def publish(self, topic, data, attributes=None):
+            if topic == "spotcron-start" and data.get("name") in self.failing:
+                raise Transient("Pub/Sub did not answer")
+            return super().publish(topic, data, attributes)
+
+    events = Flaky()
+    deps = dataclasses.replace(h.deps, events=events)
+    specs = FixedSpecs([make_spec(name="a"), make_spec(name="b")])
+    with pytest.raises(DispatchFailed, match=r"1 of 2 start messages were not published \(the next minute tries "
+                                             r"them again\): b at 2026-11-22T12:00:00Z: Pub/Sub did not answer"):
+        dispatch(deps, specs)
+    assert read_cursor(deps).through == datetime(2026, 11, 22, 11, 59, tzinfo=UTC)  # where the window began
+    events.failing = set()
+    h.clock.advance(60)
+    dispatch(deps, specs)
+    ticks = [(p.data["name"], p.attributes[TICK_ATTRIBUTE]) for p in events.published if p.topic == "spotcron-start"]
+    assert sorted(ticks) == [("a", "2026-11-22T12:00:00Z"), ("a", "2026-11-22T12:00:00Z"), ("b", "2026-11-22T12:00:00Z")]
+    for name, tick in ticks:  # a's second message is a duplicate delivery: still one run
+        launch(h.deps, make_spec(name=name), requested_at=h.clock.now(),
+               tick=datetime.fromisoformat(tick.replace("Z", "+00:00")))
+    assert [r.run_id for r in h.records("a")] == ["20261122-1200"] and len(h.compute.created) == 2
+
+
+# --- across DST days, in several zones ------------------------------------------------------------
+
+DST_DAYS = [
+    ("Europe/Berlin", "2026-03-29"), ("Europe/Berlin", "2026-10-25"),  # 02:00 -> 03:00, 03:00 -> 02:00
+    ("America/New_York", "2026-03-08"), ("America/New_York", "2026-11-01"),
+    ("Australia/Lord_Howe", "2026-04-05"), ("Australia/Lord_Howe", "2026-10-04"),  # half-hour changes
+    ("Africa/Cairo", "2026-04-24"), ("Africa/Cairo", "2026-10-29"),  # changes at midnight
+]
+DST_SCHEDULES = ["30 2 * * *", "0 0 * * *", "30 1 * * *", "*/30 * * * *", "15 */2 * * *", "45 23 * * *"]
+
+
+@pytest.mark.parametrize(("zone", "day"), DST_DAYS, ids=[f"{z}-{d}" for z, d in DST_DAYS])
+def test_the_dispatcher_across_a_dst_day_starts_every_fire_time_once(zone, day):
+    tz = load_time_zone(zone)
+    local_midnight = datetime.fromisoformat(day).replace(tzinfo=tz)
+    start, end = local_midnight - timedelta(hours=3), local_midnight + timedelta(hours=27)
+    assert (start + timedelta(hours=1)).utcoffset() != (end - timedelta(hours=1)).utcoffset(), "no DST change"
+    specs = [make_spec(name=f"j{i}", schedule=s, time_zone=zone, concurrency="allow", history_limit=1000)
+             for i, s in enumerate(DST_SCHEDULES)]
+    h = Harness(now=start.astimezone(UTC).replace(second=5))
+    try:
+        write_deployed(h.blobs, specs)
+        deployed = BucketSpecs(h.blobs)
+        while h.clock.now() < end:
+            dispatch(h.deps, deployed)
+            h.clock.advance(60)
+        first = start.astimezone(UTC).replace(second=0) - timedelta(seconds=1)
+        for spec in specs:
+            cron = parse_schedule(spec.schedule)
+            expected = []
+            for tick in cron.upcoming(first, tz, 200):
+                if tick > h.clock.now() - timedelta(seconds=60):
+                    break
+                expected.append(format_tick(tick))
+            got = [t for name, t in starts(h) if name == spec.name]
+            assert got == expected, spec.schedule
+            for tick in got:
+                launch(h.deps, spec, requested_at=h.clock.now(),
+                       tick=datetime.fromisoformat(tick.replace("Z", "+00:00")))
+            assert len({r.run_id for r in h.records(spec.name)}) == len(got)
+        if (zone, day) == ("Europe/Berlin", "2026-03-29"):
+            assert [t for n, t in starts(h) if n == "j0" and t < "2026-03-30"] == ["2026-03-29T01:00:00Z"]  # at the jump
+        if (zone, day) == ("Europe/Berlin", "2026-10-25"):
+            assert [t for n, t in starts(h) if n == "j0" and t < "2026-10-26"] == ["2026-10-25T00:30:00Z"]  # once
+            real = end.astimezone(UTC) - start.astimezone(UTC)  # 31 hours: aware arithmetic is wall time
+            assert len([t for n, t in starts(h) if n == "j3"]) == real // timedelta(minutes=30)  # both passes
+    finally:
+        from spotcron.runtime import entrypoints
+
+        entrypoints.use(None)
+
+
+# --- pure parts ------------------------------------------------------------------------------------
+
+def test_due_ticks_leaves_out_paused_jobs_and_bad_schedules_and_says_which():
+    now = datetime(2026, 11, 22, 12, 0, 5, tzinfo=UTC)
+    good = make_spec(name="good")
+    broken = good.model_copy(update={"name": "broken", "schedule": "0 0 31 2 *"})  # a spec built by hand
+    skipped: list[str] = []
+    due = due_ticks([good, broken, make_spec(name="off", paused=True)], after=now - timedelta(minutes=1), now=now,
+                    skipped=skipped)
+    assert [(d.spec.name, d.tick) for d in due] == [("good", datetime(2026, 11, 22, 12, tzinfo=UTC))]
+    assert skipped == ["broken"]
+
+
+def test_the_deployed_specs_are_read_once_per_digest():
+    h = Harness()
+    try:
+        bot, other = make_spec(), make_spec(name="other")
+        write_deployed(h.blobs, [bot, other])
+        reader = BucketSpecs(h.blobs)
+        assert [s.name for s in reader.current()] == ["bot", "other"]
+        reads = h.blobs.calls["read"]
+        reader.current()
+        assert h.blobs.calls["read"] == reads + 1  # the index only
+        changed = make_spec(schedule="5 * * * *")
+        write_deployed(h.blobs, [changed])
+        assert reader.current() == [changed]
+        # Half-way through a deploy the bytes do not match the index yet: keep the copy read before.
+        h.blobs.write(layout.deployed_spec("bot"), b'{"name": "bot"}')
+        assert reader.current() == [changed]
+        assert digest(changed) != digest(bot)
+    finally:
+        from spotcron.runtime import entrypoints
+
+        entrypoints.use(None)
+
+
+def test_a_stale_or_broken_cursor_does_not_stop_the_dispatcher(h):
+    h.deploy(make_spec())
+    h.blobs.write(layout.DISPATCH_CURSOR, b"not json")
+    h.dispatch()
+    assert starts(h) == [("bot", "2026-11-22T12:00:00Z")]
+    assert read_cursor(h.deps).through == datetime(2026, 11, 22, 12, tzinfo=UTC)
+
+
+def test_a_job_spec_round_trips_through_the_deployed_objects():
+    spec = JobSpec.model_validate({"name": "m", "schedule": "0 1 * * *", "image": "x/y:1",
+                                   "matrix": [{"name": "a"}, {"name": "b", "env": {"K": "v"}}]})
+    h = Harness()
+    try:
+        write_deployed(h.blobs, [spec])
+        assert BucketSpecs(h.blobs).current() == [spec]
+    finally:
+        from spotcron.runtime import entrypoints
+
+        entrypoints.use(None)
