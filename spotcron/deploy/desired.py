@@ -11,7 +11,7 @@ from spotcron.core.layout import RUNS, TOKENS
 from spotcron.core.settings import ENV_PREFIX, Settings
 from spotcron.core.spec import JobSpec
 from spotcron.deploy.iam import Binding, bindings
-from spotcron.deploy.naming import FUNCTIONS, SWEEP_ENTRY, Names, scheduler_entry
+from spotcron.deploy.naming import DISPATCH_ENTRY, FUNCTIONS, SWEEP_ENTRY, Names, scheduler_entry
 from spotcron.deploy.resources import (
     BUCKET,
     FUNCTION,
@@ -31,12 +31,20 @@ PUBSUB_EVENT = "google.cloud.pubsub.topic.v1.messagePublished"
 MEMORY = "256M"
 # start_job must answer well inside Cloud Scheduler's and Pub/Sub's deadlines; the sweep may
 # walk many VMs and records; job_done deletes one VM.
-TIMEOUT_S = {"start_job": 120, "sweep": 300, "job_done": 120}
-MAX_INSTANCES = {"start_job": 20, "sweep": 1, "job_done": 20}
+# The dispatcher must be done well inside its minute; two may overlap, and its cursor's
+# precondition keeps them from doubling a tick.
+TIMEOUT_S = {"start_job": 120, "sweep": 300, "job_done": 120, "dispatch": 50}
+MAX_INSTANCES = {"start_job": 20, "sweep": 1, "job_done": 20, "dispatch": 2}
 # A failed start is retried by Pub/Sub (the run id makes it idempotent and starting_deadline
-# bounds it); a failed sweep is not, the next tick comes anyway.
-RETRY_POLICY = {"start_job": "RETRY_POLICY_RETRY", "sweep": "RETRY_POLICY_DO_NOT_RETRY"}
+# bounds it); a failed sweep is not, the next tick comes anyway; nor a failed dispatch, whose
+# cursor went back so that the next minute catches up.
+RETRY_POLICY = {"start_job": "RETRY_POLICY_RETRY", "sweep": "RETRY_POLICY_DO_NOT_RETRY",
+                "dispatch": "RETRY_POLICY_DO_NOT_RETRY"}
 SWEEP_DATA = json.dumps({"sweep": True}, separators=(",", ":"))
+DISPATCH_DATA = json.dumps({"dispatch": True}, separators=(",", ":"))
+# Settings only deploy reads: left out of the functions' environment, so that switching modes
+# does not rebuild every function.
+DEPLOY_ONLY_SETTINGS = frozenset({"scheduling", "dispatch_topic"})
 # Cloud Scheduler does not retry a failed publish by default (retryCount 0), so one Pub/Sub hiccup
 # would lose the tick. Retries stop at the entry's next fire time, so a retried message still
 # maps to the same tick, and start_job's starting_deadline still bounds how late a run starts.
@@ -48,6 +56,8 @@ def function_environment(settings: Settings, job_done_url: str) -> dict[str, str
     """SPOTCRON_* variables that let the functions rebuild these Settings with load_settings."""
     env: dict[str, str] = {}
     for name in Settings.model_fields:
+        if name in DEPLOY_ONLY_SETTINGS:
+            continue
         value: Any = getattr(settings, name)
         if name == "job_done_url":
             value = job_done_url
@@ -90,7 +100,7 @@ def _function(logical: str, names: Names, source_object: str, env: dict[str, str
     function_id, entry_point = FUNCTIONS[logical]
     trigger = None
     if logical in RETRY_POLICY:
-        topic = names.start_topic if logical == "start_job" else names.sweep_topic
+        topic = {"start_job": names.start_topic, "sweep": names.sweep_topic, "dispatch": names.dispatch_topic}[logical]
         trigger = {
             "event_type": PUBSUB_EVENT,
             "pubsub_topic": names.topic_path(topic),
@@ -143,20 +153,33 @@ def desired_state(settings: Settings, jobs: Iterable[JobSpec], source_object: st
     names = Names.of(settings)
     env = function_environment(settings, job_done_url)
     resources = [_bucket(settings)]
-    resources += [Resource(TOPIC, topic, {"labels": dict(MANAGED_LABELS)}) for topic in names.topics]
+    topics = (*names.topics, names.dispatch_topic) if names.shared else names.topics
+    resources += [Resource(TOPIC, topic, {"labels": dict(MANAGED_LABELS)}) for topic in topics]
     resources += [Resource(SERVICE_ACCOUNT, email, {"display_name": f"spotcron {email.split('@')[0]}"})
                   for email in names.accounts if names.own_account(email)]
     resources += policies(bindings(names))
     resources.append(Resource(SOURCE, source_object, {}))
-    resources += [_function(logical, names, source_object, env) for logical in FUNCTIONS]
-    for job in jobs:
-        resources.append(_scheduler(
-            scheduler_entry(job.name), names,
-            description=job.description or f"spotcron job {job.name}",
-            schedule=job.schedule, time_zone=job.time_zone, topic=names.start_topic,
-            data=scheduler_data(job), paused=job.paused))
-    resources.append(_scheduler(
+    resources += [_function(logical, names, source_object, env) for logical in names.functions]
+    resources += _shared_entries(names) if names.shared else _per_job_entries(settings, names, jobs)
+    return index(resources)
+
+
+def _per_job_entries(settings: Settings, names: Names, jobs: Iterable[JobSpec]) -> list[Resource]:
+    entries = [_scheduler(scheduler_entry(job.name), names, description=job.description or f"spotcron job {job.name}",
+                          schedule=job.schedule, time_zone=job.time_zone, topic=names.start_topic,
+                          data=scheduler_data(job), paused=job.paused)
+               for job in jobs]
+    entries.append(_scheduler(
         SWEEP_ENTRY, names, description="spotcron sweep: reaps leftover VMs and lost runs",
         schedule=sweep_schedule(settings.sweep_interval), time_zone=UTC, topic=names.sweep_topic,
         data=SWEEP_DATA, paused=False))
-    return index(resources)
+    return entries
+
+
+def _shared_entries(names: Names) -> list[Resource]:
+    """One entry every minute for every job and the sweep. A paused job stays deployed (the
+    dispatcher skips it), so pausing needs no entry of its own."""
+    return [_scheduler(DISPATCH_ENTRY, names,
+                       description="spotcron dispatch: starts the jobs due each minute, and the sweep",
+                       schedule="* * * * *", time_zone=UTC, topic=names.dispatch_topic, data=DISPATCH_DATA,
+                       paused=False)]

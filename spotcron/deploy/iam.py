@@ -60,7 +60,7 @@ def bindings(names: Names) -> list[Binding]:
             for topic in names.topics]
     out += [Binding(policy_name(POLICY_FUNCTION, function_id(fn)), "roles/run.invoker", functions,
                     "Eventarc pushes Pub/Sub messages to the function as this account")
-            for fn in ("start_job", "sweep")]
+            for fn in ("start_job", "sweep", "dispatch") if fn in names.functions]
     out += [
         # Not objectCreator + objectViewer: a checkpoint sync replaces and deletes objects it
         # wrote earlier, and replacing an object needs storage.objects.delete as well as create.

@@ -18,10 +18,15 @@ FUNCTIONS: dict[str, tuple[str, str]] = {
     "start_job": ("spotcron-start-job", "start_job"),
     "sweep": ("spotcron-sweep", "sweep"),
     "job_done": ("spotcron-job-done", "job_done"),
+    "dispatch": ("spotcron-dispatch", "dispatch"),  # scheduling: shared only
 }
+SHARED_ONLY = frozenset({"dispatch"})
 
-SWEEP_ENTRY = f"{NAME_PREFIX}sweep"  # the sweep's scheduler entry; so no job may be named "sweep"
-RESERVED_JOB_NAMES = frozenset({"sweep"})
+SWEEP_ENTRY = f"{NAME_PREFIX}sweep"  # the sweep's scheduler entry (per-job mode)
+DISPATCH_ENTRY = f"{NAME_PREFIX}dispatch"  # the one entry of scheduling: shared
+# A job's entry is spotcron-JOB, so no job may take the name of another entry (in either mode:
+# the mode can be switched at any deploy).
+RESERVED_JOB_NAMES = frozenset({"sweep", "dispatch"})
 _SCHEDULER_ID = re.compile(r"^[A-Za-z0-9_-]{1,500}$")
 
 
@@ -36,6 +41,8 @@ class Names:
     start_topic: str  # topic ids
     sweep_topic: str
     events_topic: str
+    dispatch_topic: str = "spotcron-dispatch"  # scheduling: shared only
+    shared: bool = False  # scheduling: shared
 
     @classmethod
     def of(cls, settings: Settings) -> Names:
@@ -49,7 +56,14 @@ class Names:
             start_topic=settings.start_topic,
             sweep_topic=settings.sweep_topic,
             events_topic=settings.events_topic,
+            dispatch_topic=settings.dispatch_topic,
+            shared=settings.scheduling == "shared",
         )
+
+    @property
+    def functions(self) -> tuple[str, ...]:
+        """The logical functions this stack deploys."""
+        return tuple(f for f in FUNCTIONS if self.shared or f not in SHARED_ONLY)
 
     @property
     def topics(self) -> tuple[str, str, str]:
@@ -92,7 +106,8 @@ def scheduler_entry(job_name: str) -> str:
 def scheduler_id_problem(job_name: str) -> str | None:
     """Why `job_name` cannot name a Cloud Scheduler entry, or None when it can."""
     if job_name in RESERVED_JOB_NAMES:
-        return f"{job_name!r} is reserved (the sweep's scheduler entry is {SWEEP_ENTRY}); rename the job"
+        return (f"{job_name!r} is reserved (its scheduler entry would be {scheduler_entry(job_name)}, the name of "
+                "spotcron's own sweep or dispatch entry); rename the job")
     entry = scheduler_entry(job_name)
     if not _SCHEDULER_ID.match(entry):
         return (f"{job_name!r} cannot name a Cloud Scheduler entry ({entry!r}); use letters, digits, "

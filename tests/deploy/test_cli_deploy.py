@@ -136,14 +136,16 @@ def test_invalid_job_spec_fails_before_credentials(invoke, context: DeployContex
     assert cloud.calls() == []
 
 
+@pytest.mark.parametrize("name", ["sweep", "dispatch"])
 def test_reserved_job_name_is_reported_with_its_file(invoke, context: DeployContext, workdir: Path,
-                                                     cloud: FakeCloud) -> None:
-    (workdir / "jobs" / "sweep.yaml").write_text('schedule: "0 * * * *"\nimage: busybox\n')
+                                                     cloud: FakeCloud, name: str) -> None:
+    (workdir / "jobs" / f"{name}.yaml").write_text('schedule: "0 * * * *"\nimage: busybox\n')
     context.credentials = _no_credentials
     result = invoke("--dry-run")
     assert result.exit_code == 2
     assert result.output.splitlines()[0] == (
-        "jobs/sweep.yaml: name: 'sweep' is reserved (the sweep's scheduler entry is spotcron-sweep); rename the job")
+        f"jobs/{name}.yaml: name: '{name}' is reserved (its scheduler entry would be spotcron-{name}, the name of "
+        "spotcron's own sweep or dispatch entry); rename the job")
     assert cloud.calls() == []
 
 

@@ -42,7 +42,8 @@ def test_job_problems() -> None:
             JobSpec(name="bot", schedule="0 * * * *", image="busybox"),
             JobSpec(name="bot", schedule="5 * * * *", image="busybox")]
     assert [str(p) for p in job_problems(jobs, {"sweep": Path("jobs/sweep.yaml")})] == [
-        "jobs/sweep.yaml: name: 'sweep' is reserved (the sweep's scheduler entry is spotcron-sweep); rename the job",
+        "jobs/sweep.yaml: name: 'sweep' is reserved (its scheduler entry would be spotcron-sweep, the name of "
+        "spotcron's own sweep or dispatch entry); rename the job",
         "job bot: name: 2 jobs use the name 'bot'; each job needs its own",
     ]
     with pytest.raises(ConfigError):
