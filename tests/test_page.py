@@ -64,7 +64,7 @@ def test_page_lists_recent_runs_newest_first_with_links(records_by_job, charts):
     run_ids = re.findall(r"<tr><td>(\d{8}-\d{4}[^<]*)</td>", bot)
     assert run_ids[:3] == ["20261123-1500", "20261123-1400", "20261123-0800"]
     assert len(run_ids) == 20  # the default limit
-    assert "20 most recent of 27 runs; 18 of 19 ended runs succeeded" in html
+    assert "Showing the 20 most recent of 27 runs; of these, 18 of 19 ended runs succeeded" in html
     assert '<a href="runs/hello-bot/20261123-0800/attempt-1/logs.txt">logs</a>' in html
     assert '<a href="runs/hello-bot/20261123-0800/attempt-1/manifest.json">results</a>' in html
     assert '<a href="runs/hello-bot/20261123-0800/run.json">record</a>' in html
@@ -237,3 +237,68 @@ def test_page_charts_compare_with_the_same_base_as_the_report(tmp_path, base_lin
                       html)
     assert shown is not None and shown[1] == base
     assert sorted(shown[2].split(", ")) == sorted(figures)
+
+
+# --- summary, counts, reasons (issue: the page understated history and hid failures) ----------------
+
+
+def _at(job: str, when: datetime, state: str = "succeeded", *, cost: float | None = 0.01, exit_code: int | None = 0,
+        reason: str | None = None) -> RunRecord:
+    record = run(job, 0, state, cost=cost, reason=reason)
+    shift = when - record.created_at
+    attempts = tuple(a.model_copy(update={k: getattr(a, k) + shift for k in
+                                          ("created_at", "started_at", "finished_at", "deleted_at")})
+                     for a in record.attempts)
+    return record.model_copy(update={"created_at": when, "updated_at": when, "run_id": f"{when:%Y%m%d-%H%M}",
+                                     "attempts": attempts, "exit_code": exit_code,
+                                     "results_prefix": None if state != "succeeded" else
+                                     f"runs/{job}/{when:%Y%m%d-%H%M}/attempt-1/"})
+
+
+def test_summary_success_rates_spend_and_projection():
+    from spotcron.present.summary import summarize
+
+    now = datetime(2026, 11, 24, 8, 0, tzinfo=UTC)
+    day = timedelta(days=1)
+    records = [_at("a", now - d * day) for d in (1, 2, 3)]  # this week: 3 ok
+    records += [_at("a", now - 4 * day, "failed", exit_code=2)]  # this week: 1 failed
+    records += [_at("b", now - d * day) for d in range(10, 20)]  # within 30 days: 10 ok
+    records += [_at("b", now - d * day, "lost", exit_code=None) for d in (21, 22)]  # within 30 days
+    records += [_at("b", now - 40 * day)]  # outside both windows
+    records += [_at("b", now - timedelta(minutes=5), "running", cost=None, exit_code=None)]  # no verdict yet
+    summary = summarize({"a": [r for r in records if r.job == "a"], "b": [r for r in records if r.job == "b"]}, now,
+                        totals={"a": 4, "b": 60})
+    assert summary.jobs == 2 and summary.runs == 64
+    assert (summary.rate(7).succeeded, summary.rate(7).ended) == (3, 4) and summary.rate(7).text() == "75% (3 of 4)"
+    assert (summary.rate(30).succeeded, summary.rate(30).ended) == (13, 16)
+    # November: everything created since 1 Nov 00:00 UTC (the runs 1 to 22 days back, not 40).
+    assert summary.month == "November 2026"
+    assert summary.spent_this_month == pytest.approx(0.01 * 16)
+    # Last 30 days: 16 priced runs over 22 days since the first, times November's 30 days.
+    first = (now - 22 * day)
+    assert summary.projected_month == pytest.approx(0.16 / ((now - first).total_seconds() / 86400) * 30)
+    assert summary.projection_basis == "the run rate of the last 22 days, over 30 days"
+
+
+def test_update_index_counts_every_run_of_a_job():
+    from spotcron.core import layout
+
+    deps = _Deps()  # now = T0 + 1 day
+    for hour in range(44):
+        when = T0 - timedelta(hours=hour)
+        deps.store.create(_at("hello-bot", when, "failed" if hour == 3 else "succeeded",
+                              exit_code=127 if hour == 3 else 0,
+                              reason="the container exited with code 127: /app/bot.py: not found" if hour == 3
+                              else None))
+    html = update_index(deps)
+    assert "Showing the 20 most recent of 44 runs" in html
+    assert "<dd>1 (44 runs on record)</dd>" in html
+    assert "<dt>succeeded, last 7 days</dt><dd>98% (43 of 44)</dd>" in html
+    assert "<dt>spent in November 2026</dt><dd>$0.4400</dd>" in html
+    row = next(line for line in html.splitlines() if f"<td>{T0 - timedelta(hours=3):%Y%m%d-%H%M}</td>" in line)
+    assert '<td class="num">127</td>' in row
+    assert '<td class="reason">the container exited with code 127: /app/bot.py: not found</td>' in row
+    # A failed run keeps its results: the link is there.
+    failed_id = f"{T0 - timedelta(hours=3):%Y%m%d-%H%M}"
+    assert f'href="{layout.manifest("hello-bot", failed_id, 1)}">results</a>' in row
+    assert deps.blobs.read(layout.INDEX_PAGE).data.decode() == html

@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "spotcron.cli.report",
     "spotcron.cli.up",
     "spotcron.cli.runs",
+    "spotcron.cli.page",
     "spotcron.cli.deploy",
 )
 

@@ -73,6 +73,7 @@ class RunsContext:
     publisher: Callable[[str | None], Any] = _publisher  # emulator host or None → PublisherClient
     local_stack: Callable[[Path], Any] = _local_stack  # state_dir → an unstarted LocalStack
     interactive: Callable[[], bool] = field(default=lambda: sys.stdin.isatty())  # may we ask a question?
+    launch: Callable[[str], Any] = click.launch  # open a URL in the user's browser
 
 
 def runs_context() -> RunsContext:

@@ -1,4 +1,8 @@
-"""The results page (index.html at the bucket root): recent runs per job and benchmark charts.
+"""The results page (index.html at the bucket root): a summary, recent runs per job, benchmark charts.
+
+The summary (jobs, success rate over 7 and 30 days, spend this month, projected monthly cost)
+comes from spotcron.present.summary. Each run shows its state, exit code and failure reason, and
+links to its record, each attempt's logs and its results (the attempt's manifest.json).
 
 One self-contained HTML document: inline CSS, charts inlined as data: URIs, no scripts, fonts or
 other requests, and a Content-Security-Policy that forbids them, so it renders the same from
@@ -17,8 +21,10 @@ from typing import Any
 from spotcron.core import layout
 from spotcron.core.durations import format_duration
 from spotcron.core.runs import RunRecord
+from spotcron.present.summary import PageSummary, ids_since, summarize, window_start
 
 DEFAULT_LIMIT = 20
+SUMMARY_READS = 2000  # per job: the newest runs of the summary's window that are read
 
 _CSS = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 70em;
@@ -30,7 +36,10 @@ td.num, th.num { text-align: right; }
 .state { font-weight: 600; }
 .succeeded { color: #2b8a3e; } .failed, .timed_out, .lost { color: #c92a2a; }
 .preempted, .skipped { color: #b8860b; } .scheduled, .starting, .running { color: #1864ab; }
-.meta { color: #666; } figure { display: inline-block; margin: 1em 1em 0 0; }
+.meta { color: #666; } td.reason { white-space: normal; max-width: 28em; }
+dl.summary { display: grid; grid-template-columns: max-content auto; gap: .2em 1.2em; }
+dl.summary dt { color: #666; } dl.summary dd { margin: 0; font-weight: 600; }
+figure { display: inline-block; margin: 1em 1em 0 0; }
 figure img { max-width: 100%; border: 1px solid #e3e3e3; }
 """
 _CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
@@ -38,10 +47,13 @@ _CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 
 def render_index(records_by_job: Mapping[str, Sequence[RunRecord]], charts: Mapping[str, bytes] | None = None,
                  *, generated_at: datetime | None = None, limit: int = DEFAULT_LIMIT,
-                 title: str = "spotcron runs", captions: Mapping[str, str] | None = None) -> str:
+                 title: str = "spotcron runs", captions: Mapping[str, str] | None = None,
+                 summary: PageSummary | None = None, totals: Mapping[str, int] | None = None) -> str:
     """The page: the `limit` most recent runs of each job, newest first, then the charts.
 
     `captions` describes a chart in words (its alt text too); the file name stands in without one.
+    `totals` counts each job's runs on record (the records given may be only the newest ones);
+    `summary` defaults to one computed from the records given, as of `generated_at`.
     """
     parts = [
         "<!DOCTYPE html>",
@@ -56,8 +68,13 @@ def render_index(records_by_job: Mapping[str, Sequence[RunRecord]], charts: Mapp
         parts.append(f'<p class="meta">Updated {stamp}.</p>')
     if not records_by_job:
         parts.append("<p>No runs yet.</p>")
+    else:
+        if summary is None and generated_at is not None:
+            summary = summarize(records_by_job, generated_at, totals=totals)
+        if summary is not None:
+            parts.append(_summary_section(summary))
     for job in sorted(records_by_job):
-        parts.append(_job_section(job, records_by_job[job], limit))
+        parts.append(_job_section(job, records_by_job[job], limit, (totals or {}).get(job)))
     if charts:
         parts.append('<h2 id="charts">Benchmarks</h2>')
         for name in sorted(charts):
@@ -77,18 +94,49 @@ def update_index(deps: Any, record: RunRecord | None = None, *, limit: int = DEF
     relative time and cost charts, priced as their records say, when matplotlib is installed.
     Returns the page it wrote.
     """
-    store = deps.store
-    records_by_job: dict[str, list[RunRecord]] = {}
-    for job in store.jobs():
-        recent = [store.read(job, run_id) for run_id in store.run_ids(job)[-limit:]]
-        records_by_job[job] = [r for r in recent if r is not None]
+    html, _ = build_page(deps.store, deps.clock.now(), deps.settings.region, limit=limit, charts=charts)
+    deps.blobs.write(layout.INDEX_PAGE, html.encode("utf-8"), content_type="text/html; charset=utf-8")
+    return html
+
+
+def build_page(store: Any, now: datetime, region: str, *, limit: int = DEFAULT_LIMIT, charts: bool = True
+               ) -> tuple[str, dict[str, list[RunRecord]]]:
+    """The page from the bucket's records as of `now`, and the records it shows per job."""
+    records_by_job, totals = page_records(store, now, limit)
     pngs: dict[str, bytes] = {}
     captions: dict[str, str] = {}
     if charts:
-        pngs, captions = _benchmark_charts(records_by_job, deps.settings.region)
-    html = render_index(records_by_job, pngs, generated_at=deps.clock.now(), limit=limit, captions=captions)
-    deps.blobs.write(layout.INDEX_PAGE, html.encode("utf-8"), content_type="text/html; charset=utf-8")
-    return html
+        pngs, captions = _benchmark_charts(records_by_job, region)
+    html = render_index(records_by_job, pngs, generated_at=now, limit=limit, captions=captions, totals=totals)
+    return html, {job: shown_runs(records, limit) for job, records in records_by_job.items()}
+
+
+def page_records(store: Any, now: datetime, limit: int = DEFAULT_LIMIT
+                 ) -> tuple[dict[str, list[RunRecord]], dict[str, int]]:
+    """Per job: the records the page needs (its newest `limit`, and the summary's window), and
+    how many runs it has in all. One listing per job; a read per record needed."""
+    records_by_job: dict[str, list[RunRecord]] = {}
+    totals: dict[str, int] = {}
+    since = window_start(now)
+    for job in store.jobs():
+        ids = store.run_ids(job)
+        totals[job] = len(ids)
+        wanted = dict.fromkeys(ids_since(ids, since)[-SUMMARY_READS:] + ids[-limit:])
+        records_by_job[job] = [r for r in (store.read(job, run_id) for run_id in wanted) if r is not None]
+    return records_by_job, totals
+
+
+def _summary_section(summary: PageSummary) -> str:
+    rows = [("jobs", f"{summary.jobs} ({summary.runs} runs on record)")]
+    rows += [(f"succeeded, last {rate.days} days", rate.text()) for rate in summary.rates]
+    rows.append((f"spent in {summary.month}", _usd(summary.spent_this_month)))
+    projected = _usd(summary.projected_month) if summary.projected_month is not None else "-"
+    rows.append(("projected for the month", f"{projected} ({summary.projection_basis})"))
+    items = "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in rows)
+    return ('<h2 id="summary">Summary</h2>'
+            f'<dl class="summary">{items}</dl>'
+            '<p class="meta">Spend is what the run records priced: every attempt\'s VM and disk. The '
+            "scheduler, functions and storage are on top; <code>spotcron cost</code> projects them.</p>")
 
 
 def _benchmark_charts(records_by_job: Mapping[str, Sequence[RunRecord]],
@@ -112,20 +160,23 @@ def _benchmark_charts(records_by_job: Mapping[str, Sequence[RunRecord]],
     return pngs, captions
 
 
-def _job_section(job: str, records: Sequence[RunRecord], limit: int) -> str:
-    recent = sorted(records, key=lambda r: r.created_at, reverse=True)[:limit]
+def _job_section(job: str, records: Sequence[RunRecord], limit: int, total: int | None = None) -> str:
+    recent = shown_runs(records, limit)
+    total = max(total if total is not None else 0, len(records))
     succeeded = sum(1 for r in recent if r.state == "succeeded")
     ended = sum(1 for r in recent if r.terminal)
     shown_cost = sum(r.cost_usd or 0.0 for r in recent)
     matrix = any(r.variant for r in recent)  # a configuration column only for matrix jobs
     rows = "\n".join(_run_row(r, matrix) for r in recent)
     configuration = "<th>configuration</th>" if matrix else ""
+    shown = f"all {total} runs" if len(recent) == total else f"the {len(recent)} most recent of {total} runs"
     return (
         f'<h2 id="job-{escape(job)}">{escape(job)}</h2>'
-        f'<p class="meta">{len(recent)} most recent of {len(records)} runs; {succeeded} of {ended} ended '
-        f"runs succeeded; cost of these runs {_usd(shown_cost)}.</p>"
+        f'<p class="meta">Showing {shown}; of these, {succeeded} of {ended} ended runs succeeded; '
+        f"they cost {_usd(shown_cost)}.</p>"
         f"<table><thead><tr><th>run</th>{configuration}<th>state</th><th>started (UTC)</th>"
-        '<th class="num">duration</th><th class="num">attempts</th><th class="num">cost</th><th>links</th>'
+        '<th class="num">duration</th><th class="num">attempts</th><th class="num">cost</th>'
+        '<th class="num">exit</th><th>reason</th><th>links</th>'
         f"</tr></thead><tbody>\n{rows}\n</tbody></table>"
     )
 
@@ -134,36 +185,48 @@ def _run_row(record: RunRecord, matrix: bool) -> str:
     duration = record.duration_seconds
     if duration is None and record.billed_vm_seconds:
         duration = record.billed_vm_seconds
-    reason = f' title="{escape(record.reason)}"' if record.reason else ""
     cells = [
         escape(record.run_id),
         escape(record.variant or ""),
-        f'<span class="state {escape(record.state)}"{reason}>{escape(record.state.replace("_", " "))}</span>',
+        f'<span class="state {escape(record.state)}">{escape(record.state.replace("_", " "))}</span>',
         escape(record.created_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M")),
         escape(format_duration(duration)) if duration is not None else "-",
         str(len(record.attempts)),
         _usd(record.cost_usd) if record.cost_usd is not None else "-",
+        str(record.exit_code) if record.exit_code is not None else "-",
+        escape(record.reason or "") if record.state != "succeeded" else "",
         " ".join(_links(record)),
     ]
-    classes = ["", "", "", "", "num", "num", "num", ""]
+    classes = ["", "", "", "", "num", "num", "num", "num", "reason", ""]
     if not matrix:
         del cells[1], classes[1]
     return "<tr>" + "".join(f'<td class="{c}">{v}</td>' if c else f"<td>{v}</td>"
                             for c, v in zip(classes, cells, strict=True)) + "</tr>"
 
 
-def _links(record: RunRecord) -> list[str]:
-    links = [_link(layout.run_record(record.job, record.run_id), "record")]
+def run_links(record: RunRecord) -> list[tuple[str, str]]:
+    """(object name, label) of what a run's row links to: its record, each attempt's logs, its results."""
+    links = [(layout.run_record(record.job, record.run_id), "record")]
     for attempt in record.attempts:
         if attempt.created_at is None:
             continue  # no VM, no logs
         label = "logs" if len(record.attempts) == 1 else f"logs {attempt.number}"
-        links.append(_link(layout.logs(record.job, record.run_id, attempt.number), label))
-    if record.state == "succeeded":
+        links.append((layout.logs(record.job, record.run_id, attempt.number), label))
+    # A failed or timed-out run keeps its results too; a run whose container never ran has none.
+    if record.state in ("succeeded", "failed", "timed_out") and any(a.started_at for a in record.attempts):
         number = _result_attempt(record)
         if number is not None:
-            links.append(_link(layout.manifest(record.job, record.run_id, number), "results"))
+            links.append((layout.manifest(record.job, record.run_id, number), "results"))
     return links
+
+
+def shown_runs(records: Sequence[RunRecord], limit: int = DEFAULT_LIMIT) -> list[RunRecord]:
+    """The rows of a job's table: its `limit` newest runs, newest first."""
+    return sorted(records, key=lambda r: r.created_at, reverse=True)[:limit]
+
+
+def _links(record: RunRecord) -> list[str]:
+    return [_link(name, label) for name, label in run_links(record)]
 
 
 def _result_attempt(record: RunRecord) -> int | None:

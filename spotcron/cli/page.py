@@ -1,0 +1,116 @@
+"""`spotcron page`: where the results page is, built fresh for the local bucket; --open opens it.
+
+A deployed stack's page lives in its bucket (index.html at the root; its links are object names
+next to it), so the command prints its Cloud Storage URL. The local bucket is served by a process
+that needs a token, which a browser does not have, so the page is built from the local records
+into a folder of plain files: index.html plus a copy of every object its rows link to (records,
+logs, manifests), streamed piece by piece. A copy of an ended run is kept and not fetched again.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from spotcron.cli._bucket import bucket_options, describe, open_store, runs_context
+
+if TYPE_CHECKING:
+    from spotcron.engine.ports import Blobs
+
+CONSOLE_URL = "https://storage.cloud.google.com/{bucket}/{name}"  # opens with the browser's Google login
+COPY_PIECE = 1 << 20
+
+
+@click.command("page")
+@click.option("--open", "open_page", is_flag=True, help="Open the page in the default browser too.")
+@click.option("-n", "--limit", default=20, show_default=True, type=click.IntRange(min=1),
+              help="Locally: runs listed per job (the summary counts them all).")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Locally: the folder to build the page in (default: STATE_DIR/page).")
+@bucket_options
+def page(open_page: bool, limit: int, out_dir: Path | None, bucket: str | None, state_dir: Path) -> None:
+    """Print where the results page is (a path, or a URL for --bucket); --open opens it.
+
+    The page starts with a summary (jobs, success rate over 7 and 30 days, spend this month,
+    projected monthly cost), then each job's recent runs with exit code, failure reason and links
+    to their record, logs and results, then the benchmark charts.
+
+    \b
+    Examples:
+      spotcron page --open
+      spotcron page --bucket gs://my-project-spotcron
+    """
+    context = runs_context()
+    if bucket:
+        target = _deployed_page(bucket, state_dir)
+    else:
+        target = _local_page(state_dir, out_dir or Path(state_dir) / "page", limit)
+    click.echo(target)
+    if open_page:
+        context.launch(target if "://" in target else Path(target).resolve().as_uri())
+
+
+def _deployed_page(bucket: str, state_dir: Path) -> str:
+    from spotcron.core import layout
+    from spotcron.core.errors import SpotcronError
+
+    where = describe(bucket, state_dir)
+    with open_store(bucket, state_dir) as store:
+        present = store.blobs.read_range(layout.INDEX_PAGE, 0, 1) is not None
+    if not present:
+        raise SpotcronError(f"{where} has no {layout.INDEX_PAGE} yet: the stack writes it when a run ends; "
+                            f"start one with `spotcron run JOB --cloud`")
+    return CONSOLE_URL.format(bucket=where.removeprefix("gs://"), name=layout.INDEX_PAGE)
+
+
+def _local_page(state_dir: Path, out: Path, limit: int) -> str:
+    from spotcron.core import layout
+    from spotcron.local.stack import local_settings
+    from spotcron.present.page import build_page, run_links
+
+    now = runs_context().now()
+    region = local_settings("http://127.0.0.1/").region
+    with open_store(None, state_dir) as store:
+        html, shown = build_page(store, now, region, limit=limit)
+        out.mkdir(parents=True, exist_ok=True)
+        for records in shown.values():
+            for record in records:
+                for name, _ in run_links(record):
+                    _copy(store.blobs, name, out, keep=record.terminal)  # an ended run's objects are final
+    index = out / layout.INDEX_PAGE
+    index.write_text(html, encoding="utf-8")
+    return str(index)
+
+
+def _copy(blobs: Blobs, name: str, out: Path, *, keep: bool) -> None:
+    """Copy object `name` to out/NAME in pieces; with `keep`, a copy already there is final.
+
+    An object not written (yet) is left out: its link will not resolve until it is.
+    """
+    from spotcron.present.views import safe_relative
+
+    target = out / safe_relative(name)
+    if keep and target.is_file():
+        return
+    partial = target.with_name(target.name + ".partial")
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    offset, exists = 0, True
+    with open(partial, "wb") as handle:
+        while True:
+            piece = blobs.read_range(name, offset, COPY_PIECE)
+            if piece is None:
+                exists = offset > 0
+                break
+            if not piece:
+                break
+            handle.write(piece)
+            offset += len(piece)
+    if exists:
+        partial.replace(target)
+    else:
+        partial.unlink()
+
+
+COMMANDS = [page]

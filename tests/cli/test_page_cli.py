@@ -1,0 +1,169 @@
+"""`spotcron page`: where the results page is; locally a folder of plain files whose links resolve.
+
+The Chromium test renders what the command built and checks each part of the page on the real
+render, then saves a screenshot (its path is printed; SPOTCRON_SCREENSHOT_DIR keeps it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shutil
+import subprocess
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from spotcron.cli import SpotcronGroup
+from spotcron.cli.page import COMMANDS
+from spotcron.core import layout
+from tests.cli.conftest import NOW, make_attempt, make_record
+
+HOUR = timedelta(hours=1)
+
+
+@pytest.fixture
+def page_cli(context, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SPOTCRON_BUCKET", raising=False)
+    monkeypatch.delenv("SPOTCRON_STATE_DIR", raising=False)
+    group = SpotcronGroup("spotcron")
+    for command in COMMANDS:
+        group.add_command(command)
+    opened: list[str] = []
+    ctx = dataclasses.replace(context, launch=opened.append)
+
+    def run(*args: str):
+        return CliRunner().invoke(group, ["page", *args], obj=ctx, catch_exceptions=False)
+
+    run.opened = opened  # type: ignore[attr-defined]
+    return run
+
+
+def fill(bucket, runs: int = 44) -> None:
+    for n in range(runs):
+        created = NOW - n * HOUR
+        run_id = f"{created:%Y%m%d-%H%M}"
+        if n == 2:
+            bucket.add(make_record("hello-bot", run_id, "failed", created=created, cost=0.0004, exit_code=127,
+                                   reason="the container exited with code 127: python3: can't open file 'bot.py'"))
+            bucket.logs("hello-bot", run_id, 1, "python3: can't open file 'bot.py'\n")
+            bucket.results("hello-bot", run_id, 1, {})
+            continue
+        bucket.add(make_record("hello-bot", run_id, created=created, cost=0.0012, exit_code=0))
+        bucket.logs("hello-bot", run_id, 1, f"hello from run {n}\n")
+        bucket.results("hello-bot", run_id, 1, {"answer.json": b'{"answer": 42}'})
+    for variant, machine, gpu, seconds in (("cpu", "n1-highcpu-16", None, 600), ("t4", "n1-standard-8",
+                                                                                "nvidia-tesla-t4 x1", 200)):
+        run_id = f"{NOW - 5 * HOUR:%Y%m%d-%H%M}-{variant}"
+        attempt = make_attempt("bench", run_id, start=NOW - 5 * HOUR, seconds=seconds, machine_type=machine, gpu=gpu)
+        bucket.add(make_record("bench", run_id, created=NOW - 5 * HOUR, variant=variant, attempts=(attempt,),
+                               cost=0.02 if variant == "cpu" else 0.01, exit_code=0))
+        bucket.logs("bench", run_id, 1, "training\n")
+        bucket.results("bench", run_id, 1, {"metrics.json": b'{"train_seconds": 100}'})
+
+
+def test_local_page_is_a_folder_whose_links_resolve(page_cli, bucket, tmp_path):
+    fill(bucket)
+    (tmp_path / ".spotcron").mkdir()
+    result = page_cli("--open")
+    assert result.exit_code == 0, result.output
+    index = Path(result.output.strip())
+    assert index == Path(".spotcron/page/index.html") and index.is_file()
+    assert page_cli.opened == [index.resolve().as_uri()]
+    html = index.read_text()
+    hrefs = re.findall(r'href="([^"]+)"', html)
+    assert len(hrefs) >= 3 * 20 + 3 * 2
+    for href in hrefs:
+        assert (index.parent / href).is_file(), href
+    failed = f"{NOW - 2 * HOUR:%Y%m%d-%H%M}"
+    assert (index.parent / layout.logs("hello-bot", failed, 1)).read_text() == "python3: can't open file 'bot.py'\n"
+    assert "Showing the 20 most recent of 44 runs" in html
+    # Built again: an ended run's copies are final and not fetched again.
+    reads = bucket.blobs.calls["read_range"]
+    assert page_cli().exit_code == 0
+    assert bucket.blobs.calls["read_range"] == reads
+
+
+def test_local_page_without_a_local_bucket(tmp_path, monkeypatch):
+    from spotcron.cli._bucket import RunsContext
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SPOTCRON_STATE_DIR", raising=False)
+    group = SpotcronGroup("spotcron")
+    for command in COMMANDS:
+        group.add_command(command)
+    result = CliRunner().invoke(group, ["page"], obj=RunsContext())  # the real local bucket opener
+    assert result.exit_code == 2
+    assert "error: no local runs yet (.spotcron/bucket does not exist)" in result.output
+
+
+def test_a_deployed_page_is_its_storage_url(page_cli, bucket):
+    result = page_cli("--bucket", "gs://acme-spotcron")
+    assert result.exit_code == 2
+    assert result.output.strip() == ("error: gs://acme-spotcron has no index.html yet: the stack writes it when a "
+                                     "run ends; start one with `spotcron run JOB --cloud`")
+    bucket.blobs.write(layout.INDEX_PAGE, b"<!DOCTYPE html>", content_type="text/html")
+    result = page_cli("--bucket", "gs://acme-spotcron", "--open")
+    assert result.exit_code == 0
+    assert result.output.strip() == "https://storage.cloud.google.com/acme-spotcron/index.html"
+    assert page_cli.opened == ["https://storage.cloud.google.com/acme-spotcron/index.html"]
+
+
+# --- on a real render ------------------------------------------------------------------------------------
+
+CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome",
+                                                "google-chrome-stable")) if p), None)
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run", "--allow-file-access-from-files"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH; `make tools` installs it")
+def test_the_page_in_headless_chromium(page_cli, bucket, tmp_path):
+    import numpy as np
+    from matplotlib.image import imread
+
+    fill(bucket)
+    (tmp_path / ".spotcron").mkdir()
+    index = Path(page_cli().output.strip()).resolve()
+
+    def chromium(*args: str) -> subprocess.CompletedProcess:
+        profile = tmp_path / f"profile-{len(list(tmp_path.glob('profile-*')))}"
+        return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args, index.as_uri()],
+                              capture_output=True, text=True, timeout=120, check=False)
+
+    dom = chromium("--dump-dom")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", dom.stdout))
+    # The summary.
+    for part in ("Summary", "jobs 2 (46 runs on record)", "succeeded, last 7 days 98% (45 of 46)",
+                 "succeeded, last 30 days 98% (45 of 46)", f"spent in {NOW:%B %Y}", "projected for the month"):
+        assert part in text, part
+    # Each run: failure reason and exit code.
+    assert "the container exited with code 127: python3: can't open file 'bot.py'" in text
+    assert re.search(r'<td class="num">127</td>', dom.stdout)
+    # Right counts.
+    assert "Showing the 20 most recent of 44 runs" in text and "Showing all 2 runs" in text
+    assert dom.stdout.count('<span class="state ') == 22
+    # Links to each run's logs and results, which resolve to files.
+    logs = re.findall(r'href="([^"]+/logs\.txt)"', dom.stdout)
+    results = re.findall(r'href="([^"]+/manifest\.json)">results<', dom.stdout)
+    assert len(logs) == 22 and len(results) == 22
+    assert all((index.parent / link).is_file() for link in logs + results)
+    # The benchmark charts, on the job's base.
+    assert dom.stdout.count("data:image/png;base64,") >= 2
+
+    keep = os.environ.get("SPOTCRON_SCREENSHOT_DIR")
+    shot = (Path(keep) if keep else tmp_path) / "results-page.png"
+    shot.parent.mkdir(parents=True, exist_ok=True)
+    result = chromium("--hide-scrollbars", "--window-size=1280,2400", f"--screenshot={shot}")
+    assert result.returncode == 0 and shot.is_file(), result.stderr[-2000:]
+    pixels = (imread(shot)[:, :, :3] * 255).round().astype(int)
+    assert pixels.std() > 10  # not a blank page
+    red = np.all(np.abs(pixels - np.array((0xC9, 0x2A, 0x2A))) <= 3, axis=-1).sum()
+    assert red > 50  # the failed run's state is drawn in red
+    print(f"screenshot: {shot}")
