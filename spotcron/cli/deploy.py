@@ -37,6 +37,12 @@ def _default_clients(project: str, credentials: Any, concurrency: int) -> Client
     return Clients(project, credentials, pool_size=concurrency)
 
 
+def _default_compute(project: str, credentials: Any) -> Any:
+    from spotcron.gcp.compute import GoogleCompute
+
+    return GoogleCompute(project)
+
+
 def _default_credentials(project: str) -> Any:
     from spotcron.deploy.validate import default_credentials
 
@@ -51,6 +57,7 @@ class DeployContext:
     caller: Callable[[str], Caller] | None = None  # None: the default retry policy
     interactive: Callable[[], bool] = field(default=lambda: sys.stdin.isatty())
     poll_initial: float = 2.0
+    compute: Callable[[str, Any], Any] = _default_compute  # destroy: live VMs labelled spotcron=1
 
 
 class RichReporter:
@@ -167,4 +174,65 @@ def deploy(ctx: click.Context, jobs_dir: Path, stack_path: Path, dry_run: bool, 
     out.print(f"Runs and results: spotcron runs --bucket gs://{settings.bucket}")
 
 
-COMMANDS = [deploy]
+@click.command("destroy")
+@stack_option
+@click.option("--dry-run", is_flag=True, help="Show what would be deleted and change nothing.")
+@click.option("--yes", "-y", "assume_yes", is_flag=True, help="Destroy without asking (needed without a terminal).")
+@click.option("--delete-results", is_flag=True,
+              help="Also delete the results bucket and every run's logs and results in it.")
+@click.option("--concurrency", type=click.IntRange(1, 64), default=16, show_default=True,
+              help="API calls in flight at once.")
+@click.pass_context
+def destroy(ctx: click.Context, stack_path: Path, dry_run: bool, assume_yes: bool, delete_results: bool,
+            concurrency: int) -> None:
+    """Remove the deployed stack from Google Cloud: the inverse of deploy.
+
+    Prints the plan first, then asks. Deletes only what carries spotcron's label or name: the
+    scheduler entries, functions, topics, function sources, live job VMs and the service
+    accounts deploy created, and spotcron's bindings in IAM policies that stay. The results
+    bucket, with every run's logs and results, is kept unless --delete-results is given.
+    """
+    from spotcron.cli._common import load_stack
+    from spotcron.deploy.calls import Caller, DeployError
+    from spotcron.deploy.destroy import format_destroy, run_destroy
+    from spotcron.deploy.validate import preflight
+
+    env: DeployContext = ctx.obj if isinstance(ctx.obj, DeployContext) else DeployContext()
+    out = console()
+    settings = load_stack(stack_path)
+    preflight(settings, [], stack_path)  # a placeholder project or bucket stops here, before any call
+    credentials = env.credentials(settings.project)
+    clients = env.clients(settings.project, credentials, concurrency)
+    caller = env.caller(settings.project) if env.caller else Caller(settings.project)
+    compute = env.compute(settings.project, credentials)
+
+    def show(plan: Any) -> None:
+        from rich.text import Text
+
+        for line in format_destroy(plan):
+            style = {"-": "red", "~": "yellow"}.get(line[:1], "dim" if line.startswith(" ") else "bold")
+            out.print(Text(line, style=style))
+
+    def confirm(plan: Any) -> bool:
+        if assume_yes:
+            return True
+        if not env.interactive():
+            raise DeployError("destroy asks before deleting anything, and there is no terminal to ask on: "
+                              "pass --yes to apply the plan above")
+        return click.confirm(f"Destroy the spotcron stack in project {settings.project}?", default=False)
+
+    out.print(f"[bold]spotcron destroy[/] — project {settings.project}, region {settings.region}")
+    plan, outcome = run_destroy(settings, clients, compute=compute, confirm=confirm, show=show,
+                                delete_results=delete_results, dry_run=dry_run, concurrency=concurrency,
+                                caller=caller, poll_initial=env.poll_initial)
+    if dry_run:
+        if plan.actions or plan.vms:
+            out.print("Dry run: nothing was changed. Destroy with `spotcron destroy`.")
+        return
+    if outcome is not None:
+        out.print(f"[green]Destroyed[/]: {len(outcome.done) + len(plan.vms)} changes. "
+                  + ("The results bucket is gone too." if delete_results else
+                     f"Results stay in gs://{settings.bucket}: spotcron runs --bucket gs://{settings.bucket}"))
+
+
+COMMANDS = [deploy, destroy]

@@ -95,6 +95,16 @@ def _configure_bucket(bucket: Any, fields: Mapping[str, Any]) -> None:
 
 def bucket(action: Action, ctx: Context) -> None:
     storage, name, fields = ctx.clients.storage, action.name, action.resource.fields
+    if action.kind == DELETE:  # destroy --delete-results only: the objects first, then the bucket
+        def empty_and_delete() -> None:
+            objects = ctx.call(f"list gs://{name}", lambda: list(storage.list_blobs(name, retry=None,
+                                                                                       timeout=ctx.timeout)))
+            for blob in objects:
+                _ignore_missing(lambda b=blob: ctx.call(f"delete gs://{name}/{b.name}", b.delete, retry=None,
+                                                        timeout=ctx.timeout))
+            ctx.call(f"delete bucket {name}", storage.bucket(name).delete, retry=None, timeout=ctx.timeout)
+        _ignore_missing(empty_and_delete)
+        return
     if action.kind == CREATE:
         new = storage.bucket(name)
         _configure_bucket(new, fields)
@@ -134,6 +144,11 @@ def topic(action: Action, ctx: Context) -> None:
 
 def service_account(action: Action, ctx: Context) -> None:
     email = action.name
+    if action.kind == DELETE:  # destroy only; deploy never deletes an account (resources.NEVER_DELETED)
+        path = f"projects/{ctx.names.project}/serviceAccounts/{email}"
+        _ignore_missing(lambda: ctx.call(f"delete service account {email}", ctx.clients.iam.delete_service_account,
+                                         request={"name": path}, retry=None, timeout=ctx.timeout))
+        return
     request = {"name": f"projects/{ctx.names.project}", "account_id": email.split("@", 1)[0],
                "service_account": {"display_name": action.resource.fields["display_name"]}}
     with contextlib.suppress(AlreadyExists):  # created by an interrupted deploy

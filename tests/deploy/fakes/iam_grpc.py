@@ -11,7 +11,7 @@ from typing import Any
 import grpc
 from google.cloud.iam_admin_v1 import types
 from google.iam.v1 import iam_policy_pb2, policy_pb2
-from google.protobuf import json_format
+from google.protobuf import empty_pb2, json_format
 
 from tests.deploy.fakes.common import PolicyStore
 from tests.deploy.fakes.http import ApiError, Call, Router
@@ -79,6 +79,8 @@ class FakeIam:
                                               types.ListServiceAccountsResponse),
             "CreateServiceAccount": self._wrap("CreateServiceAccount", self.create, types.CreateServiceAccountRequest,
                                                types.ServiceAccount),
+            "DeleteServiceAccount": self._wrap("DeleteServiceAccount", self.delete,
+                                               types.DeleteServiceAccountRequest, empty_pb2.Empty),
             "GetIamPolicy": self._wrap("GetIamPolicy", self.get_policy, iam_policy_pb2.GetIamPolicyRequest,
                                        policy_pb2.Policy),
             "SetIamPolicy": self._wrap("SetIamPolicy", self.set_policy, iam_policy_pb2.SetIamPolicyRequest,
@@ -123,6 +125,13 @@ class FakeIam:
             self.accounts[email] = account
         self.policies.create(f"projects/{self.project}/serviceAccounts/{email}")
         return types.ServiceAccount(**account)
+
+    def delete(self, request: Any) -> Any:
+        email = request.name.rsplit("/", 1)[-1]
+        with self._lock:
+            if self.accounts.pop(email, None) is None:
+                raise ApiError(404, f"Service account {email} does not exist.")
+        return empty_pb2.Empty()
 
     def get_policy(self, request: Any) -> Any:
         policy = self.policies.get(request.resource)

@@ -60,6 +60,7 @@ class FakeStorage:
         router.add("GET", f"{BUCKET}/o", api, self.list_objects)
         router.add("POST", r"/upload/storage/v1/b/(?P<bucket>[^/]+)/o", api, self.upload)
         router.add("DELETE", f"{BUCKET}/o/(?P<object>.+)", api, self.delete_object)
+        router.add("DELETE", BUCKET, api, self.delete_bucket)
 
     def _resource(self, name: str) -> str:
         return f"projects/_/buckets/{name}"
@@ -148,6 +149,15 @@ class FakeStorage:
             self.objects[(bucket, name)] = (data, self._generation)
             return 200, {"kind": "storage#object", "bucket": bucket, "name": name,
                          "generation": str(self._generation), "size": str(len(data))}
+
+    def delete_bucket(self, request: Request) -> tuple[int, Any]:
+        name = request.match["bucket"]
+        with self._lock:
+            self._bucket(name)
+            if any(bucket == name for bucket, _ in self.objects):
+                raise ApiError(409, "The bucket you tried to delete is not empty.")
+            del self.buckets[name]
+        return 204, None
 
     def delete_object(self, request: Request) -> tuple[int, Any]:
         key = (request.match["bucket"], request.match["object"])

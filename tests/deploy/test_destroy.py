@@ -1,0 +1,146 @@
+"""`spotcron destroy`: the inverse of deploy, against the same fake Google Cloud."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import pytest
+from click.testing import CliRunner, Result
+
+from spotcron.cli import SpotcronGroup
+from spotcron.cli.deploy import COMMANDS, DeployContext
+from spotcron.deploy.destroy import plan_destroy
+from spotcron.deploy.naming import Names
+from spotcron.engine.ports import Instance
+from tests.deploy.conftest import BUCKET, PROJECT, make_settings
+from tests.deploy.fakes.cloud import FakeCloud
+from tests.deploy.test_cli_deploy import context, workdir  # noqa: F401 - the same fixtures as deploy's CLI
+
+
+class FakeVms:
+    """The Compute port as destroy uses it: list spotcron's VMs, delete one."""
+
+    def __init__(self, *instances: Instance):
+        self.instances = list(instances)
+        self.deleted: list[str] = []
+
+    def list_managed(self) -> list[Instance]:
+        return [i for i in self.instances if i.name not in self.deleted]
+
+    def delete_instance(self, zone: str, name: str) -> bool:
+        self.deleted.append(name)
+        return True
+
+
+def vm(name: str, labels: dict[str, str]) -> Instance:
+    return Instance(name=name, zone="us-central1-a", status="RUNNING", labels=labels, machine_type="e2-small",
+                    provisioning_model="SPOT", created_at=datetime(2026, 11, 23, tzinfo=UTC))
+
+
+@pytest.fixture
+def vms() -> FakeVms:
+    return FakeVms(vm("sc-hello-bot-20261123-1000-a1", {"spotcron": "1", "job": "hello-bot", "run": "20261123-1000"}),
+                   vm("someone-elses-vm", {"team": "data"}))
+
+
+@pytest.fixture
+def run(context: DeployContext, vms: FakeVms) -> Callable[..., Result]:  # noqa: F811
+    group = SpotcronGroup("spotcron")
+    for command in COMMANDS:
+        group.add_command(command)
+    context.compute = lambda project, credentials: vms
+
+    def invoke(*args: str, stdin: str | None = None, interactive: bool = False) -> Result:
+        context.interactive = lambda: interactive
+        return CliRunner().invoke(group, list(args), obj=context, input=stdin, env={"COLUMNS": "200"},
+                                  catch_exceptions=False)
+
+    return invoke
+
+
+def deployed(run, cloud: FakeCloud) -> None:
+    result = run("deploy", "--yes")
+    assert result.exit_code == 0, result.output
+
+
+def foreign_things(cloud: FakeCloud) -> None:
+    """What someone else keeps in the same project: never touched."""
+    cloud.clients().publisher.create_topic(request={"name": f"projects/{PROJECT}/topics/team-events"})
+
+
+def test_dry_run_prints_the_plan_and_changes_nothing(run, cloud: FakeCloud, vms: FakeVms) -> None:
+    deployed(run, cloud)
+    before = len(cloud.log)
+    result = run("destroy", "--dry-run")
+    assert result.exit_code == 0, result.output
+    out = result.output
+    print(out)
+    for line in ("- delete vm sc-hello-bot-20261123-1000-a1 (us-central1-a, RUNNING; run hello-bot/20261123-1000)",
+                 "- delete scheduler_job spotcron-bot", "- delete scheduler_job spotcron-sweep",
+                 "- delete function spotcron-start-job", "- delete topic spotcron-start",
+                 f"- delete service_account spotcron-vm@{PROJECT}.iam.gserviceaccount.com",
+                 f"~ update iam_policy project:{PROJECT}",
+                 f"  keep bucket {BUCKET} and every run's results in it (--delete-results deletes them)",
+                 "Dry run: nothing was changed."):
+        assert line in out, line
+    assert "someone-elses-vm" not in out
+    assert all(call.method == "GET" or call.path.endswith(":getIamPolicy") or "GetIamPolicy" in call.path
+               or "List" in call.path for call in cloud.log[before:])
+    assert vms.deleted == []
+
+
+def test_without_yes_and_without_a_terminal_it_refuses(run, cloud: FakeCloud, vms: FakeVms) -> None:
+    deployed(run, cloud)
+    result = run("destroy")
+    assert result.exit_code == 2
+    assert "destroy asks before deleting anything, and there is no terminal to ask on: pass --yes" in result.output
+    result = run("destroy", stdin="n\n", interactive=True)
+    assert result.exit_code == 2 and "destroy cancelled: nothing was changed" in result.output
+    assert vms.deleted == [] and cloud.scheduler.jobs
+
+
+def test_destroy_removes_what_deploy_made_and_keeps_the_results(run, cloud: FakeCloud, vms: FakeVms) -> None:
+    deployed(run, cloud)
+    foreign_things(cloud)
+    cloud.storage.objects[(BUCKET, "runs/hello-bot/20261123-1000/run.json")] = (b"{}", 1)
+    result = run("destroy", stdin="y\n", interactive=True)
+    assert result.exit_code == 0, result.output
+    assert "Destroyed" in result.output and f"Results stay in gs://{BUCKET}" in result.output
+    assert vms.deleted == ["sc-hello-bot-20261123-1000-a1"]
+    assert not cloud.scheduler.jobs and not cloud.functions.functions
+    assert set(cloud.pubsub.topics) == {f"projects/{PROJECT}/topics/team-events"}
+    assert not [e for e in cloud.iam.accounts if e.startswith("spotcron-")]
+    assert BUCKET in cloud.storage.buckets
+    assert [name for (bucket, name) in cloud.storage.objects if bucket == BUCKET] == \
+        ["runs/hello-bot/20261123-1000/run.json"]  # the source archives went, the results stayed
+    policy = cloud.project_policies.get(f"projects/{PROJECT}")
+    assert not [m for b in policy.get("bindings", []) for m in b.get("members", []) if "spotcron-" in m]
+    # Nothing left: a second destroy has nothing to do, and deploy builds it all again.
+    assert "Nothing to destroy" in run("destroy", "--dry-run").output
+    assert run("deploy", "--yes").exit_code == 0
+
+
+def test_delete_results_deletes_the_bucket_only_when_it_is_ours(run, cloud: FakeCloud) -> None:
+    deployed(run, cloud)
+    cloud.storage.objects[(BUCKET, "runs/x/run.json")] = (b"{}", 1)
+    result = run("destroy", "--yes", "--delete-results")
+    assert result.exit_code == 0, result.output
+    assert BUCKET not in cloud.storage.buckets and not [k for k in cloud.storage.objects if k[0] == BUCKET]
+
+
+def test_a_bucket_without_our_label_is_kept_even_with_delete_results(cloud: FakeCloud) -> None:
+    from spotcron.deploy.resources import BUCKET as BUCKET_TYPE
+    from spotcron.deploy.resources import Resource
+
+    actual = {(BUCKET_TYPE, BUCKET): Resource(BUCKET_TYPE, BUCKET, {}, owned=False)}
+    plan = plan_destroy(actual, Names.of(make_settings()), delete_results=True)
+    assert plan.actions == []
+    assert plan.kept == [f"bucket {BUCKET}: it does not carry the label spotcron=1, so it is not ours to delete"]
+
+
+def test_a_placeholder_project_fails_before_any_call(run, workdir, cloud: FakeCloud) -> None:  # noqa: F811
+    (workdir / "infra" / "stack.yaml").write_text("project: my-project\n")
+    result = run("destroy", "--dry-run")
+    assert result.exit_code == 2 and "'my-project' is the placeholder" in result.output
+    assert cloud.log == []
