@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from bench import Section, maximum, median
-from spotcron.core.runs import RunRecord
+from spotcron.core.runs import RunRecord, RunState
 from spotcron.cost.billing import billed_vm_seconds
 
 CLASSIC_UPTIME_S = 120.0  # start at 0 */4, stop at 2 */4: two minutes of uptime per run
@@ -68,7 +68,7 @@ def overheads(records: list[RunRecord]) -> tuple[list[float], list[float], list[
     extra, work, alive = [], [], []
     for record in records:
         attempt = record.current_attempt
-        if record.state != "succeeded" or attempt is None:
+        if record.state != RunState.SUCCEEDED or attempt is None:
             continue
         if attempt.vm_seconds is None or attempt.container_seconds is None:
             continue
@@ -95,7 +95,7 @@ def run(quick: bool = False) -> Section:
             for name in JOBS:
                 records = run_batches(stack, specs[name], runs, at_once)
                 extra, work, alive = overheads(records)
-                failed = [f"{r.run_id}: {r.state} ({r.reason})" for r in records if r.state != "succeeded"]
+                failed = [f"{r.run_id}: {r.state} ({r.reason})" for r in records if r.state != RunState.SUCCEEDED]
                 classic = [CLASSIC_UPTIME_S - w for w in work]
                 section.add(f"{name}: overhead per run, median", median(extra), median(classic), "s")
                 section.add(f"{name}: overhead per run, max", maximum(extra), maximum(classic), "s")

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import Figure, Section, median
+from spotcron.core.runs import RunState
 
 ZONES = ("us-central1-a", "us-central1-b", "us-central1-c")
 T0 = datetime(2026, 11, 22, 12, 0, 5, tzinfo=UTC)
@@ -366,10 +367,10 @@ def burst(stack, specs: list, *, timeout_s: float = 300, stall_s: float = 30, po
         time.sleep(poll_s)
     seconds = time.perf_counter() - started
     records = [r for r in (store.read(*item) for item in runs.items()) if r is not None]
-    with_results = [r for r in records if r.state == "succeeded" and r.current_attempt is not None
+    with_results = [r for r in records if r.state == RunState.SUCCEEDED and r.current_attempt is not None
                     and blobs.read(layout.manifest(r.job, r.run_id, r.current_attempt.number)) is not None]
     alive = [r.current_attempt.vm_seconds for r in with_results if r.current_attempt.vm_seconds is not None]
-    problems = [f"{r.state}: {r.reason}" for r in records if r.state != "succeeded"]
+    problems = [f"{r.state}: {r.reason}" for r in records if r.state != RunState.SUCCEEDED]
     if len(runs) < len(specs):
         problems += [f"trigger made no run within {stall_s:.0f} s of the last new one"] * (len(specs) - len(runs))
     return {"seconds": seconds, "fired_s": fired if fired is not None else float("nan"), "runs": len(specs),

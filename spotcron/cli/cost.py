@@ -66,11 +66,12 @@ def read_metrics(read: Callable[[str], bytes | None], records: list[RunRecord]) 
     """
     from spotcron.core import layout
     from spotcron.core.errors import SpotcronError
+    from spotcron.core.runs import RunState
     from spotcron.present.report import NO_VARIANT
 
     found: dict[str, list[dict[str, Any]]] = {}
     for record in records:
-        if record.state != "succeeded" or not record.attempts:
+        if record.state != RunState.SUCCEEDED or not record.attempts:
             continue
         prefixes = [record.results_prefix] if record.results_prefix else []
         prefixes.append(layout.attempt_prefix(record.job, record.run_id, record.attempts[-1].number))

@@ -209,7 +209,9 @@ def run(job_or_file: str, cloud: bool, project: str | None, topic: str | None, t
     print_runs_table(out, records, runs_context().now())
     for record in records:
         out.print(f"logs: spotcron logs {record.job}/{record.run_id}")
-    if any(r.state != "succeeded" for r in records):
+    from spotcron.core.runs import RunState
+
+    if any(r.state != RunState.SUCCEEDED for r in records):
         raise click.exceptions.Exit(1)
 
 

@@ -98,7 +98,9 @@ def _once(stack, specs, timeout: float, out) -> int:
     with Live(console=out, refresh_per_second=4, transient=False) as live:
         records = stack.wait(runs, timeout=timeout, progress=lambda rs: live.update(_progress(rs)))
     out.print()  # Live leaves the cursor at the end of its last row
-    failed = [r for r in records if r.state != "succeeded"]
+    from spotcron.core.runs import RunState
+
+    failed = [r for r in records if r.state != RunState.SUCCEEDED]
     missing = len(runs) - len(records)
     unfinished = [r for r in records if not r.terminal]
     if unfinished or missing:
@@ -116,12 +118,13 @@ def _progress(records):
     from rich.table import Table
 
     from spotcron.core.durations import format_duration
+    from spotcron.core.runs import RunState
 
     table = Table(box=None, pad_edge=False)
     for column in ("run", "state", "attempt", "for"):
         table.add_column(column)
     now = datetime.now(UTC)
-    colours = {"succeeded": "green", "running": "cyan", "starting": "yellow"}
+    colours = {RunState.SUCCEEDED: "green", RunState.RUNNING: "cyan", RunState.STARTING: "yellow"}
     for record in records:
         colour = colours.get(record.state, "red" if record.terminal else "white")
         age = (record.updated_at if record.terminal else now) - record.created_at

@@ -10,14 +10,46 @@ from __future__ import annotations
 import hashlib
 import re
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-State = Literal["scheduled", "starting", "running", "succeeded", "failed", "timed_out",
-                "preempted", "lost", "skipped"]
-TERMINAL_STATES: frozenset[str] = frozenset({"succeeded", "failed", "timed_out", "preempted", "lost", "skipped"})
-LIVE_STATES: frozenset[str] = frozenset({"scheduled", "starting", "running"})
+
+class RunState(StrEnum):
+    """Where a run is. Every change between them is a named function in engine/transitions.py.
+
+    A StrEnum, so records keep storing the plain words and older records still read.
+    """
+
+    SCHEDULED = "scheduled"
+    STARTING = "starting"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    PREEMPTED = "preempted"
+    LOST = "lost"
+    SKIPPED = "skipped"
+    CANCELLED = "cancelled"  # stopped on purpose: the local stack was shut down under it
+
+
+class Outcome(StrEnum):
+    """How one attempt's VM ended."""
+
+    EXITED = "exited"
+    PREEMPTED = "preempted"
+    LOST = "lost"
+    TIMED_OUT = "timed_out"
+    CREATE_FAILED = "create_failed"
+    CANCELLED = "cancelled"
+
+
+State = RunState  # the name older modules import
+TERMINAL_STATES: frozenset[RunState] = frozenset({
+    RunState.SUCCEEDED, RunState.FAILED, RunState.TIMED_OUT, RunState.PREEMPTED, RunState.LOST,
+    RunState.SKIPPED, RunState.CANCELLED})
+LIVE_STATES: frozenset[RunState] = frozenset({RunState.SCHEDULED, RunState.STARTING, RunState.RUNNING})
 
 GCE_NAME_MAX = 63
 _GCE_NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -72,10 +104,11 @@ class Attempt(_Record):
     gpu: str | None = None  # "nvidia-tesla-t4 x1"
     disk_gb: int = 10
     created_at: datetime | None = None
+    instance_id: str | None = None  # Compute Engine's id of this attempt's VM: a re-created VM differs
     started_at: datetime | None = None  # the container started (runner's report)
     finished_at: datetime | None = None  # the container ended (runner's report)
     deleted_at: datetime | None = None  # VM deleted: billing ends here
-    outcome: Literal["exited", "preempted", "lost", "timed_out", "create_failed"] | None = None
+    outcome: Outcome | None = None
     exit_code: int | None = None
     error: str | None = None
 
@@ -100,7 +133,7 @@ class RunRecord(_Record):
     variant: str | None = None
     trigger: Literal["schedule", "manual"] = "schedule"
     tick: datetime | None = None
-    state: State = "scheduled"
+    state: RunState = RunState.SCHEDULED
     reason: str | None = None
     created_at: datetime
     updated_at: datetime
@@ -136,7 +169,7 @@ class RunRecord(_Record):
     def billed_vm_seconds(self) -> float:
         return sum(a.vm_seconds or 0.0 for a in self.attempts)
 
-    def with_state(self, state: State, at: datetime, reason: str | None = None, **changes) -> RunRecord:
+    def with_state(self, state: RunState, at: datetime, reason: str | None = None, **changes) -> RunRecord:
         """A copy in `state`; a terminal record never changes state again."""
         if self.terminal:
             raise ValueError(f"run {self.job}/{self.run_id} is already {self.state}")

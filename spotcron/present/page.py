@@ -20,7 +20,7 @@ from typing import Any
 
 from spotcron.core import layout
 from spotcron.core.durations import format_duration
-from spotcron.core.runs import RunRecord
+from spotcron.core.runs import RunRecord, RunState
 from spotcron.present.summary import PageSummary, ids_since, summarize, window_start
 
 DEFAULT_LIMIT = 20
@@ -163,7 +163,7 @@ def _benchmark_charts(records_by_job: Mapping[str, Sequence[RunRecord]],
 def _job_section(job: str, records: Sequence[RunRecord], limit: int, total: int | None = None) -> str:
     recent = shown_runs(records, limit)
     total = max(total if total is not None else 0, len(records))
-    succeeded = sum(1 for r in recent if r.state == "succeeded")
+    succeeded = sum(1 for r in recent if r.state == RunState.SUCCEEDED)
     ended = sum(1 for r in recent if r.terminal)
     shown_cost = sum(r.cost_usd or 0.0 for r in recent)
     matrix = any(r.variant for r in recent)  # a configuration column only for matrix jobs
@@ -194,7 +194,7 @@ def _run_row(record: RunRecord, matrix: bool) -> str:
         str(len(record.attempts)),
         _usd(record.cost_usd) if record.cost_usd is not None else "-",
         str(record.exit_code) if record.exit_code is not None else "-",
-        escape(record.reason or "") if record.state != "succeeded" else "",
+        escape(record.reason or "") if record.state != RunState.SUCCEEDED else "",
         " ".join(_links(record)),
     ]
     classes = ["", "", "", "", "num", "num", "num", "num", "reason", ""]
@@ -213,7 +213,7 @@ def run_links(record: RunRecord) -> list[tuple[str, str]]:
         label = "logs" if len(record.attempts) == 1 else f"logs {attempt.number}"
         links.append((layout.logs(record.job, record.run_id, attempt.number), label))
     # A failed or timed-out run keeps its results too; a run whose container never ran has none.
-    if record.state in ("succeeded", "failed", "timed_out") and any(a.started_at for a in record.attempts):
+    if record.state in (RunState.SUCCEEDED, RunState.FAILED, RunState.TIMED_OUT) and any(a.started_at for a in record.attempts):
         number = _result_attempt(record)
         if number is not None:
             links.append((layout.manifest(record.job, record.run_id, number), "results"))

@@ -15,7 +15,7 @@ from typing import Any
 
 from spotcron.core.durations import format_duration
 from spotcron.core.errors import SpotcronError
-from spotcron.core.runs import RunRecord
+from spotcron.core.runs import RunRecord, RunState
 from spotcron.core.spec import JobSpec
 from spotcron.cost.billing import DEFAULT_USAGE, Usage, run_cost
 from spotcron.cost.prices import PriceTable, gpu_key, parse_gpu
@@ -96,8 +96,8 @@ def benchmark_report(job: str, records: Iterable[RunRecord], table: PriceTable |
 
     rows = []
     for name in order:
-        done = [r for r in by_variant[name] if r.state == "succeeded"]
-        other = [r for r in by_variant[name] if r.terminal and r.state != "succeeded"]
+        done = [r for r in by_variant[name] if r.state == RunState.SUCCEEDED]
+        other = [r for r in by_variant[name] if r.terminal and r.state != RunState.SUCCEEDED]
         docs = list((metrics or {}).get(name, ()))
         if time_metric is not None:
             times = [float(d[time_metric]) for d in docs if _number(d.get(time_metric))]

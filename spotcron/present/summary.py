@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from spotcron.core.runs import RunRecord
+from spotcron.core.runs import RunRecord, RunState
 from spotcron.engine.store import run_sort_key
 
 WINDOWS_DAYS = (7, 30)
@@ -71,7 +71,7 @@ def summarize(records_by_job: Mapping[str, Sequence[RunRecord]], now: datetime, 
     for days in WINDOWS_DAYS:
         since = now - timedelta(days=days)
         ended = [r for r in records if r.terminal and r.created_at >= since]
-        rates.append(Rate(days, sum(1 for r in ended if r.state == "succeeded"), len(ended)))
+        rates.append(Rate(days, sum(1 for r in ended if r.state == RunState.SUCCEEDED), len(ended)))
     month_start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
     spent = sum(r.cost_usd or 0.0 for r in records if r.created_at >= month_start)
     projected, basis = _projection(records, now)

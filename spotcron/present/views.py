@@ -14,16 +14,16 @@ from pathlib import PurePosixPath
 
 from spotcron.core.durations import format_duration
 from spotcron.core.errors import SpotcronError
-from spotcron.core.runs import RunRecord
+from spotcron.core.runs import RunRecord, RunState
 from spotcron.engine.store import run_sort_key
 
 UNKNOWN = "-"
 
 # rich style per run state; the same families of colour as the results page.
 STATE_STYLES: Mapping[str, str] = {
-    "succeeded": "green", "failed": "red", "timed_out": "red", "lost": "red",
-    "preempted": "yellow", "skipped": "yellow",
-    "scheduled": "cyan", "starting": "cyan", "running": "cyan",
+    RunState.SUCCEEDED: "green", RunState.FAILED: "red", RunState.TIMED_OUT: "red", RunState.LOST: "red",
+    RunState.PREEMPTED: "yellow", RunState.SKIPPED: "yellow", RunState.CANCELLED: "yellow",
+    RunState.SCHEDULED: "cyan", RunState.STARTING: "cyan", RunState.RUNNING: "cyan",
 }
 
 RUN_COLUMNS = ("job", "run", "status", "attempts", "started (UTC)", "duration", "zone / machine", "cost",

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from spotcron.core import layout
-from spotcron.core.runs import RunRecord
+from spotcron.core.runs import RunRecord, RunState
 from spotcron.engine.store import run_sort_key
 
 if TYPE_CHECKING:
@@ -92,7 +92,7 @@ class Ledger:
             self.problem("record_mismatch", f"{key[0]}/{key[1]}: event says {state}, record says "
                                             f"{record.state if record else 'nothing'}")
             return
-        if state == "succeeded":
+        if state == RunState.SUCCEEDED:
             why = self._results_problem(record)
             if why:
                 self.problem("missing_results", f"{key[0]}/{key[1]}: {why}")

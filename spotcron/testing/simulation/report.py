@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from spotcron.core.runs import RunState
+
 if TYPE_CHECKING:
     from spotcron.testing.simulation.loop import Simulation
 
@@ -51,7 +53,7 @@ class Report:
 
     @property
     def succeeded(self) -> int:
-        return self.states.get("succeeded", 0)
+        return self.states.get(RunState.SUCCEEDED, 0)
 
     def lines(self) -> list[str]:
         out = [f"simulated {self.days:g} days, {self.jobs} jobs, seed {self.seed}: {self.counts.get('ticks', 0)} "
