@@ -17,10 +17,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from spotcron.core import layout
 from spotcron.core.errors import InvalidToken, PreconditionFailed
-from spotcron.core.runs import Attempt, RunRecord, vm_name
-from spotcron.core.spec import JobSpec
-from spotcron.engine.attempts import create_attempt, finalize, new_attempt, run_ended, spec_of
+from spotcron.core.runs import RunRecord, RunState, vm_name
+from spotcron.engine import transitions as t
+from spotcron.engine.attempts import create_attempt
 from spotcron.engine.deps import Deps
+from spotcron.engine.steps import step
 from spotcron.engine.tokens import decode_unverified
 
 log = logging.getLogger("spotcron.engine")
@@ -122,72 +123,14 @@ def _claims_problem(deps: Deps, claims: dict[str, Any]) -> str | None:
 
 def _record_outcome(deps: Deps, record: RunRecord, callback: CallbackBody, zone: str) -> RunRecord:
     """Store what the attempt did; start the next attempt when it should be retried."""
-    now = deps.clock.now()
     manifest_present = deps.blobs.read(layout.manifest(callback.job, callback.run_id, callback.attempt)) is not None
-    spec = spec_of(record)
-    retry = finished = False
-
-    def change(current: RunRecord) -> RunRecord | None:
-        nonlocal retry, finished
-        retry = finished = False
-        attempt = next((a for a in current.attempts if a.number == callback.attempt), None)
-        if attempt is None or attempt.outcome is not None:
-            return None  # unknown or already reported: a repeated callback changes nothing
-        ended = _ended_attempt(attempt, callback, now, zone)
-        updated = current.with_attempt(ended, now)
-        if current.terminal or current.current_attempt is None or current.current_attempt.number != attempt.number:
-            return updated  # a late report from an old attempt: keep its facts, not its verdict
-        state, reason = _verdict(callback, manifest_present)
-        if state in ("preempted", "failed") and retries_left(updated, spec, state):
-            retry = True
-            follow = new_attempt(updated, spec, deps, after_zone=zone if state == "preempted" else None)
-            return updated.with_attempt(follow, now).with_state("starting", now, f"{reason}; retrying")
-        succeeded = state == "succeeded"
-        results = layout.attempt_prefix(current.job, current.run_id, attempt.number) if succeeded else None
-        finished = True
-        return finalize(deps, updated, state, reason, now, exit_code=callback.exit_code, results_prefix=results)
-
-    updated, changed = deps.store.update(record.job, record.run_id, change)
-    if updated is None:
+    event = t.AttemptReported(
+        number=callback.attempt, status=callback.status, exit_code=callback.exit_code,
+        timed_out=callback.timed_out, uploaded=callback.uploaded, manifest_present=manifest_present,
+        started_at=callback.started_at, finished_at=callback.finished_at, zone=zone, zones=deps.settings.zones)
+    stepped = step(deps, record.job, record.run_id, event)
+    if stepped.record is None:
         return record
-    if changed and retry:
-        deps.publish("run.retrying", updated, attempt=updated.current_attempt.number)
-        return create_attempt(deps, updated)
-    if changed and finished:  # not for a late report on a run that had already ended
-        run_ended(deps, updated)
-    return updated
-
-
-def _ended_attempt(attempt: Attempt, callback: CallbackBody, now: datetime, zone: str) -> Attempt:
-    if callback.status == "preempted":
-        outcome = "preempted"
-    elif callback.timed_out:
-        outcome = "timed_out"
-    else:
-        outcome = "exited"
-    return attempt.model_copy(update={
-        "outcome": outcome, "exit_code": callback.exit_code, "started_at": callback.started_at,
-        "finished_at": callback.finished_at, "deleted_at": now, "zone": attempt.zone or zone,
-    })
-
-
-def _verdict(callback: CallbackBody, manifest_present: bool) -> tuple[str, str | None]:
-    if callback.status == "preempted":
-        return "preempted", "Spot VM preempted"
-    if callback.timed_out:
-        return "timed_out", "the container ran past its timeout and was killed"
-    if callback.exit_code != 0:
-        return "failed", f"the container exited with code {callback.exit_code}"
-    if not manifest_present or not callback.uploaded:
-        return "failed", "the results upload did not complete (no manifest)"
-    return "succeeded", None
-
-
-def retries_left(record: RunRecord, spec: JobSpec, state: str) -> bool:
-    """Whether a run whose latest attempt ended in `state` may try again."""
-    if state == "preempted":
-        used = sum(1 for a in record.attempts if a.outcome in ("preempted", "lost"))
-        return used <= spec.retries.preemption
-    # Every attempt that exited without succeeding is a failure, whatever its exit code.
-    used = sum(1 for a in record.attempts if a.outcome == "exited")
-    return used <= spec.retries.failure
+    if stepped.changed and stepped.record.state == RunState.STARTING:
+        return create_attempt(deps, stepped.record)
+    return stepped.record

@@ -15,10 +15,12 @@ from datetime import datetime
 
 from spotcron.core.cron.schedule import load_time_zone, parse_schedule
 from spotcron.core.errors import SpotcronError
-from spotcron.core.runs import RunRecord, StateChange, manual_run_id, scheduled_run_id
+from spotcron.core.runs import RunRecord, RunState, StateChange, manual_run_id, scheduled_run_id
 from spotcron.core.spec import JobSpec
-from spotcron.engine.attempts import create_attempt, finalize, new_attempt, run_ended, spec_of
+from spotcron.engine import transitions as t
+from spotcron.engine.attempts import create_attempt
 from spotcron.engine.deps import Deps
+from spotcron.engine.steps import priced, run_ended, step
 from spotcron.engine.store import run_sort_key
 
 log = logging.getLogger("spotcron.engine")
@@ -75,7 +77,7 @@ def _launch_one(deps: Deps, spec: JobSpec, tick: datetime | None, requested_at: 
     run_id = manual_run_id(requested_at, nonce, spec.variant) if manual else scheduled_run_id(tick, spec.variant)
     record = RunRecord(
         job=spec.name, run_id=run_id, variant=spec.variant, trigger="manual" if manual else "schedule",
-        tick=tick, created_at=now, updated_at=now, history=(StateChange(state="scheduled", at=now),),
+        tick=tick, created_at=now, updated_at=now, history=(StateChange(state=RunState.SCHEDULED, at=now),),
         history_limit=spec.history_limit, spec=spec.to_payload(),
     )
     if (pruned_through is not None and run_sort_key(run_id) <= run_sort_key(pruned_through)
@@ -88,8 +90,9 @@ def _launch_one(deps: Deps, spec: JobSpec, tick: datetime | None, requested_at: 
                              reason="older than the runs kept by history_limit", duplicate=True)
     late = (now - tick).total_seconds() if tick else 0.0
     if tick is not None and late > spec.starting_deadline:
-        record = record.with_state("skipped", now, f"missed: the trigger arrived {late:.0f}s after its "
-                                                    f"{tick:%H:%M} UTC tick (starting_deadline {spec.starting_deadline}s)")
+        reason = (f"missed: the trigger arrived {late:.0f}s after its {tick:%H:%M} UTC tick "
+                  f"(starting_deadline {spec.starting_deadline}s)")
+        record = priced(deps, record.with_state(RunState.SKIPPED, now, reason))
         if deps.store.create(record):
             run_ended(deps, record)
         return _outcome(deps.store.read(spec.name, run_id) or record, duplicate=False)
@@ -104,48 +107,30 @@ def advance(deps: Deps, job: str, run_id: str) -> RunRecord:
 
     Safe to call from any number of deliveries at once: each step is a conditional update.
     """
-    store = deps.store
-    record = store.read(job, run_id)
+    record = deps.store.read(job, run_id)
     if record is None:
         raise SpotcronError(f"run {job}/{run_id} has no record")
-    if record.state == "scheduled":
+    if record.state == RunState.SCHEDULED:
         record = _apply_concurrency(deps, record)
-    if record.state == "scheduled":
-        spec = spec_of(record)
-        now = deps.clock.now()
-
-        def begin(current: RunRecord) -> RunRecord | None:
-            if current.state != "scheduled":
-                return None
-            return current.with_attempt(new_attempt(current, spec, deps), now).with_state("starting", now)
-
-        record, _ = store.update(job, run_id, begin)
-        assert record is not None
-    if record.state == "starting":
+    if record.state == RunState.SCHEDULED:
+        first = t.new_attempt(record, t.spec_of(record), deps.settings.zones)
+        record = step(deps, job, run_id, t.Begin(first)).record or record
+    if record.state == RunState.STARTING:
         record = create_attempt(deps, record)
     return record
 
 
 def _apply_concurrency(deps: Deps, record: RunRecord) -> RunRecord:
-    spec = spec_of(record)
+    spec = t.spec_of(record)
     if spec.concurrency == "allow":
         return record
     others = [other for other in _live_runs_of(deps, record) if other.run_id != record.run_id]
     if not others:
         return record
     if spec.concurrency == "forbid":
-        now = deps.clock.now()
         names = ", ".join(o.run_id for o in others)
-
-        def skip(current: RunRecord) -> RunRecord | None:
-            if current.state != "scheduled":
-                return None
-            return finalize(deps, current, "skipped", f"previous run {names} is still running (concurrency: forbid)", now)
-
-        updated, changed = deps.store.update(record.job, record.run_id, skip)
-        if changed and updated is not None:
-            run_ended(deps, updated)
-        return updated or record
+        reason = f"previous run {names} is still running (concurrency: forbid)"
+        return step(deps, record.job, record.run_id, t.Skip(reason)).record or record
     for other in others:  # replace
         _replace(deps, other, by=record.run_id)
     return record
@@ -166,20 +151,7 @@ def _replace(deps: Deps, other: RunRecord, *, by: str) -> None:
     attempt = other.current_attempt
     if attempt is not None and attempt.zone:
         deps.compute.delete_instance(attempt.zone, attempt.vm_name)
-    now = deps.clock.now()
-
-    def end(current: RunRecord) -> RunRecord | None:
-        if current.terminal:
-            return None
-        updated = current
-        if current.current_attempt is not None:
-            updated = updated.with_attempt(current.current_attempt.model_copy(
-                update={"deleted_at": now, "outcome": current.current_attempt.outcome or "lost"}), now)
-        return finalize(deps, updated, "failed", f"replaced by run {by} (concurrency: replace)", now)
-
-    updated, changed = deps.store.update(other.job, other.run_id, end)
-    if changed and updated is not None:
-        run_ended(deps, updated)
+    step(deps, other.job, other.run_id, t.Replaced(by=by))
 
 
 def _outcome(record: RunRecord, *, duplicate: bool) -> LaunchOutcome:

@@ -17,11 +17,12 @@ from datetime import datetime, timedelta
 from spotcron.core import layout
 from spotcron.core.descriptor import METADATA_KEY, RunDescriptor
 from spotcron.core.errors import Transient
-from spotcron.core.runs import RunRecord
-from spotcron.engine.attempts import create_attempt, fail_run, finalize, new_attempt, run_ended, spec_of
+from spotcron.core.runs import RunRecord, RunState
+from spotcron.engine import transitions as t
+from spotcron.engine.attempts import create_attempt
 from spotcron.engine.deps import Deps
-from spotcron.engine.finish import retries_left
 from spotcron.engine.ports import DEAD_STATUSES, Instance
+from spotcron.engine.steps import step
 from spotcron.engine.store import RecordConflict, live_marker
 
 log = logging.getLogger("spotcron.engine")
@@ -115,7 +116,7 @@ def _deadline(deps: Deps, instance: Instance, record: RunRecord | None) -> datet
     # The record's deadline is that of its running attempt's VM. Any other VM of the run (the
     # next attempt's, still `starting`; an old attempt's) goes by its own metadata.
     current = record.current_attempt if record is not None else None
-    if (record is not None and record.deadline is not None and record.state == "running" and current is not None
+    if (record is not None and record.deadline is not None and record.state == RunState.RUNNING and current is not None
             and (current.zone, current.vm_name) == (instance.zone, instance.name)):
         return record.deadline
     raw = instance.metadata.get(METADATA_KEY)
@@ -132,7 +133,7 @@ def _sweep_run(deps: Deps, record: RunRecord, instances: dict, timed_out: set, n
                report: SweepReport) -> None:
     attempt = record.current_attempt
     stuck_after = max(timedelta(minutes=10), timedelta(seconds=2 * deps.settings.sweep_interval))
-    if record.state in ("scheduled", "starting"):
+    if record.state in (RunState.SCHEDULED, RunState.STARTING):
         if now - record.updated_at < stuck_after:
             return
         if attempt is not None and attempt.zone and deps.compute.get_instance(attempt.zone, attempt.vm_name):
@@ -140,10 +141,11 @@ def _sweep_run(deps: Deps, record: RunRecord, instances: dict, timed_out: set, n
             report.adopted_runs.append((record.job, record.run_id))
             return
         minutes = int((now - record.updated_at).total_seconds() // 60)
-        ended = fail_run(deps, record, f"stuck in {record.state} for {minutes} minutes: no VM was created")
-        report.ended_runs.append((record.job, record.run_id, ended.state))
+        reason = f"stuck in {record.state} for {minutes} minutes: no VM was created"
+        ended = step(deps, record.job, record.run_id, t.Stuck(seen_at=record.updated_at, reason=reason)).record
+        report.ended_runs.append((record.job, record.run_id, (ended or record).state))
         return
-    if record.state != "running" or attempt is None or attempt.zone is None:
+    if record.state != RunState.RUNNING or attempt is None or attempt.zone is None:
         return
     key = (attempt.zone, attempt.vm_name)
     if key in instances:
@@ -154,7 +156,7 @@ def _sweep_run(deps: Deps, record: RunRecord, instances: dict, timed_out: set, n
     ended = _vm_gone(deps, record, now, past_deadline=key in timed_out)
     if ended.terminal:
         report.ended_runs.append((ended.job, ended.run_id, ended.state))
-    elif ended.state in ("starting", "running"):
+    elif ended.state in (RunState.STARTING, RunState.RUNNING):
         report.retried_runs.append((ended.job, ended.run_id))
 
 
@@ -163,59 +165,24 @@ def _vm_gone(deps: Deps, record: RunRecord, now: datetime, *, past_deadline: boo
     attempt = record.current_attempt
     assert attempt is not None
     manifest = deps.blobs.read(layout.manifest(record.job, record.run_id, attempt.number))
-    spec = spec_of(record)
-    retry = False
-    if manifest is not None:
-        facts = _manifest_facts(manifest.data)
-        exit_code = facts.get("exit_code")
-        if facts.get("timed_out") is True:
-            outcome, state = "timed_out", "timed_out"
-            reason = "the container ran past its timeout and was killed (callback lost)"
-        else:
-            outcome, state = "exited", "succeeded" if exit_code == 0 else "failed"
-            reason = None if exit_code == 0 else f"the container exited with code {exit_code} (callback lost)"
-    elif past_deadline or (record.deadline is not None and now >= record.deadline):
-        outcome, state, reason, exit_code = "timed_out", "timed_out", "the VM outlived its deadline without reporting", None
-    else:
-        outcome, state, reason, exit_code = "lost", "lost", "the VM vanished without calling back (preempted or crashed)", None
-
-    def change(current: RunRecord) -> RunRecord | None:
-        nonlocal retry
-        retry = False
-        latest = current.current_attempt
-        if current.state != "running" or latest is None or latest.number != attempt.number:
-            return None
-        ended = latest.model_copy(update={"outcome": outcome, "exit_code": exit_code,
-                                          "deleted_at": latest.deleted_at or now})
-        updated = current.with_attempt(ended, now)
-        # The same retry budgets as job_done: a lost VM spends a preemption retry, a non-zero
-        # exit a failure retry, whether or not its callback got through.
-        retry_as = "preempted" if outcome == "lost" else "failed" if state == "failed" else None
-        if retry_as is not None and retries_left(updated, spec, retry_as):
-            retry = True
-            follow = new_attempt(updated, spec, deps, after_zone=latest.zone if outcome == "lost" else None)
-            return updated.with_attempt(follow, now).with_state("starting", now, f"{reason}; retrying")
-        results = layout.attempt_prefix(current.job, current.run_id, latest.number) if state == "succeeded" else None
-        return finalize(deps, updated, state, reason, now, exit_code=exit_code, results_prefix=results)
-
-    updated, changed = deps.store.update(record.job, record.run_id, change)
-    if updated is None or not changed:
-        return updated or record
-    if retry:
-        deps.publish("run.retrying", updated, attempt=updated.current_attempt.number)
-        return create_attempt(deps, updated)
-    run_ended(deps, updated)
-    return updated
+    facts = _manifest_facts(manifest.data) if manifest is not None else None
+    event = t.VmGone(number=attempt.number, manifest=facts, past_deadline=past_deadline, zones=deps.settings.zones)
+    stepped = step(deps, record.job, record.run_id, event, now=now)
+    if stepped.record is None or not stepped.changed:
+        return stepped.record or record
+    if stepped.record.state == RunState.STARTING:
+        return create_attempt(deps, stepped.record)
+    return stepped.record
 
 
-def _manifest_facts(data: bytes) -> dict:
+def _manifest_facts(data: bytes) -> t.ManifestFacts:
     """exit_code (int or None) and timed_out from a manifest the runner wrote."""
     try:
         manifest = json.loads(data)
     except ValueError:
-        return {}
+        manifest = None
     if not isinstance(manifest, dict):
-        return {}
+        return t.ManifestFacts(exit_code=None, timed_out=False)
     code = manifest.get("exit_code")
-    return {"exit_code": code if isinstance(code, int) and not isinstance(code, bool) else None,
-            "timed_out": manifest.get("timed_out")}
+    return t.ManifestFacts(exit_code=code if isinstance(code, int) and not isinstance(code, bool) else None,
+                           timed_out=manifest.get("timed_out") is True)

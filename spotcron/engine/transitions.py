@@ -1,0 +1,367 @@
+"""Every change of a run record, as a named pure function of (record, event, now).
+
+Each transition returns the new record or a `Refused` saying why the event does not apply to the
+record as it is now. Refusals are normal: deliveries, callbacks and sweeps race, and whichever
+writes second sees the first one's record and is refused. `engine.steps.step` is the only caller
+that writes; it runs a transition inside the store's read-modify-write and then does the event's
+side effects (events, pruning, the next attempt's VM). The verdict on an ended attempt and the
+choice between retrying and finalizing each live here, once.
+
+    scheduled --Begin--> starting --VmCreated--> running --AttemptReported/VmGone--> terminal
+        |                  |  ^ MoveAttempt              |            |
+        |                  |  +----- (retry) -----------+------------+
+        +--Skip--> skipped +--CreateRefused/Stuck--> failed
+    any live state --Replaced--> failed, --Cancel--> cancelled, --Fail--> failed
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from spotcron.core import layout
+from spotcron.core.runs import Attempt, Outcome, RunRecord, RunState, vm_name
+from spotcron.core.spec import JobSpec
+
+
+@dataclass(frozen=True)
+class Refused:
+    """The event does not apply to the record as it is now; the record stays as it is."""
+
+    why: str
+
+
+Result = RunRecord | Refused
+
+
+# --- events ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Begin:
+    """A delivery takes a `scheduled` run: its first attempt is chosen and written before any create."""
+
+    attempt: Attempt
+
+
+@dataclass(frozen=True)
+class Skip:
+    """A `scheduled` run will not run (missed its starting deadline, or forbidden by a live run)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A delivery is about to create the current attempt's VM; the newer `updated_at` tells the sweep."""
+
+    attempt: Attempt
+
+
+@dataclass(frozen=True)
+class MoveAttempt:
+    """The create failed in a way another zone or provisioning model may not: try `next_try`."""
+
+    attempt: Attempt
+    next_try: Attempt
+
+
+@dataclass(frozen=True)
+class VmCreated:
+    """The attempt's VM exists (created or adopted): the run is `running` until `deadline`."""
+
+    attempt: Attempt
+    zone: str
+    created_at: datetime
+    provisioning_model: str
+    instance_id: str
+    deadline: datetime
+
+
+@dataclass(frozen=True)
+class CreateRefused:
+    """Compute Engine refused the attempt's VM for good (quota, permission, image, no capacity)."""
+
+    attempt: Attempt
+    reason: str
+
+
+@dataclass(frozen=True)
+class Stuck:
+    """The sweep found the run `scheduled`/`starting` with no VM, unchanged since `seen_at`."""
+
+    seen_at: datetime
+    reason: str
+
+
+@dataclass(frozen=True)
+class Fail:
+    """End a live run as failed, whatever it was doing."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Replaced:
+    """`concurrency: replace`: a newer run deleted this run's VM."""
+
+    by: str
+
+
+@dataclass(frozen=True)
+class Cancel:
+    """The stack that ran the run was stopped; its VM is gone."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class AttemptReported:
+    """job_done: the runner's report of how attempt `number` ended (`zone` from the verified token)."""
+
+    number: int
+    status: str  # exited | preempted
+    exit_code: int | None
+    timed_out: bool
+    uploaded: bool
+    manifest_present: bool
+    started_at: datetime | None
+    finished_at: datetime | None
+    zone: str
+    zones: tuple[str, ...]  # the stack's zones, for a job that names none
+
+
+@dataclass(frozen=True)
+class ManifestFacts:
+    exit_code: int | None
+    timed_out: bool
+
+
+@dataclass(frozen=True)
+class VmGone:
+    """The sweep: the current attempt's VM is gone and never called back."""
+
+    number: int
+    manifest: ManifestFacts | None
+    past_deadline: bool
+    zones: tuple[str, ...]
+
+
+Event = (Begin | Skip | Claim | MoveAttempt | VmCreated | CreateRefused | Stuck | Fail | Replaced | Cancel
+         | AttemptReported | VmGone)
+
+
+# --- pure helpers --------------------------------------------------------------------------------
+
+def spec_of(record: RunRecord) -> JobSpec:
+    if record.spec is None:
+        raise ValueError(f"run {record.job}/{record.run_id} has no spec")
+    return JobSpec.from_payload(record.spec)
+
+
+def zones_for(spec: JobSpec, default: tuple[str, ...]) -> tuple[str, ...]:
+    return spec.machine.zones or default
+
+
+def new_attempt(record: RunRecord, spec: JobSpec, zones: tuple[str, ...], *, after_zone: str | None = None) -> Attempt:
+    """The next attempt, starting one zone after the zone that just lost it (a preemption)."""
+    number = len(record.attempts) + 1
+    zones = zones_for(spec, zones)
+    zone = zones[0]
+    if after_zone in zones:
+        zone = zones[(zones.index(after_zone) + 1) % len(zones)]
+    gpu = spec.machine.gpu
+    return Attempt(
+        number=number, vm_name=vm_name(record.job, record.run_id, number), zone=zone,
+        machine_type=spec.machine.type, provisioning_model="SPOT" if spec.machine.spot else "STANDARD",
+        gpu=f"{gpu.type} x{gpu.count}" if gpu else None, disk_gb=spec.machine.disk_gb,
+    )
+
+
+def vm_deadline(spec: JobSpec, grace: int, created: datetime) -> datetime:
+    return created + timedelta(seconds=spec.timeout + grace)
+
+
+def is_current_attempt(record: RunRecord, attempt: Attempt) -> bool:
+    """Whether `attempt` is still the one being created: a concurrent delivery may have moved on."""
+    current = record.current_attempt
+    return (record.state == RunState.STARTING and current is not None and current.number == attempt.number
+            and current.zone == attempt.zone and current.provisioning_model == attempt.provisioning_model)
+
+
+def verdict(outcome: Outcome, exit_code: int | None, *, complete: bool, callback: bool) -> tuple[RunState, str | None]:
+    """The run's state after an attempt ended this way. `complete`: its manifest is there."""
+    lost = "" if callback else " (callback lost)"
+    if outcome == Outcome.PREEMPTED:
+        return RunState.PREEMPTED, "Spot VM preempted"
+    if outcome == Outcome.LOST:
+        return RunState.LOST, "the VM vanished without calling back (preempted or crashed)"
+    if outcome == Outcome.TIMED_OUT:
+        if not callback and not complete:
+            return RunState.TIMED_OUT, "the VM outlived its deadline without reporting"
+        return RunState.TIMED_OUT, f"the container ran past its timeout and was killed{lost}"
+    if exit_code != 0:
+        return RunState.FAILED, f"the container exited with code {exit_code}{lost}"
+    if not complete:
+        return RunState.FAILED, "the results upload did not complete (no manifest)"
+    return RunState.SUCCEEDED, None
+
+
+def retries_left(record: RunRecord, spec: JobSpec, state: RunState) -> bool:
+    """Whether a run whose latest attempt ended in `state` may try again."""
+    if state in (RunState.PREEMPTED, RunState.LOST):
+        used = sum(1 for a in record.attempts if a.outcome in (Outcome.PREEMPTED, Outcome.LOST))
+        return used <= spec.retries.preemption
+    if state == RunState.FAILED:
+        # Every attempt that exited without succeeding is a failure, whatever its exit code.
+        used = sum(1 for a in record.attempts if a.outcome == Outcome.EXITED)
+        return used <= spec.retries.failure
+    return False
+
+
+def retry_or_finalize(record: RunRecord, ended: Attempt, state: RunState, reason: str | None, now: datetime,
+                      zones: tuple[str, ...]) -> RunRecord:
+    """After attempt `ended` (already in `record`): the next attempt when the budget allows, else the end."""
+    spec = spec_of(record)
+    if retries_left(record, spec, state):
+        after_zone = ended.zone if state in (RunState.PREEMPTED, RunState.LOST) else None
+        follow = new_attempt(record, spec, zones, after_zone=after_zone)
+        return record.with_attempt(follow, now).with_state(RunState.STARTING, now, f"{reason}; retrying")
+    results = layout.attempt_prefix(record.job, record.run_id, ended.number) if state == RunState.SUCCEEDED else None
+    return record.with_state(state, now, reason, exit_code=ended.exit_code, results_prefix=results)
+
+
+# --- transitions ---------------------------------------------------------------------------------
+
+def begin(record: RunRecord, event: Begin, now: datetime) -> Result:
+    if record.state != RunState.SCHEDULED:
+        return Refused(f"already {record.state}")
+    return record.with_attempt(event.attempt, now).with_state(RunState.STARTING, now)
+
+
+def skip(record: RunRecord, event: Skip, now: datetime) -> Result:
+    if record.state != RunState.SCHEDULED:
+        return Refused(f"already {record.state}")
+    return record.with_state(RunState.SKIPPED, now, event.reason)
+
+
+def claim(record: RunRecord, event: Claim, now: datetime) -> Result:
+    if not is_current_attempt(record, event.attempt):
+        return Refused("the attempt is no longer the one being created")
+    return record.model_copy(update={"updated_at": now})
+
+
+def move_attempt(record: RunRecord, event: MoveAttempt, now: datetime) -> Result:
+    if not is_current_attempt(record, event.attempt):
+        return Refused("the attempt is no longer the one being created")
+    return record.with_attempt(event.next_try, now)
+
+
+def vm_created(record: RunRecord, event: VmCreated, now: datetime) -> Result:
+    if not is_current_attempt(record, event.attempt):
+        return Refused("the attempt is no longer the one being created")
+    started = event.attempt.model_copy(update={
+        "created_at": event.created_at, "zone": event.zone, "provisioning_model": event.provisioning_model,
+        "instance_id": event.instance_id or None})
+    return record.with_attempt(started, now).with_state(RunState.RUNNING, now, deadline=event.deadline)
+
+
+def create_refused(record: RunRecord, event: CreateRefused, now: datetime) -> Result:
+    if record.terminal or not is_current_attempt(record, event.attempt):
+        return Refused("the attempt is no longer the one being created")
+    current = record.current_attempt
+    assert current is not None
+    failed = current.model_copy(update={"outcome": Outcome.CREATE_FAILED, "error": event.reason})
+    return record.with_attempt(failed, now).with_state(RunState.FAILED, now, event.reason)
+
+
+def stuck(record: RunRecord, event: Stuck, now: datetime) -> Result:
+    if record.state not in (RunState.SCHEDULED, RunState.STARTING):
+        return Refused(f"now {record.state}")
+    if record.updated_at > event.seen_at:
+        # A delivery took the run up again after the sweep read it: it is not stuck.
+        return Refused(f"changed since {event.seen_at:%H:%M:%S}: a delivery is working on it")
+    return record.with_state(RunState.FAILED, now, event.reason)
+
+
+def fail(record: RunRecord, event: Fail, now: datetime) -> Result:
+    if record.terminal:
+        return Refused(f"already {record.state}")
+    return record.with_state(RunState.FAILED, now, event.reason)
+
+
+def replaced(record: RunRecord, event: Replaced, now: datetime) -> Result:
+    if record.terminal:
+        return Refused(f"already {record.state}")
+    updated = _vm_ended_for_good(record, Outcome.LOST, now)
+    return updated.with_state(RunState.FAILED, now, f"replaced by run {event.by} (concurrency: replace)")
+
+
+def cancel(record: RunRecord, event: Cancel, now: datetime) -> Result:
+    if record.terminal:
+        return Refused(f"already {record.state}")
+    updated = _vm_ended_for_good(record, Outcome.CANCELLED, now)
+    return updated.with_state(RunState.CANCELLED, now, event.reason)
+
+
+def attempt_reported(record: RunRecord, event: AttemptReported, now: datetime) -> Result:
+    attempt = next((a for a in record.attempts if a.number == event.number), None)
+    if attempt is None:
+        return Refused(f"run has no attempt {event.number}")
+    if attempt.outcome is not None:
+        return Refused(f"attempt {event.number} already reported {attempt.outcome}")
+    if event.status == "preempted":
+        outcome = Outcome.PREEMPTED
+    elif event.timed_out:
+        outcome = Outcome.TIMED_OUT
+    else:
+        outcome = Outcome.EXITED
+    ended = attempt.model_copy(update={
+        "outcome": outcome, "exit_code": event.exit_code, "started_at": event.started_at,
+        "finished_at": event.finished_at, "deleted_at": now, "zone": attempt.zone or event.zone,
+    })
+    updated = record.with_attempt(ended, now)
+    current = record.current_attempt
+    if record.terminal or current is None or current.number != attempt.number:
+        return updated  # a late report from an old attempt: keep its facts, not its verdict
+    state, reason = verdict(outcome, event.exit_code, complete=event.manifest_present and event.uploaded,
+                            callback=True)
+    return retry_or_finalize(updated, ended, state, reason, now, event.zones)
+
+
+def vm_gone(record: RunRecord, event: VmGone, now: datetime) -> Result:
+    latest = record.current_attempt
+    if record.state != RunState.RUNNING or latest is None or latest.number != event.number:
+        return Refused("the attempt is no longer the running one")
+    facts = event.manifest
+    if facts is not None:
+        outcome = Outcome.TIMED_OUT if facts.timed_out else Outcome.EXITED
+        exit_code = facts.exit_code
+    elif event.past_deadline or (record.deadline is not None and now >= record.deadline):
+        outcome, exit_code = Outcome.TIMED_OUT, None
+    else:
+        outcome, exit_code = Outcome.LOST, None
+    ended = latest.model_copy(update={"outcome": outcome, "exit_code": exit_code,
+                                      "deleted_at": latest.deleted_at or now})
+    updated = record.with_attempt(ended, now)
+    state, reason = verdict(outcome, exit_code, complete=facts is not None, callback=False)
+    return retry_or_finalize(updated, ended, state, reason, now, event.zones)
+
+
+def _vm_ended_for_good(record: RunRecord, outcome: Outcome, now: datetime) -> RunRecord:
+    current = record.current_attempt
+    if current is None or current.outcome is not None:
+        return record
+    return record.with_attempt(current.model_copy(update={"deleted_at": now, "outcome": outcome}), now)
+
+
+TRANSITIONS: dict[type, Callable[[RunRecord, object, datetime], Result]] = {
+    Begin: begin, Skip: skip, Claim: claim, MoveAttempt: move_attempt, VmCreated: vm_created,
+    CreateRefused: create_refused, Stuck: stuck, Fail: fail, Replaced: replaced, Cancel: cancel,
+    AttemptReported: attempt_reported, VmGone: vm_gone,
+}
+
+
+def apply(record: RunRecord, event: Event, now: datetime) -> Result:
+    """The record after `event`, or why the event does not apply. Never raises for a refusal."""
+    return TRANSITIONS[type(event)](record, event, now)  # type: ignore[arg-type]
