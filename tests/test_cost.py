@@ -16,6 +16,7 @@ from spotcron.core.spec import JobSpec
 from spotcron.cost.billing import (
     Usage,
     billed_vm_seconds,
+    fire_minutes_per_month,
     project_job,
     project_specs,
     project_stack,
@@ -244,6 +245,41 @@ def test_stack_adds_the_sweep_and_applies_free_tiers(table):
         stack.monthly_usd - stack.free_tier_usd)
 
 
+def test_shared_scheduling_counts_the_dispatcher_and_drops_the_entries_per_job(table):
+    jobs = [project_job(hello_bot().model_copy(update={"name": f"bot-{i}"}), runs_per_month=180, runtime_s=120,
+                        table=table, region="us-central1") for i in range(10)]
+    per_job = project_stack(jobs, table=table, sweep_interval_s=300)
+    shared = project_stack(jobs, table=table, sweep_interval_s=300, scheduling="shared", fire_minutes=180)
+    assert [j.items["scheduler"] for j in shared.jobs] == [0.0] * 10
+    assert shared.overhead["sweep"]["scheduler"] == 0.0  # rides the dispatch entry
+    assert per_job.overhead["sweep"]["scheduler"] == 0.10 and "dispatch" not in per_job.overhead
+    dispatch = shared.overhead["dispatch"]
+    minutes = 30 * 1440
+    per_second = 0.167 * 0.000024 + 0.25 * 0.0000025
+    assert dispatch["scheduler"] == 0.10
+    # Every minute an invocation of 0.2 s; 0.005 s more for each of the 1,800 start messages.
+    assert dispatch["functions"] == pytest.approx(minutes * 0.40 / 1e6 + (minutes * 0.2 + 1800 * 0.005) * per_second)
+    # The cursor written in the 180 minutes in which the jobs fire; the index and cursor read every minute.
+    assert dispatch["storage"] == pytest.approx(180 * 0.05 / 10_000 + minutes * 2 * 0.004 / 10_000)
+    # The one entry is free; so are the functions' calls (2 M invocations, 180,000 vCPU-seconds a month).
+    functions = sum(j.items["functions"] for j in jobs) + shared.overhead["sweep"]["functions"] + dispatch["functions"]
+    assert shared.free_tier_usd == pytest.approx(0.10 + functions)
+    assert per_job.free_tier_usd == pytest.approx(0.30 + functions - dispatch["functions"])
+    assert shared.monthly_after_free_tier_usd < per_job.monthly_after_free_tier_usd - 0.70
+    with pytest.raises(ValueError, match="scheduling 'cron': use one of per-job, shared"):
+        project_stack(jobs, table=table, sweep_interval_s=300, scheduling="cron")
+
+
+def test_fire_minutes_count_each_minute_once_however_many_jobs_fire_in_it():
+    every_4h = [hello_bot().model_copy(update={"name": f"b{i}"}) for i in range(3)]
+    assert fire_minutes_per_month(every_4h, T0) == 180
+    offset = hello_bot().model_copy(update={"name": "late", "schedule": "30 */4 * * *"})
+    paused = hello_bot().model_copy(update={"name": "off", "schedule": "* * * * *", "paused": True})
+    assert fire_minutes_per_month([*every_4h, offset, paused], T0) == 360
+    every_minute = hello_bot().model_copy(update={"name": "m", "schedule": "* * * * *"})
+    assert fire_minutes_per_month([every_minute, offset], T0) == 30 * 1440
+
+
 def test_project_specs_uses_the_schedule_and_history(table):
     spec = hello_bot()
     stack = project_specs([spec], table=table, region="us-central1", now=T0, runtime_s=120,
@@ -294,6 +330,14 @@ def test_cost_table_for_every_job(run, tmp_path):
     for text in ("bot", "bench", "(sweep)", "stack", "classic", "prices gcp-2026-11 (2026-11-22), us-central1",
                  "compute includes GPUs", "After one billing account's free tiers"):
         assert text in result.output
+    assert "(dispatch)" not in result.output
+    said = " ".join(result.output.split())
+    assert "with scheduling: per-job. With scheduling: shared it would be $" in said
+    shared = run("--scheduling", "shared", jobs=jobs)
+    assert shared.exit_code == 0, shared.output
+    assert "(dispatch)" in shared.output
+    assert "with scheduling: shared. With scheduling: per-job it would be $" in " ".join(shared.output.split())
+    assert run("--scheduling", "hourly", jobs=jobs).exit_code == 2
     # The 2018 table has no price for n1-highcpu-16: a clear error, exit 2.
     result = run("--runtime", "2m", env={"SPOTCRON_PRICES": "recipe-2018"}, jobs=jobs)
     assert result.exit_code == 2
@@ -301,6 +345,14 @@ def test_cost_table_for_every_job(run, tmp_path):
     result = run("--region", "europe-west1", "bot", "--json", jobs=jobs)
     assert json.loads(result.output)[0]["items"]["compute"] == pytest.approx(
         180 * 0.01306 * 1.10 * 300 / HOUR)
+
+
+def test_cost_prices_the_stack_files_scheduling_mode_by_default(run, tmp_path):
+    stack = tmp_path / "stack.yaml"
+    stack.write_text("scheduling: shared\n")
+    result = run("--stack", str(stack))
+    assert result.exit_code == 0, result.output
+    assert "(dispatch)" in result.output and "with scheduling: shared." in " ".join(result.output.split())
 
 
 def test_cost_with_history_and_bad_input(run, tmp_path):

@@ -126,9 +126,13 @@ def load_table(prices: str | None) -> PriceTable:
               help="Without --history or --bucket: the local bucket whose run records give VM time per run.")
 @prices_option
 @region_option
+@click.option("--scheduling", type=click.Choice(["per-job", "shared"]), default=None,
+              help="Price this scheduling mode: a scheduler entry per job, or one shared entry and the "
+                   "dispatcher; default: the stack file's `scheduling`.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list, one object per job.")
 def cost(names: tuple[str, ...], jobs_dir: Path, stack_path: Path, runtime: str, history_dir: Path | None,
-         bucket: str | None, state_dir: Path, prices: str | None, region: str | None, as_json: bool) -> None:
+         bucket: str | None, state_dir: Path, prices: str | None, region: str | None, scheduling: str | None,
+         as_json: bool) -> None:
     """Projected monthly cost of each job and of the stack, itemised.
 
     Counts runs from each job's schedule (averaged over a year, 30-day months), takes each
@@ -136,7 +140,9 @@ def cost(names: tuple[str, ...], jobs_dir: Path, stack_path: Path, runtime: str,
     --history, --bucket, or else the local bucket) or, without any, from --runtime, and says
     which it used; prices every run's VM per second with the one-minute minimum, and adds disk, scheduler, functions and
     storage. Beside it: the classic design (a stopped VM with its disk kept all month, two
-    scheduler rules per job). Prices are indicative; see docs/cost.md.
+    scheduler rules per job). --scheduling prices either scheduling mode (a scheduler entry per
+    job, or one shared entry and the dispatcher); the other mode's total is shown too. Prices are
+    indicative; see docs/cost.md.
     """
     from datetime import UTC, datetime
 
@@ -159,13 +165,20 @@ def cost(names: tuple[str, ...], jobs_dir: Path, stack_path: Path, runtime: str,
         specs = [known[n] for n in names]
     table = load_table(prices)
     records, source = _history(history_dir, bucket, state_dir)
-    stack = project_specs(specs, table=table, region=region or settings.region, now=datetime.now(UTC),
-                          runtime_s=runtime_s, records=records, sweep_interval_s=settings.sweep_interval,
-                          retention_days=settings.results_retention_days)
+    mode = scheduling or settings.scheduling
+    now = datetime.now(UTC)
+
+    def project(mode: str) -> StackProjection:
+        return project_specs(specs, table=table, region=region or settings.region, now=now, runtime_s=runtime_s,
+                             records=records, sweep_interval_s=settings.sweep_interval,
+                             retention_days=settings.results_retention_days, scheduling=mode)
+
+    stack = project(mode)
     if as_json:
         click.echo(json.dumps([job.to_json() for job in stack.jobs], indent=2))
         return
-    print_stack(stack, table, region or settings.region, basis=(source, runtime))
+    other = project("shared" if mode == "per-job" else "per-job")
+    print_stack(stack, table, region or settings.region, basis=(source, runtime), other=other)
 
 
 def _history(history_dir: Path | None, bucket: str | None, state_dir: Path) -> tuple[list[RunRecord], str]:
@@ -196,7 +209,7 @@ def basis_line(stack: StackProjection, source: str, runtime: str) -> str:
 
 
 def print_stack(stack: StackProjection, table: PriceTable, region: str,
-                basis: tuple[str, str] | None = None) -> None:
+                basis: tuple[str, str] | None = None, other: StackProjection | None = None) -> None:
     from rich import box
     from rich.table import Table
 
@@ -222,8 +235,9 @@ def print_stack(stack: StackProjection, table: PriceTable, region: str,
         grid.add_row(job.job, f"{runs:.1f}" if runs < 100 else f"{runs:.0f}", times,
                      *(_usd(_item(job.items, k)) for k in items),
                      _usd(job.monthly_usd), _usd(job.classic_monthly_usd))
-    grid.add_row("(sweep)", "", "", *(_usd(_item(stack.shared_items, k)) for k in items),
-                 _usd(sum(stack.shared_items.values())), "")
+    for part, part_items in stack.overhead.items():
+        grid.add_row(f"({part})", "", "", *(_usd(_item(part_items, k)) for k in items),
+                     _usd(sum(part_items.values())), "")
     grid.add_section()
     grid.add_row("stack", "", "", *(_usd(_item(totals, k)) for k in items), _usd(stack.monthly_usd),
                  _usd(stack.classic_monthly_usd))
@@ -234,11 +248,20 @@ def print_stack(stack: StackProjection, table: PriceTable, region: str,
     if totals["gpu"] > 0:
         out.print(f"compute includes GPUs: {totals['gpu']:.3f}")
     out.print(f"After one billing account's free tiers (3 scheduler jobs, function calls): "
-              f"${stack.monthly_after_free_tier_usd:.2f}/month.")
+              f"${stack.monthly_after_free_tier_usd:.2f}/month with scheduling: {stack.scheduling}.")
+    if other is not None:
+        out.print(f"With scheduling: {other.scheduling} it would be ${other.monthly_after_free_tier_usd:.2f}/month "
+                  f"after free tiers ({scheduling_note(other.scheduling)}).")
     out.print(f"Classic design (a stopped VM whose disk bills all month, start and stop rules): "
               f"${stack.classic_monthly_usd:.2f}/month.")
     out.print(f"Prices are indicative ({table.name}, as of {table.as_of}): see docs/cost.md; "
               f"override them with --prices FILE.")
+
+
+def scheduling_note(mode: str) -> str:
+    if mode == "shared":
+        return "one scheduler entry and a dispatcher every minute; set scheduling: shared in the stack file"
+    return "a scheduler entry per job; set scheduling: per-job in the stack file"
 
 
 def _item(items: dict[str, float], key: str) -> float:

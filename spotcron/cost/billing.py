@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from spotcron.core.catalog import boot_disk_type
@@ -43,6 +43,14 @@ class Usage:
     classic_function_seconds: float = 60.0
     results_mb_per_run: float = 1.0  # logs, manifest and results of one run
     objects_per_run: int = 7  # run.json (3 writes), logs, results, manifest, index.html
+    sweep_lists: int = 1  # Class A listings per sweep pass: the live index (engine/sweep.py)
+    # scheduling: shared. One dispatch a minute reads the deployed index and its cursor (Class B)
+    # and, in a minute where some job fires, writes the cursor once (Class A) and publishes one
+    # message per tick. Its seconds: a warm function's two small reads; each publish adds a little
+    # (the client batches concurrent publishes).
+    dispatch_seconds: float = 0.2
+    publish_seconds: float = 0.005
+    dispatch_reads: int = 2
     disk_type: str | None = None  # None: what the engine gives the machine (catalog.boot_disk_type)
     classic_disk_type: str = "pd-standard"
 
@@ -283,11 +291,25 @@ def vm_seconds_from_history(records: Iterable[RunRecord], recent: int = RECENT_R
     return history
 
 
+SCHEDULING_MODES = ("per-job", "shared")
+MINUTES_PER_MONTH = SECONDS_PER_MONTH // 60
+
+
 @dataclass(frozen=True)
 class StackProjection:
     jobs: tuple[JobProjection, ...]
-    shared_items: dict[str, float]  # the sweep: its scheduler entry and its invocations
+    # What the jobs share, by part: "sweep", and "dispatch" in shared mode; each itemised.
+    overhead: dict[str, dict[str, float]]
     free_tier_usd: float  # scheduler and function free tiers of one billing account (a credit, >= 0)
+    scheduling: str = "per-job"
+
+    @property
+    def shared_items(self) -> dict[str, float]:
+        total = dict.fromkeys(MONTHLY_ITEMS, 0.0)
+        for items in self.overhead.values():
+            for key, value in items.items():
+                total[key] += value
+        return total
 
     @property
     def monthly_usd(self) -> float:
@@ -311,17 +333,58 @@ class StackProjection:
 
 
 def project_stack(jobs: Sequence[JobProjection], *, table: PriceTable, sweep_interval_s: int,
-                  usage: Usage = DEFAULT_USAGE) -> StackProjection:
-    price = table.functions
+                  usage: Usage = DEFAULT_USAGE, scheduling: str = "per-job",
+                  fire_minutes: float | None = None) -> StackProjection:
+    """The jobs plus what they share: the sweep, and in shared mode the dispatcher.
+
+    per-job: a scheduler entry per job and one for the sweep. shared: one entry firing every
+    minute; the dispatcher's invocations, seconds and Storage operations are counted in full
+    (a cursor write in each of `fire_minutes` a month, the minutes in which some job fires;
+    default: as many as runs, the most there can be), and the sweep rides its entry.
+    """
+    if scheduling not in SCHEDULING_MODES:
+        raise ValueError(f"scheduling {scheduling!r}: use one of {', '.join(SCHEDULING_MODES)}")
+    price, storage = table.functions, table.storage
+    shared = scheduling == "shared"
+    if shared:  # no entry of their own
+        jobs = [replace(j, items={**j.items, "scheduler": 0.0}, scheduler_entries=0) for j in jobs]
     sweeps = SECONDS_PER_MONTH / sweep_interval_s
     sweep_use = FunctionUse.of(price, sweeps, usage.sweep_seconds)
-    shared = dict.fromkeys(MONTHLY_ITEMS, 0.0)
-    shared["scheduler"] = table.scheduler.job_month
-    shared["functions"] = sweep_use.usd(price)
+    sweep = dict.fromkeys(MONTHLY_ITEMS, 0.0)
+    sweep["scheduler"] = 0.0 if shared else table.scheduler.job_month
+    sweep["functions"] = sweep_use.usd(price)
+    sweep["storage"] = sweeps * usage.sweep_lists / 10_000 * storage.class_a_per_10k
+    overhead = {"sweep": sweep}
+    use = sum((j.functions_use for j in jobs), sweep_use)
+    if shared:
+        ticks = sum(j.runs_per_month for j in jobs)
+        minutes = min(float(MINUTES_PER_MONTH), ticks if fire_minutes is None else fire_minutes)
+        dispatch_use = FunctionUse(MINUTES_PER_MONTH, MINUTES_PER_MONTH * price.billed_seconds(usage.dispatch_seconds)
+                                   + ticks * usage.publish_seconds)
+        dispatch = dict.fromkeys(MONTHLY_ITEMS, 0.0)
+        dispatch["scheduler"] = table.scheduler.job_month
+        dispatch["functions"] = dispatch_use.usd(price)
+        dispatch["storage"] = (minutes / 10_000 * storage.class_a_per_10k
+                               + MINUTES_PER_MONTH * usage.dispatch_reads / 10_000 * storage.class_b_per_10k)
+        overhead["dispatch"] = dispatch
+        use = use + dispatch_use
     entries = sum(j.scheduler_entries for j in jobs) + 1
     scheduler_credit = min(entries, table.scheduler.free_jobs) * table.scheduler.job_month
-    use = sum((j.functions_use for j in jobs), sweep_use)
-    return StackProjection(tuple(jobs), shared, scheduler_credit + function_free_tier(use, price))
+    return StackProjection(tuple(jobs), overhead, scheduler_credit + function_free_tier(use, price), scheduling)
+
+
+def fire_minutes_per_month(specs: Sequence[JobSpec], start: datetime) -> float:
+    """Distinct minutes per 30 days in which at least one unpaused job fires (the dispatcher writes
+    its cursor in those only), counted over the four weeks after `start`."""
+    from spotcron.core.cron.schedule import load_time_zone, parse_schedule
+
+    end = start + timedelta(days=28)
+    minutes: set[datetime] = set()
+    for schedule, zone in sorted({(s.schedule, s.time_zone) for s in specs if not s.paused}):
+        cron, tz, after = parse_schedule(schedule), load_time_zone(zone), start - timedelta(microseconds=1)
+        while len(minutes) < 28 * 1440 and (after := cron.next_after(after, tz)) < end:
+            minutes.add(after)
+    return len(minutes) * MONTH_DAYS / 28
 
 
 def function_free_tier(use: FunctionUse, price: FunctionPrice) -> float:
@@ -336,8 +399,9 @@ def function_free_tier(use: FunctionUse, price: FunctionPrice) -> float:
 
 def project_specs(specs: Sequence[JobSpec], *, table: PriceTable, region: str, now: datetime,
                   runtime_s: float, records: Iterable[RunRecord] = (), sweep_interval_s: int = 300,
-                  retention_days: int = 90, usage: Usage = DEFAULT_USAGE) -> StackProjection:
-    """The monthly projection of a whole stack: each job from its schedule, then the shared sweep.
+                  retention_days: int = 90, usage: Usage = DEFAULT_USAGE,
+                  scheduling: str = "per-job") -> StackProjection:
+    """The monthly projection of a whole stack: each job from its schedule, then what they share.
 
     `records` (from the bucket, or none) replace `runtime_s` for the configurations they cover.
     """
@@ -347,4 +411,6 @@ def project_specs(specs: Sequence[JobSpec], *, table: PriceTable, region: str, n
                     table=table, region=region, history=history, usage=usage, retention_days=retention_days)
         for spec in specs
     ]
-    return project_stack(jobs, table=table, sweep_interval_s=sweep_interval_s, usage=usage)
+    minutes = fire_minutes_per_month(specs, now) if scheduling == "shared" else None
+    return project_stack(jobs, table=table, sweep_interval_s=sweep_interval_s, usage=usage, scheduling=scheduling,
+                         fire_minutes=minutes)

@@ -118,7 +118,8 @@ class FunctionPrice(_Model):
 
 class StoragePrice(_Model):
     gb_month: float = NonNegative
-    class_a_per_10k: float = NonNegative
+    class_a_per_10k: float = NonNegative  # writes and listings
+    class_b_per_10k: float = Field(0.0, ge=0)  # reads
     source: str
 
 
@@ -318,7 +319,7 @@ def merge_override(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict
 
 
 _PRICE_FIELDS = {"on_demand", "gb_month", "job_month", "per_million_invocations", "cpu_second",
-                 "memory_second", "per_100ms", "class_a_per_10k", "compute", "disk"}
+                 "memory_second", "per_100ms", "class_a_per_10k", "class_b_per_10k", "compute", "disk"}
 _ENTRY_SECTIONS = ("machines", "gpus", "disks", "regions")
 _FLAT_SECTIONS = ("scheduler", "functions", "storage")
 
