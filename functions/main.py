@@ -27,7 +27,7 @@ def sweep(cloud_event):
 
 @functions_framework.cloud_event
 def dispatch(cloud_event):
-    entrypoints.handle_dispatch()
+    entrypoints.handle_dispatch(cloud_event.data)
 
 
 @functions_framework.http

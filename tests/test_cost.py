@@ -259,8 +259,10 @@ def test_shared_scheduling_counts_the_dispatcher_and_drops_the_entries_per_job(t
     assert dispatch["scheduler"] == 0.10
     # Every minute an invocation of 0.2 s; 0.005 s more for each of the 1,800 start messages.
     assert dispatch["functions"] == pytest.approx(minutes * 0.40 / 1e6 + (minutes * 0.2 + 1800 * 0.005) * per_second)
-    # The cursor written in the 180 minutes in which the jobs fire; the index and cursor read every minute.
-    assert dispatch["storage"] == pytest.approx(180 * 0.05 / 10_000 + minutes * 2 * 0.004 / 10_000)
+    # The cursor written in the 180 minutes in which the jobs fire; an hourly cold start lists the
+    # deployed specs and reads them (10) and the cursor.
+    cold = 24 * 30
+    assert dispatch["storage"] == pytest.approx((180 + cold) * 0.05 / 10_000 + cold * 11 * 0.004 / 10_000)
     # The one entry is free; so are the functions' calls (2 M invocations, 180,000 vCPU-seconds a month).
     functions = sum(j.items["functions"] for j in jobs) + shared.overhead["sweep"]["functions"] + dispatch["functions"]
     assert shared.free_tier_usd == pytest.approx(0.10 + functions)

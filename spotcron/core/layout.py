@@ -7,7 +7,6 @@
     runs/JOB/RUN/checkpoint/...                /checkpoint, synced during the run, restored next attempt
     tokens/SHA256                              identity tokens already accepted (replay guard)
     deployed/JOB.json                          the job's spec as deploy validated it (canonical JSON)
-    deployed/_index.json                       {job: sha256 of its JSON}, written after them ("_": no job name)
     dispatch/cursor.json                       the last minute the dispatcher started (scheduling: shared)
     index.html                                 the results page
 """
@@ -59,7 +58,6 @@ def accepted_token(digest: str) -> str:
 INDEX_PAGE = "index.html"
 
 DEPLOYED = "deployed/"
-DEPLOYED_INDEX = f"{DEPLOYED}_index.json"
 
 
 def deployed_spec(job: str) -> str:

@@ -44,13 +44,15 @@ class Usage:
     results_mb_per_run: float = 1.0  # logs, manifest and results of one run
     objects_per_run: int = 7  # run.json (3 writes), logs, results, manifest, index.html
     sweep_lists: int = 1  # Class A listings per sweep pass: the live index (engine/sweep.py)
-    # scheduling: shared. One dispatch a minute reads the deployed index and its cursor (Class B)
-    # and, in a minute where some job fires, writes the cursor once (Class A) and publishes one
-    # message per tick. Its seconds: a warm function's two small reads; each publish adds a little
-    # (the client batches concurrent publishes).
+    # scheduling: shared. One dispatch a minute; in a minute where some job fires it writes its
+    # cursor once (Class A) and publishes one message per tick (each adds a little: the client
+    # batches concurrent publishes). A warm instance reads nothing else; a cold one lists the
+    # deployed specs (Class A) and reads each, and the cursor (Class B). Cloud Run keeps an idle
+    # instance for minutes, so one fired every minute is rarely cold: an hourly cold start is
+    # assumed, which errs high.
     dispatch_seconds: float = 0.2
     publish_seconds: float = 0.005
-    dispatch_reads: int = 2
+    dispatch_cold_starts_per_day: float = 24.0
     disk_type: str | None = None  # None: what the engine gives the machine (catalog.boot_disk_type)
     classic_disk_type: str = "pd-standard"
 
@@ -339,8 +341,9 @@ def project_stack(jobs: Sequence[JobProjection], *, table: PriceTable, sweep_int
 
     per-job: a scheduler entry per job and one for the sweep. shared: one entry firing every
     minute; the dispatcher's invocations, seconds and Storage operations are counted in full
-    (a cursor write in each of `fire_minutes` a month, the minutes in which some job fires;
-    default: as many as runs, the most there can be), and the sweep rides its entry.
+    (a cursor write in each of `fire_minutes` a month, the minutes in which some job fires,
+    default as many as runs, the most there can be; and what a cold instance reads), and the
+    sweep rides its entry.
     """
     if scheduling not in SCHEDULING_MODES:
         raise ValueError(f"scheduling {scheduling!r}: use one of {', '.join(SCHEDULING_MODES)}")
@@ -364,8 +367,9 @@ def project_stack(jobs: Sequence[JobProjection], *, table: PriceTable, sweep_int
         dispatch = dict.fromkeys(MONTHLY_ITEMS, 0.0)
         dispatch["scheduler"] = table.scheduler.job_month
         dispatch["functions"] = dispatch_use.usd(price)
-        dispatch["storage"] = (minutes / 10_000 * storage.class_a_per_10k
-                               + MINUTES_PER_MONTH * usage.dispatch_reads / 10_000 * storage.class_b_per_10k)
+        cold = usage.dispatch_cold_starts_per_day * MONTH_DAYS
+        dispatch["storage"] = ((minutes + cold) / 10_000 * storage.class_a_per_10k
+                               + cold * (1 + len(jobs)) / 10_000 * storage.class_b_per_10k)
         overhead["dispatch"] = dispatch
         use = use + dispatch_use
     entries = sum(j.scheduler_entries for j in jobs) + 1

@@ -25,6 +25,7 @@ from spotcron.deploy.resources import (
     State,
     index,
 )
+from spotcron.engine.dispatch_specs import specs_version
 
 RUNTIME = "python312"
 PUBSUB_EVENT = "google.cloud.pubsub.topic.v1.messagePublished"
@@ -41,7 +42,6 @@ MAX_INSTANCES = {"start_job": 20, "sweep": 1, "job_done": 20, "dispatch": 2}
 RETRY_POLICY = {"start_job": "RETRY_POLICY_RETRY", "sweep": "RETRY_POLICY_DO_NOT_RETRY",
                 "dispatch": "RETRY_POLICY_DO_NOT_RETRY"}
 SWEEP_DATA = json.dumps({"sweep": True}, separators=(",", ":"))
-DISPATCH_DATA = json.dumps({"dispatch": True}, separators=(",", ":"))
 # Settings only deploy reads: left out of the functions' environment, so that switching modes
 # does not rebuild every function.
 DEPLOY_ONLY_SETTINGS = frozenset({"scheduling", "dispatch_topic"})
@@ -160,7 +160,8 @@ def desired_state(settings: Settings, jobs: Iterable[JobSpec], source_object: st
     resources += policies(bindings(names))
     resources.append(Resource(SOURCE, source_object, {}))
     resources += [_function(logical, names, source_object, env) for logical in names.functions]
-    resources += _shared_entries(names) if names.shared else _per_job_entries(settings, names, jobs)
+    jobs = list(jobs)
+    resources += _shared_entries(names, jobs) if names.shared else _per_job_entries(settings, names, jobs)
     return index(resources)
 
 
@@ -176,10 +177,16 @@ def _per_job_entries(settings: Settings, names: Names, jobs: Iterable[JobSpec]) 
     return entries
 
 
-def _shared_entries(names: Names) -> list[Resource]:
+def dispatch_data(jobs: Iterable[JobSpec]) -> str:
+    """The dispatch entry's message: the deployed set's version, so that a warm dispatcher holding
+    it reads no spec (engine/dispatch_specs.py). A deploy that changes a job changes the entry."""
+    return json.dumps({"dispatch": True, "specs": specs_version(jobs)}, sort_keys=True, separators=(",", ":"))
+
+
+def _shared_entries(names: Names, jobs: Iterable[JobSpec]) -> list[Resource]:
     """One entry every minute for every job and the sweep. A paused job stays deployed (the
     dispatcher skips it), so pausing needs no entry of its own."""
     return [_scheduler(DISPATCH_ENTRY, names,
                        description="spotcron dispatch: starts the jobs due each minute, and the sweep",
-                       schedule="* * * * *", time_zone=UTC, topic=names.dispatch_topic, data=DISPATCH_DATA,
+                       schedule="* * * * *", time_zone=UTC, topic=names.dispatch_topic, data=dispatch_data(jobs),
                        paused=False)]

@@ -29,8 +29,8 @@ from spotcron.core.cron.schedule import load_time_zone, parse_schedule
 from spotcron.core.errors import PreconditionFailed, SpotcronError
 from spotcron.core.runs import utc_minute
 from spotcron.core.spec import JobSpec
-from spotcron.engine.deployed import DeployedSpecs
 from spotcron.engine.deps import Deps
+from spotcron.engine.dispatch_specs import SpecSource
 from spotcron.engine.messages import TICK_ATTRIBUTE, format_tick
 
 log = logging.getLogger("spotcron.engine")
@@ -43,6 +43,10 @@ SWEEP_MESSAGE = {"sweep": True}
 
 class DispatchFailed(SpotcronError):
     """Some start messages could not be published; the cursor went back so the next minute retries."""
+
+    def __init__(self, message: str, *, cursor: Cursor | None = None):
+        super().__init__(message)
+        self.cursor = cursor  # as given back, when it could be
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,14 @@ class Due:
 class Cursor:
     through: datetime | None  # the last minute dispatched; None before the first
     generation: int  # of the cursor object; 0 while it does not exist
+
+
+@dataclass
+class DispatchState:
+    """What a warm dispatcher keeps between minutes: the cursor as it last read or wrote it. A
+    stale one costs nothing but a lost claim: the write's precondition fails, and it reads again."""
+
+    cursor: Cursor | None = None
 
 
 @dataclass
@@ -144,8 +156,14 @@ def _write_cursor(deps: Deps, through: datetime | None, generation: int) -> int:
 
 # --- the function ------------------------------------------------------------------------------------
 
-def dispatch(deps: Deps, deployed: DeployedSpecs) -> DispatchReport:
-    """Start every tick due now (and any missed ones still within their deadline); sweep on its interval."""
+def dispatch(deps: Deps, source: SpecSource, *, version: str | None = None,
+             state: DispatchState | None = None) -> DispatchReport:
+    """Start every tick due now (and any missed ones still within their deadline); sweep on its interval.
+
+    `version`: the deployed set's version from the dispatch message (see dispatch_specs); `state`:
+    kept by the caller between invocations, so a minute in which nothing fires reads nothing.
+    """
+    state = state if state is not None else DispatchState()
     now = deps.clock.now()
     minute = utc_minute(now)
     report = DispatchReport(minute=minute)
@@ -153,21 +171,30 @@ def dispatch(deps: Deps, deployed: DeployedSpecs) -> DispatchReport:
         # Not claimed: a second sweep costs one invocation and changes nothing the first did not.
         deps.events.publish(deps.settings.sweep_topic, SWEEP_MESSAGE)
         report.swept = True
-    specs = deployed.current()
+    specs = source.current(version)
     for _ in range(CLAIM_TRIES):
-        cursor = read_cursor(deps)
+        if state.cursor is None:
+            state.cursor = read_cursor(deps)
+        cursor = state.cursor
         after = cursor.through if cursor.through is not None else minute - MINUTE
         skipped: list[str] = []
         due = due_ticks(specs, after=after, now=now, skipped=skipped)
         report.skipped_jobs = skipped
         if not due:
             return report
+        through = max(minute, after)
         try:
-            claimed = _write_cursor(deps, max(minute, after), cursor.generation)
+            claimed = _write_cursor(deps, through, cursor.generation)
         except PreconditionFailed:
-            report.lost_race += 1  # another dispatcher took these minutes; see what is left
+            report.lost_race += 1  # another dispatcher took these minutes (or ours was stale): look again
+            state.cursor = None
             continue
-        _publish(deps, due, after, claimed, report)
+        state.cursor = Cursor(through, claimed)
+        try:
+            _publish(deps, due, after, claimed, report)
+        except DispatchFailed as failed:
+            state.cursor = failed.cursor
+            raise
         return report
     raise DispatchFailed(f"the dispatch cursor kept changing; gave up after {CLAIM_TRIES} tries")
 
@@ -191,10 +218,11 @@ def _publish(deps: Deps, due: Sequence[Due], after: datetime, claimed: int, repo
     # Give the minutes back (to where this window began, even when there was no cursor before) so
     # the next invocation starts them again; those already published still start once (the run
     # id comes from the tick).
+    cursor: Cursor | None = None
     try:
-        _write_cursor(deps, after, claimed)
+        cursor = Cursor(after, _write_cursor(deps, after, claimed))
         outcome = "the next minute tries them again"
     except PreconditionFailed:
         outcome = "another dispatcher has moved on, so they are lost"
     raise DispatchFailed(f"{len(failures)} of {len(due)} start messages were not published ({outcome}): "
-                         + "; ".join(failures[:5]))
+                         + "; ".join(failures[:5]), cursor=cursor)

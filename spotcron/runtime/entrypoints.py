@@ -13,9 +13,9 @@ from datetime import datetime
 from typing import Any
 
 from spotcron.core.errors import Transient
-from spotcron.engine.deployed import BucketSpecs, DeployedSpecs
 from spotcron.engine.deps import Deps
-from spotcron.engine.dispatch import dispatch
+from spotcron.engine.dispatch import DispatchState, dispatch
+from spotcron.engine.dispatch_specs import BucketSpecs, SpecSource
 from spotcron.engine.finish import finish
 from spotcron.engine.launch import BadTrigger, launch
 from spotcron.engine.messages import format_tick, parse_start
@@ -24,17 +24,19 @@ from spotcron.engine.sweep import sweep
 
 log = logging.getLogger("spotcron.functions")
 _deps: Deps | None = None
-_deployed: tuple[Deps, DeployedSpecs] | None = None
+# The dispatcher's reader of the deployed specs and its state, kept for as long as the process
+# (a warm function instance) lives, so that a quiet minute reads nothing; reset with the deps.
+_dispatcher: tuple[Deps, SpecSource, DispatchState] | None = None
 
 
-def use(deps: Deps | None, deployed: DeployedSpecs | None = None) -> None:
+def use(deps: Deps | None, specs: SpecSource | None = None) -> None:
     """Choose the backends the handlers run on (None: build Google's from the environment).
 
-    `deployed`: where the dispatcher reads the deployed specs; default the deps' bucket.
+    `specs`: where the dispatcher reads the deployed specs; default the deps' bucket.
     """
-    global _deps, _deployed
+    global _deps, _dispatcher
     _deps = deps
-    _deployed = (deps, deployed) if deps is not None and deployed is not None else None
+    _dispatcher = (deps, specs, DispatchState()) if deps is not None and specs is not None else None
 
 
 def current() -> Deps:
@@ -46,13 +48,11 @@ def current() -> Deps:
     return _deps
 
 
-def deployed_specs() -> DeployedSpecs:
-    """The deployed specs, one reader per Deps, so its cache lives as long as the process."""
-    global _deployed
-    deps = current()
-    if _deployed is None or _deployed[0] is not deps:
-        _deployed = (deps, BucketSpecs(deps.blobs))
-    return _deployed[1]
+def _dispatcher_for(deps: Deps) -> tuple[Deps, SpecSource, DispatchState]:
+    global _dispatcher
+    if _dispatcher is None or _dispatcher[0] is not deps:
+        _dispatcher = (deps, BucketSpecs(deps.blobs), DispatchState())
+    return _dispatcher
 
 
 def handle_start(event_data: Any, event_time: datetime | None) -> None:
@@ -85,14 +85,30 @@ def handle_job_done(authorization: str | None, body: Any) -> tuple[dict[str, Any
     return reply.body, reply.status
 
 
-def handle_dispatch() -> dict[str, object]:
+def handle_dispatch(event_data: Any) -> dict[str, object]:
     """dispatch (scheduling: shared). Raises when start messages could not be published; the
     cursor went back, so the next minute starts them."""
-    report = dispatch(current(), deployed_specs())
+    deps = current()
+    _, specs, state = _dispatcher_for(deps)
+    report = dispatch(deps, specs, version=dispatch_version(event_data), state=state)
     summary = report.summary()
     log.info("dispatch: %s", summary, extra={"fields": {**summary, "ticks": [
         f"{job}@{format_tick(tick)}" for job, tick in report.started]}})
     return summary
+
+
+def dispatch_version(event_data: Any) -> str | None:
+    """The deployed set's version in the dispatch entry's message ({"dispatch": true, "specs": V}),
+    or None (then the deployed specs are read again)."""
+    import base64
+    import json
+
+    try:
+        body = json.loads(base64.b64decode(event_data["message"]["data"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+    version = body.get("specs") if isinstance(body, dict) else None
+    return version if isinstance(version, str) else None
 
 
 def handle_sweep() -> dict[str, int]:

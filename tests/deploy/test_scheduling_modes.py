@@ -7,6 +7,7 @@ import json
 from spotcron.deploy.desired import desired_state, function_environment
 from spotcron.deploy.planner import CREATE, DELETE, UPDATE
 from spotcron.deploy.resources import FUNCTION, SCHEDULER_JOB, TOPIC
+from spotcron.engine.dispatch_specs import specs_version
 from tests.deploy.conftest import JOBS_DIR, PROJECT, Deployer, make_settings
 from tests.deploy.fakes.cloud import FakeCloud
 
@@ -24,7 +25,7 @@ def test_shared_mode_deploys_one_scheduler_entry_and_the_dispatcher(deployer: De
     entry = entries["spotcron-dispatch"]
     assert (entry["schedule"], entry["timeZone"], entry["state"]) == ("* * * * *", "Etc/UTC", "ENABLED")
     assert entry["pubsubTarget"]["topicName"] == f"projects/{PROJECT}/topics/spotcron-dispatch"
-    assert json.loads(cloud.scheduler.data("spotcron-dispatch")) == {"dispatch": True}
+    assert json.loads(cloud.scheduler.data("spotcron-dispatch")) == {"dispatch": True, "specs": specs_version(jobs)}
     assert sorted(cloud.pubsub.topics) == [f"projects/{PROJECT}/topics/spotcron-{t}"
                                            for t in ("dispatch", "events", "start", "sweep")]
     dispatcher = cloud.functions.functions[f"{LOCATION}/functions/spotcron-dispatch"]
@@ -81,6 +82,15 @@ def test_switching_modes_both_ways_leaves_nothing_behind(deployer: Deployer, clo
     assert (back["topics"], back["functions"], back["accounts"]) == (
         per_job_state["topics"], per_job_state["functions"], per_job_state["accounts"])
     assert deployer.plan(jobs, PER_JOB).actions == []
+
+
+def test_a_changed_job_in_shared_mode_changes_only_the_dispatch_entry(deployer: Deployer, cloud: FakeCloud) -> None:
+    jobs = deployer.jobs(JOBS_DIR)
+    deployer.deploy(jobs, settings=SHARED)
+    changed = [job.model_copy(update={"schedule": "7 * * * *"}) if job.name == "bot" else job for job in jobs]
+    actions = deployer.plan(changed, SHARED).actions
+    assert [(a.kind, a.resource_type, a.name, sorted(a.changes)) for a in actions] == [
+        (UPDATE, SCHEDULER_JOB, "spotcron-dispatch", ["data"])]
 
 
 def test_a_paused_job_in_shared_mode_needs_no_entry_of_its_own(deployer: Deployer, cloud: FakeCloud) -> None:

@@ -16,8 +16,8 @@ from spotcron.core.cron.schedule import load_time_zone, parse_schedule
 from spotcron.core.runs import RunRecord, vm_name
 from spotcron.core.settings import Settings
 from spotcron.core.spec import JobSpec
-from spotcron.engine.deployed import write_deployed
 from spotcron.engine.deps import Deps
+from spotcron.engine.dispatch_specs import write_deployed
 from spotcron.engine.messages import TICK_ATTRIBUTE, format_tick
 from spotcron.local.signer import instance_claims
 from spotcron.runtime import entrypoints
@@ -87,8 +87,10 @@ class Harness:
         """What deploy leaves in the bucket for the dispatcher."""
         write_deployed(self.blobs, specs)
 
-    def dispatch(self):
-        return self.post_event("dispatch", {"message": {"data": "", "messageId": "d"}})
+    def dispatch(self, version: str | None = None):
+        """The dispatch entry's message; with `version`, as deploy writes it (engine/dispatch_specs.py)."""
+        body = json.dumps({"dispatch": True, **({"specs": version} if version else {})}).encode()
+        return self.post_event("dispatch", {"message": {"data": base64.b64encode(body).decode(), "messageId": "d"}})
 
     def deliver_starts(self) -> list[tuple[str, str]]:
         """Post every start message published since the last call to start_job; (job, tick) of each."""

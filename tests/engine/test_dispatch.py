@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import threading
 from collections import Counter
@@ -13,8 +14,15 @@ from spotcron.core import layout
 from spotcron.core.cron.schedule import load_time_zone, parse_schedule
 from spotcron.core.errors import Transient
 from spotcron.core.spec import JobSpec
-from spotcron.engine.deployed import BucketSpecs, FixedSpecs, digest, write_deployed
-from spotcron.engine.dispatch import DispatchFailed, dispatch, due_ticks, read_cursor, sweep_due
+from spotcron.engine.dispatch import (
+    DispatchFailed,
+    DispatchState,
+    dispatch,
+    due_ticks,
+    read_cursor,
+    sweep_due,
+)
+from spotcron.engine.dispatch_specs import BucketSpecs, FixedSpecs, specs_version, write_deployed
 from spotcron.engine.launch import launch
 from spotcron.engine.messages import TICK_ATTRIBUTE, format_tick
 from spotcron.testing.memory import MemoryEvents
@@ -212,10 +220,10 @@ def test_the_dispatcher_across_a_dst_day_starts_every_fire_time_once(zone, day):
              for i, s in enumerate(DST_SCHEDULES)]
     h = Harness(now=start.astimezone(UTC).replace(second=5))
     try:
-        write_deployed(h.blobs, specs)
-        deployed = BucketSpecs(h.blobs)
+        version = write_deployed(h.blobs, specs)
+        deployed, state = BucketSpecs(h.blobs), DispatchState()
         while h.clock.now() < end:
-            dispatch(h.deps, deployed)
+            dispatch(h.deps, deployed, version=version, state=state)
             h.clock.advance(60)
         first = start.astimezone(UTC).replace(second=0) - timedelta(seconds=1)
         for spec in specs:
@@ -256,27 +264,57 @@ def test_due_ticks_leaves_out_paused_jobs_and_bad_schedules_and_says_which():
     assert skipped == ["broken"]
 
 
-def test_the_deployed_specs_are_read_once_per_digest():
-    h = Harness()
-    try:
-        bot, other = make_spec(), make_spec(name="other")
-        write_deployed(h.blobs, [bot, other])
-        reader = BucketSpecs(h.blobs)
-        assert [s.name for s in reader.current()] == ["bot", "other"]
-        reads = h.blobs.calls["read"]
-        reader.current()
-        assert h.blobs.calls["read"] == reads + 1  # the index only
-        changed = make_spec(schedule="5 * * * *")
-        write_deployed(h.blobs, [changed])
-        assert reader.current() == [changed]
-        # Half-way through a deploy the bytes do not match the index yet: keep the copy read before.
-        h.blobs.write(layout.deployed_spec("bot"), b'{"name": "bot"}')
-        assert reader.current() == [changed]
-        assert digest(changed) != digest(bot)
-    finally:
-        from spotcron.runtime import entrypoints
+def test_a_warm_dispatcher_reads_nothing_in_a_minute_where_nothing_fires(h):
+    version = write_deployed(h.blobs, [make_spec(), make_spec(name="other", schedule="30 12 * * *")])
+    assert h.dispatch(version).status_code == 200  # 12:00: reads the specs and the cursor, writes it
+    assert starts(h) == [("bot", "2026-11-22T12:00:00Z")]
+    before = dict(h.blobs.calls)
+    for _ in range(29):
+        h.clock.advance(60)
+        h.dispatch(version)
+    assert h.blobs.calls == before  # 12:01-12:29: not one Storage call
+    h.clock.advance(60)
+    h.dispatch(version)  # 12:30: a tick, so one cursor write
+    assert {k: v - before[k] for k, v in h.blobs.calls.items() if v != before[k]} == {"write": 1}
+    assert starts(h)[-1] == ("other", "2026-11-22T12:30:00Z")
 
-        entrypoints.use(None)
+
+def test_a_new_deploy_is_read_at_the_next_minute(h):
+    version = write_deployed(h.blobs, [make_spec()])
+    h.dispatch(version)
+    changed = make_spec(schedule="1 12 * * *")
+    new_version = write_deployed(h.blobs, [changed, make_spec(name="added", schedule="1 12 * * *")])
+    assert new_version != version
+    h.clock.advance(60)
+    h.dispatch(new_version)
+    assert sorted(starts(h)) == [("added", "2026-11-22T12:01:00Z"), ("bot", "2026-11-22T12:00:00Z"),
+                                 ("bot", "2026-11-22T12:01:00Z")]
+    write_deployed(h.blobs, [])
+    h.clock.advance(60 * 59)
+    h.dispatch(specs_version([]))  # 13:00: bot would fire, but nothing is deployed any more
+    assert len(starts(h)) == 3
+
+
+def test_a_stale_cursor_in_a_warm_dispatcher_costs_a_lost_claim_not_a_double_tick(h):
+    specs = FixedSpecs([make_spec(schedule="* * * * *", concurrency="allow")])
+    mine, theirs = DispatchState(), DispatchState()
+    dispatch(h.deps, specs, state=mine)  # 12:00 by this instance
+    h.clock.advance(60)
+    dispatch(h.deps, specs, state=theirs)  # 12:01 by another instance
+    h.clock.advance(60)
+    report = dispatch(h.deps, specs, state=mine)  # 12:02: its cursor says 12:00
+    assert report.lost_race == 1 and report.started == [("bot", datetime(2026, 11, 22, 12, 2, tzinfo=UTC))]
+    assert Counter(starts(h)) == Counter({("bot", f"2026-11-22T12:0{m}:00Z"): 1 for m in range(3)})
+
+
+def test_the_dispatch_message_version_is_what_deploy_puts_in_the_entry():
+    from spotcron.deploy.desired import dispatch_data
+    from spotcron.runtime.entrypoints import dispatch_version
+
+    jobs = [make_spec(), make_spec(name="other")]
+    data = {"message": {"data": base64.b64encode(dispatch_data(jobs).encode()).decode()}}
+    assert dispatch_version(data) == specs_version(reversed(jobs)) == specs_version(jobs)
+    assert dispatch_version({"message": {"data": ""}}) is None
 
 
 def test_a_stale_or_broken_cursor_does_not_stop_the_dispatcher(h):
@@ -292,8 +330,14 @@ def test_a_job_spec_round_trips_through_the_deployed_objects():
                                    "matrix": [{"name": "a"}, {"name": "b", "env": {"K": "v"}}]})
     h = Harness()
     try:
-        write_deployed(h.blobs, [spec])
-        assert BucketSpecs(h.blobs).current() == [spec]
+        version = write_deployed(h.blobs, [spec])
+        reader = BucketSpecs(h.blobs)
+        assert reader.current() == [spec]
+        reads = h.blobs.calls["read"]
+        assert reader.current(version) == [spec] and h.blobs.calls["read"] == reads  # held: nothing read
+        h.blobs.write(layout.deployed_spec("broken"), b"{}")
+        assert reader.current() == [spec]  # read again; the one that does not load is left out (and logged)
+        assert h.blobs.calls["read"] == reads + 2
     finally:
         from spotcron.runtime import entrypoints
 

@@ -1,0 +1,108 @@
+"""The deployed job specs as the dispatcher reads them (`scheduling: shared`), cheaply.
+
+deploy writes each job's validated spec as canonical JSON to `deployed/JOB.json` (core/layout.py).
+The dispatcher runs every minute, so what it reads matters: a listing is a Class A operation and
+each read a Class B one. Deploy therefore puts a version of the whole set, `specs_version`, in the
+dispatch entry's message; a warm dispatcher that already holds that version reads nothing, and
+one that does not (a cold start, a new deploy) lists `deployed/` and reads each spec once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+from collections.abc import Iterable
+from typing import Protocol
+
+from pydantic import ValidationError
+
+from spotcron.core import layout
+from spotcron.core.spec import JobSpec
+from spotcron.engine.ports import Blobs
+
+log = logging.getLogger("spotcron.engine")
+
+
+class SpecSource(Protocol):
+    def current(self, version: str | None = None) -> list[JobSpec]:
+        """Every deployed job, paused ones included. `version` (from the dispatch message) lets a
+        source skip reading when it already holds that version of the set."""
+        ...
+
+
+def canonical(spec: JobSpec) -> bytes:
+    """The one byte form of a deployed spec: sorted keys, no spaces."""
+    return json.dumps(spec.to_payload(), sort_keys=True, separators=(",", ":")).encode()
+
+
+def specs_version(specs: Iterable[JobSpec]) -> str:
+    """A digest of the whole deployed set: each job's name and the sha256 of its canonical JSON."""
+    pairs = sorted((spec.name, hashlib.sha256(canonical(spec)).hexdigest()) for spec in specs)
+    return hashlib.sha256(json.dumps(pairs, separators=(",", ":")).encode()).hexdigest()
+
+
+def write_deployed(blobs: Blobs, specs: Iterable[JobSpec]) -> str:
+    """Store `specs` as the deployed set (deleting others); returns the set's version."""
+    specs = list(specs)
+    keep = {layout.deployed_spec(spec.name) for spec in specs}
+    for name in blobs.list(layout.DEPLOYED):
+        if name not in keep and name.endswith(".json"):
+            blobs.delete(name)
+    for spec in specs:
+        blobs.write(layout.deployed_spec(spec.name), canonical(spec), content_type="application/json")
+    return specs_version(specs)
+
+
+class BucketSpecs:
+    """SpecSource over `deployed/` in the bucket, held for as long as the process lives."""
+
+    def __init__(self, blobs: Blobs):
+        self.blobs = blobs
+        self._held: tuple[str, list[JobSpec]] | None = None  # (version, specs) last read
+        self._lock = threading.Lock()
+
+    def current(self, version: str | None = None) -> list[JobSpec]:
+        with self._lock:
+            if version is not None and self._held is not None and self._held[0] == version:
+                return list(self._held[1])
+            specs = self._read_all()
+            read_version = specs_version(specs)
+            if version is not None and read_version != version:
+                # A deploy half-way through (specs written, entry not yet, or the other way round):
+                # use what is there, and read again next time.
+                log.warning("dispatch: the deployed specs are version %s, the dispatch message names %s; "
+                            "reading them again next minute", read_version[:12], version[:12])
+            self._held = (read_version, specs)
+            return list(specs)
+
+    def _read_all(self) -> list[JobSpec]:
+        specs = []
+        for name in self.blobs.list(layout.DEPLOYED):
+            job = name[len(layout.DEPLOYED):].removesuffix(".json")
+            if not name.endswith(".json") or "/" in job:
+                continue
+            blob = self.blobs.read(name)
+            if blob is None:
+                continue  # deleted since the listing
+            try:
+                spec = JobSpec.from_payload(json.loads(blob.data))
+            except (ValueError, ValidationError) as exc:
+                log.error("dispatch: %s does not load, so %s is left out: %s", name, job, str(exc).splitlines()[0])
+                continue
+            if spec.name != job:
+                log.error("dispatch: %s names job %r; left out", name, spec.name)
+                continue
+            specs.append(spec)
+        return specs
+
+
+class FixedSpecs:
+    """A SpecSource that is given, for tests and the bench."""
+
+    def __init__(self, specs: Iterable[JobSpec] = ()):
+        self.specs = list(specs)
+
+    def current(self, version: str | None = None) -> list[JobSpec]:
+        return list(self.specs)
