@@ -54,6 +54,18 @@ def _publisher(emulator_host: str | None) -> Any:
     return pubsub_v1.PublisherClient()
 
 
+def _hand_off(state_dir: Path, payload: dict[str, Any]) -> list[tuple[str, str]] | None:
+    from spotcron.local.handoff import hand_off
+
+    return hand_off(state_dir, payload)
+
+
+def _handed_records(state_dir: Path, runs: list[tuple[str, str]]) -> list[Any]:
+    from spotcron.local.handoff import read_records
+
+    return read_records(state_dir, runs)
+
+
 def _local_stack(state_dir: Path) -> Any:
     import os
 
@@ -72,6 +84,8 @@ class RunsContext:
     compute: Callable[[str], Compute] = _google_compute
     publisher: Callable[[str | None], Any] = _publisher  # emulator host or None → PublisherClient
     local_stack: Callable[[Path], Any] = _local_stack  # state_dir → an unstarted LocalStack
+    hand_off: Callable[[Path, dict[str, Any]], list[tuple[str, str]] | None] = _hand_off  # to a running `up`
+    handed_records: Callable[[Path, list[tuple[str, str]]], list[Any]] = _handed_records  # asked of that `up`
     interactive: Callable[[], bool] = field(default=lambda: sys.stdin.isatty())  # may we ask a question?
     launch: Callable[[str], Any] = click.launch  # open a URL in the user's browser
 

@@ -62,9 +62,12 @@ def print_table(out: Any, columns: Columns, rows: Sequence[Sequence[str]], *,
         saved = out.width
         out.width = max(saved, needed)
         try:
-            out.print(table)
+            with out.capture() as captured:
+                out.print(table)
         finally:
             out.width = saved
+        # No padding after the last value: scripts split on whitespace and diff the lines.
+        out.out("\n".join(line.rstrip() for line in captured.get().splitlines()), highlight=False)
     hidden = [c for c in columns.drop_order if c in columns.names and c not in shown]  # as dropped
     if hidden:
         out.print(f"[dim]left out to fit {out.width} columns: {', '.join(hidden)} ({hint})[/dim]")

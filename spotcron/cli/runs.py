@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = ["COMMANDS", "RunsContext", "logs", "results", "run", "runs", "status"]
 
 DEFAULT_LIMIT = 20
+FOLLOW_POLL_S = 1.0  # `spotcron run` handed to `up`: seconds between looks at the bucket
 
 
 # --- spotcron runs -----------------------------------------------------------------------------
@@ -216,8 +217,14 @@ def run(job_or_file: str, cloud: bool, project: str | None, topic: str | None, t
 
 
 def _run_locally(spec: Any, state_dir: Path, timeout_s: float) -> list[RunRecord]:
-    """Start the local stack, run every matrix entry now and wait for them all to end."""
+    """Run every matrix entry now and wait for them all to end: on the `spotcron up` that owns
+    `state_dir` when one runs (a second stack cannot share it), else on a local stack of its own."""
     err = console(stderr=True)
+    started = runs_context().hand_off(state_dir, spec.to_payload())
+    if started is not None:
+        for job, run_id in started:
+            err.print(f"started {job}/{run_id} on the running `spotcron up`")
+        return _follow_runs(started, state_dir, timeout_s, err)
     with err.status(f"starting the local stack in {state_dir}…") as spinner, \
             runs_context().local_stack(state_dir) as stack:
         started = stack.run_now(spec)
@@ -234,6 +241,25 @@ def _run_locally(spec: Any, state_dir: Path, timeout_s: float) -> list[RunRecord
         err.print(f"[yellow]gave up waiting after {timeout_s:.0f}s[/yellow]: the local stack stopped with the run "
                   f"unfinished; raise --timeout")
     return records
+
+
+def _follow_runs(started: list[tuple[str, str]], state_dir: Path, timeout_s: float, err: Any) -> list[RunRecord]:
+    """Ask the running `up` for the runs' records until every run has ended (or `timeout_s`)."""
+    context = runs_context()
+    records: list[RunRecord] = []
+    waited = 0.0
+    with err.status(f"waiting for {', '.join(r for _, r in started)}…") as spinner:
+        while True:
+            records = [r for r in context.handed_records(state_dir, started) if r is not None]
+            if len(records) == len(started) and all(r.terminal for r in records):
+                return records
+            if waited >= timeout_s:
+                err.print(f"[yellow]gave up waiting after {timeout_s:.0f}s[/yellow]: the runs go on in the running "
+                          "`spotcron up`; `spotcron runs` shows them")
+                return records
+            spinner.update(", ".join(f"{r.run_id} {r.state}" for r in records))
+            context.sleep(FOLLOW_POLL_S)
+            waited += FOLLOW_POLL_S
 
 
 def _publish_start(spec: Any, project: str, topic: str, bucket: str | None) -> None:

@@ -34,7 +34,10 @@ def up(jobs_dir: Path, once: bool, state_dir: Path, timeout: float, sweep_interv
     """Run the scheduler, functions, bucket and "VMs" locally.
 
     Without --once, fires each job at its cron times (in its time zone) until Ctrl-C, re-reading
-    jobs/ when a file changes or on SIGHUP. VMs are runner processes: the job's container under
+    jobs/ when a file changes or on SIGHUP; a broken job file is shown with file:line and the
+    other jobs keep running. In a terminal a live view shows each job's next run and the runs in
+    flight; in a pipe, one line per run start and end. `spotcron run JOB` meanwhile hands its
+    run to this stack. VMs are runner processes: the job's container under
     docker or podman when the image exists locally, else the job's `local.command`. Results land
     in a local bucket under --state-dir; read them with `spotcron runs`, `logs` and `results`.
     """
@@ -42,7 +45,7 @@ def up(jobs_dir: Path, once: bool, state_dir: Path, timeout: float, sweep_interv
     from spotcron.local.stack import LocalStack
 
     out = console()
-    specs = load_jobs([jobs_dir])  # fail before starting anything
+    specs = load_jobs([jobs_dir]) if once else []  # --once fails before starting anything
     stack = LocalStack(state_dir, environ=os.environ, sweep_interval=sweep_interval)
     with _stopped_however_it_ends(stack.stop):
         stack.start()
@@ -134,22 +137,29 @@ def _progress(records):
 
 
 def _forever(stack, jobs_dir: Path, out) -> None:
-    from spotcron.core.loader import load_jobs
+    from spotcron.cli.live import JobLoader, UpView
 
-    stack.schedule(lambda: load_jobs([jobs_dir]), watch=[jobs_dir])
+    view = UpView(out, now=stack.deps.clock.now, read_record=stack.deps.store.read,
+                  upcoming=lambda: stack.scheduler.upcoming() if stack.scheduler is not None else {})
+    stack.feed.listen(view.on_event)
+    stack.schedule(JobLoader(jobs_dir, stack.grace, view), watch=[jobs_dir])
+    stack.accept_handoffs()
     hangup = getattr(signal, "SIGHUP", None)
     previous = signal.getsignal(hangup) if hangup is not None else None
     if hangup is not None:
         signal.signal(hangup, lambda *_: stack.scheduler.request_reload())
     for name, fire in sorted(stack.scheduler.upcoming().items(), key=lambda item: item[1]):
         out.print(f"  {name}: next run {fire:%Y-%m-%d %H:%M} UTC")
-    out.print("Waiting for the next tick. Ctrl-C stops everything.")
+    out.print("Waiting for the next tick. Ctrl-C stops everything; `spotcron run JOB` runs a job now.")
+    view.start()
     try:
         while True:  # pause() also returns after a handled SIGHUP (reload): only Ctrl-C/SIGTERM end this
             signal.pause() if hasattr(signal, "pause") else time.sleep(60)
     except KeyboardInterrupt:
+        view.stop()
         out.print("stopping: deleting local VMs …")
     finally:
+        view.stop()
         if hangup is not None:
             signal.signal(hangup, previous if previous is not None else signal.SIG_DFL)
 

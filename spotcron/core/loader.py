@@ -72,6 +72,17 @@ def load_jobs(paths: Iterable[Path | str], *, grace: int = DEFAULT_GRACE) -> lis
     `grace` is the stack's extra VM lifetime beyond a job's timeout (checked against Compute
     Engine's maxRunDuration range).
     """
+    specs, problems = check_jobs(paths, grace=grace)
+    if problems:
+        raise ConfigError(problems)
+    return specs
+
+
+def check_jobs(paths: Iterable[Path | str], *, grace: int = DEFAULT_GRACE) -> tuple[list[JobSpec], list[Problem]]:
+    """The jobs of the files that are valid, sorted by name, and every problem of the others.
+
+    What a long-running reader (`spotcron up`) needs: one broken file must not stop the rest.
+    """
     files, problems = job_files(paths)
     specs: list[JobSpec] = []
     by_name: dict[str, list[Path]] = {}
@@ -83,13 +94,12 @@ def load_jobs(paths: Iterable[Path | str], *, grace: int = DEFAULT_GRACE) -> lis
         by_name.setdefault(file.stem, []).append(file)
     for name, same in by_name.items():
         if len(same) > 1:
+            specs = [s for s in specs if s.name != name]
             for file in same:
                 others = ", ".join(str(o) for o in same if o != file)
                 problems.append(Problem(str(file), None, "", f"job name {name!r} is also defined by {others}; a "
                                         f"job is named after its file, so each file name must be unique"))
-    if problems:
-        raise ConfigError(_sorted(problems))
-    return sorted(specs, key=lambda s: s.name)
+    return sorted(specs, key=lambda s: s.name), _sorted(problems)
 
 
 def load_job_file(path: Path | str, *, grace: int = DEFAULT_GRACE) -> JobSpec:

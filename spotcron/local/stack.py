@@ -21,6 +21,7 @@ from spotcron.core.runs import RunRecord
 from spotcron.core.settings import Settings
 from spotcron.core.spec import JobSpec
 from spotcron.engine.deps import Deps
+from spotcron.local.feed import EventFeed
 from spotcron.runtime import entrypoints
 
 log = logging.getLogger("spotcron.local")
@@ -52,6 +53,7 @@ class LocalStack:
         self.deps: Deps | None = None
         self.bus: Any = None
         self.scheduler: Any = None
+        self.feed = EventFeed()  # run events, for `spotcron up`'s view
 
     # --- lifecycle -----------------------------------------------------------------------------
     def start(self) -> LocalStack:
@@ -74,7 +76,6 @@ class LocalStack:
         from spotcron.local.compute import LocalCompute, container_runtime
         from spotcron.local.metadata import LocalMetadataServer
         from spotcron.present.page import update_index
-        from spotcron.testing.memory import MemoryEvents
 
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self._stack.append(_lock_state_dir(self.state_dir))
@@ -98,7 +99,7 @@ class LocalStack:
         self.bus = EmulatorBus(emulator) if emulator else InProcessBus(clock)
         self._stack.append(self.bus.close)
         self.deps = Deps(settings=settings, compute=compute, blobs=emulator_blobs(bucket.url, LOCAL_BUCKET),
-                         events=MemoryEvents(), identity=GoogleIdentity(certs_url=metadata.certs_url), clock=clock,
+                         events=self.feed, identity=GoogleIdentity(certs_url=metadata.certs_url), clock=clock,
                          run_cost=cost_function(self.prices, settings.region), on_run_end=[update_index])
         self.compute, self.metadata, self.bucket = compute, metadata, bucket
         entrypoints.use(self.deps)
@@ -139,6 +140,14 @@ class LocalStack:
         self.scheduler = LocalScheduler(load, self.bus.publish, self.deps.clock, start_topic=self.settings.start_topic,
                                         sweep_topic=self.settings.sweep_topic,
                                         sweep_interval_s=self.settings.sweep_interval, watch=watch).start()
+
+    def accept_handoffs(self) -> None:
+        """Let `spotcron run` hand runs to this stack (see spotcron.local.handoff) until stop()."""
+        from spotcron.local.handoff import HandoffServer
+
+        server = HandoffServer(self.state_dir, lambda payload: self.run_now(JobSpec.from_payload(payload)),
+                               self.deps.store.read).start()
+        self._stack.append(server.stop)
 
     def run_now(self, spec: JobSpec) -> list[tuple[str, str]]:
         """Start a manual run of every matrix entry of `spec`; (job, run_id) of each."""

@@ -1,0 +1,193 @@
+"""What `spotcron up` shows while it runs.
+
+In a terminal: a live panel (each job with its next fire time, the runs in flight with their
+elapsed time) under a scrolling log of one line per run start and end (state, duration, cost)
+and per job-file problem (file:line). In a pipe: the same log lines, plain, one per event, and
+no panel. The view only listens: run events come from the stack's event feed, reload results
+from the loader wrapper below; it never changes what the stack does.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from spotcron.core.durations import format_duration
+from spotcron.core.errors import Problem
+from spotcron.core.spec import JobSpec
+
+STATE_STYLES = {"succeeded": "green", "failed": "red", "timed_out": "red", "lost": "red",
+                "preempted": "yellow", "skipped": "yellow", "scheduled": "cyan", "starting": "cyan",
+                "running": "cyan"}
+
+
+@dataclass
+class InFlight:
+    job: str
+    run_id: str
+    state: str
+    since: datetime
+    vm: str = ""
+
+
+class UpView:
+    """Run events and reload problems in; lines (and, in a terminal, a live panel) out."""
+
+    def __init__(self, out: Any, *, now: Callable[[], datetime], read_record: Callable[[str, str], Any],
+                 upcoming: Callable[[], Mapping[str, datetime]]):
+        self.out = out
+        self.now = now
+        self.read_record = read_record
+        self.upcoming = upcoming
+        self.flying: dict[tuple[str, str], InFlight] = {}
+        self.problems: list[Problem] = []
+        self._lock = threading.Lock()
+        self._live: Any = None
+
+    # --- lifecycle -----------------------------------------------------------------------------
+    def start(self) -> UpView:
+        if self.out.is_terminal:
+            from rich.live import Live
+
+            self._live = Live(get_renderable=self.panel, console=self.out, refresh_per_second=2,
+                              transient=True, redirect_stdout=False, redirect_stderr=False)
+            self._live.start()
+        return self
+
+    def stop(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+    # --- what happens ----------------------------------------------------------------------------
+    def on_event(self, event: Mapping[str, Any]) -> None:
+        kind, job, run_id = event.get("type"), str(event.get("job")), str(event.get("run_id"))
+        key = (job, run_id)
+        now = self.now()
+        with self._lock:
+            if kind == "run.scheduled":
+                self.flying[key] = InFlight(job, run_id, str(event.get("state")), now)
+                return  # the start line comes with the VM
+            if kind == "run.started":
+                flight = self.flying.setdefault(key, InFlight(job, run_id, "running", now))
+                flight.state, flight.vm = "running", str(event.get("vm") or "")
+                self._line(now, f"{job}/{run_id}", "started", f"VM {flight.vm} in {event.get('zone')}")
+                return
+            if kind == "run.retrying":
+                if key in self.flying:
+                    self.flying[key].state = "retrying"
+                self._line(now, f"{job}/{run_id}", "preempted",
+                           f"attempt {event.get('attempt')} starts; {event.get('reason') or ''}".rstrip("; "))
+                return
+            if kind != "run.finished":
+                return
+            self.flying.pop(key, None)
+        record = self.read_record(job, run_id)
+        self._line(now, f"{job}/{run_id}", str(event.get("state")), ended_detail(record, event))
+
+    def reloaded(self, specs: list[JobSpec], problems: list[Problem], kept: list[str]) -> None:
+        """After a (re)load of the job files: say what is wrong, once per change."""
+        with self._lock:
+            if problems == self.problems:
+                return
+            self.problems = list(problems)
+        now = self.now()
+        for problem in problems:
+            self._line(now, "", "error", str(problem))
+        if problems:
+            loaded = ", ".join(s.name for s in specs) or "none"
+            held = f"; kept as loaded before: {', '.join(kept)}" if kept else ""
+            count = f"{len(problems)} problem{'s' if len(problems) != 1 else ''} in the job files"
+            self._line(now, "", "warning", f"{count}; jobs running: {loaded}{held}")
+        else:
+            self._line(now, "", "reloaded", f"job files fixed; jobs running: {', '.join(s.name for s in specs) or 'none'}")
+
+    # --- drawing ---------------------------------------------------------------------------------
+    def _line(self, at: datetime, subject: str, what: str, detail: str) -> None:
+        from rich.text import Text
+
+        text = Text(f"{at.astimezone(UTC):%H:%M:%S} ", style="dim")
+        if subject:
+            text.append(subject + " ")
+        style = STATE_STYLES.get(what, "red" if what == "error" else "yellow" if what == "warning" else "")
+        text.append(what, style=style)
+        if detail:
+            text.append(f"  {detail}")
+        # Printed above the panel in a terminal; a plain line in a pipe. Never cut: it wraps.
+        (self._live.console if self._live is not None else self.out).print(text, soft_wrap=not self.out.is_terminal)
+
+    def panel(self) -> Any:
+        from rich.console import Group
+        from rich.table import Table
+        from rich.text import Text
+
+        now = self.now()
+        jobs = Table(box=None, pad_edge=False, header_style="bold", title="jobs", title_justify="left")
+        for column in ("job", "next run (UTC)", "in"):
+            jobs.add_column(column, no_wrap=True)
+        for name, fire in sorted(self.upcoming().items(), key=lambda item: item[1]):
+            jobs.add_row(name, f"{fire.astimezone(UTC):%Y-%m-%d %H:%M}",
+                         format_duration(max(0.0, (fire - now).total_seconds())))
+        parts: list[Any] = [jobs]
+        with self._lock:
+            flying = sorted(self.flying.values(), key=lambda f: f.since)
+            problems = len(self.problems)
+        if flying:
+            runs = Table(box=None, pad_edge=False, header_style="bold", title="runs in flight", title_justify="left")
+            for column in ("run", "state", "for", "vm"):
+                runs.add_column(column, no_wrap=True)
+            for flight in flying:
+                runs.add_row(f"{flight.job}/{flight.run_id}", Text(flight.state, style=STATE_STYLES.get(
+                    flight.state, "")), format_duration(max(0.0, (now - flight.since).total_seconds())), flight.vm)
+            parts.append(runs)
+        footer = "Ctrl-C stops everything."
+        if problems:
+            footer = f"[red]{problems} problem(s) in the job files (above).[/red] " + footer
+        parts.append(Text.from_markup(f"[dim]{footer}[/dim]"))
+        return Group(*parts)
+
+
+def ended_detail(record: Any, event: Mapping[str, Any]) -> str:
+    """`in 12s, $0.0001, exit 0` (+ the reason when it did not succeed)."""
+    from spotcron.present.views import format_cost
+
+    if record is None:
+        return str(event.get("reason") or "")
+    parts = []
+    if record.duration_seconds is not None:
+        parts.append(f"in {format_duration(record.duration_seconds)}")
+    parts.append(format_cost(record.cost_usd))
+    if record.exit_code is not None:
+        parts.append(f"exit {record.exit_code}")
+    text = ", ".join(parts)
+    if record.state != "succeeded" and record.reason:
+        text += f": {' '.join(record.reason.split())}"
+    return text
+
+
+class JobLoader:
+    """Loads jobs/ for the scheduler: valid files run, broken ones are reported, and a job whose
+    file breaks keeps its last good version (its runs go on) until the file is fixed."""
+
+    def __init__(self, jobs_dir: Path, grace: int, view: UpView | None):
+        self.jobs_dir = jobs_dir
+        self.grace = grace
+        self.view = view
+        self.good: dict[str, JobSpec] = {}
+
+    def __call__(self) -> list[JobSpec]:
+        from spotcron.core.loader import check_jobs
+
+        specs, problems = check_jobs([self.jobs_dir], grace=self.grace)
+        loaded = {s.name: s for s in specs}
+        broken = {Path(p.file).stem for p in problems}
+        existing = {p.stem for p in self.jobs_dir.glob("*.y*ml")}
+        kept = sorted(n for n in self.good if n in broken and n in existing and n not in loaded)
+        self.good = {**{n: self.good[n] for n in kept}, **loaded}
+        if self.view is not None:
+            self.view.reloaded(specs, problems, kept)
+        return sorted(self.good.values(), key=lambda s: s.name)
