@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 JOBS   ?= jobs
 
 .DEFAULT_GOAL := help
-.PHONY: help install run test lint bench reliability plan deploy schema clean tools
+.PHONY: help install run test lint bench reliability plan deploy e2e schema clean tools
 
 help: ## show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -38,6 +38,9 @@ bench: $(STAMP) ## print speed and cost figures, each beside its baseline
 
 reliability: $(STAMP) ## a long seeded fault simulation; prints the figures
 	$(BIN)/python -m spotcron.testing.simulation --days 30 --jobs 60 --seed 7
+
+e2e: $(STAMP) ## deploy to a throwaway project (SPOTCRON_E2E_PROJECT), run hello-bot once on a VM, check, destroy
+	$(BIN)/python -m tests.e2e
 
 schema: $(STAMP) ## regenerate jobs/schema.json from the spec model
 	$(BIN)/spotcron schema > $(JOBS)/schema.json
