@@ -302,3 +302,18 @@ def test_update_index_counts_every_run_of_a_job():
     failed_id = f"{T0 - timedelta(hours=3):%Y%m%d-%H%M}"
     assert f'href="{layout.manifest("hello-bot", failed_id, 1)}">results</a>' in row
     assert deps.blobs.read(layout.INDEX_PAGE).data.decode() == html
+    assert "Rates and spend come from" not in html
+
+
+def test_the_run_end_hook_reads_a_bounded_number_of_records_and_says_so(monkeypatch):
+    from spotcron.present import page
+
+    deps = _Deps()
+    for hour in range(44):
+        deps.store.create(_at("hello-bot", T0 - timedelta(hours=hour)))
+    monkeypatch.setattr(page, "HOOK_SUMMARY_READS", 30)
+    before = deps.blobs.calls["read"]
+    html = update_index(deps, charts=False)
+    assert deps.blobs.calls["read"] - before == 30
+    assert "Showing the 20 most recent of 44 runs" in html and "<dd>1 (44 runs on record)</dd>" in html
+    assert "Rates and spend come from the newest 30 runs of each job" in html

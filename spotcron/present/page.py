@@ -24,7 +24,10 @@ from spotcron.core.runs import RunRecord, RunState
 from spotcron.present.summary import PageSummary, ids_since, summarize, window_start
 
 DEFAULT_LIMIT = 20
-SUMMARY_READS = 2000  # per job: the newest runs of the summary's window that are read
+SUMMARY_READS = 2000  # per job: the newest runs of the summary's window that `spotcron page` reads
+# The run-end hook reads far fewer: it runs inside job_done after every run, where a read costs
+# time the function is billed for. A summary from fewer runs says so on the page.
+HOOK_SUMMARY_READS = 100
 
 _CSS = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 70em;
@@ -48,7 +51,8 @@ _CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 def render_index(records_by_job: Mapping[str, Sequence[RunRecord]], charts: Mapping[str, bytes] | None = None,
                  *, generated_at: datetime | None = None, limit: int = DEFAULT_LIMIT,
                  title: str = "spotcron runs", captions: Mapping[str, str] | None = None,
-                 summary: PageSummary | None = None, totals: Mapping[str, int] | None = None) -> str:
+                 summary: PageSummary | None = None, totals: Mapping[str, int] | None = None,
+                 sampled: int | None = None) -> str:
     """The page: the `limit` most recent runs of each job, newest first, then the charts.
 
     `captions` describes a chart in words (its alt text too); the file name stands in without one.
@@ -70,7 +74,7 @@ def render_index(records_by_job: Mapping[str, Sequence[RunRecord]], charts: Mapp
         parts.append("<p>No runs yet.</p>")
     else:
         if summary is None and generated_at is not None:
-            summary = summarize(records_by_job, generated_at, totals=totals)
+            summary = summarize(records_by_job, generated_at, totals=totals, sampled=sampled)
         if summary is not None:
             parts.append(_summary_section(summary))
     for job in sorted(records_by_job):
@@ -94,36 +98,42 @@ def update_index(deps: Any, record: RunRecord | None = None, *, limit: int = DEF
     relative time and cost charts, priced as their records say, when matplotlib is installed.
     Returns the page it wrote.
     """
-    html, _ = build_page(deps.store, deps.clock.now(), deps.settings.region, limit=limit, charts=charts)
+    html, _ = build_page(deps.store, deps.clock.now(), deps.settings.region, limit=limit, charts=charts,
+                         summary_reads=HOOK_SUMMARY_READS)
     deps.blobs.write(layout.INDEX_PAGE, html.encode("utf-8"), content_type="text/html; charset=utf-8")
     return html
 
 
-def build_page(store: Any, now: datetime, region: str, *, limit: int = DEFAULT_LIMIT, charts: bool = True
-               ) -> tuple[str, dict[str, list[RunRecord]]]:
+def build_page(store: Any, now: datetime, region: str, *, limit: int = DEFAULT_LIMIT, charts: bool = True,
+               summary_reads: int = SUMMARY_READS) -> tuple[str, dict[str, list[RunRecord]]]:
     """The page from the bucket's records as of `now`, and the records it shows per job."""
-    records_by_job, totals = page_records(store, now, limit)
+    records_by_job, totals, capped = page_records(store, now, limit, summary_reads)
     pngs: dict[str, bytes] = {}
     captions: dict[str, str] = {}
     if charts:
         pngs, captions = _benchmark_charts(records_by_job, region)
-    html = render_index(records_by_job, pngs, generated_at=now, limit=limit, captions=captions, totals=totals)
+    html = render_index(records_by_job, pngs, generated_at=now, limit=limit, captions=captions, totals=totals,
+                        sampled=summary_reads if capped else None)
     return html, {job: shown_runs(records, limit) for job, records in records_by_job.items()}
 
 
-def page_records(store: Any, now: datetime, limit: int = DEFAULT_LIMIT
-                 ) -> tuple[dict[str, list[RunRecord]], dict[str, int]]:
-    """Per job: the records the page needs (its newest `limit`, and the summary's window), and
-    how many runs it has in all. One listing per job; a read per record needed."""
+def page_records(store: Any, now: datetime, limit: int = DEFAULT_LIMIT, summary_reads: int = SUMMARY_READS
+                 ) -> tuple[dict[str, list[RunRecord]], dict[str, int], bool]:
+    """Per job: the records the page needs (its newest `limit`, and up to `summary_reads` of the
+    summary's window), how many runs it has in all, and whether a window was cut to fit.
+    One listing per job; a read per record needed."""
     records_by_job: dict[str, list[RunRecord]] = {}
     totals: dict[str, int] = {}
+    capped = False
     since = window_start(now)
     for job in store.jobs():
         ids = store.run_ids(job)
         totals[job] = len(ids)
-        wanted = dict.fromkeys(ids_since(ids, since)[-SUMMARY_READS:] + ids[-limit:])
+        window = ids_since(ids, since)
+        capped = capped or len(window) > summary_reads
+        wanted = dict.fromkeys(window[-summary_reads:] + ids[-limit:])
         records_by_job[job] = [r for r in (store.read(job, run_id) for run_id in wanted) if r is not None]
-    return records_by_job, totals
+    return records_by_job, totals, capped
 
 
 def _summary_section(summary: PageSummary) -> str:
@@ -133,9 +143,11 @@ def _summary_section(summary: PageSummary) -> str:
     projected = _usd(summary.projected_month) if summary.projected_month is not None else "-"
     rows.append(("projected for the month", f"{projected} ({summary.projection_basis})"))
     items = "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in rows)
+    sampled = (f"Rates and spend come from the newest {summary.sampled} runs of each job; "
+               "<code>spotcron page</code> counts more. " if summary.sampled else "")
     return ('<h2 id="summary">Summary</h2>'
             f'<dl class="summary">{items}</dl>'
-            '<p class="meta">Spend is what the run records priced: every attempt\'s VM and disk. The '
+            f'<p class="meta">{sampled}Spend is what the run records priced: every attempt\'s VM and disk. The '
             "scheduler, functions and storage are on top; <code>spotcron cost</code> projects them.</p>")
 
 

@@ -45,6 +45,7 @@ class PageSummary:
     spent_this_month: float
     projected_month: float | None  # None: no priced run in the last 30 days
     projection_basis: str
+    sampled: int | None = None  # figures from only the newest N runs of each job (None: all of the window)
 
     def rate(self, days: int) -> Rate:
         return next(r for r in self.rates if r.days == days)
@@ -63,7 +64,7 @@ def ids_since(run_ids: Iterable[str], since: datetime) -> list[str]:
 
 
 def summarize(records_by_job: Mapping[str, Sequence[RunRecord]], now: datetime, *,
-              totals: Mapping[str, int] | None = None) -> PageSummary:
+              totals: Mapping[str, int] | None = None, sampled: int | None = None) -> PageSummary:
     """`records_by_job` holds at least every run since `window_start(now)`; `totals` counts all runs."""
     now = now.astimezone(UTC)
     records = [r for rs in records_by_job.values() for r in rs]
@@ -77,7 +78,7 @@ def summarize(records_by_job: Mapping[str, Sequence[RunRecord]], now: datetime, 
     projected, basis = _projection(records, now)
     runs = sum(totals.values()) if totals is not None else len(records)
     return PageSummary(jobs=len(records_by_job), runs=runs, rates=tuple(rates), month=f"{now:%B %Y}",
-                       spent_this_month=spent, projected_month=projected, projection_basis=basis)
+                       spent_this_month=spent, projected_month=projected, projection_basis=basis, sampled=sampled)
 
 
 def _projection(records: Sequence[RunRecord], now: datetime) -> tuple[float | None, str]:
