@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from spotcron.present.views import ResultFile
 
 
-LOG_PIECE = 1 << 20  # bytes per ranged read of a log: what `logs` holds in memory at once
+LOG_PIECE = 8 << 20  # bytes per ranged read of a log: what `logs` holds in memory at once
 
 
 # --- spotcron logs -----------------------------------------------------------------------------

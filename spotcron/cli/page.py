@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from spotcron.engine.ports import Blobs
 
 CONSOLE_URL = "https://storage.cloud.google.com/{bucket}/{name}"  # opens with the browser's Google login
-COPY_PIECE = 1 << 20
+COPY_PIECE = 8 << 20
 
 
 @click.command("page")
