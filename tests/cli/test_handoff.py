@@ -10,6 +10,7 @@ import pytest
 import requests
 
 from spotcron.core.errors import SpotcronError
+from spotcron.core.runs import RunState
 from spotcron.local.handoff import HANDOFF_FILE, HandoffServer, hand_off, read_records
 from tests.cli.conftest import NOW, make_record
 
@@ -30,13 +31,13 @@ def test_run_hands_off_to_a_running_up_and_follows_to_the_end(invoke, bucket, co
         return [("bot", run_id)]
 
     def finish() -> None:
-        bucket.store.update("bot", run_id, lambda r: r.with_state(final, NOW + timedelta(seconds=5), exit_code=0
+        bucket.store.update("bot", run_id, lambda r: r.with_state(RunState(final), NOW + timedelta(seconds=5), exit_code=0
                                                                   if final == "succeeded" else 3))
 
     context.hand_off = hand
     context.handed_records = lambda state_dir, runs: [bucket.store.read(job, r) for job, r in runs]
     context.local_stack = lambda state_dir: pytest.fail("a second local stack was started beside `up`")
-    sleeps.steps = [lambda: bucket.store.update("bot", run_id, lambda r: r.with_state("running", NOW)), finish]
+    sleeps.steps = [lambda: bucket.store.update("bot", run_id, lambda r: r.with_state(RunState.RUNNING, NOW)), finish]
     result = invoke("run", "bot")
     assert result.exit_code == code, result.output
     assert handed[0]["name"] == "bot" and handed[0]["machine"]["type"] == "e2-small"

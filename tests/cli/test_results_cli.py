@@ -14,7 +14,7 @@ import pytest
 from spotcron.cli.runs import RunsContext
 from spotcron.core import layout
 from spotcron.core.errors import SpotcronError
-from spotcron.core.runs import vm_name
+from spotcron.core.runs import RunState, vm_name
 from spotcron.engine.ports import Instance
 from spotcron.present import views
 from spotcron.testing.memory import MemoryCompute
@@ -657,7 +657,7 @@ def test_follow_reads_only_what_is_new(invoke, bucket, sleeps, monkeypatch):
 
     def finish() -> None:
         bucket.logs(job, run, 1, first + "done\n")
-        bucket.store.update(job, run, lambda r: r.with_state("succeeded", NOW, exit_code=0))
+        bucket.store.update(job, run, lambda r: r.with_state(RunState.SUCCEEDED, NOW, exit_code=0))
 
     sleeps.steps = [finish]
     result = invoke("logs", f"{job}/{run}", "-f")
