@@ -80,3 +80,19 @@ def find_job_file(job_or_file: str, jobs_dir: Path) -> Path:
     hint = suggest(job_or_file, names)
     known = f"did you mean {hint!r}?" if hint else (f"jobs there: {', '.join(names)}" if names else "it has no jobs")
     raise SpotcronError(f"no job named {job_or_file!r} in {jobs_dir}/; {known}")
+
+
+def given(name: str) -> bool:
+    """Whether the user typed option `name` (the click parameter name) on the command line;
+    values from the environment or defaults do not count."""
+    from click.core import ParameterSource
+
+    return click.get_current_context().get_parameter_source(name) == ParameterSource.COMMANDLINE
+
+
+def goes_with(option: str, other: str, why: str) -> Exception:
+    """The error for an option that would be ignored without `other`."""
+    from spotcron.core.errors import SpotcronError
+
+    flag = other.split()[0]
+    return SpotcronError(f"{option} goes with {other}: {why}; add {flag} or leave {option} out")

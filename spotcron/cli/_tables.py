@@ -28,32 +28,41 @@ class Columns:
 def natural_widths(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> dict[str, int]:
     from rich.cells import cell_len
 
-    return {c: max([cell_len(c), *(cell_len(row[i]) for row in rows)]) for i, c in enumerate(columns)}
+    def width(text: str) -> int:  # a cell may hold several lines: its widest one
+        return max(cell_len(line) for line in text.split("\n"))
+
+    return {c: max([width(c), *(width(row[i]) for row in rows)]) for i, c in enumerate(columns)}
 
 
 def print_table(out: Any, columns: Columns, rows: Sequence[Sequence[str]], *,
                 styles: Sequence[Mapping[str, str]] | None = None, title: str | None = None,
-                hint: str = "--json has everything") -> list[str]:
+                hint: str = "--json has everything", sections: frozenset[int] = frozenset(),
+                box: Any = None) -> list[str]:
     """Print `rows` (plain strings, one per column) and return the columns left out.
 
     `styles[i]` maps a column to a rich style for row i's cell. Cells are Text, never markup, so
-    a value with square brackets prints as it is.
+    a value with square brackets prints as it is. A rule goes above each row numbered in
+    `sections`; `box` is a rich box for tables that draw one under their header.
     """
     from rich.table import Table
     from rich.text import Text
 
     widths = natural_widths(columns.names, rows)
-    needed = sum(widths.values()) + COLUMN_GAP * (len(widths) - 1)
+    gap = COLUMN_GAP + (0 if box is None else 1)  # a box draws a divider between two columns
+    needed = sum(widths.values()) + gap * (len(widths) - 1)
     terminal = out.is_terminal
-    shown = fit_columns(widths, out.width, columns.drop_order) if terminal else list(columns.names)
+    shown = fit_columns(widths, out.width, columns.drop_order, gap) if terminal else list(columns.names)
     # box=None, no edge padding and one space either side of a cell: COLUMN_GAP (2) between columns.
-    table = Table(box=None, pad_edge=False, header_style="bold", title=title, title_justify="left")
+    table = Table(box=box, pad_edge=False, header_style="bold", title=title, title_justify="left",
+                  show_edge=False)
     for column in shown:
         # In a terminal narrower than even the kept columns, cells fold onto more lines, never cut.
         table.add_column(column, no_wrap=not terminal, overflow="fold", min_width=None if terminal else widths[column],
                          justify="right" if column in columns.right else "left")
     positions = [columns.names.index(c) for c in shown]
     for number, row in enumerate(rows):
+        if number in sections:
+            table.add_section()
         style = styles[number] if styles else {}
         table.add_row(*(Text(row[i], style=style.get(columns.names[i], "")) for i in positions))
     if terminal:

@@ -211,38 +211,34 @@ def basis_line(stack: StackProjection, source: str, runtime: str) -> str:
 def print_stack(stack: StackProjection, table: PriceTable, region: str,
                 basis: tuple[str, str] | None = None, other: StackProjection | None = None) -> None:
     from rich import box
-    from rich.table import Table
 
+    from spotcron.cli._tables import Columns, print_table
     from spotcron.core.durations import format_duration
     from spotcron.cost.billing import MONTHLY_ITEMS
 
     totals = stack.items()
     items = [k for k in MONTHLY_ITEMS if k != "gpu"]  # GPUs count under compute here; --json splits them
     headers = {"scheduler": "sched", "functions": "fns", "storage": "store"}
-    # Narrow enough for an 80-column terminal: job names fold, figures never do.
-    grid = Table(title=f"USD per 30-day month; prices {table.name} ({table.as_of}), {region}",
-                 box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 0, 0, 1))
-    grid.add_column("job", overflow="fold", min_width=min(20, max(len(j.job) for j in stack.jobs) if stack.jobs else 5))
-    grid.add_column("runs", justify="right", no_wrap=True)
-    grid.add_column("VM/run", justify="right", overflow="fold")
-    for key in items:
-        grid.add_column(headers.get(key, key), justify="right", no_wrap=True)
-    grid.add_column("total", justify="right", style="bold", no_wrap=True)
-    grid.add_column("classic", justify="right", no_wrap=True)
+    names = ("job", "runs", "VM/run", *(headers.get(k, k) for k in items), "total", "classic")
+    rows = []
     for job in stack.jobs:
         times = ",".join(dict.fromkeys(format_duration(v.vm_seconds) for v in job.variants))
         runs = job.runs_per_month
-        grid.add_row(job.job, f"{runs:.1f}" if runs < 100 else f"{runs:.0f}", times,
-                     *(_usd(_item(job.items, k)) for k in items),
-                     _usd(job.monthly_usd), _usd(job.classic_monthly_usd))
+        rows.append((job.job, f"{runs:.1f}" if runs < 100 else f"{runs:.0f}", times,
+                     *(_usd(_item(job.items, k)) for k in items), _usd(job.monthly_usd),
+                     _usd(job.classic_monthly_usd)))
     for part, part_items in stack.overhead.items():
-        grid.add_row(f"({part})", "", "", *(_usd(_item(part_items, k)) for k in items),
-                     _usd(sum(part_items.values())), "")
-    grid.add_section()
-    grid.add_row("stack", "", "", *(_usd(_item(totals, k)) for k in items), _usd(stack.monthly_usd),
-                 _usd(stack.classic_monthly_usd))
+        rows.append((f"({part})", "", "", *(_usd(_item(part_items, k)) for k in items),
+                     _usd(sum(part_items.values())), ""))
+    rows.append(("stack", "", "", *(_usd(_item(totals, k)) for k in items), _usd(stack.monthly_usd),
+                 _usd(stack.classic_monthly_usd)))
     out = console()
-    out.print(grid)
+    # A narrow terminal drops whole columns (the itemised ones first); no figure is ever cut.
+    print_table(out, Columns(names, ("store", "fns", "disk", "sched", "VM/run", "compute", "classic", "runs"),
+                             frozenset(names[1:])), rows,
+                title=f"USD per 30-day month; prices {table.name} ({table.as_of}), {region}",
+                styles=[{"total": "bold"}] * len(rows), sections=frozenset({len(rows) - 1}),
+                box=box.SIMPLE_HEAD, hint="--json has every item")
     if basis is not None:
         out.print(basis_line(stack, *basis))
     if totals["gpu"] > 0:

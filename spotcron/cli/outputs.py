@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import click
 
 from spotcron.cli._bucket import bucket_options, describe, open_store, resolve, runs_context, stdout
-from spotcron.cli._common import console
+from spotcron.cli._common import console, given, goes_with
 
 if TYPE_CHECKING:
     from spotcron.core.runs import RunRecord
@@ -52,6 +52,8 @@ def logs(run: str, job: str | None, attempt: int | None, follow: bool, interval:
     from spotcron.core.errors import SpotcronError
     from spotcron.present.views import pick_attempt
 
+    if not follow and given("interval"):
+        raise goes_with("--interval", "--follow", "without it the logs are read once")
     where = describe(bucket, state_dir)
     if follow:
         _follow(run, job, attempt, interval, bucket, state_dir)
@@ -187,6 +189,8 @@ def results(run: str, job: str | None, attempt: int | None, download_dir: Path |
     from spotcron.core import layout
     from spotcron.present.views import RESULT_COLUMNS, ResultFile, manifest_files, pick_attempt, results_json
 
+    if force and download_dir is None:
+        raise goes_with("--force", "--download DIR", "nothing is written without it")
     where = describe(bucket, state_dir)
     with open_store(bucket, state_dir) as store:
         record = resolve(store, run, job, where)

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 import click
 
 from spotcron.cli._bucket import bucket_options, describe, open_store, runs_context
+from spotcron.cli._common import given
+from spotcron.core.errors import SpotcronError
 
 if TYPE_CHECKING:
     from spotcron.engine.ports import Blobs
@@ -44,6 +46,10 @@ def page(open_page: bool, limit: int, out_dir: Path | None, bucket: str | None, 
     """
     context = runs_context()
     if bucket:
+        for name, option in (("out_dir", "--out"), ("limit", "--limit")):
+            if given(name):
+                raise SpotcronError(f"{option} goes without --bucket: the deployed page is the one its stack "
+                                    f"writes; leave {option} out, or build a local page without --bucket")
         target = _deployed_page(bucket, state_dir)
     else:
         target = _local_page(state_dir, out_dir or Path(state_dir) / "page", limit)
@@ -54,7 +60,6 @@ def page(open_page: bool, limit: int, out_dir: Path | None, bucket: str | None, 
 
 def _deployed_page(bucket: str, state_dir: Path) -> str:
     from spotcron.core import layout
-    from spotcron.core.errors import SpotcronError
 
     where = describe(bucket, state_dir)
     with open_store(bucket, state_dir) as store:

@@ -27,7 +27,15 @@ from spotcron.cli._bucket import (
     unknown_job,
     unknown_variant,
 )
-from spotcron.cli._common import console, find_job_file, jobs_option, load_stack, stack_option
+from spotcron.cli._common import (
+    console,
+    find_job_file,
+    given,
+    goes_with,
+    jobs_option,
+    load_stack,
+    stack_option,
+)
 from spotcron.cli.outputs import logs, results
 
 if TYPE_CHECKING:
@@ -129,6 +137,8 @@ def status(project: str | None, bucket: str | None, state_dir: Path) -> None:
     from spotcron.cli._tables import Columns, print_table
     from spotcron.present.views import LIVE_COLUMNS, LIVE_DROP_ORDER, STATE_STYLES, live_row, newest_first
 
+    if project and not bucket and given("project"):
+        raise goes_with("--project", "--bucket gs://NAME", "local mode has no Compute Engine VMs to list")
     context = runs_context()
     now = context.now()
     where = describe(bucket, state_dir)
@@ -142,10 +152,7 @@ def status(project: str | None, bucket: str | None, state_dir: Path) -> None:
                     title=f"runs in progress in {where}")
     else:
         out.print(f"No runs in progress in {where}.")
-    if not project:
-        return
-    if not bucket:
-        console(stderr=True).print("[dim]--project ignored: local mode has no Compute Engine VMs[/dim]")
+    if not project or not bucket:
         return
     _print_vms(out, context.compute(project).list_managed(), {(r.job, r.run_id) for r in records}, project, now)
 
@@ -198,8 +205,16 @@ def run(job_or_file: str, cloud: bool, project: str | None, topic: str | None, t
       spotcron run hello-bot
       spotcron run dl-benchmark --cloud --project my-project
     """
+    from spotcron.core.errors import SpotcronError
     from spotcron.core.loader import load_job_file
 
+    if not cloud:
+        for name, why in (("project", "a local run needs no project"), ("topic", "a local run publishes to no topic")):
+            if given(name):
+                raise goes_with(f"--{name}", "--cloud", why)
+    elif given("timeout_s"):
+        raise SpotcronError("--timeout goes without --cloud: a cloud run is not waited for; watch it with "
+                            "`spotcron runs JOB --bucket ...`")
     settings = load_stack(stack_path)
     spec = load_job_file(find_job_file(job_or_file, jobs_dir), grace=settings.grace)
     if cloud:

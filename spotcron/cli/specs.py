@@ -26,8 +26,7 @@ def validate(paths: tuple[Path, ...], jobs_dir: Path, stack_path: Path) -> None:
       spotcron validate
       spotcron validate jobs/hello-bot.yaml
     """
-    from rich.table import Table
-
+    from spotcron.cli._tables import Columns, print_table
     from spotcron.core.durations import format_duration
     from spotcron.core.errors import ConfigError, Problem
 
@@ -36,15 +35,14 @@ def validate(paths: tuple[Path, ...], jobs_dir: Path, stack_path: Path) -> None:
     if not specs:
         where = ", ".join(str(t) for t in targets)
         raise ConfigError([Problem(where, None, "", "no job files (*.yaml, *.yml) found; see docs/jobs.md")])
-    table = Table(box=None, pad_edge=False)
-    for column in ("job", "schedule", "machine", "timeout"):
-        table.add_column(column, no_wrap=True)
+    rows = []
     for spec in specs:
         machines = "\n".join(dict.fromkeys(_machine_text(v) for v in spec.variants()))
         name = spec.name + (" (paused)" if spec.paused else "")
-        table.add_row(name, f"{spec.schedule} ({spec.time_zone})", machines, format_duration(spec.timeout))
+        rows.append((name, f"{spec.schedule} ({spec.time_zone})", machines, format_duration(spec.timeout)))
     out = console()
-    out.print(table)
+    print_table(out, Columns(("job", "schedule", "machine", "timeout"), ("timeout", "machine")), rows,
+                hint="spotcron next JOB shows one job")
     out.print(f"{len(specs)} job{'s' if len(specs) != 1 else ''} valid")
 
 

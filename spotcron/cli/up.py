@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from spotcron.cli._common import console, jobs_option
+from spotcron.cli._common import console, given, goes_with, jobs_option
 
 STATE_ENV = "SPOTCRON_STATE_DIR"
 
@@ -44,6 +44,8 @@ def up(jobs_dir: Path, once: bool, state_dir: Path, timeout: float, sweep_interv
     from spotcron.core.loader import load_jobs
     from spotcron.local.stack import LocalStack
 
+    if not once and given("timeout"):
+        raise goes_with("--timeout", "--once", "without it up runs until Ctrl-C")
     out = console()
     specs = load_jobs([jobs_dir]) if once else []  # --once fails before starting anything
     stack = LocalStack(state_dir, environ=os.environ, sweep_interval=sweep_interval)

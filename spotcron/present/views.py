@@ -133,14 +133,15 @@ DROP_ORDER = ("reason", "attempts", "zone / machine", "started (UTC)", "exit", "
 COLUMN_GAP = 2
 
 
-def fit_columns(widths: Mapping[str, int], available: int, drop_order: Sequence[str] = DROP_ORDER) -> list[str]:
-    """The columns (in order) that fit in `available` characters: whole ones are dropped, in
-    `drop_order`, and no cell is ever cut. Columns not in `drop_order` always stay."""
+def fit_columns(widths: Mapping[str, int], available: int, drop_order: Sequence[str] = DROP_ORDER,
+                gap: int = COLUMN_GAP) -> list[str]:
+    """The columns (in order) that fit in `available` characters, `gap` between two: whole ones
+    are dropped, in `drop_order`, and no cell is ever cut. Columns not in `drop_order` always stay."""
     shown = list(widths)
     dropping = [c for c in drop_order if c in widths]
 
     def needed(columns: list[str]) -> int:
-        return sum(widths[c] for c in columns) + COLUMN_GAP * (len(columns) - 1)
+        return sum(widths[c] for c in columns) + gap * (len(columns) - 1)
 
     while needed(shown) > available and dropping:
         shown.remove(dropping.pop(0))

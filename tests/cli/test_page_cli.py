@@ -167,3 +167,10 @@ def test_the_page_in_headless_chromium(page_cli, bucket, tmp_path):
     red = np.all(np.abs(pixels - np.array((0xC9, 0x2A, 0x2A))) <= 3, axis=-1).sum()
     assert red > 50  # the failed run's state is drawn in red
     print(f"screenshot: {shot}")
+
+
+def test_local_options_with_a_bucket_are_errors(page_cli, bucket):
+    result = page_cli("--bucket", "gs://acme-spotcron", "--out", "somewhere")
+    assert result.exit_code == 2
+    assert result.output.strip() == ("error: --out goes without --bucket: the deployed page is the one its stack "
+                                     "writes; leave --out out, or build a local page without --bucket")

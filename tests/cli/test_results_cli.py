@@ -326,7 +326,9 @@ def test_status_with_a_project_lists_managed_vms(invoke, bucket, context):
     leftover = line_of(result.stdout, "sc-leftover")
     assert "STOPPED" in leftover and "30h00m" in leftover and "(run not in progress)" in leftover
     result = invoke("status", "--project", "proj")  # local mode: no Compute Engine
-    assert projects == ["proj"] and "--project ignored" in result.stderr
+    assert projects == ["proj"] and result.exit_code == 2
+    assert result.stderr.strip() == ("error: --project goes with --bucket gs://NAME: local mode has no Compute "
+                                     "Engine VMs to list; add --bucket or leave --project out")
 
 
 def test_status_with_nothing_running(invoke, bucket):
@@ -664,3 +666,23 @@ def test_follow_reads_only_what_is_new(invoke, bucket, sleeps, monkeypatch):
     assert result.stdout == first + "done\n"
     assert min(s for s in starts if s > 0) >= 64 and starts.count(0) == 1  # never from the start again
     assert max(starts) >= 301
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["run", "bot", "--project", "p"], "error: --project goes with --cloud: a local run needs no project; "
+                                       "add --cloud or leave --project out"),
+    (["run", "bot", "--topic", "t"], "error: --topic goes with --cloud: a local run publishes to no topic; "
+                                     "add --cloud or leave --topic out"),
+    (["run", "bot", "--cloud", "--timeout", "60"], "error: --timeout goes without --cloud: a cloud run is not "
+                                                   "waited for; watch it with `spotcron runs JOB --bucket ...`"),
+    (["results", "bot/r1", "--force"], "error: --force goes with --download DIR: nothing is written without it; "
+                                       "add --download or leave --force out"),
+    (["logs", "bot/r1", "--interval", "5"], "error: --interval goes with --follow: without it the logs are read "
+                                            "once; add --follow or leave --interval out"),
+])
+def test_an_option_that_would_be_ignored_is_an_error(invoke, bucket, tmp_path, args, message):
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "bot.yaml").write_text(JOB_FILE)
+    bucket.add(make_record("bot", "r1", created=NOW - HOUR))
+    result = invoke(*args)
+    assert result.exit_code == 2 and result.stderr.strip() == message

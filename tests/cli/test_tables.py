@@ -79,3 +79,43 @@ def test_fit_columns_drops_whole_columns_lowest_priority_first():
 def test_a_reason_is_one_line_in_full():
     record = make_record("bot", "r", "failed", created=NOW, reason="first line\n  second line " + "x" * 80)
     assert views.run_row(record, NOW).reason == "first line second line " + "x" * 80
+
+
+def _group(*commands):
+    from spotcron.cli import SpotcronGroup
+
+    group = SpotcronGroup("spotcron")
+    for command in commands:
+        group.add_command(command)
+    return group
+
+
+def test_validate_and_cost_tables_are_never_cut(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from spotcron.cli.cost import cost
+    from spotcron.cli.specs import validate
+
+    monkeypatch.chdir(tmp_path)
+    for name in ("SPOTCRON_JOBS", "SPOTCRON_STACK", "SPOTCRON_STATE_DIR", "SPOTCRON_PRICES"):
+        monkeypatch.delenv(name, raising=False)
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    (jobs / "a-rather-long-job-name-test1.yaml").write_text(
+        'schedule: "0 */4 * * *"\nimage: x\nmachine: {type: n1-standard-1}\n')
+    (jobs / "bench.yaml").write_text(
+        'schedule: "0 3 * * 1"\nimage: x\nmatrix:\n  - {name: cpu, machine: {type: n1-highcpu-16}}\n'
+        '  - name: t4\n    machine: {type: n1-standard-8, gpu: {type: nvidia-tesla-t4}}\n')
+    cli = _group(validate, cost)
+    out = CliRunner().invoke(cli, ["validate", str(jobs)], env={"COLUMNS": "60"}).output
+    assert "…" not in out and "a-rather-long-job-name-test1" in out and "n1-standard-8 + 1x nvidia-tesla-t4" in out
+    out = CliRunner().invoke(cli, ["cost", "--jobs", str(jobs)], env={"COLUMNS": "60"}).output
+    header = next(line for line in out.splitlines() if line.startswith("job"))
+    assert header.split() == ["job", "runs", "VM/run", "compute", "disk", "sched", "fns", "store", "total", "classic"]
+    row = next(line for line in out.splitlines() if line.startswith("a-rather-long-job-name-test1"))
+    assert len(row.split()) == 10 and "…" not in out
+    narrow = CliRunner().invoke(cli, ["cost", "--jobs", str(jobs)],
+                                env={"COLUMNS": "60", "TTY_COMPATIBLE": "1", "NO_COLOR": "1"}).output
+    narrow = ANSI.sub("", narrow)
+    assert "left out to fit 60 columns: store, fns, disk, sched, VM/run, compute" in " ".join(narrow.split())
+    assert "a-rather-long-job-name-test1" in narrow and "…" not in narrow

@@ -84,3 +84,18 @@ def test_a_broken_job_file_is_reported_with_file_and_line_and_the_others_keep_ru
     (jobs / "new.yaml").unlink()
     assert [s.name for s in loader()] == ["hello-bot", "other"]
     assert "reloaded  job files fixed; jobs running: hello-bot, other" in buffer.getvalue()
+
+
+def test_up_timeout_without_once_is_an_error(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from spotcron.cli import SpotcronGroup
+    from spotcron.cli.up import up
+
+    monkeypatch.chdir(tmp_path)
+    group = SpotcronGroup("spotcron")
+    group.add_command(up)
+    result = CliRunner().invoke(group, ["up", "--timeout", "60"])
+    assert result.exit_code == 2
+    assert result.output.strip() == ("error: --timeout goes with --once: without it up runs until Ctrl-C; add "
+                                     "--once or leave --timeout out")
