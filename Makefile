@@ -55,7 +55,7 @@ clean: ## remove the virtualenv and local state
 	rm -rf $(VENV) .spotcron .pytest_cache
 
 tools: ## install the tools some tests use (podman, runc, busybox-static, chromium, shellcheck); root + apt-get only
-	@pkgs="podman runc busybox-static chromium shellcheck"; \
+	@pkgs="podman runc busybox-static chromium shellcheck cloud-init"; \
 	if ! command -v apt-get >/dev/null 2>&1; then \
 	  echo "tools: no apt-get here; skipped $$pkgs (the tests that need them skip)"; \
 	elif [ "$$(id -u)" != 0 ]; then \

@@ -1,17 +1,31 @@
 """The `spotcron-run` instance metadata value: the whole contract between the engine and the VM.
 
-The engine writes it when it creates a VM; vm_images/runner/runner.sh reads it from the
-metadata server and needs nothing else to run the job, upload its output and call back.
+The engine writes it when it creates a VM; vm_images/runner/ reads it from the metadata server
+and needs nothing else to run the job, upload its output and call back.
+
+The runner is bash on Container-Optimized OS, which has no JSON parser, so the value is flat:
+one `key=value` line per field. Scalars are validated here to hold no line break or NUL, so a
+line is a field. Lists (command, args, local_command) and env (as `KEY=VALUE` items) are the
+base64 of their items, each followed by a NUL byte, which the runner reads with `mapfile -d ''`:
+every item reaches docker as one argv element or one environment variable, never through a shell.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+import base64
+import re
+from datetime import UTC, datetime
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 METADATA_KEY = "spotcron-run"
-VERSION = 1
+VERSION = 2
+
+_LISTS = ("command", "args", "local_command")
+_SCALARS = ("version", "job", "run_id", "attempt", "image", "results_path", "checkpoint_path",
+            "checkpoint_object", "bucket", "prefix", "job_done_url", "credentials_url", "deadline", "timeout_s",
+            "metadata_access")
+_ENV_KEY = re.compile(r"[^=\x00]+")
 
 
 class GpuSpec(BaseModel):
@@ -33,17 +47,93 @@ class RunDescriptor(BaseModel):
     env: dict[str, str] = {}
     results_path: str = "/results"
     checkpoint_path: str | None = None
+    # The one object holding the checkpoint archive; by default PREFIX/checkpoint/checkpoint.tar.
+    checkpoint_object: str
     bucket: str
-    prefix: str  # runs/JOB/RUN/ : the runner writes under PREFIX/attempt-N/ and PREFIX/checkpoint/
+    prefix: str  # runs/JOB/RUN/ : the runner writes under PREFIX/attempt-N/
     job_done_url: str
+    # The broker that hands the runner its storage token; empty: the VM's own token.
+    credentials_url: str = ""
     deadline: datetime  # the container is killed at this instant (UTC)
     timeout_s: int
     gpu: GpuSpec | None = None
     local_command: list[str] | None = None  # what runs when no container runtime has the image
+    metadata_access: bool = False  # the container may reach the metadata server (and the VM's identity)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _checkpoint_object(cls, data: object) -> object:
+        if isinstance(data, dict) and not data.get("checkpoint_object") and isinstance(data.get("prefix"), str):
+            data = {**data, "checkpoint_object": f"{data['prefix'].rstrip('/')}/checkpoint/checkpoint.tar"}
+        return data
+
+    @field_validator("job", "run_id", "image", "results_path", "checkpoint_path", "checkpoint_object", "bucket",
+                     "prefix", "job_done_url", "credentials_url")
+    @classmethod
+    def _one_line(cls, value: str | None) -> str | None:
+        if value is not None and any(c in value for c in "\r\n\x00"):
+            raise ValueError(f"{value!r} holds a line break or NUL; a descriptor field is one line")
+        return value
+
+    @field_validator("command", "args", "local_command")
+    @classmethod
+    def _no_nul(cls, value: list[str] | None) -> list[str] | None:
+        for item in value or ():
+            if "\x00" in item:
+                raise ValueError(f"{item!r} holds a NUL byte, which no argv element can carry")
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, item in value.items():
+            if not _ENV_KEY.fullmatch(key) or "\x00" in item:
+                raise ValueError(f"env {key!r}: a name without '=' or NUL and a value without NUL are needed")
+        return value
 
     def to_metadata(self) -> str:
-        return self.model_dump_json()
+        values = {
+            "version": str(self.version), "job": self.job, "run_id": self.run_id, "attempt": str(self.attempt),
+            "image": self.image, "results_path": self.results_path, "checkpoint_path": self.checkpoint_path or "",
+            "checkpoint_object": self.checkpoint_object, "bucket": self.bucket, "prefix": self.prefix,
+            "job_done_url": self.job_done_url, "credentials_url": self.credentials_url,
+            "deadline": self.deadline.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            "timeout_s": str(self.timeout_s), "metadata_access": "true" if self.metadata_access else "false",
+        }
+        lines = [f"{key}={value}" for key, value in values.items()]
+        if self.gpu is not None:
+            lines += [f"gpu_type={self.gpu.type}", f"gpu_count={self.gpu.count}"]
+        for key in _LISTS:
+            items = getattr(self, key)
+            if items is not None:
+                lines.append(f"{key}={_pack(items)}")
+        lines.append(f"env={_pack([f'{k}={v}' for k, v in self.env.items()])}")
+        return "\n".join(lines) + "\n"
 
     @classmethod
     def from_metadata(cls, value: str) -> RunDescriptor:
-        return cls.model_validate_json(value)
+        raw: dict[str, str] = {}
+        for number, line in enumerate(value.splitlines(), 1):
+            key, sep, item = line.partition("=")
+            if not sep:
+                raise ValueError(f"{METADATA_KEY} line {number}: {line[:40]!r} is not key=value")
+            raw[key] = item
+        fields: dict[str, object] = {k: v for k, v in raw.items() if k in _SCALARS}
+        fields["checkpoint_path"] = raw.get("checkpoint_path") or None
+        fields["metadata_access"] = raw.get("metadata_access") == "true"
+        if "gpu_type" in raw:
+            fields["gpu"] = GpuSpec(type=raw["gpu_type"], count=int(raw.get("gpu_count", "1")))
+        for key in _LISTS:
+            if key in raw:
+                fields[key] = _unpack(raw[key])
+        fields["env"] = dict(item.split("=", 1) for item in _unpack(raw.get("env", "")))
+        return cls.model_validate(fields)
+
+
+def _pack(items: list[str]) -> str:
+    return base64.b64encode(b"".join(item.encode("utf-8", "surrogateescape") + b"\0" for item in items)).decode()
+
+
+def _unpack(text: str) -> list[str]:
+    data = base64.b64decode(text)
+    return [item.decode("utf-8", "surrogateescape") for item in data.split(b"\0")[:-1]]

@@ -4,7 +4,7 @@
     runs/JOB/RUN/attempt-N/logs.txt            the container's output
     runs/JOB/RUN/attempt-N/results/...         what the container wrote to /results
     runs/JOB/RUN/attempt-N/manifest.json       written last; without it the attempt did not succeed
-    runs/JOB/RUN/checkpoint/...                /checkpoint, synced during the run, restored next attempt
+    runs/JOB/RUN/checkpoint/checkpoint.tar     /checkpoint as one archive, saved during the run, restored next attempt
     tokens/SHA256                              identity tokens already accepted (replay guard)
     deployed/JOB.json                          the job's spec as deploy validated it (canonical JSON)
     dispatch/cursor.json                       the last minute the dispatcher started (scheduling: shared)
@@ -42,6 +42,10 @@ def results_prefix(job: str, run_id: str, attempt: int) -> str:
 
 def checkpoint_prefix(job: str, run_id: str) -> str:
     return f"{run_prefix(job, run_id)}checkpoint/"
+
+
+def checkpoint_archive(job: str, run_id: str) -> str:
+    return f"{checkpoint_prefix(job, run_id)}checkpoint.tar"
 
 
 def job_prefix(job: str) -> str:

@@ -158,7 +158,8 @@ class Retries(_Model):
 
 class LocalRun(_Model):
     command: Argv = Field(description="what `spotcron up` runs when no container runtime has the image, "
-                                      "from the repository root, e.g. python3 vm_images/bot/bot.py")
+                                      "from the repository root, e.g. python3 vm_images/bot/bot.py --out "
+                                      "{results}; {results} and {checkpoint} become the run's directories")
 
     @field_validator("command")
     @classmethod
@@ -226,6 +227,8 @@ class JobSpec(_Model):
     local: LocalRun | None = Field(None, description="how `spotcron up` runs the job without a container runtime")
     benchmark: Benchmark = Field(Benchmark(), description="the base configuration and the time basis of "
                                                           "`spotcron report` and the results page's charts")
+    metadata_access: bool = Field(False, description="true: the container may reach the VM's metadata server, and "
+                                                     "with it the VM's identity and tokens; by default it cannot")
     # Set only on the resolved copies that `variants()` returns; never written in a job file.
     variant: str | None = None
 

@@ -37,6 +37,8 @@ def build_request(record: RunRecord, spec: JobSpec, attempt: Attempt, deps: Deps
         deadline=now + timedelta(seconds=spec.timeout + settings.grace // 2), timeout_s=spec.timeout,
         gpu=GpuSpec(type=spec.machine.gpu.type, count=spec.machine.gpu.count) if spec.machine.gpu else None,
         local_command=list(spec.local.command) if spec.local else None,
+        checkpoint_object=layout.checkpoint_archive(record.job, record.run_id),
+        metadata_access=spec.metadata_access,
     )
     # G2/A2/A3 machine types come with their GPUs; only N1 takes guestAccelerators.
     gpu = None if _bundled_gpu(attempt.machine_type) else spec.machine.gpu

@@ -67,7 +67,7 @@ def test_preempted_mid_run_retries_in_the_next_zone(h):
         (1, "us-central1-a", "preempted"), (2, "us-central1-b", None)]
     assert h.live_vms() == ["sc-bot-20261122-1200-a2"]
     descriptor = h.compute.created[-1].metadata["spotcron-run"]
-    assert '"attempt":2' in descriptor and '"prefix":"runs/bot/20261122-1200/"' in descriptor
+    assert "\nattempt=2\n" in descriptor and "\nprefix=runs/bot/20261122-1200/\n" in descriptor
 
 
 def test_preempted_during_upload_is_never_a_success(h):

@@ -5,7 +5,7 @@
 bind-mount without privileges, so every argument and env value that names a path under a
 mounted container path is rewritten to the host path, then the command is exec'd (so it keeps
 the pid, receives signals directly and its exit status is docker's). `stop`, `kill` and `rm`
-find the container by name through a pid file. Every call is appended to $FAKE_DOCKER_LOG as
+find the container by name through a pid file; `network inspect/create` remember networks. Every call is appended to $FAKE_DOCKER_LOG as
 one JSON line. Unknown options are an error, so a change in what the runner passes is noticed.
 """
 
@@ -145,6 +145,18 @@ def rm(args: list[str]) -> int:
     return 0
 
 
+def network(args: list[str]) -> int:
+    """`network inspect NAME` answers whether `network create [OPTIONS] NAME` made it."""
+    if not args or args[0] not in ("inspect", "create") or len(args) < 2:
+        print(f"fake docker: unsupported network command {args!r}", file=sys.stderr)
+        return 1
+    marker = state_dir() / f"network-{args[-1]}"
+    if args[0] == "inspect":
+        return 0 if marker.exists() else 1
+    marker.write_text(json.dumps(args[1:-1]))
+    return 0
+
+
 def main(argv: list[str]) -> int:
     record(argv)
     if not argv:
@@ -162,6 +174,8 @@ def main(argv: list[str]) -> int:
         return 0 if args[1:] and args[1] in os.environ.get("FAKE_DOCKER_IMAGES", "").split(",") else 1
     if command == "pull":
         return 0
+    if command == "network":
+        return network(args)
     print(f"fake docker: unsupported command {command!r}", file=sys.stderr)
     return 1
 

@@ -237,6 +237,20 @@ class RunnerHarness:
         return str(wrapper)
 
     @property
+    def fake_iptables(self) -> str:
+        """An `iptables` that records each call as a line and has no rule yet (-C fails)."""
+        wrapper = self.tmp / "iptables"
+        if not wrapper.exists():
+            wrapper.write_text(f'#!/bin/sh\necho "$*" >> "{self.tmp}/iptables.log"\n'
+                               'for a in "$@"; do [ "$a" = -C ] && exit 1; done\nexit 0\n')
+            wrapper.chmod(0o755)
+        return str(wrapper)
+
+    def iptables_calls(self) -> list[str]:
+        log = self.tmp / "iptables.log"
+        return log.read_text().splitlines() if log.exists() else []
+
+    @property
     def workdir(self) -> Path:
         return self.tmp / f"work-{self.vm_name}"
 
@@ -247,6 +261,8 @@ class RunnerHarness:
             "SPOTCRON_METADATA_URL": self.metadata.url_for(self.vm_name),
             "SPOTCRON_STORAGE_URL": self.storage_url or self.bucket.url,
             "SPOTCRON_DOCKER": docker,
+            "SPOTCRON_IPTABLES": self.fake_iptables,
+            "SPOTCRON_LOG_INTERVAL": "1",
             "SPOTCRON_WORKDIR": str(self.workdir),
             "SPOTCRON_CHECKPOINT_INTERVAL": "1",
             "SPOTCRON_RETRIES": "3",

@@ -1,5 +1,5 @@
 """The runner's shell helpers on their own: runner.sh is sourced (sourcing runs nothing), and its
-JSON reader, JSON writer, URL encoder and path check are compared with Python's."""
+descriptor reader, JSON writer, URL encoder and name check are compared with Python's."""
 
 from __future__ import annotations
 
@@ -16,80 +16,58 @@ from tests.runner.harness import RUNNER, needs_runner_tools
 
 pytestmark = needs_runner_tools
 
-SEP = "\x1f"
 
-DUMP = r"""
-source "$RUNNER"
-json_parse "$1" || { echo "PARSE-FAILED at: ${JREST:0:20}" >&2; exit 3; }
-for k in "${!J[@]}"; do printf 'J\0%s\0%s\0' "$k" "${J[$k]}"; done
-for k in "${!JT[@]}"; do printf 'T\0%s\0%s\0' "$k" "${JT[$k]}"; done
-for k in "${!JK[@]}"; do printf 'K\0%s\0%s\0' "$k" "${JK[$k]}"; done
-"""
-
-
-def bash(script: str, *args: str) -> subprocess.CompletedProcess[bytes]:
+def bash(script: str, *args: str | bytes) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(["bash", "-c", script, "runner-test", *args], capture_output=True,
                           env={"RUNNER": str(RUNNER), "PATH": "/usr/bin:/bin"}, timeout=30)
 
 
-def parse_with_runner(document: str):
-    done = bash(DUMP, document)
-    if done.returncode != 0:
-        raise ValueError(done.stderr.decode(errors="replace"))
-    parts = done.stdout.split(b"\0")[:-1]
-    tables: dict[str, dict[str, str]] = {"J": {}, "T": {}, "K": {}}
-    for i in range(0, len(parts), 3):
-        kind, key, value = (p.decode("utf-8", errors="surrogateescape") for p in parts[i:i + 3])
-        tables[kind][key] = value
-
-    def build(path: str):
-        kind, value = tables["T"][path], tables["J"][path]
-        if kind == "o":
-            keys = [tables["K"][f"{path}{SEP}#{n}"] for n in range(int(value))]
-            return {key: build(path + SEP + key) for key in keys}
-        if kind == "a":
-            return [build(f"{path}{SEP}{n}") for n in range(int(value))]
-        return {"s": lambda: value, "n": lambda: json.loads(value), "b": lambda: value == "true",
-                "z": lambda: None}[kind]()
-
-    return build("v")
-
-
 NASTY = ["", "plain", 'quote " and \\ backslash', "new\nline\r\ttab", "\x01\x02\x1b\x1f\x7f", "/slash/",
-         "é ☃ 😀 𝄞", "$(rm -rf /)", "`id`", "'single'", "\\u0041 is not an escape here", "{}[],:"]
+         "é ☃ 😀 𝄞", "$(rm -rf /)", "`id`", "'single'", "\\u0041 is not an escape here", "{}[],:", "=", "a=b"]
+
+READ = r"""
+source "$RUNNER"
+TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
+md_fetch() { printf '%s' "$DESCRIPTOR" >"$2"; }
+load_descriptor || exit 3
+printf '%s\0' "$D_JOB" "$D_RUN_ID" "$D_ATTEMPT" "$D_IMAGE" "$D_CKPT_OBJECT" "$D_METADATA_ACCESS" "$D_GPU_TYPE" \
+  "$D_CREDENTIALS_URL" "${#D_COMMAND[@]}" "${D_COMMAND[@]}" "${#D_ARGS[@]}" "${D_ARGS[@]}" "${#D_ENV[@]}" "${D_ENV[@]}"
+"""
 
 
-@pytest.mark.parametrize("ensure_ascii", [True, False])
-@pytest.mark.parametrize("indent", [None, 2])
-def test_json_reader_matches_python(ensure_ascii, indent):
-    document = {
-        "strings": NASTY,
-        "numbers": [0, -1, 12345678901234, 1.5, -2.5e-3, 1e21],
-        "literals": [True, False, None],
-        "empty": {"object": {}, "array": [], "string": ""},
-        "nested": {"a": {"b": {"c": [[1, [2, []]], {"d": "e"}]}}},
-        "keys with spaces": {"k e y": 1, "ключ": "значение", "": "empty key"},
-    }
-    text = json.dumps(document, ensure_ascii=ensure_ascii, indent=indent)
-    assert parse_with_runner(text) == json.loads(text)
-
-
-def test_json_reader_reads_what_the_engine_writes():
+def test_the_runner_reads_every_item_of_what_the_engine_writes_verbatim():
     descriptor = RunDescriptor(
         job="bench", run_id="20260101-1000-gpu", attempt=3, image="us-docker.pkg.dev/p/r/bench:1",
         command=["python", "-c", "print('hi')"], args=NASTY, env={f"K{i}": v for i, v in enumerate(NASTY)},
         checkpoint_path="/checkpoint", bucket="b", prefix="runs/bench/20260101-1000-gpu/",
-        job_done_url="https://example.invalid/job_done", deadline=datetime(2026, 1, 1, 10, 30, tzinfo=UTC),
-        timeout_s=1800, gpu={"type": "nvidia-tesla-t4", "count": 1}, local_command=None)
+        job_done_url="https://example.invalid/job_done", credentials_url="https://example.invalid/credentials",
+        deadline=datetime(2026, 1, 1, 10, 30, tzinfo=UTC), timeout_s=1800, gpu={"type": "nvidia-tesla-t4", "count": 1},
+        metadata_access=True)
     text = descriptor.to_metadata()
-    assert parse_with_runner(text) == json.loads(text)
+    assert RunDescriptor.from_metadata(text) == descriptor
+    done = subprocess.run(["bash", "-c", READ], capture_output=True, timeout=30,
+                          env={"RUNNER": str(RUNNER), "PATH": "/usr/bin:/bin", "DESCRIPTOR": text})
+    assert done.returncode == 0, done.stderr
+    items = [p.decode("utf-8") for p in done.stdout.split(b"\0")[:-1]]
+    head, rest = items[:8], items[8:]
+    assert head == ["bench", "20260101-1000-gpu", "3", "us-docker.pkg.dev/p/r/bench:1",
+                    "runs/bench/20260101-1000-gpu/checkpoint/checkpoint.tar", "true", "nvidia-tesla-t4",
+                    "https://example.invalid/credentials"]
+    lists = []
+    while rest:
+        n = int(rest[0])
+        lists.append(rest[1:1 + n])
+        rest = rest[1 + n:]
+    assert lists == [descriptor.command, NASTY, [f"K{i}={v}" for i, v in enumerate(NASTY)]]
 
 
-@pytest.mark.parametrize("document", ['{"a":1', '{"a" 1}', "[1,]", '"\\x"', '{"a":tru}', "", "[1] 2",
-                                      '{"a":"unterminated}', "01", '{"a":"\\u12"}'])
-def test_json_reader_rejects_malformed_documents(document):
-    with pytest.raises(ValueError, match="PARSE-FAILED"):
-        parse_with_runner(document)
+@pytest.mark.parametrize(("field", "value"), [("image", "a\nb"), ("job_done_url", "http://x/\r"),
+                                              ("args", ["nul\x00byte"]), ("env", {"A=B": "x"})])
+def test_the_descriptor_refuses_what_a_flat_line_or_an_argv_cannot_carry(field, value):
+    fields = {"job": "j", "run_id": "r", "attempt": 1, "image": "i", "bucket": "b", "prefix": "runs/j/r/",
+              "job_done_url": "http://x/", "deadline": datetime(2026, 1, 1, tzinfo=UTC), "timeout_s": 1}
+    with pytest.raises(ValueError):
+        RunDescriptor(**{**fields, field: value})
 
 
 def test_json_writer_round_trips_through_python():
@@ -108,14 +86,38 @@ def test_url_encoding_matches_python_quote():
     assert done.stdout.decode().split("\0")[:-1] == [quote(v, safe="") for v in values]
 
 
-@pytest.mark.parametrize(("path", "safe"), [
-    ("progress.txt", True), ("state/model.pt", True), (".hidden/x", True), ("a..b/c", True),
-    ("", False), ("/etc/passwd", False), ("../escape", False), ("a/../../escape", False), ("a/./b", False),
-    ("a//b", False), ("dir/", False), ("..", False), (".", False),
-])
-def test_checkpoint_paths_from_the_bucket_must_stay_inside_the_checkpoint_dir(path, safe):
-    done = bash('source "$RUNNER"; safe_relpath "$1"', path)
-    assert (done.returncode == 0) is safe
+NAMES = [b"plain.txt", "é ☃ 😀 𝄞.txt".encode(), b"bad\xff.txt", b"line\nfeed", b"carriage\rreturn",
+         b"\xed\xa0\x80surrogate", b"\xc0\xafoverlong", b"\xf4\x90\x80\x80too-high", b"tab\tand \"quote\"",
+         b"x" * 1024, b"x" * 1025, "€".encode()[:2] + b"cut"]
+
+
+def test_names_cloud_storage_cannot_take_are_the_ones_python_cannot_decode_or_that_break_a_line():
+    script = 'source "$RUNNER"; for s in "$@"; do if name_problem "$s"; then echo "$REASON"; else echo ok; fi; done'
+    done = bash(script, *NAMES)
+    assert done.returncode == 0, done.stderr
+
+    def expected(name: bytes) -> str:
+        if b"\n" in name:
+            return "it contains a line feed"
+        if b"\r" in name:
+            return "it contains a carriage return"
+        if len(name) > 1024:
+            return "it is longer than 1024 bytes"
+        try:
+            name.decode("utf-8")
+        except UnicodeDecodeError:
+            return "it is not valid UTF-8"
+        return "ok"
+
+    assert done.stdout.decode().splitlines() == [expected(n) for n in NAMES]
+
+
+def test_token_answers_are_read_without_a_json_parser(tmp_path):
+    answer = tmp_path / "token.json"
+    answer.write_text('{\n  "access_token": "ya29.a-b_c.d", "expires_in" : 3599, "token_type": "Bearer"}')
+    done = bash('source "$RUNNER"; json_field access_token "$1" && echo "$JV"; json_field expires_in "$1" && '
+                'echo "$JV"; json_field missing "$1" || echo absent', str(answer))
+    assert done.stdout.decode().splitlines() == ["ya29.a-b_c.d", "3599", "absent"]
 
 
 def test_sourcing_the_runner_runs_nothing():

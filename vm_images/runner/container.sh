@@ -1,0 +1,248 @@
+# shellcheck shell=bash disable=SC2034  # a sourced part: what it sets, the other parts read
+# The job: GPU driver, image, the network wall around the metadata server, the container (or the
+# local command) and its supervision: deadline, preemption, periodic checkpoint and live logs.
+# Sourced by runner.sh.
+
+GPU_ARGS=()
+setup_gpu() {
+  [[ -n $D_GPU_TYPE ]] || return 0
+  if [[ $DOCKER == none ]]; then
+    log "GPU $D_GPU_TYPE requested; running the local command without driver setup"
+    return 0
+  fi
+  log "installing the GPU driver for $D_GPU_TYPE x$D_GPU_COUNT"
+  if ! interruptible "$COS_EXTENSIONS" install gpu >"$TMP/gpu.log" 2>&1; then
+    ((PREEMPTED)) && return 1
+    cat "$TMP/gpu.log" >&2
+    note "GPU driver installation failed ($COS_EXTENSIONS install gpu); last lines:"
+    tail -n 20 "$TMP/gpu.log" >>"$LOGS"
+    return 1
+  fi
+  # COS mounts /var noexec; the driver's binaries and libraries must be executable.
+  if [[ $NVIDIA_DIR == /var/lib/nvidia ]]; then
+    { mount --bind "$NVIDIA_DIR" "$NVIDIA_DIR" && mount -o remount,exec "$NVIDIA_DIR"; } ||
+      log "could not remount $NVIDIA_DIR exec"
+  fi
+  local dev
+  for dev in "$DEV_DIR"/nvidia*; do
+    [[ -d $dev ]] || GPU_ARGS+=(--device "$dev:/dev/${dev##*/}")
+  done
+  if ((${#GPU_ARGS[@]} == 0)); then
+    note "no $DEV_DIR/nvidia* device after the driver install"
+    return 1
+  fi
+  GPU_ARGS+=(-v "$NVIDIA_DIR/lib64:/usr/local/nvidia/lib64" -v "$NVIDIA_DIR/bin:/usr/local/nvidia/bin")
+}
+
+_pull_once() {
+  HTTP_CODE=000  # a failed pull is worth retrying, like a connection error...
+  interruptible "$DOCKER" pull "$D_IMAGE" >&2 && return 0
+  ((PREEMPTED)) && HTTP_CODE=499  # ...unless the VM is going away
+  return 1
+}
+
+pull_image() {
+  [[ $DOCKER == none ]] && return 0
+  "$DOCKER" image inspect "$D_IMAGE" >/dev/null 2>&1 && return 0
+  local host=${D_IMAGE%%/*}
+  if [[ $D_IMAGE == */* && $host =~ (-docker\.pkg\.dev|^gcr\.io|\.gcr\.io)$ ]] && command -v docker-credential-gcr >/dev/null; then
+    docker-credential-gcr configure-docker --registries="$host" >&2 || log "docker-credential-gcr could not configure $host"
+  fi
+  # A failed pull is not fatal here: `docker run` tries again and its error lands in logs.txt.
+  retry "$RETRIES" _pull_once || log "could not pull $D_IMAGE"
+  return 0
+}
+
+# The container runs on its own bridge network, whose traffic to the metadata server is dropped,
+# so it never sees the VM's tokens, unless the job opts in with `metadata_access: true`.
+JOB_NETWORK=${SPOTCRON_JOB_NETWORK:-spotcron}
+JOB_BRIDGE=${SPOTCRON_JOB_BRIDGE:-spotcron0}
+METADATA_IP=169.254.169.254
+NETWORK_ARGS=()
+wall_off_metadata() {
+  [[ $DOCKER == none ]] && return 0
+  if [[ $D_METADATA_ACCESS == true ]]; then
+    NETWORK_ARGS=(--network host)
+    return 0
+  fi
+  if ! "$DOCKER" network inspect "$JOB_NETWORK" >/dev/null 2>&1 &&
+    ! "$DOCKER" network create --driver bridge -o "com.docker.network.bridge.name=$JOB_BRIDGE" "$JOB_NETWORK" >&2; then
+    note "could not create the job network $JOB_NETWORK; the job does not run without its wall"
+    return 1
+  fi
+  if [[ $IPTABLES != none ]]; then
+    local rule=(DOCKER-USER -i "$JOB_BRIDGE" -d "$METADATA_IP/32" -j DROP)
+    if ! "$IPTABLES" -w -C "${rule[@]}" 2>/dev/null && ! "$IPTABLES" -w -I "${rule[@]}"; then
+      note "could not block the metadata server for the job network; the job does not run without its wall"
+      return 1
+    fi
+  fi
+  NETWORK_ARGS=(--network "$JOB_NETWORK")
+}
+
+# The variables spotcron gives every job, set after the job's own env so they always win.
+job_env_pairs() {
+  JOB_ENV=("SPOTCRON_JOB=$D_JOB" "SPOTCRON_RUN_ID=$D_RUN_ID" "SPOTCRON_ATTEMPT=$D_ATTEMPT"
+    "SPOTCRON_RESULTS_DIR=$1")
+  [[ -n $2 ]] && JOB_ENV+=("SPOTCRON_CHECKPOINT_DIR=$2")
+}
+
+JOB_PID=""
+start_job() {
+  local item cmd=()
+  if [[ $DOCKER == none ]]; then
+    if ((!HAS_LOCAL_COMMAND)) || ((${#D_LOCAL_COMMAND[@]} == 0)); then
+      note "${SPOTCRON_NO_RUNTIME:-no container runtime has $D_IMAGE} and the job has no local command to run"
+      return 1
+    fi
+    # {results} and {checkpoint} in the local command name this attempt's directories.
+    for item in "${D_LOCAL_COMMAND[@]}"; do
+      item=${item//\{results\}/$RESULTS_DIR}
+      cmd+=("${item//\{checkpoint\}/$CKPT_DIR}")
+    done
+    job_env_pairs "$RESULTS_DIR" "${D_CHECKPOINT_PATH:+$CKPT_DIR}"
+    (
+      if [[ -n $ORIGINAL_LC_ALL_SET ]]; then export LC_ALL=$ORIGINAL_LC_ALL; else unset LC_ALL; fi
+      unset "${!SPOTCRON_@}"
+      for item in "${D_ENV[@]}" "${JOB_ENV[@]}"; do
+        export "${item?}" 2>/dev/null || log "skipping env ${item%%=*}: not a valid name"
+      done
+      exec "${cmd[@]}"
+    ) >>"$LOGS" 2>&1 </dev/null &
+    JOB_PID=$!
+    return 0
+  fi
+  cmd=("$DOCKER" run --rm --name "$CONTAINER_NAME" "${NETWORK_ARGS[@]}" -v "$RESULTS_DIR:$D_RESULTS_PATH")
+  [[ -n $D_CHECKPOINT_PATH ]] && cmd+=(-v "$CKPT_DIR:$D_CHECKPOINT_PATH")
+  cmd+=("${GPU_ARGS[@]}")
+  job_env_pairs "$D_RESULTS_PATH" "$D_CHECKPOINT_PATH"
+  for item in "${D_ENV[@]}" "${JOB_ENV[@]}"; do cmd+=(-e "$item"); done
+  if ((HAS_COMMAND && ${#D_COMMAND[@]} > 0)); then
+    cmd+=(--entrypoint "${D_COMMAND[0]}" "$D_IMAGE" "${D_COMMAND[@]:1}" "${D_ARGS[@]}")
+  else
+    cmd+=("$D_IMAGE" "${D_ARGS[@]}")
+  fi
+  "$DOCKER" rm -f "$CONTAINER_NAME" >/dev/null 2>&1
+  "${cmd[@]}" >>"$LOGS" 2>&1 </dev/null &
+  JOB_PID=$!
+}
+
+job_alive() {
+  [[ -n $JOB_PID ]] && kill -0 "$JOB_PID" 2>/dev/null
+}
+
+# signal_tree SIGNAL PID: the process and everything below it, from /proc. The job stays in the
+# runner's process group, so whoever ends the group (systemd, local mode deleting the "VM") ends
+# the job too; stopping the job alone therefore walks its process tree.
+signal_tree() {
+  local stat line pid ppid queue=("$2") found=("$2")
+  local -a fields
+  local -A children=()
+  for stat in /proc/[0-9]*/stat; do
+    { read -r line <"$stat"; } 2>/dev/null || continue
+    read -ra fields <<<"${line##*) }"
+    pid=${stat#/proc/}
+    children[${fields[1]}]+=" ${pid%/stat}"
+  done
+  while ((${#queue[@]})); do
+    pid=${queue[0]}
+    queue=("${queue[@]:1}")
+    for ppid in ${children[$pid]-}; do
+      found+=("$ppid")
+      queue+=("$ppid")
+    done
+  done
+  kill "-$1" "${found[@]}" 2>/dev/null
+}
+
+# SIGTERM, STOP_GRACE seconds, then SIGKILL; for docker through `docker stop`.
+stop_job() {
+  local stopper="" until
+  log "stopping the job: $1"
+  if [[ $DOCKER == none ]]; then
+    signal_tree TERM "$JOB_PID"
+  else
+    "$DOCKER" stop -t "$STOP_GRACE" "$CONTAINER_NAME" >/dev/null 2>&1 &
+    stopper=$!
+  fi
+  now_s
+  until=$((NOW + STOP_GRACE + 2))
+  while job_alive && ((NOW < until)); do
+    nap 0.1
+    now_s
+  done
+  if job_alive; then
+    log "the job ignored SIGTERM for ${STOP_GRACE}s: killing it"
+    [[ $DOCKER == none ]] || "$DOCKER" kill "$CONTAINER_NAME" >/dev/null 2>&1
+    signal_tree KILL "$JOB_PID"
+  fi
+  if [[ -n $stopper ]]; then
+    kill "$stopper" 2>/dev/null
+    wait "$stopper" 2>/dev/null
+  fi
+}
+
+# While the job runs, one background upload at a time: the checkpoint when due, and the logs
+# whenever they grew, so `spotcron logs --follow` shows output live.
+BG_PID=""
+live_upload() {
+  local fd size
+  (($1)) && { sync_checkpoint || log "checkpoint sync incomplete; will try again"; }
+  exec {fd}<"$LOGS" || return 1
+  size=$(stat -L -c %s "/proc/$BASHPID/fd/$fd")
+  put "/proc/$BASHPID/fd/$fd" "${ATTEMPT_PREFIX}logs.txt" "text/plain; charset=utf-8" "$size"
+}
+
+stop_background() {
+  [[ -n $BG_PID ]] || return 0
+  signal_tree TERM "$BG_PID"
+  wait "$BG_PID" 2>/dev/null
+  BG_PID=""
+}
+
+STATUS=exited
+TIMED_OUT=false
+EXIT_CODE=""
+supervise() {
+  local next_sync next_log logged=-1 size
+  now_s
+  next_sync=$((NOW + CHECKPOINT_INTERVAL)) next_log=$((NOW + LOG_INTERVAL))
+  while job_alive; do
+    if ((PREEMPTED)); then
+      STATUS=preempted
+      stop_job "$PREEMPT_REASON"
+      break
+    fi
+    now_s
+    if ((NOW >= DEADLINE_S)); then
+      TIMED_OUT=true
+      stop_job "$KILL_REASON"
+      break
+    fi
+    if [[ -n $BG_PID ]] && ! kill -0 "$BG_PID" 2>/dev/null; then
+      wait "$BG_PID"
+      BG_PID=""
+    fi
+    if [[ -z $BG_PID ]] && ((NOW >= next_log || CKPT_ENABLED && NOW >= next_sync)); then
+      size=$(stat -c %s "$LOGS")
+      if ((size != logged || CKPT_ENABLED && NOW >= next_sync)); then
+        live_upload $((CKPT_ENABLED && NOW >= next_sync)) &
+        BG_PID=$!
+        logged=$size
+      fi
+      ((NOW >= next_sync)) && next_sync=$((NOW + CHECKPOINT_INTERVAL))
+      next_log=$((NOW + LOG_INTERVAL))
+    fi
+    nap "$POLL"
+  done
+  wait_pid "$JOB_PID"
+  EXIT_CODE=$WAIT_RC
+  JOB_PID=""
+  stop_background
+  if [[ $STATUS == preempted ]]; then
+    EXIT_CODE=""  # the runner stopped it: its exit status says nothing about the job
+    note "stopped: $PREEMPT_REASON"
+  elif [[ $TIMED_OUT == true ]]; then
+    note "killed: $KILL_REASON"
+  fi
+}

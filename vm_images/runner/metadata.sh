@@ -1,0 +1,149 @@
+# shellcheck shell=bash disable=SC2034  # a sourced part: what it sets, the other parts read
+# The metadata server: the descriptor, the storage token (from the broker, or the VM's own when
+# the descriptor names no broker), identity tokens, and the job_done callback. Sourced by runner.sh.
+
+DESCRIPTOR_KEY=spotcron-run
+
+md_fetch() {
+  http_call GET "$METADATA_URL/$1" "$2" -H 'Metadata-Flavor: Google'
+}
+
+# Tokens go to curl in header files (-H @file), never on its command line, where any process on
+# the machine could read them. A new header replaces the old one in one rename, so parallel
+# uploads always read a whole one.
+bearer_header() {
+  (umask 077 && printf 'Authorization: Bearer %s\n' "$1" >"$2.new" && mv -f "$2.new" "$2")
+}
+
+# identity_token AUDIENCE HEADER_FILE: a fresh instance identity token (format=full) as a header.
+identity_token() {
+  url_encode "$1"
+  md_fetch "instance/service-accounts/default/identity?audience=$URLENC&format=full" "$TMP/identity.$BASHPID" ||
+    return 1
+  bearer_header "$(<"$TMP/identity.$BASHPID")" "$2" || { HTTP_CODE=000; return 1; }
+  rm -f "$TMP/identity.$BASHPID"
+}
+
+# The storage token, refreshed a margin before it expires. With a credentials_url the broker
+# mints a token limited to this attempt's objects; the VM's own token is the fallback.
+TOKEN=""
+TOKEN_EXPIRES=0
+AUTH_HEADER=""
+access_token() {
+  local answer=$TMP/token.$BASHPID life
+  now_s
+  [[ -n $TOKEN ]] && ((NOW < TOKEN_EXPIRES)) && return 0
+  if [[ -n $D_CREDENTIALS_URL ]]; then
+    identity_token "$D_CREDENTIALS_URL" "$TMP/broker.header.$BASHPID" || return 1
+    http_call POST "$D_CREDENTIALS_URL" "$answer" -H "@$TMP/broker.header.$BASHPID" \
+      -H 'Content-Type: application/json' --data-binary '{}' || return 1
+  else
+    md_fetch instance/service-accounts/default/token "$answer" || return 1
+  fi
+  json_field access_token "$answer" && [[ -n $JV ]] || { log "no access_token in the token answer"; HTTP_CODE=000; return 1; }
+  TOKEN=$JV
+  json_field expires_in "$answer" && life=$JV || life=300
+  rm -f "$answer"
+  TOKEN_EXPIRES=$((NOW + life - (life > 600 ? 300 : life / 2)))
+  bearer_header "$TOKEN" "$AUTH_HEADER"
+}
+
+# decode_list ARRAY VALUE: ARRAY = the NUL-terminated items in base64 VALUE.
+decode_list() {
+  local -n into=$1
+  into=()
+  [[ -n $2 ]] || return 0
+  [[ $2 =~ ^[A-Za-z0-9+/]+=*$ ]] || return 1
+  mapfile -d '' -t into < <(printf '%s' "$2" | base64 -d)
+}
+
+load_descriptor() {
+  local line key value
+  local -A raw=()
+  if ! retry "$RETRIES" md_fetch "instance/attributes/$DESCRIPTOR_KEY" "$TMP/descriptor"; then
+    log "could not read instance attribute $DESCRIPTOR_KEY from $METADATA_URL (HTTP $HTTP_CODE)"
+    return 1
+  fi
+  while IFS= read -r line || [[ -n $line ]]; do
+    key=${line%%=*}
+    value=${line#*=}
+    if [[ $key == "$line" || ! $key =~ ^[a-z_]+$ ]]; then
+      log "instance attribute $DESCRIPTOR_KEY: line '${line:0:40}' is not key=value"
+      return 1
+    fi
+    raw[$key]=$value
+  done <"$TMP/descriptor"
+  if [[ ${raw[version]-} != 2 ]]; then
+    log "descriptor version '${raw[version]-}' is not supported; this runner reads version 2"
+    return 1
+  fi
+  for key in job run_id image bucket prefix job_done_url deadline checkpoint_object; do
+    if [[ -z ${raw[$key]-} ]]; then
+      log "descriptor: field '$key' is missing or empty"
+      return 1
+    fi
+  done
+  if [[ ! ${raw[attempt]-} =~ ^[0-9]+$ ]]; then
+    log "descriptor: field 'attempt' must be a whole number (got '${raw[attempt]-}')"
+    return 1
+  fi
+  D_JOB=${raw[job]} D_RUN_ID=${raw[run_id]} D_IMAGE=${raw[image]} D_BUCKET=${raw[bucket]}
+  D_PREFIX=${raw[prefix]%/}/ D_JOB_DONE_URL=${raw[job_done_url]} D_DEADLINE=${raw[deadline]}
+  D_ATTEMPT=${raw[attempt]} D_TIMEOUT_S=${raw[timeout_s]-} D_CKPT_OBJECT=${raw[checkpoint_object]}
+  D_RESULTS_PATH=${raw[results_path]:-/results} D_CHECKPOINT_PATH=${raw[checkpoint_path]-}
+  D_CREDENTIALS_URL=${raw[credentials_url]-} D_METADATA_ACCESS=${raw[metadata_access]:-false}
+  D_GPU_TYPE=${raw[gpu_type]-} D_GPU_COUNT=${raw[gpu_count]:-0}
+  HAS_COMMAND=0
+  [[ -n ${raw[command]+set} ]] && HAS_COMMAND=1
+  HAS_LOCAL_COMMAND=0
+  [[ -n ${raw[local_command]+set} ]] && HAS_LOCAL_COMMAND=1
+  for key in command args local_command env; do
+    if ! decode_list "D_${key^^}" "${raw[$key]-}"; then
+      log "descriptor: field '$key' is not base64"
+      return 1
+    fi
+  done
+  local when iso='^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-][0-9]{2}:?[0-9]{2})$'
+  if [[ ! $D_DEADLINE =~ $iso ]] || ! when=$(date -u -d "$D_DEADLINE" '+%s %N' 2>/dev/null); then
+    log "descriptor: deadline '$D_DEADLINE' is not an ISO-8601 time"
+    return 1
+  fi
+  # Whole seconds, rounded up: the job is never stopped before its deadline.
+  DEADLINE_S=${when% *}
+  [[ ${when#* } =~ ^0+$ ]] || DEADLINE_S=$((DEADLINE_S + 1))
+  url_encode "$D_BUCKET"
+  BUCKET_Q=$URLENC
+  ATTEMPT_PREFIX=${D_PREFIX}attempt-$D_ATTEMPT/
+  AUTH_HEADER=$TMP/auth.header
+  local name=spotcron-$D_JOB-$D_RUN_ID-a$D_ATTEMPT
+  CONTAINER_NAME=${name//[^a-zA-Z0-9_.-]/-}
+  # Local mode names the container after its "VM", so deleting the VM can remove it too.
+  CONTAINER_NAME=${SPOTCRON_CONTAINER_NAME:-$CONTAINER_NAME}
+}
+
+_callback_once() {
+  identity_token "$D_JOB_DONE_URL" "$TMP/identity.header" || return 1
+  http_call POST "$D_JOB_DONE_URL" "$TMP/callback.out" -H "@$TMP/identity.header" \
+    -H 'Content-Type: application/json' --data-binary "@$TMP/callback.json"
+}
+
+iso_or_null() {
+  if [[ -n $1 ]]; then printf '"%s"' "$1"; else printf null; fi
+}
+
+send_callback() {
+  local code=null
+  [[ $EXIT_CODE =~ ^[0-9]+$ ]] && code=$EXIT_CODE
+  json_quote "$D_JOB"
+  local job=$JQ
+  json_quote "$D_RUN_ID"
+  printf '{"job":%s,"run_id":%s,"attempt":%s,"status":"%s","exit_code":%s,"timed_out":%s,"uploaded":%s,"started_at":%s,"finished_at":%s}\n' \
+    "$job" "$JQ" "$D_ATTEMPT" "$STATUS" "$code" "$TIMED_OUT" "$UPLOADED" "$(iso_or_null "$STARTED_AT")" \
+    "$(iso_or_null "$FINISHED_AT")" >"$TMP/callback.json"
+  if retry "$CALLBACK_RETRIES" _callback_once; then
+    log "reported $STATUS (exit code $code, uploaded $UPLOADED) to $D_JOB_DONE_URL"
+    return 0
+  fi
+  log "could not report to $D_JOB_DONE_URL (HTTP $HTTP_CODE); the sweep will reap this VM"
+  return 1
+}
