@@ -75,7 +75,11 @@ def test_quick_figures_keep_their_invariants(quick_run):
     assert cost["of which compute"]["ratio"] == pytest.approx(1.0)  # same VM time, same price
 
     sweep = figures(sections["scale-sweep"])
-    calls = sweep["Compute API calls"]
+    healthy = sweep["100 healthy live VMs: Storage API calls"]
+    assert (healthy["spotcron"], healthy["baseline"]) == (1, 101)  # one listing; today: and a read per run
+    assert sweep["100 healthy live VMs: Compute API calls"]["spotcron"] == 1
+    calls = [f for name, f in sweep.items() if name.endswith("to reap: Compute API calls")
+             and f["baseline_label"].startswith("NAIVE")][0]
     assert calls["spotcron"] > 0
     assert calls["baseline"] >= 100  # the naive listing gets every one of the 100 VMs
     assert sweep["REST fake, list managed VMs: HTTP requests"]["spotcron"] >= 1
@@ -104,6 +108,8 @@ def test_both_sweeps_reap_the_same_vms_and_the_naive_one_gets_each():
     assert ours["deleted"] == naive["deleted"] and len(ours["deleted"]) == 4  # 2 stopped, 2 past deadline
     assert naive["compute"] - ours["compute"] >= 100  # one get per VM, three zone lists instead of one
     assert ours["storage"] == naive["storage"]
+    today = timed_sweep(100, 0.0, today=True)
+    assert today["deleted"] == ours["deleted"] and today["storage"] - ours["storage"] == 96  # the healthy runs' reads
 
 
 def test_deploy_figures_reads_a_figures_list_and_named_pairs():

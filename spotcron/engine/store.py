@@ -2,22 +2,32 @@
 
 Every change is read → compute → write-if-generation-unchanged, retried on conflict. That makes
 concurrent deliveries and callbacks safe without a database: the first writer wins and the
-others re-read and see what it did. A small `live/` index keeps the sweep from listing every
-object of every run.
+others re-read and see what it did.
+
+The `live/` index holds one empty object per run not yet ended, and its name carries what the
+sweep needs to decide whether the run needs attention: state, attempt, zone, VM, deadline, and
+(while the run waits for its VM) when it last changed. One listing then replaces a read per run
+(engine/sweep.py). The marker is renamed whenever one of those changes. It is a hint, never the
+truth: a marker left behind by a crash or a race makes the sweep read the record and put the
+markers right. Markers named `live/JOB/RUN` (before the index carried anything) still count.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from spotcron.core import layout
 from spotcron.core.errors import PreconditionFailed, SpotcronError
-from spotcron.core.runs import RunRecord
+from spotcron.core.runs import RunRecord, RunState
 from spotcron.engine.ports import Blobs
 
 LIVE = "live/"
 PRUNED = "pruned/"
 MAX_CONFLICTS = 20
+_SEP = "~"  # in no job name, run id, zone or VM name
+_NONE = "-"
 
 
 class RecordConflict(SpotcronError):
@@ -25,7 +35,65 @@ class RecordConflict(SpotcronError):
 
 
 def live_marker(job: str, run_id: str) -> str:
+    """The marker name before the index carried anything (still read, and removed when seen)."""
     return f"{LIVE}{job}/{run_id}"
+
+
+@dataclass(frozen=True)
+class LiveEntry:
+    """One run not yet ended, as its marker's name describes it. `state` None: a marker of the
+    old form, which says nothing more."""
+
+    job: str
+    run_id: str
+    name: str  # the marker's object name
+    state: RunState | None = None
+    attempt: int = 0
+    zone: str | None = None
+    vm: str | None = None
+    deadline: datetime | None = None
+    updated: datetime | None = None  # while scheduled or starting: when the record last changed
+
+
+def live_entry_name(record: RunRecord) -> str | None:
+    """The marker name for `record`; None once it has ended."""
+    if record.terminal:
+        return None
+    attempt = record.current_attempt
+    waiting = record.state != RunState.RUNNING
+    fields = [str(record.state), str(attempt.number if attempt else 0),
+              (attempt.zone if attempt else None) or _NONE, attempt.vm_name if attempt else _NONE,
+              _epoch(record.deadline) if record.state == RunState.RUNNING else _NONE,
+              _epoch(record.updated_at) if waiting else _NONE]
+    return f"{LIVE}{record.job}/{record.run_id}/{_SEP.join(fields)}"
+
+
+def parse_live_name(name: str) -> LiveEntry | None:
+    parts = name[len(LIVE):].split("/") if name.startswith(LIVE) else []
+    if len(parts) == 2 and all(parts):
+        return LiveEntry(parts[0], parts[1], name)
+    if len(parts) != 3 or not parts[0] or not parts[1]:
+        return None
+    fields = parts[2].split(_SEP)
+    try:
+        state, attempt, zone, vm, deadline, updated = fields
+        return LiveEntry(parts[0], parts[1], name, state=RunState(state), attempt=int(attempt),
+                         zone=None if zone == _NONE else zone, vm=None if vm == _NONE else vm,
+                         deadline=_from_epoch(deadline), updated=_from_epoch(updated))
+    except ValueError:
+        return LiveEntry(parts[0], parts[1], name)  # unreadable: the record says what it is
+
+
+def _same_but_time(a: str, b: str) -> bool:
+    return a.rsplit(_SEP, 1)[0] == b.rsplit(_SEP, 1)[0]
+
+
+def _epoch(at: datetime | None) -> str:
+    return _NONE if at is None else str(int(at.timestamp()))
+
+
+def _from_epoch(text: str) -> datetime | None:
+    return None if text == _NONE else datetime.fromtimestamp(int(text), UTC)
 
 
 def pruned_marker(job: str) -> str:
@@ -45,12 +113,34 @@ class RunStore:
             # The delivery that created it may have died before writing the live marker; without
             # the marker the sweep never sees the run, so a redelivery writes it again.
             existing = self.read(record.job, record.run_id)
-            if existing is not None and not existing.terminal:
-                self.blobs.write(live_marker(record.job, record.run_id), b"", content_type="text/plain")
+            if existing is not None:
+                self._mark(None, existing)
             return False
-        if not record.terminal:
-            self.blobs.write(live_marker(record.job, record.run_id), b"", content_type="text/plain")
+        self._mark(None, record)
         return True
+
+    def _mark(self, before: RunRecord | None, after: RunRecord) -> None:
+        """Rename the run's live marker from what `before` was to what `after` is. A change of
+        `updated_at` alone (a delivery claiming the attempt) keeps the name: the marker says when
+        the run entered its state, and a sweep that finds that old reads the record to be sure."""
+        old = live_entry_name(before) if before is not None else None
+        new = live_entry_name(after)
+        if old is not None and new is not None and _same_but_time(old, new):
+            return
+        if new is not None and new != old:
+            self.blobs.write(new, b"", content_type="text/plain")
+        if old is not None and old != new:
+            self.blobs.delete(old)
+
+    def fix_markers(self, record: RunRecord, markers: list[str]) -> None:
+        """Leave exactly the marker `record` calls for (none once it has ended), whatever `markers`
+        a crash or a race left behind."""
+        want = live_entry_name(record)
+        if want is not None and want not in markers:
+            self.blobs.write(want, b"", content_type="text/plain")
+        for name in markers:
+            if name != want:
+                self.blobs.delete(name)
 
     def read(self, job: str, run_id: str) -> RunRecord | None:
         blob = self.blobs.read(layout.run_record(job, run_id))
@@ -77,19 +167,17 @@ class RunStore:
                                  content_type="application/json")
             except PreconditionFailed:
                 continue
-            if updated.terminal and not current.terminal:
-                self.blobs.delete(live_marker(job, run_id))
+            self._mark(current, updated)
             return updated, True
         raise RecordConflict(f"run {job}/{run_id} kept changing; giving up after {MAX_CONFLICTS} tries")
 
+    def live_index(self) -> list[LiveEntry]:
+        """Every live marker, in one listing."""
+        return [entry for entry in map(parse_live_name, self.blobs.list(LIVE)) if entry is not None]
+
     def live_runs(self) -> list[tuple[str, str]]:
         """(job, run_id) of every run not yet in a terminal state."""
-        runs = []
-        for name in self.blobs.list(LIVE):
-            parts = name[len(LIVE):].split("/")
-            if len(parts) == 2:
-                runs.append((parts[0], parts[1]))
-        return runs
+        return list(dict.fromkeys((entry.job, entry.run_id) for entry in self.live_index()))
 
     def run_ids(self, job: str) -> list[str]:
         """Every run id of `job` that has a record, oldest first."""

@@ -5,12 +5,20 @@
   from its manifest when the upload completed, else retried or marked lost;
 - a run stuck in `starting` is adopted when its VM exists, else failed.
 Nothing without our label is ever touched, nor a managed VM still inside its deadline.
+
+Its work follows the runs that need it. One aggregated list of the managed VMs and one listing
+of the live index (whose marker names carry state, attempt, zone, VM and deadline; see
+engine/store.py) show which runs need attention: a running run whose VM is missing, stopped or
+past its deadline, a run waiting for its VM for too long, a marker that says nothing or
+disagrees with another. Only those records are read. With everything healthy a sweep makes one
+Compute call and one Storage call, however many VMs are live.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -23,7 +31,7 @@ from spotcron.engine.attempts import create_attempt
 from spotcron.engine.deps import Deps
 from spotcron.engine.ports import DEAD_STATUSES, Instance
 from spotcron.engine.steps import step
-from spotcron.engine.store import RecordConflict, live_marker
+from spotcron.engine.store import LiveEntry, RecordConflict
 
 log = logging.getLogger("spotcron.engine")
 
@@ -50,31 +58,45 @@ class SweepReport:
 
 
 def sweep(deps: Deps) -> SweepReport:
+    return _sweep(deps, needs_attention)
+
+
+def _sweep(deps: Deps, attention: Callable[..., bool]) -> SweepReport:
+    """The sweep, reading the records of the runs `attention` picks (the bench passes one that
+    picks every run: the sweep as it was before the live index carried anything)."""
     now = deps.clock.now()
     report = SweepReport()
     instances = {(i.zone, i.name): i for i in deps.compute.list_managed() if i.managed}
+    markers: dict[tuple[str, str], list[LiveEntry]] = {}
+    for entry in deps.store.live_index():
+        markers.setdefault((entry.job, entry.run_id), []).append(entry)
     records: dict[tuple[str, str], RunRecord] = {}
     # One unreadable record or failed call must not stop the rest: a stopped or overdue VM left
     # for the next sweep would outlive its deadline by more than one sweep interval.
     # A record that does not parse (ValueError) is skipped like one that could not be read.
     unread: set[tuple[str, str]] = set()
-    for job, run_id in deps.store.live_runs():
-        try:
-            record = deps.store.read(job, run_id)
-            if record is None or record.terminal:
-                deps.blobs.delete(live_marker(job, run_id))  # a marker left by an interrupted update
-                continue
-        except (Transient, ValueError) as exc:
-            unread.add((job, run_id))
-            report.errors.append(f"reading {job}/{run_id}: {exc}")
+    for key, entries in markers.items():
+        if not attention(deps, entries, instances, now):
             continue
-        records[(job, run_id)] = record
+        try:
+            record = deps.store.read(*key)
+            if record is None or record.terminal:
+                for entry in entries:  # left by an interrupted update
+                    deps.blobs.delete(entry.name)
+                continue
+            deps.store.fix_markers(record, [entry.name for entry in entries])
+        except (Transient, ValueError) as exc:
+            unread.add(key)
+            report.errors.append(f"reading {key[0]}/{key[1]}: {exc}")
+            continue
+        records[key] = record
 
     timed_out: set[tuple[str, str]] = set()
     for key, instance in list(instances.items()):
         run_key = (instance.labels.get("job", ""), instance.labels.get("run", ""))
         try:
-            reason = _reap_reason(deps, instance, records.get(run_key), now, run_known=run_key not in unread)
+            reason = _reap_reason(deps, instance, records.get(run_key), markers.get(run_key, []), now,
+                                  run_known=run_key not in unread)
             if reason is None:
                 continue
             deps.compute.delete_instance(instance.zone, instance.name)
@@ -97,28 +119,53 @@ def sweep(deps: Deps) -> SweepReport:
     return report
 
 
-def _reap_reason(deps: Deps, instance: Instance, record: RunRecord | None, now: datetime, *,
-                 run_known: bool = True) -> str | None:
+def stuck_after(deps: Deps) -> timedelta:
+    return max(timedelta(minutes=10), timedelta(seconds=2 * deps.settings.sweep_interval))
+
+
+def needs_attention(deps: Deps, entries: list[LiveEntry], instances: dict[tuple[str, str], Instance],
+                    now: datetime) -> bool:
+    """Whether a run's record must be read, from its live markers and the listed VMs alone."""
+    if len(entries) != 1 or entries[0].state is None:
+        return True  # a marker of the old form, or several: the record says which is right
+    entry = entries[0]
+    if entry.state in (RunState.SCHEDULED, RunState.STARTING):
+        return entry.updated is None or now - entry.updated >= stuck_after(deps)
+    if entry.state != RunState.RUNNING or entry.zone is None or entry.vm is None:
+        return True
+    instance = instances.get((entry.zone, entry.vm))
+    if instance is None or instance.status in DEAD_STATUSES:
+        return True  # gone (or going): find out how its run ended
+    return entry.deadline is None or now > entry.deadline + DEADLINE_SLACK
+
+
+def _reap_reason(deps: Deps, instance: Instance, record: RunRecord | None, entries: list[LiveEntry],
+                 now: datetime, *, run_known: bool = True) -> str | None:
     if instance.status in DEAD_STATUSES:
         return f"{instance.status}: a stopped VM still bills its disk"
-    deadline = _deadline(deps, instance, record)
+    deadline = _deadline(deps, instance, record, entries)
     if deadline is not None and now > deadline + DEADLINE_SLACK:
         return f"past its deadline {deadline:%Y-%m-%d %H:%M:%S} UTC"
-    if not run_known:
-        return None  # its record could not be read: maybe live, so only status and deadline count
-    ended = record is None and deps.store.read(instance.labels.get("job", ""), instance.labels.get("run", ""))
+    if not run_known or entries:
+        return None  # its run is live (or its record could not be read): only status and deadline count
+    ended = deps.store.read(instance.labels.get("job", ""), instance.labels.get("run", ""))
     if ended and now - instance.created_at > LIST_LAG:
         return "its run has already ended"
     return None
 
 
-def _deadline(deps: Deps, instance: Instance, record: RunRecord | None) -> datetime | None:
-    # The record's deadline is that of its running attempt's VM. Any other VM of the run (the
-    # next attempt's, still `starting`; an old attempt's) goes by its own metadata.
+def _deadline(deps: Deps, instance: Instance, record: RunRecord | None, entries: list[LiveEntry]) -> datetime | None:
+    # The record's deadline is that of its running attempt's VM (the live marker carries it). Any
+    # other VM of the run (the next attempt's, still `starting`; an old attempt's) goes by its own
+    # metadata.
     current = record.current_attempt if record is not None else None
     if (record is not None and record.deadline is not None and record.state == RunState.RUNNING and current is not None
             and (current.zone, current.vm_name) == (instance.zone, instance.name)):
         return record.deadline
+    if record is None and len(entries) == 1:
+        entry = entries[0]
+        if entry.state == RunState.RUNNING and (entry.zone, entry.vm) == (instance.zone, instance.name):
+            return entry.deadline
     raw = instance.metadata.get(METADATA_KEY)
     if raw:
         try:
@@ -132,9 +179,8 @@ def _deadline(deps: Deps, instance: Instance, record: RunRecord | None) -> datet
 def _sweep_run(deps: Deps, record: RunRecord, instances: dict, timed_out: set, now: datetime,
                report: SweepReport) -> None:
     attempt = record.current_attempt
-    stuck_after = max(timedelta(minutes=10), timedelta(seconds=2 * deps.settings.sweep_interval))
     if record.state in (RunState.SCHEDULED, RunState.STARTING):
-        if now - record.updated_at < stuck_after:
+        if now - record.updated_at < stuck_after(deps):
             return
         if attempt is not None and attempt.zone and deps.compute.get_instance(attempt.zone, attempt.vm_name):
             create_attempt(deps, record)  # the create landed; adopt it
