@@ -198,6 +198,14 @@ CASES: list[tuple[str, str, str | tuple[str, ...]]] = [
     ("benchmark-base-no-matrix", OK + "benchmark: {base: cpu}\n",
      "jobs/bot.yaml:3: benchmark.base: 'cpu': the job has no matrix, so there is nothing to compare; "
      "remove benchmark.base or add matrix entries"),
+    ("repeat-zero", OK + "repeat: 0\n",
+     "jobs/bot.yaml:3: repeat: 0 is too small; the smallest allowed is 1"),
+    ("repeat-name-clash", OK + "matrix:\n  - {name: cpu, repeat: 2}\n  - {name: cpu-r2}\n",
+     "jobs/bot.yaml:4: matrix[0].name: 'cpu-r2' names another matrix entry and a repeat of 'cpu' (repeats are "
+     "named ENTRY-rN); rename that entry"),
+    ("repeat-index-reserved", OK + "repeat_index: 2\n",
+     "jobs/bot.yaml:3: repeat_index: reserved: spotcron numbers the copies that repeat: makes; set repeat: N "
+     "instead"),
     ("checkpoint-overlaps", OK + "results: /data\ncheckpoint: /data/ckpt\n",
      "jobs/bot.yaml:4: checkpoint: checkpoint '/data/ckpt' and results '/data' overlap; use separate "
      "directories such as /checkpoint and /results"),

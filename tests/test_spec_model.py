@@ -82,3 +82,22 @@ def test_example_jobs_match_the_schema():
 
     for path in sorted((ROOT / "jobs").glob("*.yaml")):
         jsonschema.validate(yaml.safe_load(path.read_text()), job_file_schema())
+
+
+def test_repeat_makes_one_resolved_copy_per_run_of_a_tick():
+    spec = JobSpec(**BASE, repeat=2, benchmark={"base": "gpu"},
+                   matrix=[{"name": "cpu"}, {"name": "gpu", "repeat": 3}, {"name": "once", "repeat": 1}])
+    assert [(c.variant, c.repeat_index, c.run_suffix) for c in spec.variants()] == [
+        ("cpu", 1, "cpu-r1"), ("cpu", 2, "cpu-r2"), ("gpu", 1, "gpu-r1"), ("gpu", 2, "gpu-r2"),
+        ("gpu", 3, "gpu-r3"), ("once", None, "once")]
+    assert [c.variant for c in spec.configurations()] == ["cpu", "gpu", "once"]
+    assert spec.variant_named("gpu").repeat == 3 and spec.variant_named("gpu").repeat_index is None
+    assert {c.benchmark.base for c in spec.variants()} == {"gpu"}
+    # A run's payload is its resolved copy: it never expands again.
+    copy = JobSpec.from_payload(spec.variants()[3].to_payload())
+    assert copy.variants() == [copy] and copy.run_suffix == "gpu-r2"
+    alone = JobSpec(**BASE, repeat=2)
+    assert [c.run_suffix for c in alone.variants()] == ["r1", "r2"]
+    assert [c.run_suffix for c in JobSpec(**BASE).variants()] == [None]
+    with pytest.raises(ValidationError, match="less than or equal to 20"):
+        JobSpec(**BASE, repeat=21)

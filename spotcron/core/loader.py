@@ -171,6 +171,10 @@ def check_job_file(path: Path, *, grace: int = DEFAULT_GRACE) -> tuple[JobSpec |
         file.add(("variant",), "reserved: spotcron sets it on the copy of the job made for each matrix entry; "
                                "define entries under matrix: instead")
         del data["variant"]
+    if "repeat_index" in data:
+        file.add(("repeat_index",), "reserved: spotcron numbers the copies that repeat: makes; set repeat: N "
+                                    "instead")
+        del data["repeat_index"]
     if "name" in data:
         if data["name"] != path.stem:
             file.add(("name",), f"{data['name']!r} does not match the file name {path.name!r}; a job is named "
@@ -414,9 +418,16 @@ def _check_spec(spec: JobSpec, data: dict[str, Any], file: _File, grace: int) ->
         file.add(("benchmark", "base"), f"{base!r}: the job has no matrix, so there is nothing to compare; "
                                         f"remove benchmark.base or add matrix entries")
 
+    suffixes = {entry.name for entry in spec.matrix}
+    for index, variant in enumerate(spec.configurations()):
+        clash = sorted(suffixes & {copy.run_suffix for copy in variant.repeats() if copy.repeat_index})
+        if clash:
+            file.add(("matrix", index, "name"), f"{clash[0]!r} names another matrix entry and a repeat of "
+                                                f"{variant.variant!r} (repeats are named ENTRY-rN); rename that entry")
+
     seen: set[tuple[int | None, str, str]] = set()
     raw_entries = data.get("matrix") or []
-    for index, variant in enumerate(spec.variants()):
+    for index, variant in enumerate(spec.configurations()):
         gpu = variant.machine.gpu
         if gpu is None or _gpu_type_problem(gpu.type):
             continue  # no GPU, or an unknown one that _check_raw reported

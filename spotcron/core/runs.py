@@ -131,6 +131,7 @@ class RunRecord(_Record):
     job: str
     run_id: str
     variant: str | None = None
+    repeat: int | None = None  # which of the configuration's `repeat: N` runs of the tick (1..N)
     trigger: Literal["schedule", "manual"] = "schedule"
     tick: datetime | None = None
     state: RunState = RunState.SCHEDULED

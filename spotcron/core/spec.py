@@ -43,6 +43,7 @@ _IMAGE = re.compile(
 DESCRIPTION_MAX = 500  # Cloud Scheduler refuses a longer description on the job's entry
 MAX_RUN_SECONDS = 120 * 86400  # Compute Engine's longest scheduling.maxRunDuration
 MIN_RUN_SECONDS = 30  # and its shortest
+MAX_REPEAT = 20  # runs per configuration and tick: enough for a spread, bounded like the rest of a tick
 
 
 def name_problem(name: str, limit: int, what: str) -> str | None:
@@ -175,6 +176,8 @@ class MatrixEntry(_Model):
     machine: MachineOverride = Field(MachineOverride(), description="changes to the job's machine")
     env: EnvMap = Field({}, description="variables added to (or replacing) the job's env")
     args: Argv | None = Field(None, description="replaces the job's args for this entry")
+    repeat: int | None = Field(None, ge=1, le=MAX_REPEAT, description="runs of this entry per tick, each on its "
+                                                                     "own VM; default: the job's repeat")
 
     @field_validator("name")
     @classmethod
@@ -229,8 +232,12 @@ class JobSpec(_Model):
                                                           "`spotcron report` and the results page's charts")
     metadata_access: bool = Field(False, description="true: the container may reach the VM's metadata server, and "
                                                      "with it the VM's identity and tokens; by default it cannot")
+    repeat: int = Field(1, ge=1, le=MAX_REPEAT, description="runs per tick of the job (of each matrix entry), "
+                                                             "each on its own VM with its own record, logs and "
+                                                             "results: repeats measure the spread between machines")
     # Set only on the resolved copies that `variants()` returns; never written in a job file.
     variant: str | None = None
+    repeat_index: int | None = None  # 1..repeat when the configuration runs more than once per tick
 
     @field_validator("name")
     @classmethod
@@ -323,8 +330,25 @@ class JobSpec(_Model):
         """The job name plus the matrix entry, as it appears in run ids and tables."""
         return f"{self.name}/{self.variant}" if self.variant else self.name
 
+    @property
+    def run_suffix(self) -> str | None:
+        """What a run id adds to the tick for this copy: `t4`, `t4-r2`, `r2` or nothing."""
+        repeat = f"r{self.repeat_index}" if self.repeat_index is not None else None
+        parts = [part for part in (self.variant, repeat) if part]
+        return "-".join(parts) or None
+
     def variants(self) -> list[JobSpec]:
-        """One resolved spec per run of a tick: the matrix entries, or the job itself."""
+        """One resolved spec per run of a tick: the matrix entries (or the job itself), each
+        `repeat` times.
+
+        Repeats are separate runs on separate VMs, so each has its own record, logs and results,
+        and their spread includes the differences between machines (host, CPU platform,
+        neighbours), which is what a benchmark on cloud VMs must measure.
+        """
+        return [copy for configuration in self.configurations() for copy in configuration.repeats()]
+
+    def configurations(self) -> list[JobSpec]:
+        """One resolved spec per configuration (matrix entry), without its repeats."""
         if not self.matrix:
             return [self]
         resolved = []
@@ -342,11 +366,18 @@ class JobSpec(_Model):
             }
             if entry.args is not None:
                 update["args"] = entry.args
+            if entry.repeat is not None:
+                update["repeat"] = entry.repeat
             resolved.append(self.model_copy(update=update))
         return resolved
 
+    def repeats(self) -> list[JobSpec]:
+        if self.repeat == 1 or self.repeat_index is not None:
+            return [self]
+        return [self.model_copy(update={"repeat_index": index}) for index in range(1, self.repeat + 1)]
+
     def variant_named(self, name: str | None) -> JobSpec:
-        for spec in self.variants():
+        for spec in self.configurations():
             if spec.variant == name:
                 return spec
         raise KeyError(f"job {self.name!r} has no matrix entry {name!r}")
@@ -369,7 +400,7 @@ def job_file_schema() -> dict[str, Any]:
     schema = JobSpec.model_json_schema(mode="validation")
     defs = schema["$defs"]
     props = schema["properties"]
-    del props["variant"]
+    del props["variant"], props["repeat_index"]
     schema["required"] = [name for name in schema["required"] if name != "name"]
     props["name"].update(pattern=_NAME.pattern, maxLength=JOB_NAME_MAX)
     defs["MatrixEntry"]["properties"]["name"].update(pattern=_NAME.pattern, maxLength=ENTRY_NAME_MAX)

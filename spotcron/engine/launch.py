@@ -74,9 +74,11 @@ def _launch_one(deps: Deps, spec: JobSpec, tick: datetime | None, requested_at: 
     manual = tick is None
     # A manual run's id comes from the message's publish time, not from when it is handled, so a
     # redelivered "run now" names the same run instead of starting a second one.
-    run_id = manual_run_id(requested_at, nonce, spec.variant) if manual else scheduled_run_id(tick, spec.variant)
+    suffix = spec.run_suffix  # the matrix entry and the repeat: each is a run of its own
+    run_id = manual_run_id(requested_at, nonce, suffix) if manual else scheduled_run_id(tick, suffix)
     record = RunRecord(
-        job=spec.name, run_id=run_id, variant=spec.variant, trigger="manual" if manual else "schedule",
+        job=spec.name, run_id=run_id, variant=spec.variant, repeat=spec.repeat_index,
+        trigger="manual" if manual else "schedule",
         tick=tick, created_at=now, updated_at=now, history=(StateChange(state=RunState.SCHEDULED, at=now),),
         history_limit=spec.history_limit, spec=spec.to_payload(),
     )
@@ -142,7 +144,8 @@ def _live_runs_of(deps: Deps, record: RunRecord) -> list[RunRecord]:
         if job != record.job:
             continue
         other = deps.store.read(job, run_id)
-        if other is not None and not other.terminal and other.variant == record.variant:
+        if (other is not None and not other.terminal and other.variant == record.variant
+                and other.repeat == record.repeat):
             runs.append(other)
     return runs
 

@@ -75,7 +75,7 @@ def benchmark_report(job: str, records: Iterable[RunRecord], table: PriceTable |
     With no `table`, a run's cost is the one its record stored when it ended.
     """
     ours = [r for r in records if r.job == job]
-    order = [v.variant or NO_VARIANT for v in spec.variants()] if spec is not None else []
+    order = [v.variant or NO_VARIANT for v in spec.configurations()] if spec is not None else []
     # Entries since removed from the matrix still have records: list them after the current ones.
     order += sorted({r.variant or NO_VARIANT for r in ours} - set(order))
     if not order:
@@ -202,7 +202,7 @@ def format_ratio(value: float | None) -> str:
 
 def _machine(spec: JobSpec | None, variant: str, records: Sequence[RunRecord]) -> str:
     """`n1-standard-8 + T4 x1, spot`: from the spec when it has the entry, else the last attempt."""
-    names = {v.variant or NO_VARIANT for v in spec.variants()} if spec is not None else set()
+    names = {v.variant or NO_VARIANT for v in spec.configurations()} if spec is not None else set()
     if spec is not None and variant in names:
         resolved = spec.variant_named(None if variant == NO_VARIANT else variant).machine
         gpu = f" + {gpu_key(resolved.gpu.type)} x{resolved.gpu.count}" if resolved.gpu else ""

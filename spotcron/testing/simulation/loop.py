@@ -151,7 +151,7 @@ class Simulation:
         self.ledger.counts["ticks"] += 1
         if not spec.paused:
             for variant in spec.variants():
-                self.ledger.expect(spec.name, scheduled_run_id(tick, variant.variant))
+                self.ledger.expect(spec.name, scheduled_run_id(tick, variant.run_suffix))
         message = self._message(job, tick + timedelta(seconds=rng.uniform(0.05, 1.5)), {})
         if dice.roll("late_delivery"):
             self._deliver_at(tick + timedelta(seconds=spec.starting_deadline + rng.uniform(5, 900)), message)

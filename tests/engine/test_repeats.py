@@ -1,0 +1,48 @@
+"""`repeat: N`: every repeat of a tick is a run of its own, on its own VM, with its own record and results."""
+
+from __future__ import annotations
+
+from spotcron.core import layout
+
+from .harness import make_spec
+
+TICK = "20261122-1200"
+
+
+def test_each_repeat_is_a_run_with_its_own_vm_record_and_results(h):
+    spec = make_spec(repeat=2, matrix=[{"name": "cpu"}, {"name": "gpu", "machine": {"type": "n1-standard-8"},
+                                                          "repeat": 3}])
+    h.start(spec)
+    runs = {r.run_id: r for r in h.records("bot")}
+    assert sorted(runs) == sorted([f"{TICK}-cpu-r1", f"{TICK}-cpu-r2",
+                                   f"{TICK}-gpu-r1", f"{TICK}-gpu-r2", f"{TICK}-gpu-r3"])
+    assert len({vm.name for vm in h.compute.created}) == 5
+    assert all(r.state == "running" for r in runs.values())  # forbid does not hold a repeat back for another
+    assert [(r.variant, r.repeat) for r in sorted(runs.values(), key=lambda r: r.run_id)] == [
+        ("cpu", 1), ("cpu", 2), ("gpu", 1), ("gpu", 2), ("gpu", 3)]
+
+    assert h.finish_ok("bot", f"{TICK}-gpu-r2").status_code == 200
+    done = h.record("bot", f"{TICK}-gpu-r2")
+    assert done.state == "succeeded" and done.results_prefix == layout.attempt_prefix("bot", f"{TICK}-gpu-r2", 1)
+    assert h.blobs.read(layout.logs("bot", f"{TICK}-gpu-r2", 1)) is not None
+    assert h.blobs.read(layout.logs("bot", f"{TICK}-gpu-r1", 1)) is None
+    assert h.record("bot", f"{TICK}-gpu-r1").state == "running"
+
+
+def test_a_repeated_delivery_starts_no_more_repeats(h):
+    spec = make_spec(repeat=3)
+    h.start(spec)
+    h.start(spec)
+    assert sorted(r.run_id for r in h.records("bot")) == [f"{TICK}-r1", f"{TICK}-r2", f"{TICK}-r3"]
+    assert len(h.compute.created) == 3
+
+
+def test_forbid_holds_back_a_repeat_while_the_same_repeat_of_the_last_tick_runs(h):
+    spec = make_spec(repeat=2, schedule="0 * * * *")
+    h.start(spec)
+    h.finish_ok("bot", f"{TICK}-r1")
+    h.clock.advance(3600)
+    h.start(spec)
+    assert h.record("bot", "20261122-1300-r1").state == "running"
+    skipped = h.record("bot", "20261122-1300-r2")
+    assert skipped.state == "skipped" and f"previous run {TICK}-r2 is still running" in skipped.reason
