@@ -125,6 +125,14 @@ def test_benchmark_writes_metrics_and_prints_per_task_figures(tmp_path):
         assert figures["samples_per_second"] == pytest.approx(3 * 8 / figures["seconds"], rel=1e-3)
         assert figures["resumed"] is False
     assert metrics["run_id"] == "20260101-1000"
+    # The contract spotcron checks at the run end: work in samples, named metrics with units.
+    from spotcron.core.metrics import check_time_metric, parse_metrics
+
+    checked = parse_metrics((tmp_path / "results" / "metrics.json").read_bytes())
+    assert (checked.work.value, checked.work.unit) == (3 * 3 * 8, "samples")
+    check_time_metric(checked, "train_seconds")
+    assert checked.seconds("train_seconds") == pytest.approx(sum(f["seconds"] for f in metrics["tasks"].values()))
+    assert checked.metrics["samples_per_second"].unit == "samples/s"
     lines = [line for line in done.stdout.splitlines() if "samples/s" in line]
     assert [line.split()[0] for line in lines] == ["mlp", "cnn", "lstm"]
     assert "mnist" in lines[0] and "3x32x32" in lines[1] and "imdb" in lines[2]

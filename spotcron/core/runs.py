@@ -15,6 +15,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from spotcron.core.metrics import RunMetrics
+
 
 class RunState(StrEnum):
     """Where a run is. Every change between them is a named function in engine/transitions.py.
@@ -145,6 +147,9 @@ class RunRecord(_Record):
     results_prefix: str | None = None  # the attempt folder holding the manifest of a success
     cost_usd: float | None = None
     cost_items: dict[str, float] = Field(default_factory=dict)
+    # The ended attempt's results/metrics.json as checked when the run ended, or why it was not usable.
+    metrics: RunMetrics | None = None
+    metrics_problem: str | None = None
     history_limit: int = 50
     # The resolved job spec this run executes, so a retry months later needs nothing else.
     spec: dict[str, Any] | None = None

@@ -21,6 +21,7 @@ from spotcron.core.runs import RunRecord, RunState, vm_name
 from spotcron.engine import transitions as t
 from spotcron.engine.attempts import create_attempt
 from spotcron.engine.deps import Deps
+from spotcron.engine.results import metrics_changes
 from spotcron.engine.steps import step
 from spotcron.engine.tokens import decode_unverified
 
@@ -124,10 +125,14 @@ def _claims_problem(deps: Deps, claims: dict[str, Any]) -> str | None:
 def _record_outcome(deps: Deps, record: RunRecord, callback: CallbackBody, zone: str) -> RunRecord:
     """Store what the attempt did; start the next attempt when it should be retried."""
     manifest_present = deps.blobs.read(layout.manifest(callback.job, callback.run_id, callback.attempt)) is not None
+    metrics: dict = {}
+    if callback.status == "exited" and callback.uploaded and manifest_present:
+        metrics = metrics_changes(deps, callback.job, callback.run_id, callback.attempt, t.spec_of(record))
     event = t.AttemptReported(
         number=callback.attempt, status=callback.status, exit_code=callback.exit_code,
         timed_out=callback.timed_out, uploaded=callback.uploaded, manifest_present=manifest_present,
-        started_at=callback.started_at, finished_at=callback.finished_at, zone=zone, zones=deps.settings.zones)
+        started_at=callback.started_at, finished_at=callback.finished_at, zone=zone, zones=deps.settings.zones,
+        metrics=tuple(metrics.items()))
     stepped = step(deps, record.job, record.run_id, event)
     if stepped.record is None:
         return record

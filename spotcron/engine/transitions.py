@@ -129,6 +129,8 @@ class AttemptReported:
     finished_at: datetime | None
     zone: str
     zones: tuple[str, ...]  # the stack's zones, for a job that names none
+    # The attempt's checked metrics.json as record fields (metrics or metrics_problem); kept when the run ends.
+    metrics: tuple[tuple[str, object], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -326,7 +328,10 @@ def attempt_reported(record: RunRecord, event: AttemptReported, now: datetime) -
         return updated  # a late report from an old attempt: keep its facts, not its verdict
     state, reason = verdict(outcome, event.exit_code, complete=event.manifest_present and event.uploaded,
                             callback=True)
-    return retry_or_finalize(updated, ended, state, reason, now, event.zones)
+    result = retry_or_finalize(updated, ended, state, reason, now, event.zones)
+    if event.metrics and isinstance(result, RunRecord) and result.terminal:
+        result = result.model_copy(update=dict(event.metrics))
+    return result
 
 
 def vm_gone(record: RunRecord, event: VmGone, now: datetime) -> Result:

@@ -46,3 +46,25 @@ def test_forbid_holds_back_a_repeat_while_the_same_repeat_of_the_last_tick_runs(
     assert h.record("bot", "20261122-1300-r1").state == "running"
     skipped = h.record("bot", "20261122-1300-r2")
     assert skipped.state == "skipped" and f"previous run {TICK}-r2 is still running" in skipped.reason
+
+
+def test_the_run_end_keeps_checked_metrics_or_the_problem_in_the_record(h):
+    from spotcron.core.metrics import METRICS_FILE
+
+    spec = make_spec(repeat=3, benchmark={"time_metric": "train_seconds"})
+    h.start(spec)
+    files = {"r1": b'{"work": {"value": 640, "unit": "samples"}, "metrics": {"train_seconds": {"value": 4, "unit": "s"}}}',
+             "r2": b'{"work": {"value": -1, "unit": "samples"}}'}
+    for repeat, data in files.items():
+        h.blobs.write(layout.results_prefix("bot", f"{TICK}-{repeat}", 1) + METRICS_FILE, data)
+    for repeat in ("r1", "r2", "r3"):
+        assert h.finish_ok("bot", f"{TICK}-{repeat}").status_code == 200
+    good, bad, missing = (h.record("bot", f"{TICK}-{r}") for r in ("r1", "r2", "r3"))
+    assert good.state == "succeeded" and good.metrics.work.value == 640 and good.metrics.seconds("train_seconds") == 4
+    assert good.metrics_problem is None
+    # A malformed or missing file does not fail the run, and is not dropped: the record says what is wrong.
+    assert bad.state == "succeeded" and bad.metrics is None
+    assert bad.metrics_problem == ("results/metrics.json of attempt 1: work.value is -1; the work done must be more "
+                                   "than 0 (steps, samples, items processed)")
+    assert missing.metrics_problem == ("results/metrics.json of attempt 1: missing; the job's "
+                                       "benchmark.time_metric 'train_seconds' needs it")

@@ -12,10 +12,16 @@ PyTorch is used when it can be imported (on the GPU when one is visible); otherw
 implementation of the same models, forward and backward, trains on the CPU. The labels come
 from a fixed random "teacher", so the losses fall: the work is real training, not a busy loop.
 
-Writes metrics.json to the results directory ($SPOTCRON_RESULTS_DIR, else /results):
+Writes metrics.json to the results directory ($SPOTCRON_RESULTS_DIR, else /results), in
+spotcron's metrics contract (docs/benchmarks.md): the work done in training samples, and named
+metrics with units; the job's benchmark.time_metric picks train_seconds as each run's time.
 
-    {"benchmark": "spotcron-dl", "framework", "device", "steps", "batch", "total_seconds",
-     "host": {...}, "run_id", "started_at", "finished_at",
+    {"work": {"value": SAMPLES, "unit": "samples"},
+     "metrics": {"train_seconds": {"value", "unit": "s"}, "mlp_seconds": ..., "cnn_seconds": ...,
+                 "lstm_seconds": ..., "samples_per_second": {"value", "unit": "samples/s"},
+                 "mlp_last_loss": {"value", "unit": "1"}, ...},
+     "benchmark": "spotcron-dl", "framework", "device", "steps", "batch", "host": {...}, "run_id",
+     "started_at", "finished_at",
      "tasks": {"mlp": {"model", "dataset", "input_shape", "classes", "steps", "batch", "seconds",
                        "samples_per_second", "device", "framework", "parameters",
                        "first_loss", "last_loss", "resumed"}, ...}}
@@ -384,6 +390,18 @@ def figures_line(task: str, m: dict[str, Any]) -> str:
             f"{rate} samples/s  {m['device']} {m['framework']}{note}")
 
 
+def contract_metrics(results: dict[str, Any], train_seconds: float, samples: int) -> dict[str, Any]:
+    """The named metrics, each with its unit, that spotcron's report compares across runs."""
+    named: dict[str, Any] = {"train_seconds": {"value": train_seconds, "unit": "s"}}
+    if train_seconds > 0:
+        named["samples_per_second"] = {"value": round(samples / train_seconds, 2), "unit": "samples/s"}
+    for task, m in results.items():
+        named[f"{task}_seconds"] = {"value": m["seconds"], "unit": "s"}
+        if m["last_loss"] is not None:
+            named[f"{task}_last_loss"] = {"value": m["last_loss"], "unit": "1"}
+    return named
+
+
 def main(argv: list[str] | None = None, environ: dict[str, str] | None = None) -> int:
     environ = dict(os.environ if environ is None else environ)
     parser = argparse.ArgumentParser(description="Time small MLP, CNN and LSTM training steps.")
@@ -422,10 +440,13 @@ def main(argv: list[str] | None = None, environ: dict[str, str] | None = None) -
         print(figures_line(task, results[task]), flush=True)
 
     devices = sorted({m["device"] for m in results.values()})
+    train_seconds = round(sum(m["seconds"] for m in results.values()), 6)
+    samples = sum(m["steps"] * m["batch"] for m in results.values())
     metrics = {
-        "benchmark": "spotcron-dl", "version": 1, "framework": framework, "device": ",".join(devices),
+        "work": {"value": samples, "unit": "samples"},
+        "metrics": contract_metrics(results, train_seconds, samples),
+        "benchmark": "spotcron-dl", "version": 2, "framework": framework, "device": ",".join(devices),
         "steps": args.steps, "batch": args.batch, "tasks": results,
-        "total_seconds": round(sum(m["seconds"] for m in results.values()), 6),
         "host": {"cpus": os.cpu_count(), "machine": platform.machine(), "python": platform.python_version(),
                  "numpy": np.__version__},
         "run_id": environ.get("SPOTCRON_RUN_ID"), "attempt": int(environ.get("SPOTCRON_ATTEMPT", "1")),
@@ -434,7 +455,7 @@ def main(argv: list[str] | None = None, environ: dict[str, str] | None = None) -
     }
     args.results.mkdir(parents=True, exist_ok=True)
     (args.results / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
-    print(f"total {metrics['total_seconds']:.3f} s; wrote {args.results / 'metrics.json'}", flush=True)
+    print(f"total {train_seconds:.3f} s for {samples} samples; wrote {args.results / 'metrics.json'}", flush=True)
     return 0
 
 

@@ -1,0 +1,128 @@
+"""The metrics contract: what a job may write to /results/metrics.json, checked when its run ends.
+
+    {
+      "work":    {"value": 6400, "unit": "samples"},
+      "metrics": {"train_seconds": {"value": 41.2, "unit": "s"},
+                  "accuracy":      {"value": 0.91, "unit": "1"}}
+    }
+
+`work` is how much the run processed (steps, samples, items): the report divides time and cost
+by it. `metrics` are named values, each with its unit. Both are optional, but a file that has
+neither holds nothing spotcron can use and is reported as such. Other top-level keys are the
+job's own (details, per-task figures) and are left alone.
+
+Pure: bytes in, a `RunMetrics` or a `MetricsProblem` naming the field, the value and the fix.
+The run's record keeps whichever came out, so a malformed file is never silently dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from spotcron.core.errors import SpotcronError
+
+METRICS_FILE = "metrics.json"  # inside the results folder: /results/metrics.json
+MAX_BYTES = 1 << 20
+MAX_METRICS = 64
+UNIT_MAX = 32
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
+EXAMPLE = '{"work": {"value": 6400, "unit": "samples"}, "metrics": {"train_seconds": {"value": 41.2, "unit": "s"}}}'
+# Units a time metric may be written in, as seconds.
+TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "min": 60.0, "h": 3600.0}
+
+
+class MetricsProblem(SpotcronError):
+    """metrics.json breaks the contract; the message names the field, the value and the fix."""
+
+
+class Measure(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    value: float
+    unit: str
+
+
+class RunMetrics(BaseModel):
+    """The checked contents of one run's metrics.json, as its run record keeps them."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    work: Measure | None = None
+    metrics: dict[str, Measure] = {}
+
+    def seconds(self, name: str) -> float | None:
+        """Metric `name` in seconds, when it exists and has a time unit."""
+        measure = self.metrics.get(name)
+        if measure is None or measure.unit not in TIME_UNITS:
+            return None
+        return measure.value * TIME_UNITS[measure.unit]
+
+
+def parse_metrics(data: bytes, where: str = f"results/{METRICS_FILE}") -> RunMetrics:
+    """The file's work and metrics; MetricsProblem at the first break of the contract."""
+    if len(data) > MAX_BYTES:
+        raise MetricsProblem(f"{where}: {len(data)} bytes, more than the {MAX_BYTES} allowed; keep bulky "
+                             f"figures in another results file")
+    try:
+        doc = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise MetricsProblem(f"{where}: not JSON ({exc}); write one object, e.g. {EXAMPLE}") from None
+    if not isinstance(doc, dict):
+        raise MetricsProblem(f"{where}: a JSON {type(doc).__name__}, not an object; write e.g. {EXAMPLE}")
+    if "work" not in doc and "metrics" not in doc:
+        raise MetricsProblem(f"{where}: no \"work\" and no \"metrics\"; spotcron reads only those, e.g. {EXAMPLE}")
+    work = _measure(doc["work"], f"{where}: work", positive=True) if "work" in doc else None
+    metrics = doc.get("metrics", {})
+    if not isinstance(metrics, dict):
+        raise MetricsProblem(f"{where}: metrics is {_shown(metrics)}; write an object of named values, "
+                             f"e.g. {{\"train_seconds\": {{\"value\": 41.2, \"unit\": \"s\"}}}}")
+    if len(metrics) > MAX_METRICS:
+        raise MetricsProblem(f"{where}: metrics has {len(metrics)} entries, more than {MAX_METRICS}; keep the "
+                             f"ones to compare and put the rest in another results file")
+    checked = {}
+    for name, value in metrics.items():
+        if not _NAME.match(name):
+            raise MetricsProblem(f"{where}: metrics name {name!r} is not allowed; use letters, digits, _ . - "
+                                 f"(at most 64, starting with a letter or _)")
+        checked[name] = _measure(value, f"{where}: metrics.{name}", positive=False)
+    return RunMetrics(work=work, metrics=checked)
+
+
+def check_time_metric(metrics: RunMetrics, name: str, where: str = f"results/{METRICS_FILE}") -> None:
+    """A job whose benchmark.time_metric is `name` must write it, in a unit of time."""
+    measure = metrics.metrics.get(name)
+    if measure is None:
+        have = ", ".join(sorted(metrics.metrics)) or "none"
+        raise MetricsProblem(f"{where}: no metrics.{name}, which the job's benchmark.time_metric names; "
+                             f"metrics there: {have}")
+    if measure.unit not in TIME_UNITS:
+        raise MetricsProblem(f"{where}: metrics.{name}.unit is {measure.unit!r}, but benchmark.time_metric needs "
+                             f"a time: one of {', '.join(TIME_UNITS)}")
+
+
+def _measure(value: Any, where: str, *, positive: bool) -> Measure:
+    if not isinstance(value, dict):
+        raise MetricsProblem(f"{where} is {_shown(value)}; write {{\"value\": NUMBER, \"unit\": \"...\"}}")
+    number = value.get("value")
+    if isinstance(number, bool) or not isinstance(number, int | float) or not math.isfinite(number):
+        raise MetricsProblem(f"{where}.value is {_shown(number)}; write a finite number")
+    if positive and number <= 0:
+        raise MetricsProblem(f"{where}.value is {number}; the work done must be more than 0 (steps, samples, "
+                             f"items processed)")
+    unit = value.get("unit")
+    if not isinstance(unit, str) or not unit.strip() or len(unit) > UNIT_MAX:
+        raise MetricsProblem(f"{where}.unit is {_shown(unit)}; name the unit in at most {UNIT_MAX} characters, "
+                             f"e.g. \"s\", \"samples\", \"1\" for a ratio")
+    return Measure(value=float(number), unit=unit.strip())
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "missing"
+    text = json.dumps(value)  # NaN and Infinity as JSON writes them
+    return text if len(text) <= 40 else text[:39] + "…"
