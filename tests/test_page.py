@@ -35,17 +35,33 @@ def run(job: str, hour: int, state: str = "succeeded", *, attempts: int = 1, var
                      updated_at=start, attempts=tries, cost_usd=cost, results_prefix=prefix)
 
 
+def bench_records() -> list[RunRecord]:
+    """Three configurations, three repeats a week for six weeks; cpu's last week is a regression."""
+    seconds = {"cpu": 600, "gpu": 200, "e2": 600}
+    records = []
+    for week in range(6):
+        for variant, base in seconds.items():
+            for repeat in (1, 2, 3):
+                work = base * (1.4 if variant == "cpu" and week == 5 else 1) + 7 * repeat + 5 * (week % 3)
+                record = run("bench", week * 168, variant=variant, cost=None)
+                attempt = record.attempts[0]
+                records.append(record.model_copy(update={
+                    "run_id": f"{record.run_id}-r{repeat}", "repeat": repeat, "tick": record.created_at,
+                    "attempts": (attempt.model_copy(update={
+                        "machine_type": {"cpu": "n1-highcpu-16", "gpu": "n1-standard-8", "e2": "e2-standard-4"}[variant],
+                        "gpu": "nvidia-tesla-t4 x1" if variant == "gpu" else None,
+                        "finished_at": attempt.started_at + timedelta(seconds=work),
+                        "deleted_at": attempt.started_at + timedelta(seconds=work + 20)}),)}))
+    return records
+
+
 @pytest.fixture(scope="module")
 def charts():
-    records = [run("bench", 0, variant="cpu"), run("bench", 0, variant="gpu")]
-    records = [r.model_copy(update={"attempts": (r.attempts[0].model_copy(update={
-        "machine_type": "n1-highcpu-16" if r.variant == "cpu" else "n1-standard-8",
-        "gpu": "nvidia-tesla-t4 x1" if r.variant == "gpu" else None,
-        "finished_at": r.attempts[0].started_at + timedelta(seconds=600 if r.variant == "cpu" else 200),
-        "deleted_at": r.attempts[0].started_at + timedelta(seconds=620 if r.variant == "cpu" else 220)}),)})
-        for r in records]
+    from spotcron.present.history import benchmark_history
+
+    records = bench_records()
     report = benchmark_report("bench", records, load_prices(), "us-central1")
-    return chart_pngs(report)
+    return chart_pngs(report, benchmark_history(report, records))
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +142,10 @@ def test_page_renders_in_headless_chromium(records_by_job, charts, tmp_path):
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert dom.stdout.count('<span class="state ') == 22  # 20 hello-bot rows + 2 bench rows
     assert "20261123-1500" in dom.stdout and "logs.txt" in dom.stdout
-    assert dom.stdout.count("data:image/png;base64,") == len(charts) == 2
+    # Relative time and cost with error bars, cost against time with the frontier, the history.
+    assert dom.stdout.count("data:image/png;base64,") == len(charts) == 4
+    assert list(charts) == ["bench-relative-time.png", "bench-relative-cost.png", "bench-cost-vs-time.png",
+                            "bench-history.png"]
 
     shot = tmp_path / "shot.png"
     result = chromium("--hide-scrollbars", "--window-size=1280,3200", f"--screenshot={shot}")
@@ -134,9 +153,17 @@ def test_page_renders_in_headless_chromium(records_by_job, charts, tmp_path):
     assert shot.stat().st_size > 20_000
     pixels = (imread(shot)[:, :, :3] * 255).round().astype(int)
     assert pixels.std() > 10  # not a blank page
-    # The charts' solid bars are there: thousands of pixels in their exact colours.
-    bars = sum(int(np.all(np.abs(pixels - np.array(colour)) <= 3, axis=-1).sum()) for colour in BAR_COLOURS)
-    assert bars > 3000
+
+    def count(colour: tuple[int, int, int]) -> int:
+        return int(np.all(np.abs(pixels - np.array(colour)) <= 3, axis=-1).sum())
+
+    # The charts' solid bars are there: thousands of pixels in their exact colours (the base in
+    # grey, gpu faster in green, e2 no different from cpu within the spread in light grey).
+    assert sum(count(colour) for colour in BAR_COLOURS) > 3000
+    assert count((0xAD, 0xB5, 0xBD)) > 500
+    # The frontier's points and line, and the red ring on cpu's regressed last week.
+    assert count((0x18, 0x64, 0xAB)) > 100
+    assert count((0xC9, 0x2A, 0x2A)) > 50
 
 
 class _Deps:

@@ -14,10 +14,14 @@ from spotcron.cli.report import report as report_command
 from spotcron.core import layout
 from spotcron.core.errors import SpotcronError
 from spotcron.core.loader import load_job_file
+from spotcron.core.metrics import parse_metrics
 from spotcron.core.runs import Attempt, RunRecord
+from spotcron.core.spec import Benchmark
 from spotcron.cost.prices import load_prices
-from spotcron.present.charts import chart_name, chart_pngs, relative_chart, write_charts
-from spotcron.present.report import benchmark_report, format_ratio, format_usd, rich_tables
+from spotcron.present import exports
+from spotcron.present.charts import chart_name, chart_pngs, frontier, relative_chart, write_charts
+from spotcron.present.history import benchmark_history
+from spotcron.present.report import benchmark_report
 
 ROOT = Path(__file__).resolve().parents[1]
 T0 = datetime(2026, 11, 23, 3, 0, tzinfo=UTC)
@@ -27,7 +31,8 @@ MACHINES = {"highcpu-16": ("n1-highcpu-16", None), "e2-std-4": ("e2-standard-4",
 
 
 def bench_run(variant: str, work_s: float, week: int = 0, *, state: str = "succeeded",
-              preempted_first: bool = False) -> RunRecord:
+              preempted_first: bool = False, repeat: int | None = None, metrics: str | None = None,
+              problem: str | None = None) -> RunRecord:
     """One dl-benchmark run: the VM lives 60 s longer than the container (boot, pull, upload)."""
     machine, gpu = MACHINES[variant]
     start = T0 + timedelta(weeks=week)
@@ -41,10 +46,18 @@ def bench_run(variant: str, work_s: float, week: int = 0, *, state: str = "succe
                             created_at=created, started_at=created + timedelta(seconds=40),
                             finished_at=created + timedelta(seconds=40 + work_s),
                             deleted_at=created + timedelta(seconds=60 + work_s), outcome="exited", exit_code=0))
-    run_id = f"{start:%Y%m%d-%H%M}-{variant}"
-    return RunRecord(job="dl-benchmark", run_id=run_id, variant=variant, state=state, created_at=start,
-                     updated_at=start, attempts=tuple(attempts),
-                     results_prefix=layout.attempt_prefix("dl-benchmark", run_id, number))
+    run_id = f"{start:%Y%m%d-%H%M}-{variant}" + (f"-r{repeat}" if repeat else "")
+    return RunRecord(job="dl-benchmark", run_id=run_id, variant=variant, repeat=repeat, state=state, created_at=start,
+                     updated_at=start, tick=start, attempts=tuple(attempts),
+                     results_prefix=layout.attempt_prefix("dl-benchmark", run_id, number),
+                     metrics=parse_metrics(metrics.encode()) if metrics else None, metrics_problem=problem)
+
+
+def trained(seconds: float, samples: int = 6400) -> str:
+    """A metrics.json in the contract, as the example benchmark writes it."""
+    return json.dumps({"work": {"value": samples, "unit": "samples"},
+                       "metrics": {"train_seconds": {"value": seconds, "unit": "s"},
+                                   "accuracy": {"value": 0.9, "unit": "1"}}})
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +67,9 @@ def table():
 
 @pytest.fixture(scope="module")
 def spec():
-    return load_job_file(ROOT / "jobs" / "dl-benchmark.yaml")
+    """The example job, timed by the container's wall time."""
+    spec = load_job_file(ROOT / "jobs" / "dl-benchmark.yaml")
+    return spec.model_copy(update={"benchmark": Benchmark(base="highcpu-16")})
 
 
 @pytest.fixture(scope="module")
@@ -77,15 +92,19 @@ def test_rows_follow_the_matrix_and_compare_with_the_base(table, spec, records):
     assert result.base == "highcpu-16" and result.time_basis == "container time"
     base, e2, t4 = result.rows
     assert (base.runs, base.other_runs, base.median_seconds) == (3, 0, 1100)
+    assert (base.time.q1, base.time.q3, base.time.n) == (1050, 1150, 3)
     assert (e2.runs, e2.other_runs, e2.median_seconds) == (2, 1, 3150)
     assert t4.machine == "n1-standard-8 + T4 x1, spot"
     assert base.machine == "n1-highcpu-16, spot"
     fns = 2 * (0.40 / 1e6 + 2.0 * table.functions.per_second)  # start_job + one job_done
     assert base.cost_per_run == pytest.approx(vm_cost(0.15595, 0, 1160, fns), rel=1e-6)
     assert t4.cost_per_run == pytest.approx(vm_cost(0.10448, 0.14, 380, fns), rel=1e-3)  # median of two runs
-    assert base.relative_time == 1 and base.relative_cost == 1
-    assert t4.relative_time == pytest.approx(320 / 1100)
-    assert t4.relative_cost == pytest.approx(t4.cost_per_run / base.cost_per_run)
+    assert base.relative_time.value == 1 and base.relative_cost.value == 1
+    assert t4.relative_time.value == pytest.approx(320 / 1100)
+    assert t4.relative_cost.value == pytest.approx(t4.cost_per_run / base.cost_per_run)
+    # Every resampled t4 median (300..340) over every base median (1000..1200): far below 1, supported.
+    assert 300 / 1200 <= t4.relative_time.low < t4.relative_time.high <= 340 / 1000
+    assert t4.relative_time.supported is True
     # The preempted attempt's 600 s are part of that run's cost.
     preempted = (0.0588 * (600 + 3360) / 3600 + 30 * 0.04 * (600 + 3360) / (730 * 3600)
                  + 0.40 / 1e6 * 3 + 3 * 2.0 * table.functions.per_second)
@@ -93,64 +112,145 @@ def test_rows_follow_the_matrix_and_compare_with_the_base(table, spec, records):
     assert e2.cost_per_run == pytest.approx((preempted + plain) / 2, rel=1e-4)
 
 
-def test_another_base_and_metrics(table, spec, records):
-    metrics = {"t4": [{"train_seconds": 200, "accuracy": 0.91, "note": "x"}, {"train_seconds": 220, "accuracy": 0.93}],
-               "highcpu-16": [{"train_seconds": 1000, "accuracy": 0.92}]}
-    result = benchmark_report("dl-benchmark", records, table, "us-central1", spec=spec, base="t4",
-                              metrics=metrics, time_metric="train_seconds")
-    assert result.base == "t4" and result.time_basis == "train_seconds"
-    assert result.row("t4").median_seconds == 210
-    assert result.row("t4").metrics == {"accuracy": 0.92, "train_seconds": 210}
-    assert result.row("highcpu-16").relative_time == pytest.approx(1000 / 210)
-    assert result.row("e2-std-4").median_seconds is None and result.row("e2-std-4").relative_time is None
+def test_work_units_time_metric_and_metrics_problems(table):
+    spec = load_job_file(ROOT / "jobs" / "dl-benchmark.yaml")  # benchmark.time_metric: train_seconds
+    runs = [bench_run("highcpu-16", 900 + 10 * i, 0, repeat=i, metrics=trained(800 + 10 * i)) for i in (1, 2, 3)]
+    runs += [bench_run("t4", 200, 0, repeat=1, metrics=trained(100, samples=6400)),
+             bench_run("t4", 220, 0, repeat=2, metrics=trained(120, samples=6400)),
+             bench_run("t4", 210, 0, repeat=3, problem="results/metrics.json of attempt 1: work is 6400; ...")]
+    result = benchmark_report("dl-benchmark", runs, table, "us-central1", spec=spec)
+    assert result.time_basis == "train_seconds"
+    base, t4 = result.row("highcpu-16"), result.row("t4")
+    assert (base.median_seconds, base.work_unit) == (820, "samples")
+    assert base.time_per_unit.median == pytest.approx(820 / 6400)
+    assert base.throughput.median == pytest.approx(6400 / 820)
+    assert base.cost_per_unit.median == pytest.approx(base.cost_per_run / 6400)
+    # The run whose metrics.json broke the contract is measured for cost, not for time, and is listed.
+    assert (t4.runs, t4.time.n, t4.cost.n, t4.median_seconds) == (3, 2, 3, 110)
+    assert t4.metrics_problems == ((runs[-1].run_id, "results/metrics.json of attempt 1: work is 6400; ..."),)
+    assert t4.metrics == {"accuracy": (0.9, "1"), "train_seconds": (110, "s")}
+    assert t4.relative_time.value == pytest.approx(110 / 820)
+    assert exports.problem_lines(result) == [f"t4/{runs[-1].run_id}: results/metrics.json of attempt 1: work is "
+                                             f"6400; ..."]
 
 
-def test_unknown_base_and_no_records(table, spec, records):
-    with pytest.raises(SpotcronError) as err:
-        benchmark_report("dl-benchmark", records, table, "us-central1", spec=spec, base="k80")
-    assert str(err.value) == ("job 'dl-benchmark' has no configuration 'k80' for --base; "
-                              "choose one of highcpu-16, e2-std-4, t4")
+def test_base_and_order_without_a_spec_come_from_the_records(table, spec, records):
+    variant_spec = {v.variant: v.to_payload() for v in spec.model_copy(
+        update={"benchmark": Benchmark(base="t4")}).configurations()}
+    with_specs = [r.model_copy(update={"spec": variant_spec[r.variant]}) for r in records]
+    result = benchmark_report("dl-benchmark", with_specs, table, "us-central1")
+    assert result.base == "t4" and [r.variant for r in result.rows] == ["t4", "e2-std-4", "highcpu-16"]
+    assert result.row("t4").machine == "n1-standard-8 + T4 x1, spot"
+    assert benchmark_report("dl-benchmark", records, table, "us-central1").base == "e2-std-4"  # no setting: by name
     with pytest.raises(SpotcronError, match="no run records to report on"):
         benchmark_report("other", records, table, "us-central1")
 
 
-def test_without_a_spec_rows_come_from_the_records(table, records):
-    result = benchmark_report("dl-benchmark", records, table, "us-central1")
-    assert [r.variant for r in result.rows] == ["e2-std-4", "highcpu-16", "t4"]
-    assert result.row("t4").machine == "n1-standard-8 + T4 x1, spot"
+def test_rich_table_markdown_csv_and_json(table, spec, records):
+    import csv
+    import io
 
-
-def test_rich_table_and_json(table, spec, records):
     from rich.console import Console
 
     result = benchmark_report("dl-benchmark", records, table, "us-central1", spec=spec)
-    console = Console(width=80, record=True)
-    tables = rich_tables(result)
+    console = Console(width=100, record=True)
+    tables = exports.rich_tables(result)
     assert len(tables) == 1  # no metrics, no metrics table
-    for table_ in tables:
-        console.print(table_)
+    console.print(tables[0])
     text = console.export_text()
-    assert "highcpu-16 *" in text and "1.00x" in text and "0.29x" in text and "18m20s" in text
+    lines = text.splitlines()
+    row = next(i for i, line in enumerate(lines) if line.lstrip().startswith("t4 "))
+    # Median, spread (IQR/2 as a share of the median) and the interval under them: columns stay narrow.
+    assert lines[row].split()[-5:] == ["2/2", "5m20s", "$0.0260", "0.29x", "0.51x"]
+    assert lines[row + 1].split()[-4:] == ["±3%", "±3%", "(0.25-0.34)", "(0.45-0.59)"]
+    assert "highcpu-16 *" in text and "1.00x base" in text and "18m20s" in text
+    assert "1.16x ~" in text  # e2-std-4 costs more, but the spread does not support it
     assert "2/3" in text  # e2-std-4: two succeeded of three ended runs
-    assert "n1-standard-8 + T4 x1," in text and "$0.0508" in text  # figures never fold at 80 columns
-    data = result.to_json()
-    assert data["base"] == "highcpu-16" and data["rows"][2]["relative_time"] == pytest.approx(0.2909, abs=1e-4)
-    assert format_usd(0.0508) == "$0.0508" and format_usd(12.345) == "$12.35" and format_usd(None) == "-"
-    assert format_usd(0.000219) == "$0.00022" and format_usd(0) == "$0"
-    assert format_ratio(0.5) == "0.50x"
+    assert "~ = the interval includes 1.00x" in " ".join(text.split())
+    assert max(len(line) for line in lines) <= 100
+
+    md = exports.markdown(result)
+    lines = md.splitlines()
+    assert lines[2] == "| configuration | machine | runs | time | cost | rel. time | rel. cost |"
+    assert lines[3] == "|:---|:---|---:|---:|---:|---:|---:|"
+    assert lines[6] == ("| t4 | n1-standard-8 + T4 x1, spot | 2/2 | 5m20s ±3% | $0.0260 ±3% | 0.29x (0.25-0.34) | "
+                        "0.51x (0.45-0.59) |")
+    assert "| 1.16x ~ (0.93-1.43) |" in lines[5]
+
+    rows = list(csv.DictReader(io.StringIO(exports.csv_text(result))))
+    assert [r["configuration"] for r in rows] == ["highcpu-16", "e2-std-4", "t4"]
+    assert rows[0]["base"] == "True" and rows[2]["base"] == "False"
+    assert float(rows[0]["time_s_median"]) == 1100 and float(rows[0]["time_s_iqr"]) == 100
+    assert float(rows[2]["relative_time"]) == pytest.approx(0.2909, abs=1e-4)
+    assert rows[2]["relative_time_supported"] == "True" and rows[2]["cost_per_unit_usd_median"] == ""
+
+    data = json.loads(exports.json_text(result, charts=[]))
+    assert data["base"] == "highcpu-16" and data["confidence"] == 0.95
+    assert data["rows"][2]["relative_time"]["ratio"] == pytest.approx(0.2909, abs=1e-4)
+    assert data["rows"][0]["time_s"] == {"n": 3, "median": 1100, "q1": 1050, "q3": 1150, "iqr": 100,
+                                         "stdev": 100, "min": 1000, "max": 1200}
+    assert exports.format_usd(0.0508) == "$0.0508" and exports.format_usd(12.345) == "$12.35"
+    assert exports.format_usd(0.000219) == "$0.00022" and exports.format_usd(0) == "$0"
+    assert exports.format_usd(None) == "-" and exports.format_seconds(2.345) == "2.35s"
 
 
-def test_charts_are_pngs_per_metric(table, spec, records, tmp_path):
+def weekly(variant: str, seconds: list[float]) -> list[RunRecord]:
+    return [bench_run(variant, s, week) for week, s in enumerate(seconds)]
+
+
+def test_history_per_tick_flags_a_regression(table, spec):
+    runs = weekly("highcpu-16", [1000, 1010, 990, 1005, 995, 1300]) + weekly("t4", [300, 310, 290, 305, 295, 300])
+    result = benchmark_report("dl-benchmark", runs, table, "us-central1", spec=spec)
+    history = benchmark_history(result, runs)
+    cpu, e2, t4 = history.series
+    assert [p.tick for p in cpu.points] == [f"{T0 + timedelta(weeks=w):%Y-%m-%d %H:%M}" for w in range(6)]
+    assert [p.seconds for p in cpu.points] == [1000, 1010, 990, 1005, 995, 1300]
+    assert cpu.time_band.flag == "higher" and cpu.cost_band.flag == "higher"
+    assert cpu.flag_text() == "! slower, costlier"
+    assert t4.time_band.flag is None and t4.flag_text() == "" and e2.points == ()
+    assert [s.variant for s in history.flagged] == ["highcpu-16"]
+    md = exports.history_markdown(history)
+    assert "| highcpu-16 | 2026-12-28 03:00 | 1 | 21m40s |" in md and "! slower, costlier |" in md
+    csv_lines = exports.history_csv(history).splitlines()
+    assert csv_lines[0] == "configuration,tick,runs,time_s,cost_usd,time_flag,cost_flag"
+    assert csv_lines[6].startswith("highcpu-16,2026-12-28 03:00,1,1300.0,") and csv_lines[6].endswith(",higher,higher")
+    assert json.loads(json.dumps(history.to_json()))["series"][0]["time_band"]["flag"] == "higher"
+
+
+def test_repeats_of_a_tick_are_one_point_of_the_history(table, spec):
+    runs = [bench_run("t4", s, 0, repeat=i) for i, s in enumerate([300, 320, 340], 1)]
+    result = benchmark_report("dl-benchmark", runs, table, "us-central1", spec=spec)
+    [point] = benchmark_history(result, runs).series[2].points
+    assert (point.runs, point.seconds) == (3, 320)
+    assert result.row("t4").runs == 3
+
+
+def test_charts_are_pngs(table, spec, records, tmp_path):
     result = benchmark_report("dl-benchmark", records, table, "us-central1", spec=spec)
-    charts = chart_pngs(result)
-    assert set(charts) == {"dl-benchmark-relative-time.png", "dl-benchmark-relative-cost.png"}
+    history = benchmark_history(result, records)
+    charts = chart_pngs(result, history)
+    assert list(charts) == ["dl-benchmark-relative-time.png", "dl-benchmark-relative-cost.png",
+                            "dl-benchmark-cost-vs-time.png", "dl-benchmark-history.png"]
     for png in charts.values():
         assert png.startswith(PNG_MAGIC) and len(png) > 5000
     assert relative_chart(result, "time") == charts[chart_name("dl-benchmark", "time")]  # deterministic
-    paths = write_charts(result, tmp_path / "charts")
-    assert sorted(p.name for p in paths) == sorted(charts)
+    paths = write_charts(result, tmp_path / "charts", history)
+    assert [p.name for p in paths] == list(charts)
     empty = benchmark_report("dl-benchmark", [bench_run("t4", 0, state="failed")], table, "us-central1", spec=spec)
     assert chart_pngs(empty) == {}
+    # t4 is both faster and cheaper than the others: alone on the frontier.
+    assert [r.variant for r in frontier(list(result.rows))] == ["t4"]
+
+
+def test_the_frontier_keeps_the_cheapest_for_each_speed():
+    from spotcron.present.report import ConfigRow
+    from spotcron.present.stats import spread
+
+    def row(name, seconds, cost):
+        return ConfigRow(name, "m", 1, 0, time=spread([seconds]), cost=spread([cost]))
+
+    rows = [row("fast-dear", 100, 5.0), row("mid", 200, 2.0), row("slow-dearer", 300, 3.0), row("slow-cheap", 400, 1.0)]
+    assert [r.variant for r in frontier(rows)] == ["fast-dear", "mid", "slow-cheap"]
 
 
 def test_report_command(tmp_path, records, monkeypatch):
@@ -162,11 +262,10 @@ def test_report_command(tmp_path, records, monkeypatch):
         path = bucket / layout.run_record(rec.job, rec.run_id)
         path.parent.mkdir(parents=True)
         path.write_bytes(rec.to_json())
-        if rec.state == "succeeded":  # the job times runs by metrics.json's total_seconds
+        if rec.state == "succeeded":  # records from before the run end checked metrics.json: checked now
             metrics = bucket / rec.results_prefix / "results" / "metrics.json"
             metrics.parent.mkdir(parents=True)
-            seconds = 250 if rec.variant == "t4" else 1000
-            metrics.write_text(json.dumps({"total_seconds": seconds, "accuracy": 0.9}))
+            metrics.write_text(trained(250 if rec.variant == "t4" else 1000))
     group = SpotcronGroup("spotcron")
     group.add_command(report_command)
 
@@ -174,18 +273,34 @@ def test_report_command(tmp_path, records, monkeypatch):
         return CliRunner().invoke(group, ["report", "dl-benchmark", "--jobs", str(ROOT / "jobs"), *args],
                                   terminal_width=200)
 
-    result = run("--history", str(bucket), "--charts", str(tmp_path / "charts"), "--json")
+    result = run("--records", str(bucket), "--charts", str(tmp_path / "charts"), "--format", "json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     assert data["base"] == "highcpu-16" and [r["variant"] for r in data["rows"]] == ["highcpu-16", "e2-std-4", "t4"]
-    assert data["rows"][2]["metrics"] == {"accuracy": 0.9, "total_seconds": 250}
-    assert data["time_basis"] == "total_seconds" and data["rows"][2]["relative_time"] == 0.25
-    assert sorted(Path(p).name for p in data["charts"]) == ["dl-benchmark-relative-cost.png",
-                                                            "dl-benchmark-relative-time.png"]
-    result = run("--history", str(bucket))
+    assert data["rows"][2]["metrics"] == {"accuracy": {"median": 0.9, "unit": "1"},
+                                          "train_seconds": {"median": 250, "unit": "s"}}
+    assert data["time_basis"] == "train_seconds" and data["rows"][2]["relative_time"]["ratio"] == 0.25
+    assert data["rows"][2]["work_unit"] == "samples"
+    assert [Path(p).name for p in data["charts"]] == ["dl-benchmark-relative-time.png",
+                                                      "dl-benchmark-relative-cost.png",
+                                                      "dl-benchmark-cost-vs-time.png", "dl-benchmark-history.png"]
+    assert run("--records", str(bucket), "--json").output == run("--records", str(bucket), "--format", "json").output
+    result = run("--records", str(bucket))
     assert result.exit_code == 0, result.output
-    assert "highcpu-16 *" in result.output and "accuracy" in result.output
-    result = run()  # no --history: the local bucket, and there is none here
+    assert "highcpu-16 *" in result.output and "accuracy" in result.output and "cost/1k samples" in result.output
+    result = run("--records", str(bucket), "--format", "md")
+    assert result.exit_code == 0 and result.output.startswith("**dl-benchmark**: per configuration, relative to")
+    result = run("--records", str(bucket), "--format", "csv")
+    assert result.exit_code == 0 and result.output.splitlines()[0].startswith("configuration,machine,base,runs,")
+    assert len(result.output.splitlines()) == 4
+    result = run("--records", str(bucket), "--history", "--format", "csv")
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[1].startswith("highcpu-16,2026-11-23 03:00,1,1000.0,0.055")
+    result = run("--records", str(bucket), "--history")
+    assert result.exit_code == 0 and "each configuration per tick" in result.output
+    result = run("--records", str(bucket), "--format", "xml")
+    assert result.exit_code == 2 and "'xml' is not one of 'table', 'md', 'csv', 'json'" in result.output
+    result = run()  # no --records: the local bucket, and there is none here
     assert result.exit_code == 2 and "no local runs yet (.spotcron/bucket does not exist)" in result.output
 
 
@@ -197,10 +312,9 @@ def test_report_reads_the_bucket_by_default(records):
 
     blobs = MemoryBlobs("spotcron-local")
     for rec in records:
-        blobs.write(layout.run_record(rec.job, rec.run_id), rec.to_json())
         if rec.variant == "t4" and rec.state == "succeeded":
-            blobs.write(rec.results_prefix + "results/metrics.json",
-                        json.dumps({"train_seconds": 250, "total_seconds": 260}).encode())
+            rec = rec.model_copy(update={"metrics": parse_metrics(trained(250).encode())})
+        blobs.write(layout.run_record(rec.job, rec.run_id), rec.to_json())
     group = SpotcronGroup("spotcron")
     group.add_command(report_command)
     result = CliRunner().invoke(group, ["report", "dl-benchmark", "--jobs", str(ROOT / "jobs"), "--json"],
@@ -208,7 +322,7 @@ def test_report_reads_the_bucket_by_default(records):
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     assert [r["variant"] for r in data["rows"]] == ["highcpu-16", "e2-std-4", "t4"]
-    assert data["rows"][2]["metrics"] == {"total_seconds": 260, "train_seconds": 250}
+    assert data["rows"][2]["metrics"]["train_seconds"] == {"median": 250, "unit": "s"}
 
 
 def test_an_unknown_time_metric_is_an_error_that_lists_the_metrics(records, tmp_path):
@@ -221,23 +335,21 @@ def test_an_unknown_time_metric_is_an_error_that_lists_the_metrics(records, tmp_
     for rec in records:
         blobs.write(layout.run_record(rec.job, rec.run_id), rec.to_json())
         if rec.variant == "t4" and rec.state == "succeeded":
-            blobs.write(rec.results_prefix + "results/metrics.json",
-                        json.dumps({"train_seconds": 250, "accuracy": 0.9, "note": "text"}).encode())
+            blobs.write(rec.results_prefix + "results/metrics.json", trained(250).encode())
     group = SpotcronGroup("spotcron")
     group.add_command(report_command)
     context = RunsContext(open_blobs=lambda bucket, state_dir: contextlib.nullcontext(blobs))
-
     job_text = (ROOT / "jobs" / "dl-benchmark.yaml").read_text()
     job_file = tmp_path / "dl-benchmark.yaml"
 
     def run(time_metric):
-        job_file.write_text(job_text.replace("time_metric: total_seconds", f"time_metric: {time_metric}"))
+        job_file.write_text(job_text.replace("time_metric: train_seconds", f"time_metric: {time_metric}"))
         return CliRunner().invoke(group, ["report", "dl-benchmark", "--jobs", str(tmp_path)], obj=context)
 
     result = run("nope")
     assert result.exit_code == 2
     assert result.output.strip() == (f"error: {job_file}: benchmark.time_metric 'nope': no run of dl-benchmark has "
-                                     "that number in its metrics.json; numbers there: accuracy, train_seconds")
+                                     "that metric in its metrics.json; metrics there: accuracy, train_seconds")
     result = run("train_second")
     assert result.exit_code == 2 and "did you mean 'train_seconds'?" in result.output
     assert run("train_seconds").exit_code == 0
@@ -245,5 +357,6 @@ def test_an_unknown_time_metric_is_an_error_that_lists_the_metrics(records, tmp_
         blobs.delete(name)
     result = run("train_seconds")
     assert result.exit_code == 2
-    assert (f"error: {job_file}: benchmark.time_metric 'train_seconds': no run of dl-benchmark wrote a metrics.json; "
-            "remove the setting to use the container time") in result.output
+    assert (f"error: {job_file}: benchmark.time_metric 'train_seconds': no run of dl-benchmark wrote a usable "
+            "metrics.json; remove the setting to use the container time, or see the runs' metrics problems "
+            "(spotcron runs --json)") in result.output

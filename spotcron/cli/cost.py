@@ -1,7 +1,7 @@
 """`spotcron cost`: what the jobs will cost a month, itemised, beside the classic design.
 
-Also holds what `report` shares with it: the --prices/--region/--history options and reading run
-records (and metrics.json results) from a folder laid out like the bucket.
+Also holds what `report` shares with it: the --prices/--region options and reading run records
+(and results files) from a folder laid out like the bucket.
 """
 
 from __future__ import annotations
@@ -56,38 +56,6 @@ def read_records(root: Path) -> list[RunRecord]:
             first = str(exc).splitlines()[0]
             raise SpotcronError(f"{path}: not a run record ({first})") from None
     return sorted(records, key=lambda r: r.created_at)
-
-
-def read_metrics(read: Callable[[str], bytes | None], records: list[RunRecord]) -> dict[str, list[dict[str, Any]]]:
-    """variant → metrics.json documents of its succeeded runs, found in their results folders.
-
-    `read(object_name)` gives an object's bytes or None: from a folder laid out like the bucket
-    (`folder_reader`) or from the bucket itself (`blobs_reader`).
-    """
-    from spotcron.core import layout
-    from spotcron.core.errors import SpotcronError
-    from spotcron.core.runs import RunState
-    from spotcron.present.report import NO_VARIANT
-
-    found: dict[str, list[dict[str, Any]]] = {}
-    for record in records:
-        if record.state != RunState.SUCCEEDED or not record.attempts:
-            continue
-        prefixes = [record.results_prefix] if record.results_prefix else []
-        prefixes.append(layout.attempt_prefix(record.job, record.run_id, record.attempts[-1].number))
-        candidates = [p + name for p in prefixes for name in ("results/metrics.json", "metrics.json")]
-        for candidate in candidates:
-            data = read(candidate)
-            if data is None:
-                continue
-            try:
-                doc = json.loads(data)
-            except ValueError as exc:
-                raise SpotcronError(f"{candidate}: not JSON ({exc})") from None
-            if isinstance(doc, dict):
-                found.setdefault(record.variant or NO_VARIANT, []).append(doc)
-            break
-    return found
 
 
 def folder_reader(root: Path) -> Callable[[str], bytes | None]:

@@ -1,9 +1,12 @@
-"""`spotcron report JOB`: time and cost per matrix configuration, relative to a base, with charts."""
+"""`spotcron report JOB`: time and cost per matrix configuration relative to the base, with their
+spread and interval; `--history` for each configuration per tick; tables, Markdown, CSV, JSON, PNG."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -12,45 +15,54 @@ from spotcron.cli._common import console, find_job_file, jobs_option, load_stack
 from spotcron.cli.cost import (
     blobs_reader,
     folder_reader,
-    history_option,
     load_table,
     prices_option,
-    read_metrics,
     read_records,
     region_option,
 )
 
+if TYPE_CHECKING:
+    from spotcron.core.runs import RunRecord
+
 
 @click.command("report")
 @click.argument("job")
+@click.option("--format", "fmt", type=click.Choice(["table", "md", "csv", "json"]), default="table",
+              show_default=True, help="Terminal table, Markdown, CSV or JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
+@click.option("--history", "show_history", is_flag=True,
+              help="Each configuration's median time and cost per tick, with a flag where the latest tick "
+                   "left the band of the earlier ones.")
 @click.option("--charts", "charts_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
-              help="Write relative time and cost bar charts (PNG) into this folder.")
+              help="Write the charts (PNG) into this folder: relative time and cost, cost against time, history.")
+@click.option("--records", "records_dir", type=click.Path(path_type=Path, exists=True, file_okay=False),
+              default=None, help="Read run records from a folder laid out like the bucket (runs/JOB/RUN/run.json).")
 @bucket_options
-@history_option
 @prices_option
 @region_option
 @jobs_option
 @stack_option
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def report(job: str, charts_dir: Path | None, bucket: str | None,
-           state_dir: Path, history_dir: Path | None, prices: str | None, region: str | None, jobs_dir: Path,
-           stack_path: Path, as_json: bool) -> None:
-    """Compare the configurations of a matrix job: runs, median time and cost per run, and both
-    relative to the base configuration (1.00x; the job file's benchmark.base, else its first matrix
-    entry), from the job's run records: in the local bucket, in --bucket gs://NAME, or in a
-    --history folder laid out like the bucket."""
+def report(job: str, fmt: str, as_json: bool, show_history: bool, charts_dir: Path | None, records_dir: Path | None,
+           bucket: str | None, state_dir: Path, prices: str | None, region: str | None, jobs_dir: Path,
+           stack_path: Path) -> None:
+    """Compare the configurations of a matrix job over all its runs (every repeat of every tick):
+    runs, median and spread of time, cost and cost per unit of work, and time and cost relative to
+    the base configuration (the job file's benchmark.base, else its first matrix entry) with a 95%
+    interval. Run records come from the local bucket, --bucket gs://NAME or a --records folder."""
     from spotcron.core.errors import SpotcronError
     from spotcron.core.loader import load_job_file
-    from spotcron.present.report import benchmark_report, rich_tables
+    from spotcron.present import exports
+    from spotcron.present.history import benchmark_history
+    from spotcron.present.report import benchmark_report
 
+    fmt = "json" if as_json else fmt
     settings = load_stack(stack_path)
-    if history_dir is not None:
-        records = [r for r in read_records(history_dir) if r.job == job]
-        metrics = read_metrics(folder_reader(history_dir), records)
+    if records_dir is not None:
+        records = [r for r in read_records(records_dir) if r.job == job]
+        records = with_metrics(records, folder_reader(records_dir))
     else:
         with open_store(bucket, state_dir) as store:
-            records = store.records(job)
-            metrics = read_metrics(blobs_reader(store.blobs), records)
+            records = with_metrics(store.records(job), blobs_reader(store.blobs))
     job_file = None
     try:
         job_file = find_job_file(job, jobs_dir)
@@ -60,41 +72,79 @@ def report(job: str, charts_dir: Path | None, bucket: str | None,
             raise
         spec = None  # the job file is gone, its records are not: report from them alone
     if spec is not None and spec.benchmark.time_metric is not None:
-        _check_time_metric(f"{job_file}: benchmark.time_metric", job, spec.benchmark.time_metric, metrics)
-    result = benchmark_report(job, records, load_table(prices), region or settings.region, spec=spec,
-                              metrics=metrics)
+        _check_time_metric(f"{job_file}: benchmark.time_metric", job, spec.benchmark.time_metric, records)
+    result = benchmark_report(job, records, load_table(prices), region or settings.region, spec=spec)
+    history = benchmark_history(result, records) if show_history or charts_dir is not None else None
     written = []
     if charts_dir is not None:
         from spotcron.present.charts import write_charts
 
-        written = write_charts(result, charts_dir)
-    if as_json:
-        click.echo(json.dumps({**result.to_json(), "charts": [str(p) for p in written]}, indent=2))
-        return
-    out = console()
-    for table in rich_tables(result):
-        out.print(table)
-    for path in written:
-        out.print(f"chart: {path}")
+        written = write_charts(result, charts_dir, history)
+    charts = [str(p) for p in written]
+    if show_history:
+        assert history is not None
+        if fmt == "json":
+            click.echo(json.dumps({**history.to_json(), "charts": charts}, indent=2))
+        elif fmt == "csv":
+            click.echo(exports.history_csv(history), nl=False)
+        elif fmt == "md":
+            click.echo(exports.history_markdown(history), nl=False)
+        else:
+            console().print(exports.history_table(history))
+    elif fmt == "json":
+        click.echo(exports.json_text(result, charts=charts))
+    elif fmt == "csv":
+        click.echo(exports.csv_text(result), nl=False)
+    elif fmt == "md":
+        click.echo(exports.markdown(result), nl=False)
+    else:
+        out = console()
+        for table in exports.rich_tables(result):
+            out.print(table)
+        for line in exports.problem_lines(result):
+            out.print(f"metrics.json problem: {line}", markup=False)
+    if fmt in ("table", "md"):
+        for path in charts:
+            click.echo(f"chart: {path}")
 
 
-def _check_time_metric(setting: str, job: str, name: str, metrics: dict[str, list[dict]]) -> None:
-    """The time metric must name a number some run wrote; otherwise every time would be a dash."""
+def with_metrics(records: list[RunRecord], read: Callable[[str], bytes | None]) -> list[RunRecord]:
+    """Records from before the run end checked metrics.json, with it checked now, the same way."""
+    from spotcron.core import layout
+    from spotcron.core.metrics import METRICS_FILE, MetricsProblem, parse_metrics
+
+    checked = []
+    for record in records:
+        if record.state == "succeeded" and record.metrics is None and record.metrics_problem is None \
+                and record.attempts:
+            number = record.attempts[-1].number
+            data = read(layout.results_prefix(record.job, record.run_id, number) + METRICS_FILE)
+            if data is not None:
+                try:
+                    record = record.model_copy(update={"metrics": parse_metrics(
+                        data, f"results/{METRICS_FILE} of attempt {number}")})
+                except MetricsProblem as problem:
+                    record = record.model_copy(update={"metrics_problem": str(problem)})
+        checked.append(record)
+    return checked
+
+
+def _check_time_metric(setting: str, job: str, name: str, records: list[RunRecord]) -> None:
+    """The time metric must name a metric some run wrote; otherwise every time would be a dash."""
     from spotcron.core.catalog import suggest
     from spotcron.core.errors import SpotcronError
 
-    docs = [doc for docs in metrics.values() for doc in docs]
-    numbers = sorted({key for doc in docs for key, value in doc.items()
-                      if isinstance(value, int | float) and not isinstance(value, bool)})
-    if name in numbers:
+    written = [r.metrics for r in records if r.metrics is not None]
+    names = sorted({key for metrics in written for key in metrics.metrics})
+    if name in names or not [r for r in records if r.state == "succeeded"]:
         return
     where = f"{setting} {name!r}"
-    if not docs:
-        raise SpotcronError(f"{where}: no run of {job} wrote a metrics.json; remove the setting to use the "
-                            "container time")
-    hint = suggest(name, numbers)
-    known = f"did you mean {hint!r}?" if hint else f"numbers there: {', '.join(numbers) or 'none'}"
-    raise SpotcronError(f"{where}: no run of {job} has that number in its metrics.json; {known}")
+    if not written:
+        raise SpotcronError(f"{where}: no run of {job} wrote a usable metrics.json; remove the setting to use the "
+                            "container time, or see the runs' metrics problems (spotcron runs --json)")
+    hint = suggest(name, names)
+    known = f"did you mean {hint!r}?" if hint else f"metrics there: {', '.join(names) or 'none'}"
+    raise SpotcronError(f"{where}: no run of {job} has that metric in its metrics.json; {known}")
 
 
 COMMANDS = [report]

@@ -1,4 +1,5 @@
-"""PNG bar charts of a benchmark report: time and cost per configuration, relative to the base.
+"""PNG charts of a benchmark report: relative time and cost with their intervals, cost against time
+with the frontier, and each configuration's history across ticks.
 
 matplotlib is imported inside the functions (it costs about a second) and used through its
 object API with the Agg canvas: no pyplot, so no global figure state and no display needed.
@@ -10,42 +11,30 @@ import io
 from pathlib import Path
 from typing import Literal
 
-from spotcron.present.report import BenchmarkReport
+from spotcron.present.history import BenchmarkHistory
+from spotcron.present.report import BenchmarkReport, ConfigRow
 
 Metric = Literal["time", "cost"]
 _TITLES = {"time": "time per run", "cost": "cost per run"}
+BASE, BETTER, WORSE, UNSURE = "#555555", "#2b8a3e", "#c92a2a", "#adb5bd"  # bar colours
+FRONTIER = "#1864ab"
 
 
-def chart_name(job: str, metric: Metric) -> str:
-    return f"{job}-relative-{metric}.png"
+def chart_name(job: str, kind: str) -> str:
+    """`JOB-relative-time.png`, `JOB-relative-cost.png`, `JOB-cost-vs-time.png`, `JOB-history.png`."""
+    return f"{job}-relative-{kind}.png" if kind in ("time", "cost") else f"{job}-{kind}.png"
 
 
-def relative_chart(report: BenchmarkReport, metric: Metric) -> bytes | None:
-    """A horizontal bar per configuration, 1.0 = the base; None when no configuration has data."""
+def _figure(height: float, width: float = 7.0):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    attr = "relative_time" if metric == "time" else "relative_cost"
-    rows = [r for r in report.rows if getattr(r, attr) is not None]
-    if not rows:
-        return None
-    labels = [r.variant for r in rows]
-    values = [getattr(r, attr) for r in rows]
-    colours = ["#555555" if r.variant == report.base else ("#2b8a3e" if v <= 1 else "#c92a2a")
-               for r, v in zip(rows, values, strict=True)]
-
-    figure = Figure(figsize=(7, 0.55 * len(rows) + 1.4), dpi=100)
+    figure = Figure(figsize=(width, height), dpi=100)
     FigureCanvasAgg(figure)
-    axes = figure.add_subplot()
-    positions = list(range(len(rows)))[::-1]  # first configuration on top
-    axes.barh(positions, values, color=colours)
-    axes.set_yticks(positions, labels)
-    axes.axvline(1.0, color="#222222", linestyle="--", linewidth=1)
-    for y, value in zip(positions, values, strict=True):
-        axes.text(value, y, f" {value:.2f}x", va="center", fontsize=9)
-    axes.set_xlim(0, max(values) * 1.2)
-    axes.set_xlabel(f"{_TITLES[metric]} relative to {report.base} (lower is better)")
-    axes.set_title(f"{report.job}: relative {_TITLES[metric]}")
+    return figure
+
+
+def _png(figure) -> bytes:
     figure.tight_layout()
     buffer = io.BytesIO()
     # No Software tag: the same report gives the same bytes on every matplotlib version.
@@ -53,31 +42,146 @@ def relative_chart(report: BenchmarkReport, metric: Metric) -> bytes | None:
     return buffer.getvalue()
 
 
+def relative_chart(report: BenchmarkReport, metric: Metric) -> bytes | None:
+    """A horizontal bar per configuration, 1.0 = the base, with the ratio's interval as an error bar.
+
+    Green: faster or cheaper than the base, red: slower or costlier, grey: the interval includes
+    1.0 (the spread does not support a difference). None when no configuration has data.
+    """
+    attr = "relative_time" if metric == "time" else "relative_cost"
+    rows = [r for r in report.rows if getattr(r, attr) is not None]
+    if not rows:
+        return None
+    ratios = [getattr(r, attr) for r in rows]
+    colours = [BASE if r.variant == report.base else UNSURE if q.supported is False else
+               BETTER if q.value <= 1 else WORSE for r, q in zip(rows, ratios, strict=True)]
+    values = [q.value for q in ratios]
+    lower = [q.value - q.low if q.low is not None and r.variant != report.base else 0
+             for r, q in zip(rows, ratios, strict=True)]
+    upper = [q.high - q.value if q.high is not None and r.variant != report.base else 0
+             for r, q in zip(rows, ratios, strict=True)]
+
+    figure = _figure(0.55 * len(rows) + 1.4)
+    axes = figure.add_subplot()
+    positions = list(range(len(rows)))[::-1]  # first configuration on top
+    axes.barh(positions, values, color=colours, xerr=[lower, upper], ecolor="#222222", capsize=4)
+    axes.set_yticks(positions, [r.variant for r in rows])
+    axes.axvline(1.0, color="#222222", linestyle="--", linewidth=1)
+    for y, row, q, top in zip(positions, rows, ratios, upper, strict=True):
+        label = "base" if row.variant == report.base else q.mark
+        axes.text(q.value + top, y, f" {q.value:.2f}x{(' ' + label) if label else ''}", va="center", fontsize=9)
+    axes.set_xlim(0, max(v + u for v, u in zip(values, upper, strict=True)) * 1.25)
+    axes.set_xlabel(f"{_TITLES[metric]} relative to {report.base} (lower is better; bars: "
+                    f"{report.confidence:.0%} interval)")
+    axes.set_title(f"{report.job}: relative {_TITLES[metric]}")
+    return _png(figure)
+
+
+def frontier(rows: list[ConfigRow]) -> list[ConfigRow]:
+    """The configurations no other beats on both time and cost: the cheapest for each speed."""
+    measured = sorted((r for r in rows if r.median_seconds is not None and r.cost_per_run is not None),
+                      key=lambda r: (r.median_seconds, r.cost_per_run))
+    best: list[ConfigRow] = []
+    for row in measured:
+        if not best or row.cost_per_run < best[-1].cost_per_run:
+            best.append(row)
+    return best
+
+
+def scatter_chart(report: BenchmarkReport) -> bytes | None:
+    """Median cost against median time per configuration, IQR whiskers, the frontier joined."""
+    rows = [r for r in report.rows if r.time is not None and r.cost is not None]
+    if not rows:
+        return None
+    on_front = frontier(rows)
+    figure = _figure(4.6)
+    axes = figure.add_subplot()
+    for row in rows:
+        best = row in on_front
+        axes.errorbar(row.time.median, row.cost.median,
+                      xerr=[[row.time.median - row.time.q1], [row.time.q3 - row.time.median]],
+                      yerr=[[row.cost.median - row.cost.q1], [row.cost.q3 - row.cost.median]],
+                      fmt="o", color=FRONTIER if best else "#868e96", ecolor="#ced4da", capsize=3,
+                      markersize=8 if best else 6)
+        axes.annotate(row.variant + (" *" if row.variant == report.base else ""),
+                      (row.time.median, row.cost.median), textcoords="offset points", xytext=(6, 6), fontsize=9)
+    axes.step([r.median_seconds for r in on_front], [r.cost_per_run for r in on_front], where="post",
+              color=FRONTIER, linewidth=1.2, label="frontier: cheapest for its speed")
+    axes.set_xlabel(f"time per run, s ({report.time_basis}; median, IQR whiskers)")
+    axes.set_ylabel("cost per run, USD")
+    # Room around the points for their labels and whiskers.
+    axes.set_xlim(0, max(r.time.high for r in rows) * 1.15)
+    axes.set_ylim(0, max(r.cost.high for r in rows) * 1.2)
+    axes.legend(loc="lower left", fontsize=8)
+    axes.set_title(f"{report.job}: cost against time (* = base)")
+    return _png(figure)
+
+
+def history_chart(history: BenchmarkHistory) -> bytes | None:
+    """Time and cost per tick, one line per configuration; a flagged latest tick is circled in red."""
+    series = [s for s in history.series if len(s.points) >= 2]
+    if not series:
+        return None
+    figure = _figure(5.6, 8.0)
+    time_axes, cost_axes = figure.subplots(2, 1, sharex=True)
+    ticks = sorted({p.tick for s in series for p in s.points})
+    for s in series:
+        xs = [ticks.index(p.tick) for p in s.points]
+        for axes, attr, band in ((time_axes, "seconds", s.time_band), (cost_axes, "cost", s.cost_band)):
+            pairs = [(x, getattr(p, attr)) for x, p in zip(xs, s.points, strict=True) if getattr(p, attr) is not None]
+            if not pairs:
+                continue
+            line = axes.plot([x for x, _ in pairs], [y for _, y in pairs], marker="o", markersize=3,
+                             label=s.variant)[0]
+            if band is not None:
+                axes.fill_between([pairs[-band.history - 1][0], pairs[-1][0]], band.low, band.high,
+                                  color=line.get_color(), alpha=0.12, linewidth=0)
+                if band.flag:
+                    axes.plot([pairs[-1][0]], [pairs[-1][1]], marker="o", markersize=12, fillstyle="none",
+                              color=WORSE, markeredgewidth=2)
+    time_axes.set_ylabel("time per run, s")
+    cost_axes.set_ylabel("cost per run, USD")
+    step = max(1, len(ticks) // 8)
+    cost_axes.set_xticks(range(0, len(ticks), step), [ticks[i][:10] for i in range(0, len(ticks), step)],
+                         rotation=30, ha="right", fontsize=8)
+    time_axes.legend(loc="upper left", fontsize=8, ncols=min(4, len(series)))
+    time_axes.set_title(f"{history.job}: median per tick (bands: the earlier ticks' range; red ring: outside it)")
+    return _png(figure)
+
+
 def chart_caption(report: BenchmarkReport, metric: Metric) -> str:
     """What the relative chart shows, in words: its alt text and caption on the page."""
     attr = "relative_time" if metric == "time" else "relative_cost"
-    values = ", ".join(f"{r.variant} {getattr(r, attr):.2f}x" for r in report.rows if getattr(r, attr) is not None)
+    values = ", ".join(f"{r.variant} {getattr(r, attr).value:.2f}x" for r in report.rows
+                       if getattr(r, attr) is not None)
     return f"{report.job}: {_TITLES[metric]} relative to {report.base} (1.00x): {values}"
 
 
-def chart_captions(report: BenchmarkReport) -> dict[str, str]:
-    return {chart_name(report.job, metric): chart_caption(report, metric) for metric in ("time", "cost")}
+def chart_captions(report: BenchmarkReport, history: BenchmarkHistory | None = None) -> dict[str, str]:
+    captions = {chart_name(report.job, metric): chart_caption(report, metric) for metric in ("time", "cost")}
+    names = ", ".join(r.variant for r in frontier(list(report.rows)))
+    captions[chart_name(report.job, "cost-vs-time")] = (f"{report.job}: cost per run against time per run; "
+                                                        f"frontier: {names or 'none'}")
+    if history is not None:
+        flagged = "; ".join(f"{s.variant} {s.flag_text().removeprefix('! ')}" for s in history.flagged)
+        captions[chart_name(report.job, "history")] = (f"{report.job}: time and cost per tick; "
+                                                       f"regressions: {flagged or 'none'}")
+    return captions
 
 
-def chart_pngs(report: BenchmarkReport) -> dict[str, bytes]:
-    """{file name: PNG} for the relative time and relative cost charts that have data."""
-    charts = {}
-    for metric in ("time", "cost"):
-        png = relative_chart(report, metric)
-        if png is not None:
-            charts[chart_name(report.job, metric)] = png
-    return charts
+def chart_pngs(report: BenchmarkReport, history: BenchmarkHistory | None = None) -> dict[str, bytes]:
+    """{file name: PNG} for every chart that has data."""
+    charts = {chart_name(report.job, metric): relative_chart(report, metric) for metric in ("time", "cost")}
+    charts[chart_name(report.job, "cost-vs-time")] = scatter_chart(report)
+    if history is not None:
+        charts[chart_name(report.job, "history")] = history_chart(history)
+    return {name: png for name, png in charts.items() if png is not None}
 
 
-def write_charts(report: BenchmarkReport, directory: Path) -> list[Path]:
+def write_charts(report: BenchmarkReport, directory: Path, history: BenchmarkHistory | None = None) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, png in chart_pngs(report).items():
+    for name, png in chart_pngs(report, history).items():
         path = directory / name
         path.write_bytes(png)
         written.append(path)

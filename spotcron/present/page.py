@@ -81,7 +81,7 @@ def render_index(records_by_job: Mapping[str, Sequence[RunRecord]], charts: Mapp
         parts.append(_job_section(job, records_by_job[job], limit, (totals or {}).get(job)))
     if charts:
         parts.append('<h2 id="charts">Benchmarks</h2>')
-        for name in sorted(charts):
+        for name in charts:  # in the order they were drawn: relative time, cost, scatter, history
             data = base64.b64encode(charts[name]).decode("ascii")
             caption = (captions or {}).get(name, name)
             parts.append(f'<figure><img alt="{escape(caption)}" src="data:image/png;base64,{data}">'
@@ -111,10 +111,25 @@ def build_page(store: Any, now: datetime, region: str, *, limit: int = DEFAULT_L
     pngs: dict[str, bytes] = {}
     captions: dict[str, str] = {}
     if charts:
-        pngs, captions = _benchmark_charts(records_by_job, region)
+        pngs, captions = _benchmark_charts(_benchmark_records(store, records_by_job, summary_reads), region)
     html = render_index(records_by_job, pngs, generated_at=now, limit=limit, captions=captions, totals=totals,
                         sampled=summary_reads if capped else None)
     return html, {job: shown_runs(records, limit) for job, records in records_by_job.items()}
+
+
+def _benchmark_records(store: Any, records_by_job: Mapping[str, Sequence[RunRecord]],
+                       reads: int) -> dict[str, list[RunRecord]]:
+    """Matrix jobs' newest `reads` runs, whatever their age: benchmark history spans weeks,
+    the summary's window does not. Records the page already read are not read again."""
+    benchmarks = {}
+    for job, known in records_by_job.items():
+        if not any(r.variant for r in known):
+            continue
+        have = {r.run_id: r for r in known}
+        wanted = store.run_ids(job)[-reads:]
+        read = {run_id: have.get(run_id) or store.read(job, run_id) for run_id in wanted}
+        benchmarks[job] = [r for r in read.values() if r is not None]
+    return benchmarks
 
 
 def page_records(store: Any, now: datetime, limit: int = DEFAULT_LIMIT, summary_reads: int = SUMMARY_READS
@@ -156,6 +171,7 @@ def _benchmark_charts(records_by_job: Mapping[str, Sequence[RunRecord]],
     """Each matrix job's charts and their captions; the base is the one its run records carry."""
     try:
         from spotcron.present.charts import chart_captions, chart_pngs
+        from spotcron.present.history import benchmark_history
         from spotcron.present.report import benchmark_report
     except ImportError:  # matplotlib is optional where the page is written
         return {}, {}
@@ -164,11 +180,12 @@ def _benchmark_charts(records_by_job: Mapping[str, Sequence[RunRecord]],
     for job, records in records_by_job.items():
         if any(r.variant for r in records):
             report = benchmark_report(job, records, None, region)
+            history = benchmark_history(report, records)
             try:
-                pngs.update(chart_pngs(report))
+                pngs.update(chart_pngs(report, history))
             except ImportError:
                 return pngs, captions
-            captions.update(chart_captions(report))
+            captions.update(chart_captions(report, history))
     return pngs, captions
 
 

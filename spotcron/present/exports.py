@@ -1,0 +1,295 @@
+"""A benchmark report (or its history) as people and tools read it: rich tables, Markdown, CSV, JSON.
+
+The cells are built once (`report_cells`) and shared by the terminal table and Markdown, so the
+two never differ; CSV and JSON carry the raw numbers (medians, quartiles, σ, min, max, interval
+bounds) for spreadsheets and scripts, in the spirit of hyperfine's exports.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Sequence
+
+from spotcron.core.durations import format_duration
+from spotcron.present.history import BenchmarkHistory
+from spotcron.present.report import BenchmarkReport, ConfigRow
+from spotcron.present.stats import Ratio, Spread
+
+FORMATS = ("table", "md", "csv", "json")
+MARKS = "~ = the interval includes 1.00x: the spread does not support a difference; ? = under 2 runs, no interval"
+
+
+def format_usd(value: float | None) -> str:
+    """$12.35, $0.0508, $0.00022: cents for dollars, four decimals for cents, two digits below."""
+    if value is None:
+        return "-"
+    if value >= 1:
+        return f"${value:,.2f}"
+    if value >= 0.001:
+        return f"${value:.4f}"
+    return f"${value:.2g}" if value > 0 else "$0"
+
+
+def format_seconds(value: float | None) -> str:
+    """2.35s and 41.2s below a minute (benchmarks time steps), 12m05s above."""
+    if value is None:
+        return "-"
+    if value < 10:
+        return f"{value:.3g}s"
+    if value < 60:
+        return f"{value:.1f}".rstrip("0").rstrip(".") + "s"
+    return format_duration(value)
+
+
+def format_ratio(ratio: Ratio | None, *, base: bool = False, sep: str = " ") -> str:
+    """`0.38x (0.31-0.45)`, marked `~` or `?`; `1.00x base` for the base itself."""
+    if base:
+        return "1.00x base"
+    if ratio is None:
+        return "-"
+    text = f"{ratio.value:.2f}x"
+    if ratio.mark:
+        text += f" {ratio.mark}"
+    if ratio.low is not None and ratio.high is not None:
+        text += f"{sep}({ratio.low:.2f}-{ratio.high:.2f})"
+    return text
+
+
+def with_spread(value: Spread | None, fmt, sep: str = " ") -> str:
+    """The median and half the IQR as a share of it: `18m20s ±5%` (hyperfine's mean ± σ, made robust)."""
+    if value is None:
+        return "-"
+    if value.n < 2:
+        return fmt(value.median)
+    if value.median == 0:
+        return f"{fmt(value.median)}{sep}±{fmt(value.iqr / 2)}"
+    return f"{fmt(value.median)}{sep}±{value.iqr / 2 / abs(value.median):.0%}"
+
+
+def _cost_scale(report: BenchmarkReport) -> tuple[float, str]:
+    """Cost per 1, 1k or 1M units, whichever shows the costs in cents rather than in exponents."""
+    costs = [row.cost_per_unit.median for row in report.rows if row.cost_per_unit is not None]
+    for scale, label in ((1.0, ""), (1e3, "1k "), (1e6, "1M ")):
+        if not costs or max(costs) * scale >= 0.001:
+            return scale, label
+    return 1e6, "1M "
+
+
+def _unit_headers(report: BenchmarkReport) -> list[str]:
+    unit = _unit(report) or "unit"
+    _, label = _cost_scale(report)
+    return [f"time/{unit}", f"cost/{label}{unit}{'s' if label else ''}", f"{unit}s/s"]
+
+
+def report_headers(report: BenchmarkReport, *, per_unit: bool = True) -> list[str]:
+    headers = ["configuration", "machine", "runs", "time", "cost", "rel. time", "rel. cost"]
+    return headers + _unit_headers(report) if per_unit else headers
+
+
+def report_cells(report: BenchmarkReport, *, per_unit: bool = True, sep: str = " ") -> list[list[str]]:
+    """One row of cells per configuration: medians ± half the IQR, and ratios with their interval."""
+    rows = []
+    for row in report.rows:
+        base = row.variant == report.base
+        cells = [row.variant + (" *" if base else ""), row.machine, f"{row.runs}/{row.runs + row.other_runs}",
+                 with_spread(row.time, format_seconds, sep), with_spread(row.cost, format_usd, sep),
+                 format_ratio(row.relative_time, base=base, sep=sep),
+                 format_ratio(row.relative_cost, base=base, sep=sep)]
+        if per_unit:
+            cells += unit_cells(report, row)
+        rows.append(cells)
+    return rows
+
+
+def unit_cells(report: BenchmarkReport, row: ConfigRow) -> list[str]:
+    scale, _ = _cost_scale(report)
+    return [with_spread(row.time_per_unit, format_seconds),
+            with_spread(row.cost_per_unit, lambda v: format_usd(v * scale)),
+            with_spread(row.throughput, lambda v: f"{v:,.4g}")]
+
+
+def report_caption(report: BenchmarkReport) -> str:
+    return (f"median ±IQR/2 (as a share of the median) per run; runs: succeeded/ended; time: {report.time_basis}; "
+            f"prices: {report.price_table}; rel.: ratio of medians to {report.base} (*) with its "
+            f"{report.confidence:.0%} bootstrap interval; {MARKS}")
+
+
+def problem_lines(report: BenchmarkReport) -> list[str]:
+    return [f"{row.variant}/{run_id}: {problem}" for row in report.rows for run_id, problem in row.metrics_problems]
+
+
+def rich_tables(report: BenchmarkReport) -> list:
+    """The report as rich Tables: the comparison, work per unit when runs report work, metrics.
+
+    Cells fold rather than being cut; intervals go on a second line to keep the columns narrow.
+    rich is imported here: only terminal output needs it.
+    """
+    from rich import box
+    from rich.table import Table
+
+    def new_table(title: str | None) -> Table:
+        return Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 0, 0, 1))
+
+    main = new_table(f"{report.job}: per configuration, relative to {report.base}")
+    main.caption = report_caption(report)
+    width = min(max(len(row.variant) for row in report.rows) + 2, 16)
+    for index, header in enumerate(report_headers(report, per_unit=False)):
+        if index < 2:  # names fold; figures are short and never wrap
+            main.add_column(header, overflow="fold", min_width=width if index == 0 else 10)
+        else:
+            main.add_column(header, justify="right", no_wrap=True)
+    for cells in report_cells(report, per_unit=False, sep="\n"):
+        main.add_row(*cells)
+    tables = [main]
+    if any(row.work_unit for row in report.rows):
+        units = new_table(f"{report.job}: per unit of work ({_unit(report)}s, from metrics.json)")
+        units.add_column("configuration", overflow="fold")
+        for header in _unit_headers(report):
+            units.add_column(header, overflow="fold", justify="right")
+        for row in report.rows:
+            units.add_row(row.variant, *unit_cells(report, row))
+        tables.append(units)
+    names, cells = metric_cells(report.rows)
+    if names:
+        extra = new_table(f"{report.job}: metrics.json, median per run")
+        extra.add_column("configuration", overflow="fold")
+        for name in names:
+            extra.add_column(name, justify="right", overflow="fold")
+        for row in cells:
+            extra.add_row(*row)
+        tables.append(extra)
+    return tables
+
+
+def metric_cells(rows: Sequence[ConfigRow]) -> tuple[list[str], list[list[str]]]:
+    names = sorted({name for row in rows for name in row.metrics})
+    cells = []
+    for row in rows:
+        cells.append([row.variant, *(_measure(*row.metrics[n]) if n in row.metrics else "-" for n in names)])
+    return names, cells
+
+
+def _measure(value: float, unit: str) -> str:
+    return f"{value:.4g}" if unit == "1" else f"{value:.4g} {unit}"
+
+
+def markdown(report: BenchmarkReport) -> str:
+    """A GitHub-flavoured Markdown table, its caption and any metrics problems."""
+    per_unit = any(row.work_unit for row in report.rows)
+    headers = report_headers(report, per_unit=per_unit)
+    lines = [f"**{report.job}**: per configuration, relative to `{report.base}`", "",
+             _md_row(headers), "|" + "|".join(":---" if i < 2 else "---:" for i in range(len(headers))) + "|"]
+    lines += [_md_row(cells) for cells in report_cells(report, per_unit=per_unit)]
+    lines += ["", report_caption(report)]
+    names, cells = metric_cells(report.rows)
+    if names:
+        lines += ["", _md_row(["configuration", *names]), "|:---|" + "---:|" * len(names)]
+        lines += [_md_row(row) for row in cells]
+    problems = problem_lines(report)
+    if problems:
+        lines += ["", "metrics.json problems:", *(f"- {line}" for line in problems)]
+    return "\n".join(lines) + "\n"
+
+
+def _md_row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
+
+
+CSV_SPREADS = (("time_s", "time"), ("cost_usd", "cost"), ("time_per_unit_s", "time_per_unit"),
+               ("cost_per_unit_usd", "cost_per_unit"), ("throughput_per_s", "throughput"))
+CSV_STATS = ("median", "q1", "q3", "iqr", "stdev", "min", "max")
+
+
+def csv_text(report: BenchmarkReport) -> str:
+    """One line per configuration; every statistic in its own column, empty where unknown."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    header = ["configuration", "machine", "base", "runs", "other_runs", "work_unit"]
+    header += [f"{prefix}_{stat}" for prefix, _ in CSV_SPREADS for stat in CSV_STATS]
+    for name in ("relative_time", "relative_cost"):
+        header += [name, f"{name}_low", f"{name}_high", f"{name}_supported"]
+    writer.writerow(header)
+    for row in report.rows:
+        line: list = [row.variant, row.machine, row.variant == report.base, row.runs, row.other_runs,
+                      row.work_unit or ""]
+        for _, attr in CSV_SPREADS:
+            stats = getattr(row, attr)
+            line += [_blank(stats.to_json()[s]) if stats else "" for s in CSV_STATS]
+        for attr in ("relative_time", "relative_cost"):
+            ratio = getattr(row, attr)
+            data = ratio.to_json() if ratio else {}
+            line += [_blank(data.get("ratio")), _blank(data.get("low")), _blank(data.get("high")),
+                     _blank(data.get("supported"))]
+        writer.writerow(line)
+    return out.getvalue()
+
+
+def _blank(value: object) -> object:
+    return "" if value is None else value
+
+
+def json_text(report: BenchmarkReport, **extra: object) -> str:
+    return json.dumps({**report.to_json(), **extra}, indent=2)
+
+
+# --- history ------------------------------------------------------------------------------------
+
+
+HISTORY_HEADERS = ["configuration", "tick (UTC)", "runs", "time", "cost", "flag"]
+
+
+def history_cells(history: BenchmarkHistory) -> list[list[str]]:
+    rows = []
+    for series in history.series:
+        for index, point in enumerate(series.points):
+            last = index == len(series.points) - 1
+            rows.append([series.variant, point.tick, str(point.runs), format_seconds(point.seconds),
+                         format_usd(point.cost), series.flag_text() if last else ""])
+    return rows
+
+
+def history_caption(history: BenchmarkHistory) -> str:
+    return (f"median per tick; time: {history.time_basis}; flag: the latest tick outside the band of the ticks "
+            f"before it (median ± max(5.19 MAD, 5%), at least 4 earlier ticks)")
+
+
+def history_markdown(history: BenchmarkHistory) -> str:
+    lines = [f"**{history.job}**: each configuration per tick", "", _md_row(HISTORY_HEADERS),
+             "|:---|:---|---:|---:|---:|:---|"]
+    lines += [_md_row(row) for row in history_cells(history)]
+    lines += ["", history_caption(history)]
+    return "\n".join(lines) + "\n"
+
+
+def history_csv(history: BenchmarkHistory) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["configuration", "tick", "runs", "time_s", "cost_usd", "time_flag", "cost_flag"])
+    for series in history.series:
+        for index, point in enumerate(series.points):
+            last = index == len(series.points) - 1
+            time_flag = series.time_band.flag if last and series.time_band else None
+            cost_flag = series.cost_band.flag if last and series.cost_band else None
+            writer.writerow([series.variant, point.tick, point.runs, _blank(point.seconds), _blank(point.cost),
+                             _blank(time_flag), _blank(cost_flag)])
+    return out.getvalue()
+
+
+def history_table(history: BenchmarkHistory):
+    from rich import box
+    from rich.table import Table
+
+    table = Table(title=f"{history.job}: each configuration per tick", box=box.SIMPLE_HEAD, pad_edge=False,
+                  padding=(0, 0, 0, 1), caption=history_caption(history))
+    for index, header in enumerate(HISTORY_HEADERS):
+        table.add_column(header, justify="right" if 2 <= index <= 4 else "left", no_wrap=index != 0)
+    for cells in history_cells(history):
+        table.add_row(*cells)
+    return table
+
+
+def _unit(report: BenchmarkReport) -> str | None:
+    units = [row.work_unit for row in report.rows if row.work_unit]
+    return units[0].removesuffix("s") if units else None  # "samples" → time/sample, samples/s

@@ -1,0 +1,93 @@
+"""A benchmark's history: each configuration's median time and cost per tick, across weeks, and
+whether the latest tick left the band of the ones before it (the rule is in `spotcron.present.stats`).
+
+A tick is the scheduled time the run belongs to (every repeat of a tick shares it); a manual run
+counts as a tick of its own minute. Pure: the runs come in as the report's per-run samples.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from spotcron.core.runs import RunRecord
+from spotcron.present.report import BenchmarkReport
+from spotcron.present.stats import Band, regression_band
+
+
+@dataclass(frozen=True)
+class TickPoint:
+    tick: str  # "2026-11-23 03:00"
+    runs: int
+    seconds: float | None  # median of the tick's runs
+    cost: float | None
+
+
+@dataclass(frozen=True)
+class Series:
+    variant: str
+    points: tuple[TickPoint, ...]
+    time_band: Band | None
+    cost_band: Band | None
+
+    def flag_text(self) -> str:
+        words = []
+        if self.time_band and self.time_band.flag:
+            words.append("slower" if self.time_band.flag == "higher" else "faster")
+        if self.cost_band and self.cost_band.flag:
+            words.append("costlier" if self.cost_band.flag == "higher" else "cheaper")
+        return "! " + ", ".join(words) if words else ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"variant": self.variant,
+                "ticks": [{"tick": p.tick, "runs": p.runs, "time_s": p.seconds, "cost_usd": p.cost}
+                          for p in self.points],
+                "time_band": self.time_band.to_json() if self.time_band else None,
+                "cost_band": self.cost_band.to_json() if self.cost_band else None}
+
+
+@dataclass(frozen=True)
+class BenchmarkHistory:
+    job: str
+    time_basis: str
+    series: tuple[Series, ...]
+
+    @property
+    def flagged(self) -> list[Series]:
+        return [s for s in self.series if s.flag_text()]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"job": self.job, "time_basis": self.time_basis,
+                "rule": "latest tick outside median +- max(3.5/0.6745 MAD, 5% of median) of up to 12 earlier "
+                        "ticks, at least 4",
+                "series": [s.to_json() for s in self.series]}
+
+
+def tick_label(record: RunRecord) -> str:
+    at = record.tick or record.created_at
+    return f"{at:%Y-%m-%d %H:%M}"
+
+
+def benchmark_history(report: BenchmarkReport, records: Iterable[RunRecord]) -> BenchmarkHistory:
+    """Per configuration of `report`, its runs grouped by tick, oldest first, with the bands."""
+    ticks = {(r.job, r.run_id): tick_label(r) for r in records if r.job == report.job}
+    series = []
+    for row in report.rows:
+        by_tick: dict[str, list[tuple[float | None, float | None]]] = {}
+        for run_id, seconds, cost in row.samples:
+            tick = ticks.get((report.job, run_id))
+            if tick is not None:
+                by_tick.setdefault(tick, []).append((seconds, cost))
+        points = tuple(TickPoint(tick, len(values), _median([s for s, _ in values]), _median([c for _, c in values]))
+                       for tick, values in sorted(by_tick.items()))
+        series.append(Series(row.variant, points,
+                             regression_band([p.seconds for p in points if p.seconds is not None]),
+                             regression_band([p.cost for p in points if p.cost is not None])))
+    return BenchmarkHistory(report.job, report.time_basis, tuple(series))
+
+
+def _median(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
