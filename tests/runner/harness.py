@@ -141,12 +141,15 @@ class FaultProxy(_Serving):
                  match: Callable[[str, str], bool] = lambda method, path: path.startswith("/upload/"),
                  delay: float = 0.0):
         self.target = urlsplit(target)
+        target = target.rstrip("/")
         self.fail_first = fail_first
         self.delay = delay
         self.seen = threading.Event()  # set at the first matching request
         self.match = match
         self.failed: list[str] = []
         self.forwarded: list[str] = []
+        self.bodies: list[bytes] = []  # every request body that reached the bucket
+        self.authorizations: list[str] = []  # the Authorization header of every request
         self._lock = threading.Lock()
         proxy = self
 
@@ -167,6 +170,8 @@ class FaultProxy(_Serving):
                         proxy.failed.append(f"{self.command} {self.path}")
                     else:
                         proxy.forwarded.append(f"{self.command} {self.path}")
+                        proxy.bodies.append(data)
+                    proxy.authorizations.append(self.headers.get("Authorization", ""))
                 if fail:
                     self.send_response(503)
                     self.send_header("Content-Length", "0")
@@ -180,6 +185,8 @@ class FaultProxy(_Serving):
                 conn.close()
                 self.send_response(response.status)
                 for key, value in response.getheaders():
+                    if key.lower() == "location":  # a resumable session goes through the proxy too
+                        value = value.replace(target, proxy.base_url)
                     if key.lower() not in ("content-length", "connection", "transfer-encoding"):
                         self.send_header(key, value)
                 self.send_header("Content-Length", str(len(payload)))

@@ -12,7 +12,10 @@ md_fetch() {
 # the machine could read them. A new header replaces the old one in one rename, so parallel
 # uploads always read a whole one.
 bearer_header() {
-  (umask 077 && printf 'Authorization: Bearer %s\n' "$1" >"$2.new" && mv -f "$2.new" "$2")
+  (umask 077 && printf 'Authorization: Bearer %s\n' "$1" >"$2.$BASHPID" && mv -f "$2.$BASHPID" "$2") || {
+    HTTP_CODE=000
+    return 1
+  }
 }
 
 # identity_token AUDIENCE HEADER_FILE: a fresh instance identity token (format=full) as a header.
@@ -20,7 +23,7 @@ identity_token() {
   url_encode "$1"
   md_fetch "instance/service-accounts/default/identity?audience=$URLENC&format=full" "$TMP/identity.$BASHPID" ||
     return 1
-  bearer_header "$(<"$TMP/identity.$BASHPID")" "$2" || { HTTP_CODE=000; return 1; }
+  bearer_header "$(<"$TMP/identity.$BASHPID")" "$2" || return 1
   rm -f "$TMP/identity.$BASHPID"
 }
 

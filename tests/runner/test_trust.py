@@ -1,0 +1,114 @@
+"""What a hostile job can't do through the runner (issue 12, items 4 and 5): steer an upload to a
+host file by swapping its outputs for links while they are uploaded, or reach the metadata
+server (and the VM's tokens) from its container unless the job opted in."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import signal
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.runner.harness import JOB, FaultProxy, RunnerHarness, needs_runner_tools
+
+PREFIX = "runs/hello/20260101-1000/"
+ATTEMPT1 = PREFIX + "attempt-1/"
+
+pytestmark = [pytest.mark.slow, needs_runner_tools]
+
+
+def _host_secret(tmp: Path) -> tuple[Path, bytes]:
+    folder = tmp / "host"
+    folder.mkdir()
+    marker = f"HOST-SECRET-{uuid.uuid4()}".encode()
+    secret = folder / "secret.txt"
+    secret.write_bytes(marker + b"\n")
+    return secret, marker
+
+
+@pytest.mark.parametrize("checkpoint", [False, True])
+def test_outputs_swapped_for_links_while_uploading_never_upload_a_host_file(harness: RunnerHarness, checkpoint):
+    secret, marker = _host_secret(harness.tmp)
+    pidfile = harness.tmp / "swapper.pid"
+    proxy = FaultProxy(harness.bucket.url)
+    proxy.start()
+    harness.storage_url = proxy.base_url
+    extra = {"checkpoint_path": "/checkpoint"} if checkpoint else {}
+    try:
+        result = harness.run(harness.descriptor(
+            local_command=[sys.executable, str(JOB), "swap", str(secret), "20", str(pidfile)], **extra))
+    finally:
+        proxy.stop()
+        with contextlib.suppress(OSError, ValueError):
+            os.kill(int(pidfile.read_text()), signal.SIGKILL)
+
+    assert result.rc == 0, result.stderr
+    uploads = [body for body in proxy.bodies if body]
+    assert len(uploads) >= 3
+    leaked = [body[:60] for body in uploads if marker in body]
+    assert leaked == [], f"{len(leaked)} of {len(uploads)} uploads carried the host file"
+    manifest = json.loads(harness.bucket.read(ATTEMPT1 + "manifest.json"))
+    safe = hashlib.sha256(b"safe\n").hexdigest()
+    assert {f["sha256"] for f in manifest["files"] if f["name"].startswith("results/")} == {safe}
+
+
+# --- the container and the metadata server ----------------------------------------------------
+
+
+def test_the_container_runs_on_a_network_that_drops_the_metadata_server(harness: RunnerHarness):
+    result = harness.run(harness.descriptor(), docker=harness.fake_docker)
+
+    assert result.rc == 0, result.stderr
+    calls = harness.docker_calls()
+    assert ["network", "inspect", "spotcron"] in calls
+    assert ["network", "create", "--driver", "bridge", "-o", "com.docker.network.bridge.name=spotcron0",
+            "spotcron"] in calls
+    assert harness.iptables_calls() == [
+        "-w -C DOCKER-USER -i spotcron0 -d 169.254.169.254/32 -j DROP",
+        "-w -I DOCKER-USER -i spotcron0 -d 169.254.169.254/32 -j DROP",
+    ]
+    [run] = [argv for argv in calls if argv[0] == "run"]
+    assert run[run.index("--network") + 1] == "spotcron"
+    assert "host" not in run
+    assert harness.receiver.accepted[0].body["exit_code"] == 0
+
+
+def test_a_second_attempt_on_the_same_machine_reuses_the_network_and_the_rule(harness: RunnerHarness):
+    harness.run(harness.descriptor(), docker=harness.fake_docker)
+    ipt = Path(harness.fake_iptables)
+    ipt.write_text(f'#!/bin/sh\necho "$*" >> "{harness.tmp}/iptables.log"\nexit 0\n')  # the rule is there now
+    (harness.tmp / "iptables.log").unlink()
+    (harness.tmp / "docker.jsonl").unlink()
+    harness.run(harness.descriptor(), docker=harness.fake_docker)
+
+    assert not [argv for argv in harness.docker_calls() if argv[:2] == ["network", "create"]]
+    assert harness.iptables_calls() == ["-w -C DOCKER-USER -i spotcron0 -d 169.254.169.254/32 -j DROP"]
+
+
+def test_a_job_that_opts_in_gets_the_host_network_and_no_rule(harness: RunnerHarness):
+    result = harness.run(harness.descriptor(metadata_access=True), docker=harness.fake_docker)
+
+    assert result.rc == 0, result.stderr
+    calls = harness.docker_calls()
+    assert not [argv for argv in calls if argv[0] == "network"]
+    assert harness.iptables_calls() == []
+    [run] = [argv for argv in calls if argv[0] == "run"]
+    assert run[run.index("--network") + 1] == "host"
+
+
+def test_without_its_wall_the_job_does_not_run_and_the_logs_say_why(harness: RunnerHarness):
+    Path(harness.fake_iptables).write_text("#!/bin/sh\necho 'iptables: Permission denied' >&2\nexit 4\n")
+    result = harness.run(harness.descriptor(), docker=harness.fake_docker)
+
+    assert result.rc == 0, result.stderr
+    assert not [argv for argv in harness.docker_calls() if argv[0] == "run"]
+    [call] = harness.receiver.accepted
+    assert (call.body["status"], call.body["exit_code"], call.body["started_at"]) == ("exited", None, None)
+    assert (b"could not block the metadata server for the job network; the job does not run without its wall"
+            in harness.bucket.read(ATTEMPT1 + "logs.txt"))
