@@ -99,7 +99,7 @@ def populated(n: int, *, dead_every: int | None = 50):
     """Deps with `n` running runs, one managed VM each, spread over three zones, the clock ten
     minutes on. Every `dead_every`-th VM is stopped, and as many are past their deadline (None:
     every VM healthy)."""
-    from spotcron.core.settings import Settings
+    from spotcron.core.settings import Limits, Settings
     from spotcron.core.spec import JobSpec
     from spotcron.engine.deps import Deps
     from spotcron.engine.launch import launch
@@ -108,8 +108,10 @@ def populated(n: int, *, dead_every: int | None = 50):
 
     clock = FakeClock(T0)
     compute = MemoryCompute(clock)
+    # Thousands of live VMs on purpose: the stack limits are raised to let the sweep meet them.
     settings = Settings(project=PROJECT, zones=ZONES, bucket="bench-results", grace=60,
-                        job_done_url="https://us-central1-bench.cloudfunctions.net/job_done")
+                        job_done_url="https://us-central1-bench.cloudfunctions.net/job_done",
+                        limits=Limits(max_live_vms=10_000, max_gpus=10_000, max_vm_hours_per_day=1e6))
     deps = Deps(settings=settings, compute=compute, blobs=MemoryBlobs("bench-results", clock), events=MemoryEvents(),
                 identity=ClockedIdentity(clock), clock=clock, user_data=lambda: "#cloud-config\n")
     for i in range(n):
@@ -336,12 +338,13 @@ def publish_all(stack, specs: list) -> dict[str, str]:
 
     stack.run_now waits for each run's record before returning, which would fire the jobs one
     after another."""
-    import json
+    from spotcron.engine.deployed import SpecStore, start_message
 
     nonces = {}
     for spec in specs:
         nonces[spec.name] = secrets.token_hex(2)
-        stack.bus.publish(stack.settings.start_topic, json.dumps(spec.to_payload()).encode(),
+        SpecStore(stack.deps.blobs).write(spec)
+        stack.bus.publish(stack.settings.start_topic, start_message(spec),
                           {"trigger": "manual", "nonce": nonces[spec.name]})
     return nonces
 

@@ -73,8 +73,9 @@ def test_validate_reports_every_problem_and_exits_2(run, tmp_path):
 
 def test_validate_uses_the_stacks_grace(run, tmp_path):
     write(tmp_path / "jobs", "long.yaml", OK + "timeout: 119d\n")
-    write(tmp_path, "stack.yaml", "grace: 2d\n")
-    assert run("validate", "jobs").exit_code == 0
+    write(tmp_path, "ok.yaml", "results_retention_days: 125\n")  # retention must outlast the timeout too
+    write(tmp_path, "stack.yaml", "grace: 2d\nresults_retention_days: 125\n")
+    assert run("validate", "jobs", "--stack", "ok.yaml").exit_code == 0
     result = run("validate", "jobs", "--stack", "stack.yaml")
     assert result.exit_code == 2 and "plus the stack's grace (172800s)" in result.stderr
 

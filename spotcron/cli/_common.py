@@ -55,10 +55,11 @@ def load_stack(stack_path: Path) -> Settings:
 
 
 def load_specs(paths: list[Path], stack_path: Path) -> list[JobSpec]:
-    """Every job under `paths`, checked against the stack's grace; ConfigError lists all problems."""
+    """Every job under `paths`, checked against the stack's grace and retention; ConfigError lists all problems."""
     from spotcron.core.loader import load_jobs
 
-    return load_jobs(paths, grace=load_stack(stack_path).grace)
+    settings = load_stack(stack_path)
+    return load_jobs(paths, grace=settings.grace, retention_days=settings.results_retention_days)
 
 
 def find_job_file(job_or_file: str, jobs_dir: Path) -> Path:

@@ -143,7 +143,7 @@ def deploy(ctx: click.Context, jobs_dir: Path, stack_path: Path, dry_run: bool, 
     out = console()
     # Everything that can be checked without Google is checked before the first call.
     settings = load_stack(stack_path)
-    jobs = load_jobs([jobs_dir], grace=settings.grace)
+    jobs = load_jobs([jobs_dir], grace=settings.grace, retention_days=settings.results_retention_days)
     preflight(settings, jobs, stack_path, _job_paths(jobs_dir))
     source = build_source(env.source_root())
     credentials = env.credentials(settings.project)

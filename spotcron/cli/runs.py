@@ -297,12 +297,15 @@ def _publish_start(spec: Any, project: str, topic: str, bucket: str | None) -> N
     with translated(f"publish to {path}"):
         # The entry point reads the environment; the emulator host decides plain gRPC vs Google.
         publisher = runs_context().publisher(os.environ.get("PUBSUB_EMULATOR_HOST") or None)
-        # The body is the spec JSON itself, exactly what the scheduler entry publishes.
+        # The body names the job and its spec's digest, exactly what the scheduler entry publishes:
+        # start_job runs the deployed spec only, so a job file changed since deploy is refused.
         message_id = publisher.publish(path, encode_start(spec), trigger="manual", nonce=nonce).result(timeout=60)
     out = stdout()
     out.print(f"published {spec.name} to {path}: message {message_id}")
     watch = f" --bucket {bucket}" if bucket else " --bucket gs://BUCKET"
     out.print(f"its run ids look like m<UTC time>-{nonce[:4]}; watch with: spotcron runs {spec.name}{watch}")
+    out.print(f"start_job runs only the deployed spec: if jobs/{spec.name}.yaml changed since `spotcron deploy`, "
+              f"the run is refused (see the start_job logs); deploy first")
 
 
 COMMANDS = [runs, logs, results, status, run]

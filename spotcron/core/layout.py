@@ -8,6 +8,7 @@
     tokens/SHA256                              identity tokens already accepted (replay guard)
     deployed/JOB.json                          the job's spec as deploy validated it (canonical JSON)
     dispatch/cursor.json                       the last minute the dispatcher started (scheduling: shared)
+    limits/usage-YYYY-MM-DD.json               VM-hours reserved and used that UTC day (stack limits)
     index.html                                 the results page
 """
 
@@ -59,12 +60,21 @@ def accepted_token(digest: str) -> str:
     return f"{TOKENS}{digest}"
 
 
+LIMITS = "limits/"
+
+
+def usage_ledger(day: str) -> str:
+    """VM-hours reserved and used on the UTC day `day` (YYYY-MM-DD)."""
+    return f"{LIMITS}usage-{day}.json"
+
+
 INDEX_PAGE = "index.html"
 
 DEPLOYED = "deployed/"
 
 
 def deployed_spec(job: str) -> str:
+    """The spec start_job trusts for `job`: written by deploy (or `up`), never by a VM."""
     return f"{DEPLOYED}{job}.json"
 
 

@@ -66,11 +66,13 @@ def _is_job_file(path: Path) -> bool:
             and stem != "schema" and not stem.endswith(".schema"))
 
 
-def load_jobs(paths: Iterable[Path | str], *, grace: int = DEFAULT_GRACE) -> list[JobSpec]:
+def load_jobs(paths: Iterable[Path | str], *, grace: int = DEFAULT_GRACE,
+              retention_days: int | None = None) -> list[JobSpec]:
     """Every job in `paths`, sorted by name; ConfigError with all problems of all files otherwise.
 
     `grace` is the stack's extra VM lifetime beyond a job's timeout (checked against Compute
-    Engine's maxRunDuration range).
+    Engine's maxRunDuration range); `retention_days`, when given, is the stack's
+    results_retention_days, which must outlast every job's VM plus a margin.
     """
     specs, problems = check_jobs(paths, grace=grace)
     if problems:
@@ -87,7 +89,7 @@ def check_jobs(paths: Iterable[Path | str], *, grace: int = DEFAULT_GRACE) -> tu
     specs: list[JobSpec] = []
     by_name: dict[str, list[Path]] = {}
     for file in files:
-        spec, file_problems = check_job_file(file, grace=grace)
+        spec, file_problems = check_job_file(file, grace=grace, retention_days=retention_days)
         problems.extend(file_problems)
         if spec is not None:
             specs.append(spec)
@@ -102,8 +104,8 @@ def check_jobs(paths: Iterable[Path | str], *, grace: int = DEFAULT_GRACE) -> tu
     return sorted(specs, key=lambda s: s.name), _sorted(problems)
 
 
-def load_job_file(path: Path | str, *, grace: int = DEFAULT_GRACE) -> JobSpec:
-    spec, problems = check_job_file(Path(path), grace=grace)
+def load_job_file(path: Path | str, *, grace: int = DEFAULT_GRACE, retention_days: int | None = None) -> JobSpec:
+    spec, problems = check_job_file(Path(path), grace=grace, retention_days=retention_days)
     if problems or spec is None:
         raise ConfigError(_sorted(problems))
     return spec
@@ -144,7 +146,8 @@ def field_path(loc: Loc) -> str:
     return text
 
 
-def check_job_file(path: Path, *, grace: int = DEFAULT_GRACE) -> tuple[JobSpec | None, list[Problem]]:
+def check_job_file(path: Path, *, grace: int = DEFAULT_GRACE,
+                   retention_days: int | None = None) -> tuple[JobSpec | None, list[Problem]]:
     """The job in `path` and the problems found; the spec is None when there is any problem."""
     file = _File(str(path))
     _parse(path, file)
@@ -190,6 +193,8 @@ def check_job_file(path: Path, *, grace: int = DEFAULT_GRACE) -> tuple[JobSpec |
             _report(error, file)
     if spec is not None:
         _check_spec(spec, data, file, grace)
+        if retention_days is not None:
+            _check_retention(spec, data, file, grace, retention_days)
     return (spec if not file.problems else None), file.problems
 
 
@@ -396,6 +401,30 @@ def _check_machine_type(name: Any, loc: Loc, file: _File) -> None:
     families = ", ".join(sorted({m.family for m in catalog.MACHINE_TYPES.values()}))
     file.add(loc, f"{name!r} is not a machine type; did you mean {hint!r}?" if hint else
                   f"{name!r} is not a machine type spotcron knows (families: {families}); see docs/jobs.md")
+
+
+# A run record is rewritten when its VM starts and when the run ends; the bucket's lifecycle rule
+# counts a record's age from its last write, so the record must outlive one VM (timeout + grace)
+# plus this margin for a late callback, a slow sweep and the rule's own daily cadence.
+RETENTION_MARGIN_S = 86400
+
+
+def retention_problem(timeout: int, grace: int, retention_days: int) -> str | None:
+    """Why `retention_days` would delete the record of a live run of this timeout; None if it would not."""
+    needed_s = timeout + grace + RETENTION_MARGIN_S
+    if retention_days * 86400 >= needed_s:
+        return None
+    needed_days = -(-needed_s // 86400)
+    return (f"{timeout}s plus the stack's grace ({grace}s) and a day's margin outlasts the stack's "
+            f"results_retention_days ({retention_days}): the bucket would delete this job's run records while a "
+            f"run is still live; set results_retention_days to at least {needed_days} in the stack file, or "
+            f"shorten the timeout")
+
+
+def _check_retention(spec: JobSpec, data: dict[str, Any], file: _File, grace: int, retention_days: int) -> None:
+    problem = retention_problem(spec.timeout, grace, retention_days)
+    if problem:
+        file.add(("timeout",), f"{data.get('timeout', spec.timeout)!r} is {problem}")
 
 
 def _check_spec(spec: JobSpec, data: dict[str, Any], file: _File, grace: int) -> None:

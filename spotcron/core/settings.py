@@ -21,6 +21,24 @@ _ZONE = re.compile(r"^[a-z]+-[a-z]+\d+-[a-z]$")
 _REGION = re.compile(r"^[a-z]+-[a-z]+\d+$")
 
 
+class Limits(BaseModel):
+    """Stack-wide spend guards, enforced by the functions before every VM insert.
+
+    They hold whatever a start message or a deployed spec asks for: a run that would cross one
+    ends `failed` with the limit named in its reason, and no VM is created. The defaults fit the
+    example jobs with room to spare; raise them in infra/stack.yaml for bigger workloads.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_live_vms: int = Field(10, ge=1, le=10000, description="job VMs alive at once, across all jobs")
+    max_gpus: int = Field(4, ge=0, le=10000, description="GPUs attached to live job VMs at once")
+    max_vm_hours_per_day: float = Field(
+        48.0, gt=0, le=1_000_000,
+        description="VM-hours per UTC day: each attempt reserves timeout + grace when it starts and is "
+                    "charged what it really used when its run ends")
+
+
 class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -42,6 +60,7 @@ class Settings(BaseModel):
     image_family: str = "projects/cos-cloud/global/images/family/cos-stable"
     grace: int = Field(300, description="seconds a VM may outlive its job's timeout (boot, pull, upload)")
     results_retention_days: int = Field(90, ge=1)
+    limits: Limits = Limits()
 
     @field_validator("sweep_interval", "grace", mode="before")
     @classmethod
@@ -87,8 +106,27 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
         value = environ.get(ENV_PREFIX + field.upper())
         if value is None or value == "":
             continue
-        overrides[field] = tuple(z.strip() for z in value.split(",") if z.strip()) if field == "zones" else value
+        if field == "zones":
+            overrides[field] = tuple(z.strip() for z in value.split(",") if z.strip())
+        elif field == "limits":
+            overrides[field] = _json_object(ENV_PREFIX + field.upper(), value)
+        else:
+            overrides[field] = value
     return overrides
+
+
+def _json_object(variable: str, value: str) -> dict[str, Any]:
+    import json
+
+    try:
+        parsed = json.loads(value)
+    except ValueError as exc:
+        raise ConfigError([Problem("<environment>", None, variable,
+                                   f"is not JSON ({exc}); write e.g. {{\"max_live_vms\": 10}} (got {value!r})")]) from None
+    if not isinstance(parsed, dict):
+        raise ConfigError([Problem("<environment>", None, variable,
+                                   f"must be a JSON object like {{\"max_live_vms\": 10}} (got {value!r})")])
+    return parsed
 
 
 def load_settings(path: Path | None, environ: Mapping[str, str]) -> Settings:

@@ -41,6 +41,9 @@ _IMAGE = re.compile(
     r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$"
 )
 DESCRIPTION_MAX = 500  # Cloud Scheduler refuses a longer description on the job's entry
+# Each matrix entry is its own VM per tick. A cap keeps one spec (or one edit of it) from asking
+# for thousands of VMs at once; the stack's limits (infra/stack.yaml) then bound what runs.
+MAX_MATRIX_ENTRIES = 32
 MAX_RUN_SECONDS = 120 * 86400  # Compute Engine's longest scheduling.maxRunDuration
 MIN_RUN_SECONDS = 30  # and its shortest
 MAX_REPEAT = 20  # runs per configuration and tick: enough for a spread, bounded like the rest of a tick
@@ -297,6 +300,9 @@ class JobSpec(_Model):
     @field_validator("matrix")
     @classmethod
     def _unique_entries(cls, entries: tuple[MatrixEntry, ...]) -> tuple[MatrixEntry, ...]:
+        if len(entries) > MAX_MATRIX_ENTRIES:
+            raise ValueError(f"has {len(entries)} entries; a job may have at most {MAX_MATRIX_ENTRIES} (each entry "
+                             f"is a VM on every tick): split the job into several jobs")
         seen: set[str] = set()
         for entry in entries:
             if entry.name in seen:
@@ -404,6 +410,7 @@ def job_file_schema() -> dict[str, Any]:
     schema["required"] = [name for name in schema["required"] if name != "name"]
     props["name"].update(pattern=_NAME.pattern, maxLength=JOB_NAME_MAX)
     defs["MatrixEntry"]["properties"]["name"].update(pattern=_NAME.pattern, maxLength=ENTRY_NAME_MAX)
+    props["matrix"]["maxItems"] = MAX_MATRIX_ENTRIES
     duration = {"type": "string", "pattern": r"^\s*\d+\s*[smhd]?\s*$"}
     for key in ("timeout", "starting_deadline"):
         props[key]["anyOf"] = [{"type": "integer", "minimum": 0}, duration]

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spotcron.core.errors import NotFound
+from spotcron.core.layout import DEPLOYED
 from spotcron.deploy.calls import Caller, DeployError
 from spotcron.deploy.clients import Clients
 from spotcron.deploy.iam import managed_members, managed_roles
@@ -25,6 +26,8 @@ from spotcron.deploy.naming import Names, function_id
 from spotcron.deploy.policies import get_policy, managed_view
 from spotcron.deploy.resources import (
     BUCKET,
+    DEPLOYED_SPEC,
+    DIGEST_KEY,
     FUNCTION,
     IAM_POLICY,
     MANAGED_LABEL,
@@ -138,10 +141,18 @@ class _Reader:
             raise
         return [Resource(BUCKET, bucket.name, bucket_fields(bucket), owned=_owned(bucket.labels))]
 
-    def sources(self) -> list[Resource]:
-        blobs = self.call("list source archives", lambda: list(self.clients.storage.list_blobs(
-            self.names.bucket, prefix=SOURCE_PREFIX, retry=None, timeout=self.timeout)))
-        return [Resource(SOURCE, b.name, {}, owned=True) for b in blobs]
+    def objects(self) -> list[Resource]:
+        """Source archives (deploy/source-*) and deployed specs (deployed/*), in one listing.
+
+        A deployed spec's digest rides in its custom metadata, which listings return: no read per job.
+        """
+        prefix = _common_prefix(SOURCE_PREFIX, DEPLOYED)
+        blobs = self.call("list source archives and deployed specs", lambda: list(self.clients.storage.list_blobs(
+            self.names.bucket, prefix=prefix, retry=None, timeout=self.timeout)))
+        out = [Resource(SOURCE, b.name, {}, owned=True) for b in blobs if b.name.startswith(SOURCE_PREFIX)]
+        out += [Resource(DEPLOYED_SPEC, b.name, {"digest": (b.metadata or {}).get(DIGEST_KEY)}, owned=True)
+                for b in blobs if b.name.startswith(DEPLOYED)]
+        return out
 
     def topics(self) -> list[Resource]:
         project = f"projects/{self.names.project}"
@@ -194,6 +205,13 @@ class _Reader:
         return [Resource(IAM_POLICY, target, view)]
 
 
+def _common_prefix(a: str, b: str) -> str:
+    size = 0
+    while size < min(len(a), len(b)) and a[size] == b[size]:
+        size += 1
+    return a[:size]
+
+
 def _parent_exists(target: str, found: State, names: Names) -> bool:
     """Whether the resource a policy sits on exists (else reading its policy is a wasted call)."""
     kind, ident = split_policy_name(target)
@@ -217,7 +235,7 @@ def read_actual(clients: Clients, call: Caller, names: Names, desired: State, po
     found = index(r for batch in pool.map(lambda f: f(), first) for r in batch)
     second: list[Callable[[], list[Resource]]] = []
     if (BUCKET, names.bucket) in found:
-        second.append(reader.sources)
+        second.append(reader.objects)
     second += [lambda t=t: reader.policy(t) for t in targets if _parent_exists(t, found, names)]
     for batch in pool.map(lambda f: f(), second):
         for resource in batch:

@@ -7,13 +7,16 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from spotcron.core.layout import RUNS, TOKENS
+from pydantic import BaseModel
+
+from spotcron.core.layout import RUNS, TOKENS, deployed_spec
 from spotcron.core.settings import ENV_PREFIX, Settings
 from spotcron.core.spec import JobSpec
 from spotcron.deploy.iam import Binding, bindings
 from spotcron.deploy.naming import DISPATCH_ENTRY, FUNCTIONS, SWEEP_ENTRY, Names, scheduler_entry
 from spotcron.deploy.resources import (
     BUCKET,
+    DEPLOYED_SPEC,
     FUNCTION,
     IAM_POLICY,
     MANAGED_LABELS,
@@ -25,6 +28,7 @@ from spotcron.deploy.resources import (
     State,
     index,
 )
+from spotcron.engine.deployed import canonical, digest_of, start_message
 from spotcron.engine.dispatch_specs import specs_version
 
 RUNTIME = "python312"
@@ -63,6 +67,8 @@ def function_environment(settings: Settings, job_done_url: str) -> dict[str, str
             value = job_done_url
         if isinstance(value, tuple):
             value = ",".join(value)
+        elif isinstance(value, BaseModel):  # limits: JSON, read back by settings.env_overrides
+            value = value.model_dump_json()
         if value == "":
             continue
         env[ENV_PREFIX + name.upper()] = str(value)
@@ -81,8 +87,25 @@ def sweep_schedule(interval_s: int) -> str:
 
 
 def scheduler_data(job: JobSpec) -> str:
-    """The Pub/Sub message body Cloud Scheduler publishes for `job`: its payload as compact JSON."""
-    return json.dumps(job.to_payload(), sort_keys=True, separators=(",", ":"))
+    """The Pub/Sub message body Cloud Scheduler publishes for `job`: its name and spec digest only.
+
+    start_job reads the spec itself from deployed/JOB.json, so an edited scheduler entry can at
+    most ask for a run of a job that was deployed, as it was deployed.
+    """
+    return start_message(job).decode()
+
+
+def _deployed_specs(jobs: list[JobSpec]) -> list[Resource]:
+    """deployed/JOB.json per job: start_job runs only these specs, the dispatcher reads them.
+
+    resources.phase writes them before any scheduler entry and deletes a removed job's spec only
+    after its entry is gone.
+    """
+    out = []
+    for job in jobs:
+        data = canonical(job)
+        out.append(Resource(DEPLOYED_SPEC, deployed_spec(job.name), {"digest": digest_of(data)}, meta={"data": data}))
+    return out
 
 
 def _bucket(settings: Settings) -> Resource:
@@ -161,6 +184,7 @@ def desired_state(settings: Settings, jobs: Iterable[JobSpec], source_object: st
     resources.append(Resource(SOURCE, source_object, {}))
     resources += [_function(logical, names, source_object, env) for logical in names.functions]
     jobs = list(jobs)
+    resources += _deployed_specs(jobs)
     resources += _shared_entries(names, jobs) if names.shared else _per_job_entries(settings, names, jobs)
     return index(resources)
 

@@ -30,6 +30,7 @@ from spotcron.deploy.naming import Names
 from spotcron.deploy.planner import DELETE, UPDATE, Action
 from spotcron.deploy.resources import (
     BUCKET,
+    DEPLOYED_SPEC,
     FUNCTION,
     IAM_POLICY,
     POLICY_BUCKET,
@@ -64,7 +65,7 @@ def plan_destroy(actual: State, names: Names, *, delete_results: bool, vms: Sequ
     going: set[tuple[str, str]] = set()
     for key, have in sorted(actual.items()):
         kind, name = key
-        labelled = kind in (SCHEDULER_JOB, FUNCTION, TOPIC, SOURCE) and have.owned
+        labelled = kind in (SCHEDULER_JOB, FUNCTION, TOPIC, SOURCE, DEPLOYED_SPEC) and have.owned
         if labelled or (kind == SERVICE_ACCOUNT and _our_account(have, names)):
             going.add(key)
         elif kind == BUCKET:
@@ -102,7 +103,7 @@ def _sits_on_something_going(policy: str, going: set[tuple[str, str]]) -> bool:
 
 # Stop the ticks first, then what they call, then what those used; the bindings of the accounts
 # before the accounts; the bucket (with everything in it) last.
-_ORDER = {SCHEDULER_JOB: 0, FUNCTION: 1, TOPIC: 2, SOURCE: 2, IAM_POLICY: 3, SERVICE_ACCOUNT: 4, BUCKET: 5}
+_ORDER = {SCHEDULER_JOB: 0, FUNCTION: 1, TOPIC: 2, SOURCE: 2, DEPLOYED_SPEC: 2, IAM_POLICY: 3, SERVICE_ACCOUNT: 4, BUCKET: 5}
 
 
 def _order(action: Action) -> tuple[int, str, str]:

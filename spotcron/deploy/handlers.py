@@ -21,6 +21,8 @@ from spotcron.deploy.planner import CREATE, DELETE, Action
 from spotcron.deploy.policies import update_policy
 from spotcron.deploy.resources import (
     BUCKET,
+    DEPLOYED_SPEC,
+    DIGEST_KEY,
     FUNCTION,
     IAM_POLICY,
     SCHEDULER_JOB,
@@ -172,6 +174,16 @@ def source(action: Action, ctx: Context) -> None:
                  content_type="application/zip", if_generation_match=0, retry=None, timeout=ctx.timeout)
 
 
+def deployed_spec(action: Action, ctx: Context) -> None:
+    blob = ctx.clients.storage.bucket(ctx.names.bucket).blob(action.name)
+    if action.kind == DELETE:
+        _ignore_missing(lambda: ctx.call(f"delete {action.name}", blob.delete, retry=None, timeout=ctx.timeout))
+        return
+    blob.metadata = {DIGEST_KEY: action.resource.fields["digest"]}
+    ctx.call(f"upload {action.name}", blob.upload_from_string, action.resource.meta["data"],
+             content_type="application/json", retry=None, timeout=ctx.timeout)
+
+
 # --- functions ------------------------------------------------------------------------------------
 
 def function_message(name: str, fields: Mapping[str, Any], names: Names) -> Any:
@@ -298,4 +310,5 @@ HANDLERS: dict[str, Callable[[Action, Context], None]] = {
     SOURCE: source,
     FUNCTION: function,
     SCHEDULER_JOB: scheduler_job,
+    DEPLOYED_SPEC: deployed_spec,
 }

@@ -26,8 +26,10 @@ IAM_POLICY = "iam_policy"
 SOURCE = "source"
 FUNCTION = "function"
 SCHEDULER_JOB = "scheduler_job"
+DEPLOYED_SPEC = "deployed_spec"  # deployed/JOB.json: the spec start_job runs (engine/deployed.py)
+DIGEST_KEY = "spotcron-digest"  # a deployed spec's custom metadata: its sha256, read back from listings
 
-TYPES = (BUCKET, TOPIC, SERVICE_ACCOUNT, IAM_POLICY, SOURCE, FUNCTION, SCHEDULER_JOB)
+TYPES = (BUCKET, TOPIC, SERVICE_ACCOUNT, IAM_POLICY, SOURCE, FUNCTION, SCHEDULER_JOB, DEPLOYED_SPEC)
 
 # Object prefixes whose lifecycle Delete rules deploy writes; every other rule on the bucket is
 # someone else's and is neither compared nor replaced.
@@ -102,9 +104,10 @@ def split_policy_name(name: str) -> tuple[str, str]:
 def phase(resource_type: str, name: str, kind: str) -> int:
     """When an action runs: everything in phase N finishes before phase N+1 starts.
 
-    Creates and updates go bucket/topics/accounts → IAM and source → functions → invoker
-    bindings and scheduler entries (so no tick fires before its function can take it);
-    deletions run last, scheduler entries and functions before topics and old sources.
+    Creates and updates go bucket/topics/accounts → IAM, source and deployed specs → functions →
+    invoker bindings and scheduler entries (so no tick fires before its function and its spec can
+    take it); deletions run last, scheduler entries and functions before topics, old sources and
+    the deployed specs of removed jobs.
     """
     if kind == "delete":
         return 4 if resource_type in (SCHEDULER_JOB, FUNCTION) else 5
@@ -112,7 +115,7 @@ def phase(resource_type: str, name: str, kind: str) -> int:
         return 0
     if resource_type == IAM_POLICY:
         return 3 if split_policy_name(name)[0] == POLICY_FUNCTION else 1
-    if resource_type == SOURCE:
+    if resource_type in (SOURCE, DEPLOYED_SPEC):
         return 1
     if resource_type == FUNCTION:
         return 2

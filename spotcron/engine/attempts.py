@@ -18,6 +18,7 @@ from spotcron.core.runs import Attempt, RunRecord, RunState, vm_labels
 from spotcron.core.spec import JobSpec
 from spotcron.engine import transitions as t
 from spotcron.engine.deps import Deps
+from spotcron.engine.guards import GPUS_LABEL, admit
 from spotcron.engine.ports import GpuRequest, Instance, InstanceRequest
 from spotcron.engine.steps import step
 
@@ -46,7 +47,8 @@ def build_request(record: RunRecord, spec: JobSpec, attempt: Attempt, deps: Deps
         name=attempt.vm_name, zone=attempt.zone or t.zones_for(spec, deps.settings.zones)[0], machine_type=attempt.machine_type,
         spot=attempt.provisioning_model == "SPOT", max_run_duration_s=spec.timeout + settings.grace,
         disk_gb=attempt.disk_gb, disk_type=boot_disk_type(attempt.machine_type),
-        labels=vm_labels(record.job, record.run_id, attempt.number),
+        labels={**vm_labels(record.job, record.run_id, attempt.number),
+                **({GPUS_LABEL: str(spec.machine.gpu.count)} if spec.machine.gpu else {})},
         metadata={"spotcron-run": descriptor.to_metadata(), "user-data": deps.user_data()},
         service_account=settings.vm_service_account_email, image=settings.image_family,
         gpu=GpuRequest(type=gpu.type, count=gpu.count) if gpu else None,
@@ -63,6 +65,12 @@ def _bundled_gpu(machine_type: str) -> bool:
 def create_attempt(deps: Deps, record: RunRecord) -> RunRecord:
     """Drive a `starting` record until its attempt has a VM or the run has failed."""
     spec = t.spec_of(record)
+    if record.state == RunState.STARTING and record.current_attempt is not None:
+        # Once per attempt, before any insert: a move to the next zone keeps the VM's name and budget.
+        refused = admit(deps, record, spec, record.current_attempt)
+        if refused:
+            event = t.CreateRefused(record.current_attempt, refused)
+            return step(deps, record.job, record.run_id, event).record or record
     while record.state == RunState.STARTING and record.current_attempt is not None:
         attempt = record.current_attempt
         try:

@@ -29,6 +29,7 @@ from spotcron.core.cron.schedule import load_time_zone, parse_schedule
 from spotcron.core.errors import PreconditionFailed, SpotcronError
 from spotcron.core.runs import utc_minute
 from spotcron.core.spec import JobSpec
+from spotcron.engine.deployed import start_body
 from spotcron.engine.deps import Deps
 from spotcron.engine.dispatch_specs import SpecSource
 from spotcron.engine.messages import TICK_ATTRIBUTE, format_tick
@@ -124,8 +125,8 @@ def sweep_due(now: datetime, interval_s: int) -> bool:
 
 
 def start_message(spec: JobSpec) -> dict:
-    """The start message's body for `spec`: what its own scheduler entry would publish."""
-    return spec.to_payload()
+    """The start message's body for `spec`: what its own scheduler entry would publish (name, digest)."""
+    return start_body(spec)
 
 
 # --- the cursor --------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from spotcron.core import layout
 from spotcron.core.spec import JobSpec
+from spotcron.engine.deployed import canonical
 from spotcron.engine.ports import Blobs
 
 log = logging.getLogger("spotcron.engine")
@@ -30,11 +31,6 @@ class SpecSource(Protocol):
         """Every deployed job, paused ones included. `version` (from the dispatch message) lets a
         source skip reading when it already holds that version of the set."""
         ...
-
-
-def canonical(spec: JobSpec) -> bytes:
-    """The one byte form of a deployed spec: sorted keys, no spaces."""
-    return json.dumps(spec.to_payload(), sort_keys=True, separators=(",", ":")).encode()
 
 
 def specs_version(specs: Iterable[JobSpec]) -> str:

@@ -9,19 +9,21 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import ValidationError
-
 from spotcron.core.spec import JobSpec
+from spotcron.engine.deployed import start_message
 from spotcron.engine.launch import BadTrigger
 
-MAX_MESSAGE_BYTES = 64 * 1024  # a job spec is a few KB; anything bigger is not ours
+MAX_MESSAGE_BYTES = 4 * 1024  # a job name and a digest; anything bigger is not ours
 # The dispatcher (scheduling: shared) names the exact tick; Cloud Scheduler's own messages carry none.
 TICK_ATTRIBUTE = "tick"
 
 
 @dataclass(frozen=True)
 class StartRequest:
-    spec: JobSpec
+    """What a start message asks for. The spec itself comes from the deployed specs, never from here."""
+
+    job: str
+    digest: str
     requested_at: datetime
     manual: bool
     nonce: str | None
@@ -37,19 +39,18 @@ def parse_start(event_data: Any, event_time: datetime | None) -> StartRequest:
     if not isinstance(raw, str):
         raise BadTrigger("the Pub/Sub message has no data")
     if len(raw) > MAX_MESSAGE_BYTES * 4 // 3 + 4:
-        raise BadTrigger(f"the message is {len(raw)} bytes of base64; a job spec is never that big")
+        raise BadTrigger(f"the message is {len(raw)} bytes of base64; a start message is never that big")
     try:
         payload = json.loads(base64.b64decode(raw, validate=True))
     except (binascii.Error, ValueError) as exc:
         raise BadTrigger(f"the message data is not base64 JSON: {exc}") from None
     if not isinstance(payload, dict):
-        raise BadTrigger("the message data is not a JSON object (a job spec)")
-    try:
-        spec = JobSpec.from_payload(payload)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "spec"
-        raise BadTrigger(f"the message is not a valid job spec: {where}: {first['msg']}") from None
+        raise BadTrigger('the message data is not a JSON object like {"job": NAME, "digest": SHA256}')
+    job, digest = payload.get("job"), payload.get("digest")
+    if not isinstance(job, str) or not isinstance(digest, str):
+        # Earlier versions published the whole spec; a spec in a message is never trusted.
+        raise BadTrigger('the message does not name a deployed job: expected {"job": NAME, "digest": SHA256}, '
+                         f"got the keys {sorted(payload)[:10]}")
     attributes = message.get("attributes") or {}
     requested_at = _timestamp(message.get("publishTime")) or event_time
     if requested_at is None:
@@ -63,7 +64,7 @@ def parse_start(event_data: Any, event_time: datetime | None) -> StartRequest:
             raise BadTrigger(f"the message's {TICK_ATTRIBUTE} attribute {attributes[TICK_ATTRIBUTE]!r} is not a "
                              "whole UTC minute like 2026-11-22T10:00:00Z")
         tick = tick.astimezone(UTC)
-    return StartRequest(spec=spec, requested_at=requested_at, manual=manual, nonce=nonce, tick=tick)
+    return StartRequest(job=job, digest=digest, requested_at=requested_at, manual=manual, nonce=nonce, tick=tick)
 
 
 def _timestamp(value: Any) -> datetime | None:
@@ -82,5 +83,5 @@ def format_tick(tick: datetime) -> str:
 
 
 def encode_start(spec: JobSpec) -> bytes:
-    """The message body a scheduler entry (or `spotcron run`) publishes for `spec`."""
-    return json.dumps(spec.to_payload(), separators=(",", ":")).encode()
+    """The message body a scheduler entry (or `spotcron run`) publishes for `spec`: name and digest."""
+    return start_message(spec)

@@ -14,6 +14,7 @@ from datetime import datetime
 from spotcron.core.runs import RunRecord, RunState
 from spotcron.engine import transitions as t
 from spotcron.engine.deps import Deps
+from spotcron.engine.guards import settle
 
 log = logging.getLogger("spotcron.engine")
 
@@ -68,6 +69,10 @@ def _after(deps: Deps, before: RunRecord, after: RunRecord, event: t.Event) -> N
 def run_ended(deps: Deps, record: RunRecord) -> None:
     """Once per run, after its terminal state is stored: events, history pruning, hooks."""
     deps.publish("run.finished", record)
+    try:
+        settle(deps, record)
+    except Exception:  # noqa: BLE001 - an unsettled reservation only keeps the day's limit stricter
+        log.warning("could not settle the VM-hours of %s/%s", record.job, record.run_id, exc_info=True)
     try:
         deps.store.prune(record.job, record.history_limit)
     except Exception:  # noqa: BLE001 - pruning is retried at the next run end

@@ -1,13 +1,12 @@
 """The local stand-in for Cloud Scheduler: fire each job at its cron times, in its time zone.
 
-Like a Cloud Scheduler entry, a fire publishes the job's spec to the start topic and nothing
-more; the tick is worked out by start_job from the publish time. The sweep fires on its own
+Like a Cloud Scheduler entry, a fire publishes the job's name and spec digest to the start topic
+and nothing more; the tick is worked out by start_job from the publish time. The sweep fires on its own
 interval. Job files are re-read when they change or on SIGHUP.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Callable
@@ -16,6 +15,7 @@ from pathlib import Path
 
 from spotcron.core.cron.schedule import load_time_zone, parse_schedule
 from spotcron.core.spec import JobSpec
+from spotcron.engine.deployed import start_message
 
 log = logging.getLogger("spotcron.local")
 
@@ -111,7 +111,7 @@ class LocalScheduler:
 
     def _fire(self, spec: JobSpec, fire: datetime) -> None:
         log.info("firing %s for %s", spec.name, fire.isoformat())
-        self._publish(self.start_topic, json.dumps(spec.to_payload()).encode(), {})
+        self._publish(self.start_topic, start_message(spec), {})
         if self._on_fire is not None:
             self._on_fire(spec, fire)
 

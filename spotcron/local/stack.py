@@ -8,7 +8,6 @@ functions-framework apps built from functions/main.py that run on Google Cloud.
 
 from __future__ import annotations
 
-import json
 import logging
 import secrets
 import threading
@@ -137,7 +136,7 @@ class LocalStack:
         """Fire jobs at their cron times until stop()."""
         from spotcron.local.scheduler import LocalScheduler
 
-        self.scheduler = LocalScheduler(load, self.bus.publish, self.deps.clock, start_topic=self.settings.start_topic,
+        self.scheduler = LocalScheduler(self._deploying(load), self.bus.publish, self.deps.clock, start_topic=self.settings.start_topic,
                                         sweep_topic=self.settings.sweep_topic,
                                         sweep_interval_s=self.settings.sweep_interval, watch=watch).start()
 
@@ -149,10 +148,28 @@ class LocalStack:
                                self.deps.store.read).start()
         self._stack.append(server.stop)
 
+    def _deploying(self, load: Callable[[], list[JobSpec]]) -> Callable[[], list[JobSpec]]:
+        """`load`, plus what deploy does on Google Cloud: the loaded specs become the deployed ones."""
+        from spotcron.engine.deployed import SpecStore
+
+        def load_and_deploy() -> list[JobSpec]:
+            specs = load()
+            SpecStore(self.deps.blobs).deploy(specs)
+            return specs
+
+        return load_and_deploy
+
     def run_now(self, spec: JobSpec) -> list[tuple[str, str]]:
-        """Start a manual run of every matrix entry of `spec`; (job, run_id) of each."""
+        """Start a manual run of every matrix entry of `spec`; (job, run_id) of each.
+
+        The CLI is the control plane here, as deploy is on Google Cloud: it deploys `spec`, then
+        asks for a run of it by name and digest like any start message.
+        """
+        from spotcron.engine.deployed import SpecStore, start_message
+
         nonce = secrets.token_hex(2)
-        payload = json.dumps(spec.to_payload()).encode()
+        SpecStore(self.deps.blobs).write(spec)
+        payload = start_message(spec)
         self.bus.publish(self.settings.start_topic, payload, {"trigger": "manual", "nonce": nonce})
         expected = len(spec.variants())
         deadline = time.monotonic() + 60

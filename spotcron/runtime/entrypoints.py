@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from spotcron.core.errors import Transient
+from spotcron.engine.deployed import Refused, SpecStore
 from spotcron.engine.deps import Deps
 from spotcron.engine.dispatch import DispatchState, dispatch
 from spotcron.engine.dispatch_specs import BucketSpecs, SpecSource
@@ -59,11 +60,22 @@ def handle_start(event_data: Any, event_time: datetime | None) -> None:
     """start_job. Returns normally to acknowledge; raises only for errors worth a redelivery."""
     try:
         request = parse_start(event_data, event_time)
-        outcomes = launch(current(), request.spec, requested_at=request.requested_at, manual=request.manual,
+        deps = current()
+        spec = SpecStore(deps.blobs).resolve(request.job, request.digest)
+        outcomes = launch(deps, spec, requested_at=request.requested_at, manual=request.manual,
                           nonce=request.nonce, tick=request.tick)
+    except Refused as exc:
+        # Acknowledged: a message for a job or spec that was never deployed is someone else's doing
+        # (a rogue publisher, an edited scheduler entry) or a stale one; it never starts anything.
+        log.warning("start_job: refused a start message: %s", exc,
+                    extra={"fields": {"event": "start_refused", "security": True, **exc.fields, "reason": str(exc)}})
+        return
     except BadTrigger as exc:
         # Acknowledged on purpose: a malformed message would fail the same way on every retry.
-        log.error("start_job: dropped a bad message: %s", exc, extra={"fields": {"event": "bad_message"}})
+        # Marked as a security event too: a message in another shape may be an attempt to start
+        # something that was never deployed (earlier versions trusted a spec in the message).
+        log.error("start_job: dropped a bad message: %s", exc,
+                  extra={"fields": {"event": "bad_message", "security": True, "reason": str(exc)}})
         return
     for outcome in outcomes:
         log.info("start_job: %s/%s is %s%s", outcome.job, outcome.run_id, outcome.state,

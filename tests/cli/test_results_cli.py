@@ -397,7 +397,7 @@ def test_run_cloud_needs_a_project(invoke, tmp_path):
     assert "error: --cloud needs the Google Cloud project: pass --project, set SPOTCRON_PROJECT" in result.stderr
 
 
-def test_run_cloud_publishes_the_spec_to_the_start_topic(invoke, tmp_path, pubsub_topic):
+def test_run_cloud_publishes_the_job_and_digest_to_the_start_topic(invoke, tmp_path, pubsub_topic):
     from spotcron.core.loader import load_job_file
     from spotcron.engine.messages import encode_start, parse_start
     from tests.gcp.emulators import PROJECT
@@ -412,7 +412,8 @@ def test_run_cloud_publishes_the_spec_to_the_start_topic(invoke, tmp_path, pubsu
     message = response.received_messages[0].message
     pubsub_topic.subscriber.acknowledge(subscription=pubsub_topic.subscription,
                                         ack_ids=[response.received_messages[0].ack_id])
-    assert message.data == encode_start(load_job_file(tmp_path / "jobs" / "bot.yaml"))  # the spec, not wrapped
+    # The job's name and digest, what its scheduler entry publishes; never the spec itself.
+    assert message.data == encode_start(load_job_file(tmp_path / "jobs" / "bot.yaml"))
     attributes = dict(message.attributes)
     assert attributes["trigger"] == "manual" and len(attributes["nonce"]) == 16
     assert f"published bot to projects/{PROJECT}/topics/{pubsub_topic.topic}: message {message.message_id}" \
@@ -422,7 +423,7 @@ def test_run_cloud_publishes_the_spec_to_the_start_topic(invoke, tmp_path, pubsu
     event = {"message": {"data": base64.b64encode(message.data).decode(), "attributes": attributes,
                          "publishTime": message.publish_time.isoformat()}}
     request = parse_start(event, None)
-    assert request.manual and request.nonce == attributes["nonce"] and request.spec.name == "bot"
+    assert request.manual and request.nonce == attributes["nonce"] and request.job == "bot"
 
 
 def test_run_cloud_to_a_missing_topic_is_a_clear_error(invoke, tmp_path, pubsub_host):

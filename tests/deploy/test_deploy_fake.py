@@ -13,8 +13,9 @@ from spotcron.core.spec import JobSpec
 from spotcron.deploy.apply import DeployFailed
 from spotcron.deploy.calls import DeployError
 from spotcron.deploy.planner import DELETE, UPDATE
-from spotcron.deploy.resources import FUNCTION, SCHEDULER_JOB, SOURCE
+from spotcron.deploy.resources import DEPLOYED_SPEC, FUNCTION, SCHEDULER_JOB, SOURCE
 from spotcron.deploy.source import build_source
+from spotcron.engine.deployed import digest, digest_of
 from tests.deploy.conftest import BUCKET, JOBS_DIR, PROJECT, Deployer, make_source_root, quick_caller
 from tests.deploy.fakes.cloud import FakeCloud
 
@@ -44,9 +45,13 @@ def test_first_deploy_builds_the_whole_stack(deployer: Deployer, cloud: FakeClou
     assert {n: e["state"] for n, e in entries.items()} == {
         "spotcron-benchmark": "ENABLED", "spotcron-bot": "ENABLED", "spotcron-nightly": "PAUSED",
         "spotcron-sweep": "ENABLED"}
-    payloads = {j.name: j.to_payload() for j in jobs}
+    digests = {j.name: digest(j) for j in jobs}
     for name in ("bot", "benchmark", "nightly"):
-        assert json.loads(cloud.scheduler.data(f"spotcron-{name}")) == payloads[name]
+        assert json.loads(cloud.scheduler.data(f"spotcron-{name}")) == {"job": name, "digest": digests[name]}
+        # The spec start_job runs is in the bucket, with the digest the message names.
+        data, _ = cloud.storage.objects[(BUCKET, f"deployed/{name}.json")]
+        assert digest_of(data) == digests[name]
+        assert cloud.storage.custom_metadata[(BUCKET, f"deployed/{name}.json")] == {"spotcron-digest": digests[name]}
         assert entries[f"spotcron-{name}"]["pubsubTarget"]["topicName"] == f"projects/{PROJECT}/topics/spotcron-start"
     assert entries["spotcron-benchmark"]["timeZone"] == "Europe/Berlin"
     assert entries["spotcron-sweep"]["pubsubTarget"]["topicName"] == f"projects/{PROJECT}/topics/spotcron-sweep"
@@ -110,12 +115,13 @@ def test_request_shapes(deployer: Deployer, cloud: FakeCloud) -> None:
     assert bucket.query["project"] == PROJECT
     assert bucket.body["iamConfiguration"] == {"uniformBucketLevelAccess": {"enabled": True},
                                                "publicAccessPrevention": "enforced"}
-    [upload] = [c for c in calls if c.path == f"/upload/storage/v1/b/{BUCKET}/o"]
-    assert upload.query["ifGenerationMatch"] == "0"
+    uploads = [c for c in calls if c.path == f"/upload/storage/v1/b/{BUCKET}/o"]
+    # The source archive (only if absent: its name is its hash), the three deployed specs, their index.
+    assert len(uploads) == 5 and [u.query.get("ifGenerationMatch") for u in uploads].count("0") == 1
     [create_bot] = [c for c in calls if c.method == "POST" and c.path == f"/v1/{LOCATION}/jobs"
                     and c.body["name"].endswith("/spotcron-bot")]
     assert "state" not in create_bot.body  # output-only: paused entries are paused with :pause
-    assert json.loads(base64.b64decode(create_bot.body["pubsubTarget"]["data"]))["name"] == "bot"
+    assert json.loads(base64.b64decode(create_bot.body["pubsubTarget"]["data"]))["job"] == "bot"
     # A failed publish is retried (Cloud Scheduler's default is retryCount 0: the tick is lost).
     assert create_bot.body["retryConfig"] == {"retryCount": 3, "minBackoffDuration": "10s",
                                               "maxBackoffDuration": "60s", "maxDoublings": 3}
@@ -169,12 +175,16 @@ def test_editing_a_schedule_is_exactly_one_update(deployer: Deployer, cloud: Fak
     bot = jobs_dir / "bot.yaml"
     bot.write_text(bot.read_text().replace('"0 */4 * * *"', '"15 */4 * * *"'))
     jobs = deployer.jobs(jobs_dir)
-    [action] = deployer.plan(jobs).actions
+    [spec, index, action] = deployer.plan(jobs).actions
+    assert (spec.kind, spec.resource_type, spec.name) == (UPDATE, DEPLOYED_SPEC, "deployed/bot.json")
+    assert (index.kind, index.resource_type, index.name) == (UPDATE, DEPLOYED_SPEC, "deployed/_index.json")
     assert (action.kind, action.resource_type, action.name) == (UPDATE, SCHEDULER_JOB, "spotcron-bot")
-    assert set(action.changes) == {"schedule", "data"}  # the payload carries the schedule too
+    assert set(action.changes) == {"schedule", "data"}  # the message carries the spec's new digest
     cloud.reset_log()
     deployer.deploy(jobs)
-    [patch] = cloud.changing_calls()
+    [upload, upload_index, patch] = cloud.changing_calls()
+    assert (upload.method, upload.path) == ("POST", f"/upload/storage/v1/b/{BUCKET}/o") == \
+        (upload_index.method, upload_index.path)
     assert (patch.method, patch.path) == ("PATCH", f"/v1/{LOCATION}/jobs/spotcron-bot")
     assert patch.query["updateMask"] == "pubsubTarget,schedule"
     assert cloud.scheduler.entries()["spotcron-bot"]["schedule"] == "15 */4 * * *"
@@ -198,11 +208,15 @@ def test_removing_a_job_is_exactly_one_delete(deployer: Deployer, cloud: FakeClo
     deployer.deploy(deployer.jobs(jobs_dir))
     (jobs_dir / "nightly.yaml").unlink()
     jobs = deployer.jobs(jobs_dir)
-    [action] = deployer.plan(jobs).actions
+    [index, action, spec] = deployer.plan(jobs).actions
+    assert (index.kind, index.name) == (UPDATE, "deployed/_index.json")
     assert (action.kind, action.name) == (DELETE, "spotcron-nightly")
+    assert (spec.kind, spec.name) == (DELETE, "deployed/nightly.json")  # after its entry: no tick is refused
     cloud.reset_log()
     deployer.deploy(jobs)
-    assert changes(cloud) == [("DELETE", f"/v1/{LOCATION}/jobs/spotcron-nightly")]
+    assert changes(cloud) == [("DELETE", f"/storage/v1/b/{BUCKET}/o/deployed/nightly.json"),
+                              ("DELETE", f"/v1/{LOCATION}/jobs/spotcron-nightly"),
+                              ("POST", f"/upload/storage/v1/b/{BUCKET}/o")]
     assert "spotcron-nightly" not in cloud.scheduler.entries()
     assert deployer.plan(jobs).actions == []
 
@@ -212,11 +226,13 @@ def test_pausing_and_resuming_use_the_state_calls(deployer: Deployer, cloud: Fak
     nightly = jobs_dir / "nightly.yaml"
     nightly.write_text(nightly.read_text().replace("paused: true", "paused: false"))
     jobs = deployer.jobs(jobs_dir)
-    [action] = deployer.plan(jobs).actions
-    assert set(action.changes) == {"paused", "data"}
+    [spec, index, action] = deployer.plan(jobs).actions
+    assert spec.resource_type == index.resource_type == DEPLOYED_SPEC and set(action.changes) == {"paused", "data"}
     cloud.reset_log()
     deployer.deploy(jobs)
     assert changes(cloud) == [("PATCH", f"/v1/{LOCATION}/jobs/spotcron-nightly"),
+                              ("POST", f"/upload/storage/v1/b/{BUCKET}/o"),
+                              ("POST", f"/upload/storage/v1/b/{BUCKET}/o"),
                               ("POST", f"/v1/{LOCATION}/jobs/spotcron-nightly:resume")]
     assert cloud.scheduler.entries()["spotcron-nightly"]["state"] == "ENABLED"
     assert deployer.plan(jobs).actions == []
@@ -330,7 +346,7 @@ def test_new_source_rebuilds_functions_and_drops_the_old_archive(deployer: Deplo
         ("create", SOURCE), ("delete", SOURCE)] + [("update", FUNCTION)] * 3
     assert all(set(a.changes) == {"source"} for a in actions if a.resource_type == FUNCTION)
     deployer.deploy(jobs)
-    assert [name for (_, name) in cloud.storage.objects] == [deployer.source.object_name]
+    assert [name for (_, name) in cloud.storage.objects if name.startswith("deploy/")] == [deployer.source.object_name]
     assert old != deployer.source.object_name
     assert deployer.plan(jobs).actions == []
 
@@ -362,6 +378,6 @@ def test_bucket_owned_by_someone_else_stops_the_plan(deployer: Deployer, cloud: 
 
 def test_dry_run_changes_nothing(deployer: Deployer, cloud: FakeCloud) -> None:
     result = deployer.deploy(deployer.jobs(JOBS_DIR), dry_run=True)
-    assert len(result.plan) == 24 and result.passes == []
+    assert len(result.plan) == 28 and result.passes == []
     assert not cloud.changing_calls()
     assert cloud.state()["jobs"] == {}

@@ -12,7 +12,16 @@ from spotcron.deploy.desired import desired_state, function_environment, schedul
 from spotcron.deploy.iam import Binding, bindings, security_problems
 from spotcron.deploy.naming import Names
 from spotcron.deploy.planner import plan
-from spotcron.deploy.resources import BUCKET, FUNCTION, IAM_POLICY, SCHEDULER_JOB, SERVICE_ACCOUNT, TOPIC
+from spotcron.deploy.resources import (
+    BUCKET,
+    DEPLOYED_SPEC,
+    FUNCTION,
+    IAM_POLICY,
+    SCHEDULER_JOB,
+    SERVICE_ACCOUNT,
+    TOPIC,
+)
+from spotcron.engine.deployed import canonical, digest
 from tests.deploy.conftest import JOBS_DIR, make_settings
 
 VM = "serviceAccount:spotcron-vm@demo-proj.iam.gserviceaccount.com"
@@ -51,16 +60,20 @@ def test_topics_accounts_and_functions(state) -> None:
     assert done["environment"]["SPOTCRON_JOB_DONE_URL"] == "https://job-done.example"
 
 
-def test_scheduler_entry_per_job_publishes_its_payload(state) -> None:
+def test_scheduler_entry_per_job_publishes_its_name_and_digest(state) -> None:
     entries = {n: r.fields for (t, n), r in state.items() if t == SCHEDULER_JOB}
     assert sorted(entries) == ["spotcron-benchmark", "spotcron-bot", "spotcron-nightly", "spotcron-sweep"]
     jobs = {j.name: j for j in load_jobs([JOBS_DIR])}
     bot = entries["spotcron-bot"]
-    assert json.loads(bot["data"]) == jobs["bot"].to_payload()
+    # Never the spec itself: start_job reads that from deployed/JOB.json, which deploy writes.
+    assert json.loads(bot["data"]) == {"job": "bot", "digest": digest(jobs["bot"])}
+    deployed = state[(DEPLOYED_SPEC, "deployed/bot.json")]
+    assert deployed.fields == {"digest": digest(jobs["bot"])}
+    assert deployed.meta["data"] == canonical(jobs["bot"])
     assert bot["topic"] == "projects/demo-proj/topics/spotcron-start"
     assert (bot["schedule"], bot["time_zone"], bot["paused"]) == ("0 */4 * * *", "Etc/UTC", False)
     # A matrix job is one entry; start_job fans out to its entries.
-    assert json.loads(entries["spotcron-benchmark"]["data"])["matrix"][1]["name"] == "t4"
+    assert json.loads(entries["spotcron-benchmark"]["data"])["job"] == "benchmark"
     assert entries["spotcron-benchmark"]["time_zone"] == "Europe/Berlin"
     assert entries["spotcron-nightly"]["paused"] is True
     assert all(e["retry"] == {"retry_count": 3, "min_backoff_s": 10, "max_backoff_s": 60, "max_doublings": 3}
@@ -72,8 +85,8 @@ def test_scheduler_entry_per_job_publishes_its_payload(state) -> None:
 def test_scheduler_data_is_stable_compact_json() -> None:
     [bot] = [j for j in load_jobs([JOBS_DIR]) if j.name == "bot"]
     # Sorted keys and no padding: the same spec always gives the same bytes, so no false diffs.
-    assert scheduler_data(bot) == json.dumps(bot.to_payload(), sort_keys=True, separators=(",", ":"))
-    assert scheduler_data(bot).startswith('{"args":[],"benchmark":{"base":null,')
+    assert scheduler_data(bot) == json.dumps({"digest": digest(bot), "job": "bot"}, separators=(",", ":"))
+    assert canonical(bot).startswith(b'{"args":[],"benchmark":{"base":null,')
 
 
 @pytest.mark.parametrize(("seconds", "cron"), [

@@ -16,6 +16,7 @@ from spotcron.core.cron.schedule import load_time_zone, parse_schedule
 from spotcron.core.runs import RunRecord, vm_name
 from spotcron.core.settings import Settings
 from spotcron.core.spec import JobSpec
+from spotcron.engine.deployed import SpecStore, start_message
 from spotcron.engine.deps import Deps
 from spotcron.engine.dispatch_specs import write_deployed
 from spotcron.engine.messages import TICK_ATTRIBUTE, format_tick
@@ -63,7 +64,9 @@ class Harness:
     def start(self, spec: JobSpec | dict | bytes, *, publish_time: datetime | None = None,
               attributes: dict[str, str] | None = None):
         if isinstance(spec, JobSpec):
-            raw = json.dumps(spec.to_payload()).encode()
+            # What deploy does, then what its scheduler entry publishes: the job's name and digest.
+            SpecStore(self.blobs).write(spec)
+            raw = start_message(spec)
             if self.settings.scheduling == "shared" and not attributes:
                 # The message the dispatcher published at the tick's minute, delivered now.
                 attributes = {TICK_ATTRIBUTE: self.dispatched_tick(spec, publish_time or self.clock.now())}
@@ -97,8 +100,8 @@ class Harness:
         messages = [p for p in self.events.published if p.topic == self.settings.start_topic]
         fresh, self._delivered = messages[self._delivered:], len(messages)
         for message in fresh:
-            self.start(JobSpec.from_payload(message.data), attributes=message.attributes)
-        return [(m.data["name"], m.attributes.get(TICK_ATTRIBUTE, "")) for m in fresh]
+            self.start(dict(message.data), attributes=message.attributes)  # {job, digest}, as published
+        return [(m.data["job"], m.attributes.get(TICK_ATTRIBUTE, "")) for m in fresh]
 
     def post_event(self, target: str, data: Any):
         headers = {"ce-id": uuid.uuid4().hex, "ce-source": "//pubsub.googleapis.com/projects/proj/topics/t",

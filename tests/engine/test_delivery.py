@@ -38,8 +38,9 @@ def test_a_tick_starts_one_spot_vm_and_one_record(h):
     assert request.max_run_duration_s == 600 + h.settings.grace
     assert dict(request.labels) == {"spotcron": "1", "job": "bot", "run": RUN, "attempt": "1"}
     assert set(request.metadata) == {"spotcron-run", "user-data"}
-    # start_job makes one insert and waits for nothing: no polling of the VM, no list calls.
-    assert h.compute.calls == {"create": 1, "get": 0, "list": 0, "delete": 0}
+    # start_job makes one insert and waits for nothing: no polling of the VM; one listing of the
+    # managed VMs counts them (and their GPUs) against the stack's limits before the insert.
+    assert h.compute.calls == {"create": 1, "get": 0, "list": 1, "delete": 0}
     assert [p.data["type"] for p in h.events.published] == ["run.scheduled", "run.started"]
 
 

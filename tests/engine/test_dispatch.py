@@ -31,7 +31,7 @@ from .harness import Harness, make_spec
 
 
 def starts(h: Harness) -> list[tuple[str, str]]:
-    return [(p.data["name"], p.attributes[TICK_ATTRIBUTE]) for p in h.events.published
+    return [(p.data["job"], p.attributes[TICK_ATTRIBUTE]) for p in h.events.published
             if p.topic == h.settings.start_topic]
 
 
@@ -177,7 +177,7 @@ def test_a_failed_publish_gives_the_minute_back_and_the_next_minute_starts_it_on
         failing = {"b"}
 
         def publish(self, topic, data, attributes=None):
-            if topic == "spotcron-start" and data.get("name") in self.failing:
+            if topic == "spotcron-start" and data.get("job") in self.failing:
                 raise Transient("Pub/Sub did not answer")
             return super().publish(topic, data, attributes)
 
@@ -191,7 +191,7 @@ def test_a_failed_publish_gives_the_minute_back_and_the_next_minute_starts_it_on
     events.failing = set()
     h.clock.advance(60)
     dispatch(deps, specs)
-    ticks = [(p.data["name"], p.attributes[TICK_ATTRIBUTE]) for p in events.published if p.topic == "spotcron-start"]
+    ticks = [(p.data["job"], p.attributes[TICK_ATTRIBUTE]) for p in events.published if p.topic == "spotcron-start"]
     assert sorted(ticks) == [("a", "2026-11-22T12:00:00Z"), ("a", "2026-11-22T12:00:00Z"), ("b", "2026-11-22T12:00:00Z")]
     for name, tick in ticks:  # a's second message is a duplicate delivery: still one run
         launch(h.deps, make_spec(name=name), requested_at=h.clock.now(),

@@ -17,7 +17,8 @@ from datetime import datetime, timedelta
 
 from spotcron.core.cron.schedule import load_time_zone, parse_schedule
 from spotcron.core.runs import scheduled_run_id
-from spotcron.core.settings import Settings
+from spotcron.core.settings import Limits, Settings
+from spotcron.engine.deployed import SpecStore
 from spotcron.engine.deps import Deps
 from spotcron.engine.messages import encode_start
 from spotcron.engine.ports import Instance, InstanceRequest
@@ -71,8 +72,11 @@ class Simulation:
         self.clock = FakeClock(config.start)
         self.jobs = make_jobs(random.Random(config.seed), config.jobs)
         self.by_name = {job.spec.name: job for job in self.jobs}
+        # Limits sized for the simulated jobs: the month is about faults, and the guards have their
+        # own tests (tests/security); the adversary's rogue messages must not get near them anyway.
         self.settings = Settings(project="sim-project", zones=ZONES, bucket="sim-results",
-                                 job_done_url=JOB_DONE_URL, sweep_interval=config.sweep_interval)
+                                 job_done_url=JOB_DONE_URL, sweep_interval=config.sweep_interval,
+                                 limits=Limits(max_live_vms=10_000, max_gpus=10_000, max_vm_hours_per_day=1e6))
         self.end_of_ticks = config.start + timedelta(days=config.days)
         self.end = self.end_of_ticks + timedelta(hours=config.drain_hours)
         zones = sorted({zone for job in self.jobs for spec in job.spec.variants()
@@ -123,6 +127,9 @@ class Simulation:
 
     def _start(self) -> None:
         start = self.config.start
+        deployed = SpecStore(self.deps.blobs)
+        for job in self.jobs:
+            deployed.write(job.spec)  # what deploy does before any scheduler entry fires
         for job in self.jobs:
             cron, tz = parse_schedule(job.spec.schedule), load_time_zone(job.spec.time_zone)
             first = cron.next_after(start - timedelta(seconds=1), tz)

@@ -49,6 +49,7 @@ class FakeStorage:
         self.policies = policies
         self._lock = threading.Lock()
         self._generation = 1000
+        self.custom_metadata: dict[tuple[str, str], dict[str, str]] = {}
 
     def routes(self, router: Router) -> None:
         api = "storage"
@@ -130,7 +131,7 @@ class FakeStorage:
         with self._lock:
             self._bucket(bucket)
             items = [{"kind": "storage#object", "bucket": bucket, "name": name, "generation": str(gen),
-                      "size": str(len(data))}
+                      "size": str(len(data)), **self._metadata(b, name)}
                      for (b, name), (data, gen) in sorted(self.objects.items()) if b == bucket and name.startswith(prefix)]
         return 200, {"kind": "storage#objects", **page(items, request.query, "items")}
 
@@ -147,6 +148,7 @@ class FakeStorage:
                                "FAILED_PRECONDITION")
             self._generation += 1
             self.objects[(bucket, name)] = (data, self._generation)
+            self.custom_metadata[(bucket, name)] = dict(meta.get("metadata") or {})
             return 200, {"kind": "storage#object", "bucket": bucket, "name": name,
                          "generation": str(self._generation), "size": str(len(data))}
 
@@ -158,6 +160,10 @@ class FakeStorage:
                 raise ApiError(409, "The bucket you tried to delete is not empty.")
             del self.buckets[name]
         return 204, None
+
+    def _metadata(self, bucket: str, name: str) -> dict[str, Any]:
+        custom = self.custom_metadata.get((bucket, name))
+        return {"metadata": custom} if custom else {}
 
     def delete_object(self, request: Request) -> tuple[int, Any]:
         key = (request.match["bucket"], request.match["object"])

@@ -1,0 +1,175 @@
+"""Guards that hold whatever the spec says: the catalog and the stack's limits, before any insert.
+
+Driven through start_job. A deployed spec is written straight into the bucket here, the way a
+hand edit (or a bug in deploy) would leave it, to show that the function checks it again.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from spotcron.core import layout
+from spotcron.core.settings import Limits
+from spotcron.core.spec import MAX_MATRIX_ENTRIES, JobSpec
+from spotcron.engine.deployed import canonical, digest_of
+from spotcron.runtime import entrypoints
+from tests.engine.harness import Harness, make_spec
+
+
+@pytest.fixture
+def limited():
+    made = []
+
+    def make(**limits) -> Harness:
+        harness = Harness(limits=Limits(**limits))
+        made.append(harness)
+        return harness
+
+    yield make
+    entrypoints.use(None)
+
+
+def deploy_raw(h, payload: dict) -> str:
+    """Write a deployed spec without deploy's checks; returns its digest."""
+    data = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
+    h.blobs.write(layout.deployed_spec(payload["name"]), data)
+    return digest_of(data)
+
+
+def only_run(h, job: str = "bot"):
+    [record] = h.records(job)
+    return record
+
+
+def test_a_machine_type_outside_the_catalog_never_reaches_compute_engine(h):
+    payload = {**make_spec().to_payload(), "machine": {**make_spec().machine.model_dump(mode="json"),
+                                                      "type": "zz9-plural-z-alpha",
+                                                      "gpu": {"type": "nvidia-tesla-t4", "count": 16}}}
+    h.start({"job": "bot", "digest": deploy_raw(h, payload)})
+    assert h.compute.created == [] and h.compute.calls["create"] == 0
+    record = only_run(h)
+    assert record.state == "failed"
+    assert record.reason == ("machine type 'zz9-plural-z-alpha' is not in spotcron's catalog; refused before any "
+                             "VM was created (spotcron validate names the known types)")
+
+
+def test_a_gpu_the_machine_cannot_take_never_reaches_compute_engine(h):
+    payload = make_spec(machine={"type": "e2-small"}).to_payload()
+    payload["machine"]["gpu"] = {"type": "nvidia-tesla-t4", "count": 16}
+    h.start({"job": "bot", "digest": deploy_raw(h, payload)})
+    assert h.compute.created == []
+    assert only_run(h).reason.startswith("refused before any VM was created: NVIDIA T4 (nvidia-tesla-t4) cannot "
+                                         "attach to e2-small")
+
+
+def test_the_matrix_is_capped_in_the_spec_itself():
+    entries = [{"name": f"e{i}"} for i in range(MAX_MATRIX_ENTRIES + 1)]
+    with pytest.raises(ValidationError, match=f"has {MAX_MATRIX_ENTRIES + 1} entries; a job may have at most "
+                                              f"{MAX_MATRIX_ENTRIES} .each entry is a VM on every tick.: split"):
+        make_spec(matrix=entries)
+    make_spec(matrix=entries[:MAX_MATRIX_ENTRIES])
+
+
+def test_a_deployed_spec_over_the_matrix_cap_starts_nothing(h, security_log):
+    payload = make_spec().to_payload()
+    payload["matrix"] = [{"name": f"e{i}"} for i in range(2700)]
+    h.start({"job": "bot", "digest": deploy_raw(h, payload)})
+    assert h.compute.created == [] and h.records("bot") == []
+    assert security_log[0]["reason"] == "no job 'bot' is deployed"  # a spec that does not load is not deployed
+
+
+def test_max_live_vms_refuses_the_run_that_would_cross_it(limited):
+    h = limited(max_live_vms=2)
+    for name in ("a", "b", "c"):
+        h.start(make_spec(name=name))
+    assert h.live_vms() == ["sc-a-20261122-1200-a1", "sc-b-20261122-1200-a1"]
+    record = only_run(h, "c")
+    assert record.state == "failed"
+    assert record.reason == ("refused by the stack limit max_live_vms: 2 job VMs are live and the limit is 2; raise "
+                             "it under `limits:` in infra/stack.yaml if this load is expected")
+    assert record.attempts[0].outcome == "create_failed"
+
+
+def test_max_gpus_counts_the_gpus_of_live_vms(limited):
+    h = limited(max_gpus=1)
+    t4 = {"type": "n1-standard-4", "gpu": {"type": "nvidia-tesla-t4", "count": 1}}
+    h.start(make_spec(name="one", machine=t4))
+    h.start(make_spec(name="two", machine=t4))
+    h.start(make_spec(name="cpu"))
+    assert only_run(h, "one").state == "running" and only_run(h, "cpu").state == "running"
+    assert only_run(h, "two").reason.startswith("refused by the stack limit max_gpus: 1 GPUs are on live VMs, "
+                                                "this run needs 1 and the limit is 1;")
+    assert dict(h.compute.created[0].labels)["gpus"] == "1"
+
+
+def test_max_vm_hours_per_day_reserves_the_worst_case_and_charges_what_was_used(limited):
+    h = limited(max_vm_hours_per_day=0.6)  # two attempts of 10m timeout + 5m grace fit, not three
+    for name in ("a", "b", "c"):
+        h.start(make_spec(name=name))
+    assert only_run(h, "c").reason.startswith("refused by the stack limit max_vm_hours_per_day: 0.50 VM-hours are "
+                                              "used or reserved today (UTC), this attempt reserves 0.25")
+    h.clock.advance(60)
+    h.finish_ok("a", only_run(h, "a").run_id)  # ran one minute: 0.25 reserved, 1/60 h charged
+    ledger = json.loads(h.blobs.read(layout.usage_ledger("2026-11-22")).data)
+    assert ledger["used"] == {"sc-a-20261122-1200-a1": round(60 / 3600, 6)}  # c was refused: never reserved
+    h.start(make_spec(name="d"), attributes={"trigger": "manual", "nonce": "ab12"})
+    assert only_run(h, "d").state == "running"
+
+
+def test_limits_hold_for_retries_after_a_preemption_too(limited):
+    h = limited(max_live_vms=1)
+    h.start(make_spec(name="a"))
+    h.start(make_spec(name="b", concurrency="allow"))
+    assert only_run(h, "b").state == "failed" and h.compute.calls["create"] == 1
+
+
+def test_limits_are_read_from_the_stack_file_and_the_functions_environment(tmp_path):
+    from spotcron.core.settings import load_settings
+    from spotcron.deploy.desired import function_environment
+
+    stack = tmp_path / "stack.yaml"
+    stack.write_text("limits: {max_live_vms: 3, max_gpus: 0, max_vm_hours_per_day: 12.5}\n")
+    settings = load_settings(stack, {})
+    assert settings.limits == Limits(max_live_vms=3, max_gpus=0, max_vm_hours_per_day=12.5)
+    env = function_environment(settings, "https://x")
+    assert load_settings(None, env).limits == settings.limits
+
+
+def test_default_limits_are_safe_and_fit_the_examples():
+    from spotcron.core.loader import load_jobs
+
+    limits = Limits()
+    assert (limits.max_live_vms, limits.max_gpus, limits.max_vm_hours_per_day) == (10, 4, 48.0)
+    jobs = load_jobs(["jobs"])
+    vms = sum(len(j.variants()) for j in jobs)
+    gpus = sum(v.machine.gpu.count for j in jobs for v in j.variants() if v.machine.gpu)
+    assert vms <= limits.max_live_vms and gpus <= limits.max_gpus
+
+
+def test_canonical_bytes_are_the_digest_input():
+    spec = make_spec()
+    assert JobSpec.from_payload(json.loads(canonical(spec))) == spec
+
+
+def test_validate_refuses_a_retention_shorter_than_a_jobs_timeout(tmp_path):
+    """results_retention_days: 1 with a 120-day timeout would delete live run records."""
+    from click.testing import CliRunner
+
+    from spotcron.cli import cli as main
+
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "long.yaml").write_text('schedule: "0 3 * * *"\nimage: busybox\ntimeout: 3d\n')
+    (tmp_path / "stack.yaml").write_text("results_retention_days: 1\n")
+    result = CliRunner().invoke(main, ["validate", "--jobs", str(tmp_path / "jobs"), "--stack",
+                                       str(tmp_path / "stack.yaml")])
+    assert result.exit_code == 2
+    assert (f"{tmp_path}/jobs/long.yaml:3: timeout: '3d' is 259200s plus the stack's grace (300s) and a day's "
+            f"margin outlasts the stack's results_retention_days (1): the bucket would delete this job's run "
+            f"records while a run is still live; set results_retention_days to at least 5 in the stack file, or "
+            f"shorten the timeout") in result.output
+    (tmp_path / "stack.yaml").write_text("results_retention_days: 5\n")
+    assert CliRunner().invoke(main, ["validate", "--jobs", str(tmp_path / "jobs"), "--stack",
+                                     str(tmp_path / "stack.yaml")]).exit_code == 0
