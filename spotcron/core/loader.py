@@ -74,13 +74,14 @@ def load_jobs(paths: Iterable[Path | str], *, grace: int = DEFAULT_GRACE,
     Engine's maxRunDuration range); `retention_days`, when given, is the stack's
     results_retention_days, which must outlast every job's VM plus a margin.
     """
-    specs, problems = check_jobs(paths, grace=grace)
+    specs, problems = check_jobs(paths, grace=grace, retention_days=retention_days)
     if problems:
         raise ConfigError(problems)
     return specs
 
 
-def check_jobs(paths: Iterable[Path | str], *, grace: int = DEFAULT_GRACE) -> tuple[list[JobSpec], list[Problem]]:
+def check_jobs(paths: Iterable[Path | str], *, grace: int = DEFAULT_GRACE,
+               retention_days: int | None = None) -> tuple[list[JobSpec], list[Problem]]:
     """The jobs of the files that are valid, sorted by name, and every problem of the others.
 
     What a long-running reader (`spotcron up`) needs: one broken file must not stop the rest.

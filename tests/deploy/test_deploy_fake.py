@@ -116,8 +116,8 @@ def test_request_shapes(deployer: Deployer, cloud: FakeCloud) -> None:
     assert bucket.body["iamConfiguration"] == {"uniformBucketLevelAccess": {"enabled": True},
                                                "publicAccessPrevention": "enforced"}
     uploads = [c for c in calls if c.path == f"/upload/storage/v1/b/{BUCKET}/o"]
-    # The source archive (only if absent: its name is its hash), the three deployed specs, their index.
-    assert len(uploads) == 5 and [u.query.get("ifGenerationMatch") for u in uploads].count("0") == 1
+    # The source archive (only if absent: its name is its hash) and the three deployed specs.
+    assert len(uploads) == 4 and [u.query.get("ifGenerationMatch") for u in uploads].count("0") == 1
     [create_bot] = [c for c in calls if c.method == "POST" and c.path == f"/v1/{LOCATION}/jobs"
                     and c.body["name"].endswith("/spotcron-bot")]
     assert "state" not in create_bot.body  # output-only: paused entries are paused with :pause
@@ -175,16 +175,14 @@ def test_editing_a_schedule_is_exactly_one_update(deployer: Deployer, cloud: Fak
     bot = jobs_dir / "bot.yaml"
     bot.write_text(bot.read_text().replace('"0 */4 * * *"', '"15 */4 * * *"'))
     jobs = deployer.jobs(jobs_dir)
-    [spec, index, action] = deployer.plan(jobs).actions
+    [spec, action] = deployer.plan(jobs).actions
     assert (spec.kind, spec.resource_type, spec.name) == (UPDATE, DEPLOYED_SPEC, "deployed/bot.json")
-    assert (index.kind, index.resource_type, index.name) == (UPDATE, DEPLOYED_SPEC, "deployed/_index.json")
     assert (action.kind, action.resource_type, action.name) == (UPDATE, SCHEDULER_JOB, "spotcron-bot")
     assert set(action.changes) == {"schedule", "data"}  # the message carries the spec's new digest
     cloud.reset_log()
     deployer.deploy(jobs)
-    [upload, upload_index, patch] = cloud.changing_calls()
-    assert (upload.method, upload.path) == ("POST", f"/upload/storage/v1/b/{BUCKET}/o") == \
-        (upload_index.method, upload_index.path)
+    [upload, patch] = cloud.changing_calls()
+    assert (upload.method, upload.path) == ("POST", f"/upload/storage/v1/b/{BUCKET}/o")
     assert (patch.method, patch.path) == ("PATCH", f"/v1/{LOCATION}/jobs/spotcron-bot")
     assert patch.query["updateMask"] == "pubsubTarget,schedule"
     assert cloud.scheduler.entries()["spotcron-bot"]["schedule"] == "15 */4 * * *"
@@ -208,15 +206,13 @@ def test_removing_a_job_is_exactly_one_delete(deployer: Deployer, cloud: FakeClo
     deployer.deploy(deployer.jobs(jobs_dir))
     (jobs_dir / "nightly.yaml").unlink()
     jobs = deployer.jobs(jobs_dir)
-    [index, action, spec] = deployer.plan(jobs).actions
-    assert (index.kind, index.name) == (UPDATE, "deployed/_index.json")
+    [action, spec] = deployer.plan(jobs).actions
     assert (action.kind, action.name) == (DELETE, "spotcron-nightly")
     assert (spec.kind, spec.name) == (DELETE, "deployed/nightly.json")  # after its entry: no tick is refused
     cloud.reset_log()
     deployer.deploy(jobs)
     assert changes(cloud) == [("DELETE", f"/storage/v1/b/{BUCKET}/o/deployed/nightly.json"),
-                              ("DELETE", f"/v1/{LOCATION}/jobs/spotcron-nightly"),
-                              ("POST", f"/upload/storage/v1/b/{BUCKET}/o")]
+                              ("DELETE", f"/v1/{LOCATION}/jobs/spotcron-nightly")]
     assert "spotcron-nightly" not in cloud.scheduler.entries()
     assert deployer.plan(jobs).actions == []
 
@@ -226,12 +222,11 @@ def test_pausing_and_resuming_use_the_state_calls(deployer: Deployer, cloud: Fak
     nightly = jobs_dir / "nightly.yaml"
     nightly.write_text(nightly.read_text().replace("paused: true", "paused: false"))
     jobs = deployer.jobs(jobs_dir)
-    [spec, index, action] = deployer.plan(jobs).actions
-    assert spec.resource_type == index.resource_type == DEPLOYED_SPEC and set(action.changes) == {"paused", "data"}
+    [spec, action] = deployer.plan(jobs).actions
+    assert spec.resource_type == DEPLOYED_SPEC and set(action.changes) == {"paused", "data"}
     cloud.reset_log()
     deployer.deploy(jobs)
     assert changes(cloud) == [("PATCH", f"/v1/{LOCATION}/jobs/spotcron-nightly"),
-                              ("POST", f"/upload/storage/v1/b/{BUCKET}/o"),
                               ("POST", f"/upload/storage/v1/b/{BUCKET}/o"),
                               ("POST", f"/v1/{LOCATION}/jobs/spotcron-nightly:resume")]
     assert cloud.scheduler.entries()["spotcron-nightly"]["state"] == "ENABLED"
@@ -378,6 +373,6 @@ def test_bucket_owned_by_someone_else_stops_the_plan(deployer: Deployer, cloud: 
 
 def test_dry_run_changes_nothing(deployer: Deployer, cloud: FakeCloud) -> None:
     result = deployer.deploy(deployer.jobs(JOBS_DIR), dry_run=True)
-    assert len(result.plan) == 28 and result.passes == []
+    assert len(result.plan) == 27 and result.passes == []
     assert not cloud.changing_calls()
     assert cloud.state()["jobs"] == {}

@@ -6,7 +6,7 @@ import json
 
 from spotcron.deploy.desired import desired_state, function_environment
 from spotcron.deploy.planner import CREATE, DELETE, UPDATE
-from spotcron.deploy.resources import FUNCTION, SCHEDULER_JOB, TOPIC
+from spotcron.deploy.resources import DEPLOYED_SPEC, FUNCTION, SCHEDULER_JOB, TOPIC
 from spotcron.engine.dispatch_specs import specs_version
 from tests.deploy.conftest import JOBS_DIR, PROJECT, Deployer, make_settings
 from tests.deploy.fakes.cloud import FakeCloud
@@ -90,6 +90,7 @@ def test_a_changed_job_in_shared_mode_changes_only_the_dispatch_entry(deployer: 
     changed = [job.model_copy(update={"schedule": "7 * * * *"}) if job.name == "bot" else job for job in jobs]
     actions = deployer.plan(changed, SHARED).actions
     assert [(a.kind, a.resource_type, a.name, sorted(a.changes)) for a in actions] == [
+        (UPDATE, DEPLOYED_SPEC, "deployed/bot.json", ["digest"]),  # the spec the dispatcher reads
         (UPDATE, SCHEDULER_JOB, "spotcron-dispatch", ["data"])]
 
 
