@@ -11,6 +11,7 @@ import json
 import pytest
 
 from spotcron.core import layout
+from spotcron.core.descriptor import RunDescriptor
 from spotcron.engine.deployed import SpecStore, digest, start_message
 from tests.engine.harness import make_spec
 
@@ -45,7 +46,7 @@ def test_a_spec_next_to_a_valid_job_and_digest_is_ignored(h, deployed):
     h.start(hostile)
     [request] = h.compute.created
     assert request.machine_type == "e2-small" and request.disk_gb == 10 and request.spot
-    assert json.loads(request.metadata["spotcron-run"])["image"] == "us-docker.pkg.dev/p/r/bot:1"
+    assert RunDescriptor.from_metadata(request.metadata["spotcron-run"]).image == "us-docker.pkg.dev/p/r/bot:1"
 
 
 def test_an_unknown_job_is_refused_and_logged(h, deployed, security_log):
