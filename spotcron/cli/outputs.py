@@ -106,6 +106,7 @@ def _follow(ref: str, job: str | None, attempt: int | None, interval: float, buc
             shown[number] = shown.get(number, 0) + len(piece)
 
     key: tuple[str, str] | None = None
+    ended_seen = False
     with err.status(f"following {ref} in {where}…") as spinner, _follow_blobs(bucket, state_dir) as reopen:
         while True:
             with reopen() as blobs:
@@ -129,6 +130,11 @@ def _follow(ref: str, job: str | None, attempt: int | None, interval: float, buc
                 current = target
                 if current is not None:
                     emit(blobs, current)
+            if record.terminal and not ended_seen:
+                # One more look once the run has ended: the last upload may have landed between
+                # this poll's log read and its record read, or a reader may lag by one write.
+                ended_seen = True
+                continue
             if record.terminal:
                 if attempt is not None:
                     pick_attempt(record, attempt)  # an attempt that will never come is an error

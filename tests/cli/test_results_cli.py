@@ -222,7 +222,7 @@ def test_follow_on_the_local_bucket_reopens_it_every_poll(bucket, sleeps, invoke
     bucket.add(make_record("bot", "r1", "running", created=NOW - timedelta(minutes=1)))
     sleeps.steps = [lambda: bucket.store.update("bot", "r1", lambda r: r.with_state("succeeded", NOW))]
     assert invoke("logs", "bot/r1", "-f", obj=RunsContext(open_blobs=opener, sleep=sleeps)).exit_code == 0
-    assert opened == [None, None]
+    assert opened == [None, None, None]  # the last: one more look after the run ended
     opened.clear()
     bucket.add(make_record("bot", "r2", "running", created=NOW - timedelta(minutes=1)))
     sleeps.steps = [lambda: bucket.store.update("bot", "r2", lambda r: r.with_state("succeeded", NOW))]
@@ -687,3 +687,29 @@ def test_an_option_that_would_be_ignored_is_an_error(invoke, bucket, tmp_path, a
     bucket.add(make_record("bot", "r1", created=NOW - HOUR))
     result = invoke(*args)
     assert result.exit_code == 2 and result.stderr.strip() == message
+
+
+def test_follow_takes_one_more_look_after_the_run_ended(invoke, bucket, sleeps):
+    """A reader one write behind (two local bucket servers on the same files) saw the record
+    ended but not the last log upload; the lines after it were lost."""
+    job, run = "bot", "20260302-1100"
+    bucket.add(make_record(job, run, "running", created=NOW - timedelta(minutes=1)))
+    bucket.logs(job, run, 1, "tick 0\n")
+    stale = {"on": False}
+    original = bucket.blobs.read_range
+
+    def lagging(name, start, size):
+        if stale["on"]:
+            stale["on"] = False
+            return b""  # this poll's reader has not seen the last upload yet
+        return original(name, start, size)
+
+    def finish() -> None:
+        bucket.logs(job, run, 1, "tick 0\ntick 1\n")
+        bucket.store.update(job, run, lambda r: r.with_state(RunState.SUCCEEDED, NOW, exit_code=0))
+        stale["on"] = True
+
+    bucket.blobs.read_range = lagging
+    sleeps.steps = [finish]
+    result = invoke("logs", f"{job}/{run}", "-f")
+    assert result.exit_code == 0 and result.stdout == "tick 0\ntick 1\n"
