@@ -50,11 +50,12 @@ class GcsBlobs:
                     return None
                 generation = int(meta.generation)
                 try:
-                    # A fresh handle builds the download URL from the client's endpoint; the
-                    # object's stored mediaLink can name another host (an emulator restarted on
-                    # a new port keeps the old one).
-                    data = bucket.blob(name, generation=generation).download_as_bytes(
-                        if_generation_match=generation, timeout=self.timeout)
+                    # A fresh handle builds the download URL from the client's endpoint, not the
+                    # object's stored mediaLink. No `generation=` on it: once the object is
+                    # replaced that generation is gone (404, read as "deleted"), while
+                    # if_generation_match answers 412 and the read starts over.
+                    data = bucket.blob(name).download_as_bytes(if_generation_match=generation,
+                                                               timeout=self.timeout)
                 except gexc.NotFound:
                     return None  # deleted between the two calls
                 except gexc.PreconditionFailed:
