@@ -149,7 +149,7 @@ def markdown(sections: list[Section], total_s: float, quick: bool) -> str:
 
 def quiet_logs() -> None:
     # The local stack's HTTP servers log every request; the figures are what a reader wants here.
-    for name in ("werkzeug", "gcp_storage_emulator", "urllib3"):
+    for name in ("werkzeug", "spotcron.local.storage", "urllib3"):
         logging.getLogger(name).setLevel(logging.WARNING)
 
 

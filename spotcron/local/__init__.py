@@ -2,5 +2,8 @@
 
 Among them: `metadata.LocalMetadataServer` answers like the Compute Engine metadata server for
 many fake VMs, `signer.LocalSigner` signs their instance identity tokens with a local key, and
-`bucket.LocalBucket` runs gcp-storage-emulator in-process. Nothing here is deployed.
+`bucket.LocalBucket` serves buckets from the local storage server (`storage_server`, on disk in
+`objects`, resumable uploads in `resumable`), which asks every request for a token from
+`grants`: full access for the control plane, an access boundary for each VM. Nothing here is
+deployed.
 """

@@ -73,8 +73,12 @@ class LocalMetadataServer:
     def __init__(self, signer: LocalSigner | None = None, *, host: str = "127.0.0.1", port: int = 0,
                  project: str = DEFAULT_PROJECT, service_account: str | None = None,
                  long_poll_s: float = DEFAULT_LONG_POLL_S,
-                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)):
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+                 access_tokens: Callable[[Mapping[str, str]], str] | None = None):
         self.signer = signer or LocalSigner()
+        # The VM's storage token from its instance attributes (see local.bucket.vm_tokens); without
+        # one, a placeholder that the local storage server refuses.
+        self.access_tokens = access_tokens
         self.project = project
         self.service_account = service_account or f"spotcron-vm@{project}.iam.gserviceaccount.com"
         self.long_poll_s = long_poll_s
@@ -212,7 +216,14 @@ class LocalMetadataServer:
         if path in simple:
             return text, simple[path]
         if path == sa_prefix + "token":
-            body = {"access_token": f"local-access-token.{vm.name}", "expires_in": 3599, "token_type": "Bearer"}
+            token = f"local-access-token.{vm.name}"
+            if self.access_tokens is not None:
+                try:
+                    token = self.access_tokens(vm.metadata)
+                except (KeyError, ValueError) as exc:
+                    raise _Missing(f"no storage token for {vm.name}: its run descriptor is missing or bad "
+                                   f"({exc})") from None
+            body = {"access_token": token, "expires_in": 3599, "token_type": "Bearer"}
             return "application/json", json.dumps(body)
         if path == sa_prefix + "identity":
             audience = query.get("audience", "")

@@ -1,6 +1,6 @@
 """Local mode, assembled: the whole pipeline on one machine with no cloud account.
 
-Only the cloud edges are replaced (DESIGN.md section 1): the bucket is gcp-storage-emulator,
+Only the cloud edges are replaced: the bucket is the local storage server,
 VMs are runner processes, the metadata server and token signer are local, messages travel on
 an in-process bus (or the Pub/Sub emulator). start_job, job_done and sweep are the same
 functions-framework apps built from functions/main.py that run on Google Cloud.
@@ -69,8 +69,8 @@ class LocalStack:
         from spotcron.cost.prices import cost_function
         from spotcron.engine.clock import SystemClock
         from spotcron.gcp.identity import GoogleIdentity
-        from spotcron.local.blobs import LOCAL_BUCKET, emulator_blobs
-        from spotcron.local.bucket import LocalBucket
+        from spotcron.local.blobs import LOCAL_BUCKET
+        from spotcron.local.bucket import LocalBucket, vm_tokens
         from spotcron.local.bus import EmulatorBus, InProcessBus
         from spotcron.local.compute import LocalCompute, container_runtime
         from spotcron.local.metadata import LocalMetadataServer
@@ -88,8 +88,8 @@ class LocalStack:
         job_done = _HttpServer(functions_framework.create_app(target="job_done", source=str(FUNCTIONS_SOURCE)))
         self._stack.append(job_done.stop)
         settings = local_settings(job_done.url, sweep_interval=self.sweep_interval, grace=self.grace)
-        metadata = LocalMetadataServer(project=settings.project,
-                                       service_account=settings.vm_service_account_email).start()
+        metadata = LocalMetadataServer(project=settings.project, service_account=settings.vm_service_account_email,
+                                       access_tokens=vm_tokens(bucket)).start()
         self._stack.append(metadata.stop)
         compute = LocalCompute(metadata, bucket.url, self.state_dir, clock, base_env=self.environ, cwd=self.cwd,
                                runtime_for=self.runtime_for or container_runtime)
@@ -97,7 +97,7 @@ class LocalStack:
         emulator = self.environ.get("PUBSUB_EMULATOR_HOST")
         self.bus = EmulatorBus(emulator) if emulator else InProcessBus(clock)
         self._stack.append(self.bus.close)
-        self.deps = Deps(settings=settings, compute=compute, blobs=emulator_blobs(bucket.url, LOCAL_BUCKET),
+        self.deps = Deps(settings=settings, compute=compute, blobs=bucket.blobs(),
                          events=self.feed, identity=GoogleIdentity(certs_url=metadata.certs_url), clock=clock,
                          run_cost=cost_function(self.prices, settings.region), on_run_end=[update_index])
         self.compute, self.metadata, self.bucket = compute, metadata, bucket

@@ -451,15 +451,15 @@ def test_a_gs_bucket_without_credentials_is_a_clear_error(tmp_path, monkeypatch)
                                     "application-default login`")
 
 
-# --- the same code on the local emulator bucket ----------------------------------------------------------
+# --- the same code on the local storage server ----------------------------------------------------------
 
 
-def test_runs_reads_the_local_emulator_bucket(tmp_path, monkeypatch):
-    """The default opener (open_bucket on --state-dir) and the emulator, as beside a running `spotcron up`."""
+def test_runs_reads_the_local_bucket(tmp_path, monkeypatch):
+    """The default opener (open_bucket on --state-dir) beside a running local bucket, as beside `spotcron up`."""
     from click.testing import CliRunner
 
     from spotcron.engine.store import RunStore
-    from spotcron.local.blobs import LOCAL_BUCKET, emulator_blobs
+    from spotcron.local.blobs import LOCAL_BUCKET
     from spotcron.local.bucket import LocalBucket
     from tests.cli.conftest import make_cli
 
@@ -467,10 +467,10 @@ def test_runs_reads_the_local_emulator_bucket(tmp_path, monkeypatch):
     runner = CliRunner()
     context = RunsContext(now=lambda: NOW)  # the real opener
     state_dir = tmp_path / "state"
-    # Kept running while the commands read: the emulator stores each object's download link with
-    # its own port, so objects written by an emulator that has since stopped cannot be read back.
+    # Kept running while the commands read: the CLI serves the same state dir from a second
+    # server, and both see the one copy on disk.
     with LocalBucket(state_dir / "bucket", LOCAL_BUCKET) as served:
-        store = RunStore(emulator_blobs(served.url, LOCAL_BUCKET))
+        store = RunStore(served.blobs())
         store.create(make_record("hello-bot", "20260302-0800", created=NOW - HOUR, cost=0.0021, exit_code=0))
         store.create(make_record("hello-bot", "20260302-1000", "failed", created=NOW, exit_code=2, reason="boom"))
         store.blobs.write(layout.logs("hello-bot", "20260302-1000", 1), b"traceback\n")

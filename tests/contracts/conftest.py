@@ -1,9 +1,10 @@
 """One behaviour suite per port, run against every implementation of it.
 
 Each fixture below is parametrized over the implementations: the in-memory ones
-(spotcron.testing.memory) and the Google ones on local fakes or emulators (tests/gcp). A test that
-needs a property only some implementations have (storage preconditions: the emulator ignores
-them) uses the narrower fixture, so nothing is skipped to look green.
+(spotcron.testing.memory) and the Google ones on local fakes or emulators (tests/gcp). Storage
+runs against the local storage server AND fake-gcs-server, the field's emulator, so the local
+server is held to the reference's behaviour; where the reference departs from Cloud Storage
+(delete preconditions), the test says so.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from typing import Any
 
 import pytest
 
+from tests.contracts.storage_servers import ServerMissing, StorageApi, fake_gcs_server, local_server
 from tests.gcp.fixtures import *  # noqa: F401,F403
-from tests.gcp.fixtures import BUCKET, PROJECT, make_gcs_blobs, make_google_compute
+from tests.gcp.fixtures import BUCKET, PROJECT, make_google_compute
 
 
 def _memory():
@@ -35,37 +37,40 @@ def compute(request) -> Any:
     return make_google_compute(fake)
 
 
-# --- Blobs -------------------------------------------------------------------------------------
+# --- Blobs and the Cloud Storage JSON API -----------------------------------------------------------
 
 
-@dataclass
-class BlobsImpl:
-    blobs: Any
-    enforces_preconditions: bool
+@pytest.fixture(scope="session")
+def local_storage() -> Iterator[StorageApi]:
+    with local_server() as api:
+        yield api
 
 
-def _blobs_impl(request, kind: str) -> BlobsImpl:
-    if kind == "memory":
-        return BlobsImpl(_memory().MemoryBlobs(BUCKET), True)
-    if kind == "google-on-fake":
-        fake = request.getfixturevalue("fake_gcs")  # enforces preconditions, pages listings by 3
-        return BlobsImpl(make_gcs_blobs(fake.endpoint, BUCKET), True)
-    # gcp-storage-emulator: a real server speaking the JSON API, but it IGNORES generation
-    # preconditions and pagination (tests/gcp/test_gcp_storage.py pins that down).
-    return BlobsImpl(request.getfixturevalue("gcs_blobs"), False)
+@pytest.fixture(scope="session")
+def fake_gcs_storage() -> Iterator[StorageApi]:
+    try:
+        with fake_gcs_server() as api:
+            yield api
+    except ServerMissing as exc:
+        pytest.skip(f"fake-gcs-server unavailable: {exc}")
 
 
-@pytest.fixture(params=["memory", "google-on-fake", "google-on-emulator"])
+_SERVERS = {"local-server": "local_storage", "fake-gcs-server": "fake_gcs_storage"}
+
+
+@pytest.fixture(params=list(_SERVERS))
+def storage_api(request) -> StorageApi:
+    """A fresh bucket on each storage server (one server of each kind per test session)."""
+    return request.getfixturevalue(_SERVERS[request.param]).new_bucket()
+
+
+@pytest.fixture(params=["memory", *(f"google-on-{kind}" for kind in _SERVERS)])
 def blobs(request) -> Any:
-    return _blobs_impl(request, request.param).blobs
-
-
-@pytest.fixture(params=["memory", "google-on-fake"])
-def enforcing_blobs(request) -> Any:
-    """Only the implementations that enforce if_generation_match (not the storage emulator)."""
-    impl = _blobs_impl(request, request.param)
-    assert impl.enforces_preconditions
-    return impl.blobs
+    """MemoryBlobs, and GcsBlobs on each storage server (every one enforces if_generation_match on writes)."""
+    if request.param == "memory":
+        return _memory().MemoryBlobs(BUCKET)
+    server = request.getfixturevalue(_SERVERS[request.param.removeprefix("google-on-")])
+    return server.new_bucket().gcs_blobs()
 
 
 # --- Events ------------------------------------------------------------------------------------

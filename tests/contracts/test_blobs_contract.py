@@ -1,8 +1,5 @@
-"""The Blobs port's contract, for MemoryBlobs and GcsBlobs (recording fake and storage emulator).
-
-Generation preconditions are checked only on `enforcing_blobs` (memory and the recording fake):
-gcp-storage-emulator ignores them, so a test there would prove nothing.
-"""
+"""The Blobs port's contract, for MemoryBlobs and GcsBlobs on the local storage server and on
+fake-gcs-server: every one enforces generation preconditions on writes."""
 
 from __future__ import annotations
 
@@ -65,31 +62,31 @@ def test_replace_at_the_current_generation_succeeds(blobs):
     assert blobs.read(RUN).data == b"2"
 
 
-def test_create_only_twice_is_precondition_failed(enforcing_blobs):
-    enforcing_blobs.write(RUN, b"first", if_generation_match=0)
+def test_create_only_twice_is_precondition_failed(blobs):
+    blobs.write(RUN, b"first", if_generation_match=0)
 
     with pytest.raises(PreconditionFailed) as caught:
-        enforcing_blobs.write(RUN, b"second", if_generation_match=0)
+        blobs.write(RUN, b"second", if_generation_match=0)
 
     assert RUN in str(caught.value)
-    assert enforcing_blobs.read(RUN).data == b"first"
+    assert blobs.read(RUN).data == b"first"
 
 
-def test_replace_at_a_stale_generation_is_precondition_failed(enforcing_blobs):
-    first = enforcing_blobs.write(RUN, b"1")
-    enforcing_blobs.write(RUN, b"2", if_generation_match=first)
+def test_replace_at_a_stale_generation_is_precondition_failed(blobs):
+    first = blobs.write(RUN, b"1")
+    blobs.write(RUN, b"2", if_generation_match=first)
 
     with pytest.raises(PreconditionFailed):
-        enforcing_blobs.write(RUN, b"3", if_generation_match=first)
+        blobs.write(RUN, b"3", if_generation_match=first)
 
-    assert enforcing_blobs.read(RUN).data == b"2"
+    assert blobs.read(RUN).data == b"2"
 
 
-def test_replace_of_an_absent_object_is_precondition_failed(enforcing_blobs):
+def test_replace_of_an_absent_object_is_precondition_failed(blobs):
     with pytest.raises(PreconditionFailed):
-        enforcing_blobs.write(RUN, b"x", if_generation_match=12345)
+        blobs.write(RUN, b"x", if_generation_match=12345)
 
-    assert enforcing_blobs.read(RUN) is None
+    assert blobs.read(RUN) is None
 
 
 def test_list_by_prefix_is_sorted_and_complete(blobs):

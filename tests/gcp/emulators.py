@@ -1,7 +1,5 @@
 """Local stand-ins for Google services, started and stopped by tests.
 
-- Cloud Storage: gcp-storage-emulator, in this process, on a free 127.0.0.1 port. It speaks the
-  JSON API to google-cloud-storage but IGNORES generation preconditions and pagination.
 - Pub/Sub: the emulator that ships with the gcloud CLI (`gcloud beta emulators pubsub start`),
   as a child process group that is always killed; absent gcloud or component → EmulatorMissing.
 
@@ -18,8 +16,8 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,20 +44,6 @@ def _wait_for_port(port: int, deadline: float, alive: Callable[[], bool] = lambd
                 return False
             time.sleep(0.05)
     return False
-
-
-@contextmanager
-def storage_emulator(default_bucket: str = "spotcron-test") -> Iterator[str]:
-    """Yields the emulator's endpoint (http://127.0.0.1:PORT) with `default_bucket` created."""
-    from gcp_storage_emulator.server import create_server
-
-    port = free_port()
-    server = create_server("127.0.0.1", port, in_memory=True, default_bucket=default_bucket)
-    server.start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
 
 
 @dataclass

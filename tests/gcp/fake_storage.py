@@ -1,5 +1,6 @@
-"""A fake Cloud Storage JSON API that, unlike gcp-storage-emulator, enforces generation
-preconditions and pages object listings.
+"""A recording Cloud Storage JSON API: what google-cloud-storage sends for GcsBlobs, request by
+request, with failures injected on demand (fail_next). Behaviour is checked elsewhere, against
+the local storage server and fake-gcs-server (tests/contracts); this fake only records shapes.
 
 Enough for google-cloud-storage's get_blob / download / multipart upload / list_blobs / delete
 on one or more buckets. Objects live in memory; every request is recorded (fake_rest).

@@ -19,7 +19,6 @@ from tests.gcp.emulators import (
     acquire_pubsub_emulator,
     grpc_clients,
     release_pubsub_emulator,
-    storage_emulator,
 )
 from tests.gcp.fake_compute import FakeComputeEngine
 from tests.gcp.fake_storage import FakeCloudStorage
@@ -28,8 +27,7 @@ ZONES = ("us-central1-a", "us-central1-b", "us-central1-c")
 
 BUCKET = "spotcron-test"
 
-__all__ = ["PROJECT", "ZONES", "BUCKET", "fake_compute", "google_compute", "storage_endpoint", "gcs_blobs",
-           "fake_gcs", "fake_gcs_blobs", "pubsub_host", "pubsub_topic", "PubSubTopic", "make_google_compute",
+__all__ = ["PROJECT", "ZONES", "BUCKET", "fake_compute", "google_compute", "fake_gcs", "fake_gcs_blobs", "pubsub_host", "pubsub_topic", "PubSubTopic", "make_google_compute",
            "make_gcs_blobs"]
 
 
@@ -67,7 +65,7 @@ def make_gcs_blobs(endpoint: str, bucket: str):
 
 @pytest.fixture
 def fake_gcs() -> Iterator[FakeCloudStorage]:
-    """The recording Cloud Storage fake that enforces preconditions and pages listings (3 a page)."""
+    """The recording Cloud Storage fake: what google-cloud-storage sends for GcsBlobs (pages of 3)."""
     with FakeCloudStorage(BUCKET, page_size=3) as fake:
         yield fake
 
@@ -75,20 +73,6 @@ def fake_gcs() -> Iterator[FakeCloudStorage]:
 @pytest.fixture
 def fake_gcs_blobs(fake_gcs: FakeCloudStorage):
     return make_gcs_blobs(fake_gcs.endpoint, BUCKET)
-
-
-@pytest.fixture(scope="session")
-def storage_endpoint() -> Iterator[str]:
-    with storage_emulator() as endpoint:
-        yield endpoint
-
-
-@pytest.fixture
-def gcs_blobs(storage_endpoint: str):
-    """GcsBlobs on a fresh bucket of the storage emulator (which ignores preconditions and paging)."""
-    blobs = make_gcs_blobs(storage_endpoint, f"spotcron-test-{uuid.uuid4().hex[:10]}")
-    blobs._handle().client.create_bucket(blobs.bucket)
-    return blobs
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,5 @@
-"""GcsBlobs on the wire: the requests google-cloud-storage sends for it, against the recording fake
-(which enforces preconditions and pages listings), plus what the emulator is known not to do."""
+"""GcsBlobs on the wire: the requests google-cloud-storage sends for it, against the recording fake.
+Its behaviour against real servers is the storage contract (tests/contracts)."""
 
 from __future__ import annotations
 
@@ -95,15 +95,3 @@ def test_permission_denied_is_an_api_error_naming_the_object(fake_gcs, fake_gcs_
     assert caught.value.status == 403
     assert str(caught.value).startswith(f"read gs://{BUCKET}/{RUN}: HTTP 403: ")
     assert "does not have storage.objects.get access" in str(caught.value)
-
-
-def test_the_storage_emulator_still_ignores_preconditions(gcs_blobs):
-    """Why the contract suite checks preconditions only where they are enforced.
-
-    If this starts failing, gcp-storage-emulator has learned preconditions: mark it as enforcing
-    in tests/contracts/test_blobs_contract.py.
-    """
-    gcs_blobs.write(RUN, b"1", if_generation_match=0)
-    gcs_blobs.write(RUN, b"2", if_generation_match=0)  # the real service would answer 412
-
-    assert gcs_blobs.read(RUN).data == b"2"

