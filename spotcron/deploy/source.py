@@ -1,6 +1,10 @@
 """The functions' source archive: functions/ at the root, the runtime part of spotcron/, and
 vm_images/runner/ (start_job renders the VM's cloud-init from it).
 
+What goes in is an allowlist (`SHIPPED`): a new package ships only once it is named here, so
+test support, presentation, local mode and the deployer can never reach the functions by
+accident.
+
 The zip is byte-for-byte reproducible (sorted entries, fixed timestamps and modes), so its
 SHA-256 names it: `deploy/source-SHA.zip` exists in the bucket exactly when this code was
 uploaded before, and the functions are rebuilt only when the code really changed.
@@ -17,9 +21,11 @@ from pathlib import Path
 from spotcron.core.errors import ConfigError, Problem
 from spotcron.deploy.resources import SOURCE_PREFIX
 
-# Deploy-time code never runs in a function: leaving it out keeps cold starts and the
-# archive small, and keeps the deployer's code off the runtime's import path.
-EXCLUDED_PACKAGES = ("spotcron/cli/", "spotcron/deploy/", "spotcron/local/", "spotcron/testing/")
+# The functions run core, cost, engine, gcp and runtime, and render the runner's cloud-init.
+# Everything else (cli, deploy, local, present, testing) stays out: smaller archive, faster cold
+# starts, and no test double or deployer code on the runtime's import path.
+SHIPPED = ("spotcron/__init__.py", "spotcron/core/", "spotcron/cost/", "spotcron/engine/", "spotcron/gcp/",
+           "spotcron/runtime/", "vm_images/runner/")
 _SKIPPED_PARTS = frozenset({"__pycache__", ".pytest_cache", ".ruff_cache"})
 _SKIPPED_SUFFIXES = (".pyc", ".pyo")
 _FIXED_TIME = (1980, 1, 1, 0, 0, 0)
@@ -37,11 +43,13 @@ class SourceBundle:
         return f"{SOURCE_PREFIX}{self.sha256[:16]}.zip"
 
 
-def _wanted(rel: str) -> bool:
-    parts = rel.split("/")
-    if _SKIPPED_PARTS.intersection(parts) or rel.endswith(_SKIPPED_SUFFIXES):
-        return False
-    return not any(rel.startswith(prefix) for prefix in EXCLUDED_PACKAGES)
+def _skipped(rel: str) -> bool:
+    return bool(_SKIPPED_PARTS.intersection(rel.split("/"))) or rel.endswith(_SKIPPED_SUFFIXES)
+
+
+def _shipped(rel: str) -> bool:
+    return not _skipped(rel) and any(rel == entry or (entry.endswith("/") and rel.startswith(entry))
+                                     for entry in SHIPPED)
 
 
 def _collect(root: Path) -> dict[str, bytes]:
@@ -56,12 +64,12 @@ def _collect(root: Path) -> dict[str, bytes]:
     entries: dict[str, bytes] = {}
     for path in sorted(functions.rglob("*")):
         rel = path.relative_to(functions).as_posix()
-        if path.is_file() and _wanted(rel):
+        if path.is_file() and not _skipped(rel):
             entries[rel] = path.read_bytes()
     for folder in ("spotcron", "vm_images/runner"):
         for path in sorted((root / folder).rglob("*")):
             rel = path.relative_to(root).as_posix()
-            if path.is_file() and _wanted(rel):
+            if path.is_file() and _shipped(rel):
                 entries[rel] = path.read_bytes()
     return entries
 

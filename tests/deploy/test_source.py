@@ -55,14 +55,17 @@ def test_missing_requirements_is_a_config_error(tmp_path: Path) -> None:
                                 "functions install")
 
 
-def test_the_archive_leaves_out_deploy_time_code(tmp_path: Path) -> None:
+def test_the_archive_is_an_allowlist(tmp_path: Path) -> None:
     root = make_source_root(tmp_path)
-    for package in ("cli", "deploy", "local", "testing"):
+    for package in ("cli", "deploy", "local", "testing", "present", "newly_added"):
         (root / "spotcron" / package).mkdir()
         (root / "spotcron" / package / "__init__.py").write_text("")
+    (root / "spotcron" / "loose_module.py").write_text("")
+    (root / "vm_images" / "bot").mkdir()
+    (root / "vm_images" / "bot" / "bot.py").write_text("")
     with zipfile.ZipFile(io.BytesIO(build_source(root).data)) as archive:
-        assert not [n for n in archive.namelist() if n.startswith(("spotcron/cli", "spotcron/deploy",
-                                                                     "spotcron/local", "spotcron/testing"))]
+        assert sorted(archive.namelist()) == ["main.py", "requirements.txt", "spotcron/__init__.py",
+                                              "vm_images/runner/runner.sh"]
 
 
 def test_missing_entry_points_is_a_config_error(tmp_path: Path) -> None:
@@ -79,3 +82,30 @@ def test_the_real_checkout_builds(tmp_path: Path) -> None:
     bundle = build_source(root)
     assert "main.py" in bundle.files and "spotcron/core/settings.py" in bundle.files
     assert not [f for f in bundle.files if f.startswith(("spotcron/cli/", "spotcron/deploy/", "tests/"))]
+
+
+# What must never reach the functions: test support, presentation, local mode, the deployer.
+NOT_SHIPPED = ("spotcron.testing", "spotcron.present", "spotcron.local", "spotcron.cli", "spotcron.deploy")
+
+
+def test_the_real_archive_holds_no_test_support_or_presentation_and_imports_none(tmp_path: Path) -> None:
+    """Neither the modules themselves nor an import of them from what ships (it would fail at run time)."""
+    import ast
+
+    root = Path(__file__).resolve().parents[2]
+    bundle = build_source(root)
+    shipped_modules = {f.removesuffix(".py").replace("/", ".") for f in bundle.files if f.endswith(".py")}
+    assert not [m for m in shipped_modules if m.startswith(NOT_SHIPPED)]
+    assert not [f for f in bundle.files if f.startswith("spotcron/") and f.endswith((".png", ".html", ".css"))]
+    reaching = []
+    with zipfile.ZipFile(io.BytesIO(bundle.data)) as archive:
+        for name in archive.namelist():
+            if not name.endswith(".py"):
+                continue
+            for node in ast.walk(ast.parse(archive.read(name))):
+                targets = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                    [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+                reaching += [f"{name}: {t}" for t in targets if t.startswith(NOT_SHIPPED)]
+    assert reaching == []
+    requirements = (root / "functions" / "requirements.txt").read_text()
+    assert "matplotlib" not in requirements and "numpy" not in requirements
