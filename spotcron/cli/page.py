@@ -1,7 +1,8 @@
 """`spotcron page`: where the results page is, built fresh for the local bucket; --open opens it.
 
 A deployed stack's page lives in its bucket (index.html at the root; its links are object names
-next to it), so the command prints its Cloud Storage URL. The local bucket is served by a process
+next to it): the command draws it there from the bucket's records, then prints its Cloud Storage
+URL. Nothing draws it when a run ends: presentation stays off the functions' path. The local bucket is served by a process
 that needs a token, which a browser does not have, so the page is built from the local records
 into a folder of plain files: index.html plus a copy of every object its rows link to (records,
 logs, manifests), streamed piece by piece. A copy of an ended run is kept and not fetched again.
@@ -28,7 +29,7 @@ COPY_PIECE = 8 << 20
 @click.command("page")
 @click.option("--open", "open_page", is_flag=True, help="Open the page in the default browser too.")
 @click.option("-n", "--limit", default=20, show_default=True, type=click.IntRange(min=1),
-              help="Locally: runs listed per job (the summary counts them all).")
+              help="Runs listed per job (the summary counts them all).")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Locally: the folder to build the page in (default: STATE_DIR/page).")
 @bucket_options
@@ -46,11 +47,10 @@ def page(open_page: bool, limit: int, out_dir: Path | None, bucket: str | None, 
     """
     context = runs_context()
     if bucket:
-        for name, option in (("out_dir", "--out"), ("limit", "--limit")):
-            if given(name):
-                raise SpotcronError(f"{option} goes without --bucket: the deployed page is the one its stack "
-                                    f"writes; leave {option} out, or build a local page without --bucket")
-        target = _deployed_page(bucket, state_dir)
+        if given("out_dir"):
+            raise SpotcronError("--out goes without --bucket: the deployed page is drawn into its bucket; leave "
+                                "--out out, or build a local page without --bucket")
+        target = _deployed_page(bucket, state_dir, limit)
     else:
         target = _local_page(state_dir, out_dir or Path(state_dir) / "page", limit)
     click.echo(target)
@@ -58,15 +58,17 @@ def page(open_page: bool, limit: int, out_dir: Path | None, bucket: str | None, 
         context.launch(target if "://" in target else Path(target).resolve().as_uri())
 
 
-def _deployed_page(bucket: str, state_dir: Path) -> str:
+def _deployed_page(bucket: str, state_dir: Path, limit: int) -> str:
     from spotcron.core import layout
+    from spotcron.local.stack import local_settings
+    from spotcron.present.page import build_page
 
     where = describe(bucket, state_dir)
+    # Records carry their own cost; the region only prices a record that has none.
+    region = local_settings("http://127.0.0.1/").region
     with open_store(bucket, state_dir) as store:
-        present = store.blobs.read_range(layout.INDEX_PAGE, 0, 1) is not None
-    if not present:
-        raise SpotcronError(f"{where} has no {layout.INDEX_PAGE} yet: the stack writes it when a run ends; "
-                            f"start one with `spotcron run JOB --cloud`")
+        html, _ = build_page(store, runs_context().now(), region, limit=limit)
+        store.blobs.write(layout.INDEX_PAGE, html.encode("utf-8"), content_type="text/html; charset=utf-8")
     return CONSOLE_URL.format(bucket=where.removeprefix("gs://"), name=layout.INDEX_PAGE)
 
 

@@ -74,7 +74,6 @@ class LocalStack:
         from spotcron.local.bus import EmulatorBus, InProcessBus
         from spotcron.local.compute import LocalCompute, container_runtime
         from spotcron.local.metadata import LocalMetadataServer
-        from spotcron.present.page import update_index
 
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self._stack.append(_lock_state_dir(self.state_dir))
@@ -99,7 +98,7 @@ class LocalStack:
         self._stack.append(self.bus.close)
         self.deps = Deps(settings=settings, compute=compute, blobs=bucket.blobs(),
                          events=self.feed, identity=GoogleIdentity(certs_url=metadata.certs_url), clock=clock,
-                         run_cost=cost_function(self.prices, settings.region), on_run_end=[update_index])
+                         run_cost=cost_function(self.prices, settings.region))
         self.compute, self.metadata, self.bucket = compute, metadata, bucket
         entrypoints.use(self.deps)
         start = functions_framework.create_app(target="start_job", source=str(FUNCTIONS_SOURCE)).test_client()

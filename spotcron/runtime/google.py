@@ -20,7 +20,6 @@ def google_deps(environ: Mapping[str, str]) -> Deps:
     from spotcron.gcp.identity import GoogleIdentity
     from spotcron.gcp.pubsub import PubSubEvents
     from spotcron.gcp.storage import GcsBlobs
-    from spotcron.present.page import update_index
     from spotcron.runtime.cloudinit import render_user_data
 
     settings = load_settings(None, environ)
@@ -33,5 +32,4 @@ def google_deps(environ: Mapping[str, str]) -> Deps:
         clock=SystemClock(),
         user_data=functools.cache(render_user_data),
         run_cost=cost_function(environ.get("SPOTCRON_PRICES"), settings.region),
-        on_run_end=[update_index],
     )

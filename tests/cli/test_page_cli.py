@@ -101,16 +101,21 @@ def test_local_page_without_a_local_bucket(tmp_path, monkeypatch):
     assert "error: no local runs yet (.spotcron/bucket does not exist)" in result.output
 
 
-def test_a_deployed_page_is_its_storage_url(page_cli, bucket):
+def test_a_deployed_page_is_drawn_into_its_bucket_then_given_as_its_storage_url(page_cli, bucket):
+    """The functions never draw the page (nothing on a run's end): the command draws it on demand."""
     result = page_cli("--bucket", "gs://acme-spotcron")
-    assert result.exit_code == 2
-    assert result.output.strip() == ("error: gs://acme-spotcron has no index.html yet: the stack writes it when a "
-                                     "run ends; start one with `spotcron run JOB --cloud`")
-    bucket.blobs.write(layout.INDEX_PAGE, b"<!DOCTYPE html>", content_type="text/html")
+    assert result.exit_code == 0
+    assert "No runs yet." in bucket.blobs.read(layout.INDEX_PAGE).data.decode()
+    fill(bucket, runs=3)
+
     result = page_cli("--bucket", "gs://acme-spotcron", "--open")
+
     assert result.exit_code == 0
     assert result.output.strip() == "https://storage.cloud.google.com/acme-spotcron/index.html"
     assert page_cli.opened == ["https://storage.cloud.google.com/acme-spotcron/index.html"]
+    page = bucket.blobs.read(layout.INDEX_PAGE)
+    assert page.content_type == "text/html; charset=utf-8"
+    assert 'id="job-hello-bot"' in page.data.decode()
 
 
 # --- on a real render ------------------------------------------------------------------------------------
@@ -172,5 +177,5 @@ def test_the_page_in_headless_chromium(page_cli, bucket, tmp_path):
 def test_local_options_with_a_bucket_are_errors(page_cli, bucket):
     result = page_cli("--bucket", "gs://acme-spotcron", "--out", "somewhere")
     assert result.exit_code == 2
-    assert result.output.strip() == ("error: --out goes without --bucket: the deployed page is the one its stack "
-                                     "writes; leave --out out, or build a local page without --bucket")
+    assert result.output.strip() == ("error: --out goes without --bucket: the deployed page is drawn into its "
+                                     "bucket; leave --out out, or build a local page without --bucket")

@@ -54,6 +54,20 @@ def test_a_run_succeeds_with_results_logs_and_manifest_in_the_bucket(make_stack,
     assert list((tmp_path / "state" / "vms").iterdir()) == []
 
 
+def test_a_run_end_draws_no_results_page(make_stack, tmp_path):
+    """Listing every run and drawing charts inside job_done held up every run end; the page is
+    drawn on demand by `spotcron page` instead."""
+    stack = make_stack()
+    [record] = stack.wait(stack.run_now(job(tmp_path, "paged", OK)), timeout=60)
+    assert record.state == "succeeded", record.reason
+    deadline = time.monotonic() + 60
+    while stack.compute.list_managed() and time.monotonic() < deadline:
+        time.sleep(0.1)  # job_done deletes the VM after the run's end hooks: they are done now
+
+    assert stack.compute.list_managed() == []
+    assert stack.deps.blobs.read(layout.INDEX_PAGE) is None
+
+
 def test_a_nonzero_exit_fails_and_keeps_the_logs(make_stack, tmp_path):
     stack = make_stack()
     spec = job(tmp_path, "crasher", "import sys; print('about to fail'); sys.exit(3)")
