@@ -129,8 +129,11 @@ def _json_object(variable: str, value: str) -> dict[str, Any]:
     return parsed
 
 
-def load_settings(path: Path | None, environ: Mapping[str, str]) -> Settings:
-    """Settings from `path` (when it exists) with SPOTCRON_* overrides; ConfigError lists every problem."""
+def load_settings(path: Path | None, environ: Mapping[str, str], *, required: tuple[str, ...] = ()) -> Settings:
+    """Settings from `path` (when it exists) with SPOTCRON_* overrides; ConfigError lists every problem.
+
+    `required` names fields that must be given, not defaulted: a deployed function without
+    SPOTCRON_PROJECT must stop, not act on a placeholder project."""
     raw: dict[str, Any] = {}
     name = str(path) if path else "<environment>"
     if path is not None and path.exists():
@@ -143,6 +146,11 @@ def load_settings(path: Path | None, environ: Mapping[str, str]) -> Settings:
             raise ConfigError([Problem(name, 1, "", "must be a mapping of settings")])
         raw.update(loaded)
     raw.update(env_overrides(environ))
+    missing = [Problem(name, None, field, f"not set: set {ENV_PREFIX}{field.upper()} (deploy sets it on every "
+                                          f"function){' or ' + field + ' in ' + name if path else ''}")
+               for field in required if not raw.get(field)]
+    if missing:
+        raise ConfigError(missing)
     try:
         return Settings.model_validate(raw)
     except ValidationError as exc:

@@ -22,7 +22,7 @@ def google_deps(environ: Mapping[str, str]) -> Deps:
     from spotcron.gcp.storage import GcsBlobs
     from spotcron.runtime.cloudinit import render_user_data
 
-    settings = load_settings(None, environ)
+    settings = load_settings(None, environ, required=("project", "bucket"))
     return Deps(
         settings=settings,
         compute=GoogleCompute(settings.project, settings.zones),
