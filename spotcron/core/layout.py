@@ -6,6 +6,8 @@
     runs/JOB/RUN/attempt-N/manifest.json       written last; without it the attempt did not succeed
     runs/JOB/RUN/checkpoint/checkpoint.tar     /checkpoint as one archive, saved during the run, restored next attempt
     tokens/SHA256                              identity tokens already accepted (replay guard)
+    live/JOB/RUN/...                           an empty marker while the run is not terminal (the sweep's index)
+    pruned/JOB                                 when the job's history was last pruned
     deployed/JOB.json                          the job's spec as deploy validated it (canonical JSON)
     dispatch/cursor.json                       the last minute the dispatcher started (scheduling: shared)
     limits/usage-YYYY-MM-DD.json               VM-hours reserved and used that UTC day (stack limits)
@@ -69,6 +71,9 @@ def usage_ledger(day: str) -> str:
 
 
 INDEX_PAGE = "index.html"
+
+LIVE = "live/"
+PRUNED = "pruned/"
 
 DEPLOYED = "deployed/"
 

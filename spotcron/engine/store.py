@@ -20,11 +20,10 @@ from datetime import UTC, datetime
 
 from spotcron.core import layout
 from spotcron.core.errors import PreconditionFailed, SpotcronError
+from spotcron.core.layout import LIVE, PRUNED
 from spotcron.core.runs import RunRecord, RunState
 from spotcron.engine.ports import Blobs
 
-LIVE = "live/"
-PRUNED = "pruned/"
 MAX_CONFLICTS = 20
 _SEP = "~"  # in no job name, run id, zone or VM name
 _NONE = "-"
