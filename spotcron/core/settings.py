@@ -6,7 +6,6 @@ the environment mapping in (the CLI and the functions pass os.environ).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -16,9 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from spotcron.core.durations import parse_duration
 from spotcron.core.errors import ConfigError, Problem
-
-_ZONE = re.compile(r"^[a-z]+-[a-z]+\d+-[a-z]$")
-_REGION = re.compile(r"^[a-z]+-[a-z]+\d+$")
+from spotcron.core.names import REGION, ZONE
 
 
 class Limits(BaseModel):
@@ -71,7 +68,7 @@ class Settings(BaseModel):
     @classmethod
     def _zones(cls, zones: tuple[str, ...]) -> tuple[str, ...]:
         for zone in zones:
-            if not _ZONE.match(zone):
+            if not ZONE.match(zone):
                 raise ValueError(f"{zone!r} is not a zone name like us-central1-a")
         if not zones:
             raise ValueError("at least one zone is needed")
@@ -80,7 +77,7 @@ class Settings(BaseModel):
     @field_validator("region")
     @classmethod
     def _region(cls, region: str) -> str:
-        if not _REGION.match(region):
+        if not REGION.match(region):
             raise ValueError(f"{region!r} is not a region name like us-central1")
         return region
 

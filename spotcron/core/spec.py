@@ -27,13 +27,12 @@ from pydantic import (
 
 from spotcron.core import catalog
 from spotcron.core.durations import parse_duration
+from spotcron.core.names import REGION, ZONE
 
 JOB_NAME_MAX = 30  # "sc-" + job + "-" + run id (13) + "-" + entry (12) + "-a1" = 63, Compute Engine's limit
 ENTRY_NAME_MAX = 12
 _NAME = re.compile(r"^[a-z](?:[a-z0-9-]*[a-z0-9])?$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_ZONE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-[a-z]$")
-_REGION = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
 # A container image reference: [host[:port]/]path[:tag][@digest]; the path is lowercase.
 _IMAGE = re.compile(
     r"^(?:(?:[a-zA-Z0-9-]+\.)*[a-zA-Z0-9-]+(?::[0-9]+)?/)?"
@@ -93,9 +92,9 @@ def _env_name(name: str) -> str:
 
 
 def _zone(zone: str) -> str:
-    if _REGION.match(zone):
+    if REGION.match(zone):
         raise ValueError(f"{zone!r} is a region, not a zone; name zones in it, e.g. {zone}-a")
-    if not _ZONE.match(zone):
+    if not ZONE.match(zone):
         raise ValueError(f"{zone!r} is not a zone name; write e.g. us-central1-a (region-letter)")
     return zone
 
@@ -419,10 +418,10 @@ def job_file_schema() -> dict[str, Any]:
     machine_types = sorted(catalog.MACHINE_TYPES)
     gpu_types = sorted(name for name, gpu in catalog.GPU_TYPES.items() if not gpu.retired)
     defs["Machine"]["properties"]["type"]["enum"] = machine_types
-    defs["Machine"]["properties"]["zones"]["items"]["pattern"] = _ZONE.pattern
+    defs["Machine"]["properties"]["zones"]["items"]["pattern"] = ZONE.pattern
     override = defs["MachineOverride"]["properties"]
     override["type"]["anyOf"][0]["enum"] = machine_types
-    override["zones"]["anyOf"][0]["items"]["pattern"] = _ZONE.pattern
+    override["zones"]["anyOf"][0]["items"]["pattern"] = ZONE.pattern
     defs["Gpu"]["properties"]["type"]["enum"] = gpu_types
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spotcron.core.layout import RUNS, TOKENS
+from spotcron.core.names import MANAGED_LABEL
 
-MANAGED_LABEL = "spotcron"
 MANAGED_LABELS = {MANAGED_LABEL: "1"}
 NAME_PREFIX = "spotcron-"  # scheduler entries carry no labels: this prefix marks ours
 SOURCE_PREFIX = "deploy/source-"  # function source archives in the results bucket

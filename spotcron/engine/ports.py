@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
-MANAGED_LABEL = "spotcron"  # every VM we create carries spotcron=1; nothing else is ever touched
+from spotcron.core.names import MANAGED_LABEL  # noqa: F401 - every VM we create carries it
 
 # Compute Engine instance statuses in which the VM still exists and may still bill.
 ALIVE_STATUSES = frozenset({"PROVISIONING", "STAGING", "RUNNING", "STOPPING", "REPAIRING"})
