@@ -11,7 +11,8 @@ roles/compute.instanceAdmin.v1 is granted on the project rather than a custom ro
 narrowest predefined role that can create Spot VMs with a service account attached, and a
 custom role would have to track every permission Compute Engine adds to an insert (disks,
 subnetworks, images, metadata) or break VM creation silently. The functions still delete only
-VMs carrying our label (DESIGN.md section 4), and no one but deployers can act as the account.
+VMs carrying our label (nothing else is ever touched), and no one but deployers can act as the
+account.
 """
 
 from __future__ import annotations
@@ -93,7 +94,8 @@ def managed_members(names: Names) -> frozenset[str]:
 
 
 def security_problems(granted: Iterable[Binding]) -> list[str]:
-    """Every binding that breaks the security rules of DESIGN.md section 4; empty when none."""
+    """Every binding that breaks the security rules (a primitive role, a public member, the default
+    compute account, a function open to unauthenticated calls); empty when none."""
     problems = []
     for b in granted:
         if b.role in PRIMITIVE_ROLES:
