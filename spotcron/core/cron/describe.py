@@ -9,29 +9,29 @@ import zoneinfo
 from datetime import date, datetime, timedelta
 
 from spotcron.core.cron.schedule import (
-    _MINUTE,
-    _MONTH_TEXT,
-    _WEEKDAY_TEXT,
+    MINUTE,
+    MONTH_TEXT,
+    WEEKDAY_TEXT,
     CronSchedule,
-    _join,
-    _offset,
-    _transition,
-    _utc_like,
-    _utc_naive,
+    is_utc_like,
+    join_words,
+    transition_between,
+    utc_naive,
+    utc_offset,
 )
 
 
 def describe(s: CronSchedule) -> str:
     """Plain English, e.g. "at 09:30 on Monday through Friday"."""
-    return _describe_time(s._m, s._h) + _describe_days(s) + _describe_months(s.months)
+    return _describe_time(tuple(sorted(s.minutes)), tuple(sorted(s.hours))) + _describe_days(s) + _describe_months(s.months)
 
 
 def dst_notes(schedule: CronSchedule, tz: zoneinfo.ZoneInfo, after: datetime, days: int = 400) -> list[str]:
     """What happens to this job around the clock changes of `tz` in the `days` after `after`."""
-    if _utc_like(tz):
+    if is_utc_like(tz):
         return []
     notes: list[str] = []
-    start = _utc_naive(after)
+    start = utc_naive(after)
     for t, old, new in _transitions(tz, start, start + timedelta(days=days)):
         lo, hi = (t + old, t + new) if new > old else (t + new, t + old)
         walls = [w for w in _minutes_between(lo, hi) if schedule.matches(w)]
@@ -48,7 +48,7 @@ def dst_notes(schedule: CronSchedule, tz: zoneinfo.ZoneInfo, after: datetime, da
             notes.append(f"{change}; the runs at {times} are skipped that day (the schedule has '*' in its "
                          f"minute or hour field, so it follows the new clock and nothing is made up)")
         elif schedule.fixed_time:
-            utc = _join([f"{w - old:%H:%M}" for w in walls[:3]])
+            utc = join_words([f"{w - old:%H:%M}" for w in walls[:3]])
             notes.append(f"{change}; {times} happens twice and the job runs once, on the first pass "
                          f"({utc} UTC), not again on the second pass")
         else:
@@ -65,12 +65,12 @@ def dst_notes(schedule: CronSchedule, tz: zoneinfo.ZoneInfo, after: datetime, da
 
 def _transitions(tz, start: datetime, end: datetime) -> list[tuple[datetime, timedelta, timedelta]]:
     out, probe = [], start
-    before = _offset(tz, probe)
+    before = utc_offset(tz, probe)
     while probe < end:
         nxt = min(probe + timedelta(hours=6), end)
-        after = _offset(tz, nxt)
+        after = utc_offset(tz, nxt)
         if after != before:
-            t = _transition(tz, probe, nxt)
+            t = transition_between(tz, probe, nxt)
             if start < t <= end:
                 out.append((t, before, after))
         probe, before = nxt, after
@@ -78,12 +78,12 @@ def _transitions(tz, start: datetime, end: datetime) -> list[tuple[datetime, tim
 
 
 def _minutes_between(lo: datetime, hi: datetime) -> list[datetime]:
-    return [lo + i * _MINUTE for i in range(int((hi - lo) / _MINUTE))]
+    return [lo + i * MINUTE for i in range(int((hi - lo) / MINUTE))]
 
 
 def _times(walls: list[datetime]) -> str:
     shown = [f"{w:%H:%M}" for w in walls]
-    return _join(shown) if len(shown) <= 4 else f"{shown[0]}, {shown[1]} ... {shown[-1]} ({len(shown)} runs)"
+    return join_words(shown) if len(shown) <= 4 else f"{shown[0]}, {shown[1]} ... {shown[-1]} ({len(shown)} runs)"
 
 
 def _clock(wall: datetime, day: date) -> str:
@@ -110,7 +110,7 @@ def _phrase(values: list[int], show=str) -> str:
             items.append(f"{show(a)} through {show(b)}")
         else:
             items.extend(show(v) for v in range(a, b + 1))
-    return _join(items)
+    return join_words(items)
 
 
 def _step(values: tuple[int, ...], high: int) -> int | None:
@@ -124,7 +124,7 @@ def _describe_time(minutes: tuple[int, ...], hours: tuple[int, ...]) -> str:
     every_hour, hour_step = len(hours) == 24, _step(hours, 23)
     minute_step = _step(minutes, 59)
     if len(minutes) < 60 and len(hours) * len(minutes) <= 4:
-        return "at " + _join([f"{h:02}:{m:02}" for h in hours for m in minutes])
+        return "at " + join_words([f"{h:02}:{m:02}" for h in hours for m in minutes])
     if len(minutes) == 60 or minute_step:
         text = "every minute" if len(minutes) == 60 else f"every {minute_step} minutes"
         if every_hour:
@@ -138,16 +138,16 @@ def _describe_time(minutes: tuple[int, ...], hours: tuple[int, ...]) -> str:
     if hour_step:
         return f"every {hour_step} hours, {at}"
     if len(minutes) == 1 and len(hours) <= 6:
-        return "at " + _join([f"{h:02}:{minutes[0]:02}" for h in hours])
+        return "at " + join_words([f"{h:02}:{minutes[0]:02}" for h in hours])
     return f"{at} past hours {_phrase(list(hours))}"
 
 
 def _describe_days(s: CronSchedule) -> str:
     dom = None if len(s.days) == 31 else (
-        f"day {s._d[0]} of the month" if len(s.days) == 1 else f"days {_phrase(list(s._d))} of the month")
+        f"day {min(s.days)} of the month" if len(s.days) == 1 else f"days {_phrase(sorted(s.days))} of the month")
     monday_first = sorted(s.weekdays, key=lambda d: (d + 6) % 7)
     dow = None if len(s.weekdays) == 7 else _phrase([(d + 6) % 7 for d in monday_first],
-                                                    lambda i: _WEEKDAY_TEXT[(i + 1) % 7])
+                                                    lambda i: WEEKDAY_TEXT[(i + 1) % 7])
     if dom and dow:
         joiner = " or on " if s.dom_restricted and s.dow_restricted else ", only when that day is "
         return f" on {dom}{joiner}{dow}"
@@ -155,4 +155,4 @@ def _describe_days(s: CronSchedule) -> str:
 
 
 def _describe_months(months: frozenset[int]) -> str:
-    return "" if len(months) == 12 else " in " + _phrase(sorted(months), lambda m: _MONTH_TEXT[m - 1])
+    return "" if len(months) == 12 else " in " + _phrase(sorted(months), lambda m: MONTH_TEXT[m - 1])

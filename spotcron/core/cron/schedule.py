@@ -46,16 +46,16 @@ from datetime import UTC, date, datetime, timedelta
 
 from spotcron.core.errors import CronError
 
-_MINUTE = timedelta(minutes=1)
+MINUTE = timedelta(minutes=1)
 _EPOCH = datetime(1970, 1, 1)
 _GREGORIAN_CYCLE_DAYS = 146097  # 400 years: every feasible date pattern recurs within one cycle
 _LOOKBACK_DAYS = 400
 
 _MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
 _WEEKDAYS = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
-_MONTH_TEXT = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
+MONTH_TEXT = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
                "October", "November", "December")
-_WEEKDAY_TEXT = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
+WEEKDAY_TEXT = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
 _MONTH_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)  # most a month can have
 
 # (name, low, high, names); day-of-week accepts 7 as Sunday and folds it to 0 after parsing.
@@ -166,7 +166,7 @@ class CronSchedule:
 
     def next_after(self, after: datetime, tz: zoneinfo.ZoneInfo) -> datetime:
         """The first fire instant strictly after `after` (aware), as aware UTC."""
-        after_utc, local = _utc_naive(after), after.astimezone(tz)
+        after_utc, local = utc_naive(after), after.astimezone(tz)
         start = local.replace(tzinfo=None, second=0, microsecond=0, fold=0)
         o0, o1 = local.replace(fold=0).utcoffset(), local.replace(fold=1).utcoffset()
         first_pass = local.fold == 0 and o0 > o1
@@ -174,7 +174,7 @@ class CronSchedule:
         best = self._forward(start, after_utc, tz, limit, accept_second=not first_pass)
         if first_pass and not self.fixed_time:
             # Inside the first pass of a repeated hour the second pass comes before later wall times.
-            t = _transition(tz, after_utc, after_utc + (o0 - o1))
+            t = transition_between(tz, after_utc, after_utc + (o0 - o1))
             w = self._next_wall(t + o1, limit)
             if w is not None and w < t + o0 and (best is None or w - o1 < best):
                 best = w - o1
@@ -188,7 +188,7 @@ class CronSchedule:
         # change, so o0 > o1 marks a wall time that happens twice and o0 < o1 one that is skipped.
         while (w := self._next_wall(wall, limit)) is not None:
             o0, o1 = w.replace(tzinfo=tz).utcoffset(), w.replace(tzinfo=tz, fold=1).utcoffset()
-            wall = w + _MINUTE
+            wall = w + MINUTE
             if o0 == o1:
                 if w - o0 > after:
                     return w - o0
@@ -198,7 +198,7 @@ class CronSchedule:
                 if accept_second and not self.fixed_time and w - o1 > after:
                     return w - o1
             elif self.fixed_time:  # skipped local time: run at the jump
-                t = _transition(tz, w - o1, w - o0)
+                t = transition_between(tz, w - o1, w - o0)
                 if t > after:
                     return t
                 wall = t + o1  # the rest of the gap maps to the same instant
@@ -206,15 +206,15 @@ class CronSchedule:
 
     def latest_at_or_before(self, at: datetime, tz: zoneinfo.ZoneInfo) -> datetime | None:
         """The most recent fire instant <= `at` (aware), as aware UTC; None if none within 400 days."""
-        at_utc, local = _utc_naive(at), at.astimezone(tz)
+        at_utc, local = utc_naive(at), at.astimezone(tz)
         start = local.replace(tzinfo=None, second=0, microsecond=0, fold=0)
         limit = start.toordinal() - _LOOKBACK_DAYS
         best = self._backward(start, at_utc, tz, limit)
         o0, o1 = local.replace(fold=0).utcoffset(), local.replace(fold=1).utcoffset()
         if local.fold == 1 and o0 > o1:
             # Inside the second pass: first-pass runs at later wall times are still in the past.
-            t = _transition(tz, at_utc - (o0 - o1), at_utc)
-            w = self._prev_wall(t + o0 - _MINUTE, limit)
+            t = transition_between(tz, at_utc - (o0 - o1), at_utc)
+            w = self._prev_wall(t + o0 - MINUTE, limit)
             if w is not None and w >= t + o1 and (best is None or w - o0 > best):
                 best = w - o0
         return None if best is None else best.replace(tzinfo=UTC)
@@ -222,7 +222,7 @@ class CronSchedule:
     def _backward(self, wall: datetime, at: datetime, tz: zoneinfo.ZoneInfo, limit: int) -> datetime | None:
         while (w := self._prev_wall(wall, limit)) is not None:
             o0, o1 = w.replace(tzinfo=tz).utcoffset(), w.replace(tzinfo=tz, fold=1).utcoffset()
-            wall = w - _MINUTE
+            wall = w - MINUTE
             if o0 == o1:
                 if w - o0 <= at:
                     return w - o0
@@ -232,10 +232,10 @@ class CronSchedule:
                 if w - o0 <= at:
                     return w - o0
             elif self.fixed_time:
-                t = _transition(tz, w - o1, w - o0)
+                t = transition_between(tz, w - o1, w - o0)
                 if t <= at:
                     return t
-                wall = t + o0 - _MINUTE
+                wall = t + o0 - MINUTE
         return None
 
     def upcoming(self, after: datetime, tz: zoneinfo.ZoneInfo, count: int) -> list[datetime]:
@@ -364,8 +364,8 @@ def _check_can_fire(where: str, schedule: CronSchedule) -> None:
         return  # either field may match, and every weekday comes round
     if any(day <= _MONTH_DAYS[month - 1] for month in schedule.months for day in schedule.days):
         return
-    months = _join([_MONTH_TEXT[m - 1] for m in sorted(schedule.months)])
-    days = _join([str(d) for d in sorted(schedule.days)])
+    months = join_words([MONTH_TEXT[m - 1] for m in sorted(schedule.months)])
+    days = join_words([str(d) for d in sorted(schedule.days)])
     raise CronError(f"{where} can never fire: {months} {'has' if len(schedule.months) == 1 else 'have'} "
                     f"no day {days} (February 29 is fine)")
 
@@ -395,30 +395,30 @@ def load_time_zone(name: str) -> zoneinfo.ZoneInfo:
     raise CronError(f"unknown time_zone '{name}': {hint}use an IANA name such as 'Etc/UTC' or 'Europe/Berlin'")
 
 
-def _utc_like(tz: zoneinfo.ZoneInfo) -> bool:
+def is_utc_like(tz: zoneinfo.ZoneInfo) -> bool:
     return tz.key == "UTC" or tz.key.startswith("Etc/")
 
 
 # --- helpers ----------------------------------------------------------------------------------
 
 
-def _utc_naive(moment: datetime) -> datetime:
+def utc_naive(moment: datetime) -> datetime:
     if moment.tzinfo is None or moment.utcoffset() is None:
         raise ValueError(f"{moment!r} must be timezone-aware")
     return moment.astimezone(UTC).replace(tzinfo=None)
 
 
-def _offset(tz: zoneinfo.ZoneInfo, utc_naive: datetime) -> timedelta:
+def utc_offset(tz: zoneinfo.ZoneInfo, utc_naive: datetime) -> timedelta:
     return utc_naive.replace(tzinfo=UTC).astimezone(tz).utcoffset()
 
 
-def _transition(tz: zoneinfo.ZoneInfo, lo: datetime, hi: datetime) -> datetime:
+def transition_between(tz: zoneinfo.ZoneInfo, lo: datetime, hi: datetime) -> datetime:
     """First second in (lo, hi] (naive UTC) whose offset differs from lo's; they must differ."""
-    before = _offset(tz, lo)
+    before = utc_offset(tz, lo)
     a, b = int((lo - _EPOCH).total_seconds()), int((hi - _EPOCH).total_seconds())
     while b - a > 1:
         mid = (a + b) // 2
-        if _offset(tz, _EPOCH + timedelta(seconds=mid)) == before:
+        if utc_offset(tz, _EPOCH + timedelta(seconds=mid)) == before:
             a = mid
         else:
             b = mid
@@ -438,5 +438,5 @@ def _month_start_after(day: date, months: frozenset[int]) -> int:
     return date(year, month, 1).toordinal()
 
 
-def _join(items: list[str]) -> str:
+def join_words(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
