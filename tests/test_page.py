@@ -200,7 +200,7 @@ def test_update_index_writes_the_page_with_charts_for_matrix_jobs():
 
 
 def test_engine_cost_function_bills_until_the_run_ended_and_never_raises():
-    from spotcron.cost.prices import cost_function
+    from spotcron.cost.billing import cost_function
 
     cost = cost_function("recipe-2018", "us-central1")
     live = run("hello-bot", 0)
@@ -215,7 +215,7 @@ def test_engine_cost_function_bills_until_the_run_ended_and_never_raises():
 
 
 def test_a_price_file_that_does_not_load_costs_nothing_and_fails_no_run(tmp_path):
-    from spotcron.cost.prices import cost_function
+    from spotcron.cost.billing import cost_function
 
     broken = tmp_path / "prices.yaml"
     broken.write_text("machines: [not, a, mapping\n")

@@ -13,7 +13,7 @@ import difflib
 import logging
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -215,35 +215,6 @@ class PriceTable(_Model):
         listed = sorted(k for k in known if k.startswith(family)) or sorted(known)
         return (f"price table {self.name}: no price for {what} {value!r}{hint} "
                 f"(known: {', '.join(listed) or 'none'}; add it under {section}: in a --prices file)")
-
-
-# --- for the engine ----------------------------------------------------------------------------
-
-
-def cost_function(prices: PriceTable | str | None, region: str) -> Callable[[Any], tuple[float | None, dict]]:
-    """What the engine calls on a run's terminal record: (total USD, items).
-
-    A VM not yet deleted when the run ends is billed up to that moment (the record's
-    updated_at). A machine the table has no price for gives (None, {}) and a warning: a missing
-    price must never fail a run.
-    """
-    # Loaded on the first run that ends, not at the function's cold start: parsing the table
-    # costs about 0.2 s, and most start_job calls price nothing.
-    loaded: list[PriceTable] = [prices] if isinstance(prices, PriceTable) else []
-
-    def cost(record: Any) -> tuple[float | None, dict]:
-        from spotcron.cost.billing import run_cost  # cost imports this module
-
-        try:
-            if not loaded:
-                loaded.append(load_prices(prices))
-            result = run_cost(record, loaded[0], region, now=record.updated_at)
-        except SpotcronError as exc:  # an unknown price, or a --prices file that does not load
-            log.warning("no cost for run %s/%s: %s", record.job, record.run_id, exc)
-            return None, {}
-        return result.total_usd, result.items
-
-    return cost
 
 
 # --- GPU names ---------------------------------------------------------------------------------

@@ -66,7 +66,7 @@ class LocalStack:
     def _start(self) -> None:
         import functions_framework
 
-        from spotcron.cost.prices import cost_function
+        from spotcron.cost.billing import cost_function
         from spotcron.engine.clock import SystemClock
         from spotcron.gcp.identity import GoogleIdentity
         from spotcron.local.blobs import LOCAL_BUCKET

@@ -14,7 +14,7 @@ from spotcron.engine.deps import Deps
 
 
 def google_deps(environ: Mapping[str, str]) -> Deps:
-    from spotcron.cost.prices import cost_function
+    from spotcron.cost.billing import cost_function
     from spotcron.engine.clock import SystemClock
     from spotcron.gcp.compute import GoogleCompute
     from spotcron.gcp.identity import GoogleIdentity
