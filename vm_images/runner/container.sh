@@ -239,6 +239,9 @@ supervise() {
   EXIT_CODE=$WAIT_RC
   JOB_PID=""
   stop_background
+  # A shutdown signal sent to the whole process group reaches the job too: it may end before
+  # the loop above sees the notice. The notice still came first, so the job was stopped.
+  ((PREEMPTED)) && STATUS=preempted
   if [[ $STATUS == preempted ]]; then
     EXIT_CODE=""  # the runner stopped it: its exit status says nothing about the job
     note "stopped: $PREEMPT_REASON"
