@@ -186,11 +186,12 @@ def test_the_checkpoint_is_one_object_restored_without_a_listing(harness: Runner
 
 class Broker(_Serving):
     """A stand-in for the credentials endpoint: checks the instance identity token, hands out
-    short-lived tokens and remembers them."""
+    short-lived tokens (`mint`: access-boundary tokens the local bucket accepts) and remembers them."""
 
-    def __init__(self, identity: GoogleIdentity, life: int):
+    def __init__(self, identity: GoogleIdentity, life: int, mint: Any):
         self.identity = identity
         self.life = life
+        self.mint = mint
         self.issued: list[str] = []
         self.refused: list[str] = []
         broker = self
@@ -210,7 +211,7 @@ class Broker(_Serving):
                     self.send_header("Content-Length", "0")
                     self.end_headers()
                     return
-                issued = f"scoped-{len(broker.issued)}"
+                issued = broker.mint(broker.life)
                 broker.issued.append(issued)
                 body = json.dumps({"access_token": issued, "expires_in": broker.life}).encode()
                 self.send_response(200)
@@ -227,7 +228,11 @@ class Broker(_Serving):
 
 
 def test_storage_calls_carry_the_brokers_token_refreshed_before_it_expires(harness: RunnerHarness):
-    broker = Broker(GoogleIdentity(harness.metadata.certs_url), life=2)
+    from spotcron.local.grants import vm_rules
+
+    rules = vm_rules("test-bucket", PREFIX, 1)
+    broker = Broker(GoogleIdentity(harness.metadata.certs_url), life=2,
+                    mint=lambda life: harness.bucket.downscoped_token(rules, lifetime_s=life))
     broker.start()
     proxy = FaultProxy(harness.bucket.url)
     proxy.start()
