@@ -44,6 +44,22 @@ def validate(paths: tuple[Path, ...], jobs_dir: Path, stack_path: Path) -> None:
     print_table(out, Columns(("job", "schedule", "machine", "timeout"), ("timeout", "machine")), rows,
                 hint="spotcron next JOB shows one job")
     out.print(f"{len(specs)} job{'s' if len(specs) != 1 else ''} valid")
+    _warn_unrunnable_here(specs)
+
+
+def _warn_unrunnable_here(specs) -> None:
+    """A job with no local command runs in local mode only if a container runtime has its image."""
+    from spotcron.local.containers import find_runtime
+
+    err = console(stderr=True)
+    for spec in specs:
+        if spec.local is not None:
+            continue
+        lookup = find_runtime(spec.image)
+        if lookup.binary is None:
+            err.print(f"warning: {spec.name}: no local: block, and {lookup.why_not}; `spotcron up` and "
+                      f"`spotcron run` can't run it on this machine. Add local: {{command: ...}} to its job "
+                      f"file (see docs/jobs.md) or make the image available.", markup=False, highlight=False)
 
 
 def _machine_text(spec) -> str:

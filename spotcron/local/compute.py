@@ -23,6 +23,7 @@ from pathlib import Path
 from spotcron.core.descriptor import METADATA_KEY, RunDescriptor
 from spotcron.core.errors import AlreadyExists, Transient
 from spotcron.engine.ports import Instance, InstanceRequest
+from spotcron.local.containers import Lookup, find_runtime
 
 log = logging.getLogger("spotcron.local")
 
@@ -38,26 +39,11 @@ class _Vm:
     runtime: str | None  # the docker/podman binary running its container, if any
 
 
-def container_runtime(image: str, candidates: tuple[str, ...] = ("docker", "podman")) -> str | None:
-    """The first docker/podman binary that works and already has `image`, else None."""
-    for name in candidates:
-        binary = shutil.which(name)
-        if binary is None:
-            continue
-        try:
-            found = subprocess.run([binary, "image", "inspect", image], capture_output=True, timeout=20)
-        except (OSError, subprocess.TimeoutExpired):
-            continue
-        if found.returncode == 0:
-            return binary
-    return None
-
-
 class LocalCompute:
     """ports.Compute on processes. `base_env` is the environment the runners start from."""
 
     def __init__(self, metadata, storage_url: str, state_dir: Path, clock, *, base_env: Mapping[str, str],
-                 cwd: Path, runtime_for=container_runtime, runner: Path = RUNNER,
+                 cwd: Path, runtime_for=find_runtime, runner: Path = RUNNER,
                  preemption_notice_s: float = PREEMPTION_NOTICE_S):
         self.metadata = metadata
         self.storage_url = storage_url
@@ -69,7 +55,7 @@ class LocalCompute:
         self.runner = runner
         self.preemption_notice_s = preemption_notice_s
         self._vms: dict[tuple[str, str], _Vm] = {}
-        self._runtimes: dict[str, str | None] = {}
+        self._runtimes: dict[str, Lookup] = {}
         self._ids = 5000
         self._lock = threading.RLock()
         self._reapers: list[threading.Thread] = []
@@ -172,8 +158,14 @@ class LocalCompute:
     def _start_runner(self, request: InstanceRequest) -> tuple[subprocess.Popen, str | None]:
         descriptor = RunDescriptor.from_metadata(request.metadata[METADATA_KEY])
         if descriptor.image not in self._runtimes:
-            self._runtimes[descriptor.image] = self.runtime_for(descriptor.image)
-        runtime = self._runtimes[descriptor.image]
+            found = self.runtime_for(descriptor.image)
+            # A plain binary (or None) from a caller's own lookup is fine too.
+            lookup = found if isinstance(found, Lookup) else Lookup(found, f"no container runtime has {descriptor.image}")
+            if lookup.daemon_missing:
+                log.warning("%s; %s runs its local command instead", lookup.why_not, descriptor.job)
+            self._runtimes[descriptor.image] = lookup
+        lookup = self._runtimes[descriptor.image]
+        runtime = lookup.binary
         workdir = self.vms_dir / request.name
         workdir.mkdir(parents=True, exist_ok=True)
         env = {
@@ -185,6 +177,11 @@ class LocalCompute:
             "SPOTCRON_DOCKER": runtime or "none",
             "SPOTCRON_WORKDIR": str(workdir),
             "SPOTCRON_CONTAINER_NAME": request.name,
+            # Said in the run's logs when the local command runs instead, or can't.
+            "SPOTCRON_NO_RUNTIME": lookup.why_not,
+            # No metadata server address to wall off here: the local one listens on loopback,
+            # which a container on its own network doesn't reach.
+            "SPOTCRON_IPTABLES": "none",
         }
         with open(workdir / "runner.log", "ab") as output:
             process = subprocess.Popen(["bash", str(self.runner)], env=env, cwd=self.cwd, stdout=output,

@@ -72,7 +72,8 @@ class LocalStack:
         from spotcron.local.blobs import LOCAL_BUCKET
         from spotcron.local.bucket import LocalBucket, vm_tokens
         from spotcron.local.bus import EmulatorBus, InProcessBus
-        from spotcron.local.compute import LocalCompute, container_runtime
+        from spotcron.local.compute import LocalCompute
+        from spotcron.local.containers import find_runtime
         from spotcron.local.metadata import LocalMetadataServer
 
         self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -91,7 +92,7 @@ class LocalStack:
                                        access_tokens=vm_tokens(bucket)).start()
         self._stack.append(metadata.stop)
         compute = LocalCompute(metadata, bucket.url, self.state_dir, clock, base_env=self.environ, cwd=self.cwd,
-                               runtime_for=self.runtime_for or container_runtime)
+                               runtime_for=self.runtime_for or find_runtime)
         self._stack.append(compute.close)
         emulator = self.environ.get("PUBSUB_EMULATOR_HOST")
         self.bus = EmulatorBus(emulator) if emulator else InProcessBus(clock)

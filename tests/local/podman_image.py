@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 IMAGE = "localhost/spotcron-test-busybox:latest"
-APPLETS = ("sh", "echo", "cat", "sleep", "printenv", "env", "ls", "true")
+APPLETS = ("sh", "echo", "cat", "sleep", "printenv", "env", "ls", "true", "nc", "grep")
 BUSYBOX_PLACES = ("/bin/busybox", "/usr/bin/busybox")
 PT_INTERP = 3
 # podman as root asks runc for RLIMIT_NOFILE and RLIMIT_NPROC of 1048576. Without

@@ -9,12 +9,13 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from urllib.parse import urlsplit
 
 import pytest
 
 from spotcron.core import layout
 from spotcron.core.loader import load_job_file
-from spotcron.local.compute import container_runtime
+from spotcron.local.containers import container_runtime
 from spotcron.local.stack import LocalStack
 
 from . import podman_image
@@ -120,6 +121,19 @@ def test_deleting_a_vm_leaves_no_container_running(stack, podman, tmp_path):
     while time.monotonic() < deadline and podman_image.containers(podman.binary, "podman-victim"):
         time.sleep(0.2)
     assert podman_image.containers(podman.binary, "podman-victim") == []
+
+
+@pytest.mark.parametrize("opted_in", [False, True])
+def test_the_container_reaches_the_metadata_server_only_when_its_job_opts_in(stack, podman, tmp_path, opted_in):
+    """The local metadata server listens on loopback: the host network reaches it, the job network not."""
+    address = urlsplit(stack.metadata.url_for("probe"))
+    probe = (f'if printf "GET /computeMetadata/v1/ HTTP/1.0\\r\\n\\r\\n" | nc {address.hostname} {address.port} '
+             f'| grep -q "HTTP/1"; then echo reached; else echo walled; fi > /results/probe.txt')
+    spec = job(tmp_path, "podman-probe", probe, env="metadata_access: true\n" if opted_in else "")
+    [record] = stack.wait(stack.run_now(spec), timeout=45)
+    assert record.state == "succeeded", record.reason
+    got = stack.deps.blobs.read(layout.attempt_prefix(record.job, record.run_id, 1) + "results/probe.txt").data
+    assert got == (b"reached\n" if opted_in else b"walled\n")
 
 
 def _yaml_env(value: str) -> str:

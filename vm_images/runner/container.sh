@@ -65,8 +65,10 @@ wall_off_metadata() {
     NETWORK_ARGS=(--network host)
     return 0
   fi
-  if ! "$DOCKER" network inspect "$JOB_NETWORK" >/dev/null 2>&1 &&
-    ! "$DOCKER" network create --driver bridge -o "com.docker.network.bridge.name=$JOB_BRIDGE" "$JOB_NETWORK" >&2; then
+  # The rule names the bridge, so it gets a fixed name (docker's option; local podman needs no rule).
+  local create=("$DOCKER" network create --driver bridge)
+  [[ $IPTABLES == none ]] || create+=(-o "com.docker.network.bridge.name=$JOB_BRIDGE")
+  if ! "$DOCKER" network inspect "$JOB_NETWORK" >/dev/null 2>&1 && ! "${create[@]}" "$JOB_NETWORK" >&2; then
     note "could not create the job network $JOB_NETWORK; the job does not run without its wall"
     return 1
   fi
@@ -92,9 +94,11 @@ start_job() {
   local item cmd=()
   if [[ $DOCKER == none ]]; then
     if ((!HAS_LOCAL_COMMAND)) || ((${#D_LOCAL_COMMAND[@]} == 0)); then
-      note "${SPOTCRON_NO_RUNTIME:-no container runtime has $D_IMAGE} and the job has no local command to run"
+      note "${SPOTCRON_NO_RUNTIME:-no container runtime has $D_IMAGE}, and the job has no local command" \
+        "to run instead: add local: {command: ...} to its job file, or make its image available"
       return 1
     fi
+    [[ ${SPOTCRON_NO_RUNTIME-} == *"daemon is not running"* ]] && note "$SPOTCRON_NO_RUNTIME: running the job's local command"
     # {results} and {checkpoint} in the local command name this attempt's directories.
     for item in "${D_LOCAL_COMMAND[@]}"; do
       item=${item//\{results\}/$RESULTS_DIR}

@@ -1,0 +1,76 @@
+"""Finding a local container runtime, and saying why there is none: a docker client whose daemon
+is not running is told apart from a missing image. `validate` warns about a job that local mode
+can't run (the runner's side is in tests/runner/test_local_run.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from spotcron.cli import cli
+from spotcron.local.containers import find_runtime
+
+NO_DAEMON = ("Cannot connect to the Docker daemon at unix:///var/run/docker.sock. "
+             "Is the docker daemon running?")
+
+
+def tool(folder: Path, name: str, stderr: str = "", code: int = 1) -> None:
+    """A `docker`/`podman` on PATH that answers `image inspect` with `code` and `stderr`."""
+    folder.mkdir(exist_ok=True)
+    script = folder / name
+    script.write_text(f"#!/bin/sh\necho '{stderr}' >&2\nexit {code}\n")
+    script.chmod(0o755)
+
+
+def test_a_client_without_a_daemon_is_told_apart_from_a_missing_image(tmp_path):
+    tool(tmp_path, "docker", NO_DAEMON)
+    tool(tmp_path, "podman", "Error: tmp/job:1: image not known")
+    found = find_runtime("tmp/job:1", which=lambda name: str(tmp_path / name))
+
+    assert found.binary is None and found.daemon_missing
+    assert found.why_not == ("docker is installed but its daemon is not running (start it, e.g. `sudo systemctl "
+                             "start docker`); podman has no image tmp/job:1 (build or pull it)")
+
+
+def test_the_first_runtime_that_has_the_image_wins(tmp_path):
+    tool(tmp_path, "docker", NO_DAEMON)
+    tool(tmp_path, "podman", code=0)
+    found = find_runtime("tmp/job:1", which=lambda name: str(tmp_path / name))
+    assert found.binary == str(tmp_path / "podman")
+
+
+def test_nothing_installed_is_said_too():
+    found = find_runtime("tmp/job:1", which=lambda name: None)
+    assert (found.binary, found.why_not) == (None, "docker is not installed; podman is not installed")
+
+
+@pytest.fixture
+def only_tools(tmp_path, monkeypatch):
+    """PATH holds only the fake tools (and the shell they need)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    monkeypatch.chdir(tmp_path)
+    return bin_dir
+
+
+def test_validate_warns_about_a_job_local_mode_cannot_run_and_still_exits_0(tmp_path, only_tools):
+    tool(only_tools, "docker", NO_DAEMON)
+    tool(only_tools, "podman", "Error: spotcron/bot:latest: image not known")
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    (jobs / "bot.yaml").write_text('schedule: "0 * * * *"\nimage: spotcron/bot:latest\n')
+    (jobs / "local-ok.yaml").write_text('schedule: "0 * * * *"\nimage: spotcron/bot:latest\n'
+                                        'local:\n  command: python3 bot.py --out {results}\n')
+    result = CliRunner().invoke(cli, ["validate", str(jobs)], catch_exceptions=False)
+
+    assert result.exit_code == 0, result.output
+    assert "2 jobs valid" in result.stdout
+    warning = " ".join(result.stderr.split())
+    assert ("warning: bot: no local: block, and docker is installed but its daemon is not running (start it, "
+            "e.g. `sudo systemctl start docker`); podman has no image spotcron/bot:latest (build or pull it); `spotcron up` and `spotcron run` can't "
+            "run it on this machine. Add local: {command: ...} to its job file (see docs/jobs.md) or make the "
+            "image available.") in warning
+    assert "local-ok" not in result.stderr
