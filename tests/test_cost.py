@@ -366,7 +366,7 @@ def test_cost_with_history_and_bad_input(run, tmp_path):
     assert json.loads(result.output)[0]["vm_seconds_per_run"] == {"hello-bot": 95.0}
     result = run("hello-bot", "--history", str(tmp_path / "bucket"))
     assert "1m35s" in result.output
-    assert f"VM time per run: hello-bot 1m35s, median of 1 recent runs in {tmp_path / 'bucket'}" in \
+    assert f"VM time per run: hello-bot 1m35s, median of 1 recent run in {tmp_path / 'bucket'}" in \
         " ".join(result.output.split())
 
     result = run("nope")

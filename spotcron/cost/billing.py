@@ -248,7 +248,8 @@ def project_job(spec: JobSpec, *, runs_per_month: float, runtime_s: float, table
     loads = []
     for variant in spec.variants():
         seen = (history or {}).get((spec.name, variant.variant))
-        seconds, basis = (seen[0], f"median of {seen[1]} recent runs") if seen else (float(runtime_s), "runtime")
+        runs_seen = f"{seen[1]} recent run{'s' if seen[1] != 1 else ''}" if seen else ""
+        seconds, basis = (seen[0], f"median of {runs_seen}") if seen else (float(runtime_s), "runtime")
         machine = variant.machine
         gpu = f"{machine.gpu.type} x{machine.gpu.count}" if machine.gpu else None
         loads.append(VariantLoad(variant.variant, machine.type, machine.spot, gpu, machine.disk_gb, seconds, basis))
