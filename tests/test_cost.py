@@ -290,6 +290,18 @@ def test_project_specs_uses_the_schedule_and_history(table):
     assert stack.jobs[0].to_json()["vm_seconds_per_run"] == {"hello-bot": 120.0}
 
 
+def test_repeats_are_priced_as_runs_and_named_once(table):
+    from spotcron.cli.cost import basis_line
+
+    once = project_specs([hello_bot()], table=table, region="us-central1", now=T0, runtime_s=120)
+    spec = hello_bot().model_copy(update={"repeat": 3})
+    thrice = project_specs([spec], table=table, region="us-central1", now=T0, runtime_s=120)
+    # Three VMs per tick cost three times one VM per tick, minus nothing: scheduler and storage aside.
+    assert thrice.jobs[0].items["compute"] == pytest.approx(3 * once.jobs[0].items["compute"])
+    assert basis_line(thrice, "the local bucket", "2m") == (
+        "VM time per run: hello-bot 2m00s, assumed (--runtime 2m; no runs recorded).")
+
+
 # --- the command -----------------------------------------------------------------------------
 
 

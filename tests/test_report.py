@@ -360,3 +360,16 @@ def test_an_unknown_time_metric_is_an_error_that_lists_the_metrics(records, tmp_
     assert (f"error: {job_file}: benchmark.time_metric 'train_seconds': no run of dl-benchmark wrote a usable "
             "metrics.json; remove the setting to use the container time, or see the runs' metrics problems "
             "(spotcron runs --json)") in result.output
+
+
+def test_each_manual_request_is_a_tick_of_its_own(table, spec):
+    runs = []
+    for nonce, second, seconds in (("ab12", 5, 300), ("cd34", 40, 330)):  # two "run now"s in one minute
+        for repeat in (1, 2):
+            run = bench_run("t4", seconds + repeat, 0, repeat=repeat)
+            runs.append(run.model_copy(update={"tick": None, "trigger": "manual",
+                                               "run_id": f"m20261123-0300{second:02d}-{nonce}-t4-r{repeat}"}))
+    result = benchmark_report("dl-benchmark", runs, table, "us-central1", spec=spec)
+    points = benchmark_history(result, runs).series[2].points
+    assert [(p.tick, p.runs, p.seconds) for p in points] == [
+        ("2026-11-23 03:00:05 manual ab12", 2, 301.5), ("2026-11-23 03:00:40 manual cd34", 2, 331.5)]

@@ -173,7 +173,7 @@ def basis_line(stack: StackProjection, source: str, runtime: str) -> str:
             said = (f"assumed (--runtime {runtime}; no runs recorded)" if variant.basis == "runtime"
                     else f"{variant.basis} in {source}")
             parts.append(f"{name} {format_duration(variant.vm_seconds)}, {said}")
-    return "VM time per run: " + "; ".join(parts) + "."
+    return "VM time per run: " + "; ".join(dict.fromkeys(parts)) + "."  # repeats: one VM each, said once
 
 
 def print_stack(stack: StackProjection, table: PriceTable, region: str,

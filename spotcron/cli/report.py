@@ -105,7 +105,7 @@ def report(job: str, fmt: str, as_json: bool, show_history: bool, charts_dir: Pa
             out.print(f"metrics.json problem: {line}", markup=False)
     if fmt in ("table", "md"):
         for path in charts:
-            click.echo(f"chart: {path}")
+            click.echo(f"chart: {path}", err=fmt == "md")  # keeps the Markdown on stdout clean
 
 
 def with_metrics(records: list[RunRecord], read: Callable[[str], bytes | None]) -> list[RunRecord]:

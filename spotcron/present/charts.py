@@ -142,10 +142,11 @@ def history_chart(history: BenchmarkHistory) -> bytes | None:
     time_axes.set_ylabel("time per run, s")
     cost_axes.set_ylabel("cost per run, USD")
     step = max(1, len(ticks) // 8)
-    cost_axes.set_xticks(range(0, len(ticks), step), [ticks[i][:10] for i in range(0, len(ticks), step)],
+    width = 10 if len({t[:10] for t in ticks}) == len(ticks) else 16  # the day, or the minute when days repeat
+    cost_axes.set_xticks(range(0, len(ticks), step), [ticks[i][:width] for i in range(0, len(ticks), step)],
                          rotation=30, ha="right", fontsize=8)
     time_axes.legend(loc="upper left", fontsize=8, ncols=min(4, len(series)))
-    time_axes.set_title(f"{history.job}: median per tick (bands: the earlier ticks' range; red ring: outside it)")
+    time_axes.set_title(f"{history.job}: median per tick (band: earlier ticks; red ring: outside it)", fontsize=11)
     return _png(figure)
 
 

@@ -1,15 +1,17 @@
 """A benchmark's history: each configuration's median time and cost per tick, across weeks, and
 whether the latest tick left the band of the ones before it (the rule is in `spotcron.present.stats`).
 
-A tick is the scheduled time the run belongs to (every repeat of a tick shares it); a manual run
-counts as a tick of its own minute. Pure: the runs come in as the report's per-run samples.
+A tick is the scheduled time the run belongs to (every repeat of a tick shares it); a manual
+request ("run now", `spotcron up --once`) counts as a tick of its own. Pure: the runs come in as the report's per-run samples.
 """
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from spotcron.core.runs import RunRecord
@@ -65,9 +67,19 @@ class BenchmarkHistory:
                 "series": [s.to_json() for s in self.series]}
 
 
+_MANUAL = re.compile(r"^m(\d{8}-\d{6})-([0-9a-f]+)")
+
+
 def tick_label(record: RunRecord) -> str:
-    at = record.tick or record.created_at
-    return f"{at:%Y-%m-%d %H:%M}"
+    """The scheduled tick; for a manual run, the request it came from (its id names the second
+    and a nonce), so the repeats of one "run now" are one point and two requests are two."""
+    if record.tick is not None:
+        return f"{record.tick:%Y-%m-%d %H:%M}"
+    match = _MANUAL.match(record.run_id)
+    if match:
+        at = datetime.strptime(match[1], "%Y%m%d-%H%M%S")
+        return f"{at:%Y-%m-%d %H:%M:%S} manual {match[2]}"
+    return f"{record.created_at:%Y-%m-%d %H:%M}"
 
 
 def benchmark_history(report: BenchmarkReport, records: Iterable[RunRecord]) -> BenchmarkHistory:
