@@ -1,4 +1,4 @@
-"""Cloud Functions entry points: start_job (Pub/Sub), job_done (HTTP), sweep (Pub/Sub), and
+"""Cloud Functions entry points: start_job (Pub/Sub), job_done and credentials (HTTP), sweep (Pub/Sub), and
 dispatch (Pub/Sub, deployed only with `scheduling: shared`).
 
 Thin on purpose: parse the request, call the library. Heavy Google clients are imported on
@@ -28,6 +28,13 @@ def sweep(cloud_event):
 @functions_framework.cloud_event
 def dispatch(cloud_event):
     entrypoints.handle_dispatch(cloud_event.data)
+
+
+@functions_framework.http
+def credentials(request):
+    if request.method != "POST":
+        return {"error": "POST only"}, 405
+    return entrypoints.handle_credentials(request.headers.get("Authorization"))
 
 
 @functions_framework.http

@@ -54,6 +54,7 @@ class Settings(BaseModel):
     scheduling: Literal["per-job", "shared"] = "per-job"
     dispatch_topic: str = "spotcron-dispatch"
     job_done_url: str = ""  # filled in by deploy once the function exists; local mode sets its own
+    credentials_url: str = ""  # the credentials broker's URL, learned like job_done_url
     image_family: str = "projects/cos-cloud/global/images/family/cos-stable"
     grace: int = Field(300, description="seconds a VM may outlive its job's timeout (boot, pull, upload)")
     results_retention_days: int = Field(90, ge=1)

@@ -57,6 +57,7 @@ SCHEDULER_PAGE = 500  # the API's maximum
 class Actual:
     state: State
     job_done_url: str  # the deployed job_done's URL, "" while it does not exist
+    credentials_url: str = ""  # the same for the credentials broker
 
 
 def _labels(labels: Any) -> dict[str, str]:
@@ -241,5 +242,7 @@ def read_actual(clients: Clients, call: Caller, names: Names, desired: State, po
         for resource in batch:
             found[resource.key] = resource
     job_done = found.get((FUNCTION, function_id("job_done")))
-    return Actual(found, str(job_done.meta.get("url", "")) if job_done else "")
+    broker = found.get((FUNCTION, function_id("credentials")))
+    return Actual(found, str(job_done.meta.get("url", "")) if job_done else "",
+                  str(broker.meta.get("url", "")) if broker else "")
 

@@ -29,7 +29,7 @@ from spotcron.deploy.resources import FUNCTION, State
 from spotcron.deploy.source import SourceBundle
 from spotcron.gcp.errors import ApiError
 
-URL_VARIABLE = "SPOTCRON_JOB_DONE_URL"
+URL_VARIABLES = frozenset({"SPOTCRON_JOB_DONE_URL", "SPOTCRON_CREDENTIALS_URL"})
 MAX_LISTED_FAILURES = 10
 
 
@@ -87,11 +87,12 @@ def compute_plan(settings: Settings, jobs: Sequence[JobSpec], source_object: str
     from spotcron.deploy.planner import plan
 
     names = Names.of(settings)
-    desired = desired_state(settings, jobs, source_object, settings.job_done_url)
+    desired = desired_state(settings, jobs, source_object, settings.job_done_url, settings.credentials_url)
     actual = read_actual(clients, call, names, desired, pool)
     url = settings.job_done_url or actual.job_done_url
-    if url != settings.job_done_url:
-        desired = desired_state(settings, jobs, source_object, url)
+    broker = settings.credentials_url or actual.credentials_url
+    if (url, broker) != (settings.job_done_url, settings.credentials_url):
+        desired = desired_state(settings, jobs, source_object, url, broker)
     return PlanResult(desired, actual, plan(desired, actual.state))
 
 
@@ -102,7 +103,7 @@ def _only_url_followups(actions: list[Action]) -> bool:
             return False
         old, new = action.changes["environment"]
         keys = {k for k in set(old or {}) | set(new or {}) if (old or {}).get(k) != (new or {}).get(k)}
-        if keys != {URL_VARIABLE}:
+        if not keys or not keys <= URL_VARIABLES:
             return False
     return True
 
@@ -158,5 +159,6 @@ def run_deploy(settings: Settings, jobs: Sequence[JobSpec], source: SourceBundle
                     f"after applying, {len(actions)} changes are still needed (did something else change the "
                     f"stack meanwhile?): " + ", ".join(a.title for a in actions[:MAX_LISTED_FAILURES])
                     + ". Run deploy again.", result)
-            reporter.note("job_done's URL is known now: setting SPOTCRON_JOB_DONE_URL on the functions")
+            reporter.note("the functions' URLs are known now: setting SPOTCRON_JOB_DONE_URL and "
+                          "SPOTCRON_CREDENTIALS_URL on the functions")
     raise DeployFailed(f"deploy did not converge in {max_passes} passes; run deploy again", result)

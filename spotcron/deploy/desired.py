@@ -38,8 +38,8 @@ MEMORY = "256M"
 # walk many VMs and records; job_done deletes one VM.
 # The dispatcher must be done well inside its minute; two may overlap, and its cursor's
 # precondition keeps them from doubling a tick.
-TIMEOUT_S = {"start_job": 120, "sweep": 300, "job_done": 120, "dispatch": 50}
-MAX_INSTANCES = {"start_job": 20, "sweep": 1, "job_done": 20, "dispatch": 2}
+TIMEOUT_S = {"start_job": 120, "sweep": 300, "job_done": 120, "dispatch": 50, "credentials": 30}
+MAX_INSTANCES = {"start_job": 20, "sweep": 1, "job_done": 20, "dispatch": 2, "credentials": 20}
 # A failed start is retried by Pub/Sub (the run id makes it idempotent and starting_deadline
 # bounds it); a failed sweep is not, the next tick comes anyway; nor a failed dispatch, whose
 # cursor went back so that the next minute catches up.
@@ -56,7 +56,7 @@ SCHEDULER_RETRY = {"retry_count": 3, "min_backoff_s": 10, "max_backoff_s": 60, "
 UTC = "Etc/UTC"
 
 
-def function_environment(settings: Settings, job_done_url: str) -> dict[str, str]:
+def function_environment(settings: Settings, job_done_url: str, credentials_url: str = "") -> dict[str, str]:
     """SPOTCRON_* variables that let the functions rebuild these Settings with load_settings."""
     env: dict[str, str] = {}
     for name in Settings.model_fields:
@@ -65,6 +65,8 @@ def function_environment(settings: Settings, job_done_url: str) -> dict[str, str
         value: Any = getattr(settings, name)
         if name == "job_done_url":
             value = job_done_url
+        elif name == "credentials_url":
+            value = credentials_url
         if isinstance(value, tuple):
             value = ",".join(value)
         elif isinstance(value, BaseModel):  # limits: JSON, read back by settings.env_overrides
@@ -171,10 +173,11 @@ def policies(granted: Iterable[Binding]) -> list[Resource]:
             for target, roles in sorted(by_target.items())]
 
 
-def desired_state(settings: Settings, jobs: Iterable[JobSpec], source_object: str, job_done_url: str) -> State:
-    """Everything that should exist. `job_done_url` is "" until job_done has been deployed once."""
+def desired_state(settings: Settings, jobs: Iterable[JobSpec], source_object: str, job_done_url: str,
+                  credentials_url: str = "") -> State:
+    """Everything that should exist. The URLs are "" until their functions have been deployed once."""
     names = Names.of(settings)
-    env = function_environment(settings, job_done_url)
+    env = function_environment(settings, job_done_url, credentials_url)
     resources = [_bucket(settings)]
     topics = (*names.topics, names.dispatch_topic) if names.shared else names.topics
     resources += [Resource(TOPIC, topic, {"labels": dict(MANAGED_LABELS)}) for topic in topics]

@@ -56,32 +56,39 @@ def bindings(names: Names) -> list[Binding]:
                 "attach the VM account to the VMs it creates (on that account only)"),
         Binding(bucket, "roles/storage.objectAdmin", functions, "write run records, replay guards, the results page"),
     ]
-    out += [Binding(policy_name(POLICY_TOPIC, topic), "roles/pubsub.publisher", functions,
-                    "publish run events and re-queue starts")
-            for topic in names.topics]
+    out.append(Binding(policy_name(POLICY_TOPIC, names.events_topic), "roles/pubsub.publisher", functions,
+                       "publish run events"))
+    if names.shared:
+        # Only the dispatcher publishes start and sweep messages; with an entry per job, Cloud
+        # Scheduler publishes them itself and no function needs to (a function that could would
+        # be one more way to start runs).
+        out += [Binding(policy_name(POLICY_TOPIC, topic), "roles/pubsub.publisher", functions,
+                        "the dispatcher publishes the start and sweep messages of each minute")
+                for topic in (names.start_topic, names.sweep_topic)]
     out += [Binding(policy_name(POLICY_FUNCTION, function_id(fn)), "roles/run.invoker", functions,
                     "Eventarc pushes Pub/Sub messages to the function as this account")
             for fn in ("start_job", "sweep", "dispatch") if fn in names.functions]
     out += [
-        # Not objectCreator + objectViewer: a checkpoint sync replaces and deletes objects it
-        # wrote earlier, and replacing an object needs storage.objects.delete as well as create.
-        Binding(bucket, "roles/storage.objectUser", vm,
-                "upload logs and results; sync (replace, delete) and restore checkpoints"),
+        # No storage role at all: the runner's only storage credential is the broker's token,
+        # limited to its own attempt's objects and its run's checkpoint (engine/broker.py).
         Binding(project, "roles/logging.logWriter", vm, "ship the container's output to Cloud Logging"),
         Binding(project, "roles/artifactregistry.reader", vm, "pull the job's image"),
         Binding(policy_name(POLICY_FUNCTION, function_id("job_done")), "roles/run.invoker", vm,
                 "call job_done when the job ends (on job_done only)"),
+        Binding(policy_name(POLICY_FUNCTION, function_id("credentials")), "roles/run.invoker", vm,
+                "ask the credentials broker for its attempt's storage token (on that function only)"),
         Binding(project, "roles/logging.logWriter", build, "write the functions' build logs"),
         Binding(project, "roles/artifactregistry.writer", build, "store the functions' built images"),
-        Binding(project, "roles/storage.objectViewer", build,
-                "read the uploaded source from the gcf-v2-sources bucket that Cloud Functions creates"),
+        # On the results bucket only, where deploy uploads the source archive the functions are
+        # built from (deploy/source-*.zip): never a project-wide storage role.
+        Binding(bucket, "roles/storage.objectViewer", build, "read the functions' source archive to build them"),
     ]
     return out
 
 
 # Roles earlier versions granted and no binding uses any more: still managed, so that a deploy
 # revokes them from our accounts instead of leaving them behind.
-RETIRED_ROLES = frozenset({"roles/storage.objectCreator"})
+RETIRED_ROLES = frozenset({"roles/storage.objectCreator", "roles/storage.objectUser"})
 
 
 def managed_roles(names: Names) -> frozenset[str]:

@@ -18,6 +18,10 @@ FUNCTIONS: dict[str, tuple[str, str]] = {
     "start_job": ("spotcron-start-job", "start_job"),
     "sweep": ("spotcron-sweep", "sweep"),
     "job_done": ("spotcron-job-done", "job_done"),
+    # The credentials broker (engine/broker.py): its own function so that its URL, and so the
+    # audience of the identity tokens it accepts, is its own (Cloud Run checks the audience
+    # against the service's URL, so a route under job_done could not have one).
+    "credentials": ("spotcron-credentials", "credentials"),
     "dispatch": ("spotcron-dispatch", "dispatch"),  # scheduling: shared only
 }
 SHARED_ONLY = frozenset({"dispatch"})

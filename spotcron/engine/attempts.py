@@ -35,6 +35,7 @@ def build_request(record: RunRecord, spec: JobSpec, attempt: Attempt, deps: Deps
         command=list(spec.command) if spec.command else None, args=list(spec.args), env=dict(spec.env),
         results_path=spec.results, checkpoint_path=spec.checkpoint, bucket=deps.blobs.bucket,
         prefix=layout.run_prefix(record.job, record.run_id), job_done_url=settings.job_done_url,
+        credentials_url=settings.credentials_url,
         deadline=now + timedelta(seconds=spec.timeout + settings.grace // 2), timeout_s=spec.timeout,
         gpu=GpuSpec(type=spec.machine.gpu.type, count=spec.machine.gpu.count) if spec.machine.gpu else None,
         local_command=list(spec.local.command) if spec.local else None,

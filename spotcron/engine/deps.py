@@ -9,7 +9,7 @@ from typing import Any
 
 from spotcron.core.runs import RunRecord
 from spotcron.core.settings import Settings
-from spotcron.engine.ports import Blobs, Clock, Compute, Events, Identity
+from spotcron.engine.ports import Blobs, Clock, Compute, Events, Identity, Minter
 from spotcron.engine.store import RunStore
 
 log = logging.getLogger("spotcron.engine")
@@ -29,6 +29,7 @@ class Deps:
     user_data: Callable[[], str] = lambda: ""  # the cloud-init document every VM boots with
     run_cost: CostFn | None = None
     on_run_end: list[RunEndHook] = field(default_factory=list)
+    minter: Minter | None = None  # the credentials broker's: storage tokens for one attempt's prefix
 
     @property
     def store(self) -> RunStore:

@@ -8,7 +8,7 @@ Implementations raise only the exceptions of `spotcron.core.errors`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
@@ -146,6 +146,15 @@ class Identity(Protocol):
 
         Checks signature, expiry and audience; raises InvalidToken otherwise.
         """
+        ...
+
+
+@runtime_checkable
+class Minter(Protocol):
+    """Mints storage tokens limited to Credential Access Boundary rules (the credentials broker)."""
+
+    def mint(self, rules: Sequence[Mapping[str, Any]]) -> tuple[str, int]:
+        """A token limited to `rules` and its lifetime in seconds; Transient when none can be had now."""
         ...
 
 

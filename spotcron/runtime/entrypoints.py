@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from spotcron.core.errors import Transient
+from spotcron.engine.broker import grant
 from spotcron.engine.deployed import Refused, SpecStore
 from spotcron.engine.deps import Deps
 from spotcron.engine.dispatch import DispatchState, dispatch
@@ -94,6 +95,20 @@ def handle_job_done(authorization: str | None, body: Any) -> tuple[dict[str, Any
     level = logging.INFO if reply.status < 400 else logging.WARNING
     log.log(level, "job_done: %s %s", reply.status, reply.body.get("error") or reply.body.get("state"),
             extra={"fields": {"status": reply.status, **{k: v for k, v in reply.body.items() if k != "details"}}})
+    return reply.body, reply.status
+
+
+def handle_credentials(authorization: str | None) -> tuple[dict[str, Any], int]:
+    """credentials: the broker. 200 {access_token, expires_in} for the live attempt's VM, else 4xx."""
+    try:
+        reply = grant(current(), authorization)
+    except (Transient, RecordConflict) as exc:
+        log.warning("credentials: try again later: %s", exc)
+        return {"error": f"temporarily unavailable: {exc}", "retry": True}, 503
+    if reply.status >= 400:
+        log.warning("credentials: refused (%s): %s", reply.status, reply.body.get("error"),
+                    extra={"fields": {"event": "credentials_refused", "security": True, "status": reply.status,
+                                      "reason": reply.body.get("error")}})
     return reply.body, reply.status
 
 

@@ -17,6 +17,7 @@ def google_deps(environ: Mapping[str, str]) -> Deps:
     from spotcron.cost.billing import cost_function
     from spotcron.engine.clock import SystemClock
     from spotcron.gcp.compute import GoogleCompute
+    from spotcron.gcp.downscoped import DownscopedMinter
     from spotcron.gcp.identity import GoogleIdentity
     from spotcron.gcp.pubsub import PubSubEvents
     from spotcron.gcp.storage import GcsBlobs
@@ -32,4 +33,5 @@ def google_deps(environ: Mapping[str, str]) -> Deps:
         clock=SystemClock(),
         user_data=functools.cache(render_user_data),
         run_cost=cost_function(environ.get("SPOTCRON_PRICES"), settings.region),
+        minter=DownscopedMinter(),
     )

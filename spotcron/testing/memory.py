@@ -12,7 +12,7 @@ import itertools
 import json
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -243,6 +243,22 @@ class Published:
     topic: str
     data: Mapping[str, Any]
     attributes: Mapping[str, str] = field(default_factory=dict)
+
+
+class MemoryMinter:
+    """The broker's Minter in memory: opaque tokens that remember the rules they were minted for."""
+
+    def __init__(self, lifetime_s: int = 3600):
+        self.lifetime_s = lifetime_s
+        self.minted: list[tuple[str, list[dict[str, Any]]]] = []
+
+    def mint(self, rules: Sequence[Mapping[str, Any]]) -> tuple[str, int]:
+        token = f"memory-token-{len(self.minted) + 1}"
+        self.minted.append((token, [dict(rule) for rule in rules]))
+        return token, self.lifetime_s
+
+    def rules_of(self, token: str) -> list[dict[str, Any]]:
+        return next(rules for minted, rules in self.minted if minted == token)
 
 
 class MemoryEvents:

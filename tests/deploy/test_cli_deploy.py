@@ -66,7 +66,7 @@ def test_dry_run_prints_the_diff_and_changes_nothing(invoke, cloud: FakeCloud) -
     assert "+ create scheduler_job spotcron-bot" in lines
     assert "~ update iam_policy function:spotcron-job-done" in lines
     assert f"    + roles/run.invoker serviceAccount:spotcron-vm@{PROJECT}.iam.gserviceaccount.com" in lines
-    assert "Plan: 18 to create, 9 to update, 0 to delete." in lines
+    assert "Plan: 19 to create, 8 to update, 0 to delete." in lines
     assert lines[-1] == "Dry run: nothing was changed. Apply with `make deploy` (spotcron deploy)."
     assert not cloud.changing_calls()
 
@@ -99,10 +99,10 @@ def test_answering_yes_deploys(invoke, context: DeployContext, cloud: FakeCloud)
 def test_yes_deploys_and_a_second_run_has_nothing_to_do(invoke, cloud: FakeCloud) -> None:
     first = invoke("--yes", "--concurrency", "4")
     assert first.exit_code == 0, first.output
-    assert "job_done's URL is known now: setting SPOTCRON_JOB_DONE_URL on the functions" in first.output
-    assert "Deployed: 30 changes in " in first.output
+    assert "the functions' URLs are known now: setting SPOTCRON_JOB_DONE_URL and" in first.output
+    assert "Deployed: 31 changes in " in first.output
     assert first.output.splitlines()[-1] == f"Runs and results: spotcron runs --bucket gs://{BUCKET}"
-    assert len(cloud.scheduler.jobs) == 4 and len(cloud.functions.functions) == 3
+    assert len(cloud.scheduler.jobs) == 4 and len(cloud.functions.functions) == 4
     cloud.reset_log()
     second = invoke("--yes")
     assert second.exit_code == 0

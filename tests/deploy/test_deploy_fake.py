@@ -37,8 +37,10 @@ def test_first_deploy_builds_the_whole_stack(deployer: Deployer, cloud: FakeClou
     # Pass 1 creates everything; pass 2 only gives the functions job_done's URL.
     assert len(result.passes) == 2 and all(p.ok for p in result.passes)
     assert sorted(a.title for a in result.passes[1].done) == [
-        "update function spotcron-job-done", "update function spotcron-start-job", "update function spotcron-sweep"]
-    assert deployer.reporter.notes == ["job_done's URL is known now: setting SPOTCRON_JOB_DONE_URL on the functions"]
+        "update function spotcron-credentials", "update function spotcron-job-done",
+        "update function spotcron-start-job", "update function spotcron-sweep"]
+    assert deployer.reporter.notes == ["the functions' URLs are known now: setting SPOTCRON_JOB_DONE_URL and "
+                                       "SPOTCRON_CREDENTIALS_URL on the functions"]
 
     entries = cloud.scheduler.entries()
     assert sorted(entries) == ["spotcron-benchmark", "spotcron-bot", "spotcron-nightly", "spotcron-sweep"]
@@ -93,8 +95,7 @@ def test_deployed_iam_is_least_privilege(deployer: Deployer, cloud: FakeCloud) -
         "roles/logging.logWriter": [f"serviceAccount:{BUILD}", VM],
         "roles/artifactregistry.reader": [VM],
         "roles/artifactregistry.writer": [f"serviceAccount:{BUILD}"],
-        "roles/storage.objectViewer": [f"serviceAccount:{BUILD}"],
-    }
+    }  # no storage role on the project: the build reads the source on the results bucket only
     run = cloud.functions.run_policies
     assert run.members(f"{LOCATION}/services/spotcron-job-done", "roles/run.invoker") == {VM}
     assert run.members(f"{LOCATION}/services/spotcron-start-job", "roles/run.invoker") == {FUNCTIONS}
@@ -150,9 +151,9 @@ def test_no_change_plan_lists_once_per_kind(deployer: Deployer, cloud: FakeCloud
         ("storage", "GET", f"/storage/v1/b/{BUCKET}/o"): 1,
         ("storage", "GET", f"/storage/v1/b/{BUCKET}/iam"): 1,
         ("resourcemanager", "POST", "getIamPolicy"): 1,
-        ("pubsub", "GET", "getIamPolicy"): 3,
+        ("pubsub", "GET", "getIamPolicy"): 1,  # the events topic: no function publishes starts
         ("iam", "GRPC", "/google.iam.admin.v1.IAM/GetIamPolicy"): 1,
-        ("run", "GET", "getIamPolicy"): 3,
+        ("run", "GET", "getIamPolicy"): 4,
     })
     assert not cloud.changing_calls()
 
@@ -260,7 +261,7 @@ def test_interrupted_apply_converges_when_run_again(deployer: Deployer, cloud: F
     assert deployer.plan(jobs).actions == []
     full = cloud.state()
     assert sorted(full["jobs"]) == ["spotcron-benchmark", "spotcron-bot", "spotcron-nightly", "spotcron-sweep"]
-    assert len(full["functions"]) == 3 and len(full["topics"]) == 3 and len(full["accounts"]) == 3
+    assert len(full["functions"]) == 4 and len(full["topics"]) == 3 and len(full["accounts"]) == 3
     if after_calls <= 35:  # these stop inside the first pass: the stack was really half-built
         assert half != full
 
@@ -273,7 +274,7 @@ def test_lost_answers_are_adopted_not_duplicated(deployer: Deployer, cloud: Fake
     # phase get them depends on thread timing).
     deployer.deploy(jobs, caller=quick_caller(attempts=13))
     assert deployer.plan(jobs).actions == []
-    assert len(cloud.scheduler.jobs) == 4 and len(cloud.functions.functions) == 3
+    assert len(cloud.scheduler.jobs) == 4 and len(cloud.functions.functions) == 4
     assert any(c.status == 409 for c in cloud.calls())  # the adopting path really ran
 
 
@@ -338,7 +339,7 @@ def test_new_source_rebuilds_functions_and_drops_the_old_archive(deployer: Deplo
     deployer.source = build_source(make_source_root(tmp_path / "v2", main="def start_job(e):\n    return 2\n"))
     actions = deployer.plan(jobs).actions
     assert sorted((a.kind, a.resource_type) for a in actions) == [
-        ("create", SOURCE), ("delete", SOURCE)] + [("update", FUNCTION)] * 3
+        ("create", SOURCE), ("delete", SOURCE)] + [("update", FUNCTION)] * 4
     assert all(set(a.changes) == {"source"} for a in actions if a.resource_type == FUNCTION)
     deployer.deploy(jobs)
     assert [name for (_, name) in cloud.storage.objects if name.startswith("deploy/")] == [deployer.source.object_name]
@@ -356,7 +357,7 @@ def test_failed_function_build_is_deployed_again(deployer: Deployer, cloud: Fake
     actions = deployer.plan(jobs).actions
     # Each failed function is deployed again, whole (its fields matched; only its state did not).
     assert {a.name for a in actions if a.resource_type == FUNCTION and "healthy" in a.changes} == {
-        "spotcron-job-done", "spotcron-start-job", "spotcron-sweep"}
+        "spotcron-credentials", "spotcron-job-done", "spotcron-start-job", "spotcron-sweep"}
     deployer.deploy(jobs)
     assert {f["state"] for f in cloud.functions.functions.values()} == {"ACTIVE"}
     assert deployer.plan(jobs).actions == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -122,18 +123,16 @@ def test_bindings_are_least_privilege() -> None:
         (project, "roles/compute.instanceAdmin.v1", FUNCTIONS),
         ("service_account:spotcron-vm@demo-proj.iam.gserviceaccount.com", "roles/iam.serviceAccountUser", FUNCTIONS),
         (bucket, "roles/storage.objectAdmin", FUNCTIONS),
-        ("topic:spotcron-start", "roles/pubsub.publisher", FUNCTIONS),
-        ("topic:spotcron-sweep", "roles/pubsub.publisher", FUNCTIONS),
         ("topic:spotcron-events", "roles/pubsub.publisher", FUNCTIONS),
         ("function:spotcron-start-job", "roles/run.invoker", FUNCTIONS),
         ("function:spotcron-sweep", "roles/run.invoker", FUNCTIONS),
-        (bucket, "roles/storage.objectUser", VM),
         (project, "roles/logging.logWriter", VM),
         (project, "roles/artifactregistry.reader", VM),
         ("function:spotcron-job-done", "roles/run.invoker", VM),
+        ("function:spotcron-credentials", "roles/run.invoker", VM),
         (project, "roles/logging.logWriter", BUILD),
         (project, "roles/artifactregistry.writer", BUILD),
-        (project, "roles/storage.objectViewer", BUILD),
+        (bucket, "roles/storage.objectViewer", BUILD),
     }
     assert security_problems(bindings(Names.of(make_settings()))) == []
     assert all(b.why for b in bindings(Names.of(make_settings())))
@@ -161,29 +160,17 @@ def test_plan_from_nothing_grants_nothing_public_or_primitive(state) -> None:
     granted = [Binding(a.name, role, m, "")
                for a in plan(state, {}) if a.resource_type == IAM_POLICY
                for role, (old, new) in a.changes.items() for m in set(new) - set(old)]
-    assert len(granted) == 15
+    assert len(granted) == 13
     assert security_problems(granted) == []
     job_done = [b for b in granted if b.target == "function:spotcron-job-done"]
     assert [(b.role, b.member) for b in job_done] == [("roles/run.invoker", VM)]
 
 
-# What the runner does in the bucket (vm_images/runner/runner.sh), and the permissions it takes:
-# replacing an existing object needs storage.objects.delete as well as create.
-_RUNNER_NEEDS = {"storage.objects.create", "storage.objects.delete", "storage.objects.get", "storage.objects.list"}
-_BUCKET_ROLE_PERMISSIONS = {  # from Google's IAM role reference, object permissions only
-    "roles/storage.objectCreator": {"storage.objects.create"},
-    "roles/storage.objectViewer": {"storage.objects.get", "storage.objects.list"},
-    "roles/storage.objectUser": {"storage.objects.create", "storage.objects.delete", "storage.objects.get",
-                                 "storage.objects.list", "storage.objects.update", "storage.objects.restore"},
-}
-
-
-def test_vm_account_can_replace_and_delete_its_checkpoint_objects() -> None:
-    """A checkpoint sync re-uploads changed files and deletes removed ones under the same names."""
-    roles = [b.role for b in bindings(Names.of(make_settings()))
-             if b.member == VM and b.target == "bucket:demo-proj-spotcron"]
-    granted = set().union(*(_BUCKET_ROLE_PERMISSIONS[role] for role in roles))
-    assert granted >= _RUNNER_NEEDS, f"missing {sorted(_RUNNER_NEEDS - granted)}"
+def test_the_vm_account_holds_no_storage_role_anywhere() -> None:
+    """Its storage token comes from the broker, limited to its attempt (tests/security/test_broker.py)."""
+    for shared in (False, True):
+        names = dataclasses.replace(Names.of(make_settings()), shared=shared)
+        assert not [b for b in bindings(names) if b.member == VM and b.role.startswith("roles/storage.")]
 
 
 def test_roles_earlier_versions_granted_the_vm_are_revoked(state) -> None:
@@ -201,10 +188,10 @@ def test_roles_earlier_versions_granted_the_vm_are_revoked(state) -> None:
     target = "bucket:demo-proj-spotcron"
     [action] = [a for a in plan(state, {(IAM_POLICY, target): Resource(IAM_POLICY, target, view)})
                 if a.name == target]
+    # The VM account holds no storage role any more (the broker mints its tokens).
     assert action.changes == {
         "roles/storage.objectCreator": ((VM,), ()),
-        "roles/storage.objectUser": ((), (VM,)),
-        "roles/storage.objectViewer": ((VM,), ()),
+        "roles/storage.objectViewer": ((VM,), (BUILD,)),  # the build reads its source here now
     }
 
 

@@ -59,8 +59,9 @@ def test_switching_modes_both_ways_leaves_nothing_behind(deployer: Deployer, clo
         (CREATE, TOPIC, "spotcron-dispatch"),
         (DELETE, SCHEDULER_JOB, "spotcron-benchmark"), (DELETE, SCHEDULER_JOB, "spotcron-bot"),
         (DELETE, SCHEDULER_JOB, "spotcron-nightly"), (DELETE, SCHEDULER_JOB, "spotcron-sweep")]
+    # The dispatcher publishes starts and sweeps: only shared mode gives the functions that right.
     assert [(a.kind, a.name) for a in to_shared if a.resource_type == "iam_policy"] == [
-        (UPDATE, "function:spotcron-dispatch")]
+        (UPDATE, "topic:spotcron-start"), (UPDATE, "topic:spotcron-sweep"), (UPDATE, "function:spotcron-dispatch")]
     # The new entry fires only once its function and invoker binding exist; the old entries go last.
     phases = {(a.kind, a.resource_type, a.name): a.phase for a in to_shared}
     assert phases[(CREATE, SCHEDULER_JOB, "spotcron-dispatch")] > phases[(CREATE, FUNCTION, "spotcron-dispatch")]

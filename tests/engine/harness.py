@@ -23,10 +23,11 @@ from spotcron.engine.messages import TICK_ATTRIBUTE, format_tick
 from spotcron.local.signer import instance_claims
 from spotcron.runtime import entrypoints
 from spotcron.testing.identity import ClockedIdentity
-from spotcron.testing.memory import FakeClock, MemoryBlobs, MemoryCompute, MemoryEvents
+from spotcron.testing.memory import FakeClock, MemoryBlobs, MemoryCompute, MemoryEvents, MemoryMinter
 
 SOURCE = str(Path(__file__).resolve().parents[2] / "functions" / "main.py")
 JOB_DONE_URL = "https://us-central1-proj.cloudfunctions.net/job_done"
+CREDENTIALS_URL = "https://us-central1-proj.cloudfunctions.net/credentials"
 ZONES = ("us-central1-a", "us-central1-b", "us-central1-c")
 
 _apps: dict[str, Any] = {}
@@ -54,9 +55,11 @@ class Harness:
         self.events = MemoryEvents()
         self.identity = ClockedIdentity(self.clock)
         self.settings = Settings(project="proj", zones=ZONES, bucket="proj-results", job_done_url=JOB_DONE_URL,
-                                 **settings)
+                                 credentials_url=CREDENTIALS_URL, **settings)
+        self.minter = MemoryMinter()
         self.deps = Deps(settings=self.settings, compute=self.compute, blobs=self.blobs, events=self.events,
-                         identity=self.identity, clock=self.clock, user_data=lambda: "#cloud-config\n")
+                         identity=self.identity, clock=self.clock, user_data=lambda: "#cloud-config\n",
+                         minter=self.minter)
         entrypoints.use(self.deps)
         self._delivered = 0
 
@@ -115,15 +118,21 @@ class Harness:
     # --- the VM's side -----------------------------------------------------------------------
     def token(self, job: str, run_id: str, attempt: int = 1, *, zone: str | None = None, audience: str = JOB_DONE_URL,
               email: str | None = None, project: str = "proj", instance_name: str | None = None,
-              lifetime_s: int = 3600, issuer: ClockedIdentity | None = None) -> str:
+              lifetime_s: int = 3600, issuer: ClockedIdentity | None = None, instance_id: str | None = None) -> str:
         name = instance_name or vm_name(job, run_id, attempt)
         if zone is None:
             record = self.record(job, run_id)
             zone = next(a.zone for a in record.attempts if a.number == attempt)
         claims = instance_claims(service_account=email or self.settings.vm_service_account_email,
                                  project_id=project, project_number=123, zone=f"projects/123/zones/{zone}",
-                                 instance_id="42", instance_name=name, created_at=self.clock.now())
+                                 instance_id=instance_id or self._instance_id(zone, name), instance_name=name,
+                                 created_at=self.clock.now())
         return (issuer or self.identity).issue(audience, claims, lifetime_s=lifetime_s)
+
+    def _instance_id(self, zone: str, name: str) -> str:
+        """The id Compute Engine gave the VM (the metadata server puts it in the token); "42" if none."""
+        instance = self.compute._instances.get((zone, name))  # not get_instance: tests count those calls
+        return instance.instance_id if instance is not None else "42"
 
     def upload(self, job: str, run_id: str, attempt: int = 1, *, exit_code: int = 0, manifest: bool = True) -> None:
         """What the runner writes to the bucket before calling back."""
