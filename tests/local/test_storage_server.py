@@ -188,3 +188,22 @@ def test_stop_ends_idle_keep_alive_connections(tmp_path):
 
     lingering = [t for t in set(threading.enumerate()) - before if t.is_alive() and "storage" in t.name]
     assert lingering == []
+
+
+def test_ranged_downloads_send_only_the_range(bucket):
+    control = _api(bucket, bucket.full_token())
+    data = bytes(range(256)) * 64
+    assert _put(control, "logs.txt", data).status == 200
+    path = f"/download/storage/v1/b/{BUCKET}/o/logs.txt"
+
+    def get(spec: str):
+        return control.call("GET", path, {"alt": "media"}, headers={"Range": spec})
+
+    first = get("bytes=100-199")
+    assert (first.status, first.headers["content-range"], first.body) == (206, "bytes 100-199/16384", data[100:200])
+    tail = get("bytes=-10")
+    assert (tail.status, tail.body) == (206, data[-10:])
+    rest = get("bytes=16000-")
+    assert (rest.status, rest.body) == (206, data[16000:])
+    assert get("bytes=16384-16400").status == 416
+    assert control.call("GET", path, {"alt": "media"}).body == data
