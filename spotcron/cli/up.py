@@ -112,7 +112,7 @@ def _once(stack, specs, timeout: float, out) -> int:
         out.print(f"[red]{len(unfinished) + missing} run(s) did not finish within {timeout:.0f}s[/]")
     ok = len(records) - len(failed)
     out.print(f"{ok}/{len(runs)} runs succeeded. Results: `spotcron runs`, `spotcron results RUN`, "
-              f"or {stack.state_dir}/bucket/.")
+              "or the results page: `spotcron page --open`.")
     return 0 if not failed and not missing else 1
 
 
