@@ -89,7 +89,7 @@ def test_page_lists_recent_runs_newest_first_with_links(records_by_job, charts):
     assert "runs/hello-bot/20261123-1400/attempt-2/manifest.json" not in html
     assert '<span class="state succeeded">succeeded</span>' in html
     assert '<td class="num">1m05s</td>' in html  # container time
-    assert '<td class="num">$0.0002</td>' in html
+    assert '<td class="num">$0.00023</td>' in html
     assert "<td>gpu</td>" in html  # matrix entries show their configuration
     assert "<th>configuration</th>" in html[:html.index('id="job-hello-bot"')]
     assert "<th>configuration</th>" not in bot  # a plain job has none

@@ -153,14 +153,14 @@ class UpView:
 
 def ended_detail(record: Any, event: Mapping[str, Any]) -> str:
     """`in 12s, $0.0001, exit 0` (+ the reason when it did not succeed)."""
-    from spotcron.present.views import format_cost
+    from spotcron.present.views import format_usd
 
     if record is None:
         return str(event.get("reason") or "")
     parts = []
     if record.duration_seconds is not None:
         parts.append(f"in {format_duration(record.duration_seconds)}")
-    parts.append(format_cost(record.cost_usd))
+    parts.append(format_usd(record.cost_usd))
     if record.exit_code is not None:
         parts.append(f"exit {record.exit_code}")
     text = ", ".join(parts)

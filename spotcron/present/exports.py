@@ -16,20 +16,10 @@ from spotcron.core.durations import format_duration
 from spotcron.present.history import BenchmarkHistory
 from spotcron.present.report import BenchmarkReport, ConfigRow
 from spotcron.present.stats import Ratio, Spread
+from spotcron.present.views import format_usd
 
 FORMATS = ("table", "md", "csv", "json")
 MARKS = "~ = the interval includes 1.00x: the spread does not support a difference; ? = under 2 runs, no interval"
-
-
-def format_usd(value: float | None) -> str:
-    """$12.35, $0.0508, $0.00022: cents for dollars, four decimals for cents, two digits below."""
-    if value is None:
-        return "-"
-    if value >= 1:
-        return f"${value:,.2f}"
-    if value >= 0.001:
-        return f"${value:.4f}"
-    return f"${value:.2g}" if value > 0 else "$0"
 
 
 def format_seconds(value: float | None) -> str:

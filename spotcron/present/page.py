@@ -22,6 +22,7 @@ from spotcron.core import layout
 from spotcron.core.durations import format_duration
 from spotcron.core.runs import RunRecord, RunState
 from spotcron.present.summary import PageSummary, ids_since, summarize, window_start
+from spotcron.present.views import format_usd
 
 DEFAULT_LIMIT = 20
 SUMMARY_READS = 2000  # per job: the newest runs of the summary's window that `spotcron page` reads
@@ -154,8 +155,8 @@ def page_records(store: Any, now: datetime, limit: int = DEFAULT_LIMIT, summary_
 def _summary_section(summary: PageSummary) -> str:
     rows = [("jobs", f"{summary.jobs} ({summary.runs} runs on record)")]
     rows += [(f"succeeded, last {rate.days} days", rate.text()) for rate in summary.rates]
-    rows.append((f"spent in {summary.month}", _usd(summary.spent_this_month)))
-    projected = _usd(summary.projected_month) if summary.projected_month is not None else "-"
+    rows.append((f"spent in {summary.month}", format_usd(summary.spent_this_month)))
+    projected = format_usd(summary.projected_month)
     rows.append(("projected for the month", f"{projected} ({summary.projection_basis})"))
     items = "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in rows)
     sampled = (f"Rates and spend come from the newest {summary.sampled} runs of each job; "
@@ -202,7 +203,7 @@ def _job_section(job: str, records: Sequence[RunRecord], limit: int, total: int 
     return (
         f'<h2 id="job-{escape(job)}">{escape(job)}</h2>'
         f'<p class="meta">Showing {shown}; of these, {succeeded} of {ended} ended runs succeeded; '
-        f"they cost {_usd(shown_cost)}.</p>"
+        f"they cost {format_usd(shown_cost)}.</p>"
         f"<table><thead><tr><th>run</th>{configuration}<th>state</th><th>started (UTC)</th>"
         '<th class="num">duration</th><th class="num">attempts</th><th class="num">cost</th>'
         '<th class="num">exit</th><th>reason</th><th>links</th>'
@@ -221,7 +222,7 @@ def _run_row(record: RunRecord, matrix: bool) -> str:
         escape(record.created_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M")),
         escape(format_duration(duration)) if duration is not None else "-",
         str(len(record.attempts)),
-        _usd(record.cost_usd) if record.cost_usd is not None else "-",
+        format_usd(record.cost_usd),
         str(record.exit_code) if record.exit_code is not None else "-",
         escape(record.reason or "") if record.state != RunState.SUCCEEDED else "",
         " ".join(_links(record)),
@@ -271,7 +272,3 @@ def _link(path: str, label: str) -> str:
     return f'<a href="{escape(path, quote=True)}">{escape(label)}</a>'
 
 
-def _usd(value: float) -> str:
-    if value >= 1:
-        return f"${value:,.2f}"
-    return f"${value:.4f}" if value > 0 else "$0"

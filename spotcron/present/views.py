@@ -33,9 +33,17 @@ RUN_COLUMNS = ("job", "run", "status", "attempts", "started (UTC)", "duration", 
 # --- cells -------------------------------------------------------------------------------------
 
 
-def format_cost(cost_usd: float | None) -> str:
-    """`$0.0012`; '-' when the cost is not known (yet)."""
-    return UNKNOWN if cost_usd is None else f"${cost_usd:.4f}"
+def format_usd(value: float | None) -> str:
+    """Dollars, wherever people read them: $12.35, $0.0508, $0.00022, $0; '-' when not known (yet).
+
+    Cents for dollars, four decimals for cents, two significant digits below a tenth of a cent."""
+    if value is None:
+        return UNKNOWN
+    if value >= 1:
+        return f"${value:,.2f}"
+    if value >= 0.001:
+        return f"${value:.4f}"
+    return f"${value:.2g}" if value > 0 else "$0"
 
 
 def format_time(at: datetime | None) -> str:
@@ -157,7 +165,7 @@ def run_row(record: RunRecord, now: datetime) -> RunRow:
         started=format_time(started_at(record)),
         duration=duration_text(record, now),
         machine=machine_text(record),
-        cost=format_cost(record.cost_usd),
+        cost=format_usd(record.cost_usd),
         exit_code=UNKNOWN if record.exit_code is None else str(record.exit_code),
         reason=one_line(record.reason),
     )

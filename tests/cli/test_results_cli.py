@@ -489,7 +489,7 @@ def test_runs_reads_the_local_bucket(tmp_path, monkeypatch):
 
 
 def test_cells_for_unknowns_sizes_and_long_text():
-    assert views.format_cost(None) == "-" and views.format_cost(0.0) == "$0.0000" and views.format_cost(1.23456) == "$1.2346"
+    assert views.format_usd(None) == "-" and views.format_usd(0.0) == "$0" and views.format_usd(1.23456) == "$1.23"
     assert [views.format_size(n) for n in (None, 0, 1023, 1024, 5 * 1024**2, 3 * 1024**4)] == \
         ["-", "0 B", "1023 B", "1.0 KB", "5.0 MB", "3072.0 GB"]
     assert views.one_line(None) == "" and views.one_line("first line\n second") == "first line second"

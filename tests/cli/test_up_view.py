@@ -39,7 +39,7 @@ def test_a_pipe_gets_one_plain_line_per_run_start_and_end():
     assert lines == [
         "12:00:00 hello-bot/20260302-1200 started  VM sc-hello-bot-a1 in local-zone1-a",
         "12:00:00 crasher/20260302-1200 started  VM sc-crasher-a1 in local-zone1-a",
-        "12:00:00 hello-bot/20260302-1200 succeeded  in 1m00s, $0.0001, exit 0",
+        "12:00:00 hello-bot/20260302-1200 succeeded  in 1m00s, $0.00012, exit 0",
         "12:00:00 crasher/20260302-1200 failed  in 2s, $0.0001, exit 3: the container exited with code 3 "
         "Traceback (most recent call last): ...",
     ]
