@@ -38,6 +38,12 @@ def _coldstart(quick: bool) -> Section:
     return coldstart_bench.run(quick)
 
 
+def _report(quick: bool) -> Section:
+    from bench import report_bench
+
+    return report_bench.run(quick)
+
+
 def _scale(part: str) -> Callable[[bool], Section]:
     def run(quick: bool) -> Section:
         from bench import scale_bench
@@ -52,6 +58,7 @@ BENCHES: dict[str, tuple[str, Callable[[bool], Section]]] = {
     "cost": ("Cost", _cost),
     "coldstart": ("Cold start", _coldstart),
     "overhead": ("Billed overhead", _overhead),
+    "report": ("Report statistics", _report),
     "scale-sweep": ("Scale (a): sweep", _scale("scale-sweep")),
     "scale-deploy": ("Scale (b): deploy", _scale("scale-deploy")),
     "scale-local": ("Scale (c): local burst", _scale("scale-local")),

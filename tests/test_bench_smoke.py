@@ -20,7 +20,7 @@ from bench.__main__ import BENCHES, markdown, selected
 from bench.scale_bench import deploy_figures, timed_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
-MEASURED = ("cost", "coldstart", "overhead", "scale-sweep", "scale-local")
+MEASURED = ("cost", "coldstart", "overhead", "report", "scale-sweep", "scale-local")
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +53,15 @@ def test_every_section_prints_figures_beside_a_baseline(quick_run):
                 assert math.isfinite(figure[side]), f"{key}: {figure['name']}: {side} is {figure[side]}"
             assert figure["ratio"] is not None, f"{key}: {figure['name']} has no ratio"
     assert "Summary" in stdout and "ratio = spotcron / baseline" in stdout
+
+
+@pytest.mark.slow
+def test_report_section_measures_interval_coverage(quick_run):
+    _, sections, _ = quick_run
+    shares = [f for f in sections["report"]["figures"] if f["unit"] == "share"]
+    assert [f["name"] for f in shares] == ["coverage of the 95% interval, 3 runs a side",
+                                           "coverage of the 95% interval, 5 runs a side"]
+    assert all(0 <= f["spotcron"] <= 1 and f["baseline"] == 0.95 for f in shares)
 
 
 @pytest.mark.slow

@@ -14,18 +14,20 @@ and the regression flag of a history.
   median): Iglewicz and Hoaglin's modified z-score rule (|0.6745 (x − median) / MAD| > 3.5), with
   a floor so that a perfectly steady history does not flag noise of a few percent.
 
-Pure and deterministic: plain floats in, dataclasses out; `random.Random(seed)` is the only source
-of randomness and is created per call.
+Pure and deterministic: plain floats in, dataclasses out; a numpy Generator seeded with `SEED`,
+created per call, is the only source of randomness (vectorised: 4,000 resamples of 3,000 runs
+take about a second; `python -m bench --only report` times it).
 """
 
 from __future__ import annotations
 
 import math
-import random
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
+
+import numpy as np
 
 CONFIDENCE = 0.95
 RESAMPLES = 4000
@@ -109,17 +111,25 @@ def ratio_of_medians(sample: Sequence[float], base: Sequence[float], *, confiden
     value = statistics.median(sample) / base_median
     if len(sample) < 2 or len(base) < 2:
         return Ratio(value)
-    rng = random.Random(seed)
-    ratios = []
-    for _ in range(resamples):
-        denominator = statistics.median(rng.choices(base, k=len(base)))
-        if denominator != 0:
-            ratios.append(statistics.median(rng.choices(sample, k=len(sample))) / denominator)
+    rng = np.random.default_rng(seed)
+    numerators = _resampled_medians(np.asarray(sample, dtype=float), resamples, rng)
+    denominators = _resampled_medians(np.asarray(base, dtype=float), resamples, rng)
+    keep = denominators != 0
+    ratios = sorted((numerators[keep] / denominators[keep]).tolist())
     if not ratios:
         return Ratio(value)
-    ratios.sort()
     tail = (1 - confidence) / 2
     return Ratio(value, _percentile(ratios, tail), _percentile(ratios, 1 - tail))
+
+
+def _resampled_medians(values: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """The medians of `resamples` resamples of `values` with replacement, a block at a time."""
+    block = max(1, 2_000_000 // len(values))  # about 16 MB of indices per block, however many runs
+    medians = []
+    for start in range(0, resamples, block):
+        picks = rng.integers(0, len(values), size=(min(block, resamples - start), len(values)))
+        medians.append(np.median(values[picks], axis=1))
+    return np.concatenate(medians)
 
 
 def _percentile(data: Sequence[float], q: float) -> float:
