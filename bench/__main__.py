@@ -44,6 +44,12 @@ def _report(quick: bool) -> Section:
     return report_bench.run(quick)
 
 
+def _uploads(quick: bool) -> Section:
+    from bench import upload_bench
+
+    return upload_bench.run(quick)
+
+
 def _scale(part: str) -> Callable[[bool], Section]:
     def run(quick: bool) -> Section:
         from bench import scale_bench
@@ -59,6 +65,7 @@ BENCHES: dict[str, tuple[str, Callable[[bool], Section]]] = {
     "coldstart": ("Cold start", _coldstart),
     "overhead": ("Billed overhead", _overhead),
     "report": ("Report statistics", _report),
+    "uploads": ("Uploads", _uploads),
     "scale-sweep": ("Scale (a): sweep", _scale("scale-sweep")),
     "scale-deploy": ("Scale (b): deploy", _scale("scale-deploy")),
     "scale-local": ("Scale (c): local burst", _scale("scale-local")),

@@ -20,7 +20,7 @@ from bench.__main__ import BENCHES, markdown, selected
 from bench.scale_bench import deploy_figures, timed_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
-MEASURED = ("cost", "coldstart", "overhead", "report", "scale-sweep", "scale-local")
+MEASURED = ("cost", "coldstart", "overhead", "report", "uploads", "scale-sweep", "scale-local")
 
 
 @pytest.fixture(scope="module")
