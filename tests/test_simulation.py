@@ -34,7 +34,7 @@ SEEDS = {
     13: datetime(2026, 10, 31, 12, tzinfo=UTC),  # America/New_York falls back on 1 November
 }
 FINAL = re.compile(r"^reliability: runs=(\d+) jobs=(\d+) succeeded=(\d+) leaked_vms=0 duplicate_vms=0 "
-                   r"missing_results=0 non_terminal=0$")
+                   r"missing_results=0 non_terminal=0 rogue_vms=0 foreign_writes=0$")
 
 
 @pytest.fixture(scope="module")
@@ -191,4 +191,4 @@ def test_the_reliability_map_names_tests_that_exist():
             problems.append(f"{path}::{test} has no case {case!r}")
     assert problems == []
     covered, total = reliability_coverage(root / "tests" / "RELIABILITY.md")
-    assert total == 57 and covered == total - page.count("| MISSING")
+    assert total == 69 and covered == total - page.count("| MISSING")

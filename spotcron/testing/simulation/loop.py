@@ -24,7 +24,8 @@ from spotcron.engine.messages import encode_start
 from spotcron.engine.ports import Instance, InstanceRequest
 from spotcron.runtime import entrypoints
 from spotcron.testing.identity import ClockedIdentity
-from spotcron.testing.memory import FakeClock
+from spotcron.testing.memory import FakeClock, MemoryMinter
+from spotcron.testing.simulation.adversary import Adversary, hostile_job
 from spotcron.testing.simulation.jobs import SimJob, make_jobs
 from spotcron.testing.simulation.ledger import Ledger
 from spotcron.testing.simulation.report import Report
@@ -40,6 +41,7 @@ from spotcron.testing.simulation.world import (
 )
 
 JOB_DONE_URL = "https://us-central1-sim-project.cloudfunctions.net/job_done"
+CREDENTIALS_URL = "https://us-central1-sim-project.cloudfunctions.net/credentials"
 ZONES = ("us-central1-a", "us-central1-b", "us-central1-c")
 MAX_DELIVERIES = 30  # then the message is dropped (a dead-letter topic would take it)
 INTERLEAVE_POINTS = (("create", 1), ("record", 1), ("record", 2), ("record", 3))
@@ -70,12 +72,16 @@ class Simulation:
         self.progress = progress
         self.dice = FaultDice(config.seed, config.faults)
         self.clock = FakeClock(config.start)
-        self.jobs = make_jobs(random.Random(config.seed), config.jobs)
+        if config.adversary:  # one of the jobs is the hostile one
+            self.jobs = make_jobs(random.Random(config.seed), config.jobs - 1) + [hostile_job()]
+        else:
+            self.jobs = make_jobs(random.Random(config.seed), config.jobs)
         self.by_name = {job.spec.name: job for job in self.jobs}
         # Limits sized for the simulated jobs: the month is about faults, and the guards have their
         # own tests (tests/security); the adversary's rogue messages must not get near them anyway.
         self.settings = Settings(project="sim-project", zones=ZONES, bucket="sim-results",
-                                 job_done_url=JOB_DONE_URL, sweep_interval=config.sweep_interval,
+                                 job_done_url=JOB_DONE_URL, credentials_url=CREDENTIALS_URL,
+                                 sweep_interval=config.sweep_interval,
                                  limits=Limits(max_live_vms=10_000, max_gpus=10_000, max_vm_hours_per_day=1e6))
         self.end_of_ticks = config.start + timedelta(days=config.days)
         self.end = self.end_of_ticks + timedelta(hours=config.drain_hours)
@@ -89,8 +95,11 @@ class Simulation:
         self.events = SimEvents(self.ledger.on_event)
         # 1024-bit: signing is most of a callback's cost, and a month has tens of thousands
         self.identity = ClockedIdentity(self.clock, key_size=1024)
+        self.minter = MemoryMinter()
         self.deps = Deps(settings=self.settings, compute=self.compute, blobs=self.blobs, events=self.events,
-                         identity=self.identity, clock=self.clock, user_data=lambda: "#cloud-config\n")
+                         identity=self.identity, clock=self.clock, user_data=lambda: "#cloud-config\n",
+                         minter=self.minter)
+        self.adversary = Adversary(self) if config.adversary else None
         self.checkpoints = Checkpoints(self)
         self.functions: Functions | None = None
         self.vms: dict[str, SimVm] = {}
@@ -138,6 +147,8 @@ class Simulation:
         while self.config.sweeps and at <= self.end:
             self.schedule(at, self._sweep)
             at += timedelta(seconds=self.settings.sweep_interval)
+        if self.adversary is not None:
+            self.adversary.schedule()
         for day in range(1, int(self.config.days) + 1):
             self.schedule(start + timedelta(days=day), lambda day=day: self._report_day(day))
 

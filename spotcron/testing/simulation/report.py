@@ -15,7 +15,7 @@ RELIABILITY_MAP = Path(__file__).resolve().parents[3] / "tests" / "RELIABILITY.m
 # Every one must be 0. The first four are the ones RELIABILITY.md names; the rest keep the books honest.
 INVARIANTS = ("leaked_vms", "duplicate_vms", "missing_results", "non_terminal", "double_finished",
               "record_mismatch", "missing_runs", "unexpected_runs", "stopped_lingering", "checkpoint_lost",
-              "dropped_messages", "unexpected_errors")
+              "dropped_messages", "unexpected_errors", "rogue_vms", "foreign_writes")
 
 
 @dataclass
@@ -38,11 +38,21 @@ class Report:
     @classmethod
     def build(cls, sim: Simulation, states: dict[str, int], wall_s: float) -> Report:
         ledger = sim.ledger
+        problems, extra = dict(ledger.problems), {}
+        if sim.adversary is not None:
+            adversary = sim.adversary
+            problems.update({k: v for k, v in (("rogue_vms", adversary.rogue_vms),
+                                               ("foreign_writes", adversary.foreign_writes)) if v})
+            extra = {"rogue messages": adversary.rogue_messages, "rogue VMs": adversary.rogue_vms,
+                     "hostile write attempts": adversary.attempted_writes,
+                     "foreign writes allowed": adversary.foreign_writes,
+                     "own tokens granted": adversary.tokens_granted,
+                     "foreign tokens refused": adversary.tokens_refused}
         return cls(days=sim.config.days, seed=sim.config.seed, jobs=len(sim.jobs), runs=len(ledger.seen),
-                   states=dict(sorted(states.items())), problems=dict(ledger.problems), details=list(ledger.details),
+                   states=dict(sorted(states.items())), problems=problems, details=list(ledger.details),
                    faults=dict(sorted(sim.dice.injected.items())), counts=dict(sorted(ledger.counts.items())),
                    errors=dict(ledger.errors), checkpoints_restored=sim.checkpoints.restored, wall_s=wall_s,
-                   coverage=reliability_coverage())
+                   coverage=reliability_coverage(), extra=extra)
 
     def invariant(self, name: str) -> int:
         return self.problems.get(name, 0)
@@ -65,6 +75,8 @@ class Report:
                f"checkpoints restored on a later attempt: {self.checkpoints_restored}"]
         if self.errors:
             out.append("function errors (500, redelivered): " + _pairs(self.errors))
+        if self.extra:
+            out.append("adversary: " + _pairs(self.extra))
         out.append("invariants: " + " ".join(f"{name}={self.invariant(name)}" for name in INVARIANTS))
         out.extend(f"  {detail}" for detail in self.details)
         if self.coverage is not None:
@@ -76,7 +88,8 @@ class Report:
     def final_line(self) -> str:
         return (f"reliability: runs={self.runs} jobs={self.jobs} succeeded={self.succeeded} "
                 f"leaked_vms={self.invariant('leaked_vms')} duplicate_vms={self.invariant('duplicate_vms')} "
-                f"missing_results={self.invariant('missing_results')} non_terminal={self.invariant('non_terminal')}")
+                f"missing_results={self.invariant('missing_results')} non_terminal={self.invariant('non_terminal')} "
+                f"rogue_vms={self.invariant('rogue_vms')} foreign_writes={self.invariant('foreign_writes')}")
 
 
 def _pairs(counts: dict[str, int]) -> str:

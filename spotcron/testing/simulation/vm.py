@@ -17,6 +17,7 @@ from spotcron.core import layout
 from spotcron.core.descriptor import METADATA_KEY, RunDescriptor
 from spotcron.engine.ports import Instance, InstanceRequest
 from spotcron.local.signer import instance_claims
+from spotcron.testing.simulation.adversary import HOSTILE
 
 if TYPE_CHECKING:
     from spotcron.testing.simulation.jobs import SimJob
@@ -118,6 +119,8 @@ class SimVm:
         now = self.sim.clock.now()
         self.started_at = now
         self.sim.checkpoints.restore(self)
+        if self.sim.adversary is not None and self.job.spec.name == HOSTILE:
+            self.sim.adversary.attack_from(self)
         end = now + timedelta(seconds=self.plan.runtime_s)
         # Like the runner: `timeout` counts from the container's start, the VM's deadline still wins.
         kill_at = min(now + timedelta(seconds=self.descriptor.timeout_s), self.descriptor.deadline)

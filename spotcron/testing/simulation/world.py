@@ -39,7 +39,7 @@ class FaultRates:
     region_stockouts_per_day: float = 0.2  # windows when every zone is out of Spot capacity
     quota: float = 0.003
     permission: float = 0.001
-    image: float = 0.0005
+    image: float = 0.001  # rare, but every seeded month of the tests must meet it
     create_timeout_succeeded: float = 0.01  # the insert landed, the caller saw a timeout
     create_timeout_failed: float = 0.005
     slow_create: float = 0.05  # the insert takes 20-90 s of (fake) time
@@ -64,6 +64,7 @@ class SimConfig:
     drain_hours: float = 12.0  # no new ticks; VMs, retries and sweeps play out
     faults: FaultRates = field(default_factory=FaultRates)
     sweeps: bool = True  # False only to show that the checks catch what the sweep is there for
+    adversary: bool = True  # a rogue publisher and one hostile job (simulation/adversary.py)
 
 
 class FaultDice:
@@ -187,7 +188,7 @@ class Functions:
         self.clock = clock
         self.dice = dice
         self._apps = {target: functions_framework.create_app(target=target, source=str(source))
-                      for target in ("start_job", "job_done", "sweep")}
+                      for target in ("start_job", "job_done", "sweep", "credentials")}
         self._clients = {target: app.test_client() for target, app in self._apps.items()}
         self._on_error = on_error
         for app in self._apps.values():
@@ -224,6 +225,11 @@ class Functions:
 
     def sweep(self) -> int:
         return self._event("sweep", {"message": {"data": "", "messageId": "sweep"}})
+
+    def credentials(self, token: str) -> tuple[int, Any]:
+        response = self._call("credentials", data="{}", content_type="application/json",
+                              headers={"Authorization": f"Bearer {token}"})
+        return response.status_code, response.get_json(silent=True)
 
     def job_done(self, token: str, body: Mapping[str, Any]) -> tuple[int, Any]:
         response = self._call("job_done", data=json.dumps(body), content_type="application/json",
