@@ -30,6 +30,7 @@ from spotcron.engine import transitions as t
 from spotcron.engine.attempts import create_attempt
 from spotcron.engine.deps import Deps
 from spotcron.engine.ports import DEAD_STATUSES, Instance
+from spotcron.engine.results import metrics_changes
 from spotcron.engine.steps import step
 from spotcron.engine.store import LiveEntry, RecordConflict
 
@@ -212,7 +213,9 @@ def _vm_gone(deps: Deps, record: RunRecord, now: datetime, *, past_deadline: boo
     assert attempt is not None
     manifest = deps.blobs.read(layout.manifest(record.job, record.run_id, attempt.number))
     facts = _manifest_facts(manifest.data) if manifest is not None else None
-    event = t.VmGone(number=attempt.number, manifest=facts, past_deadline=past_deadline, zones=deps.settings.zones)
+    metrics = metrics_changes(deps, record.job, record.run_id, attempt.number, t.spec_of(record)) if facts else {}
+    event = t.VmGone(number=attempt.number, manifest=facts, past_deadline=past_deadline, zones=deps.settings.zones,
+                     metrics=tuple(metrics.items()))
     stepped = step(deps, record.job, record.run_id, event, now=now)
     if stepped.record is None or not stepped.changed:
         return stepped.record or record

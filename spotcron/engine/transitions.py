@@ -147,6 +147,7 @@ class VmGone:
     manifest: ManifestFacts | None
     past_deadline: bool
     zones: tuple[str, ...]
+    metrics: tuple[tuple[str, object], ...] = ()  # as in AttemptReported
 
 
 Event = (Begin | Skip | Claim | MoveAttempt | VmCreated | CreateRefused | Stuck | Fail | Replaced | Cancel
@@ -328,10 +329,7 @@ def attempt_reported(record: RunRecord, event: AttemptReported, now: datetime) -
         return updated  # a late report from an old attempt: keep its facts, not its verdict
     state, reason = verdict(outcome, event.exit_code, complete=event.manifest_present and event.uploaded,
                             callback=True)
-    result = retry_or_finalize(updated, ended, state, reason, now, event.zones)
-    if event.metrics and isinstance(result, RunRecord) and result.terminal:
-        result = result.model_copy(update=dict(event.metrics))
-    return result
+    return _with_metrics(retry_or_finalize(updated, ended, state, reason, now, event.zones), event.metrics)
 
 
 def vm_gone(record: RunRecord, event: VmGone, now: datetime) -> Result:
@@ -350,7 +348,14 @@ def vm_gone(record: RunRecord, event: VmGone, now: datetime) -> Result:
                                       "deleted_at": latest.deleted_at or now})
     updated = record.with_attempt(ended, now)
     state, reason = verdict(outcome, exit_code, complete=facts is not None, callback=False)
-    return retry_or_finalize(updated, ended, state, reason, now, event.zones)
+    return _with_metrics(retry_or_finalize(updated, ended, state, reason, now, event.zones), event.metrics)
+
+
+def _with_metrics(result: Result, metrics: tuple[tuple[str, object], ...]) -> Result:
+    """A run that ended keeps its last attempt's checked metrics.json (see engine/results.py)."""
+    if metrics and isinstance(result, RunRecord) and result.terminal:
+        return result.model_copy(update=dict(metrics))
+    return result
 
 
 def _vm_ended_for_good(record: RunRecord, outcome: Outcome, now: datetime) -> RunRecord:

@@ -68,3 +68,22 @@ def test_the_run_end_keeps_checked_metrics_or_the_problem_in_the_record(h):
                                    "than 0 (steps, samples, items processed)")
     assert missing.metrics_problem == ("results/metrics.json of attempt 1: missing; the job's "
                                        "benchmark.time_metric 'train_seconds' needs it")
+
+
+def test_a_success_the_sweep_ends_keeps_its_checked_metrics_too(h):
+    import json
+
+    from spotcron.core.metrics import METRICS_FILE
+
+    h.start(make_spec(repeat=2))
+    for repeat, data in (("r1", b'{"work": {"value": 64, "unit": "steps"}}'), ("r2", b'{"work": "lots"}')):
+        run_id = f"{TICK}-{repeat}"
+        h.blobs.write(layout.results_prefix("bot", run_id, 1) + METRICS_FILE, data)
+        h.blobs.write(layout.manifest("bot", run_id, 1), json.dumps({"exit_code": 0, "files": []}).encode())
+        attempt = h.record("bot", run_id).current_attempt
+        h.compute.preempt(attempt.zone, attempt.vm_name)  # the VM is gone and its callback never came
+    h.sweep()
+    good, bad = h.record("bot", f"{TICK}-r1"), h.record("bot", f"{TICK}-r2")
+    assert good.state == "succeeded" and good.metrics.work.value == 64
+    assert bad.state == "succeeded" and bad.metrics_problem == (
+        'results/metrics.json of attempt 1: work is "lots"; write {"value": NUMBER, "unit": "..."}')
