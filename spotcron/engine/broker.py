@@ -4,9 +4,8 @@ The VM service account holds no storage role at all. The runner asks here for a 
 instance identity token whose audience is this endpoint's URL (`credentials_url` in the run
 descriptor), and gets a Credential Access Boundary token that can touch exactly:
 
-- its own attempt's objects, `runs/JOB/RUN/attempt-N/` (create, read, replace, delete), and
-- its run's checkpoint, `runs/JOB/RUN/checkpoint/` (the same; the runner keeps one archive
-  there and restores it by name, so no listing is granted at all).
+- its own attempt's objects, `runs/JOB/RUN/attempt-N/` (create, read, replace, delete, list), and
+- its run's checkpoint, `runs/JOB/RUN/checkpoint/` (the same).
 
 Nothing else: not another run, not run records, markers, deployed specs or the results page.
 The caller is checked like job_done checks a callback (signature, audience, VM account,
@@ -30,6 +29,7 @@ log = logging.getLogger("spotcron.engine")
 
 STORAGE = "//storage.googleapis.com/"
 READ_WRITE = "inRole:roles/storage.objectUser"
+LIST_PREFIX = "api.getAttribute('storage.googleapis.com/objectListPrefix', '')"
 
 
 def _quoted(text: str) -> str:
@@ -45,16 +45,17 @@ def boundary_rules(bucket: str, job: str, run_id: str, attempt: int) -> list[dic
     """
     resource = f"{STORAGE}projects/_/buckets/{bucket}"
     objects = f"projects/_/buckets/{bucket}/objects/"
-    own = layout.attempt_prefix(job, run_id, attempt)
-    checkpoint = layout.checkpoint_prefix(job, run_id)
-    return [
-        {"availableResource": resource, "availablePermissions": [READ_WRITE],
-         "availabilityCondition": {"title": "own attempt",
-                                   "expression": f"resource.name.startsWith({_quoted(objects + own)})"}},
-        {"availableResource": resource, "availablePermissions": [READ_WRITE],
-         "availabilityCondition": {"title": "own checkpoint",
-                                   "expression": f"resource.name.startsWith({_quoted(objects + checkpoint)})"}},
-    ]
+
+    def under(title: str, prefix: str) -> dict[str, Any]:
+        # Objects whose name starts with the prefix, and listings of that prefix (a listing is a
+        # bucket-level request: only the objectListPrefix attribute says what it asks for).
+        expression = (f"resource.name.startsWith({_quoted(objects + prefix)}) || "
+                      f"{LIST_PREFIX}.startsWith({_quoted(prefix)})")
+        return {"availableResource": resource, "availablePermissions": [READ_WRITE],
+                "availabilityCondition": {"title": title, "expression": expression}}
+
+    return [under("own attempt", layout.attempt_prefix(job, run_id, attempt)),
+            under("own checkpoint", layout.checkpoint_prefix(job, run_id))]
 
 
 def grant(deps: Deps, authorization: str | None) -> Reply:

@@ -39,9 +39,12 @@ def test_the_live_attempts_vm_gets_a_token_for_its_own_prefixes_only(running):
 def test_the_rules_reach_the_attempt_and_the_checkpoint_and_nothing_else():
     rules = boundary_rules("b", "bot", RUN, 1)
     expressions = [r["availabilityCondition"]["expression"] for r in rules]
+    listing = "api.getAttribute('storage.googleapis.com/objectListPrefix', '')"
     assert expressions == [
-        f"resource.name.startsWith('projects/_/buckets/b/objects/runs/bot/{RUN}/attempt-1/')",
-        f"resource.name.startsWith('projects/_/buckets/b/objects/runs/bot/{RUN}/checkpoint/')",
+        f"resource.name.startsWith('projects/_/buckets/b/objects/runs/bot/{RUN}/attempt-1/') || "
+        f"{listing}.startsWith('runs/bot/{RUN}/attempt-1/')",
+        f"resource.name.startsWith('projects/_/buckets/b/objects/runs/bot/{RUN}/checkpoint/') || "
+        f"{listing}.startsWith('runs/bot/{RUN}/checkpoint/')",
     ]
     assert {r["availableResource"] for r in rules} == {"//storage.googleapis.com/projects/_/buckets/b"}
     assert [r["availablePermissions"] for r in rules] == [["inRole:roles/storage.objectUser"]] * 2

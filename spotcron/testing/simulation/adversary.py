@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 HOSTILE = "hostile"  # the job whose container attacks
 _STARTS = re.compile(r"^resource\.name\.startsWith\('([^'\\]*)'\)$")
+_LISTING = re.compile(r"^api\.getAttribute\('storage\.googleapis\.com/objectListPrefix', ''\)\.startsWith\('[^'\\]*'\)$")
 MINER = {"name": "miner", "schedule": "* * * * *", "image": "docker.io/attacker/miner", "timeout": "120d",
          "machine": {"type": "a3-megagpu-8g", "spot": False, "disk_gb": 2048}}
 
@@ -46,8 +47,11 @@ def allowed(rules: list[dict[str, Any]], bucket: str, name: str) -> bool:
         if not any(p in ("inRole:roles/storage.objectUser", "inRole:roles/storage.objectAdmin",
                          "inRole:roles/storage.objectCreator") for p in rule.get("availablePermissions", [])):
             continue
-        match = _STARTS.match((rule.get("availabilityCondition") or {}).get("expression", ""))
-        if match and resource.startswith(match.group(1)):
+        terms = [t.strip() for t in (rule.get("availabilityCondition") or {}).get("expression", "").split("||")]
+        if not all(_STARTS.match(t) or _LISTING.match(t) for t in terms):
+            continue  # a condition this check cannot read grants nothing
+        # A write names an object: the listing term (a bucket-level attribute) never holds for it.
+        if any((m := _STARTS.match(t)) and resource.startswith(m.group(1)) for t in terms):
             return True
     return False
 
