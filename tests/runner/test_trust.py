@@ -55,7 +55,9 @@ def test_outputs_swapped_for_links_while_uploading_never_upload_a_host_file(harn
     assert leaked == [], f"{len(leaked)} of {len(uploads)} uploads carried the host file"
     manifest = json.loads(harness.bucket.read(ATTEMPT1 + "manifest.json"))
     safe = hashlib.sha256(b"safe\n").hexdigest()
-    assert {f["sha256"] for f in manifest["files"] if f["name"].startswith("results/")} == {safe}
+    # What was stored is the job's own content; a file moved while it was being read is skipped,
+    # so how many are stored depends on the swapping, never what.
+    assert {f["sha256"] for f in manifest["files"] if f["name"].startswith("results/")} <= {safe}
 
 
 # --- the container and the metadata server ----------------------------------------------------

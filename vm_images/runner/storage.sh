@@ -149,7 +149,7 @@ upload_batch() {
   local j=0
   for ((i = 0; i < n; i++)); do
     if [[ ${real[i]-} != "$root/${names[i]}" ]]; then
-      skip "$base${names[i]}" "it changed into a link while being uploaded"
+      skip "$base${names[i]}" "it was moved, or replaced by a link, while being uploaded"
       continue
     fi
     content_type_for "${names[i]}"
