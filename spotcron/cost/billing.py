@@ -47,9 +47,9 @@ class Usage:
     # The recipe's start/stop functions wait for the operation: about 60 s each, as it says.
     classic_function_seconds: float = 60.0
     results_mb_per_run: float = 1.0  # logs, manifest and results of one run
-    # run.json (3 writes), logs, results, manifest, index.html, and the live marker as the run is
-    # scheduled, starting, running (engine/store.py; deleting it is free)
-    objects_per_run: int = 10
+    # run.json (3 writes), logs, results, manifest, index.html, and the live marker as the run
+    # waits for its VM and as it runs (engine/store.py; deleting it is free)
+    objects_per_run: int = 9
     sweep_lists: int = 1  # Class A listings per sweep pass: the live index (engine/sweep.py)
     # scheduling: shared. One dispatch a minute; in a minute where some job fires it writes its
     # cursor once (Class A) and publishes one message per tick (each adds a little: the client

@@ -5,11 +5,13 @@ concurrent deliveries and callbacks safe without a database: the first writer wi
 others re-read and see what it did.
 
 The `live/` index holds one empty object per run not yet ended, and its name carries what the
-sweep needs to decide whether the run needs attention: state, attempt, zone, VM, deadline, and
-(while the run waits for its VM) when it last changed. One listing then replaces a read per run
-(engine/sweep.py). The marker is renamed whenever one of those changes. It is a hint, never the
-truth: a marker left behind by a crash or a race makes the sweep read the record and put the
-markers right. Markers named `live/JOB/RUN` (before the index carried anything) still count.
+sweep needs to decide whether the run needs attention: for a running run its attempt, zone, VM
+and deadline; for one still waiting for its VM (scheduled or starting) only since when, because
+the sweep looks at such a run only once it may be stuck. One listing then replaces a read per run
+(engine/sweep.py). The marker is renamed when the run starts or stops running, so a run costs
+two marker writes (deletes are free). It is a hint, never the truth: a marker left behind by a
+crash or a race makes the sweep read the record and put the markers right. Markers named
+`live/JOB/RUN` (before the index carried anything) still count.
 """
 
 from __future__ import annotations
@@ -38,32 +40,35 @@ def live_marker(job: str, run_id: str) -> str:
     return f"{LIVE}{job}/{run_id}"
 
 
+WAITING, RUNNING = "waiting", "running"
+
+
 @dataclass(frozen=True)
 class LiveEntry:
-    """One run not yet ended, as its marker's name describes it. `state` None: a marker of the
-    old form, which says nothing more."""
+    """One run not yet ended, as its marker's name describes it. `kind` None: a marker of the old
+    form, which says nothing more."""
 
     job: str
     run_id: str
     name: str  # the marker's object name
-    state: RunState | None = None
+    kind: str | None = None  # WAITING (scheduled or starting) or RUNNING
     attempt: int = 0
     zone: str | None = None
     vm: str | None = None
-    deadline: datetime | None = None
-    updated: datetime | None = None  # while scheduled or starting: when the record last changed
+    deadline: datetime | None = None  # of the running attempt's VM
+    since: datetime | None = None  # when the run began waiting for a VM
 
 
-def live_entry_name(record: RunRecord) -> str | None:
-    """The marker name for `record`; None once it has ended."""
+def live_entry_name(record: RunRecord, since: datetime | None = None) -> str | None:
+    """The marker name for `record` (None once it has ended); a waiting run's says `since`, by
+    default the record's last change."""
     if record.terminal:
         return None
     attempt = record.current_attempt
-    waiting = record.state != RunState.RUNNING
-    fields = [str(record.state), str(attempt.number if attempt else 0),
-              (attempt.zone if attempt else None) or _NONE, attempt.vm_name if attempt else _NONE,
-              _epoch(record.deadline) if record.state == RunState.RUNNING else _NONE,
-              _epoch(record.updated_at) if waiting else _NONE]
+    if record.state == RunState.RUNNING and attempt is not None:
+        fields = [RUNNING, str(attempt.number), attempt.zone or _NONE, attempt.vm_name, _epoch(record.deadline), _NONE]
+    else:
+        fields = [WAITING, _NONE, _NONE, _NONE, _NONE, _epoch(since or record.updated_at)]
     return f"{LIVE}{record.job}/{record.run_id}/{_SEP.join(fields)}"
 
 
@@ -73,12 +78,13 @@ def parse_live_name(name: str) -> LiveEntry | None:
         return LiveEntry(parts[0], parts[1], name)
     if len(parts) != 3 or not parts[0] or not parts[1]:
         return None
-    fields = parts[2].split(_SEP)
     try:
-        state, attempt, zone, vm, deadline, updated = fields
-        return LiveEntry(parts[0], parts[1], name, state=RunState(state), attempt=int(attempt),
+        kind, attempt, zone, vm, deadline, since = parts[2].split(_SEP)
+        if kind not in (WAITING, RUNNING):
+            raise ValueError(kind)
+        return LiveEntry(parts[0], parts[1], name, kind=kind, attempt=0 if attempt == _NONE else int(attempt),
                          zone=None if zone == _NONE else zone, vm=None if vm == _NONE else vm,
-                         deadline=_from_epoch(deadline), updated=_from_epoch(updated))
+                         deadline=_from_epoch(deadline), since=_from_epoch(since))
     except ValueError:
         return LiveEntry(parts[0], parts[1], name)  # unreadable: the record says what it is
 
@@ -119,9 +125,9 @@ class RunStore:
         return True
 
     def _mark(self, before: RunRecord | None, after: RunRecord) -> None:
-        """Rename the run's live marker from what `before` was to what `after` is. A change of
-        `updated_at` alone (a delivery claiming the attempt) keeps the name: the marker says when
-        the run entered its state, and a sweep that finds that old reads the record to be sure."""
+        """Rename the run's live marker from what `before` was to what `after` is. A waiting run
+        that stays waiting keeps its name (when it began waiting): a sweep that finds that old
+        reads the record, whose `updated_at` says whether a delivery is still at work."""
         old = live_entry_name(before) if before is not None else None
         new = live_entry_name(after)
         if old is not None and new is not None and _same_but_time(old, new):
@@ -135,8 +141,11 @@ class RunStore:
         """Leave exactly the marker `record` calls for (none once it has ended), whatever `markers`
         a crash or a race left behind."""
         want = live_entry_name(record)
-        if want is not None and want not in markers:
-            self.blobs.write(want, b"", content_type="text/plain")
+        if want is not None:
+            # A waiting run's marker that differs only in since-when is as good as a new one.
+            want = next((name for name in markers if _same_but_time(name, want)), want)
+            if want not in markers:
+                self.blobs.write(want, b"", content_type="text/plain")
         for name in markers:
             if name != want:
                 self.blobs.delete(name)

@@ -7,8 +7,8 @@
 Nothing without our label is ever touched, nor a managed VM still inside its deadline.
 
 Its work follows the runs that need it. One aggregated list of the managed VMs and one listing
-of the live index (whose marker names carry state, attempt, zone, VM and deadline; see
-engine/store.py) show which runs need attention: a running run whose VM is missing, stopped or
+of the live index (whose marker names carry a running run's attempt, zone, VM and deadline, and
+since when a run has waited for its VM; see engine/store.py) show which runs need attention: a running run whose VM is missing, stopped or
 past its deadline, a run waiting for its VM for too long, a marker that says nothing or
 disagrees with another. Only those records are read. With everything healthy a sweep makes one
 Compute call and one Storage call, however many VMs are live.
@@ -32,7 +32,7 @@ from spotcron.engine.deps import Deps
 from spotcron.engine.ports import DEAD_STATUSES, Instance
 from spotcron.engine.results import metrics_changes
 from spotcron.engine.steps import step
-from spotcron.engine.store import LiveEntry, RecordConflict
+from spotcron.engine.store import RUNNING, WAITING, LiveEntry, RecordConflict
 
 log = logging.getLogger("spotcron.engine")
 
@@ -127,12 +127,12 @@ def stuck_after(deps: Deps) -> timedelta:
 def needs_attention(deps: Deps, entries: list[LiveEntry], instances: dict[tuple[str, str], Instance],
                     now: datetime) -> bool:
     """Whether a run's record must be read, from its live markers and the listed VMs alone."""
-    if len(entries) != 1 or entries[0].state is None:
+    if len(entries) != 1 or entries[0].kind is None:
         return True  # a marker of the old form, or several: the record says which is right
     entry = entries[0]
-    if entry.state in (RunState.SCHEDULED, RunState.STARTING):
-        return entry.updated is None or now - entry.updated >= stuck_after(deps)
-    if entry.state != RunState.RUNNING or entry.zone is None or entry.vm is None:
+    if entry.kind == WAITING:
+        return entry.since is None or now - entry.since >= stuck_after(deps)
+    if entry.zone is None or entry.vm is None:
         return True
     instance = instances.get((entry.zone, entry.vm))
     if instance is None or instance.status in DEAD_STATUSES:
@@ -165,7 +165,7 @@ def _deadline(deps: Deps, instance: Instance, record: RunRecord | None, entries:
         return record.deadline
     if record is None and len(entries) == 1:
         entry = entries[0]
-        if entry.state == RunState.RUNNING and (entry.zone, entry.vm) == (instance.zone, instance.name):
+        if entry.kind == RUNNING and (entry.zone, entry.vm) == (instance.zone, instance.name):
             return entry.deadline
     raw = instance.metadata.get(METADATA_KEY)
     if raw:

@@ -35,8 +35,8 @@ def test_a_running_runs_marker_names_its_state_attempt_zone_vm_and_deadline(h):
     [name] = h.blobs.list(LIVE)
     entry = parse_live_name(name)
     record = h.record("bot", RUN)
-    assert (entry.job, entry.run_id, entry.state, entry.attempt, entry.zone, entry.vm) == (
-        "bot", RUN, RunState.RUNNING, 1, ZONE, "sc-bot-20261122-1200-a1")
+    assert (entry.job, entry.run_id, entry.kind, entry.attempt, entry.zone, entry.vm) == (
+        "bot", RUN, "running", 1, ZONE, "sc-bot-20261122-1200-a1")
     assert entry.deadline == record.deadline.replace(microsecond=0)
     assert name == live_entry_name(record)
     h.finish_ok("bot", RUN)
@@ -74,7 +74,8 @@ def test_a_run_waiting_for_its_vm_is_read_only_once_it_may_be_stuck(h):
 
     h.compute.fail_create(Transient("deadline exceeded"))
     assert h.start(make_spec()).status_code == 500  # left in `starting`
-    assert parse_live_name(h.blobs.list(LIVE)[0]).state == RunState.STARTING
+    [waiting] = [parse_live_name(name) for name in h.blobs.list(LIVE)]
+    assert (waiting.kind, waiting.since) == ("waiting", h.record("bot", RUN).created_at.replace(microsecond=0))
     h.clock.advance(5 * 60)
     reads = h.blobs.calls["read"]
     h.sweep()
@@ -90,7 +91,7 @@ def test_markers_left_by_a_crash_are_put_right_by_the_sweep(h):
     h.start(make_spec())
     record = h.record("bot", RUN)
     right = live_entry_name(record)
-    stale = right.replace("running~", "starting~").rsplit("~", 1)[0] + "~1795348805"
+    stale = f"live/bot/{RUN}/waiting~-~-~-~-~1795348805"
     h.blobs.write(stale, b"")  # a rename that wrote the new name but never deleted the old one
     h.blobs.write(live_marker("bot", RUN), b"")  # and a marker of the old form
     h.clock.advance(60)

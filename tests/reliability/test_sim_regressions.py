@@ -34,7 +34,7 @@ def test_a_live_marker_lost_to_a_storage_error_is_written_by_the_redelivery(h):
 
     h.blobs.fail_writes = once_on_the_marker
     assert h.start(make_spec(retries={"preemption": 0})).status_code == 500
-    assert len(failed) == 1 and failed[0].startswith(f"live/bot/{RUN}/scheduled~")
+    assert len(failed) == 1 and failed[0].startswith(f"live/bot/{RUN}/waiting~")
     assert h.deps.store.live_runs() == []
     h.clock.advance(10)  # Pub/Sub redelivers after its minimum backoff
     assert h.start(make_spec(retries={"preemption": 0})).status_code == 200
