@@ -4,8 +4,10 @@ from spotcron.runtime import entrypoints
 from tests.engine.harness import Harness
 
 
-@pytest.fixture
-def h():
-    harness = Harness()
+@pytest.fixture(params=["per-job", "shared"])
+def h(request):
+    """Every situation in both scheduling modes: start messages as a job's own scheduler entry
+    sends them, and as the dispatcher does (with the exact tick)."""
+    harness = Harness(scheduling=request.param)
     yield harness
     entrypoints.use(None)
