@@ -37,9 +37,15 @@ FINAL = re.compile(r"^reliability: runs=(\d+) jobs=(\d+) succeeded=(\d+) leaked_
                    r"missing_results=0 non_terminal=0 rogue_vms=0 foreign_writes=0$")
 
 
+# The rarest create refusals happen about once per thousand creates at the default rates; three
+# 2-day seeds make a few thousand creates, so whether one is drawn at all hung on how many other
+# draws the engine's storage calls took first. Here they are common enough never to be missed.
+RARE_ENOUGH = FaultRates(permission=0.004, image=0.004)
+
+
 @pytest.fixture(scope="module")
 def reports():
-    return {seed: simulate(SimConfig(days=2, jobs=50, seed=seed, start=start, drain_hours=6))
+    return {seed: simulate(SimConfig(days=2, jobs=50, seed=seed, start=start, drain_hours=6, faults=RARE_ENOUGH))
             for seed, start in SEEDS.items()}
 
 
