@@ -37,7 +37,7 @@ t0 = time.perf_counter()
 import functions_framework
 app = functions_framework.create_app(target=target, source=source)
 t1 = time.perf_counter()
-from tests.engine import harness
+from spotcron.testing import harness
 h = harness.Harness()
 client = app.test_client()
 harness._apps[target] = client  # the harness posts through this very app
@@ -108,7 +108,7 @@ def run(quick: bool = False) -> Section:
                         median(m[key] for m in theirs[target]) * scale, unit)
     section.notes += [
         "Import = functions_framework.create_app(target, source) in a fresh interpreter; first request = one "
-        "request through its test client on the in-memory backends of tests/engine/harness.py.",
+        "request through its test client on the in-memory backends of spotcron/testing/harness.py.",
         "On Google Cloud the first request also builds the Google clients it uses; that cost is the same in both "
         "designs and is not in these figures.",
     ]

@@ -71,6 +71,9 @@ class MemoryCompute:
         self.deleted: list[tuple[str, str]] = []
         # Seconds each insert takes; with a FakeClock the clock moves on by that much (a slow create).
         self.create_delay_s: Callable[[InstanceRequest], float] | None = None
+        # (call, VM name) -> True to answer that call with Transient. Called outside the lock, so it
+        # may also cut in: deliver a copy, run a sweep, wait for another thread.
+        self.fault: Callable[[str, str], bool] | None = None
 
     # --- faults ------------------------------------------------------------------------------
     def fail_create(self, error: Exception, *, zone: str | None = None, times: int = 1,
@@ -85,8 +88,13 @@ class MemoryCompute:
                 return fault
         return None
 
+    def _hook(self, call: str, name: str) -> None:
+        if self.fault is not None and self.fault(call, name):
+            raise Transient(f"injected Compute Engine error on {call} {name}")
+
     # --- the port ----------------------------------------------------------------------------
     def create_instance(self, request: InstanceRequest) -> Instance:
+        self._hook("create", request.name)
         if self.latency_s:
             time.sleep(self.latency_s)
         delay = self.create_delay_s(request) if self.create_delay_s is not None else 0.0
@@ -113,16 +121,19 @@ class MemoryCompute:
             return instance
 
     def get_instance(self, zone: str, name: str) -> Instance | None:
+        self._hook("get", name)
         with self._lock:
             self.calls["get"] += 1
             return self._instances.get((zone, name))
 
     def list_managed(self) -> list[Instance]:
+        self._hook("list", "")
         with self._lock:
             self.calls["list"] += 1
             return [i for i in self._instances.values() if i.managed]
 
     def delete_instance(self, zone: str, name: str) -> bool:
+        self._hook("delete", name)
         if self.latency_s:
             time.sleep(self.latency_s)
         with self._lock:
@@ -171,6 +182,11 @@ class MemoryCompute:
         with self._lock:
             return list(self._instances.values())
 
+    def peek(self, zone: str, name: str) -> Instance | None:
+        """What exists, without counting a call or meeting a fault (for checks, not for the engine)."""
+        with self._lock:
+            return self._instances.get((zone, name))
+
 
 class MemoryBlobs:
     """A Cloud Storage bucket in a dict, with generation preconditions and injectable failures."""
@@ -184,9 +200,21 @@ class MemoryBlobs:
         self._lock = threading.RLock()
         self.fail_writes: Callable[[str], bool] | None = None  # name -> raise Transient?
         self.fail_reads: Callable[[str], bool] | None = None  # name -> raise Transient?
+        # (call, name or prefix) -> True to answer with Transient; called outside the lock, so it may cut in.
+        self.fault: Callable[[str, str], bool] | None = None
         self.calls: dict[str, int] = {"read": 0, "write": 0, "list": 0, "delete": 0, "read_range": 0}
 
+    def _hook(self, call: str, name: str) -> None:
+        if self.fault is not None and self.fault(call, name):
+            raise Transient(f"injected storage error on {call} {name}")
+
+    def peek(self, name: str) -> Blob | None:
+        """The object, without counting a call or meeting a fault (for checks, not for the engine)."""
+        with self._lock:
+            return self._objects.get(name)
+
     def read(self, name: str) -> Blob | None:
+        self._hook("read", name)
         with self._lock:
             self.calls["read"] += 1
             if self.fail_reads is not None and self.fail_reads(name):
@@ -194,6 +222,7 @@ class MemoryBlobs:
             return self._objects.get(name)
 
     def read_range(self, name: str, start: int, size: int) -> bytes | None:
+        self._hook("read", name)
         with self._lock:
             self.calls["read_range"] += 1
             if self.fail_reads is not None and self.fail_reads(name):
@@ -203,6 +232,7 @@ class MemoryBlobs:
 
     def write(self, name: str, data: bytes, *, if_generation_match: int | None = None,
               content_type: str = "application/octet-stream") -> int:
+        self._hook("write", name)
         with self._lock:
             self.calls["write"] += 1
             if self.fail_writes is not None and self.fail_writes(name):
@@ -221,6 +251,7 @@ class MemoryBlobs:
             return generation
 
     def list(self, prefix: str) -> list[str]:
+        self._hook("list", prefix)
         with self._lock:
             self.calls["list"] += 1
             names, at = [], bisect.bisect_left(self._names, prefix)
@@ -230,6 +261,7 @@ class MemoryBlobs:
             return names
 
     def delete(self, name: str) -> bool:
+        self._hook("delete", name)
         with self._lock:
             self.calls["delete"] += 1
             if self._objects.pop(name, None) is None:

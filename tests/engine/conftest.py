@@ -1,8 +1,7 @@
 import pytest
 
 from spotcron.runtime import entrypoints
-
-from .harness import Harness
+from spotcron.testing.harness import Harness
 
 
 @pytest.fixture

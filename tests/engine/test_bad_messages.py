@@ -6,7 +6,7 @@ import base64
 
 import pytest
 
-from .harness import make_spec
+from spotcron.testing.harness import make_spec
 
 
 @pytest.mark.parametrize("data", [

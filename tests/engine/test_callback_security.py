@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 
 from spotcron.engine.ports import Instance
+from spotcron.testing.harness import make_spec
 from spotcron.testing.identity import ClockedIdentity
-
-from .harness import make_spec
 
 RUN = "20261122-1200"
 VM = "sc-bot-20261122-1200-a1"
@@ -134,7 +133,7 @@ def test_malformed_callback_bodies_get_400(running, body):
 
 
 def test_get_is_not_allowed(running):
-    from .harness import app
+    from spotcron.testing.harness import app
 
     assert app("job_done").get("/").status_code == 405
 

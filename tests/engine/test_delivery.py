@@ -10,8 +10,7 @@ import pytest
 from spotcron.core.errors import CreateFailed, Transient
 from spotcron.engine.ports import Instance
 from spotcron.runtime import entrypoints
-
-from .harness import Harness, make_spec
+from spotcron.testing.harness import Harness, make_spec
 
 RUN = "20261122-1200"
 VM = "sc-bot-20261122-1200-a1"

@@ -25,9 +25,8 @@ from spotcron.engine.dispatch import (
 from spotcron.engine.dispatch_specs import BucketSpecs, FixedSpecs, specs_version, write_deployed
 from spotcron.engine.launch import launch
 from spotcron.engine.messages import TICK_ATTRIBUTE, format_tick
+from spotcron.testing.harness import Harness, make_spec
 from spotcron.testing.memory import MemoryEvents
-
-from .harness import Harness, make_spec
 
 
 def starts(h: Harness) -> list[tuple[str, str]]:

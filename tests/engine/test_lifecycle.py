@@ -6,8 +6,7 @@ from datetime import timedelta
 
 from spotcron.core import layout
 from spotcron.core.errors import CreateFailed
-
-from .harness import make_spec
+from spotcron.testing.harness import make_spec
 
 RUN = "20261122-1200"
 VM = "sc-bot-20261122-1200-a1"

@@ -8,8 +8,7 @@ import pytest
 
 from spotcron.core.runs import Attempt, Outcome, RunRecord, RunState, StateChange
 from spotcron.engine import transitions as t
-
-from .harness import make_spec
+from spotcron.testing.harness import make_spec
 
 NOW = datetime(2026, 11, 22, 12, 0, 5, tzinfo=UTC)
 LATER = NOW + timedelta(minutes=3)

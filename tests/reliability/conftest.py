@@ -1,7 +1,7 @@
 import pytest
 
 from spotcron.runtime import entrypoints
-from tests.engine.harness import Harness
+from spotcron.testing.harness import Harness
 
 
 @pytest.fixture(params=["per-job", "shared"])

@@ -13,7 +13,7 @@ import pytest
 from spotcron.core import layout
 from spotcron.core.descriptor import RunDescriptor
 from spotcron.core.errors import CreateFailed
-from tests.engine.harness import make_spec
+from spotcron.testing.harness import make_spec
 
 RUN = "20261122-1200"
 VM = "sc-bot-20261122-1200-a1"

@@ -11,7 +11,7 @@ from spotcron.core import layout
 from spotcron.core.errors import CreateFailed, Transient
 from spotcron.core.runs import vm_labels
 from spotcron.engine.ports import Instance
-from tests.engine.harness import make_spec
+from spotcron.testing.harness import make_spec
 
 RUN = "20261122-1200"
 VM = "sc-bot-20261122-1200-a1"

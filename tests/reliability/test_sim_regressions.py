@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 
 from spotcron.core import layout
-from tests.engine.harness import make_spec
+from spotcron.testing.harness import make_spec
 
 RUN = "20261122-1200"
 VM = "sc-bot-20261122-1200-a1"

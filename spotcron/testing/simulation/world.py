@@ -8,21 +8,18 @@ checks: a name that exists answers 409 before capacity or quota are looked at.
 
 from __future__ import annotations
 
-import base64
-import json
 import random
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from spotcron.core.errors import CreateFailed, Transient
 from spotcron.engine.ports import Instance, InstanceRequest
+from spotcron.testing import harness
 from spotcron.testing.memory import MemoryBlobs, MemoryCompute
 
-FUNCTIONS_SOURCE = Path(__file__).resolve().parents[3] / "functions" / "main.py"
 STOCKOUT_REASONS = ("ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS")
 
 
@@ -175,25 +172,18 @@ class SimEvents:
         return str(self.count)
 
 
-class Functions:
-    """start_job, job_done and sweep, each loaded by functions-framework from functions/main.py."""
+class Functions(harness.Functions):
+    """The harness's front door to start_job, job_done and sweep, with the storage dice armed only
+    while a function runs (the simulated VMs' own writes never fail) and every crash reported."""
 
-    def __init__(self, clock, dice: FaultDice, *, on_error: Callable[[BaseException], None],
-                 source: Path = FUNCTIONS_SOURCE):
-        import functions_framework
+    def __init__(self, clock, dice: FaultDice, *, on_error: Callable[[BaseException], None]):
         from flask import got_request_exception
 
-        if not source.exists():
-            raise FileNotFoundError(f"{source} not found: run the simulation from a spotcron checkout")
-        self.clock = clock
+        super().__init__(clock)
         self.dice = dice
-        self._apps = {target: functions_framework.create_app(target=target, source=str(source))
-                      for target in ("start_job", "job_done", "sweep", "credentials")}
-        self._clients = {target: app.test_client() for target, app in self._apps.items()}
         self._on_error = on_error
-        for app in self._apps.values():
-            got_request_exception.connect(self._error, app, weak=False)
-        self._ids = 0
+        for target in harness.TARGETS:
+            got_request_exception.connect(self._error, harness.app(target).application, weak=False)
 
     def _error(self, sender: Any, exception: BaseException, **_: Any) -> None:
         self._on_error(exception)
@@ -201,41 +191,27 @@ class Functions:
     def close(self) -> None:
         from flask import got_request_exception
 
-        for app in self._apps.values():
-            got_request_exception.disconnect(self._error, app)
+        for target in harness.TARGETS:
+            got_request_exception.disconnect(self._error, harness.app(target).application)
 
-    def _call(self, target: str, **kwargs: Any):
+    def post(self, target: str, **kwargs: Any):
         self.dice.storage_armed += 1
         try:
-            return self._clients[target].post("/", **kwargs)
+            return super().post(target, **kwargs)
         finally:
             self.dice.storage_armed -= 1
 
-    def _event(self, target: str, data: Any) -> int:
-        self._ids += 1
-        headers = {"ce-id": f"sim-{self._ids}", "ce-source": "//pubsub.googleapis.com/projects/sim/topics/t",
-                   "ce-type": "google.cloud.pubsub.topic.v1.messagePublished", "ce-specversion": "1.0",
-                   "ce-time": _iso(self.clock.now())}
-        return self._call(target, json=data, headers=headers).status_code
-
     def start(self, payload: bytes, published: datetime, attributes: Mapping[str, str], message_id: str) -> int:
-        message = {"data": base64.b64encode(payload).decode(), "attributes": dict(attributes),
-                   "messageId": message_id, "publishTime": _iso(published)}
-        return self._event("start_job", {"message": message, "subscription": "projects/sim/subscriptions/start"})
+        return super().start(payload, published, attributes, message_id).status_code
 
     def sweep(self) -> int:
-        return self._event("sweep", {"message": {"data": "", "messageId": "sweep"}})
+        return super().sweep().status_code
 
     def credentials(self, token: str) -> tuple[int, Any]:
-        response = self._call("credentials", data="{}", content_type="application/json",
+        response = self.post("credentials", data="{}", content_type="application/json",
                               headers={"Authorization": f"Bearer {token}"})
         return response.status_code, response.get_json(silent=True)
 
     def job_done(self, token: str, body: Mapping[str, Any]) -> tuple[int, Any]:
-        response = self._call("job_done", data=json.dumps(body), content_type="application/json",
-                              headers={"Authorization": f"Bearer {token}"})
+        response = super().job_done(token, body)
         return response.status_code, response.get_json(silent=True)
-
-
-def _iso(at: datetime) -> str:
-    return at.astimezone(UTC).isoformat().replace("+00:00", "Z")
