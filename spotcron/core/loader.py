@@ -333,6 +333,8 @@ def _report(error: Mapping[str, Any], file: _File) -> None:
         return  # _check_raw reported it at the second entry's line
     elif kind == "value_error" and loc == () and "checkpoint" in message:
         loc = ("checkpoint",)
+    elif kind == "value_error" and loc == () and message.startswith("history_limit"):
+        loc = ("history_limit",)
     elif kind != "value_error":
         message = f"{message} (got {_kind(value)})"
     file.add(loc, message)

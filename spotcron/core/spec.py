@@ -319,6 +319,17 @@ class JobSpec(_Model):
                                  f"use separate directories such as /checkpoint and /results")
         return self
 
+    @model_validator(mode="after")
+    def _history_holds_a_tick(self) -> JobSpec:
+        # Each tick makes one run per entry, and each run's end prunes history to the limit: a
+        # limit below the entry count deletes an entry's fresh results the moment another ends.
+        if self.matrix and self.history_limit < len(self.matrix):
+            raise ValueError(f"history_limit {self.history_limit} is below the job's {len(self.matrix)} matrix "
+                             f"entries: every tick makes {len(self.matrix)} runs, so fresh results would be "
+                             f"pruned as soon as they land; set history_limit to at least {len(self.matrix)} "
+                             f"(e.g. {len(self.matrix) * 10} to keep ten ticks)")
+        return self
+
     @property
     def benchmark_base(self) -> str | None:
         """The configuration others are compared with: `benchmark.base`, else the first matrix entry.
