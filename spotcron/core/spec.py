@@ -321,13 +321,16 @@ class JobSpec(_Model):
 
     @model_validator(mode="after")
     def _history_holds_a_tick(self) -> JobSpec:
-        # Each tick makes one run per entry, and each run's end prunes history to the limit: a
-        # limit below the entry count deletes an entry's fresh results the moment another ends.
-        if self.matrix and self.history_limit < len(self.matrix):
-            raise ValueError(f"history_limit {self.history_limit} is below the job's {len(self.matrix)} matrix "
-                             f"entries: every tick makes {len(self.matrix)} runs, so fresh results would be "
-                             f"pruned as soon as they land; set history_limit to at least {len(self.matrix)} "
-                             f"(e.g. {len(self.matrix) * 10} to keep ten ticks)")
+        # Each tick makes one run per matrix entry and repeat, and each run's end prunes history to
+        # the limit: a limit below that count deletes fresh results the moment another run ends.
+        runs = len(self.variants()) if self.matrix or self.repeat > 1 else 1
+        if self.history_limit < runs:
+            what = f"{len(self.matrix)} matrix entries" if self.matrix else f"repeat {self.repeat}"
+            if self.matrix and runs != len(self.matrix):
+                what += " with their repeats"
+            raise ValueError(f"history_limit {self.history_limit} is below the job's {what}: every tick makes "
+                             f"{runs} runs, so fresh results would be pruned as soon as they land; set "
+                             f"history_limit to at least {runs} (e.g. {runs * 10} to keep ten ticks)")
         return self
 
     @property

@@ -63,8 +63,13 @@ def _bundled_gpu(machine_type: str) -> bool:
     return bool(known and known.bundled_gpu)
 
 
-def create_attempt(deps: Deps, record: RunRecord) -> RunRecord:
-    """Drive a `starting` record until its attempt has a VM or the run has failed."""
+def create_attempt(deps: Deps, record: RunRecord, *, claimed: bool = True) -> RunRecord:
+    """Drive a `starting` record until its attempt has a VM or the run has failed.
+
+    `claimed`: the caller has just written this attempt (Begin, a retry, a zone move). Anyone else
+    (a redelivery, the sweep) first claims it, so a sweep reading the record meanwhile sees it
+    being worked on instead of stuck.
+    """
     spec = t.spec_of(record)
     if record.state == RunState.STARTING and record.current_attempt is not None:
         # Once per attempt, before any insert: a move to the next zone keeps the VM's name and budget.
@@ -74,10 +79,17 @@ def create_attempt(deps: Deps, record: RunRecord) -> RunRecord:
             return step(deps, record.job, record.run_id, event).record or record
     while record.state == RunState.STARTING and record.current_attempt is not None:
         attempt = record.current_attempt
+        if not claimed:
+            stepped = step(deps, record.job, record.run_id, t.Claim(attempt))
+            record = stepped.record or record
+            if not stepped.changed:
+                continue  # another writer moved the run on: look again at what it is now
+        claimed = False
         try:
             instance = _create_or_adopt(deps, build_request(record, spec, attempt, deps))
         except CreateFailed as failure:
             record = _after_create_failure(deps, record, spec, attempt, failure)
+            claimed = record.current_attempt is not None and record.current_attempt != attempt
             continue
         if not instance.managed:
             reason = (f"a VM named {instance.name} exists in {instance.zone} without the spotcron label; "
@@ -86,8 +98,23 @@ def create_attempt(deps: Deps, record: RunRecord) -> RunRecord:
         event = t.VmCreated(attempt=attempt, zone=instance.zone, created_at=instance.created_at,
                             provisioning_model=instance.provisioning_model, instance_id=instance.instance_id,
                             deadline=t.vm_deadline(spec, deps.settings.grace, instance.created_at))
-        return step(deps, record.job, record.run_id, event).record or record
+        stepped = step(deps, record.job, record.run_id, event)
+        if not stepped.changed and stepped.record is not None and not _runs_on(stepped.record, instance):
+            # The run moved on while this delivery stalled before its insert (it ended, or went to
+            # another zone): the VM just made would run the attempt again. Delete it at once.
+            log.warning("deleting %s in %s: created by a stalled delivery after %s/%s moved on (%s)",
+                        instance.name, instance.zone, record.job, record.run_id, stepped.refused)
+            deps.compute.delete_instance(instance.zone, instance.name)
+        return stepped.record or record
     return record
+
+
+def _runs_on(record: RunRecord, instance: Instance) -> bool:
+    """Whether `instance` is the VM the record's current attempt runs on."""
+    current = record.current_attempt
+    return (not record.terminal and current is not None and current.outcome is None
+            and (current.zone, current.vm_name) == (instance.zone, instance.name)
+            and current.instance_id in (None, instance.instance_id))
 
 
 def _create_or_adopt(deps: Deps, request: InstanceRequest) -> Instance:

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from spotcron.core import layout
-from spotcron.core.errors import InvalidToken, PreconditionFailed
+from spotcron.core.errors import InvalidToken, PreconditionFailed, Transient
 from spotcron.core.runs import RunRecord, RunState, vm_name
 from spotcron.engine import transitions as t
 from spotcron.engine.attempts import create_attempt
@@ -82,6 +82,13 @@ def finish(deps: Deps, authorization: str | None, body: Any) -> Reply:
     record = deps.store.read(callback.job, callback.run_id)
     if record is None:
         return Reply(404, {"error": f"no run {callback.job}/{callback.run_id}"})
+    problem = _not_the_attempts_vm(record, callback.attempt, zone, str(engine.get("instance_id") or ""))
+    if problem:
+        if instance is not None and instance.instance_id == str(engine.get("instance_id") or ""):
+            # The caller is a stray of this run (re-created after its attempt ended, or left in a
+            # zone the attempt moved away from): it must not run the attempt a second time.
+            deps.compute.delete_instance(zone, instance_name)
+        return Reply(403, {"error": problem})
 
     deleted = deps.compute.delete_instance(zone, instance_name)
     record = _record_outcome(deps, record, callback, zone)
@@ -90,6 +97,24 @@ def finish(deps: Deps, authorization: str | None, body: Any) -> Reply:
         deps.blobs.write(layout.accepted_token(digest), instance_name.encode(), if_generation_match=0)
     return Reply(200, {"job": record.job, "run_id": record.run_id, "state": record.state,
                        "vm_deleted": deleted})
+
+
+def _not_the_attempts_vm(record: RunRecord, number: int, zone: str, instance_id: str) -> str | None:
+    """Why the calling VM is not the one the attempt recorded, or None when it is.
+
+    The name alone cannot tell: a stalled delivery can re-create a VM under the same name after
+    the attempt ended, and a zone move leaves the name unchanged.
+    """
+    attempt = next((a for a in record.attempts if a.number == number), None)
+    if attempt is None:
+        return None  # an unknown attempt changes nothing; the transition says so
+    if attempt.zone and attempt.zone != zone:
+        return (f"the token is from zone {zone}, but attempt {number} of {record.job}/{record.run_id} "
+                f"runs in zone {attempt.zone}")
+    if attempt.instance_id and instance_id != attempt.instance_id:
+        return (f"the token is from instance {instance_id or '(none)'} named {attempt.vm_name}, but attempt "
+                f"{number} of {record.job}/{record.run_id} ran on instance {attempt.instance_id}")
+    return None
 
 
 def _bearer(authorization: str | None) -> str | None:
@@ -137,5 +162,11 @@ def _record_outcome(deps: Deps, record: RunRecord, callback: CallbackBody, zone:
     if stepped.record is None:
         return record
     if stepped.changed and stepped.record.state == RunState.STARTING:
-        return create_attempt(deps, stepped.record)
+        try:
+            return create_attempt(deps, stepped.record)
+        except Transient as exc:
+            # The callback itself is recorded: answering 5xx would only make the runner repeat a
+            # report that now changes nothing. The sweep inserts the next attempt's VM instead.
+            log.warning("job_done: the next attempt of %s/%s could not be created yet (%s); the sweep retries",
+                        record.job, record.run_id, exc)
     return stepped.record

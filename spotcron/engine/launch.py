@@ -8,12 +8,13 @@ that tick, which is what turns at-least-once delivery into exactly one run.
 
 from __future__ import annotations
 
+import hashlib
 import logging
-import secrets
 from dataclasses import dataclass
 from datetime import datetime
+from zoneinfo import ZoneInfo
 
-from spotcron.core.cron.schedule import load_time_zone, parse_schedule
+from spotcron.core.cron.schedule import CronSchedule, load_time_zone, parse_schedule
 from spotcron.core.errors import SpotcronError
 from spotcron.core.runs import RunRecord, RunState, StateChange, manual_run_id, scheduled_run_id
 from spotcron.core.spec import JobSpec
@@ -45,31 +46,54 @@ def launch(deps: Deps, spec: JobSpec, *, requested_at: datetime, manual: bool = 
     if spec.paused and not manual:
         log.info("job %s is paused; ignoring its trigger", spec.name)
         return []
+    reading: datetime | None = None
     if manual:
         tick = None
-    elif tick is not None:
-        tick = exact_tick(spec, tick)
     else:
-        tick = parse_schedule(spec.schedule).latest_at_or_before(requested_at, load_time_zone(spec.time_zone))
+        if tick is not None:
+            tick = exact_tick(spec, tick)
+        schedule, zone = _readable_schedule(spec)
+        if tick is None:
+            tick = schedule.latest_at_or_before(requested_at, zone)
         if tick is None:
             raise BadTrigger(f"job {spec.name}: schedule {spec.schedule!r} has no fire time before {requested_at}")
-    nonce = nonce or secrets.token_hex(2)
+        # Lateness counts from the reading of the tick the message was published at: around a DST
+        # change a scheduler may fire a tick at another plausible reading (CronSchedule.readings).
+        reading = max((r for r in schedule.readings(tick, zone) if r <= requested_at), default=tick)
+    if manual and nonce is None:
+        # The same request always names the same run: a redelivery must not start a second one.
+        nonce = hashlib.sha256(requested_at.isoformat().encode()).hexdigest()[:8]
     pruned_through = deps.store.pruned_through(spec.name)
-    return [_launch_one(deps, variant, tick, requested_at, nonce, pruned_through) for variant in spec.variants()]
+    return [_launch_one(deps, variant, tick, reading, requested_at, nonce, pruned_through)
+            for variant in spec.variants()]
+
+
+def _readable_schedule(spec: JobSpec) -> tuple[CronSchedule, ZoneInfo]:
+    """The job's schedule and zone; BadTrigger when this runtime cannot read them.
+
+    A bad cron string, or a zone this runtime's tzdata lacks, fails the same way on every
+    redelivery: acknowledging it is the only way to stop Pub/Sub retrying until retention ends.
+    """
+    try:
+        return parse_schedule(spec.schedule), load_time_zone(spec.time_zone)
+    except SpotcronError as exc:
+        raise BadTrigger(f"job {spec.name}: cannot read its schedule {spec.schedule!r} in time zone "
+                         f"{spec.time_zone!r}: {exc}; fix the job file and deploy it again") from None
 
 
 def exact_tick(spec: JobSpec, tick: datetime) -> datetime:
     """`tick` when it is one of the schedule's fire instants; BadTrigger otherwise, so a message
     naming any other minute cannot start a run the schedule never asked for."""
-    fired = parse_schedule(spec.schedule).latest_at_or_before(tick, load_time_zone(spec.time_zone))
+    schedule, zone = _readable_schedule(spec)
+    fired = schedule.latest_at_or_before(tick, zone)
     if fired != tick:
         raise BadTrigger(f"job {spec.name}: tick {tick:%Y-%m-%dT%H:%M}Z is not a fire time of schedule "
                          f"{spec.schedule!r} in {spec.time_zone}")
     return tick
 
 
-def _launch_one(deps: Deps, spec: JobSpec, tick: datetime | None, requested_at: datetime,
-                nonce: str, pruned_through: str | None) -> LaunchOutcome:
+def _launch_one(deps: Deps, spec: JobSpec, tick: datetime | None, reading: datetime | None,
+                requested_at: datetime, nonce: str, pruned_through: str | None) -> LaunchOutcome:
     now = deps.clock.now()
     manual = tick is None
     # A manual run's id comes from the message's publish time, not from when it is handled, so a
@@ -90,9 +114,10 @@ def _launch_one(deps: Deps, spec: JobSpec, tick: datetime | None, requested_at: 
                     spec.name, run_id, spec.history_limit)
         return LaunchOutcome(job=spec.name, run_id=run_id, state="dropped",
                              reason="older than the runs kept by history_limit", duplicate=True)
-    late = (now - tick).total_seconds() if tick else 0.0
+    late = (now - reading).total_seconds() if tick is not None and reading is not None else 0.0
     if tick is not None and late > spec.starting_deadline:
-        reason = (f"missed: the trigger arrived {late:.0f}s after its {tick:%H:%M} UTC tick "
+        read_as = f", read as {reading:%H:%M} UTC" if reading != tick else ""
+        reason = (f"missed: the trigger arrived {late:.0f}s after its {tick:%H:%M} UTC tick{read_as} "
                   f"(starting_deadline {spec.starting_deadline}s)")
         record = priced(deps, record.with_state(RunState.SKIPPED, now, reason))
         if deps.store.create(record):
@@ -114,11 +139,13 @@ def advance(deps: Deps, job: str, run_id: str) -> RunRecord:
         raise SpotcronError(f"run {job}/{run_id} has no record")
     if record.state == RunState.SCHEDULED:
         record = _apply_concurrency(deps, record)
+    begun = False
     if record.state == RunState.SCHEDULED:
         first = t.new_attempt(record, t.spec_of(record), deps.settings.zones)
-        record = step(deps, job, run_id, t.Begin(first)).record or record
+        stepped = step(deps, job, run_id, t.Begin(first))
+        record, begun = stepped.record or record, stepped.changed
     if record.state == RunState.STARTING:
-        record = create_attempt(deps, record)
+        record = create_attempt(deps, record, claimed=begun)
     return record
 
 
@@ -127,6 +154,10 @@ def _apply_concurrency(deps: Deps, record: RunRecord) -> RunRecord:
     if spec.concurrency == "allow":
         return record
     others = [other for other in _live_runs_of(deps, record) if other.run_id != record.run_id]
+    if spec.concurrency == "forbid":
+        # Two runs still `scheduled` at once (a tick and a "run now") see each other: the older goes
+        # ahead and the younger is skipped, the same order read from either side, so never both.
+        others = [o for o in others if o.state != RunState.SCHEDULED or _order(o) < _order(record)]
     if not others:
         return record
     if spec.concurrency == "forbid":
@@ -136,6 +167,10 @@ def _apply_concurrency(deps: Deps, record: RunRecord) -> RunRecord:
     for other in others:  # replace
         _replace(deps, other, by=record.run_id)
     return record
+
+
+def _order(record: RunRecord) -> tuple[datetime, str]:
+    return record.created_at, run_sort_key(record.run_id)
 
 
 def _live_runs_of(deps: Deps, record: RunRecord) -> list[RunRecord]:

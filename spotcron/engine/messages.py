@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -14,6 +16,8 @@ from spotcron.engine.deployed import start_message
 from spotcron.engine.launch import BadTrigger
 
 MAX_MESSAGE_BYTES = 4 * 1024  # a job name and a digest; anything bigger is not ours
+# A manual run's nonce becomes part of its run id, object names and VM name: lowercase hex only.
+NONCE = re.compile(r"^[0-9a-f]{4,32}$")
 # The dispatcher (scheduling: shared) names the exact tick; Cloud Scheduler's own messages carry none.
 TICK_ATTRIBUTE = "tick"
 
@@ -56,7 +60,7 @@ def parse_start(event_data: Any, event_time: datetime | None) -> StartRequest:
     if requested_at is None:
         raise BadTrigger("the message has no publishTime")
     manual = attributes.get("trigger") == "manual" if isinstance(attributes, dict) else False
-    nonce = attributes.get("nonce") if manual else None
+    nonce = _nonce(attributes, message) if manual else None
     tick = None
     if isinstance(attributes, dict) and TICK_ATTRIBUTE in attributes and not manual:
         tick = _timestamp(attributes[TICK_ATTRIBUTE])
@@ -65,6 +69,22 @@ def parse_start(event_data: Any, event_time: datetime | None) -> StartRequest:
                              "whole UTC minute like 2026-11-22T10:00:00Z")
         tick = tick.astimezone(UTC)
     return StartRequest(job=job, digest=digest, requested_at=requested_at, manual=manual, nonce=nonce, tick=tick)
+
+
+def _nonce(attributes: dict[str, Any], message: dict[str, Any]) -> str:
+    """The manual run's nonce: the sender's, checked; else one derived from the message itself.
+
+    Pub/Sub keeps a message's id and publish time across redeliveries, so a derived nonce names the
+    same run on every delivery, where a random one would start a second run.
+    """
+    if "nonce" not in attributes:
+        seed = f"{message.get('messageId', '')}|{message.get('publishTime', '')}"
+        return hashlib.sha256(seed.encode()).hexdigest()[:8]
+    nonce = attributes["nonce"]
+    if not isinstance(nonce, str) or not NONCE.match(nonce):
+        raise BadTrigger(f"the manual run's nonce {nonce!r} is not 4 to 32 lowercase hex digits "
+                         "(it names the run, its objects and its VM); `spotcron run` sends one like 'ab12'")
+    return nonce
 
 
 def _timestamp(value: Any) -> datetime | None:

@@ -42,6 +42,9 @@ LIST_LAG = timedelta(minutes=2)
 # maxRunDuration normally gets there first, but when it is late the sweep is all there is, and any
 # slack here would let a VM outlive its deadline by more than one sweep interval.
 DEADLINE_SLACK = timedelta(0)
+# How long the sweep keeps re-trying the insert of an attempt that has no VM (transient errors)
+# before it calls the run stuck; a first attempt also gets its job's starting_deadline.
+CREATE_PATIENCE = timedelta(minutes=30)
 
 
 @dataclass
@@ -131,7 +134,9 @@ def needs_attention(deps: Deps, entries: list[LiveEntry], instances: dict[tuple[
         return True  # a marker of the old form, or several: the record says which is right
     entry = entries[0]
     if entry.kind == WAITING:
-        return entry.since is None or now - entry.since >= stuck_after(deps)
+        # Past the list lag nobody may be driving it: a retry's insert that met a transient error
+        # has no redelivery behind it (see _sweep_starting).
+        return entry.since is None or now - entry.since >= LIST_LAG
     if entry.zone is None or entry.vm is None:
         return True
     instance = instances.get((entry.zone, entry.vm))
@@ -181,16 +186,7 @@ def _sweep_run(deps: Deps, record: RunRecord, instances: dict, timed_out: set, n
                report: SweepReport) -> None:
     attempt = record.current_attempt
     if record.state in (RunState.SCHEDULED, RunState.STARTING):
-        if now - record.updated_at < stuck_after(deps):
-            return
-        if attempt is not None and attempt.zone and deps.compute.get_instance(attempt.zone, attempt.vm_name):
-            create_attempt(deps, record)  # the create landed; adopt it
-            report.adopted_runs.append((record.job, record.run_id))
-            return
-        minutes = int((now - record.updated_at).total_seconds() // 60)
-        reason = f"stuck in {record.state} for {minutes} minutes: no VM was created"
-        ended = step(deps, record.job, record.run_id, t.Stuck(seen_at=record.updated_at, reason=reason)).record
-        report.ended_runs.append((record.job, record.run_id, (ended or record).state))
+        _sweep_starting(deps, record, now, report)
         return
     if record.state != RunState.RUNNING or attempt is None or attempt.zone is None:
         return
@@ -205,6 +201,39 @@ def _sweep_run(deps: Deps, record: RunRecord, instances: dict, timed_out: set, n
         report.ended_runs.append((ended.job, ended.run_id, ended.state))
     elif ended.state in (RunState.STARTING, RunState.RUNNING):
         report.retried_runs.append((ended.job, ended.run_id))
+
+
+def _sweep_starting(deps: Deps, record: RunRecord, now: datetime, report: SweepReport) -> None:
+    """A run whose attempt has no VM yet. Only start_job has Pub/Sub redelivery behind it: when a
+    retry's insert (from job_done or a sweep) met a transient error, nothing else would try again."""
+    idle = now - record.updated_at
+    if idle < LIST_LAG:
+        return  # a delivery or a callback is working on it right now
+    attempt = record.current_attempt
+    starting_since = record.history[-1].at if record.history else record.updated_at
+    if (record.state == RunState.STARTING and attempt is not None
+            and now - starting_since < max(CREATE_PATIENCE, timedelta(seconds=_starting_deadline(record)))):
+        driven = create_attempt(deps, record, claimed=False)
+        if driven.state == RunState.RUNNING:
+            report.adopted_runs.append((record.job, record.run_id))
+        elif driven.terminal:
+            report.ended_runs.append((record.job, record.run_id, driven.state))
+        return
+    if idle < stuck_after(deps):
+        return
+    if attempt is not None and attempt.zone and deps.compute.get_instance(attempt.zone, attempt.vm_name):
+        create_attempt(deps, record, claimed=False)  # the create landed; adopt it
+        report.adopted_runs.append((record.job, record.run_id))
+        return
+    minutes = int((now - starting_since).total_seconds() // 60)
+    reason = f"stuck in {record.state} for {minutes} minutes: no VM could be created"
+    ended = step(deps, record.job, record.run_id, t.Stuck(seen_at=record.updated_at, reason=reason)).record
+    if ended is not None and ended.terminal:
+        report.ended_runs.append((record.job, record.run_id, ended.state))
+
+
+def _starting_deadline(record: RunRecord) -> int:
+    return int((record.spec or {}).get("starting_deadline") or 0)
 
 
 def _vm_gone(deps: Deps, record: RunRecord, now: datetime, *, past_deadline: bool) -> RunRecord:

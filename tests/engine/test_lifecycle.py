@@ -173,13 +173,17 @@ def test_a_stopped_managed_vm_is_deleted_with_its_disk(h):
 def test_a_run_stuck_in_starting_fails(h):
     from spotcron.core.errors import Transient
 
-    h.compute.fail_create(Transient("timeout"))
+    h.compute.fail_create(Transient("timeout"), times=1000)  # the sweep's own inserts time out too
     assert h.start(make_spec()).status_code == 500
-    h.clock.advance(11 * 60)
+    for _ in range(6):  # 5..30 minutes: the sweep keeps trying the insert (its patience is 30 minutes)
+        h.clock.advance(5 * 60)
+        h.sweep()
+        assert h.record("bot", RUN).state == "starting"
+    h.clock.advance(5 * 60)  # 10 minutes after the sweep's last try: stuck
     h.sweep()
     record = h.record("bot", RUN)
     assert record.state == "failed"
-    assert record.reason == "stuck in starting for 11 minutes: no VM was created"
+    assert record.reason == "stuck in starting for 35 minutes: no VM could be created"
 
 
 def test_history_retention_prunes_old_runs_even_while_creation_fails(h):

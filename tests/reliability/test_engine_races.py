@@ -28,10 +28,11 @@ def test_a_callback_after_the_run_ended_keeps_its_facts_and_ends_nothing_twice(h
     """
     ended: list[str] = []
     h.deps.on_run_end.append(lambda deps, record: ended.append(record.state))
-    h.compute.fail_create(Transient("timeout"))
+    h.compute.fail_create(Transient("timeout"), times=1000)  # every insert times out, the sweep's too
     assert h.start(make_spec()).status_code == 500
-    h.clock.advance(11 * 60)
-    h.sweep()
+    for _ in range(10):  # past the sweep's patience with inserts, then stuck
+        h.clock.advance(5 * 60)
+        h.sweep()
     assert h.record("bot", RUN).state == "failed" and ended == ["failed"]
     h.compute.add_foreign(Instance(name=VM, zone=ZONE, status="RUNNING", labels=vm_labels("bot", RUN, 1),
                                    machine_type="e2-small", provisioning_model="SPOT", created_at=h.clock.now()))
@@ -92,7 +93,8 @@ def test_the_next_attempts_vm_is_not_reaped_by_the_previous_attempts_deadline(h)
         return False
 
     h.blobs.fail_writes = fail_marking_attempt_2_running
-    assert h.callback("bot", RUN, status="preempted", exit_code=None, uploaded=False).status_code == 503
+    # The report is recorded; the sweep finishes what the failed write left (issue 18: before, 503).
+    assert h.callback("bot", RUN, status="preempted", exit_code=None, uploaded=False).status_code == 200
     h.blobs.fail_writes = None
     assert h.record("bot", RUN).state == "starting" and h.live_vms() == [VM2]
     h.clock.set(first_deadline + timedelta(seconds=30))

@@ -238,6 +238,31 @@ class CronSchedule:
                 wall = t + o0 - MINUTE
         return None
 
+    def readings(self, tick: datetime, tz: zoneinfo.ZoneInfo) -> list[datetime]:
+        """Every instant a scheduler may plausibly fire the fire instant `tick` at: aware UTC, sorted.
+
+        Cloud Scheduler documents no DST behaviour. Besides our (Vixie) reading, `tick` itself, a
+        fixed-time job's skipped wall time may be read with the offset from before the jump (02:30
+        on a 02:00->03:00 night fires at 03:30, the jump shifted by the gap), and a repeated wall time
+        on its second pass. `latest_at_or_before` maps each of these back to `tick`.
+        """
+        at = _utc_naive(tick)
+        found = {at}
+        if self.fixed_time:
+            before, after = _offset(tz, at - _MINUTE), _offset(tz, at)
+            if after > before:  # `tick` is a jump forward: the skipped wall times fired here
+                jump = at + before
+                wall = jump
+                while wall < jump + (after - before):
+                    if self.matches(wall):
+                        found.add(wall - before)
+                    wall += _MINUTE
+            wall = at + after
+            first, second = wall.replace(tzinfo=tz).utcoffset(), wall.replace(tzinfo=tz, fold=1).utcoffset()
+            if first > second and at == wall - first:  # the first pass of a repeated wall time
+                found.add(wall - second)
+        return sorted(moment.replace(tzinfo=UTC) for moment in found)
+
     def upcoming(self, after: datetime, tz: zoneinfo.ZoneInfo, count: int) -> list[datetime]:
         """The next `count` fire instants strictly after `after`, as aware UTC."""
         out: list[datetime] = []
