@@ -42,6 +42,14 @@ reliability: $(STAMP) ## a long seeded fault simulation; prints the figures
 e2e: $(STAMP) ## deploy to a throwaway project (SPOTCRON_E2E_PROJECT), run hello-bot once on a VM, check, destroy
 	$(BIN)/python -m tests.e2e
 
+EXPLORE_EXAMPLES ?= 400
+EXPLORE_STEPS ?= 60
+explore: $(STAMP) ## Hypothesis explores interleavings of the real functions far longer than make test; prints its seed
+	@seed=$${SEED:-$$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}; echo "explore: seed $$seed (again: make explore SEED=$$seed)"; \
+	SPOTCRON_EXPLORE_EXAMPLES=$(EXPLORE_EXAMPLES) SPOTCRON_EXPLORE_STEPS=$(EXPLORE_STEPS) \
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/reliability/test_exploration.py -k TestExploration \
+	  --hypothesis-seed=$$seed --hypothesis-show-statistics
+
 schema: $(STAMP) ## regenerate jobs/schema.json from the spec model
 	$(BIN)/spotcron schema > $(JOBS)/schema.json
 

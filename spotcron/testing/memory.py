@@ -187,6 +187,11 @@ class MemoryCompute:
         with self._lock:
             return self._instances.get((zone, name))
 
+    def peek_any(self, name: str) -> Instance | None:
+        """The instance of that name in whichever zone, like peek."""
+        with self._lock:
+            return next((i for (_, n), i in self._instances.items() if n == name), None)
+
 
 class MemoryBlobs:
     """A Cloud Storage bucket in a dict, with generation preconditions and injectable failures."""
@@ -212,6 +217,11 @@ class MemoryBlobs:
         """The object, without counting a call or meeting a fault (for checks, not for the engine)."""
         with self._lock:
             return self._objects.get(name)
+
+    def list_quietly(self, prefix: str) -> list[str]:
+        """Names under `prefix`, like peek: no call counted, no fault met."""
+        with self._lock:
+            return [name for name in self._names if name.startswith(prefix)]
 
     def read(self, name: str) -> Blob | None:
         self._hook("read", name)

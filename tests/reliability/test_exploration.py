@@ -1,0 +1,337 @@
+"""Hypothesis explores the interleavings: a RuleBasedStateMachine over the real functions.
+
+Rules are what the world does to spotcron: scheduled ticks and their redeliveries (at once, late,
+or stalled right before the insert while the run goes on), manual runs with and without nonces,
+preemption at any point (with or without the runner's notice), callbacks that arrive, get lost,
+come twice, come late or are forged, transient errors on any Compute or Storage call, sweeps at
+any moment, clock jumps, and a Compute Engine that enforces maxRunDuration late. After every
+step the invariants of RELIABILITY.md are checked. Everything goes through the harness's
+functions-framework clients on the in-memory backends.
+
+`make test` runs a bounded number of examples; `make explore` runs many more with a printed seed
+(Hypothesis shrinks any failure to a minimal list of steps and prints it).
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from spotcron.core import layout
+from spotcron.core.cron.schedule import load_time_zone, parse_schedule
+from spotcron.core.descriptor import METADATA_KEY, RunDescriptor
+from spotcron.core.runs import RunRecord, RunState
+from spotcron.testing.harness import Harness, make_spec
+
+EXAMPLES = int(os.environ.get("SPOTCRON_EXPLORE_EXAMPLES", "12"))
+STEPS = int(os.environ.get("SPOTCRON_EXPLORE_STEPS", "30"))
+
+JOBS = {
+    "bot": make_spec(name="bot", schedule="*/30 * * * *", timeout="10m", concurrency="forbid",
+                     retries={"preemption": 2, "failure": 1}, starting_deadline="10m"),
+    "bench": make_spec(name="bench", schedule="15 */2 * * *", timeout="20m", concurrency="allow",
+                       matrix=[{"name": "cpu"}, {"name": "big", "machine": {"type": "e2-standard-4"}}],
+                       history_limit=6),
+}
+CALLS = ("compute:create", "compute:get", "compute:delete", "compute:list",
+         "storage:read", "storage:write", "storage:list", "storage:delete")
+
+
+class Explore(RuleBasedStateMachine):
+    def __init__(self):
+        super().__init__()
+        self.h = Harness()
+        self.interval = timedelta(seconds=self.h.settings.sweep_interval)
+        self.next_sweep = self.h.clock.now() + self.interval
+        self.messages: list[dict] = []  # every start message published: redeliverable at any time
+        self.callbacks: list[dict] = []  # every callback a runner sent or will retry
+        self.armed: tuple[str, int] | None = None  # one transient error on the nth matching call
+        self.first_terminal: dict[tuple[str, str], RunState] = {}
+        self.swept_clean = False  # the last thing that happened was a sweep without injected errors
+        self.faulted = False
+
+    def teardown(self):
+        self.h.close()
+
+    # --- fault injection --------------------------------------------------------------------------
+    def _faults(self, on: bool) -> None:
+        armed = self.armed if on else None
+        seen = {"n": 0}
+
+        def fault(kind: str):
+            def check(call: str, name: str) -> bool:
+                if armed is None or armed[0] != f"{kind}:{call}":
+                    return False
+                seen["n"] += 1
+                return seen["n"] == armed[1]
+            return check
+
+        self.h.compute.fault = fault("compute") if armed else None
+        self.h.blobs.fault = fault("storage") if armed else None
+
+    def _call(self, what):
+        """One entry-point call, with the armed fault (if any) live during it and gone after."""
+        self._faults(True)
+        self.faulted = self.armed is not None
+        try:
+            return what()
+        finally:
+            self._faults(False)
+            self.armed = None
+
+    # --- time -----------------------------------------------------------------------------------
+    def _advance(self, seconds: float) -> None:
+        """Time passes: Compute enforces maxRunDuration by itself; the sweep runs on its schedule."""
+        end = self.h.clock.now() + timedelta(seconds=seconds)
+        while self.next_sweep <= end:
+            self.h.clock.set(self.next_sweep)
+            self.h.compute.enforce_max_run_duration()
+            self._sweep_now()
+            self.next_sweep += self.interval
+        self.h.clock.set(end)
+        if self.h.compute.enforce_max_run_duration():
+            self.swept_clean = False  # a VM went after the last sweep: the next one sees to its run
+
+    def _sweep_now(self) -> None:
+        assert self.h.sweep().status_code == 200
+        self.swept_clean = True
+
+    @rule(seconds=st.sampled_from([5, 40, 130, 290, 610, 1800, 4 * 3600]))
+    def clock_moves(self, seconds):
+        self._advance(seconds)
+
+    @rule()
+    def sweep_at_any_moment(self):
+        response = self._call(self.h.sweep)
+        assert response.status_code in (200, 500)
+        self.swept_clean = response.status_code == 200 and not self.faulted
+
+    @rule(call=st.sampled_from(CALLS), nth=st.integers(1, 3))
+    def arm_a_transient_error(self, call, nth):
+        self.armed = (call, nth)
+
+    # --- triggers -------------------------------------------------------------------------------
+    def _publish(self, job: str, attributes: dict[str, str]) -> dict:
+        message = {"job": job, "published": self.h.clock.now(), "attributes": attributes,
+                   "id": f"msg-{len(self.messages)}"}
+        self.messages.append(message)
+        return message
+
+    def _deliver(self, message: dict):
+        spec = JOBS[message["job"]]
+        return self._call(lambda: self.h.start(spec, publish_time=message["published"],
+                                               attributes=dict(message["attributes"]), message_id=message["id"]))
+
+    @rule(job=st.sampled_from(sorted(JOBS)))
+    def scheduled_tick(self, job):
+        spec = JOBS[job]
+        tick = parse_schedule(spec.schedule).next_after(self.h.clock.now(), load_time_zone(spec.time_zone))
+        self._advance((tick - self.h.clock.now()).total_seconds() + 1)
+        response = self._deliver(self._publish(job, {}))
+        assert response.status_code in (200, 500)
+
+    @rule(job=st.sampled_from(sorted(JOBS)), nonce=st.sampled_from([None, "ab12", "c0ffee"]))
+    def manual_run(self, job, nonce):
+        attributes = {"trigger": "manual"} | ({"nonce": nonce} if nonce else {})
+        assert self._deliver(self._publish(job, attributes)).status_code in (200, 500)
+
+    @precondition(lambda self: self.messages)
+    @rule(data=st.data())
+    def redelivery(self, data):
+        """Pub/Sub delivers any message again: at once, or late (the clock has moved since)."""
+        message = data.draw(st.sampled_from(self.messages))
+        assert self._deliver(message).status_code in (200, 500)
+
+    @precondition(lambda self: self.messages)
+    @rule(data=st.data(), cut_in=st.sampled_from(["callback", "sweep", "preempt"]))
+    def stalled_redelivery(self, data, cut_in):
+        """A copy stalls right before its insert; meanwhile the run goes on."""
+        message = data.draw(st.sampled_from(self.messages))
+        done: list[bool] = []
+
+        def fault(call: str, name: str) -> bool:
+            if call == "create" and not done:
+                done.append(True)
+                vm = self.h.compute.peek_any(name)
+                if cut_in == "callback" and vm is not None:
+                    self._vm_reports(vm, exit_code=0, manifest=True, status="exited", delivery="once")
+                elif cut_in == "sweep":
+                    self._advance(self.interval.total_seconds())
+                elif vm is not None:
+                    self.h.compute.preempt(vm.zone, vm.name)
+            return False
+
+        self.h.compute.fault = fault
+        try:
+            response = self.h.start(JOBS[message["job"]], publish_time=message["published"],
+                                    attributes=dict(message["attributes"]), message_id=message["id"])
+        finally:
+            self.h.compute.fault = None
+        assert response.status_code in (200, 500)
+
+    # --- the VMs ----------------------------------------------------------------------------------
+    def _live(self):
+        return sorted((i for i in self.h.compute.all_instances() if i.managed), key=lambda i: (i.name, i.zone))
+
+    def _vm_reports(self, vm, *, exit_code, manifest, status, delivery) -> None:
+        job, run_id, attempt = vm.labels["job"], vm.labels["run"], int(vm.labels["attempt"])
+        if status == "exited":
+            self.h.upload(job, run_id, attempt, exit_code=exit_code, manifest=manifest)
+        token = self.h.token(job, run_id, attempt, zone=vm.zone, instance_id=vm.instance_id)
+        body = {"job": job, "run_id": run_id, "attempt": attempt, "status": status,
+                "exit_code": None if status == "preempted" else exit_code, "timed_out": exit_code == 137,
+                "uploaded": manifest, "started_at": self.h.clock.now().isoformat(),
+                "finished_at": self.h.clock.now().isoformat()}
+        callback = {"token": token, "body": body}
+        if delivery == "lost":
+            return  # the runner's calls never got through; its VM lives on until its deadline
+        for _ in range(2 if delivery == "twice" else 1):
+            response = self._call(lambda: self.h.callback(job, run_id, attempt, token=token, body=body))
+            assert response.status_code in (200, 403, 404, 409, 503), response.json
+            if response.status_code == 503:
+                self.callbacks.append(callback)  # the runner retries
+
+    @precondition(lambda self: self._live())
+    @rule(data=st.data(), exit_code=st.sampled_from([0, 0, 1, 137]), manifest=st.booleans(),
+          delivery=st.sampled_from(["once", "once", "twice", "lost"]))
+    def a_vm_ends(self, data, exit_code, manifest, delivery):
+        vm = data.draw(st.sampled_from(self._live()))
+        self._advance(30)
+        if self.h.compute.peek(vm.zone, vm.name) is not None:
+            self._vm_reports(vm, exit_code=exit_code, manifest=manifest, status="exited", delivery=delivery)
+
+    @precondition(lambda self: self._live())
+    @rule(data=st.data(), notice=st.booleans())
+    def preemption(self, data, notice):
+        vm = data.draw(st.sampled_from(self._live()))
+        if notice:
+            self._vm_reports(vm, exit_code=None, manifest=False, status="preempted", delivery="once")
+        self.h.compute.preempt(vm.zone, vm.name)
+
+    @precondition(lambda self: self._live())
+    @rule(data=st.data())
+    def compute_enforces_max_run_duration_late(self, data):
+        vm = data.draw(st.sampled_from(self._live()))
+        self.h.compute.delay_max_run_duration(vm.zone, vm.name, 6 * 3600)
+
+    @precondition(lambda self: self.callbacks)
+    @rule(data=st.data())
+    def late_or_retried_callback(self, data):
+        callback = data.draw(st.sampled_from(self.callbacks))
+        body = callback["body"]
+        response = self._call(lambda: self.h.callback(body["job"], body["run_id"], body["attempt"],
+                                                      token=callback["token"], body=body))
+        assert response.status_code in (200, 403, 404, 409, 503)
+
+    @precondition(lambda self: len(self._live()) >= 1)
+    @rule(data=st.data(), how=st.sampled_from(["other-vm", "instance-id", "zone"]))
+    def forged_callback(self, data, how):
+        vm = data.draw(st.sampled_from(self._live()))
+        job, run_id, attempt = vm.labels["job"], vm.labels["run"], int(vm.labels["attempt"])
+        before = self._records()
+        if how == "other-vm":
+            token = self.h.token(job, run_id, attempt, zone=vm.zone, instance_name="sc-someone-else-a1")
+        elif how == "instance-id":
+            token = self.h.token(job, run_id, attempt, zone=vm.zone, instance_id="31337")
+        else:
+            token = self.h.token(job, run_id, attempt, zone="us-central1-f", instance_id=vm.instance_id)
+        response = self.h.callback(job, run_id, attempt, token=token)
+        assert response.status_code in (403, 404), response.json
+        assert self._records() == before
+        assert self.h.compute.peek(vm.zone, vm.name) is not None
+
+    # --- invariants -------------------------------------------------------------------------------
+    def _records(self) -> dict[tuple[str, str], RunRecord]:
+        found = {}
+        for name in self.h.blobs.list_quietly(layout.RUNS):
+            parsed = layout.parse_record_name(name)
+            if parsed:
+                blob = self.h.blobs.peek(name)
+                found[parsed] = RunRecord.from_json(blob.data)
+        return found
+
+    @invariant()
+    def every_invariant(self):
+        """All of them after every step, in this order; then forget that the last step was a sweep."""
+        self.at_most_one_live_vm_per_attempt()
+        self.no_vm_outlives_its_deadline_by_a_sweep_interval()
+        self.terminal_states_are_written_once_and_never_regress()
+        self.a_succeeded_run_has_its_manifest()
+        self.no_run_outlives_its_vm_after_a_sweep()
+        self.no_tick_is_skipped_for_a_run_that_is_over()
+        self.swept_clean = False
+
+    def at_most_one_live_vm_per_attempt(self):
+        seen = {}
+        for vm in self._live():
+            key = (vm.labels["job"], vm.labels["run"], vm.labels["attempt"])
+            assert key not in seen, f"two VMs for {key}: {seen[key]} and {vm.zone}/{vm.name}"
+            seen[key] = f"{vm.zone}/{vm.name}"
+
+    def no_vm_outlives_its_deadline_by_a_sweep_interval(self):
+        now = self.h.clock.now()
+        for vm in self._live():
+            descriptor = RunDescriptor.from_metadata(vm.metadata[METADATA_KEY])
+            deadline = vm.created_at + timedelta(seconds=descriptor.timeout_s + self.h.settings.grace)
+            assert now <= deadline + self.interval, f"{vm.name} alive at {now}, deadline {deadline}"
+
+    def terminal_states_are_written_once_and_never_regress(self):
+        for key, record in self._records().items():
+            ends = [c for c in record.history if c.state in (
+                RunState.SUCCEEDED, RunState.FAILED, RunState.TIMED_OUT, RunState.PREEMPTED, RunState.LOST,
+                RunState.SKIPPED, RunState.CANCELLED)]
+            assert len(ends) <= 1, f"{key} ended {len(ends)} times: {[c.state for c in ends]}"
+            if key in self.first_terminal:
+                assert record.state == self.first_terminal[key], f"{key} went from {self.first_terminal[key]}"
+            elif record.terminal:
+                self.first_terminal[key] = record.state
+
+    def a_succeeded_run_has_its_manifest(self):
+        for key, record in self._records().items():
+            if record.state == RunState.SUCCEEDED:
+                assert record.results_prefix is not None
+                assert self.h.blobs.peek(record.results_prefix + "manifest.json") is not None, key
+
+    def no_run_outlives_its_vm_after_a_sweep(self):
+        if not self.swept_clean:
+            return
+        now = self.h.clock.now()
+        for key, record in self._records().items():
+            attempt = record.current_attempt
+            if record.state == RunState.RUNNING:
+                assert attempt is not None and self.h.compute.peek(attempt.zone, attempt.vm_name) is not None, \
+                    f"{key} is running but its VM is gone after a sweep"
+            if not record.terminal:
+                assert now - record.updated_at < timedelta(hours=1), f"{key} stuck {record.state} since " \
+                                                                     f"{record.updated_at}"
+
+    def no_tick_is_skipped_for_a_run_that_is_over(self):
+        records = self._records()
+        for (job, _), record in records.items():
+            if record.state != RunState.SKIPPED or "still running" not in (record.reason or ""):
+                continue
+            skipped_at = record.history[-1].at
+            for other in record.reason.split("previous run ", 1)[1].split(" is still", 1)[0].split(", "):
+                blocker = records.get((job, other))
+                if blocker is None:
+                    continue  # pruned since
+                ended = next((c.at for c in blocker.history if c.state in (
+                    RunState.SUCCEEDED, RunState.FAILED, RunState.TIMED_OUT, RunState.PREEMPTED, RunState.LOST,
+                    RunState.SKIPPED, RunState.CANCELLED)), None)
+                assert ended is None or ended >= skipped_at, f"{record.run_id} skipped for {other}, over at {ended}"
+
+
+Explore.TestCase.settings = settings(max_examples=EXAMPLES, stateful_step_count=STEPS, deadline=None,
+                                     suppress_health_check=list(HealthCheck), print_blob=True)
+TestExploration = Explore.TestCase
+
+
+def test_the_machine_covers_the_issue_rules():
+    names = {name for name in dir(Explore) if hasattr(getattr(Explore, name), "hypothesis_stateful_rule")}
+    assert {"scheduled_tick", "redelivery", "stalled_redelivery", "manual_run", "preemption", "a_vm_ends",
+            "late_or_retried_callback", "forged_callback", "arm_a_transient_error", "sweep_at_any_moment",
+            "clock_moves", "compute_enforces_max_run_duration_late"} <= names
