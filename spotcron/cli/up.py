@@ -57,32 +57,41 @@ def up(jobs_dir: Path, once: bool, state_dir: Path, timeout: float, sweep_interv
         _forever(stack, jobs_dir, out)
 
 
-def _interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt
-
-
 @contextlib.contextmanager
-def _stopped_however_it_ends(stop: Callable[[], None]) -> Iterator[None]:
+def _stopped_however_it_ends(stop: Callable[[str], None]) -> Iterator[None]:
     """Run `stop` when the body ends: SIGTERM ends it like Ctrl-C, and neither cuts `stop` short.
 
     The local VMs are runner processes in sessions of their own, so the terminal's Ctrl-C does
     not reach them and only `stop` ends them; Python's default SIGTERM would exit without it.
+    `stop` gets the reason its runs in flight are cancelled with. While it runs, a second
+    SIGINT or SIGTERM exits at once.
     """
     if threading.current_thread() is not threading.main_thread():  # signals go to the main thread only
         try:
             yield
         finally:
-            stop()
+            stop("spotcron up was stopped")
         return
+    caught: list[str] = []
+
+    def interrupt(signum, frame) -> None:
+        caught.append(signal.Signals(signum).name)
+        raise KeyboardInterrupt
+
+    def force(signum, frame) -> None:
+        os.write(2, f"spotcron up: {signal.Signals(signum).name} again: exiting without cleaning up\n".encode())
+        os._exit(128 + signum)
+
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    signal.signal(signal.SIGTERM, _interrupt)
+    for sig in previous:
+        signal.signal(sig, interrupt)
     try:
         yield
     finally:
         for sig in previous:
-            signal.signal(sig, signal.SIG_IGN)
+            signal.signal(sig, force)
         try:
-            stop()
+            stop(f"spotcron up got {caught[0]}: cancelled" if caught else "spotcron up was stopped")
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler if handler is not None else signal.SIG_DFL)

@@ -49,6 +49,7 @@ class LocalStack:
         self.runtime_for = runtime_for
         self.prices = prices
         self._stack: list[Callable[[], None]] = []
+        self._stop_reason = "the local stack was stopped"
         self.deps: Deps | None = None
         self.bus: Any = None
         self.scheduler: Any = None
@@ -94,6 +95,9 @@ class LocalStack:
         compute = LocalCompute(metadata, bucket.url, self.state_dir, clock, base_env=self.environ, cwd=self.cwd,
                                runtime_for=self.runtime_for or find_runtime)
         self._stack.append(compute.close)
+        # Runs still in flight end as `cancelled` once no message can start more (the bus closes
+        # first) and before their VMs go: a stopped stack leaves no run `running` for ever.
+        self._stack.append(self._cancel_live_runs)
         emulator = self.environ.get("PUBSUB_EMULATOR_HOST")
         self.bus = EmulatorBus(emulator) if emulator else InProcessBus(clock)
         self._stack.append(self.bus.close)
@@ -108,8 +112,12 @@ class LocalStack:
         self.bus.subscribe(settings.sweep_topic, _poster(sweep))
         log.info("local stack up: bucket %s, job_done %s", bucket.url, job_done.url)
 
-    def stop(self) -> None:
-        """Stop everything, newest first; safe to call twice and after a failed start."""
+    def stop(self, reason: str = "the local stack was stopped") -> None:
+        """Stop everything, newest first; safe to call twice and after a failed start.
+
+        Every run still in flight ends `cancelled` with `reason`, its VM deleted.
+        """
+        self._stop_reason = reason
         if self.scheduler is not None:
             self.scheduler.stop()
             self.scheduler = None
@@ -119,6 +127,26 @@ class LocalStack:
                 closer()
             except Exception:  # noqa: BLE001 - keep stopping the rest
                 log.exception("stopping %r failed", closer)
+
+    def _cancel_live_runs(self) -> None:
+        from spotcron.engine import transitions
+        from spotcron.engine.steps import step
+
+        deps = self.deps
+        if deps is None:
+            return
+        for job, run_id in deps.store.live_runs():
+            try:
+                record = deps.store.read(job, run_id)
+                if record is None or record.terminal:
+                    continue
+                attempt = record.current_attempt
+                if attempt is not None and attempt.zone:
+                    deps.compute.delete_instance(attempt.zone, attempt.vm_name)
+                step(deps, job, run_id, transitions.Cancel(self._stop_reason))
+                log.info("cancelled %s/%s: %s", job, run_id, self._stop_reason)
+            except Exception:  # noqa: BLE001 - cancel the others; the sweep of the next start sees to this one
+                log.exception("could not cancel %s/%s", job, run_id)
 
     def __enter__(self) -> LocalStack:
         return self.start()
@@ -231,6 +259,10 @@ class _HttpServer:
 
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no request lines in the user's terminal
         self._server = make_server("127.0.0.1", 0, app, threaded=True)
+        # Request threads are joined on stop: a job_done still ending its run (pruning, the page)
+        # must finish while the bucket is up, and a daemon thread cut off inside native code at
+        # interpreter exit aborts the process ("terminate called without an active exception").
+        self._server.daemon_threads = False
         self.url = f"http://127.0.0.1:{self._server.server_port}/"
         self._thread = threading.Thread(target=self._server.serve_forever, name="spotcron-job-done", daemon=True)
         self._thread.start()

@@ -97,3 +97,50 @@ def test_sigterm_while_a_vm_runs_leaves_no_runner_behind(tmp_path):
             process.wait()
         for pid in spotcron_processes(state):  # what the old code left: the runners we started
             os.killpg(os.getpgid(pid), signal.SIGKILL)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_right_after_a_run_started_cancels_it_and_the_next_start_runs(tmp_path, make_stack, sig):
+    """Before: the run stayed `running`, so the next `up` skipped the job ("previous run is still
+    running") and later finished the interrupted run as `succeeded`, "VM vanished"."""
+    state = tmp_path / "state"
+    process = start_up(tmp_path, "--once")
+    try:
+        deadline = time.monotonic() + 60
+        while not spotcron_processes(state) and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.1)
+        assert spotcron_processes(state), "no runner started"
+        process.send_signal(sig)
+        assert ended(process, timeout=60) != 0
+        assert spotcron_processes(state) == []
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    stack = make_stack()
+    [record] = stack.deps.store.records("sleeper")
+    assert record.state == "cancelled" and record.reason == f"spotcron up got {sig.name}: cancelled"
+    assert stack.deps.store.live_runs() == []
+    write_job(tmp_path / "jobs", "sleeper", JOB.replace("time.sleep(90)", "print(1)"))
+    from spotcron.core.loader import load_jobs
+
+    [spec] = load_jobs([tmp_path / "jobs"])
+    [after] = stack.wait(stack.run_now(spec), timeout=60)
+    assert after.state == "succeeded", after.reason  # not skipped for the cancelled run
+
+
+def test_a_second_signal_while_stopping_exits_at_once(tmp_path):
+    script = (
+        "import os, signal, time\n"
+        "from spotcron.cli.up import _stopped_however_it_ends\n"
+        "def stop(reason):\n"
+        "    print('stopping:', reason, flush=True)\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "    time.sleep(60)\n"
+        "with _stopped_however_it_ends(stop):\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    time.sleep(60)\n")
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=50)
+    assert result.returncode == 128 + signal.SIGINT
+    assert "stopping: spotcron up got SIGTERM: cancelled" in result.stdout
+    assert "SIGINT again: exiting without cleaning up" in result.stderr
