@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from spotcron.core import layout
-
-from .harness import make_spec
+from spotcron.testing.harness import make_spec
 
 TICK = "20261122-1200"
 
