@@ -246,17 +246,17 @@ class CronSchedule:
         on a 02:00->03:00 night fires at 03:30, the jump shifted by the gap), and a repeated wall time
         on its second pass. `latest_at_or_before` maps each of these back to `tick`.
         """
-        at = _utc_naive(tick)
+        at = utc_naive(tick)
         found = {at}
         if self.fixed_time:
-            before, after = _offset(tz, at - _MINUTE), _offset(tz, at)
+            before, after = utc_offset(tz, at - MINUTE), utc_offset(tz, at)
             if after > before:  # `tick` is a jump forward: the skipped wall times fired here
                 jump = at + before
                 wall = jump
                 while wall < jump + (after - before):
                     if self.matches(wall):
                         found.add(wall - before)
-                    wall += _MINUTE
+                    wall += MINUTE
             wall = at + after
             first, second = wall.replace(tzinfo=tz).utcoffset(), wall.replace(tzinfo=tz, fold=1).utcoffset()
             if first > second and at == wall - first:  # the first pass of a repeated wall time
