@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from datetime import timedelta
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -25,6 +25,7 @@ from spotcron.core import layout
 from spotcron.core.cron.schedule import load_time_zone, parse_schedule
 from spotcron.core.descriptor import METADATA_KEY, RunDescriptor
 from spotcron.core.runs import RunRecord, RunState
+from spotcron.engine.deployed import SpecStore, start_message
 from spotcron.testing.harness import Harness, make_spec
 
 EXAMPLES = int(os.environ.get("SPOTCRON_EXPLORE_EXAMPLES", "12"))
@@ -45,10 +46,13 @@ class Explore(RuleBasedStateMachine):
     def __init__(self):
         super().__init__()
         self.h = Harness()
+        for spec in JOBS.values():
+            SpecStore(self.h.blobs).write(spec)  # what deploy leaves for start_job
         self.interval = timedelta(seconds=self.h.settings.sweep_interval)
         self.next_sweep = self.h.clock.now() + self.interval
         self.messages: list[dict] = []  # every start message published: redeliverable at any time
         self.callbacks: list[dict] = []  # every callback a runner sent or will retry
+        self.callbacks_due: list[dict] = []  # answered 503: the runner tries again
         self.armed: tuple[str, int] | None = None  # one transient error on the nth matching call
         self.first_terminal: dict[tuple[str, str], RunState] = {}
         self.swept_clean = False  # the last thing that happened was a sweep without injected errors
@@ -90,11 +94,25 @@ class Explore(RuleBasedStateMachine):
         while self.next_sweep <= end:
             self.h.clock.set(self.next_sweep)
             self.h.compute.enforce_max_run_duration()
+            self._redeliver_unacked()
             self._sweep_now()
             self.next_sweep += self.interval
         self.h.clock.set(end)
         if self.h.compute.enforce_max_run_duration():
             self.swept_clean = False  # a VM went after the last sweep: the next one sees to its run
+
+    def _redeliver_unacked(self) -> None:
+        """What Pub/Sub and the runner do by themselves: a message answered 5xx is delivered again
+        (within minutes), and a runner retries a callback answered 503."""
+        for message in [m for m in self.messages if not m["acked"]]:
+            message["acked"] = self._deliver(message).status_code < 500
+        pending, self.callbacks_due = self.callbacks_due, []
+        for callback in pending:
+            body = callback["body"]
+            status = self.h.callback(body["job"], body["run_id"], body["attempt"], token=callback["token"],
+                                     body=body).status_code
+            if status == 503:
+                self.callbacks_due.append(callback)
 
     def _sweep_now(self) -> None:
         assert self.h.sweep().status_code == 200
@@ -117,14 +135,16 @@ class Explore(RuleBasedStateMachine):
     # --- triggers -------------------------------------------------------------------------------
     def _publish(self, job: str, attributes: dict[str, str]) -> dict:
         message = {"job": job, "published": self.h.clock.now(), "attributes": attributes,
-                   "id": f"msg-{len(self.messages)}"}
+                   "id": f"msg-{len(self.messages)}", "acked": False}
         self.messages.append(message)
         return message
 
     def _deliver(self, message: dict):
-        spec = JOBS[message["job"]]
-        return self._call(lambda: self.h.start(spec, publish_time=message["published"],
-                                               attributes=dict(message["attributes"]), message_id=message["id"]))
+        raw = start_message(JOBS[message["job"]])
+        response = self._call(lambda: self.h.functions.start(raw, message["published"], dict(message["attributes"]),
+                                                             message["id"]))
+        message["acked"] = message["acked"] or response.status_code < 500
+        return response
 
     @rule(job=st.sampled_from(sorted(JOBS)))
     def scheduled_tick(self, job):
@@ -167,8 +187,8 @@ class Explore(RuleBasedStateMachine):
 
         self.h.compute.fault = fault
         try:
-            response = self.h.start(JOBS[message["job"]], publish_time=message["published"],
-                                    attributes=dict(message["attributes"]), message_id=message["id"])
+            response = self.h.functions.start(start_message(JOBS[message["job"]]), message["published"],
+                                              dict(message["attributes"]), message["id"])
         finally:
             self.h.compute.fault = None
         assert response.status_code in (200, 500)
@@ -193,7 +213,8 @@ class Explore(RuleBasedStateMachine):
             response = self._call(lambda: self.h.callback(job, run_id, attempt, token=token, body=body))
             assert response.status_code in (200, 403, 404, 409, 503), response.json
             if response.status_code == 503:
-                self.callbacks.append(callback)  # the runner retries
+                self.callbacks.append(callback)
+                self.callbacks_due.append(callback)  # the runner retries
 
     @precondition(lambda self: self._live())
     @rule(data=st.data(), exit_code=st.sampled_from([0, 0, 1, 137]), manifest=st.booleans(),
@@ -225,7 +246,7 @@ class Explore(RuleBasedStateMachine):
         body = callback["body"]
         response = self._call(lambda: self.h.callback(body["job"], body["run_id"], body["attempt"],
                                                       token=callback["token"], body=body))
-        assert response.status_code in (200, 403, 404, 409, 503)
+        assert response.status_code in (200, 401, 403, 404, 409, 503)  # 401: its token has expired since
 
     @precondition(lambda self: len(self._live()) >= 1)
     @rule(data=st.data(), how=st.sampled_from(["other-vm", "instance-id", "zone"]))
@@ -325,7 +346,8 @@ class Explore(RuleBasedStateMachine):
                 assert ended is None or ended >= skipped_at, f"{record.run_id} skipped for {other}, over at {ended}"
 
 
-Explore.TestCase.settings = settings(max_examples=EXAMPLES, stateful_step_count=STEPS, deadline=None,
+PHASES = [p for p in Phase if p != Phase.shrink or os.environ.get("SPOTCRON_EXPLORE_SHRINK", "1") == "1"]
+Explore.TestCase.settings = settings(max_examples=EXAMPLES, stateful_step_count=STEPS, deadline=None, phases=PHASES,
                                      suppress_health_check=list(HealthCheck), print_blob=True)
 TestExploration = Explore.TestCase
 
