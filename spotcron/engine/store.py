@@ -68,8 +68,19 @@ def live_entry_name(record: RunRecord, since: datetime | None = None) -> str | N
     if record.state == RunState.RUNNING and attempt is not None:
         fields = [RUNNING, str(attempt.number), attempt.zone or _NONE, attempt.vm_name, _epoch(record.deadline), _NONE]
     else:
-        fields = [WAITING, _NONE, _NONE, _NONE, _NONE, _epoch(since or record.updated_at)]
+        fields = [WAITING, _NONE, _NONE, _NONE, _NONE, _epoch(since or _began_waiting(record))]
     return f"{LIVE}{record.job}/{record.run_id}/{_SEP.join(fields)}"
+
+
+def _began_waiting(record: RunRecord) -> datetime:
+    """When the run's current wait for a VM began. Not `updated_at`: a delivery claiming the attempt
+    (or Begin) changes that while the run keeps waiting, and the next rename must find the name."""
+    began = record.updated_at
+    for change in reversed(record.history):
+        if change.state not in (RunState.SCHEDULED, RunState.STARTING):
+            break
+        began = change.at
+    return began
 
 
 def parse_live_name(name: str) -> LiveEntry | None:
