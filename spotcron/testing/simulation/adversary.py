@@ -144,9 +144,15 @@ class Adversary:
     def targets(self, job: str, run_id: str) -> list[str]:
         """Every object a hostile container would like to write: everything but its own attempt."""
         sim = self.sim
-        # Every control-plane object and a slice of other runs' objects (the bucket grows all month).
-        names = [name for name in sim.blobs.list("") if not name.startswith(layout.run_prefix(job, run_id))]
-        names = [n for n in names if not n.startswith(layout.RUNS)] + [n for n in names if n.startswith(layout.RUNS)][:200]
+        # A slice of every kind of object, control plane and other runs alike: the bucket grows all
+        # month (replay markers alone number in the thousands), and one of each kind makes the point.
+        by_kind: dict[str, list[str]] = {}
+        for name in sim.blobs.list(""):
+            if not name.startswith(layout.run_prefix(job, run_id)):
+                kind = by_kind.setdefault(name.split("/", 1)[0], [])
+                if len(kind) < 50:
+                    kind.append(name)
+        names = [name for kind in by_kind.values() for name in kind]
         victim = self.victim().name
         return names + [layout.run_record(job, run_id), f"live/{victim}/20261020-0000", f"pruned/{victim}",
                         layout.accepted_token("0" * 64), layout.deployed_spec(victim), layout.INDEX_PAGE,
