@@ -93,7 +93,7 @@ JOB_PID=""
 start_job() {
   local item cmd=()
   if [[ $DOCKER == none ]]; then
-    if ((!HAS_LOCAL_COMMAND)) || ((${#D_LOCAL_COMMAND[@]} == 0)); then
+    if ((${#D_LOCAL_COMMAND[@]} == 0)); then
       note "${SPOTCRON_NO_RUNTIME:-no container runtime has $D_IMAGE}, and the job has no local command" \
         "to run instead: add local: {command: ...} to its job file, or make its image available"
       return 1
@@ -121,7 +121,7 @@ start_job() {
   cmd+=("${GPU_ARGS[@]}")
   job_env_pairs "$D_RESULTS_PATH" "$D_CHECKPOINT_PATH"
   for item in "${D_ENV[@]}" "${JOB_ENV[@]}"; do cmd+=(-e "$item"); done
-  if ((HAS_COMMAND && ${#D_COMMAND[@]} > 0)); then
+  if ((${#D_COMMAND[@]})); then
     cmd+=(--entrypoint "${D_COMMAND[0]}" "$D_IMAGE" "${D_COMMAND[@]:1}" "${D_ARGS[@]}")
   else
     cmd+=("$D_IMAGE" "${D_ARGS[@]}")

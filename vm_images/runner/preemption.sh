@@ -3,28 +3,15 @@
 # shutdown budget, within which the job stops, the checkpoint, logs and results are stored (in
 # that order) and the callback goes out. Sourced by runner.sh.
 
-PREEMPTED=0
-SHUTDOWN=0
-SHUTDOWN_AT=0
-PREEMPT_REASON=""
+PREEMPTED=0 SHUTDOWN=0 SHUTDOWN_AT=0 PREEMPT_REASON=""
 
-enter_shutdown() {
+on_shutdown() {  # REASON
+  PREEMPTED=1
+  PREEMPT_REASON=${PREEMPT_REASON:-$1}
   ((SHUTDOWN)) && return 0
   SHUTDOWN=1
   now_s
   SHUTDOWN_AT=$NOW
-}
-
-on_preempted() {
-  PREEMPTED=1
-  PREEMPT_REASON=${PREEMPT_REASON:-"preemption notice from the metadata server"}
-  enter_shutdown
-}
-
-on_term() {
-  PREEMPTED=1
-  PREEMPT_REASON=${PREEMPT_REASON:-"SIGTERM (the VM is shutting down)"}
-  enter_shutdown
 }
 
 # False once the shutdown budget is spent: what is left goes to the callback.
@@ -37,33 +24,25 @@ budget_left() {
 # Long-polls instance/preempted and signals the runner (USR1) when it turns TRUE.
 # Runs in a subshell; on TERM it takes its curl down with it.
 preempt_watcher() {
-  local cpid="" etag="" query="" out=$TMP/preempted hdr=$TMP/preempted.hdr line
+  local cpid="" etag="" query out=$TMP/preempted hdr=$TMP/preempted.hdr line
   trap '[[ -n $cpid ]] && kill "$cpid" 2>/dev/null; exit 0' TERM
   while :; do
-    query=""
-    [[ -n $etag ]] && query="?wait_for_change=true&timeout_sec=$PREEMPT_WAIT&last_etag=$etag"
+    query=${etag:+"?wait_for_change=true&timeout_sec=$PREEMPT_WAIT&last_etag=$etag"} etag=""
     curl -sS -f -o "$out" -D "$hdr" --connect-timeout "$CONNECT_TIMEOUT" --max-time $((PREEMPT_WAIT + 15)) \
       -H 'Metadata-Flavor: Google' "$METADATA_URL/instance/preempted$query" 2>/dev/null &
     cpid=$!
     if wait "$cpid"; then
-      cpid=""
-      if [[ $(<"$out") == TRUE ]]; then
-        kill -USR1 "$RUNNER_PID" 2>/dev/null
-        exit 0
-      fi
-      etag=""
+      [[ $(<"$out") == TRUE ]] && { kill -USR1 "$RUNNER_PID" 2>/dev/null; exit 0; }
       while IFS= read -r line; do
         line=${line%$'\r'}
         [[ ${line,,} == etag:* ]] && etag=${line#*: }
       done <"$hdr"
     else
-      cpid=""
-      etag=""
       sleep 1 &
       cpid=$!
       wait "$cpid"
-      cpid=""
     fi
+    cpid=""
   done
 }
 
@@ -73,11 +52,6 @@ preempted_now() {
 }
 
 WATCHER_PID=""
-start_watcher() {
-  preempt_watcher &
-  WATCHER_PID=$!
-}
-
 stop_watcher() {
   [[ -n $WATCHER_PID ]] || return 0
   kill -TERM "$WATCHER_PID" 2>/dev/null
@@ -86,34 +60,23 @@ stop_watcher() {
 }
 
 # WAIT_RC = the exit status of background process $1. A trapped signal interrupts `wait` (status
-# > 128) while the process may still run: then wait again. Bash keeps a reaped child's status,
-# so once the process has ended a second `wait` returns its own status, whichever came first.
-# $2, if given, runs after each interruption while the process still runs.
+# > 128) while the process may still run: then wait again (after a TERM to it when $2 is set and
+# the VM is going away). Bash keeps a reaped child's status, so a second `wait` returns its own.
 wait_pid() {
-  local rc
   while :; do
     wait "$1"
-    rc=$?
-    ((rc > 128)) || break
-    if kill -0 "$1" 2>/dev/null; then
-      [[ -n ${2-} ]] && "$2" "$1"
-      continue
-    fi
-    wait "$1"
-    rc=$?
-    break
+    WAIT_RC=$?
+    ((WAIT_RC > 128)) || return 0
+    kill -0 "$1" 2>/dev/null || break
+    [[ -n ${2-} ]] && ((PREEMPTED)) && kill -TERM "$1" 2>/dev/null
   done
-  WAIT_RC=$rc
-}
-
-_term_if_preempted() {
-  ((PREEMPTED)) && kill -TERM "$1" 2>/dev/null
-  return 0
+  wait "$1"
+  WAIT_RC=$?
 }
 
 # Runs a long setup command in the background, so a preemption is handled while it runs.
 interruptible() {
   "$@" &
-  wait_pid $! _term_if_preempted
+  wait_pid $! term
   return "$WAIT_RC"
 }

@@ -1,22 +1,12 @@
 #!/usr/bin/env bash
-# spotcron VM runner: runs one job attempt on a fresh Spot VM, then reports back.
-#
-# Reads the flat `spotcron-run` instance attribute (spotcron.core.descriptor), restores the
-# checkpoint archive, runs the job's container until it exits or its deadline passes, uploads
-# the checkpoint, results and logs (in parallel, streaming), writes PREFIX/attempt-N/manifest.json
-# last (only when every upload succeeded) and POSTs the outcome to job_done with the VM's
-# identity token. A preemption notice or SIGTERM stops the job and reports "preempted" within
-# 30 seconds. See docs/runner.md. The sibling files hold one concern each.
-#
-# It needs only what Container-Optimized OS has: bash, curl, coreutils, findutils, tar, docker.
-# Every endpoint can be overridden, which is how tests and local mode run these same files:
-#   SPOTCRON_METADATA_URL, SPOTCRON_STORAGE_URL, SPOTCRON_DOCKER (`none`: run local_command),
-#   SPOTCRON_WORKDIR, SPOTCRON_IPTABLES (`none`: no metadata wall), and the tunables below.
-#
-# Exit status: 0 when job_done acknowledged the report, 1 when it could not be delivered,
-# 2 when the descriptor could not be read (nothing to report to).
+# spotcron VM runner: one job attempt on a Spot VM (docs/runner.md). Reads the flat `spotcron-run`
+# attribute, restores the checkpoint, runs the container until it exits or its deadline, uploads
+# checkpoint, results and logs, writes attempt-N/manifest.json last (only when all are stored) and
+# POSTs the outcome to job_done. Needs only what Container-Optimized OS has. The SPOTCRON_*
+# overrides below are how tests and local mode run these same files (SPOTCRON_DOCKER=none runs
+# local_command). Exit: 0 reported, 1 report not delivered, 2 no descriptor (nothing to report to).
 
-# shellcheck source-path=SCRIPTDIR
+# shellcheck disable=SC2034  # what it sets, the sourced parts read
 set -o pipefail
 shopt -s nullglob
 
@@ -55,26 +45,14 @@ COS_EXTENSIONS=${SPOTCRON_COS_EXTENSIONS:-cos-extensions}
 NVIDIA_DIR=${SPOTCRON_NVIDIA_DIR:-/var/lib/nvidia}
 DEV_DIR=${SPOTCRON_DEV_DIR:-/dev}
 
-RUNNER_PID=$$
-RESULTS_DIR=$WORKDIR/results
-CKPT_DIR=$WORKDIR/checkpoint
-LOGS=$WORKDIR/logs.txt
-TMP=$WORKDIR/.runner
+RUNNER_PID=$$ RESULTS_DIR=$WORKDIR/results CKPT_DIR=$WORKDIR/checkpoint LOGS=$WORKDIR/logs.txt TMP=$WORKDIR/.runner
 
 HERE=${BASH_SOURCE[0]%/*}
 [[ $HERE == "${BASH_SOURCE[0]}" ]] && HERE=.
-# shellcheck source=http.sh
-source "$HERE/http.sh"
-# shellcheck source=metadata.sh
-source "$HERE/metadata.sh"
-# shellcheck source=storage.sh
-source "$HERE/storage.sh"
-# shellcheck source=checkpoint.sh
-source "$HERE/checkpoint.sh"
-# shellcheck source=preemption.sh
-source "$HERE/preemption.sh"
-# shellcheck source=container.sh
-source "$HERE/container.sh"
+for part in http metadata storage checkpoint preemption container; do
+  # shellcheck source=/dev/null  # each part is checked on its own
+  source "$HERE/$part.sh"
+done
 
 cleanup() {
   stop_watcher
@@ -106,7 +84,7 @@ run_attempt() {
     restore_checkpoint
     ((PREEMPTED)) || pull_image
     ((PREEMPTED)) || wall_off_metadata || setup_ok=0
-    ((PREEMPTED)) || ! preempted_now || on_preempted
+    ((PREEMPTED)) || ! preempted_now || on_shutdown "preemption notice from the metadata server"
   fi
   if ((PREEMPTED)); then
     STATUS=preempted
@@ -133,19 +111,15 @@ run_attempt() {
 }
 
 main() {
-  RUNNER_STARTED_AT=$(now_iso)
-  STARTED_AT=""
-  FINISHED_AT=""
-  trap on_term TERM INT
-  trap on_preempted USR1
+  RUNNER_STARTED_AT=$(now_iso) STARTED_AT="" FINISHED_AT=""
+  trap 'on_shutdown "SIGTERM (the VM is shutting down)"' TERM INT
+  trap 'on_shutdown "preemption notice from the metadata server"' USR1
   trap cleanup EXIT
-  if ! prepare_workdir; then
-    log "cannot prepare $WORKDIR"
-    exit 2
-  fi
+  prepare_workdir || { log "cannot prepare $WORKDIR"; exit 2; }
   load_descriptor || exit 2
   log "job $D_JOB run $D_RUN_ID attempt $D_ATTEMPT: image $D_IMAGE, deadline $D_DEADLINE"
-  start_watcher
+  preempt_watcher &
+  WATCHER_PID=$!
   run_attempt
   upload_outputs
   # The manifest marks a finished attempt whose outputs are all stored; a shutdown that arrives
@@ -153,14 +127,10 @@ main() {
   if ((PREEMPTED)); then
     STATUS=preempted
   elif [[ $UPLOADED == true && -n $EXIT_CODE ]]; then
-    if ! write_manifest; then
-      UPLOADED=false
-      log "could not write the manifest"
-    fi
+    write_manifest || { UPLOADED=false; log "could not write the manifest"; }
   fi
   stop_watcher
-  send_callback || exit 1
-  exit 0
+  send_callback
 }
 
 if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
