@@ -1,6 +1,5 @@
 # shellcheck shell=bash disable=SC2034  # a sourced part: what it sets, the other parts read
-# Logging, time, and HTTP through curl: one call, retries with backoff, and the two encoders the
-# runner needs (URL path segments and JSON strings). Sourced by runner.sh.
+# Logging, time, HTTP through curl with retries and backoff, and the encoders the runner needs.
 
 log() {
   local stamp
@@ -15,7 +14,6 @@ note() {
 }
 
 now_s() { printf -v NOW '%(%s)T' -1; }
-
 now_iso() { date -u +%Y-%m-%dT%H:%M:%S.%3NZ; }
 
 # Sleep that a trapped signal interrupts at once (a foreground sleep would delay the trap).
@@ -30,43 +28,33 @@ nap() {
 
 # Exponential backoff with jitter: BACKOFF_MS * 2^(try-1), capped, then +0..50%.
 backoff() {
-  local try=$1 ms=$BACKOFF_MS cap=$BACKOFF_MAX_MS secs
+  local cap=$BACKOFF_MAX_MS ms=$((BACKOFF_MS << ($1 > 16 ? 15 : $1 - 1))) secs
   ((SHUTDOWN)) && cap=500
-  while ((try > 1 && ms < cap)); do
-    ms=$((ms * 2))
-    try=$((try - 1))
-  done
   ((ms > cap)) && ms=$cap
   ms=$((ms + RANDOM % (ms / 2 + 1)))
   printf -v secs '%d.%03d' $((ms / 1000)) $((ms % 1000))
   nap "$secs"
 }
 
-# URLENC = $1 percent-encoded for a URL path segment or query value (RFC 3986 unreserved kept).
-url_encode() {
-  local s=$1 out="" c i n
+# pct_encode GLOB TEXT: URLENC = TEXT with every byte that does not match GLOB as %XX.
+pct_encode() {
+  local s=$2 c n i
+  URLENC=""
   for ((i = 0; i < ${#s}; i++)); do
     c=${s:i:1}
-    case $c in
-      [a-zA-Z0-9._~-]) out+=$c ;;
-      *)
-        printf -v n '%d' "'$c"
-        printf -v c '%%%02X' $((n & 255))
-        out+=$c
-        ;;
-    esac
+    # shellcheck disable=SC2053  # $1 is a pattern
+    [[ $c == $1 ]] || { printf -v n '%d' "'$c"; printf -v c '%%%02X' $((n & 255)); }
+    URLENC+=$c
   done
-  URLENC=$out
 }
 
-# JQ = $1 as a JSON string literal ($1 is valid UTF-8).
+# URLENC = $1 encoded for a URL path segment or query value (RFC 3986 unreserved kept).
+url_encode() { pct_encode '[a-zA-Z0-9._~-]' "$1"; }
+
+# JQ = $1 as a JSON string literal ($1 is valid UTF-8); QS = all the arguments so quoted.
 json_quote() {
   local s=$1 i hex c
-  s=${s//\\/\\\\}
-  s=${s//\"/\\\"}
-  s=${s//$'\n'/\\n}
-  s=${s//$'\r'/\\r}
-  s=${s//$'\t'/\\t}
+  s=${s//\\/\\\\} s=${s//\"/\\\"} s=${s//$'\n'/\\n} s=${s//$'\r'/\\r} s=${s//$'\t'/\\t}
   if [[ $s == *[$'\x01'-$'\x1f']* ]]; then
     for ((i = 1; i < 32; i++)); do
       printf -v hex '%02x' "$i"
@@ -76,14 +64,18 @@ json_quote() {
   fi
   JQ="\"$s\""
 }
+json_quote_all() {
+  local s
+  QS=()
+  for s; do json_quote "$s"; QS+=("$JQ"); done
+}
 
 # json_field NAME FILE: JV = the string or number member NAME of the small flat JSON object in
 # FILE (a token answer). Tokens hold no quote or backslash, so no JSON parser is needed.
 json_field() {
   local text re="\"$1\"[[:space:]]*:[[:space:]]*(\"([^\"\\\\]*)\"|([0-9]+))"
   JV=""
-  text=$(<"$2") || return 1
-  [[ $text =~ $re ]] || return 1
+  text=$(<"$2") && [[ $text =~ $re ]] || return 1
   JV=${BASH_REMATCH[2]}${BASH_REMATCH[3]}
 }
 
@@ -91,13 +83,12 @@ json_field() {
 # true on 2xx. Once shutting down, every call ends within the shutdown limit.
 HTTP_CODE=000
 http_call() {
-  local method=$1 url=$2 out=$3 timeout=${CALL_TIMEOUT:-$HTTP_TIMEOUT} left
+  local method=$1 url=$2 out=$3 timeout=${CALL_TIMEOUT:-$HTTP_TIMEOUT}
   shift 3
   if ((SHUTDOWN)); then
     now_s
-    left=$((SHUTDOWN_AT + SHUTDOWN_LIMIT - NOW))
+    timeout=$((SHUTDOWN_AT + SHUTDOWN_LIMIT - NOW < timeout ? SHUTDOWN_AT + SHUTDOWN_LIMIT - NOW : timeout))
     ((timeout > SHUTDOWN_HTTP_TIMEOUT)) && timeout=$SHUTDOWN_HTTP_TIMEOUT
-    ((timeout > left)) && timeout=$left
     ((timeout < 1)) && timeout=1
   fi
   HTTP_CODE=$(curl -sS -X "$method" -o "$out" -w '%{http_code}' --connect-timeout "$CONNECT_TIMEOUT" \
@@ -106,20 +97,12 @@ http_call() {
   [[ $HTTP_CODE == 2[0-9][0-9] ]]
 }
 
-retryable() {
-  case $1 in
-    000 | 401 | 408 | 429 | 5[0-9][0-9]) return 0 ;;
-    *) return 1 ;;
-  esac
-}
-
 # retry MAX FN ARGS...: FN until it succeeds, fails for good (a non-retryable HTTP answer), or
-# MAX retries are spent. Once shutting down, at most SHUTDOWN_RETRIES.
+# MAX retries are spent. Once shutting down, at most SHUTDOWN_RETRIES, within the limit.
 retry() {
   local max=$1 try=0
   shift
-  while :; do
-    "$@" && return 0
+  until "$@"; do
     [[ $HTTP_CODE == 401 ]] && TOKEN=""
     try=$((try + 1))
     if ((SHUTDOWN)); then
@@ -127,7 +110,7 @@ retry() {
       now_s
       ((NOW >= SHUTDOWN_AT + SHUTDOWN_LIMIT)) && max=0
     fi
-    if ! retryable "$HTTP_CODE" || ((try > max)); then
+    if [[ ! $HTTP_CODE =~ ^(000|401|408|429|5..)$ ]] || ((try > max)); then
       log "giving up on $1 ${2-} after $try tries (HTTP $HTTP_CODE)"
       return 1
     fi

@@ -105,11 +105,9 @@ iso_or_null() {
 send_callback() {
   local code=null
   [[ $EXIT_CODE =~ ^[0-9]+$ ]] && code=$EXIT_CODE
-  json_quote "$D_JOB"
-  local job=$JQ
-  json_quote "$D_RUN_ID"
+  json_quote_all "$D_JOB" "$D_RUN_ID"
   printf '{"job":%s,"run_id":%s,"attempt":%s,"status":"%s","exit_code":%s,"timed_out":%s,"uploaded":%s,"started_at":%s,"finished_at":%s}\n' \
-    "$job" "$JQ" "$D_ATTEMPT" "$STATUS" "$code" "$TIMED_OUT" "$UPLOADED" "$(iso_or_null "$STARTED_AT")" \
+    "${QS[@]}" "$D_ATTEMPT" "$STATUS" "$code" "$TIMED_OUT" "$UPLOADED" "$(iso_or_null "$STARTED_AT")" \
     "$(iso_or_null "$FINISHED_AT")" >"$TMP/callback.json"
   if retry "$CALLBACK_RETRIES" _callback_once; then
     log "reported $STATUS (exit code $code, uploaded $UPLOADED) to $D_JOB_DONE_URL"

@@ -18,33 +18,24 @@ name_problem() {
   [[ -n $REASON ]]
 }
 
-# skip NAME REASON: a line in the logs and an entry in the manifest's "skipped" list. Bytes that
-# are not printable ASCII (and %) are shown %XX-encoded.
+# skip NAME REASON: a line in the logs and an entry in the manifest's "skipped" list, with the
+# bytes that are not printable ASCII (and %) %XX-encoded.
 skip() {
-  local s=$1 out="" c n i
-  for ((i = 0; i < ${#s}; i++)); do
-    c=${s:i:1}
-    if [[ $c == [\ -~] && $c != % ]]; then out+=$c; else
-      printf -v n '%d' "'$c"
-      printf -v c '%%%02X' $((n & 255))
-      out+=$c
-    fi
-  done
-  note "skipped $out: $2"
-  json_quote "$out"
-  local name=$JQ
-  json_quote "$2"
-  printf '{"name":%s,"reason":%s}\n' "$name" "$JQ" >>"$TMP/skipped"
+  pct_encode '[ -$&-~]' "$1"
+  note "skipped $URLENC: $2"
+  json_quote_all "$URLENC" "$2"
+  printf '{"name":%s,"reason":%s}\n' "${QS[@]}" >>"$TMP/skipped"
 }
 
 # CTYPE = a content type from the name's extension, so the bucket serves it usefully.
 content_type_for() {
+  local t="; charset=utf-8"
   case ${1,,} in
     *.json) CTYPE=application/json ;;
-    *.txt | *.log | *.out) CTYPE="text/plain; charset=utf-8" ;;
-    *.csv) CTYPE="text/csv; charset=utf-8" ;;
-    *.md) CTYPE="text/markdown; charset=utf-8" ;;
-    *.html | *.htm) CTYPE="text/html; charset=utf-8" ;;
+    *.txt | *.log | *.out) CTYPE=text/plain$t ;;
+    *.csv) CTYPE=text/csv$t ;;
+    *.md) CTYPE=text/markdown$t ;;
+    *.html | *.htm) CTYPE=text/html$t ;;
     *.png) CTYPE=image/png ;;
     *.jpg | *.jpeg) CTYPE=image/jpeg ;;
     *.svg) CTYPE=image/svg+xml ;;
@@ -259,13 +250,9 @@ write_manifest() {
   [[ $EXIT_CODE =~ ^[0-9]+$ ]] && code=$EXIT_CODE
   files=$(cat "$TMP/up/logs" "$TMP/up/"[0-9]* 2>/dev/null | paste -sd,)
   [[ -f $TMP/skipped ]] && skipped=$(paste -sd, "$TMP/skipped")
-  json_quote "$D_JOB"
-  local job=$JQ
-  json_quote "$D_RUN_ID"
-  local run=$JQ
-  json_quote "$D_IMAGE"
+  json_quote_all "$D_JOB" "$D_RUN_ID" "$D_IMAGE"
   printf '{"version":1,"job":%s,"run_id":%s,"attempt":%s,"image":%s,"status":"%s","exit_code":%s,"timed_out":%s,' \
-    "$job" "$run" "$D_ATTEMPT" "$JQ" "$STATUS" "$code" "$TIMED_OUT" >"$file"
+    "${QS[0]}" "${QS[1]}" "$D_ATTEMPT" "${QS[2]}" "$STATUS" "$code" "$TIMED_OUT" >"$file"
   printf '"runner_started_at":"%s","started_at":%s,"finished_at":%s,"uploaded_at":"%s","files":[%s],"skipped":[%s]}\n' \
     "$RUNNER_STARTED_AT" "$(iso_or_null "$STARTED_AT")" "$(iso_or_null "$FINISHED_AT")" "$(now_iso)" "$files" \
     "$skipped" >>"$file"
