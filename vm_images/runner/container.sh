@@ -82,16 +82,9 @@ wall_off_metadata() {
   NETWORK_ARGS=(--network "$JOB_NETWORK")
 }
 
-# The variables spotcron gives every job, set after the job's own env so they always win.
-job_env_pairs() {
-  JOB_ENV=("SPOTCRON_JOB=$D_JOB" "SPOTCRON_RUN_ID=$D_RUN_ID" "SPOTCRON_ATTEMPT=$D_ATTEMPT"
-    "SPOTCRON_RESULTS_DIR=$1")
-  [[ -n $2 ]] && JOB_ENV+=("SPOTCRON_CHECKPOINT_DIR=$2")
-}
-
 JOB_PID=""
 start_job() {
-  local item cmd=()
+  local item cmd=() results=$D_RESULTS_PATH ckpt=$D_CHECKPOINT_PATH
   if [[ $DOCKER == none ]]; then
     if ((${#D_LOCAL_COMMAND[@]} == 0)); then
       note "${SPOTCRON_NO_RUNTIME:-no container runtime has $D_IMAGE}, and the job has no local command" \
@@ -104,11 +97,16 @@ start_job() {
       item=${item//\{results\}/$RESULTS_DIR}
       cmd+=("${item//\{checkpoint\}/$CKPT_DIR}")
     done
-    job_env_pairs "$RESULTS_DIR" "${D_CHECKPOINT_PATH:+$CKPT_DIR}"
+    results=$RESULTS_DIR ckpt=${ckpt:+$CKPT_DIR}
+  fi
+  # spotcron's own variables come after the job's env, so they always win.
+  local env=("${D_ENV[@]}" "SPOTCRON_JOB=$D_JOB" "SPOTCRON_RUN_ID=$D_RUN_ID" "SPOTCRON_ATTEMPT=$D_ATTEMPT"
+    "SPOTCRON_RESULTS_DIR=$results" ${ckpt:+"SPOTCRON_CHECKPOINT_DIR=$ckpt"})
+  if [[ $DOCKER == none ]]; then
     (
       if [[ -n $ORIGINAL_LC_ALL_SET ]]; then export LC_ALL=$ORIGINAL_LC_ALL; else unset LC_ALL; fi
       unset "${!SPOTCRON_@}"
-      for item in "${D_ENV[@]}" "${JOB_ENV[@]}"; do
+      for item in "${env[@]}"; do
         export "${item?}" 2>/dev/null || log "skipping env ${item%%=*}: not a valid name"
       done
       exec "${cmd[@]}"
@@ -116,11 +114,9 @@ start_job() {
     JOB_PID=$!
     return 0
   fi
-  cmd=("$DOCKER" run --rm --name "$CONTAINER_NAME" "${NETWORK_ARGS[@]}" -v "$RESULTS_DIR:$D_RESULTS_PATH")
-  [[ -n $D_CHECKPOINT_PATH ]] && cmd+=(-v "$CKPT_DIR:$D_CHECKPOINT_PATH")
-  cmd+=("${GPU_ARGS[@]}")
-  job_env_pairs "$D_RESULTS_PATH" "$D_CHECKPOINT_PATH"
-  for item in "${D_ENV[@]}" "${JOB_ENV[@]}"; do cmd+=(-e "$item"); done
+  cmd=("$DOCKER" run --rm --name "$CONTAINER_NAME" "${NETWORK_ARGS[@]}" -v "$RESULTS_DIR:$D_RESULTS_PATH"
+    ${ckpt:+-v "$CKPT_DIR:$ckpt"} "${GPU_ARGS[@]}")
+  for item in "${env[@]}"; do cmd+=(-e "$item"); done
   if ((${#D_COMMAND[@]})); then
     cmd+=(--entrypoint "${D_COMMAND[0]}" "$D_IMAGE" "${D_COMMAND[@]:1}" "${D_ARGS[@]}")
   else
@@ -139,24 +135,35 @@ job_alive() {
 # runner's process group, so whoever ends the group (systemd, local mode deleting the "VM") ends
 # the job too; stopping the job alone therefore walks its process tree.
 signal_tree() {
-  local stat line pid ppid queue=("$2") found=("$2")
-  local -a fields
+  local stat line pid queue=("$2") found=()
   local -A children=()
   for stat in /proc/[0-9]*/stat; do
     { read -r line <"$stat"; } 2>/dev/null || continue
-    read -ra fields <<<"${line##*) }"
-    pid=${stat#/proc/}
-    children[${fields[1]}]+=" ${pid%/stat}"
+    line=${line##*) } pid=${stat#/proc/}
+    line=${line#* }  # "STATE PPID ...": the parent is the second field after the name
+    children[${line%% *}]+=" ${pid%/stat}"
   done
   while ((${#queue[@]})); do
-    pid=${queue[0]}
-    queue=("${queue[@]:1}")
-    for ppid in ${children[$pid]-}; do
-      found+=("$ppid")
-      queue+=("$ppid")
-    done
+    pid=${queue[0]} queue=("${queue[@]:1}")
+    found+=("$pid")
+    # shellcheck disable=SC2206  # pids only
+    queue+=(${children[$pid]-})
   done
   kill "-$1" "${found[@]}" 2>/dev/null
+}
+
+kill_job() {
+  [[ $DOCKER == none ]] || "$DOCKER" kill "$CONTAINER_NAME" >/dev/null 2>&1
+  signal_tree KILL "$JOB_PID"
+}
+
+# end_bg NAME: TERM the process tree whose pid variable NAME holds, reap it and clear NAME.
+end_bg() {
+  local -n bg=$1
+  [[ -n $bg ]] || return 0
+  signal_tree TERM "$bg"
+  wait "$bg" 2>/dev/null
+  bg=""
 }
 
 # SIGTERM, STOP_GRACE seconds, then SIGKILL; for docker through `docker stop`.
@@ -177,8 +184,7 @@ stop_job() {
   done
   if job_alive; then
     log "the job ignored SIGTERM for ${STOP_GRACE}s: killing it"
-    [[ $DOCKER == none ]] || "$DOCKER" kill "$CONTAINER_NAME" >/dev/null 2>&1
-    signal_tree KILL "$JOB_PID"
+    kill_job
   fi
   if [[ -n $stopper ]]; then
     kill "$stopper" 2>/dev/null
@@ -195,13 +201,6 @@ live_upload() {
   exec {fd}<"$LOGS" || return 1
   size=$(stat -L -c %s "/proc/$BASHPID/fd/$fd")
   put "/proc/$BASHPID/fd/$fd" "${ATTEMPT_PREFIX}logs.txt" "text/plain; charset=utf-8" "$size"
-}
-
-stop_background() {
-  [[ -n $BG_PID ]] || return 0
-  signal_tree TERM "$BG_PID"
-  wait "$BG_PID" 2>/dev/null
-  BG_PID=""
 }
 
 STATUS=exited
@@ -242,7 +241,7 @@ supervise() {
   wait_pid "$JOB_PID"
   EXIT_CODE=$WAIT_RC
   JOB_PID=""
-  stop_background
+  end_bg BG_PID
   # A shutdown signal sent to the whole process group reaches the job too: it may end before
   # the loop above sees the notice. The notice still came first, so the job was stopped.
   ((PREEMPTED)) && STATUS=preempted

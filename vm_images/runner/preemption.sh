@@ -52,12 +52,6 @@ preempted_now() {
 }
 
 WATCHER_PID=""
-stop_watcher() {
-  [[ -n $WATCHER_PID ]] || return 0
-  kill -TERM "$WATCHER_PID" 2>/dev/null
-  wait "$WATCHER_PID" 2>/dev/null
-  WATCHER_PID=""
-}
 
 # WAIT_RC = the exit status of background process $1. A trapped signal interrupts `wait` (status
 # > 128) while the process may still run: then wait again (after a TERM to it when $2 is set and

@@ -55,12 +55,9 @@ for part in http metadata storage checkpoint preemption container; do
 done
 
 cleanup() {
-  stop_watcher
-  stop_background
-  if job_alive; then
-    [[ $DOCKER == none ]] || "$DOCKER" kill "$CONTAINER_NAME" >/dev/null 2>&1
-    signal_tree KILL "$JOB_PID"
-  fi
+  end_bg WATCHER_PID
+  end_bg BG_PID
+  job_alive && kill_job
   [[ -n $NAP_PID ]] && kill "$NAP_PID" 2>/dev/null
   rm -rf "$TMP"
 }
@@ -129,7 +126,7 @@ main() {
   elif [[ $UPLOADED == true && -n $EXIT_CODE ]]; then
     write_manifest || { UPLOADED=false; log "could not write the manifest"; }
   fi
-  stop_watcher
+  end_bg WATCHER_PID
   send_callback
 }
 
