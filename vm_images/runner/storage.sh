@@ -125,11 +125,16 @@ upload_batch() {
   mapfile -d '' -t real < <(readlink -z "${srcs[@]}")
   mapfile -t sizes < <(stat -L -c %s "${srcs[@]}")
   mapfile -t sums < <(sha256sum "${srcs[@]}")
-  local -a args=()
+  local -a args=() ok=() types=()
   for ((i = 0; i < n; i++)); do
-    [[ ${real[i]-} == "$root/${names[i]}" ]] || continue
+    if [[ ${real[i]-} != "$root/${names[i]}" ]]; then
+      skip "$base${names[i]}" "it was moved, or replaced by a link, while being uploaded"
+      continue
+    fi
+    ok+=("$i")
     url_encode "$ATTEMPT_PREFIX$base${names[i]}"
     content_type_for "${names[i]}"
+    types[i]=$CTYPE
     ((${#args[@]})) && args+=(--next)
     args+=(-sS -X POST -o /dev/null -w '%{http_code}\n' -H 'Expect:' -H "@$AUTH_HEADER" -H "Content-Type: $CTYPE"
       --connect-timeout "$CONNECT_TIMEOUT" --max-time "$HTTP_TIMEOUT" -T "${srcs[i]}"
@@ -137,20 +142,14 @@ upload_batch() {
   done
   # The first try for every small file in one process; what failed is retried one by one.
   ((n > 1 && ${#args[@]} && !SHUTDOWN)) && access_token && mapfile -t codes < <(curl "${args[@]}")
-  local j=0
-  for ((i = 0; i < n; i++)); do
-    if [[ ${real[i]-} != "$root/${names[i]}" ]]; then
-      skip "$base${names[i]}" "it was moved, or replaced by a link, while being uploaded"
-      continue
-    fi
-    content_type_for "${names[i]}"
-    if [[ ${codes[j]-} == 2[0-9][0-9] ]] || put "${srcs[i]}" "$ATTEMPT_PREFIX$base${names[i]}" "$CTYPE" "${sizes[i]}"; then
+  for n in "${!ok[@]}"; do
+    i=${ok[n]}
+    if [[ ${codes[n]-} == 2[0-9][0-9] ]] || put "${srcs[i]}" "$ATTEMPT_PREFIX$base${names[i]}" "${types[i]}" "${sizes[i]}"; then
       json_quote "$base${names[i]}"
       printf '{"name":%s,"size":%s,"sha256":"%s"}\n' "$JQ" "${sizes[i]}" "${sums[i]%% *}" >>"$out"
     else
       failed=1
     fi
-    j=$((j + 1))
   done
   for fd in "${fds[@]}"; do exec {fd}<&-; done
   return $failed
@@ -161,27 +160,28 @@ upload_batch() {
 # allows (the stopped batches first).
 BATCH_FILES=${SPOTCRON_BATCH_FILES:-32}
 upload_tree() {
-  local root base=$2 item type size rel batch=() bytes=0 total=0 count=0 done=0 quarter=0 failed=0 pid next=0 i rc
+  local root base=$2 item type size rel bytes=0 total=0 count done=0 quarter=0 failed=0 pid next=0 i rc first=0
   root=$(readlink -f "$1") || return 1
-  local -a batches=() sizes=() again=()
+  local -a files=() starts=() again=()
   local -A running=()
   while IFS= read -r -d '' item; do
     type=${item%% *} item=${item#* } size=${item%% *} rel=${item#* }
-    if name_problem "$ATTEMPT_PREFIX$base$rel"; then skip "$base$rel" "$REASON"; continue; fi
-    case $type in
-      f) ;;
-      l) skip "$base$rel" "it is a symbolic link"; continue ;;
-      *) skip "$base$rel" "it is not a regular file"; continue ;;
-    esac
-    count=$((count + 1)) total=$((total + size))
-    batch+=("$rel") bytes=$((bytes + size))
-    if ((${#batch[@]} >= BATCH_FILES || bytes >= RESUMABLE_MIN)); then
-      batches+=("$(printf '%s\0' "${batch[@]}" | base64 -w0)") sizes+=("${#batch[@]}") batch=() bytes=0
+    if name_problem "$ATTEMPT_PREFIX$base$rel"; then skip "$base$rel" "$REASON"
+    elif [[ $type == l ]]; then skip "$base$rel" "it is a symbolic link"
+    elif [[ $type != f ]]; then skip "$base$rel" "it is not a regular file"
+    else
+      if ((${#files[@]} > first && (${#files[@]} - first >= BATCH_FILES || bytes >= RESUMABLE_MIN))); then
+        starts+=("$first") first=${#files[@]} bytes=0
+      fi
+      files+=("$rel") bytes=$((bytes + size)) total=$((total + size))
     fi
   done < <(find -P "$root" -mindepth 1 ! -type d -printf '%y %s %P\0')
-  ((${#batch[@]})) && batches+=("$(printf '%s\0' "${batch[@]}" | base64 -w0)") sizes+=("${#batch[@]}")
+  count=${#files[@]}
+  ((count > first)) && starts+=("$first")
+  local batches=${#starts[@]}
+  starts+=("$count")  # batch i: files starts[i] to starts[i+1]-1
   ((count)) && note "uploading $count file(s), $total bytes, from $base"
-  while ((next < ${#batches[@]} || ${#again[@]} || ${#running[@]})); do
+  while ((next < batches || ${#again[@]} || ${#running[@]})); do
     if ((SHUTDOWN && !LOGS_SENT)); then
       for pid in "${!running[@]}"; do signal_tree TERM "$pid"; done
       for pid in "${!running[@]}"; do
@@ -192,16 +192,15 @@ upload_tree() {
       upload_logs || failed=1
       continue
     fi
-    if ((next < ${#batches[@]} || ${#again[@]})) && ((${#running[@]} < PARALLEL)) && budget_left; then
+    if ((next < batches || ${#again[@]})) && ((${#running[@]} < PARALLEL)) && budget_left; then
       if ((${#again[@]})); then
         i=${again[-1]}
         unset 'again[-1]'
       else
         i=$next next=$((next + 1))
       fi
-      mapfile -d '' -t batch < <(printf '%s' "${batches[i]}" | base64 -d)
       printf -v rel '%s/up/%06d' "$TMP" "$i"
-      upload_batch "$root" "$base" "$rel" "${batch[@]}" &
+      upload_batch "$root" "$base" "$rel" "${files[@]:starts[i]:starts[i+1]-starts[i]}" &
       running[$!]=$i
       continue
     fi
@@ -212,7 +211,7 @@ upload_tree() {
     [[ -n $pid ]] || continue
     ((rc)) && failed=1
     i=${running[$pid]}
-    done=$((done + sizes[i]))
+    done=$((done + starts[i + 1] - starts[i]))
     unset "running[$pid]"
     # Progress, every quarter of a large tree.
     if ((count > 4 * BATCH_FILES && done * 4 / count > quarter && done < count)); then
@@ -220,7 +219,7 @@ upload_tree() {
       note "uploaded $done of $count file(s) from $base"
     fi
   done
-  ((next < ${#batches[@]} || ${#again[@]})) && failed=1
+  ((next < batches || ${#again[@]})) && failed=1
   ((count)) && note "uploaded $count file(s) from $base$( ((failed)) && printf ' (some failed)')"
   return $failed
 }
