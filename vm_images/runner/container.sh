@@ -6,10 +6,7 @@
 GPU_ARGS=()
 setup_gpu() {
   [[ -n $D_GPU_TYPE ]] || return 0
-  if [[ $DOCKER == none ]]; then
-    log "GPU $D_GPU_TYPE requested; running the local command without driver setup"
-    return 0
-  fi
+  [[ $DOCKER == none ]] && { log "GPU $D_GPU_TYPE requested; running the local command without driver setup"; return 0; }
   log "installing the GPU driver for $D_GPU_TYPE x$D_GPU_COUNT"
   if ! interruptible "$COS_EXTENSIONS" install gpu >"$TMP/gpu.log" 2>&1; then
     ((PREEMPTED)) && return 1
@@ -27,10 +24,7 @@ setup_gpu() {
   for dev in "$DEV_DIR"/nvidia*; do
     [[ -d $dev ]] || GPU_ARGS+=(--device "$dev:/dev/${dev##*/}")
   done
-  if ((${#GPU_ARGS[@]} == 0)); then
-    note "no $DEV_DIR/nvidia* device after the driver install"
-    return 1
-  fi
+  ((${#GPU_ARGS[@]})) || { note "no $DEV_DIR/nvidia* device after the driver install"; return 1; }
   GPU_ARGS+=(-v "$NVIDIA_DIR/lib64:/usr/local/nvidia/lib64" -v "$NVIDIA_DIR/bin:/usr/local/nvidia/bin")
 }
 
@@ -55,16 +49,10 @@ pull_image() {
 
 # The container runs on its own bridge network, whose traffic to the metadata server is dropped,
 # so it never sees the VM's tokens, unless the job opts in with `metadata_access: true`.
-JOB_NETWORK=${SPOTCRON_JOB_NETWORK:-spotcron}
-JOB_BRIDGE=${SPOTCRON_JOB_BRIDGE:-spotcron0}
-METADATA_IP=169.254.169.254
-NETWORK_ARGS=()
+JOB_NETWORK=${SPOTCRON_JOB_NETWORK:-spotcron} JOB_BRIDGE=${SPOTCRON_JOB_BRIDGE:-spotcron0} NETWORK_ARGS=()
 wall_off_metadata() {
   [[ $DOCKER == none ]] && return 0
-  if [[ $D_METADATA_ACCESS == true ]]; then
-    NETWORK_ARGS=(--network host)
-    return 0
-  fi
+  [[ $D_METADATA_ACCESS == true ]] && { NETWORK_ARGS=(--network host); return 0; }
   # The rule names the bridge, so it gets a fixed name (docker's option; local podman needs no rule).
   local create=("$DOCKER" network create --driver bridge)
   [[ $IPTABLES == none ]] || create+=(-o "com.docker.network.bridge.name=$JOB_BRIDGE")
@@ -73,7 +61,7 @@ wall_off_metadata() {
     return 1
   fi
   if [[ $IPTABLES != none ]]; then
-    local rule=(DOCKER-USER -i "$JOB_BRIDGE" -d "$METADATA_IP/32" -j DROP)
+    local rule=(DOCKER-USER -i "$JOB_BRIDGE" -d 169.254.169.254/32 -j DROP)
     if ! "$IPTABLES" -w -C "${rule[@]}" 2>/dev/null && ! "$IPTABLES" -w -I "${rule[@]}"; then
       note "could not block the metadata server for the job network; the job does not run without its wall"
       return 1
@@ -182,14 +170,8 @@ stop_job() {
     nap 0.1
     now_s
   done
-  if job_alive; then
-    log "the job ignored SIGTERM for ${STOP_GRACE}s: killing it"
-    kill_job
-  fi
-  if [[ -n $stopper ]]; then
-    kill "$stopper" 2>/dev/null
-    wait "$stopper" 2>/dev/null
-  fi
+  job_alive && { log "the job ignored SIGTERM for ${STOP_GRACE}s: killing it"; kill_job; }
+  end_bg stopper
 }
 
 # While the job runs, one background upload at a time: the checkpoint when due, and the logs
@@ -203,29 +185,16 @@ live_upload() {
   put "/proc/$BASHPID/fd/$fd" "${ATTEMPT_PREFIX}logs.txt" "text/plain; charset=utf-8" "$size"
 }
 
-STATUS=exited
-TIMED_OUT=false
-EXIT_CODE=""
+STATUS=exited TIMED_OUT=false EXIT_CODE=""
 supervise() {
   local next_sync next_log logged=-1 size
   now_s
   next_sync=$((NOW + CHECKPOINT_INTERVAL)) next_log=$((NOW + LOG_INTERVAL))
   while job_alive; do
-    if ((PREEMPTED)); then
-      STATUS=preempted
-      stop_job "$PREEMPT_REASON"
-      break
-    fi
+    ((PREEMPTED)) && { STATUS=preempted; stop_job "$PREEMPT_REASON"; break; }
     now_s
-    if ((NOW >= DEADLINE_S)); then
-      TIMED_OUT=true
-      stop_job "$KILL_REASON"
-      break
-    fi
-    if [[ -n $BG_PID ]] && ! kill -0 "$BG_PID" 2>/dev/null; then
-      wait "$BG_PID"
-      BG_PID=""
-    fi
+    ((NOW >= DEADLINE_S)) && { TIMED_OUT=true; stop_job "$KILL_REASON"; break; }
+    [[ -n $BG_PID ]] && ! kill -0 "$BG_PID" 2>/dev/null && { wait "$BG_PID"; BG_PID=""; }
     if [[ -z $BG_PID ]] && ((NOW >= next_log || CKPT_ENABLED && NOW >= next_sync)); then
       size=$(stat -c %s "$LOGS")
       if ((size != logged || CKPT_ENABLED && NOW >= next_sync)); then
@@ -239,8 +208,7 @@ supervise() {
     nap "$POLL"
   done
   wait_pid "$JOB_PID"
-  EXIT_CODE=$WAIT_RC
-  JOB_PID=""
+  EXIT_CODE=$WAIT_RC JOB_PID=""
   end_bg BG_PID
   # A shutdown signal sent to the whole process group reaches the job too: it may end before
   # the loop above sees the notice. The notice still came first, so the job was stopped.

@@ -4,34 +4,27 @@
 
 DESCRIPTOR_KEY=spotcron-run
 
-md_fetch() {
-  http_call GET "$METADATA_URL/$1" "$2" -H 'Metadata-Flavor: Google'
-}
+md_fetch() { http_call GET "$METADATA_URL/$1" "$2" -H 'Metadata-Flavor: Google'; }
 
 # Tokens go to curl in header files (-H @file), never on its command line, where any process on
 # the machine could read them. A new header replaces the old one in one rename, so parallel
 # uploads always read a whole one.
 bearer_header() {
-  (umask 077 && printf 'Authorization: Bearer %s\n' "$1" >"$2.$BASHPID" && mv -f "$2.$BASHPID" "$2") || {
-    HTTP_CODE=000
-    return 1
-  }
+  (umask 077 && printf 'Authorization: Bearer %s\n' "$1" >"$2.$BASHPID" && mv -f "$2.$BASHPID" "$2") ||
+    { HTTP_CODE=000; return 1; }
 }
 
 # identity_token AUDIENCE HEADER_FILE: a fresh instance identity token (format=full) as a header.
 identity_token() {
   url_encode "$1"
-  md_fetch "instance/service-accounts/default/identity?audience=$URLENC&format=full" "$TMP/identity.$BASHPID" ||
-    return 1
-  bearer_header "$(<"$TMP/identity.$BASHPID")" "$2" || return 1
+  md_fetch "instance/service-accounts/default/identity?audience=$URLENC&format=full" "$TMP/identity.$BASHPID" &&
+    bearer_header "$(<"$TMP/identity.$BASHPID")" "$2" || return 1
   rm -f "$TMP/identity.$BASHPID"
 }
 
 # The storage token, refreshed a margin before it expires. With a credentials_url the broker
 # mints a token limited to this attempt's objects; the VM's own token is the fallback.
-TOKEN=""
-TOKEN_EXPIRES=0
-AUTH_HEADER=""
+TOKEN="" TOKEN_EXPIRES=0 AUTH_HEADER=""
 access_token() {
   local answer=$TMP/token.$BASHPID life
   now_s
