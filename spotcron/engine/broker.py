@@ -8,10 +8,10 @@ descriptor), and gets a Credential Access Boundary token that can touch exactly:
 - its run's checkpoint, `runs/JOB/RUN/checkpoint/` (the same).
 
 Nothing else: not another run, not run records, markers, deployed specs or the results page.
-The caller is checked like job_done checks a callback (signature, audience, VM account,
-project), and the instance named in the token must be the managed VM of the run's current,
-live attempt (name, zone and instance id); a token for an ended or superseded attempt gets
-nothing. The rules are built here, once, and minted by Google's STS (gcp/downscoped.py) or by
+The caller is checked by engine/identity.py, the check job_done makes too (signature,
+audience, issuer, expiry, project, the VM account), and the instance named in the token must be
+the managed VM of the run's current, live attempt (name, zone and instance id); a token for an
+ended or superseded attempt gets nothing. The rules are built here, once, and minted by Google's STS (gcp/downscoped.py) or by
 the local storage server's grants in local mode.
 """
 
@@ -21,9 +21,9 @@ import logging
 from typing import Any
 
 from spotcron.core import layout
-from spotcron.core.errors import InvalidToken
 from spotcron.engine.deps import Deps
-from spotcron.engine.finish import Reply, _bearer, _claims_problem
+from spotcron.engine.finish import Reply
+from spotcron.engine.identity import Refused, attempt_problem, vm_caller
 
 log = logging.getLogger("spotcron.engine")
 
@@ -62,36 +62,34 @@ def grant(deps: Deps, authorization: str | None) -> Reply:
     """Answer one request for credentials: 200 with {access_token, expires_in}, else 4xx and no token."""
     if deps.minter is None:
         return Reply(503, {"error": "no token minter is configured for these functions", "retry": True})
-    token = _bearer(authorization)
-    if token is None:
-        return Reply(401, {"error": "missing bearer token: send the VM's identity token (audience = this URL)"})
     audience = deps.settings.credentials_url
     if not audience:
         return Reply(503, {"error": "the credentials URL is not configured yet (deploy sets it); try again",
                            "retry": True})
     try:
-        claims = deps.identity.verify(token, audience)
-    except InvalidToken as exc:
-        return Reply(401, {"error": f"invalid token: {exc}"})
-    problem = _claims_problem(deps, claims)
-    if problem:
-        return Reply(403, {"error": problem})
-    engine = claims["google"]["compute_engine"]
-    name, zone = engine["instance_name"], engine["zone"].rsplit("/", 1)[-1]
+        caller = vm_caller(deps, authorization, audience)
+    except Refused as exc:
+        if exc.status == 401 and exc.message == "missing bearer token":
+            return Reply(401, {"error": "missing bearer token: send the VM's identity token (audience = this URL)"})
+        return Reply(exc.status, {"error": exc.message})
+    name, zone = caller.instance_name, caller.zone
     instance = deps.compute.get_instance(zone, name)
     if instance is None or not instance.managed:
         return Reply(403, {"error": f"VM {name} in {zone} is not a live spotcron VM"})
-    if str(engine.get("instance_id", "")) != str(instance.instance_id):
+    if caller.instance_id != str(instance.instance_id):
+        # The record may not hold the instance id yet (a VM asks as soon as it boots), so the
+        # live instance of that name is compared too.
         return Reply(403, {"error": f"the token's instance id is not that of VM {name} (a new VM of the same "
                                     f"name?)"})
     job, run_id, number = instance.labels.get("job", ""), instance.labels.get("run", ""), instance.labels.get("attempt", "")
     record = deps.store.read(job, run_id) if job and run_id else None
-    current = record.current_attempt if record is not None else None
-    if (record is None or record.terminal or current is None or current.vm_name != name
-            or current.zone != zone or str(current.number) != number):
-        return Reply(403, {"error": f"VM {name} is not the live attempt of run {job}/{run_id}; no credentials"})
-    rules = boundary_rules(deps.blobs.bucket, job, run_id, current.number)
+    if record is None or not number.isdigit():
+        return Reply(403, {"error": f"VM {name} is not the live attempt of any run; no credentials"})
+    mismatch = attempt_problem(deps, caller, record, int(number), live=True)
+    if mismatch:
+        return Reply(403, {"error": mismatch.message})
+    rules = boundary_rules(deps.blobs.bucket, job, run_id, int(number))
     access_token, expires_in = deps.minter.mint(rules)
-    log.info("credentials for %s/%s attempt %s", job, run_id, current.number,
-             extra={"fields": {"event": "credentials", "job": job, "run_id": run_id, "attempt": current.number}})
+    log.info("credentials for %s/%s attempt %s", job, run_id, number,
+             extra={"fields": {"event": "credentials", "job": job, "run_id": run_id, "attempt": int(number)}})
     return Reply(200, {"access_token": access_token, "expires_in": expires_in, "token_type": "Bearer"})

@@ -1,7 +1,9 @@
 """job_done: the VM's callback. Verify who is calling, record the outcome, delete the VM.
 
 The instance to act on comes from the verified token's claims, never from the body; the body
-must name the same run and attempt (the VM name is derived from them). A token is accepted once.
+must name the same run and attempt (the VM name is derived from them). Who is calling is
+checked by engine/identity.py, the same check the credentials broker makes. A token is
+accepted once.
 """
 
 from __future__ import annotations
@@ -16,11 +18,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from spotcron.core import layout
-from spotcron.core.errors import InvalidToken, PreconditionFailed, Transient
+from spotcron.core.errors import PreconditionFailed, Transient
 from spotcron.core.runs import RunRecord, RunState, vm_name
 from spotcron.engine import transitions as t
 from spotcron.engine.attempts import create_attempt
 from spotcron.engine.deps import Deps
+from spotcron.engine.identity import Refused, attempt_problem, vm_caller
 from spotcron.engine.results import metrics_changes
 from spotcron.engine.steps import step
 from spotcron.engine.tokens import decode_unverified
@@ -52,23 +55,16 @@ class Reply:
 
 def finish(deps: Deps, authorization: str | None, body: Any) -> Reply:
     """Handle one callback. 2xx only when the callback was genuine and is now recorded."""
-    token = _bearer(authorization)
-    if token is None:
-        return Reply(401, {"error": "missing bearer token"})
     try:
-        claims = deps.identity.verify(token, deps.settings.job_done_url)
-    except InvalidToken as exc:
-        return Reply(401, {"error": f"invalid token: {exc}"})
-    problem = _claims_problem(deps, claims)
-    if problem:
-        return Reply(403, {"error": problem})
+        caller = vm_caller(deps, authorization, deps.settings.job_done_url)
+    except Refused as exc:
+        return Reply(exc.status, {"error": exc.message})
     try:
         callback = CallbackBody.model_validate(body)
     except ValidationError as exc:
         return Reply(400, {"error": "malformed callback body", "details": exc.errors(include_url=False,
                                                                                       include_input=False)})
-    engine = claims["google"]["compute_engine"]
-    instance_name, zone = engine["instance_name"], engine["zone"].rsplit("/", 1)[-1]
+    instance_name, zone = caller.instance_name, caller.zone
     if vm_name(callback.job, callback.run_id, callback.attempt) != instance_name:
         return Reply(403, {"error": f"the token belongs to VM {instance_name}, which does not run "
                                     f"{callback.job}/{callback.run_id} attempt {callback.attempt}"})
@@ -76,19 +72,19 @@ def finish(deps: Deps, authorization: str | None, body: Any) -> Reply:
     if instance is not None and not (instance.managed and instance.labels.get("job") == callback.job
                                      and instance.labels.get("run") == callback.run_id):
         return Reply(403, {"error": f"VM {instance_name} is not a spotcron VM of this run; left alone"})
-    digest = _replay_key(token)
+    digest = _replay_key(caller.token)
     if deps.blobs.read(layout.accepted_token(digest)) is not None:
         return Reply(409, {"error": "this token was already used", "replay": True})
     record = deps.store.read(callback.job, callback.run_id)
     if record is None:
         return Reply(404, {"error": f"no run {callback.job}/{callback.run_id}"})
-    problem = _not_the_attempts_vm(record, callback.attempt, zone, str(engine.get("instance_id") or ""))
-    if problem:
-        if instance is not None and instance.instance_id == str(engine.get("instance_id") or ""):
+    mismatch = attempt_problem(deps, caller, record, callback.attempt, live=False)
+    if mismatch:
+        if mismatch.same_vm and instance is not None and instance.instance_id == caller.instance_id:
             # The caller is a stray of this run (re-created after its attempt ended, or left in a
             # zone the attempt moved away from): it must not run the attempt a second time.
             deps.compute.delete_instance(zone, instance_name)
-        return Reply(403, {"error": problem})
+        return Reply(403, {"error": mismatch.message})
 
     deleted = deps.compute.delete_instance(zone, instance_name)
     record = _record_outcome(deps, record, callback, zone)
@@ -97,31 +93,6 @@ def finish(deps: Deps, authorization: str | None, body: Any) -> Reply:
         deps.blobs.write(layout.accepted_token(digest), instance_name.encode(), if_generation_match=0)
     return Reply(200, {"job": record.job, "run_id": record.run_id, "state": record.state,
                        "vm_deleted": deleted})
-
-
-def _not_the_attempts_vm(record: RunRecord, number: int, zone: str, instance_id: str) -> str | None:
-    """Why the calling VM is not the one the attempt recorded, or None when it is.
-
-    The name alone cannot tell: a stalled delivery can re-create a VM under the same name after
-    the attempt ended, and a zone move leaves the name unchanged.
-    """
-    attempt = next((a for a in record.attempts if a.number == number), None)
-    if attempt is None:
-        return None  # an unknown attempt changes nothing; the transition says so
-    if attempt.zone and attempt.zone != zone:
-        return (f"the token is from zone {zone}, but attempt {number} of {record.job}/{record.run_id} "
-                f"runs in zone {attempt.zone}")
-    if attempt.instance_id and instance_id != attempt.instance_id:
-        return (f"the token is from instance {instance_id or '(none)'} named {attempt.vm_name}, but attempt "
-                f"{number} of {record.job}/{record.run_id} ran on instance {attempt.instance_id}")
-    return None
-
-
-def _bearer(authorization: str | None) -> str | None:
-    if not authorization:
-        return None
-    scheme, _, token = authorization.partition(" ")
-    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
 
 
 def _replay_key(token: str) -> str:
@@ -133,18 +104,6 @@ def _replay_key(token: str) -> str:
     """
     _, _, signed, signature = decode_unverified(token)
     return hashlib.sha256(signed + b"." + signature).hexdigest()
-
-
-def _claims_problem(deps: Deps, claims: dict[str, Any]) -> str | None:
-    settings = deps.settings
-    if claims.get("email") != settings.vm_service_account_email or not claims.get("email_verified", False):
-        return f"token is for {claims.get('email')!r}, not the VM service account"
-    engine = (claims.get("google") or {}).get("compute_engine") or {}
-    if not engine.get("instance_name") or not engine.get("zone"):
-        return "token has no instance claims; request it with format=full"
-    if engine.get("project_id") != settings.project:
-        return f"token is from project {engine.get('project_id')!r}, not {settings.project!r}"
-    return None
 
 
 def _record_outcome(deps: Deps, record: RunRecord, callback: CallbackBody, zone: str) -> RunRecord:
