@@ -7,6 +7,8 @@ just before a DST change, so the scheduler model (cron.next_after) and the engin
 
 from __future__ import annotations
 
+import ast
+import graphlib
 import json
 import re
 from collections import Counter
@@ -22,6 +24,7 @@ from spotcron.testing.simulation import (
     FaultRates,
     SimConfig,
     Simulation,
+    loop,
     reliability_coverage,
     simulate,
 )
@@ -135,8 +138,7 @@ def test_two_vms_for_one_attempt_are_counted():
     request = InstanceRequest(name="sc-bot-20261020-0100-a1", zone="us-central1-a", machine_type="e2-small",
                               spot=True, max_run_duration_s=900, disk_gb=10, labels=labels, metadata={},
                               service_account="vm@sim-project.iam.gserviceaccount.com")
-    sim.compute.created.extend([request, request])
-    sim.ledger._check_vms_per_attempt()
+    sim.ledger.check_vms_per_attempt([request, request])
     assert sim.ledger.problems == {"duplicate_vms": 1}
     assert sim.ledger.counts["max vms per attempt"] == 2
 
@@ -198,3 +200,18 @@ def test_the_reliability_map_names_tests_that_exist():
     assert problems == []
     covered, total = reliability_coverage(root / "tests" / "RELIABILITY.md")
     assert total == 82 and covered == total - page.count("| MISSING")
+
+
+def test_only_the_loop_holds_the_whole_simulation_and_the_parts_import_no_cycle():
+    # The loop builds the world and hands each part what it uses; no part reaches through a Simulation.
+    folder = Path(loop.__file__).parent
+    imports: dict[str, set[str]] = {}
+    for path in sorted(folder.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        imports[path.stem] = {node.module.rsplit(".", 1)[-1] for node in ast.walk(tree)
+                              if isinstance(node, ast.ImportFrom) and node.module
+                              and node.module.startswith("spotcron.testing.simulation.")}
+        if path.stem not in ("loop", "__init__", "__main__"):
+            assert not re.search(r"\bsim\.|\bSimulation\b", path.read_text()), path.name
+    assert sorted(name for name, used in imports.items() if "loop" in used) == ["__init__"]
+    list(graphlib.TopologicalSorter(imports).static_order())  # raises CycleError on a cycle

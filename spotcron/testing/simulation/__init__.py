@@ -15,6 +15,11 @@ History pruning (history_limit) deletes old runs while the month goes on, so run
 from the simulator's own ledger of the engine's events, and a run's record and results are
 checked when `run.finished` is published, which happens before the engine prunes (see ledger.py).
 
+The parts: `world` (the faulty cloud and the functions' clients), `timeline` (fake time, and
+checks at the instant a deadline passes), `jobs` (the fleet), `vm` (a VM's life), `adversary`,
+`ledger` (the books and invariants) and `report` (the figures). `loop` alone builds the world and
+hands each part only what it uses.
+
     python -m spotcron.testing.simulation --days 30 --jobs 60 --seed 7
 """
 

@@ -19,17 +19,18 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable
+from datetime import datetime, timedelta
+from typing import Any
 
 from spotcron.core import layout
+from spotcron.core.spec import JobSpec
 from spotcron.engine.deployed import digest
-from spotcron.local.signer import instance_claims
-
-if TYPE_CHECKING:
-    from spotcron.testing.simulation.jobs import SimJob
-    from spotcron.testing.simulation.loop import Simulation
-    from spotcron.testing.simulation.vm import SimVm
+from spotcron.testing.memory import MemoryMinter
+from spotcron.testing.simulation.jobs import IMAGE, Behaviour, SimJob
+from spotcron.testing.simulation.timeline import Timeline
+from spotcron.testing.simulation.vm import SimVm, VmTokens
+from spotcron.testing.simulation.world import Functions, SimBlobs, SimCompute
 
 HOSTILE = "hostile"  # the job whose container attacks
 _STARTS = re.compile(r"^resource\.name\.startsWith\('([^'\\]*)'\)$")
@@ -58,17 +59,26 @@ def allowed(rules: list[dict[str, Any]], bucket: str, name: str) -> bool:
 
 def hostile_job() -> SimJob:
     """An ordinary-looking hourly job whose container attacks (see `Adversary.attack_from`)."""
-    from spotcron.core.spec import JobSpec
-    from spotcron.testing.simulation.jobs import IMAGE, Behaviour, SimJob
-
     spec = JobSpec.model_validate({"name": HOSTILE, "schedule": "43 * * * *", "image": IMAGE, "timeout": "20m",
                                    "machine": {"type": "e2-small"}, "history_limit": 60})
     return SimJob(spec, Behaviour(120))
 
 
 class Adversary:
-    def __init__(self, sim: Simulation):
-        self.sim = sim
+    """Both adversaries, given what they can reach: the start topic and the credentials broker (through
+    `functions`), the bucket's listing, the VMs' tokens, and the jobs' VMs while they run."""
+
+    def __init__(self, timeline: Timeline, functions: Functions, *, compute: SimCompute, blobs: SimBlobs,
+                 minter: MemoryMinter, tokens: VmTokens, victim: JobSpec,
+                 running_vms: Callable[[], Iterable[SimVm]]):
+        self.timeline = timeline
+        self.functions = functions
+        self.compute = compute
+        self.blobs = blobs
+        self.minter = minter
+        self.tokens = tokens
+        self.victim = victim  # the deployed job the rogue messages name
+        self.running_vms = running_vms
         self.rogue_vms = 0
         self.rogue_messages = 0
         self.foreign_writes = 0
@@ -77,15 +87,15 @@ class Adversary:
         self.tokens_granted = 0
 
     # --- the rogue publisher --------------------------------------------------------------------
-    def schedule(self) -> None:
-        sim = self.sim
-        at = sim.config.start + timedelta(hours=5, minutes=17)
-        while at < sim.end_of_ticks:
-            sim.schedule(at, self.publish_rogue_messages)
+    def schedule(self, start: datetime, end: datetime) -> None:
+        """Rogue messages every 7 hours between `start` and `end`."""
+        at = start + timedelta(hours=5, minutes=17)
+        while at < end:
+            self.timeline.at(at, self.publish_rogue_messages)
             at += timedelta(hours=7)
 
     def rogue_payloads(self) -> list[bytes]:
-        victim = self.victim()
+        victim = self.victim
         hostile_settings = {**victim.to_payload(), "history_limit": 1, "concurrency": "replace"}
         huge = {**MINER, "matrix": [{"name": f"e{i}", "machine": {"type": "a3-megagpu-8g"}} for i in range(2700)]}
         return [json.dumps(MINER).encode(),
@@ -96,64 +106,63 @@ class Adversary:
                 json.dumps(huge).encode()]
 
     def publish_rogue_messages(self) -> None:
-        sim = self.sim
-        assert sim.functions is not None
         for payload in self.rogue_payloads():
-            before = len(sim.compute.created)
-            sim.functions.start(payload, sim.clock.now(), {}, f"rogue-{self.rogue_messages}")
+            before = len(self.compute.created)
+            self.functions.start(payload, self.timeline.now(), {}, f"rogue-{self.rogue_messages}")
             self.rogue_messages += 1
-            self.rogue_vms += len(sim.compute.created) - before
+            self.rogue_vms += len(self.compute.created) - before
 
     # --- the hostile job --------------------------------------------------------------------------
     def attack_from(self, vm: SimVm) -> None:
         """What the hostile container does once it runs on `vm`."""
-        sim = self.sim
-        assert sim.functions is not None
         job, run_id, attempt = vm.key
         own = (layout.attempt_prefix(job, run_id, attempt), layout.checkpoint_prefix(job, run_id))
-        status, body = sim.functions.credentials(self.token(vm))
-        rules = sim.minter.rules_of(body["access_token"]) if status == 200 else []
+        status, body = self.functions.credentials(self.tokens.credentials(vm.instance))
+        rules = self.minter.rules_of(body["access_token"]) if status == 200 else []
         self.tokens_granted += status == 200
         # A token of another run's VM name: the broker must refuse it.
-        victim_status, victim_body = sim.functions.credentials(self.token(vm, name=self.victim_vm_name()))
+        victim_status, victim_body = self.functions.credentials(
+            self.tokens.credentials(vm.instance, name=self.victim_vm_name()))
         if victim_status == 200:
-            rules = rules + sim.minter.rules_of(victim_body["access_token"])
+            rules = rules + self.minter.rules_of(victim_body["access_token"])
         else:
             self.tokens_refused += 1
         for name in self.targets(job, run_id):
             self.attempted_writes += 1
-            if allowed(rules, sim.blobs.bucket, name) and not name.startswith(own):
+            if allowed(rules, self.blobs.bucket, name) and not name.startswith(own):
                 self.foreign_writes += 1
 
-    def victim(self):
-        """The job the rogue messages name: the first that is not the hostile one (or that one)."""
-        return next((job.spec for job in self.sim.jobs if job.spec.name != HOSTILE), self.sim.jobs[-1].spec)
-
     def victim_vm_name(self) -> str:
-        live = [vm for vm in self.sim.vms.values() if vm.key[0] != HOSTILE and vm.running()]
+        live = [vm for vm in self.running_vms() if vm.key[0] != HOSTILE and vm.running()]
         return live[0].instance.name if live else "sc-victim-20261020-0000-a1"
-
-    def token(self, vm: SimVm, *, name: str | None = None) -> str:
-        settings = self.sim.settings
-        claims = instance_claims(service_account=settings.vm_service_account_email, project_id=settings.project,
-                                 project_number=0, zone=f"projects/0/zones/{vm.instance.zone}",
-                                 instance_id=vm.instance.instance_id, instance_name=name or vm.instance.name,
-                                 created_at=vm.instance.created_at)
-        return self.sim.identity.issue(settings.credentials_url, claims)
 
     def targets(self, job: str, run_id: str) -> list[str]:
         """Every object a hostile container would like to write: everything but its own attempt."""
-        sim = self.sim
         # A slice of every kind of object, control plane and other runs alike: the bucket grows all
         # month (replay markers alone number in the thousands), and one of each kind makes the point.
         by_kind: dict[str, list[str]] = {}
-        for name in sim.blobs.list(""):
+        for name in self.blobs.list(""):
             if not name.startswith(layout.run_prefix(job, run_id)):
                 kind = by_kind.setdefault(name.split("/", 1)[0], [])
                 if len(kind) < 50:
                     kind.append(name)
         names = [name for kind in by_kind.values() for name in kind]
-        victim = self.victim().name
+        victim = self.victim.name
         return names + [layout.run_record(job, run_id), f"live/{victim}/20261020-0000", f"pruned/{victim}",
                         layout.accepted_token("0" * 64), layout.deployed_spec(victim), layout.INDEX_PAGE,
                         layout.usage_ledger("2026-10-20"), layout.attempt_prefix(job, run_id, 99) + "logs.txt"]
+
+    # --- the figures ------------------------------------------------------------------------------
+    def problems(self) -> dict[str, int]:
+        """The invariants it can break: both must stay 0."""
+        return {k: v for k, v in (("rogue_vms", self.rogue_vms), ("foreign_writes", self.foreign_writes)) if v}
+
+    def figures(self) -> dict[str, int]:
+        return {"rogue messages": self.rogue_messages, "rogue VMs": self.rogue_vms,
+                "hostile write attempts": self.attempted_writes, "foreign writes allowed": self.foreign_writes,
+                "own tokens granted": self.tokens_granted, "foreign tokens refused": self.tokens_refused}
+
+
+def victim_of(jobs: list[SimJob]) -> JobSpec:
+    """The job the rogue messages name: the first that is not the hostile one (or that one)."""
+    return next((job.spec for job in jobs if job.spec.name != HOSTILE), jobs[-1].spec)

@@ -11,25 +11,27 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Mapping
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager
+from typing import Any
 
 from spotcron.core import layout
 from spotcron.core.runs import RunRecord, RunState
-from spotcron.engine.store import run_sort_key
-
-if TYPE_CHECKING:
-    from spotcron.testing.simulation.loop import Simulation
-    from spotcron.testing.simulation.vm import SimVm
+from spotcron.engine.ports import Blobs, InstanceRequest
+from spotcron.engine.store import RunStore, run_sort_key
 
 EXPECTED_ERRORS = frozenset({"Transient"})  # what the injected faults raise; anything else is a bug
 MAX_DETAILS = 20
 
 
 class Ledger:
-    def __init__(self, sim: Simulation):
-        self.sim = sim
+    """The books. It reads the bucket through `blobs` only inside `quiet()`, so that the simulator's
+    own reads never meet an injected fault (nor take a draw from the seeded stream)."""
+
+    def __init__(self, blobs: Blobs, quiet: Callable[[], AbstractContextManager[object]]):
+        self.blobs = blobs
+        self.store = RunStore(blobs)
+        self._quiet = quiet
         self.seen: dict[tuple[str, str], str] = {}  # run -> latest state seen in an event
         self.finished: dict[tuple[str, str], str] = {}
         self.expected: set[tuple[str, str]] = set()
@@ -64,9 +66,8 @@ class Ledger:
         if type(error).__name__ not in EXPECTED_ERRORS:
             self.problem("unexpected_errors", f"a function raised {type(error).__name__}: {error}")
 
-    def vm_stopped(self, vm: SimVm) -> None:
+    def vm_stopped(self) -> None:
         self.counts["vms stopped"] += 1
-        self.sim.schedule_check(vm.stopped_at, self.sim.settings.sweep_interval, vm, "stopped_lingering")
 
     def problem(self, kind: str, detail: str) -> None:
         self.problems[kind] += 1
@@ -74,20 +75,12 @@ class Ledger:
             self.details.append(f"{kind}: {detail}")
 
     # --- checks -----------------------------------------------------------------------------------
-    @contextmanager
-    def _quiet(self):
-        self.sim.dice.storage_suspended += 1
-        try:
-            yield
-        finally:
-            self.sim.dice.storage_suspended -= 1
-
     def _finished(self, key: tuple[str, str], state: str) -> None:
         if key in self.finished:
             self.problem("double_finished", f"{key[0]}/{key[1]} ended as {self.finished[key]}, then as {state}")
         self.finished[key] = state
         with self._quiet():
-            record = self.sim.deps.store.read(*key)
+            record = self.store.read(*key)
         if record is None or record.state != state:
             self.problem("record_mismatch", f"{key[0]}/{key[1]}: event says {state}, record says "
                                             f"{record.state if record else 'nothing'}")
@@ -103,7 +96,7 @@ class Ledger:
                         if layout.attempt_prefix(job, run_id, a.number) == record.results_prefix), None)
         if attempt is None:
             return f"results_prefix {record.results_prefix!r} names no attempt"
-        blobs = self.sim.blobs
+        blobs = self.blobs
         with self._quiet():
             manifest = blobs.read(layout.manifest(job, run_id, attempt))
             results = blobs.list(layout.results_prefix(job, run_id, attempt))
@@ -115,9 +108,9 @@ class Ledger:
             return f"attempt {attempt} has {len(results)} of 2 result files"
         return None
 
-    def close(self) -> dict[str, int]:
-        """The end-of-run scan; returns counts by terminal state."""
-        store = self.sim.deps.store
+    def close(self, created: Iterable[InstanceRequest]) -> dict[str, int]:
+        """The end-of-run scan, given every insert Compute Engine accepted; returns counts by terminal state."""
+        store = self.store
         with self._quiet():
             records = {(r.job, r.run_id): r for job in store.jobs() for r in store.records(job)}
             live = store.live_runs()
@@ -132,14 +125,13 @@ class Ledger:
             if (job, run_id) in records and records[(job, run_id)].terminal:
                 self.counts["stale live markers"] += 1
         self._check_runs_match_ticks()
-        self._check_vms_per_attempt()
+        self.check_vms_per_attempt(created)
         return dict(Counter(self.finished.values()))
 
     def _check_runs_match_ticks(self) -> None:
         scheduled = {key for key in self.seen if not key[1].startswith("m")}
-        store = self.sim.deps.store
         for job, run_id in sorted(self.expected - scheduled):
-            floor = store.pruned_through(job)
+            floor = self.store.pruned_through(job)
             if floor is not None and run_sort_key(run_id) <= run_sort_key(floor):
                 self.counts["ticks older than the kept history, dropped"] += 1  # by design
                 continue
@@ -155,9 +147,8 @@ class Ledger:
         for (job, nonce), got in manual.items():
             self.problem("unexpected_runs", f"{job}: {got} manual runs with nonce {nonce} nobody asked for")
 
-    def _check_vms_per_attempt(self) -> None:
-        per_attempt = Counter((r.labels["job"], r.labels["run"], r.labels["attempt"])
-                              for r in self.sim.compute.created)
+    def check_vms_per_attempt(self, created: Iterable[InstanceRequest]) -> None:
+        per_attempt = Counter((r.labels["job"], r.labels["run"], r.labels["attempt"]) for r in created)
         self.counts["vms created"] = sum(per_attempt.values())
         self.counts["max vms per attempt"] = max(per_attempt.values(), default=0)
         for (job, run_id, attempt), count in per_attempt.items():

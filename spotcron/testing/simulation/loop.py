@@ -6,13 +6,12 @@ functions/main.py), exactly as Cloud Scheduler, Pub/Sub and the VMs would call t
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import logging
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from spotcron.core.cron.schedule import load_time_zone, parse_schedule
@@ -25,11 +24,12 @@ from spotcron.engine.ports import Instance, InstanceRequest
 from spotcron.runtime import entrypoints
 from spotcron.testing.identity import ClockedIdentity
 from spotcron.testing.memory import FakeClock, MemoryMinter
-from spotcron.testing.simulation.adversary import Adversary, hostile_job
+from spotcron.testing.simulation.adversary import HOSTILE, Adversary, hostile_job, victim_of
 from spotcron.testing.simulation.jobs import SimJob, make_jobs
 from spotcron.testing.simulation.ledger import Ledger
 from spotcron.testing.simulation.report import Report
-from spotcron.testing.simulation.vm import Checkpoints, SimVm
+from spotcron.testing.simulation.timeline import Timeline, Watch
+from spotcron.testing.simulation.vm import Checkpoints, SimVm, VmTokens, VmWorld
 from spotcron.testing.simulation.world import (
     FaultDice,
     Functions,
@@ -58,20 +58,15 @@ class Message:
     interleave: tuple[str, int] | None = None  # deliver a copy inside the first delivery, at this point
 
 
-@dataclass(order=True)
-class _Event:
-    at: float
-    seq: int
-    step: Callable[[], None] = field(compare=False)
-    when: datetime = field(compare=False)
-
-
 class Simulation:
+    """Builds the world and wires its parts to each other: each part gets only what it uses."""
+
     def __init__(self, config: SimConfig, progress: Callable[[str], None] | None = None):
         self.config = config
         self.progress = progress
         self.dice = FaultDice(config.seed, config.faults)
         self.clock = FakeClock(config.start)
+        self.timeline = Timeline(self.clock)
         if config.adversary:  # one of the jobs is the hostile one
             self.jobs = make_jobs(random.Random(config.seed), config.jobs - 1) + [hostile_job()]
         else:
@@ -91,7 +86,8 @@ class Simulation:
         self.compute = SimCompute(self.clock, self.dice, self.stockouts, self._vm_created,
                                   lambda: self._interleave("create"))
         self.blobs = SimBlobs("sim-results", self.clock, self.dice, lambda: self._interleave("record"))
-        self.ledger = Ledger(self)
+        self.ledger = Ledger(self.blobs, self.dice.quiet)
+        self.watch = Watch(self.timeline, self.ledger.problem)
         self.events = SimEvents(self.ledger.on_event)
         # 1024-bit: signing is most of a callback's cost, and a month has tens of thousands
         self.identity = ClockedIdentity(self.clock, key_size=1024)
@@ -99,18 +95,23 @@ class Simulation:
         self.deps = Deps(settings=self.settings, compute=self.compute, blobs=self.blobs, events=self.events,
                          identity=self.identity, clock=self.clock, user_data=lambda: "#cloud-config\n",
                          minter=self.minter)
-        self.adversary = Adversary(self) if config.adversary else None
-        self.checkpoints = Checkpoints(self)
-        self.functions: Functions | None = None
+        self.functions = Functions(self.clock, self.dice, on_error=self.ledger.function_error)
+        self.tokens = VmTokens(self.identity, self.settings)
+        self.checkpoints = Checkpoints(self.blobs, self.ledger.problem)
         self.vms: dict[str, SimVm] = {}
-        self._queue: list[_Event] = []
-        self._seq = itertools.count()
+        self.adversary = Adversary(self.timeline, self.functions, compute=self.compute, blobs=self.blobs,
+                                   minter=self.minter, tokens=self.tokens, victim=victim_of(self.jobs),
+                                   running_vms=self.vms.values) if config.adversary else None
+        self.vm_world = VmWorld(timeline=self.timeline, compute=self.compute, blobs=self.blobs, dice=self.dice,
+                                functions=self.functions, tokens=self.tokens, books=self.ledger,
+                                checkpoints=self.checkpoints, watch=self.watch,
+                                sweep_interval=self.settings.sweep_interval, on_boot=self._on_boot)
         self._messages = itertools.count(1)
         self._armed: list | None = None  # [point, countdown, action]
 
     # --- the loop -----------------------------------------------------------------------------
     def schedule(self, at: datetime, step: Callable[[], None]) -> None:
-        heapq.heappush(self._queue, _Event(at.timestamp(), next(self._seq), step, at))
+        self.timeline.at(at, step)
 
     def run(self) -> Report:
         started = time.perf_counter()
@@ -118,21 +119,17 @@ class Simulation:
         previous_disable = logging.root.manager.disable
         logging.disable(logging.CRITICAL)  # the functions log every call; the report says what matters
         try:
-            self.functions = Functions(self.clock, self.dice, on_error=self.ledger.function_error)
+            self.functions.open()
             self._start()
-            while self._queue and self._queue[0].at <= self.end.timestamp():
-                event = heapq.heappop(self._queue)
-                if event.when > self.clock.now():
-                    self.clock.set(event.when)
-                event.step()
-            self.clock.set(max(self.clock.now(), self.end))
-            states = self.ledger.close()
+            self.timeline.run_until(self.end)
+            states = self.ledger.close(self.compute.created)
         finally:
-            if self.functions is not None:
-                self.functions.close()
+            self.functions.close()
             logging.disable(previous_disable)
             entrypoints.use(None)
-        return Report.build(self, states, time.perf_counter() - started)
+        return Report.build(self.config, jobs=len(self.jobs), ledger=self.ledger, states=states,
+                            faults=self.dice.injected, checkpoints_restored=self.checkpoints.restored,
+                            wall_s=time.perf_counter() - started, adversary=self.adversary)
 
     def _start(self) -> None:
         start = self.config.start
@@ -148,7 +145,7 @@ class Simulation:
             self.schedule(at, self._sweep)
             at += timedelta(seconds=self.settings.sweep_interval)
         if self.adversary is not None:
-            self.adversary.schedule()
+            self.adversary.schedule(start, self.end_of_ticks)
         for day in range(1, int(self.config.days) + 1):
             self.schedule(start + timedelta(days=day), lambda day=day: self._report_day(day))
 
@@ -198,7 +195,6 @@ class Simulation:
         self.schedule(at, lambda: self._deliver(message))
 
     def _deliver(self, message: Message) -> None:
-        assert self.functions is not None
         if message.interleave is not None:
             point, countdown = message.interleave
             message.interleave = None
@@ -228,37 +224,29 @@ class Simulation:
             armed[2]()
 
     def _sweep(self) -> None:
-        assert self.functions is not None
         self.ledger.counts["sweeps"] += 1
         if self.functions.sweep() >= 500:
             self.ledger.counts["sweeps failed"] += 1
 
     # --- Compute Engine's side ----------------------------------------------------------------
     def _vm_created(self, request: InstanceRequest, instance: Instance) -> None:
-        vm = SimVm(self, request, instance, self.by_name[request.labels["job"]])
+        vm = SimVm(self.vm_world, request, instance, self.by_name[request.labels["job"]])
         self.vms[instance.instance_id] = vm
         lag = 0.0
         if self.dice.roll("max_run_late"):
             lag = self.dice.rng.uniform(60, 1800)
             self.compute.delay_max_run_duration(instance.zone, instance.name, lag)
         self.schedule(vm.deadline + timedelta(seconds=lag + 0.5), self._enforce_max_run_duration)
-        self.schedule_check(vm.deadline, self.settings.sweep_interval, vm, "leaked_vms")
+        self.watch.gone_by(vm.deadline, self.settings.sweep_interval, instance.name, instance.zone, vm.alive,
+                           "leaked_vms")
         vm.begin()
+
+    def _on_boot(self, vm: SimVm) -> None:
+        if self.adversary is not None and vm.job.spec.name == HOSTILE:
+            self.adversary.attack_from(vm)
 
     def _enforce_max_run_duration(self) -> None:
         self.ledger.counts["vms deleted by maxRunDuration"] += len(self.compute.enforce_max_run_duration())
-
-    def schedule_check(self, since: datetime | None, allowed_s: float, vm: SimVm, problem: str) -> None:
-        """Flag `problem` if `vm` still exists `allowed_s` after `since` (checked at that very moment)."""
-        if since is None:
-            return
-
-        def check() -> None:
-            if vm.alive():
-                self.ledger.problem(problem, f"{vm.instance.name} ({vm.instance.zone}) still exists "
-                                             f"{allowed_s:.0f}s after {since:%Y-%m-%d %H:%M:%S}")
-
-        self.schedule(since + timedelta(seconds=allowed_s + 0.001), check)
 
 
 def simulate(config: SimConfig, progress: Callable[[str], None] | None = None) -> Report:

@@ -2,20 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from spotcron.core.runs import RunState
-
-if TYPE_CHECKING:
-    from spotcron.testing.simulation.loop import Simulation
+from spotcron.testing.simulation.ledger import Ledger
+from spotcron.testing.simulation.world import SimConfig
 
 RELIABILITY_MAP = Path(__file__).resolve().parents[3] / "tests" / "RELIABILITY.md"
 # Every one must be 0. The first four are the ones RELIABILITY.md names; the rest keep the books honest.
 INVARIANTS = ("leaked_vms", "duplicate_vms", "missing_results", "non_terminal", "double_finished",
               "record_mismatch", "missing_runs", "unexpected_runs", "stopped_lingering", "checkpoint_lost",
               "dropped_messages", "unexpected_errors", "rogue_vms", "foreign_writes")
+
+
+class Scored(Protocol):
+    """Someone besides the ledger with figures of their own (the adversary)."""
+
+    def problems(self) -> dict[str, int]: ...
+
+    def figures(self) -> dict[str, int]: ...
 
 
 @dataclass
@@ -36,22 +44,17 @@ class Report:
     extra: dict[str, int] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, sim: Simulation, states: dict[str, int], wall_s: float) -> Report:
-        ledger = sim.ledger
+    def build(cls, config: SimConfig, *, jobs: int, ledger: Ledger, states: dict[str, int],
+              faults: Mapping[str, int], checkpoints_restored: int, wall_s: float,
+              adversary: Scored | None = None) -> Report:
         problems, extra = dict(ledger.problems), {}
-        if sim.adversary is not None:
-            adversary = sim.adversary
-            problems.update({k: v for k, v in (("rogue_vms", adversary.rogue_vms),
-                                               ("foreign_writes", adversary.foreign_writes)) if v})
-            extra = {"rogue messages": adversary.rogue_messages, "rogue VMs": adversary.rogue_vms,
-                     "hostile write attempts": adversary.attempted_writes,
-                     "foreign writes allowed": adversary.foreign_writes,
-                     "own tokens granted": adversary.tokens_granted,
-                     "foreign tokens refused": adversary.tokens_refused}
-        return cls(days=sim.config.days, seed=sim.config.seed, jobs=len(sim.jobs), runs=len(ledger.seen),
+        if adversary is not None:
+            problems.update(adversary.problems())
+            extra = adversary.figures()
+        return cls(days=config.days, seed=config.seed, jobs=jobs, runs=len(ledger.seen),
                    states=dict(sorted(states.items())), problems=problems, details=list(ledger.details),
-                   faults=dict(sorted(sim.dice.injected.items())), counts=dict(sorted(ledger.counts.items())),
-                   errors=dict(ledger.errors), checkpoints_restored=sim.checkpoints.restored, wall_s=wall_s,
+                   faults=dict(sorted(faults.items())), counts=dict(sorted(ledger.counts.items())),
+                   errors=dict(ledger.errors), checkpoints_restored=checkpoints_restored, wall_s=wall_s,
                    coverage=reliability_coverage(), extra=extra)
 
     def invariant(self, name: str) -> int:

@@ -4,24 +4,28 @@ It plays vm_images/runner's part of the contract (spotcron/core/descriptor.py): 
 until it ends or its deadline, upload logs and results under the attempt's folder, write the
 manifest last, then POST job_done with an identity token of this VM. Every step first checks that
 the VM still exists: a deleted, replaced or preempted VM does nothing more.
+
+A VM reaches the rest of the simulated world only through `VmWorld`: the timeline, the cloud it
+lives in, the functions it calls, and `Books`, what it tells the simulator's ledger.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from spotcron.core import layout
 from spotcron.core.descriptor import METADATA_KEY, RunDescriptor
+from spotcron.core.settings import Settings
 from spotcron.engine.ports import Instance, InstanceRequest
 from spotcron.local.signer import instance_claims
-from spotcron.testing.simulation.adversary import HOSTILE
-
-if TYPE_CHECKING:
-    from spotcron.testing.simulation.jobs import SimJob
-    from spotcron.testing.simulation.loop import Simulation
+from spotcron.testing.identity import ClockedIdentity
+from spotcron.testing.simulation.jobs import SimJob
+from spotcron.testing.simulation.timeline import Timeline, Watch
+from spotcron.testing.simulation.world import FaultDice, Functions, SimBlobs, SimCompute
 
 PREEMPT_PHASES = (("boot", 0.25), ("run", 0.45), ("upload", 0.2), ("after_upload", 0.1))
 CALLBACK_TRIES = 5
@@ -40,8 +44,8 @@ class Plan:
     duplicate: str | None = None  # same_token | fresh_token
 
 
-def plan_for(sim: Simulation, request: InstanceRequest, job: SimJob) -> Plan:
-    dice, rng = sim.dice, sim.dice.rng
+def plan_for(dice: FaultDice, request: InstanceRequest, job: SimJob) -> Plan:
+    rng = dice.rng
     spec = job.spec
     runtime = job.behaviour.runtime(rng)
     if dice.roll("overrun", job.behaviour.p_overrun):
@@ -73,14 +77,89 @@ def _pick_phase(pick: float) -> str:
     return PREEMPT_PHASES[-1][0]
 
 
+@dataclass(frozen=True)
+class VmTokens:
+    """Instance identity tokens, as a VM's metadata server hands them out (signed by the test issuer)."""
+
+    identity: ClockedIdentity
+    settings: Settings
+
+    def issue(self, instance: Instance, audience: str, *, name: str | None = None) -> str:
+        settings = self.settings
+        claims = instance_claims(service_account=settings.vm_service_account_email, project_id=settings.project,
+                                 project_number=0, zone=f"projects/0/zones/{instance.zone}",
+                                 instance_id=instance.instance_id, instance_name=name or instance.name,
+                                 created_at=instance.created_at)
+        return self.identity.issue(audience, claims)
+
+    def job_done(self, instance: Instance) -> str:
+        return self.issue(instance, self.settings.job_done_url)
+
+    def credentials(self, instance: Instance, *, name: str | None = None) -> str:
+        return self.issue(instance, self.settings.credentials_url, name=name)
+
+
+class Books(Protocol):
+    """What a VM tells the simulator's ledger."""
+
+    def manifest_written(self, key: tuple[str, str, int], exit_code: int) -> None: ...
+
+    def callback_answered(self, status: int, *, duplicate: bool = False) -> None: ...
+
+    def vm_stopped(self) -> None: ...
+
+
+class Checkpoints:
+    """The runner's /checkpoint sync: saved mid-run, restored by the next attempt of the same run."""
+
+    def __init__(self, blobs: SimBlobs, problem: Callable[[str, str], None]):
+        self.blobs = blobs
+        self.problem = problem
+        self.saved: dict[tuple[str, str], int] = {}  # run -> attempt that last saved
+        self.restored = 0
+
+    def save(self, vm: SimVm) -> None:
+        if not vm.running():
+            return
+        job, run_id, attempt = vm.key
+        self.blobs.write(layout.checkpoint_prefix(job, run_id) + "state.json", json.dumps({"attempt": attempt}).encode())
+        self.saved[(job, run_id)] = attempt
+
+    def restore(self, vm: SimVm) -> None:
+        job, run_id, attempt = vm.key
+        if not vm.job.spec.checkpoint or (job, run_id) not in self.saved:
+            return
+        if self.blobs.read(layout.checkpoint_prefix(job, run_id) + "state.json") is None:
+            self.problem("checkpoint_lost", f"{job}/{run_id} attempt {attempt} found no checkpoint")
+        else:
+            self.restored += 1
+
+
+@dataclass(frozen=True)
+class VmWorld:
+    """Everything a simulated VM may touch, and nothing more."""
+
+    timeline: Timeline
+    compute: SimCompute
+    blobs: SimBlobs
+    dice: FaultDice
+    functions: Functions
+    tokens: VmTokens
+    books: Books
+    checkpoints: Checkpoints
+    watch: Watch
+    sweep_interval: float  # a stopped VM must be gone within one
+    on_boot: Callable[[SimVm], None]  # what the container does once it runs (the hostile job attacks)
+
+
 class SimVm:
-    def __init__(self, sim: Simulation, request: InstanceRequest, instance: Instance, job: SimJob):
-        self.sim = sim
+    def __init__(self, world: VmWorld, request: InstanceRequest, instance: Instance, job: SimJob):
+        self.world = world
         self.request = request
         self.instance = instance
         self.job = job
         self.descriptor = RunDescriptor.from_metadata(request.metadata[METADATA_KEY])
-        self.plan = plan_for(sim, request, job)
+        self.plan = plan_for(world.dice, request, job)
         self.started_at: datetime | None = None
         self.finished_at: datetime | None = None
         self.timed_out = False
@@ -94,17 +173,17 @@ class SimVm:
         return d.job, d.run_id, d.attempt
 
     def alive(self) -> bool:
-        current = self.sim.compute.get_instance(self.instance.zone, self.instance.name)
+        current = self.world.compute.peek(self.instance.zone, self.instance.name)
         return current is not None and current.instance_id == self.instance.instance_id
 
     def running(self) -> bool:
         return self.alive() and self.stopped_at is None
 
     def at(self, seconds: float, step) -> None:
-        self.sim.schedule(self.sim.clock.now() + timedelta(seconds=seconds), step)
+        self.world.timeline.after(seconds, step)
 
     def _write(self, name: str, data: bytes) -> None:
-        self.sim.blobs.write(name, data)
+        self.world.blobs.write(name, data)
 
     # --- life ---------------------------------------------------------------------------------
     def begin(self) -> None:
@@ -116,11 +195,11 @@ class SimVm:
         if self.plan.fault == "preempt:boot":
             self.preempt()
             return
-        now = self.sim.clock.now()
+        world = self.world
+        now = world.timeline.now()
         self.started_at = now
-        self.sim.checkpoints.restore(self)
-        if self.sim.adversary is not None and self.job.spec.name == HOSTILE:
-            self.sim.adversary.attack_from(self)
+        world.checkpoints.restore(self)
+        world.on_boot(self)
         end = now + timedelta(seconds=self.plan.runtime_s)
         # Like the runner: `timeout` counts from the container's start, the VM's deadline still wins.
         kill_at = min(now + timedelta(seconds=self.descriptor.timeout_s), self.descriptor.deadline)
@@ -128,23 +207,23 @@ class SimVm:
             end, self.timed_out = max(now, kill_at), True
         length = (end - now).total_seconds()
         if self.job.spec.checkpoint:
-            self.at(length / 2, lambda: self.sim.checkpoints.save(self))
+            self.at(length / 2, lambda: world.checkpoints.save(self))
         if self.plan.fault == "preempt:run":
-            self.at(self.sim.dice.rng.uniform(0, length), self.preempt)
+            self.at(world.dice.rng.uniform(0, length), self.preempt)
         elif self.plan.fault == "stopped":
-            self.at(self.sim.dice.rng.uniform(0, length), self.power_off)
+            self.at(world.dice.rng.uniform(0, length), self.power_off)
         else:
             self.at(length, self.container_ended)
 
     def container_ended(self) -> None:
         if not self.running():
             return
-        self.finished_at = self.sim.clock.now()
+        self.finished_at = self.world.timeline.now()
         if self.plan.fault == "hang":
             return  # waits for maxRunDuration or the sweep
         self.upload_partial()
         if self.plan.fault == "preempt:upload":
-            self.at(self.sim.dice.rng.uniform(0, self.plan.upload_s), self.preempt)
+            self.at(self.world.dice.rng.uniform(0, self.plan.upload_s), self.preempt)
         else:
             self.at(self.plan.upload_s, self.upload_done)
 
@@ -162,7 +241,7 @@ class SimVm:
         self._write(layout.manifest(job, run_id, attempt),
                     json.dumps({"exit_code": exit_code, "files": ["results/out.json", "results/summary.json"],
                                 "timed_out": self.timed_out}).encode())
-        self.sim.ledger.manifest_written(self.key, exit_code)
+        self.world.books.manifest_written(self.key, exit_code)
         if self.plan.fault == "preempt:after_upload":
             self.preempt()
             return
@@ -181,45 +260,45 @@ class SimVm:
             elif self.plan.poweroff:
                 self.at(30, self.power_off)
             return
+        world = self.world
         token = self.token()
         body = self.body("exited")
-        status, _ = self.sim.functions.job_done(token, body)
-        self.sim.ledger.callback_answered(status)
+        status, _ = world.functions.job_done(token, body)
+        world.books.callback_answered(status)
         if status >= 500 and tries + 1 < CALLBACK_TRIES:
             self.at(5 * 2 ** tries, lambda: self.callback(tries + 1))
         elif status < 500 and self.plan.duplicate:
             again = token if self.plan.duplicate == "same_token" else None
-            self.at(self.sim.dice.rng.uniform(0.5, 20), lambda: self.duplicate_callback(again, body))
+            self.at(world.dice.rng.uniform(0.5, 20), lambda: self.duplicate_callback(again, body))
 
     def duplicate_callback(self, token: str | None, body: dict) -> None:
         # A retried HTTP request whose first answer was lost: it left the VM before the delete.
-        status, _ = self.sim.functions.job_done(token or self.token(), body)
-        self.sim.ledger.callback_answered(status, duplicate=True)
+        status, _ = self.world.functions.job_done(token or self.token(), body)
+        self.world.books.callback_answered(status, duplicate=True)
 
     def preempt(self) -> None:
         if not self.running():
             return
+        world = self.world
         if self.plan.notice:
             self.upload_partial()
-            status, _ = self.sim.functions.job_done(self.token(), self.body("preempted"))
-            self.sim.ledger.callback_answered(status)
-        self.sim.compute.preempt(self.instance.zone, self.instance.name)
+            status, _ = world.functions.job_done(self.token(), self.body("preempted"))
+            world.books.callback_answered(status)
+        world.compute.preempt(self.instance.zone, self.instance.name)
 
     def power_off(self) -> None:
         if not self.running():
             return
-        self.sim.compute.set_status(self.instance.zone, self.instance.name, "TERMINATED")
-        self.stopped_at = self.sim.clock.now()
-        self.sim.ledger.vm_stopped(self)
+        world = self.world
+        world.compute.set_status(self.instance.zone, self.instance.name, "TERMINATED")
+        self.stopped_at = world.timeline.now()
+        world.books.vm_stopped()
+        world.watch.gone_by(self.stopped_at, world.sweep_interval, self.instance.name, self.instance.zone,
+                            self.alive, "stopped_lingering")
 
     # --- what the runner sends ----------------------------------------------------------------
     def token(self) -> str:
-        settings = self.sim.settings
-        claims = instance_claims(service_account=settings.vm_service_account_email, project_id=settings.project,
-                                 project_number=0, zone=f"projects/0/zones/{self.instance.zone}",
-                                 instance_id=self.instance.instance_id, instance_name=self.instance.name,
-                                 created_at=self.instance.created_at)
-        return self.sim.identity.issue(settings.job_done_url, claims)
+        return self.world.tokens.job_done(self.instance)
 
     def body(self, status: str) -> dict:
         job, run_id, attempt = self.key
@@ -228,30 +307,4 @@ class SimVm:
                 "exit_code": None if preempted else self.exit_code, "timed_out": self.timed_out and not preempted,
                 "uploaded": not preempted,
                 "started_at": self.started_at.isoformat() if self.started_at else None,
-                "finished_at": (self.finished_at or self.sim.clock.now()).isoformat()}
-
-
-class Checkpoints:
-    """The runner's /checkpoint sync: saved mid-run, restored by the next attempt of the same run."""
-
-    def __init__(self, sim: Simulation):
-        self.sim = sim
-        self.saved: dict[tuple[str, str], int] = {}  # run -> attempt that last saved
-        self.restored = 0
-
-    def save(self, vm: SimVm) -> None:
-        if not vm.running():
-            return
-        job, run_id, attempt = vm.key
-        vm._write(layout.checkpoint_prefix(job, run_id) + "state.json", json.dumps({"attempt": attempt}).encode())
-        self.saved[(job, run_id)] = attempt
-
-    def restore(self, vm: SimVm) -> None:
-        job, run_id, attempt = vm.key
-        if not vm.job.spec.checkpoint or (job, run_id) not in self.saved:
-            return
-        blob = self.sim.blobs.read(layout.checkpoint_prefix(job, run_id) + "state.json")
-        if blob is None:
-            self.sim.ledger.problem("checkpoint_lost", f"{job}/{run_id} attempt {attempt} found no checkpoint")
-        else:
-            self.restored += 1
+                "finished_at": (self.finished_at or self.world.timeline.now()).isoformat()}

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -84,6 +85,15 @@ class FaultDice:
         if self.storage_armed <= 0 or self.storage_suspended > 0:
             return False
         return self.roll(f"storage_{kind}")
+
+    @contextmanager
+    def quiet(self) -> Iterator[None]:
+        """The simulator's own reads: no fault, no draw, even inside a function's call."""
+        self.storage_suspended += 1
+        try:
+            yield
+        finally:
+            self.storage_suspended -= 1
 
 
 class Stockouts:
@@ -177,11 +187,14 @@ class Functions(harness.Functions):
     while a function runs (the simulated VMs' own writes never fail) and every crash reported."""
 
     def __init__(self, clock, dice: FaultDice, *, on_error: Callable[[BaseException], None]):
-        from flask import got_request_exception
-
         super().__init__(clock)
         self.dice = dice
         self._on_error = on_error
+
+    def open(self) -> None:
+        """Hear of every crash from now on (until `close`)."""
+        from flask import got_request_exception
+
         for target in harness.TARGETS:
             got_request_exception.connect(self._error, harness.app(target).application, weak=False)
 
