@@ -42,6 +42,9 @@ LIST_LAG = timedelta(minutes=2)
 # maxRunDuration normally gets there first, but when it is late the sweep is all there is, and any
 # slack here would let a VM outlive its deadline by more than one sweep interval.
 DEADLINE_SLACK = timedelta(0)
+# The sweep is not redelivered (the next tick comes anyway), so a listing that meets a transient
+# error is tried again at once; one that keeps failing leaves the sweep working from what it has.
+LIST_TRIES = 3
 # How long the sweep keeps re-trying the insert of an attempt that has no VM (transient errors)
 # before it calls the run stuck; a first attempt also gets its job's starting_deadline.
 CREATE_PATIENCE = timedelta(minutes=30)
@@ -70,17 +73,22 @@ def _sweep(deps: Deps, attention: Callable[..., bool]) -> SweepReport:
     picks every run: the sweep as it was before the live index carried anything)."""
     now = deps.clock.now()
     report = SweepReport()
-    instances = {(i.zone, i.name): i for i in deps.compute.list_managed() if i.managed}
-    markers: dict[tuple[str, str], list[LiveEntry]] = {}
-    for entry in deps.store.live_index():
-        markers.setdefault((entry.job, entry.run_id), []).append(entry)
-    records: dict[tuple[str, str], RunRecord] = {}
     # One unreadable record or failed call must not stop the rest: a stopped or overdue VM left
     # for the next sweep would outlive its deadline by more than one sweep interval.
     # A record that does not parse (ValueError) is skipped like one that could not be read.
     unread: set[tuple[str, str]] = set()
+    listed = _listed("listing the managed VMs", deps.compute.list_managed, report)
+    index = _listed("listing the live index", deps.store.live_index, report)
+    markers: dict[tuple[str, str], list[LiveEntry]] = {}
+    for entry in index or []:
+        markers.setdefault((entry.job, entry.run_id), []).append(entry)
+    if listed is not None:
+        instances = {(i.zone, i.name): i for i in listed if i.managed}
+    else:
+        instances = _named_vms(deps, markers, unread, report)
+    records: dict[tuple[str, str], RunRecord] = {}
     for key, entries in markers.items():
-        if not attention(deps, entries, instances, now):
+        if key in unread or not attention(deps, entries, instances, now):
             continue
         try:
             record = deps.store.read(*key)
@@ -100,7 +108,7 @@ def _sweep(deps: Deps, attention: Callable[..., bool]) -> SweepReport:
         run_key = (instance.labels.get("job", ""), instance.labels.get("run", ""))
         try:
             reason = _reap_reason(deps, instance, records.get(run_key), markers.get(run_key, []), now,
-                                  run_known=run_key not in unread)
+                                  run_known=index is not None and run_key not in unread)
             if reason is None:
                 continue
             deps.compute.delete_instance(instance.zone, instance.name)
@@ -121,6 +129,38 @@ def _sweep(deps: Deps, attention: Callable[..., bool]) -> SweepReport:
     for error in report.errors:
         log.warning("sweep: %s", error)
     return report
+
+
+def _listed(what: str, call: Callable[[], list], report: SweepReport) -> list | None:
+    """`call()`, tried LIST_TRIES times while it meets transient errors; None (and an error) after."""
+    for _ in range(LIST_TRIES):
+        try:
+            return call()
+        except Transient as exc:
+            error = exc
+    report.errors.append(f"{what}: {error} ({LIST_TRIES} tries); the sweep works from what it has")
+    return None
+
+
+def _named_vms(deps: Deps, markers: dict[tuple[str, str], list[LiveEntry]], unknown: set[tuple[str, str]],
+               report: SweepReport) -> dict[tuple[str, str], Instance]:
+    """Without a listing: the VMs that running runs' markers name, one get each (a get is
+    authoritative: absent means gone). A run whose VM could not be looked up joins `unknown`, to
+    be left alone; a VM no marker names waits for a sweep that can list."""
+    found: dict[tuple[str, str], Instance] = {}
+    for key, entries in markers.items():
+        for entry in entries:
+            if entry.kind != RUNNING or entry.zone is None or entry.vm is None:
+                continue
+            try:
+                instance = deps.compute.get_instance(entry.zone, entry.vm)
+            except Transient as exc:
+                unknown.add(key)
+                report.errors.append(f"looking up {entry.vm}: {exc}")
+                continue
+            if instance is not None and instance.managed:
+                found[(instance.zone, instance.name)] = instance
+    return found
 
 
 def stuck_after(deps: Deps) -> timedelta:
