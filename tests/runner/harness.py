@@ -253,8 +253,18 @@ class RunnerHarness:
             wrapper.chmod(0o755)
         return str(wrapper)
 
-    def iptables_calls(self) -> list[str]:
-        log = self.tmp / "iptables.log"
+    @property
+    def fake_ip6tables(self) -> str:
+        """The same for `ip6tables`, logging to ip6tables.log; docker made its DOCKER-USER chain there."""
+        wrapper = self.tmp / "ip6tables"
+        if not wrapper.exists():
+            wrapper.write_text(f'#!/bin/sh\necho "$*" >> "{self.tmp}/ip6tables.log"\n'
+                               'for a in "$@"; do [ "$a" = -C ] && exit 1; done\nexit 0\n')
+            wrapper.chmod(0o755)
+        return str(wrapper)
+
+    def iptables_calls(self, tool: str = "iptables") -> list[str]:
+        log = self.tmp / f"{tool}.log"
         return log.read_text().splitlines() if log.exists() else []
 
     @property
@@ -269,6 +279,7 @@ class RunnerHarness:
             "SPOTCRON_STORAGE_URL": self.storage_url or self.bucket.url,
             "SPOTCRON_DOCKER": docker,
             "SPOTCRON_IPTABLES": self.fake_iptables,
+            "SPOTCRON_IP6TABLES": self.fake_ip6tables,
             "SPOTCRON_LOG_INTERVAL": "1",
             "SPOTCRON_WORKDIR": str(self.workdir),
             "SPOTCRON_CHECKPOINT_INTERVAL": "1",

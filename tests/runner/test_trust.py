@@ -75,22 +75,58 @@ def test_the_container_runs_on_a_network_that_drops_the_metadata_server(harness:
         "-w -C DOCKER-USER -i spotcron0 -d 169.254.169.254/32 -j DROP",
         "-w -I DOCKER-USER -i spotcron0 -d 169.254.169.254/32 -j DROP",
     ]
+    # Compute Engine's metadata server also answers on IPv6, at fd20:ce::254.
+    assert harness.iptables_calls("ip6tables") == [
+        "-w -n -L DOCKER-USER",
+        "-w -C DOCKER-USER -i spotcron0 -d fd20:ce::254/128 -j DROP",
+        "-w -I DOCKER-USER -i spotcron0 -d fd20:ce::254/128 -j DROP",
+    ]
     [run] = [argv for argv in calls if argv[0] == "run"]
     assert run[run.index("--network") + 1] == "spotcron"
     assert "host" not in run
     assert harness.receiver.accepted[0].body["exit_code"] == 0
 
 
+def test_without_docker_ipv6_rules_the_ipv6_wall_goes_first_in_forward(harness: RunnerHarness):
+    # A docker that writes no IPv6 rules has no DOCKER-USER chain in ip6tables.
+    Path(harness.fake_ip6tables).write_text(
+        f'#!/bin/sh\necho "$*" >> "{harness.tmp}/ip6tables.log"\n'
+        'case "$*" in *-L*|*-C*) echo "ip6tables: No chain/target/match by that name." >&2; exit 1;; esac\n')
+    result = harness.run(harness.descriptor(), docker=harness.fake_docker)
+
+    assert result.rc == 0, result.stderr
+    assert harness.iptables_calls("ip6tables") == [
+        "-w -n -L DOCKER-USER",
+        "-w -C FORWARD -i spotcron0 -d fd20:ce::254/128 -j DROP",
+        "-w -I FORWARD -i spotcron0 -d fd20:ce::254/128 -j DROP",
+    ]
+    assert [argv for argv in harness.docker_calls() if argv[0] == "run"]
+
+
+def test_without_its_ipv6_wall_the_job_does_not_run(harness: RunnerHarness):
+    Path(harness.fake_ip6tables).write_text("#!/bin/sh\necho 'ip6tables: Permission denied' >&2\nexit 4\n")
+    result = harness.run(harness.descriptor(), docker=harness.fake_docker)
+
+    assert result.rc == 0, result.stderr
+    assert not [argv for argv in harness.docker_calls() if argv[0] == "run"]
+    [call] = harness.receiver.accepted
+    assert (call.body["status"], call.body["exit_code"], call.body["started_at"]) == ("exited", None, None)
+    assert (b"the job does not run without its wall (" + harness.fake_ip6tables.encode() + b" failed)"
+            in harness.bucket.read(ATTEMPT1 + "logs.txt"))
+
+
 def test_a_second_attempt_on_the_same_machine_reuses_the_network_and_the_rule(harness: RunnerHarness):
     harness.run(harness.descriptor(), docker=harness.fake_docker)
-    ipt = Path(harness.fake_iptables)
-    ipt.write_text(f'#!/bin/sh\necho "$*" >> "{harness.tmp}/iptables.log"\nexit 0\n')  # the rule is there now
-    (harness.tmp / "iptables.log").unlink()
+    for tool in ("iptables", "ip6tables"):  # the rules are there now
+        (harness.tmp / tool).write_text(f'#!/bin/sh\necho "$*" >> "{harness.tmp}/{tool}.log"\nexit 0\n')
+        (harness.tmp / f"{tool}.log").unlink()
     (harness.tmp / "docker.jsonl").unlink()
     harness.run(harness.descriptor(), docker=harness.fake_docker)
 
     assert not [argv for argv in harness.docker_calls() if argv[:2] == ["network", "create"]]
     assert harness.iptables_calls() == ["-w -C DOCKER-USER -i spotcron0 -d 169.254.169.254/32 -j DROP"]
+    assert harness.iptables_calls("ip6tables") == ["-w -n -L DOCKER-USER",
+                                                   "-w -C DOCKER-USER -i spotcron0 -d fd20:ce::254/128 -j DROP"]
 
 
 def test_a_job_that_opts_in_gets_the_host_network_and_no_rule(harness: RunnerHarness):
@@ -99,7 +135,7 @@ def test_a_job_that_opts_in_gets_the_host_network_and_no_rule(harness: RunnerHar
     assert result.rc == 0, result.stderr
     calls = harness.docker_calls()
     assert not [argv for argv in calls if argv[0] == "network"]
-    assert harness.iptables_calls() == []
+    assert harness.iptables_calls() == harness.iptables_calls("ip6tables") == []
     [run] = [argv for argv in calls if argv[0] == "run"]
     assert run[run.index("--network") + 1] == "host"
 

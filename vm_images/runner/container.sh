@@ -60,14 +60,22 @@ wall_off_metadata() {
     note "could not create the job network $JOB_NETWORK; the job does not run without its wall"
     return 1
   fi
+  # The metadata server also answers on IPv6. A docker that writes no IPv6 rules has made no
+  # DOCKER-USER chain there, and leaves FORWARD alone: the rule goes first in FORWARD instead.
   if [[ $IPTABLES != none ]]; then
-    local rule=(DOCKER-USER -i "$JOB_BRIDGE" -d 169.254.169.254/32 -j DROP)
-    if ! "$IPTABLES" -w -C "${rule[@]}" 2>/dev/null && ! "$IPTABLES" -w -I "${rule[@]}"; then
-      note "could not block the metadata server for the job network; the job does not run without its wall"
-      return 1
-    fi
+    local chain6=DOCKER-USER
+    "$IP6TABLES" -w -n -L DOCKER-USER >/dev/null 2>&1 || chain6=FORWARD
+    wall "$IPTABLES" DOCKER-USER 169.254.169.254/32 && wall "$IP6TABLES" "$chain6" fd20:ce::254/128 || return 1
   fi
   NETWORK_ARGS=(--network "$JOB_NETWORK")
+}
+
+# wall IPTABLES CHAIN ADDRESS: drop what the job's bridge sends to ADDRESS (unless already so).
+wall() {
+  local rule=("$2" -i "$JOB_BRIDGE" -d "$3" -j DROP)
+  "$1" -w -C "${rule[@]}" 2>/dev/null || "$1" -w -I "${rule[@]}" && return 0
+  note "could not block the metadata server for the job network; the job does not run without its wall ($1 failed)"
+  return 1
 }
 
 JOB_PID=""
