@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import codecs
-import contextlib
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,9 +36,9 @@ def logs(run: str, job: str | None, attempt: int | None, follow: bool, interval:
          state_dir: Path) -> None:
     """Print a run's container output (logs.txt of its latest attempt).
 
-    RUN is JOB/RUN or a bare run id, as `spotcron runs` lists them. With --follow, output is
-    printed as it reaches the bucket, attempt after attempt, until the run ends (the runner
-    uploads logs.txt when an attempt ends or is preempted).
+    RUN is JOB/RUN or a bare run id, as `spotcron runs` lists them. While the job runs, the
+    runner ships its new output every few seconds; with --follow, output is printed as it
+    reaches the bucket, attempt after attempt, until the run ends.
 
     \b
     Examples:
@@ -63,29 +61,53 @@ def logs(run: str, job: str | None, attempt: int | None, follow: bool, interval:
         number = pick_attempt(record, attempt)
         name = layout.logs(record.job, record.run_id, number)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        offset = 0
-        while True:  # piece by piece: memory stays one piece whatever the size of the log
-            piece = store.blobs.read_range(name, offset, LOG_PIECE)
-            if piece is None and offset == 0:
-                break
-            if not piece:
-                click.echo(decoder.decode(b"", final=True), nl=False)
-                return
+        shown = 0
+        for piece in log_pieces(store.blobs, record.job, record.run_id, number):
             click.echo(decoder.decode(piece), nl=False)
-            offset += len(piece)
+            shown += len(piece)
+        if shown:
+            click.echo(decoder.decode(b"", final=True), nl=False)
+            return
+        if store.blobs.read_range(name, 0, 1) is not None:
+            return  # an empty log
     if record.terminal:
         ended = record.state + (f": {record.reason}" if record.reason else "")
         raise SpotcronError(f"no logs for {record.job}/{record.run_id} attempt {number} ({name} does not "
                             f"exist); the run ended {ended}")
     raise SpotcronError(f"no logs yet for {record.job}/{record.run_id} attempt {number}: the run is "
-                        f"{record.state} and the runner uploads them when the attempt ends; add --follow "
+                        f"{record.state} and none of its output has reached the bucket; add --follow "
                         f"to wait")
+
+
+def log_pieces(blobs: Blobs, job: str, run_id: str, attempt: int, offset: int = 0) -> Iterator[bytes]:
+    """An attempt's log from byte `offset` on, piece by piece (memory stays one piece).
+
+    The whole logs.txt once the runner stored it at the end of the attempt; until then the live
+    parts it ships while the job runs, each named by the byte of the log where it starts, read in
+    order: a poll reads only new bytes and lists nothing. Both hold the same bytes at the same
+    offsets, so a reader moves from the parts to logs.txt without a seam.
+    """
+    from spotcron.core import layout
+
+    whole = layout.logs(job, run_id, attempt)
+    start = offset  # where the part being read starts
+    while True:
+        piece = blobs.read_range(whole, offset, LOG_PIECE)
+        if piece is None:  # the attempt is still running (or its VM was lost): the live parts
+            piece = blobs.read_range(layout.log_part(job, run_id, attempt, start), offset - start, LOG_PIECE)
+            if piece == b"" and start != offset:  # that part is read: the next one starts here
+                start = offset
+                continue
+        if not piece:
+            return
+        yield piece
+        offset += len(piece)
 
 
 def _follow(ref: str, job: str | None, attempt: int | None, interval: float, bucket: str | None,
             state_dir: Path) -> None:
-    from spotcron.core import layout
     from spotcron.core.errors import SpotcronError
+    from spotcron.engine.store import RunStore
     from spotcron.present.views import pick_attempt
 
     context = runs_context()
@@ -97,39 +119,34 @@ def _follow(ref: str, job: str | None, attempt: int | None, interval: float, buc
 
     def emit(blobs: Blobs, number: int) -> None:
         """Print what attempt `number`'s log gained since the last poll, piece by piece."""
-        name = layout.logs(*key, number)
-        while True:
-            piece = blobs.read_range(name, shown.get(number, 0), LOG_PIECE)
-            if not piece:
-                return
+        for piece in log_pieces(blobs, *key, number, shown.get(number, 0)):
             click.echo(decoder.decode(piece), nl=False)
             shown[number] = shown.get(number, 0) + len(piece)
 
     key: tuple[str, str] | None = None
     ended_seen = False
-    with err.status(f"following {ref} in {where}…") as spinner, _follow_blobs(bucket, state_dir) as reopen:
+    # One bucket for every poll: each read goes to the bucket (or the local storage server's
+    # files), so what the runner writes later is seen.
+    with err.status(f"following {ref} in {where}…") as spinner, context.open_blobs(bucket, state_dir) as blobs:
+        store = RunStore(blobs)
         while True:
-            with reopen() as blobs:
-                from spotcron.engine.store import RunStore
-
-                store = RunStore(blobs)
-                if key is None:
-                    found = resolve(store, ref, job, where)
-                    key = (found.job, found.run_id)
-                record = store.read(*key)
-                if record is None:
-                    raise SpotcronError(f"run {key[0]}/{key[1]} disappeared from {where} (pruned?)")
-                target = attempt if attempt is not None else (record.current_attempt.number
-                                                              if record.current_attempt else None)
-                if current is not None and target != current:
-                    # The previous attempt may have uploaded its last lines while being preempted.
-                    emit(blobs, current)
-                    click.echo(decoder.decode(b"", final=True), nl=False)
-                    decoder.reset()
-                    err.print(f"[dim]-- attempt {target} --[/dim]")
-                current = target
-                if current is not None:
-                    emit(blobs, current)
+            if key is None:
+                found = resolve(store, ref, job, where)
+                key = (found.job, found.run_id)
+            record = store.read(*key)
+            if record is None:
+                raise SpotcronError(f"run {key[0]}/{key[1]} disappeared from {where} (pruned?)")
+            target = attempt if attempt is not None else (record.current_attempt.number
+                                                          if record.current_attempt else None)
+            if current is not None and target != current:
+                # The previous attempt may have uploaded its last lines while being preempted.
+                emit(blobs, current)
+                click.echo(decoder.decode(b"", final=True), nl=False)
+                decoder.reset()
+                err.print(f"[dim]-- attempt {target} --[/dim]")
+            current = target
+            if current is not None:
+                emit(blobs, current)
             if record.terminal and not ended_seen:
                 # One more look once the run has ended: the last upload may have landed between
                 # this poll's log read and its record read, or a reader may lag by one write.
@@ -147,22 +164,6 @@ def _follow(ref: str, job: str | None, attempt: int | None, interval: float, buc
     ended = record.state + (f": {record.reason}" if record.reason else "")
     err.print(f"{key[0]}/{key[1]} ended {ended}" + ("" if current is not None and shown.get(current) else
                                                     " (no logs)"))
-
-
-@contextlib.contextmanager
-def _follow_blobs(bucket: str | None, state_dir: Path) -> Iterator[Callable[[], AbstractContextManager[Blobs]]]:
-    """A per-poll bucket opener for --follow.
-
-    The local bucket is reopened on every poll: its emulator reads the object index once when it
-    starts, so a long-lived one would never see what `spotcron up` writes after that. A gs://
-    bucket is opened once and reused.
-    """
-    context = runs_context()
-    if not bucket:
-        yield lambda: context.open_blobs(bucket, state_dir)
-        return
-    with context.open_blobs(bucket, state_dir) as blobs:
-        yield lambda: contextlib.nullcontext(blobs)
 
 
 # --- spotcron results --------------------------------------------------------------------------

@@ -78,6 +78,10 @@ class Bucket:
     def logs(self, job: str, run_id: str, attempt: int, text: str) -> None:
         self.blobs.write(layout.logs(job, run_id, attempt), text.encode(), content_type="text/plain")
 
+    def part(self, job: str, run_id: str, attempt: int, offset: int, text: str) -> None:
+        """A piece of the log the runner ships while the job runs, starting at byte `offset`."""
+        self.blobs.write(layout.log_part(job, run_id, attempt, offset), text.encode(), content_type="text/plain")
+
     def results(self, job: str, run_id: str, attempt: int, files: dict[str, bytes], *, manifest: bool = True) -> None:
         for name, data in files.items():
             self.blobs.write(layout.results_prefix(job, run_id, attempt) + name, data)

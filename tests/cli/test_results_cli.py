@@ -167,8 +167,8 @@ def test_logs_of_a_run_without_logs(invoke, bucket):
     bucket.add(make_record("bot", "20260302-1000", "lost", created=NOW - HOUR, reason="the VM vanished"))
     result = invoke("logs", "bot/20260302-1100")
     assert result.exit_code == 2
-    assert ("error: no logs yet for bot/20260302-1100 attempt 1: the run is running and the runner uploads them "
-            "when the attempt ends; add --follow to wait") in result.stderr
+    assert ("error: no logs yet for bot/20260302-1100 attempt 1: the run is running and none of its output has "
+            "reached the bucket; add --follow to wait") in result.stderr
     result = invoke("logs", "bot/20260302-1000")
     assert ("error: no logs for bot/20260302-1000 attempt 1 (runs/bot/20260302-1000/attempt-1/logs.txt does not "
             "exist); the run ended lost: the VM vanished") in result.stderr
@@ -212,22 +212,52 @@ def test_follow_moves_to_the_next_attempt_after_a_preemption(invoke, bucket, sle
     assert "-- attempt 2 --" in result.stderr and "ended failed: exit 1" in result.stderr
 
 
-def test_follow_on_the_local_bucket_reopens_it_every_poll(bucket, sleeps, invoke):
+def test_follow_opens_the_bucket_once(bucket, sleeps, invoke):
     opened: list[str | None] = []
 
     def opener(name, state_dir):
         opened.append(name)
         return contextlib.nullcontext(bucket.blobs)
 
-    bucket.add(make_record("bot", "r1", "running", created=NOW - timedelta(minutes=1)))
-    sleeps.steps = [lambda: bucket.store.update("bot", "r1", lambda r: r.with_state("succeeded", NOW))]
-    assert invoke("logs", "bot/r1", "-f", obj=RunsContext(open_blobs=opener, sleep=sleeps)).exit_code == 0
-    assert opened == [None, None, None]  # the last: one more look after the run ended
-    opened.clear()
-    bucket.add(make_record("bot", "r2", "running", created=NOW - timedelta(minutes=1)))
-    sleeps.steps = [lambda: bucket.store.update("bot", "r2", lambda r: r.with_state("succeeded", NOW))]
-    invoke("logs", "bot/r2", "-f", "--bucket", "gs://b", obj=RunsContext(open_blobs=opener, sleep=sleeps))
-    assert opened == ["gs://b"]
+    for where, run in ((None, "r1"), ("gs://b", "r2")):
+        bucket.add(make_record("bot", run, "running", created=NOW - timedelta(minutes=1)))
+        sleeps.steps = [lambda: None, lambda run=run: bucket.store.update("bot", run,
+                                                                          lambda r: r.with_state("succeeded", NOW))]
+        args = ("logs", f"bot/{run}", "-f") + (("--bucket", where) if where else ())
+        assert invoke(*args, obj=RunsContext(open_blobs=opener, sleep=sleeps)).exit_code == 0
+        assert opened == [where]
+        opened.clear()
+
+
+def test_logs_of_a_running_attempt_come_from_the_parts_shipped_so_far(invoke, bucket):
+    job, run = "bot", "20260302-1100"
+    bucket.add(make_record(job, run, "running", created=NOW - timedelta(minutes=1)))
+    bucket.part(job, run, 1, 0, "one\n")
+    bucket.part(job, run, 1, 4, "two\n")
+    bucket.part(job, run, 1, 100, "not yet reachable: the part before it is missing\n")
+    assert invoke("logs", f"{job}/{run}").stdout == "one\ntwo\n"
+    bucket.logs(job, run, 1, "one\ntwo\nthree\n")  # the whole log, stored when the attempt ends
+    assert invoke("logs", f"{job}/{run}").stdout == "one\ntwo\nthree\n"
+
+
+def test_follow_reads_each_part_once_then_moves_on_to_the_whole_log(invoke, bucket, sleeps, monkeypatch):
+    from spotcron.cli import outputs
+
+    monkeypatch.setattr(outputs, "LOG_PIECE", 3)  # parts longer than a piece are read in pieces
+    job, run = "bot", "20260302-1100"
+    bucket.add(make_record(job, run, "running", created=NOW - timedelta(minutes=1)))
+    bucket.part(job, run, 1, 0, "héllo\n")  # a character split across two pieces
+
+    def finish() -> None:
+        bucket.logs(job, run, 1, "héllo\nworld\nbye\n")
+        bucket.store.update(job, run, lambda r: r.with_state("succeeded", NOW, exit_code=0))
+
+    sleeps.steps = [lambda: bucket.part(job, run, 1, 7, "world\n"), finish]
+    before = bucket.blobs.calls["read_range"]
+    result = invoke("logs", f"{job}/{run}", "--follow")
+    assert result.stdout == "héllo\nworld\nbye\n"
+    reads = bucket.blobs.calls["read_range"] - before
+    assert reads < 40  # each byte read once, plus a look at the next name per poll (not a re-read per poll)
 
 
 # --- spotcron results --------------------------------------------------------------------------------

@@ -6,10 +6,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
 import sys
 import threading
+from datetime import timedelta
 from http.server import BaseHTTPRequestHandler
+from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
 
@@ -139,21 +144,81 @@ def test_names_the_bucket_cannot_take_are_skipped_listed_and_do_not_fail_the_run
     assert "spotcron: skipped results/line%0Afeed.txt: it contains a line feed" in logs
 
 
-def test_the_log_reaches_the_bucket_while_the_job_runs(harness: RunnerHarness):
-    flag = harness.tmp / "go"
-    script = (f"import pathlib, time\nprint('first line', flush=True)\n"
-              f"while not pathlib.Path({str(flag)!r}).exists(): time.sleep(0.05)\nprint('last line', flush=True)\n")
-    proc = harness.start(harness.descriptor(local_command=[sys.executable, "-c", script]))
-    try:
-        harness.wait_for(lambda: b"first line" in (harness.bucket.read(ATTEMPT1 + "logs.txt") or b""),
-                         timeout=30, what="the first line in the bucket while the job runs")
-        assert harness.receiver.calls == []  # the job is still running
-    finally:
-        flag.write_text("go")
-    result = harness.wait(proc, 0)
+def test_spotcron_logs_follow_shows_a_running_jobs_lines_and_live_logs_ship_only_new_bytes(
+        tmp_path, metadata, receiver):
+    """The real runner and the real `spotcron logs --follow` (its own process, on the same local
+    bucket): each line is printed while the job runs (the job waits until the test has seen it),
+    and what the runner uploads while the job runs adds up to the new bytes, not the whole log
+    each time."""
+    from datetime import UTC, datetime
 
-    assert result.rc == 0, result.stderr
-    assert b"last line" in harness.bucket.read(ATTEMPT1 + "logs.txt")
+    from spotcron.core.runs import Attempt, RunRecord, RunState
+    from spotcron.engine.store import RunStore
+    from spotcron.local.blobs import LOCAL_BUCKET
+    from spotcron.local.bucket import LocalBucket, vm_tokens
+
+    state = tmp_path / "state"
+    with LocalBucket(state / "bucket", LOCAL_BUCKET) as bucket:
+        metadata.access_tokens = vm_tokens(bucket)
+        harness = RunnerHarness(tmp_path, metadata, bucket, receiver)
+        store = RunStore(bucket.blobs())
+        now = datetime.now(UTC)
+        attempt = Attempt(number=1, vm_name=harness.vm_name, zone="us-central1-a", machine_type="e2-small",
+                          created_at=now, started_at=now)
+        assert store.create(RunRecord(job="hello", run_id="20260101-1000", state=RunState.RUNNING, created_at=now,
+                                      updated_at=now, attempts=(attempt,)))
+        script = ("import pathlib, time\n"
+                  "for i in range(3):\n"
+                  "    print(f'line {i} ' + 'x' * 2000, flush=True)\n"
+                  f"    flag = pathlib.Path({str(tmp_path)!r}) / f'go-{{i}}'\n"
+                  "    while not flag.exists(): time.sleep(0.02)\n"
+                  "print('last line', flush=True)\n")
+        proxy = FaultProxy(bucket.url, match=lambda method, path: False)  # records, fails nothing
+        proxy.start()
+        harness.storage_url = proxy.base_url
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SPOTCRON_")}
+        follow = subprocess.Popen([str(Path(sys.executable).parent / "spotcron"), "logs", "hello/20260101-1000",
+                                   "--follow", "--interval", "0.2", "--state-dir", str(state)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        printed: list[str] = []
+        reader = threading.Thread(target=lambda: printed.extend(follow.stdout), daemon=True)
+        reader.start()
+        try:
+            proc = harness.start(harness.descriptor(bucket=LOCAL_BUCKET, local_command=[sys.executable, "-c", script],
+                                                    deadline=now + timedelta(seconds=120), timeout_s=120))
+            for i in range(3):
+                harness.wait_for(lambda i=i: any(line.startswith(f"line {i} ") for line in printed), timeout=30,
+                                 what=f"line {i} from spotcron logs --follow")
+                assert harness.receiver.calls == []  # the job is still running
+                (tmp_path / f"go-{i}").write_text("go")
+            result = harness.wait(proc, 0)
+            store.update("hello", "20260101-1000", lambda r: r.with_state(RunState.SUCCEEDED, datetime.now(UTC)))
+            _, err = follow.communicate(timeout=30)
+        finally:
+            proxy.stop()
+            if follow.poll() is None:
+                follow.kill()
+        reader.join(timeout=5)
+
+        assert result.rc == 0, result.stderr
+        assert follow.returncode == 0, err
+        log = bucket.read(ATTEMPT1 + "logs.txt")
+        assert "".join(printed) == log.decode()
+        assert "hello/20260101-1000 ended succeeded" in err
+        # While the job ran, each stretch of new output went up once, as its own part.
+        parts = bucket.names(ATTEMPT1 + "logs/")
+        shipped = b"".join(bucket.read(name) for name in parts)
+        assert len(parts) >= 3
+        assert [int(name.rsplit("/", 1)[1]) for name in parts] == [
+            sum(len(bucket.read(name)) for name in parts[:k]) for k in range(len(parts))]
+        assert log.startswith(shipped)
+        uploads = [(path, body) for path, body in zip(proxy.forwarded, proxy.bodies, strict=True)
+                   if path.startswith("POST /upload/")]
+        names = [unquote(path.split("name=", 1)[1]) for path, _ in uploads]
+        assert names.count(ATTEMPT1 + "logs.txt") == 1  # the whole log once, at the end
+        live = sum(len(body) for (path, body), name in zip(uploads, names, strict=True)
+                   if name.startswith(ATTEMPT1 + "logs/"))
+        assert live == len(shipped) <= len(log)
 
 
 def test_the_checkpoint_is_one_object_restored_without_a_listing(harness: RunnerHarness):

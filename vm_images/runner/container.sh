@@ -182,33 +182,47 @@ stop_job() {
   end_bg stopper
 }
 
-# While the job runs, one background upload at a time: the checkpoint when due, and the logs
-# whenever they grew, so `spotcron logs --follow` shows output live.
-BG_PID=""
+# While the job runs, one background upload at a time: the checkpoint when due, and what logs.txt
+# gained since the last look, as its own object attempt-N/logs/OFFSET (the byte of logs.txt where
+# it starts, 15 digits), so live logs cost only their new bytes. A part is cut once and, if its
+# upload fails, sent again unchanged; `spotcron logs --follow` reads the parts in order. The whole
+# logs.txt is stored when the attempt ends; the parts stay beside it.
+BG_PID="" LOG_CUT=0
 live_upload() {
-  local fd size
+  local part
   (($1)) && { sync_checkpoint || log "checkpoint sync incomplete; will try again"; }
-  exec {fd}<"$LOGS" || return 1
-  size=$(stat -L -c %s "/proc/$BASHPID/fd/$fd")
-  put "/proc/$BASHPID/fd/$fd" "${ATTEMPT_PREFIX}logs.txt" "text/plain; charset=utf-8" "$size"
+  for part in "$TMP"/logs/*; do
+    put "$part" "${ATTEMPT_PREFIX}logs/${part##*/}" "text/plain; charset=utf-8" "$(stat -c %s "$part")" || return 1
+    rm -f "$part"
+  done
+}
+
+cut_log() {
+  local size part
+  size=$(stat -c %s "$LOGS")
+  ((size > LOG_CUT)) || return 0
+  printf -v part '%s/logs/%015d' "$TMP" "$LOG_CUT"
+  dd if="$LOGS" of="$part" iflag=skip_bytes,count_bytes skip="$LOG_CUT" count=$((size - LOG_CUT)) status=none &&
+    LOG_CUT=$size
 }
 
 STATUS=exited TIMED_OUT=false EXIT_CODE=""
 supervise() {
-  local next_sync next_log logged=-1 size
+  local next_sync next_log parts
   now_s
   next_sync=$((NOW + CHECKPOINT_INTERVAL)) next_log=$((NOW + LOG_INTERVAL))
+  mkdir -p "$TMP/logs"
   while job_alive; do
     ((PREEMPTED)) && { STATUS=preempted; stop_job "$PREEMPT_REASON"; break; }
     now_s
     ((NOW >= DEADLINE_S)) && { TIMED_OUT=true; stop_job "$KILL_REASON"; break; }
     [[ -n $BG_PID ]] && ! kill -0 "$BG_PID" 2>/dev/null && { wait "$BG_PID"; BG_PID=""; }
     if [[ -z $BG_PID ]] && ((NOW >= next_log || CKPT_ENABLED && NOW >= next_sync)); then
-      size=$(stat -c %s "$LOGS")
-      if ((size != logged || CKPT_ENABLED && NOW >= next_sync)); then
+      cut_log
+      parts=("$TMP"/logs/*)
+      if ((${#parts[@]} || CKPT_ENABLED && NOW >= next_sync)); then
         live_upload $((CKPT_ENABLED && NOW >= next_sync)) &
         BG_PID=$!
-        logged=$size
       fi
       ((NOW >= next_sync)) && next_sync=$((NOW + CHECKPOINT_INTERVAL))
       next_log=$((NOW + LOG_INTERVAL))
