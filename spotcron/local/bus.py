@@ -141,6 +141,8 @@ class EmulatorBus:
             with contextlib.suppress(Exception):  # a cancelled stream ends with CancelledError
                 stream.result(timeout=10)
         self._subscriber.close()
+        self._publisher.stop()  # sends what is still batched, then refuses more
+        self._publisher.transport.close()
 
 
 def _deliver(handler: Handler, topic: str, message: dict[str, Any]) -> None:
