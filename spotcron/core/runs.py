@@ -179,6 +179,7 @@ class RunRecord(_Record):
         """A copy in `state`; a terminal record never changes state again."""
         if self.terminal:
             raise ValueError(f"run {self.job}/{self.run_id} is already {self.state}")
+        state = RunState(state)  # model_copy does not validate: text would stay text
         history = (*self.history, StateChange(state=state, at=at, reason=reason))
         return self.model_copy(update={"state": state, "reason": reason if reason is not None else self.reason,
                                        "updated_at": at, "history": history, **changes})

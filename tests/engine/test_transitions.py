@@ -159,3 +159,12 @@ def test_a_success_points_at_its_attempts_results():
 ])
 def test_the_verdict(outcome, exit_code, complete, callback, state):
     assert t.verdict(outcome, exit_code, complete=complete, callback=callback)[0] == state
+
+
+def test_a_state_given_as_text_becomes_the_enum():
+    """Before: with_state kept a plain string (model_copy does not validate), so the record compared
+    equal yet serialized with pydantic's "Expected `enum`" warning, and `.value` failed on it."""
+    ended = RUNNING.with_state("succeeded", LATER)
+    assert ended.state is RunState.SUCCEEDED and ended.history[-1].state is RunState.SUCCEEDED
+    with pytest.raises(ValueError, match="'finished' is not a valid RunState"):
+        RUNNING.with_state("finished", LATER)
