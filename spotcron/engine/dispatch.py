@@ -7,19 +7,26 @@ deployed jobs fire in that minute, with the same cron engine and each job's time
 publishes their start messages with the exact tick. The sweep rides the same entry: on its
 interval the dispatcher publishes the sweep's message too.
 
-The cursor (`dispatch/cursor.json`) holds the last minute dispatched. Each invocation starts the
-ticks in (cursor, now] that are still within their job's starting_deadline, so after an outage
-the missed minutes are caught up. The cursor moves *before* anything is published, under a
-generation precondition: of two dispatchers racing on one minute only one wins the write, and
-only the winner publishes. A minute in which nothing fires leaves the cursor alone (a write is
-a Class A operation; the catch-up window still starts at the last minute that dispatched).
+The cursor (`dispatch/cursor.json`) holds the minute through which every due tick has been
+published. Each invocation publishes the ticks in (cursor, now] that are still within their
+job's starting_deadline and no older than the minute its spec was deployed in, and only then
+moves the cursor, under a generation precondition. The dispatcher is at-least-once: one that
+dies or fails anywhere leaves its minutes to the next, and two that race may both publish a
+minute. start_job is exactly-once: the run id comes from the tick, so a tick published twice
+starts one run. A minute in which nothing fires leaves the cursor alone (a write is a Class A
+operation; the catch-up window still starts at the last minute that dispatched).
+
+A cursor that holds no minute, or one later than now by more than a clock may be off (a clock
+jump, a bad write, a restored object), is damaged: it would make every minute look dispatched
+and never be rewritten. It is logged, every job is caught up within its deadline, and the cursor
+is written back to now's minute.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -32,22 +39,21 @@ from spotcron.core.spec import JobSpec
 from spotcron.engine.deployed import start_body
 from spotcron.engine.deps import Deps
 from spotcron.engine.dispatch_specs import SpecSource
+from spotcron.engine.launch import TICK_TOLERANCE
 from spotcron.engine.messages import TICK_ATTRIBUTE, format_tick
 
 log = logging.getLogger("spotcron.engine")
 
 MINUTE = timedelta(minutes=1)
-CLAIM_TRIES = 5
+WRITE_TRIES = 5
 PUBLISH_THREADS = 16  # Pub/Sub's client batches concurrent publishes; one at a time would take N round trips
 SWEEP_MESSAGE = {"sweep": True}
+_DAMAGED = ("starting again from every job's starting_deadline (start_job starts a tick already started "
+            "only once)")
 
 
 class DispatchFailed(SpotcronError):
-    """Some start messages could not be published; the cursor went back so the next minute retries."""
-
-    def __init__(self, message: str, *, cursor: Cursor | None = None):
-        super().__init__(message)
-        self.cursor = cursor  # as given back, when it could be
+    """Some start messages were not published; the cursor stays before them, so the next minute retries."""
 
 
 @dataclass(frozen=True)
@@ -62,14 +68,15 @@ class Due:
 
 @dataclass(frozen=True)
 class Cursor:
-    through: datetime | None  # the last minute dispatched; None before the first
+    through: datetime | None  # every due tick up to this minute is published; None before the first
     generation: int  # of the cursor object; 0 while it does not exist
+    damaged: bool = False  # held no minute, or one in the future: catch every job up within its deadline
 
 
 @dataclass
 class DispatchState:
     """What a warm dispatcher keeps between minutes: the cursor as it last read or wrote it. A
-    stale one costs nothing but a lost claim: the write's precondition fails, and it reads again."""
+    stale one costs a read: it is read again before anything is published."""
 
     cursor: Cursor | None = None
 
@@ -79,7 +86,7 @@ class DispatchReport:
     minute: datetime
     started: list[tuple[str, datetime]] = field(default_factory=list)  # (job, tick) published
     swept: bool = False
-    lost_race: int = 0  # claims another dispatcher won first
+    lost_race: int = 0  # cursor writes another dispatcher got in before
     skipped_jobs: list[str] = field(default_factory=list)  # specs whose schedule did not load
 
     def summary(self) -> dict[str, object]:
@@ -89,11 +96,12 @@ class DispatchReport:
 
 # --- pure ------------------------------------------------------------------------------------------
 
-def due_ticks(specs: Iterable[JobSpec], *, after: datetime, now: datetime,
-              skipped: list[str] | None = None) -> list[Due]:
-    """Every fire instant t of every unpaused job with after < t <= now and now - t <= its
-    starting_deadline, oldest first. A job whose schedule or zone does not load is named in
-    `skipped` and left out: one bad spec must not stop the others."""
+def due_ticks(specs: Iterable[JobSpec], *, after: datetime | None, now: datetime,
+              skipped: list[str] | None = None, deployed_at: Mapping[str, datetime] | None = None) -> list[Due]:
+    """Every fire instant t of every unpaused job with after < t <= now, now - t <= its
+    starting_deadline, and t not before the minute its spec was deployed in (`deployed_at`),
+    oldest first. `after` None: as far back as those bounds allow. A job whose schedule or zone
+    does not load is named in `skipped` and left out: one bad spec must not stop the others."""
     due: list[Due] = []
     for spec in specs:
         if spec.paused:
@@ -107,7 +115,13 @@ def due_ticks(specs: Iterable[JobSpec], *, after: datetime, now: datetime,
             continue
         # A tick exactly starting_deadline old still runs, as in launch; one microsecond more does not.
         oldest = now - timedelta(seconds=spec.starting_deadline)
-        cursor = max(after, oldest - timedelta(microseconds=1))
+        if deployed_at and spec.name in deployed_at:
+            # A job created, edited or unpaused during a minute owns that minute's tick, whether the
+            # dispatch of that minute ran before the deploy finished or after; nothing earlier.
+            oldest = max(oldest, utc_minute(deployed_at[spec.name]))
+        cursor = oldest - timedelta(microseconds=1)
+        if after is not None:
+            cursor = max(cursor, after)
         while (tick := cron.next_after(cursor, tz)) <= now:
             due.append(Due(spec, tick))
             cursor = tick
@@ -129,28 +143,38 @@ def start_message(spec: JobSpec) -> dict:
     return start_body(spec)
 
 
+def checked(cursor: Cursor, now: datetime) -> Cursor:
+    """`cursor`, or a damaged one when it is later than `now` by more than a clock may be off."""
+    if cursor.through is None or cursor.through <= now + TICK_TOLERANCE:
+        return cursor
+    log.error("dispatch: %s says %s, after now (%s) by more than %ds: damaged (a clock jump, a bad write or a "
+              "restored object); %s", layout.DISPATCH_CURSOR, format_tick(cursor.through),
+              now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), TICK_TOLERANCE.total_seconds(), _DAMAGED)
+    return Cursor(None, cursor.generation, damaged=True)
+
+
 # --- the cursor --------------------------------------------------------------------------------------
 
-def read_cursor(deps: Deps) -> Cursor:
+def read_cursor(deps: Deps, now: datetime | None = None) -> Cursor:
     blob = deps.blobs.read(layout.DISPATCH_CURSOR)
     if blob is None:
         return Cursor(None, 0)
     try:
         raw = json.loads(blob.data)["through"]
-        if raw is None:  # given back before the first dispatch ever finished
+        if raw is None:  # written before the first dispatch ever finished
             return Cursor(None, blob.generation)
         through = datetime.fromisoformat(raw.replace("Z", "+00:00"))
         if through.tzinfo is None:
             raise ValueError("no time zone")
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        # Overwritten under the same precondition as any other cursor, so a racing dispatcher still loses.
-        log.error("dispatch: %s does not hold a minute (%s); starting from this minute", layout.DISPATCH_CURSOR, exc)
-        return Cursor(None, blob.generation)
-    return Cursor(through.astimezone(UTC), blob.generation)
+        # Overwritten under the same precondition as any other cursor.
+        log.error("dispatch: %s does not hold a minute (%s): damaged; %s", layout.DISPATCH_CURSOR, exc, _DAMAGED)
+        return Cursor(None, blob.generation, damaged=True)
+    return checked(Cursor(through.astimezone(UTC), blob.generation), now if now is not None else deps.clock.now())
 
 
-def _write_cursor(deps: Deps, through: datetime | None, generation: int) -> int:
-    body = json.dumps({"through": format_tick(through) if through else None}).encode()
+def _write_cursor(deps: Deps, through: datetime, generation: int) -> int:
+    body = json.dumps({"through": format_tick(through)}).encode()
     return deps.blobs.write(layout.DISPATCH_CURSOR, body, if_generation_match=generation,
                             content_type="application/json")
 
@@ -173,57 +197,72 @@ def dispatch(deps: Deps, source: SpecSource, *, version: str | None = None,
         deps.events.publish(deps.settings.sweep_topic, SWEEP_MESSAGE)
         report.swept = True
     specs = source.current(version)
-    for _ in range(CLAIM_TRIES):
-        if state.cursor is None:
-            state.cursor = read_cursor(deps)
-        cursor = state.cursor
-        after = cursor.through if cursor.through is not None else minute - MINUTE
+    deployed_at = source.deployed_at()
+
+    def due_after(cursor: Cursor) -> list[Due]:
         skipped: list[str] = []
-        due = due_ticks(specs, after=after, now=now, skipped=skipped)
+        # No cursor yet: this minute only. A damaged one: as far back as each job's bounds allow.
+        after = cursor.through if cursor.through is not None or cursor.damaged else minute - MINUTE
+        due = due_ticks(specs, after=after, now=now, skipped=skipped, deployed_at=deployed_at)
         report.skipped_jobs = skipped
-        if not due:
-            return report
-        through = max(minute, after)
-        try:
-            claimed = _write_cursor(deps, through, cursor.generation)
-        except PreconditionFailed:
-            report.lost_race += 1  # another dispatcher took these minutes (or ours was stale): look again
-            state.cursor = None
-            continue
-        state.cursor = Cursor(through, claimed)
-        try:
-            _publish(deps, due, after, claimed, report)
-        except DispatchFailed as failed:
-            state.cursor = failed.cursor
-            raise
+        return due
+
+    held = checked(state.cursor, now) if state.cursor is not None else None
+    cursor = held if held is not None and not held.damaged else read_cursor(deps, now)
+    due = due_after(cursor)
+    if due and cursor is held:
+        # A warm instance's cursor may be stale (another instance dispatched since): read it before
+        # publishing, or that instance's minutes would go out again.
+        cursor = read_cursor(deps, now)
+        due = due_after(cursor)
+    state.cursor = cursor
+    if not due and not cursor.damaged:
         return report
-    raise DispatchFailed(f"the dispatch cursor kept changing; gave up after {CLAIM_TRIES} tries")
+    failed = _publish(deps, due, report)
+    # Only now may the cursor say these minutes are done: a dispatcher that dies before this line
+    # leaves them to the next one. After a failure, only up to the minute before the oldest tick
+    # that failed: the next minute publishes it (and those after it) again.
+    through = minute if not failed else min(item.tick for item, _ in failed) - MINUTE
+    state.cursor = _advance(deps, cursor, through, now, report)
+    if failed:
+        raise DispatchFailed(f"{len(failed)} of {len(due)} start messages were not published (the next minute tries "
+                             "them again): " + "; ".join(f"{item.spec.name} at {format_tick(item.tick)}: {exc}"
+                                                         for item, exc in failed[:5]))
+    return report
 
 
-def _publish(deps: Deps, due: Sequence[Due], after: datetime, claimed: int, report: DispatchReport) -> None:
+def _advance(deps: Deps, cursor: Cursor, through: datetime, now: datetime, report: DispatchReport) -> Cursor | None:
+    """Move the cursor to `through` unless it is there or later already; None when unsure.
+
+    Losing the precondition means another dispatcher wrote first. Writing over it is still right:
+    what it recorded was published, and so is everything up to `through`."""
+    for _ in range(WRITE_TRIES):
+        if not cursor.damaged and cursor.through is not None and cursor.through >= through:
+            return cursor
+        try:
+            return Cursor(through, _write_cursor(deps, through, cursor.generation))
+        except PreconditionFailed:
+            report.lost_race += 1
+            cursor = read_cursor(deps, now)
+    log.error("dispatch: %s changed under each of %d writes; the next minute publishes these ticks again "
+              "(start_job starts each once)", layout.DISPATCH_CURSOR, WRITE_TRIES)
+    return None
+
+
+def _publish(deps: Deps, due: Sequence[Due], report: DispatchReport) -> list[tuple[Due, Exception]]:
     def one(item: Due) -> tuple[str, datetime]:
         deps.events.publish(deps.settings.start_topic, start_message(item.spec),
                             {TICK_ATTRIBUTE: format_tick(item.tick)})
         return item.key
 
-    failures: list[str] = []
+    failures: list[tuple[Due, Exception]] = []
+    if not due:
+        return failures
     with ThreadPoolExecutor(max_workers=min(PUBLISH_THREADS, len(due))) as pool:
         futures = [(item, pool.submit(one, item)) for item in due]
         for item, future in futures:
             try:
                 report.started.append(future.result())
             except Exception as exc:  # noqa: BLE001 - every message gets its try; the rest are retried
-                failures.append(f"{item.spec.name} at {format_tick(item.tick)}: {exc}")
-    if not failures:
-        return
-    # Give the minutes back (to where this window began, even when there was no cursor before) so
-    # the next invocation starts them again; those already published still start once (the run
-    # id comes from the tick).
-    cursor: Cursor | None = None
-    try:
-        cursor = Cursor(after, _write_cursor(deps, after, claimed))
-        outcome = "the next minute tries them again"
-    except PreconditionFailed:
-        outcome = "another dispatcher has moved on, so they are lost"
-    raise DispatchFailed(f"{len(failures)} of {len(due)} start messages were not published ({outcome}): "
-                         + "; ".join(failures[:5]), cursor=cursor)
+                failures.append((item, exc))
+    return failures

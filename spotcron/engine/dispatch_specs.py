@@ -5,6 +5,10 @@ The dispatcher runs every minute, so what it reads matters: a listing is a Class
 each read a Class B one. Deploy therefore puts a version of the whole set, `specs_version`, in the
 dispatch entry's message; a warm dispatcher that already holds that version reads nothing, and
 one that does not (a cold start, a new deploy) lists `deployed/` and reads each spec once.
+
+Each spec comes with when it was deployed: the object's `updated` time, which deploy sets by
+writing the object only when the job's spec changed (a new job, a schedule edited, a pause or an
+unpause). Catch-up for a job starts no earlier than that (engine/dispatch.py).
 """
 
 from __future__ import annotations
@@ -13,7 +17,8 @@ import hashlib
 import json
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Protocol
 
 from pydantic import ValidationError
@@ -32,6 +37,11 @@ class SpecSource(Protocol):
         source skip reading when it already holds that version of the set."""
         ...
 
+    def deployed_at(self) -> Mapping[str, datetime]:
+        """When each job of the last `current()` was deployed as it is now; a job missing here
+        has no known time (its catch-up is bounded by its starting_deadline only)."""
+        ...
+
 
 def specs_version(specs: Iterable[JobSpec]) -> str:
     """A digest of the whole deployed set: each job's name and the sha256 of its canonical JSON."""
@@ -40,14 +50,20 @@ def specs_version(specs: Iterable[JobSpec]) -> str:
 
 
 def write_deployed(blobs: Blobs, specs: Iterable[JobSpec]) -> str:
-    """Store `specs` as the deployed set (deleting others); returns the set's version."""
+    """Store `specs` as the deployed set (deleting others); returns the set's version.
+
+    An unchanged spec is not written again: its object's time is when the job was deployed as it
+    is, and the dispatcher's catch-up for it starts there."""
     specs = list(specs)
     keep = {layout.deployed_spec(spec.name) for spec in specs}
     for name in blobs.list(layout.DEPLOYED):
         if name not in keep and name.endswith(".json"):
             blobs.delete(name)
     for spec in specs:
-        blobs.write(layout.deployed_spec(spec.name), canonical(spec), content_type="application/json")
+        name, data = layout.deployed_spec(spec.name), canonical(spec)
+        current = blobs.read(name)
+        if current is None or current.data != data:
+            blobs.write(name, data, content_type="application/json")
     return specs_version(specs)
 
 
@@ -57,6 +73,7 @@ class BucketSpecs:
     def __init__(self, blobs: Blobs):
         self.blobs = blobs
         self._held: tuple[str, list[JobSpec]] | None = None  # (version, specs) last read
+        self._deployed_at: dict[str, datetime] = {}
         self._lock = threading.Lock()
 
     def current(self, version: str | None = None) -> list[JobSpec]:
@@ -73,8 +90,11 @@ class BucketSpecs:
             self._held = (read_version, specs)
             return list(specs)
 
+    def deployed_at(self) -> Mapping[str, datetime]:
+        return dict(self._deployed_at)
+
     def _read_all(self) -> list[JobSpec]:
-        specs = []
+        specs, self._deployed_at = [], {}
         for name in self.blobs.list(layout.DEPLOYED):
             job = name[len(layout.DEPLOYED):].removesuffix(".json")
             if not name.endswith(".json") or "/" in job:
@@ -91,14 +111,20 @@ class BucketSpecs:
                 log.error("dispatch: %s names job %r; left out", name, spec.name)
                 continue
             specs.append(spec)
+            if blob.updated is not None:
+                self._deployed_at[job] = blob.updated
         return specs
 
 
 class FixedSpecs:
     """A SpecSource that is given, for tests and the bench."""
 
-    def __init__(self, specs: Iterable[JobSpec] = ()):
+    def __init__(self, specs: Iterable[JobSpec] = (), deployed_at: Mapping[str, datetime] | None = None):
         self.specs = list(specs)
+        self.times = dict(deployed_at or {})
 
     def current(self, version: str | None = None) -> list[JobSpec]:
         return list(self.specs)
+
+    def deployed_at(self) -> Mapping[str, datetime]:
+        return dict(self.times)

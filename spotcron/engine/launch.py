@@ -4,6 +4,10 @@ The dispatcher (`scheduling: shared`) names the exact tick; it must be one of th
 fire instants. Cloud Scheduler's own Pub/Sub messages carry no schedule time, so there the tick
 is the job's latest fire time at or before the message's publish time. The run id comes from
 that tick, which is what turns at-least-once delivery into exactly one run.
+
+A named tick later than now (beyond what clocks may disagree by) is refused: a dispatcher
+publishes a tick only once it is due, so such a message comes from a wrong clock or someone
+else, and starting it would start the run early.
 """
 
 from __future__ import annotations
@@ -11,10 +15,11 @@ from __future__ import annotations
 import hashlib
 import logging
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from spotcron.core.cron.schedule import CronSchedule, load_time_zone, parse_schedule
+from spotcron.core.durations import format_duration
 from spotcron.core.errors import SpotcronError
 from spotcron.core.runs import RunRecord, RunState, StateChange, manual_run_id, scheduled_run_id
 from spotcron.core.spec import JobSpec
@@ -25,6 +30,9 @@ from spotcron.engine.steps import priced, run_ended, step
 from spotcron.engine.store import run_sort_key
 
 log = logging.getLogger("spotcron.engine")
+
+# How far apart two clocks may be: a tick (or a dispatch cursor) later than now by more is wrong.
+TICK_TOLERANCE = timedelta(seconds=60)
 
 
 class BadTrigger(SpotcronError):
@@ -51,7 +59,7 @@ def launch(deps: Deps, spec: JobSpec, *, requested_at: datetime, manual: bool = 
         tick = None
     else:
         if tick is not None:
-            tick = exact_tick(spec, tick)
+            tick = exact_tick(spec, tick, now=deps.clock.now())
         schedule, zone = _readable_schedule(spec)
         if tick is None:
             tick = schedule.latest_at_or_before(requested_at, zone)
@@ -81,9 +89,15 @@ def _readable_schedule(spec: JobSpec) -> tuple[CronSchedule, ZoneInfo]:
                          f"{spec.time_zone!r}: {exc}; fix the job file and deploy it again") from None
 
 
-def exact_tick(spec: JobSpec, tick: datetime) -> datetime:
-    """`tick` when it is one of the schedule's fire instants; BadTrigger otherwise, so a message
-    naming any other minute cannot start a run the schedule never asked for."""
+def exact_tick(spec: JobSpec, tick: datetime, *, now: datetime) -> datetime:
+    """`tick` when it is one of the schedule's fire instants and is due by `now`; BadTrigger
+    otherwise, so a message naming any other minute cannot start a run the schedule never asked
+    for, nor one before its time."""
+    if tick > now + TICK_TOLERANCE:
+        raise BadTrigger(f"job {spec.name}: tick {tick:%Y-%m-%dT%H:%M}Z is {format_duration((tick - now).total_seconds())} "
+                         f"after now ({now:%Y-%m-%dT%H:%M:%S}Z), more than the {TICK_TOLERANCE.total_seconds():.0f}s "
+                         f"a clock may be off: a dispatcher publishes a tick only once it is due, so this message is "
+                         f"refused; check the clock of whatever published it")
     schedule, zone = _readable_schedule(spec)
     fired = schedule.latest_at_or_before(tick, zone)
     if fired != tick:
