@@ -206,6 +206,24 @@ CASES: list[tuple[str, str, str | tuple[str, ...]]] = [
     ("repeat-index-reserved", OK + "repeat_index: 2\n",
      "jobs/bot.yaml:3: repeat_index: reserved: spotcron numbers the copies that repeat: makes; set repeat: N "
      "instead"),
+    # --- a job's own service account
+    ("account-short-name", OK + "service_account: bot-runner\n",
+     "jobs/bot.yaml:3: service_account: 'bot-runner' is not a service account email "
+     "(ACCOUNT_ID@PROJECT_ID.iam.gserviceaccount.com); write the full email, e.g. "
+     "bot-runner@PROJECT.iam.gserviceaccount.com"),
+    ("account-not-a-service-account", OK + "service_account: me@example.com\n",
+     "jobs/bot.yaml:3: service_account: 'me@example.com' is not a service account email "
+     "(ACCOUNT_ID@PROJECT_ID.iam.gserviceaccount.com); write e.g. my-job@my-project.iam.gserviceaccount.com"),
+    ("account-default-compute", OK + "service_account: 123456-compute@developer.gserviceaccount.com\n",
+     "jobs/bot.yaml:3: service_account: '123456-compute@developer.gserviceaccount.com' is one of Google's default "
+     "service accounts, which hold broad roles in most projects; create an account for this job (gcloud iam "
+     "service-accounts create NAME), grant it only what the job needs, and write "
+     "NAME@PROJECT.iam.gserviceaccount.com here"),
+    ("account-without-metadata", OK + "service_account: bot-runner@my-proj.iam.gserviceaccount.com\n"
+     "metadata_access: false\n",
+     "jobs/bot.yaml:4: metadata_access: false contradicts service_account "
+     "'bot-runner@my-proj.iam.gserviceaccount.com': a job's own account reaches the container through the "
+     "metadata server, so naming one implies metadata_access; remove one of the two"),
     ("checkpoint-overlaps", OK + "results: /data\ncheckpoint: /data/ckpt\n",
      "jobs/bot.yaml:4: checkpoint: checkpoint '/data/ckpt' and results '/data' overlap; use separate "
      "directories such as /checkpoint and /results"),

@@ -432,6 +432,10 @@ def _check_retention(spec: JobSpec, data: dict[str, Any], file: _File, grace: in
 
 def _check_spec(spec: JobSpec, data: dict[str, Any], file: _File, grace: int) -> None:
     """Checks that need parsed values: GPUs per resolved variant, the VM lifetime."""
+    if spec.service_account is not None and data.get("metadata_access") is False:
+        file.add(("metadata_access",), f"false contradicts service_account {spec.service_account!r}: a job's own "
+                                       f"account reaches the container through the metadata server, so naming "
+                                       f"one implies metadata_access; remove one of the two")
     total = spec.timeout + grace
     if total > MAX_RUN_SECONDS:
         file.add(("timeout",), f"{data.get('timeout')!r} plus the stack's grace ({grace}s) is {total}s, but "

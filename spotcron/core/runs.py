@@ -107,6 +107,9 @@ class Attempt(_Record):
     disk_gb: int = 10
     created_at: datetime | None = None
     instance_id: str | None = None  # Compute Engine's id of this attempt's VM: a re-created VM differs
+    # The service account the VM runs as: the job's own (`service_account:`), or None for
+    # spotcron's VM account. job_done and the credentials broker accept only its identity tokens.
+    service_account: str | None = None
     started_at: datetime | None = None  # the container started (runner's report)
     finished_at: datetime | None = None  # the container ended (runner's report)
     deleted_at: datetime | None = None  # VM deleted: billing ends here

@@ -46,6 +46,25 @@ MAX_MATRIX_ENTRIES = 32
 MAX_RUN_SECONDS = 120 * 86400  # Compute Engine's longest scheduling.maxRunDuration
 MIN_RUN_SECONDS = 30  # and its shortest
 MAX_REPEAT = 20  # runs per configuration and tick: enough for a spread, bounded like the rest of a tick
+# A user-managed service account: ACCOUNT_ID@PROJECT_ID.iam.gserviceaccount.com (ids: 6-30
+# characters, lower-case letters, digits, '-'). Google's default accounts (PROJECT_NUMBER-compute@
+# developer..., PROJECT@appspot...) hold Editor in most projects: a job must never run as one.
+_ACCOUNT_ID = r"[a-z](?:[a-z0-9-]{4,28})[a-z0-9]"
+SERVICE_ACCOUNT = re.compile(rf"^{_ACCOUNT_ID}@[a-z][a-z0-9.-]*[a-z0-9]\.iam\.gserviceaccount\.com$")
+_DEFAULT_ACCOUNT = re.compile(r"^(\d+-compute@developer|[^@]+@appspot)\.gserviceaccount\.com$")
+
+
+def service_account_problem(value: str) -> str | None:
+    """Why `value` cannot be a job's service account, or None when it can."""
+    if _DEFAULT_ACCOUNT.match(value):
+        return (f"{value!r} is one of Google's default service accounts, which hold broad roles in most "
+                f"projects; create an account for this job (gcloud iam service-accounts create NAME), grant it "
+                f"only what the job needs, and write NAME@PROJECT.iam.gserviceaccount.com here")
+    if not SERVICE_ACCOUNT.match(value):
+        hint = (f"; write the full email, e.g. {value}@PROJECT.iam.gserviceaccount.com" if "@" not in value
+                else "; write e.g. my-job@my-project.iam.gserviceaccount.com")
+        return f"{value!r} is not a service account email (ACCOUNT_ID@PROJECT_ID.iam.gserviceaccount.com){hint}"
+    return None
 
 
 def name_problem(name: str, limit: int, what: str) -> str | None:
@@ -234,6 +253,11 @@ class JobSpec(_Model):
                                                           "`spotcron report` and the results page's charts")
     metadata_access: bool = Field(False, description="true: the container may reach the VM's metadata server, and "
                                                      "with it the VM's identity and tokens; by default it cannot")
+    service_account: str | None = Field(
+        None, description="the job's own service account (full email): its VM runs as this account, so the "
+                          "container gets exactly the roles its owner granted it (and reaches the metadata "
+                          "server for its tokens); left out, the VM runs as spotcron's VM account and the "
+                          "container gets no credentials")
     repeat: int = Field(1, ge=1, le=MAX_REPEAT, description="runs per tick of the job (of each matrix entry), "
                                                              "each on its own VM with its own record, logs and "
                                                              "results: repeats measure the spread between machines")
@@ -264,6 +288,20 @@ class JobSpec(_Model):
             raise ValueError(f"{value!r} is not a container image reference; write e.g. "
                              f"us-docker.pkg.dev/my-project/spotcron/bot:latest (lowercase path, no spaces)")
         return value
+
+    @field_validator("service_account")
+    @classmethod
+    def _service_account(cls, value: str | None) -> str | None:
+        problem = service_account_problem(value) if value is not None else None
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @property
+    def reaches_metadata(self) -> bool:
+        """Whether the container may reach the VM's metadata server: asked for, or implied by a job
+        account (its tokens come from there; the account is the job's own, not spotcron's)."""
+        return self.metadata_access or self.service_account is not None
 
     @field_validator("command")
     @classmethod
@@ -403,7 +441,11 @@ class JobSpec(_Model):
 
     def to_payload(self) -> dict[str, Any]:
         """The JSON that Cloud Scheduler publishes to the start topic for this job."""
-        return self.model_dump(mode="json")
+        payload = self.model_dump(mode="json")
+        if payload.get("service_account") is None:
+            # Absent rather than null: the digests of specs deployed before the field existed stay valid.
+            payload.pop("service_account", None)
+        return payload
 
     @classmethod
     def from_payload(cls, data: Mapping[str, Any]) -> JobSpec:
@@ -437,6 +479,7 @@ def job_file_schema() -> dict[str, Any]:
     override["type"]["anyOf"][0]["enum"] = machine_types
     override["zones"]["anyOf"][0]["items"]["pattern"] = ZONE.pattern
     defs["Gpu"]["properties"]["type"]["enum"] = gpu_types
+    props["service_account"]["anyOf"][0]["pattern"] = SERVICE_ACCOUNT.pattern
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "spotcron job",

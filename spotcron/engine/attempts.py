@@ -19,6 +19,7 @@ from spotcron.core.spec import JobSpec
 from spotcron.engine import transitions as t
 from spotcron.engine.deps import Deps
 from spotcron.engine.guards import GPUS_LABEL, admit
+from spotcron.engine.identity import expected_email
 from spotcron.engine.ports import GpuRequest, Instance, InstanceRequest
 from spotcron.engine.steps import step
 
@@ -40,7 +41,7 @@ def build_request(record: RunRecord, spec: JobSpec, attempt: Attempt, deps: Deps
         gpu=GpuSpec(type=spec.machine.gpu.type, count=spec.machine.gpu.count) if spec.machine.gpu else None,
         local_command=list(spec.local.command) if spec.local else None,
         checkpoint_object=layout.checkpoint_archive(record.job, record.run_id),
-        metadata_access=spec.metadata_access,
+        metadata_access=spec.reaches_metadata,
     )
     # G2/A2/A3 machine types come with their GPUs; only N1 takes guestAccelerators.
     gpu = None if _bundled_gpu(attempt.machine_type) else spec.machine.gpu
@@ -51,7 +52,7 @@ def build_request(record: RunRecord, spec: JobSpec, attempt: Attempt, deps: Deps
         labels={**vm_labels(record.job, record.run_id, attempt.number),
                 **({GPUS_LABEL: str(spec.machine.gpu.count)} if spec.machine.gpu else {})},
         metadata={"spotcron-run": descriptor.to_metadata(), "user-data": deps.user_data()},
-        service_account=settings.vm_service_account_email, image=settings.image_family,
+        service_account=expected_email(settings, record, attempt), image=settings.image_family,
         gpu=GpuRequest(type=gpu.type, count=gpu.count) if gpu else None,
     )
 

@@ -63,7 +63,14 @@ def bearer(authorization: str | None) -> str | None:
 
 
 def expected_email(settings: Settings, record: RunRecord | None = None, attempt: Attempt | None = None) -> str:
-    """The service account the VM of `attempt` of `record` runs as: the one email both functions accept."""
+    """The service account the VM of `attempt` of `record` runs as: the one email both functions accept.
+
+    The job's own account when its spec names one (the attempt records it, and start_job created
+    the VM as it), else spotcron's VM account. A token of any other account, spotcron's VM
+    account for a job with its own included, is never this attempt's VM.
+    """
+    if attempt is not None and attempt.service_account:
+        return attempt.service_account
     return settings.vm_service_account_email
 
 
@@ -101,9 +108,9 @@ def attempt_problem(deps: Deps, caller: VmCaller, record: RunRecord, number: int
     """
     attempt = next((a for a in record.attempts if a.number == number), None)
     email = expected_email(deps.settings, record, attempt)
-    if caller.email != email:
-        return Mismatch(f"token is for {caller.email!r}, not the VM service account")
     where = f"{record.job}/{record.run_id}"
+    if caller.email != email:
+        return Mismatch(f"token is for {caller.email!r}, but attempt {number} of {where} runs as {email!r}")
     if attempt is None:
         return Mismatch(f"run {where} has no attempt {number}") if live else None
     if caller.instance_name != attempt.vm_name:

@@ -60,8 +60,8 @@ def test_wrong_service_account(running):
     token = running.token("bot", RUN, email="123-compute@developer.gserviceaccount.com")
     r = running.callback("bot", RUN, token=token)
     assert r.status_code == 403
-    assert r.get_json()["error"] == ("token is for '123-compute@developer.gserviceaccount.com', "
-                                     "not the VM service account")
+    assert r.get_json()["error"] == ("token is for '123-compute@developer.gserviceaccount.com', but attempt 1 "
+                                     f"of bot/{RUN} runs as 'spotcron-vm@proj.iam.gserviceaccount.com'")
     assert_nothing_changed(running)
 
 

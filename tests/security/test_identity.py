@@ -38,7 +38,8 @@ def both(h, **token_args):
 
 @pytest.mark.parametrize(("token_args", "status", "error"), [
     ({"email": "attacker@proj.iam.gserviceaccount.com"}, 403,
-     "token is for 'attacker@proj.iam.gserviceaccount.com', not the VM service account"),
+     f"token is for 'attacker@proj.iam.gserviceaccount.com', but attempt 1 of bot/{RUN} runs as "
+     "'spotcron-vm@proj.iam.gserviceaccount.com'"),
     ({"project": "someone-else"}, 403, "token is from project 'someone-else', not 'proj'"),
     ({"issuer": "forger"}, 401, "invalid token: signature does not verify"),
     ({"zone": "us-central1-f"}, 403, None),
