@@ -53,6 +53,9 @@ class Settings(BaseModel):
     # every minute and the dispatch function starts the jobs due then (engine/dispatch.py).
     scheduling: Literal["per-job", "shared"] = "per-job"
     dispatch_topic: str = "spotcron-dispatch"
+    # The one Artifact Registry repository (Docker, in `region`) deploy creates: the functions'
+    # builds push there and job images are pulled from there; every registry role sits on it.
+    repository: str = "spotcron"
     job_done_url: str = ""  # filled in by deploy once the function exists; local mode sets its own
     credentials_url: str = ""  # the credentials broker's URL, learned like job_done_url
     image_family: str = "projects/cos-cloud/global/images/family/cos-stable"

@@ -34,8 +34,10 @@ from spotcron.deploy.resources import (
     NAME_PREFIX,
     POLICY_BUCKET,
     POLICY_FUNCTION,
+    POLICY_REPOSITORY,
     POLICY_SERVICE_ACCOUNT,
     POLICY_TOPIC,
+    REPOSITORY,
     SCHEDULER_JOB,
     SERVICE_ACCOUNT,
     SOURCE,
@@ -58,6 +60,7 @@ class Actual:
     state: State
     job_done_url: str  # the deployed job_done's URL, "" while it does not exist
     credentials_url: str = ""  # the same for the credentials broker
+    accounts: frozenset[str] = frozenset()  # every service account of the project (emails)
 
 
 def _labels(labels: Any) -> dict[str, str]:
@@ -88,6 +91,7 @@ def function_fields(fn: Any) -> dict[str, Any]:
         "runtime": build.runtime,
         "source": f"gs://{storage.bucket}/{storage.object_}",
         "build_account": build.service_account.rsplit("/", 1)[-1],
+        "docker_repository": build.docker_repository,
         "service_account": service.service_account_email,
         "environment": {k: v for k, v in service.environment_variables.items() if k not in SERVER_ADDED_ENV},
         "ingress": service.ingress_settings.name,
@@ -126,6 +130,10 @@ class _Reader:
     def __init__(self, clients: Clients, call: Caller, names: Names, desired: State):
         self.clients, self.call, self.names, self.desired = clients, call, names, desired
         self.timeout = clients.timeout
+        self.listed_accounts: frozenset[str] = frozenset()
+        # The jobs' own accounts: their bindings in managed roles are compared like ours.
+        self.members = managed_members(names) | {m for (kind, _), r in desired.items() if kind == IAM_POLICY
+                                                  for ms in r.fields.values() for m in ms}
 
     def bucket(self) -> list[Resource]:
         try:
@@ -169,8 +177,21 @@ class _Reader:
     def accounts(self) -> list[Resource]:
         accounts = self.call("list service accounts", lambda: list(self.clients.iam.list_service_accounts(
             name=f"projects/{self.names.project}", retry=None, timeout=self.timeout)))
+        self.listed_accounts = frozenset(a.email for a in accounts)  # jobs' own accounts must be among them
         return [Resource(SERVICE_ACCOUNT, a.email, {"display_name": a.display_name})
                 for a in accounts if (SERVICE_ACCOUNT, a.email) in self.desired]
+
+    def repository(self) -> list[Resource]:
+        path = f"{self.names.location_path}/repositories/{self.names.repository}"
+        try:
+            repo = self.call(f"read repository {self.names.repository}", self.clients.registry.get_repository, path)
+        except NotFound:
+            return []
+        if repo.get("format", "DOCKER") != "DOCKER":
+            raise DeployError(f"repository {path} exists but holds {repo.get('format')} packages, not container "
+                              f"images; set another `repository:` in the stack file")
+        return [Resource(REPOSITORY, self.names.repository, {"format": "DOCKER", "labels": _labels(repo.get("labels"))},
+                         owned=_owned(repo.get("labels")))]
 
     def functions(self) -> list[Resource]:
         functions = self.call("list functions", lambda: list(self.clients.functions.list_functions(
@@ -202,7 +223,7 @@ class _Reader:
             policy = get_policy(self.clients, self.call, self.names, target)
         except NotFound:
             return []
-        view = managed_view(policy, managed_members(self.names), managed_roles(self.names))
+        view = managed_view(policy, frozenset(self.members), managed_roles(self.names))
         return [Resource(IAM_POLICY, target, view)]
 
 
@@ -213,7 +234,7 @@ def _common_prefix(a: str, b: str) -> str:
     return a[:size]
 
 
-def _parent_exists(target: str, found: State, names: Names) -> bool:
+def _parent_exists(target: str, found: State, names: Names, accounts: frozenset[str] = frozenset()) -> bool:
     """Whether the resource a policy sits on exists (else reading its policy is a wasted call)."""
     kind, ident = split_policy_name(target)
     if kind == POLICY_BUCKET:
@@ -221,7 +242,9 @@ def _parent_exists(target: str, found: State, names: Names) -> bool:
     if kind == POLICY_TOPIC:
         return (TOPIC, ident) in found
     if kind == POLICY_SERVICE_ACCOUNT:
-        return (SERVICE_ACCOUNT, ident) in found or not names.own_account(ident)
+        return (SERVICE_ACCOUNT, ident) in found or ident in accounts or not names.own_account(ident)
+    if kind == POLICY_REPOSITORY:
+        return (REPOSITORY, ident) in found
     if kind == POLICY_FUNCTION:
         return (FUNCTION, ident) in found
     return True
@@ -232,17 +255,18 @@ def read_actual(clients: Clients, call: Caller, names: Names, desired: State, po
     reader = _Reader(clients, call, names, desired)
     targets = [name for (kind, name) in desired if kind == IAM_POLICY]
     first: list[Callable[[], list[Resource]]] = [reader.bucket, reader.topics, reader.accounts,
-                                                 reader.functions, reader.scheduler]
+                                                 reader.functions, reader.scheduler, reader.repository]
     found = index(r for batch in pool.map(lambda f: f(), first) for r in batch)
     second: list[Callable[[], list[Resource]]] = []
     if (BUCKET, names.bucket) in found:
         second.append(reader.objects)
-    second += [lambda t=t: reader.policy(t) for t in targets if _parent_exists(t, found, names)]
+    second += [lambda t=t: reader.policy(t) for t in targets
+               if _parent_exists(t, found, names, reader.listed_accounts)]
     for batch in pool.map(lambda f: f(), second):
         for resource in batch:
             found[resource.key] = resource
     job_done = found.get((FUNCTION, function_id("job_done")))
     broker = found.get((FUNCTION, function_id("credentials")))
     return Actual(found, str(job_done.meta.get("url", "")) if job_done else "",
-                  str(broker.meta.get("url", "")) if broker else "")
+                  str(broker.meta.get("url", "")) if broker else "", reader.listed_accounts)
 

@@ -89,6 +89,14 @@ def compute_plan(settings: Settings, jobs: Sequence[JobSpec], source_object: str
     names = Names.of(settings)
     desired = desired_state(settings, jobs, source_object, settings.job_done_url, settings.credentials_url)
     actual = read_actual(clients, call, names, desired, pool)
+    missing = {job.name: job.service_account for job in jobs
+               if job.service_account and job.service_account not in actual.accounts}
+    if missing:
+        listed = "; ".join(f"job {name}: service_account {email!r}" for name, email in sorted(missing.items()))
+        raise DeployError(f"{listed}: no such service account in project {settings.project}, so nothing was "
+                          f"changed. Create it (gcloud iam service-accounts create ACCOUNT_ID --project "
+                          f"{settings.project}) and grant it what the job needs, or remove service_account from "
+                          f"the job")
     url = settings.job_done_url or actual.job_done_url
     broker = settings.credentials_url or actual.credentials_url
     if (url, broker) != (settings.job_done_url, settings.credentials_url):

@@ -2,8 +2,9 @@
 
 Each client is imported only when deploy first needs it (the libraries take seconds to import
 together). Every client speaks REST except IAM admin, whose Python library ships gRPC only.
-Cloud Run's IAM (the invoker binding of a 2nd gen function) has no client library among the
-project's dependencies, so `RunIam` calls its two REST methods through google-auth's session.
+Cloud Run's IAM (the invoker binding of a 2nd gen function) and Artifact Registry have no client
+library among the project's dependencies, so `RunIam` and `Registry` call their few REST methods
+through google-auth's session.
 
 `Endpoints` points everything at local fakes: tests and the benchmark pass a plain-HTTP base
 URL for the REST APIs and host:port for the IAM gRPC API, with AnonymousCredentials.
@@ -17,6 +18,7 @@ from typing import Any
 
 SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 RUN_API = "https://run.googleapis.com"
+REGISTRY_API = "https://artifactregistry.googleapis.com"
 
 
 @dataclass(frozen=True)
@@ -51,14 +53,41 @@ class RunIam:
             raise exceptions.from_http_response(response)
         return response.json() if response.content else {}
 
+    def _iam_url(self, resource: str, verb: str) -> str:
+        return f"{self._base}/v2/{resource}:{verb}"
+
     def get_iam_policy(self, resource: str) -> dict[str, Any]:
-        url = f"{self._base}/v2/{resource}:getIamPolicy"
-        return self._checked(self._session.get(url, params={"options.requestedPolicyVersion": 3},
-                                               timeout=self._timeout))
+        return self._checked(self._session.get(self._iam_url(resource, "getIamPolicy"),
+                                               params={"options.requestedPolicyVersion": 3}, timeout=self._timeout))
 
     def set_iam_policy(self, resource: str, policy: dict[str, Any]) -> dict[str, Any]:
-        url = f"{self._base}/v2/{resource}:setIamPolicy"
-        return self._checked(self._session.post(url, json={"policy": policy}, timeout=self._timeout))
+        return self._checked(self._session.post(self._iam_url(resource, "setIamPolicy"), json={"policy": policy},
+                                                timeout=self._timeout))
+
+
+class Registry(RunIam):
+    """Artifact Registry v1: one repository (get, create, patch its labels) and its IAM policy."""
+
+    def get_repository(self, name: str) -> dict[str, Any]:
+        return self._checked(self._session.get(f"{self._base}/v1/{name}", timeout=self._timeout))
+
+    def create_repository(self, parent: str, repository_id: str, repository: dict[str, Any]) -> dict[str, Any]:
+        """Starts the create; answers the long-running Operation (poll it with get_operation)."""
+        return self._checked(self._session.post(f"{self._base}/v1/{parent}/repositories",
+                                                params={"repositoryId": repository_id}, json=repository,
+                                                timeout=self._timeout))
+
+    def patch_repository(self, name: str, repository: dict[str, Any], mask: str) -> dict[str, Any]:
+        return self._checked(self._session.patch(f"{self._base}/v1/{name}", params={"updateMask": mask},
+                                                 json=repository, timeout=self._timeout))
+
+    def get_operation(self, name: str) -> dict[str, Any]:
+        return self._checked(self._session.get(f"{self._base}/v1/{name}", timeout=self._timeout))
+
+    def _iam_url(self, resource: str, verb: str) -> str:
+        # The same shapes as Cloud Run's: GET :getIamPolicy?options.requestedPolicyVersion=3,
+        # POST :setIamPolicy {"policy": ...}; only the API version differs.
+        return f"{self._base}/v1/{resource}:{verb}"
 
 
 class Clients:
@@ -163,3 +192,14 @@ class Clients:
             return RunIam(session, self.endpoints.rest or RUN_API, self.timeout)
 
         return self._get("run_iam", make)
+
+    @property
+    def registry(self) -> Registry:
+        def make() -> Registry:
+            from google.auth.transport.requests import AuthorizedSession
+
+            session = AuthorizedSession(self.credentials)
+            _widen_pool(session, self.pool_size)
+            return Registry(session, self.endpoints.rest or REGISTRY_API, self.timeout)
+
+        return self._get("registry", make)

@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from spotcron.core.layout import RUNS, TOKENS, deployed_spec
 from spotcron.core.settings import ENV_PREFIX, Settings
 from spotcron.core.spec import JobSpec
-from spotcron.deploy.iam import Binding, bindings
+from spotcron.deploy.iam import Binding, bindings, job_accounts
 from spotcron.deploy.naming import DISPATCH_ENTRY, FUNCTIONS, SWEEP_ENTRY, Names, scheduler_entry
 from spotcron.deploy.resources import (
     BUCKET,
@@ -20,6 +20,7 @@ from spotcron.deploy.resources import (
     FUNCTION,
     IAM_POLICY,
     MANAGED_LABELS,
+    REPOSITORY,
     SCHEDULER_JOB,
     SERVICE_ACCOUNT,
     SOURCE,
@@ -121,6 +122,11 @@ def _bucket(settings: Settings) -> Resource:
     })
 
 
+def _repository(names: Names) -> Resource:
+    """The one Artifact Registry repository: the functions' builds push to it, job VMs pull from it."""
+    return Resource(REPOSITORY, names.repository, {"format": "DOCKER", "labels": dict(MANAGED_LABELS)})
+
+
 def _function(logical: str, names: Names, source_object: str, env: dict[str, str]) -> Resource:
     function_id, entry_point = FUNCTIONS[logical]
     trigger = None
@@ -137,6 +143,9 @@ def _function(logical: str, names: Names, source_object: str, env: dict[str, str
         "runtime": RUNTIME,
         "source": f"gs://{names.bucket}/{source_object}",
         "build_account": names.build_account,
+        # Our repository rather than the gcf-artifacts one Cloud Functions would create: the build
+        # account's writer role sits on this repository only.
+        "docker_repository": names.repository_path,
         "service_account": names.functions_account,
         "environment": dict(env),
         # Reachable from anywhere (VMs call job_done over the internet) but every request needs
@@ -178,15 +187,15 @@ def desired_state(settings: Settings, jobs: Iterable[JobSpec], source_object: st
     """Everything that should exist. The URLs are "" until their functions have been deployed once."""
     names = Names.of(settings)
     env = function_environment(settings, job_done_url, credentials_url)
-    resources = [_bucket(settings)]
+    jobs = list(jobs)
+    resources = [_bucket(settings), _repository(names)]
     topics = (*names.topics, names.dispatch_topic) if names.shared else names.topics
     resources += [Resource(TOPIC, topic, {"labels": dict(MANAGED_LABELS)}) for topic in topics]
     resources += [Resource(SERVICE_ACCOUNT, email, {"display_name": f"spotcron {email.split('@')[0]}"})
                   for email in names.accounts if names.own_account(email)]
-    resources += policies(bindings(names))
+    resources += policies(bindings(names, job_accounts(jobs)))
     resources.append(Resource(SOURCE, source_object, {}))
     resources += [_function(logical, names, source_object, env) for logical in names.functions]
-    jobs = list(jobs)
     resources += _deployed_specs(jobs)
     resources += _shared_entries(names, jobs) if names.shared else _per_job_entries(settings, names, jobs)
     return index(resources)

@@ -7,6 +7,7 @@ The same reader (actual.py), planner actions and executor as deploy, with a plan
 - updated: IAM policies that stay (the project's, a kept bucket's, other accounts'), losing only
   the bindings of spotcron's accounts, so a role someone else granted is never touched;
 - kept: the results bucket, unless `delete_results`, and then only when it carries the label;
+  the Artifact Registry repository (job images live there), losing our accounts' bindings;
   anything without spotcron's label or name.
 Pure planning here; the CLI reads, prints the plan, asks, and runs it.
 """
@@ -37,6 +38,7 @@ from spotcron.deploy.resources import (
     POLICY_FUNCTION,
     POLICY_SERVICE_ACCOUNT,
     POLICY_TOPIC,
+    REPOSITORY,
     SCHEDULER_JOB,
     SERVICE_ACCOUNT,
     SOURCE,
@@ -75,6 +77,8 @@ def plan_destroy(actual: State, names: Names, *, delete_results: bool, vms: Sequ
                 kept.append(f"bucket {name}: it does not carry the label spotcron=1, so it is not ours to delete")
             else:
                 kept.append(f"bucket {name} and every run's results in it (--delete-results deletes them)")
+        elif kind == REPOSITORY:
+            kept.append(f"repository {name} and the images in it (delete it by hand once no job needs them)")
     for key in sorted(going):
         have = actual[key]
         actions.append(Action(DELETE, have.type, have.name, {f: (v, None) for f, v in have.fields.items()},

@@ -25,6 +25,7 @@ from spotcron.deploy.resources import (
     DIGEST_KEY,
     FUNCTION,
     IAM_POLICY,
+    REPOSITORY,
     SCHEDULER_JOB,
     SERVICE_ACCOUNT,
     SOURCE,
@@ -37,6 +38,7 @@ FUNCTION_MASK = {
     "runtime": "build_config.runtime",
     "source": "build_config.source",
     "build_account": "build_config.service_account",
+    "docker_repository": "build_config.docker_repository",
     "service_account": "service_config.service_account_email",
     "environment": "service_config.environment_variables",
     "ingress": "service_config.ingress_settings",
@@ -158,6 +160,44 @@ def service_account(action: Action, ctx: Context) -> None:
                  request=request, retry=None, timeout=ctx.timeout)
 
 
+def _wait_rest(ctx: Context, what: str, operation: dict[str, Any], poll: Callable[[str], dict[str, Any]]) -> None:
+    """Poll a REST long-running operation until done; its error becomes a DeployError."""
+    import time
+
+    from spotcron.deploy.calls import DeployError
+
+    delay, waited = ctx.poll_initial, 0.0
+    while not operation.get("done"):
+        if waited >= ctx.operation_timeout:
+            raise DeployError(f"{what}: still not done after {int(waited)}s (operation {operation.get('name')})")
+        time.sleep(delay)
+        waited += delay
+        delay = min(delay * 2, ctx.poll_maximum)
+        operation = ctx.call(f"{what} (waiting)", poll, operation["name"])
+    if operation.get("error"):
+        raise DeployError(f"{what}: {operation['error'].get('message', operation['error'])}")
+
+
+def repository(action: Action, ctx: Context) -> None:
+    """The Artifact Registry repository; deploy and destroy never delete it (it holds the job images)."""
+    registry, names = ctx.clients.registry, ctx.names
+    path = f"{names.location_path}/repositories/{action.name}"
+    fields = action.resource.fields
+    if action.kind == CREATE:
+        body = {"format": fields["format"], "labels": dict(fields["labels"]),
+                "description": "spotcron: the functions' images and the job images"}
+        try:
+            operation = ctx.call(f"create repository {action.name}", registry.create_repository,
+                                 names.location_path, action.name, body)
+            _wait_rest(ctx, f"create repository {action.name}", operation, registry.get_operation)
+            return
+        except AlreadyExists:
+            pass  # created by an interrupted deploy (or by hand): bring its labels in line
+    current = ctx.call(f"read repository {action.name}", registry.get_repository, path)
+    labels = {**dict(current.get("labels") or {}), **fields["labels"]}
+    ctx.call(f"update repository {action.name}", registry.patch_repository, path, {"labels": labels}, "labels")
+
+
 def iam_policy(action: Action, ctx: Context) -> None:
     update_policy(ctx.clients, ctx.call, ctx.names, action.name, action.changes)
 
@@ -200,6 +240,7 @@ def function_message(name: str, fields: Mapping[str, Any], names: Names) -> Any:
             entry_point=fields["entry_point"],
             source=f.Source(storage_source=f.StorageSource(bucket=bucket_name, object_=object_name)),
             service_account=f"projects/{names.project}/serviceAccounts/{fields['build_account']}",
+            docker_repository=fields["docker_repository"],
         ),
         service_config=f.ServiceConfig(
             service_account_email=fields["service_account"],
@@ -306,6 +347,7 @@ HANDLERS: dict[str, Callable[[Action, Context], None]] = {
     BUCKET: bucket,
     TOPIC: topic,
     SERVICE_ACCOUNT: service_account,
+    REPOSITORY: repository,
     IAM_POLICY: iam_policy,
     SOURCE: source,
     FUNCTION: function,

@@ -6,6 +6,14 @@ Least privilege, one account per job to do:
 - VM account: what a job's VM runs as.
 - build account: what Cloud Build runs the functions' builds as (so the default compute
   account never needs a role).
+- a job's own account (`service_account:` in its spec): what that job's VM runs as instead of
+  the VM account. Its owner grants it what the job needs; deploy grants it only what spotcron's
+  runner needs (pull the image, call job_done and the broker) and lets the functions account
+  attach it to VMs, on that one account.
+
+No storage or registry role is project-wide: storage roles sit on the results bucket, registry
+roles on the one repository (`repository:` in the stack file), which holds the functions'
+images and the job images.
 
 roles/compute.instanceAdmin.v1 is granted on the project rather than a custom role: it is the
 narrowest predefined role that can create Spot VMs with a service account attached, and a
@@ -20,12 +28,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from spotcron.deploy.naming import Names, function_id, member
 from spotcron.deploy.resources import (
     POLICY_BUCKET,
     POLICY_FUNCTION,
     POLICY_PROJECT,
+    POLICY_REPOSITORY,
     POLICY_SERVICE_ACCOUNT,
     POLICY_TOPIC,
     policy_name,
@@ -33,6 +43,8 @@ from spotcron.deploy.resources import (
 
 PRIMITIVE_ROLES = frozenset({"roles/owner", "roles/editor", "roles/viewer"})
 PUBLIC_MEMBERS = frozenset({"allUsers", "allAuthenticatedUsers"})
+# Roles that reach every bucket or every repository of the project when granted on it.
+PROJECT_WIDE_FORBIDDEN = ("roles/storage.", "roles/artifactregistry.")
 # The accounts Google creates by default; granting them anything widens every workload using them.
 _DEFAULT_ACCOUNT = re.compile(r"^serviceAccount:(\d+-compute@developer|[^@]+@appspot)\.gserviceaccount\.com$")
 
@@ -45,11 +57,14 @@ class Binding:
     why: str
 
 
-def bindings(names: Names) -> list[Binding]:
-    """Every binding deploy keeps in place, for the stack named by `names`."""
+def bindings(names: Names, job_accounts: Iterable[str] = ()) -> list[Binding]:
+    """Every binding deploy keeps in place, for the stack named by `names` and the jobs' own
+    service accounts `job_accounts` (emails)."""
     functions, vm, build = member(names.functions_account), member(names.vm_account), member(names.build_account)
     project = policy_name(POLICY_PROJECT, names.project)
     bucket = policy_name(POLICY_BUCKET, names.bucket)
+    repository = policy_name(POLICY_REPOSITORY, names.repository)
+    job_done, broker = (policy_name(POLICY_FUNCTION, function_id(f)) for f in ("job_done", "credentials"))
     out = [
         Binding(project, "roles/compute.instanceAdmin.v1", functions, "create and delete job VMs"),
         Binding(policy_name(POLICY_SERVICE_ACCOUNT, names.vm_account), "roles/iam.serviceAccountUser", functions,
@@ -72,18 +87,36 @@ def bindings(names: Names) -> list[Binding]:
         # No storage role at all: the runner's only storage credential is the broker's token,
         # limited to its own attempt's objects and its run's checkpoint (engine/broker.py).
         Binding(project, "roles/logging.logWriter", vm, "ship the container's output to Cloud Logging"),
-        Binding(project, "roles/artifactregistry.reader", vm, "pull the job's image"),
-        Binding(policy_name(POLICY_FUNCTION, function_id("job_done")), "roles/run.invoker", vm,
-                "call job_done when the job ends (on job_done only)"),
-        Binding(policy_name(POLICY_FUNCTION, function_id("credentials")), "roles/run.invoker", vm,
+        Binding(repository, "roles/artifactregistry.reader", vm, "pull the job's image (from this repository only)"),
+        Binding(job_done, "roles/run.invoker", vm, "call job_done when the job ends (on job_done only)"),
+        Binding(broker, "roles/run.invoker", vm,
                 "ask the credentials broker for its attempt's storage token (on that function only)"),
         Binding(project, "roles/logging.logWriter", build, "write the functions' build logs"),
-        Binding(project, "roles/artifactregistry.writer", build, "store the functions' built images"),
+        Binding(repository, "roles/artifactregistry.writer", build,
+                "store the functions' built images (in this repository only)"),
         # On the results bucket only, where deploy uploads the source archive the functions are
         # built from (deploy/source-*.zip): never a project-wide storage role.
         Binding(bucket, "roles/storage.objectViewer", build, "read the functions' source archive to build them"),
     ]
+    for email in sorted(set(job_accounts)):
+        job = member(email)
+        # Its VM runs as this account, so the runner's calls are made with it: exactly what the
+        # VM account gets for them, and nothing else (no logging, no storage: the job's owner
+        # grants what the job itself needs).
+        out += [
+            Binding(policy_name(POLICY_SERVICE_ACCOUNT, email), "roles/iam.serviceAccountUser", functions,
+                    "create this job's VMs as its own account (on that account only)"),
+            Binding(repository, "roles/artifactregistry.reader", job, "pull the job's image (from this repository only)"),
+            Binding(job_done, "roles/run.invoker", job, "call job_done when the job ends (on job_done only)"),
+            Binding(broker, "roles/run.invoker", job,
+                    "ask the credentials broker for its attempt's storage token (on that function only)"),
+        ]
     return out
+
+
+def job_accounts(jobs: Iterable[Any]) -> tuple[str, ...]:
+    """The jobs' own service accounts (emails), each once, sorted."""
+    return tuple(sorted({job.service_account for job in jobs if job.service_account}))
 
 
 # Roles earlier versions granted and no binding uses any more: still managed, so that a deploy
@@ -96,8 +129,9 @@ def managed_roles(names: Names) -> frozenset[str]:
     return frozenset(b.role for b in bindings(names)) | RETIRED_ROLES
 
 
-def managed_members(names: Names) -> frozenset[str]:
-    return frozenset(member(email) for email in names.accounts)
+def managed_members(names: Names, job_accounts: Iterable[str] = ()) -> frozenset[str]:
+    """spotcron's accounts and the jobs' own: whose bindings in managed roles deploy compares."""
+    return frozenset(member(email) for email in (*names.accounts, *job_accounts))
 
 
 def security_problems(granted: Iterable[Binding]) -> list[str]:
@@ -114,4 +148,7 @@ def security_problems(granted: Iterable[Binding]) -> list[str]:
         if b.target.startswith(f"{POLICY_FUNCTION}:") and b.role in ("roles/run.invoker", "roles/cloudfunctions.invoker") \
                 and b.member in PUBLIC_MEMBERS:
             problems.append(f"{b.target}: the function would allow unauthenticated invocation")
+        if b.target.startswith(f"{POLICY_PROJECT}:") and b.role.startswith(PROJECT_WIDE_FORBIDDEN):
+            problems.append(f"{b.target}: {b.member} would get {b.role} on the whole project; grant it on the "
+                            f"one bucket or repository instead")
     return problems

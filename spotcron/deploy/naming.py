@@ -47,6 +47,7 @@ class Names:
     events_topic: str
     dispatch_topic: str = "spotcron-dispatch"  # scheduling: shared only
     shared: bool = False  # scheduling: shared
+    repository: str = "spotcron"  # the Artifact Registry repository id
 
     @classmethod
     def of(cls, settings: Settings) -> Names:
@@ -62,6 +63,7 @@ class Names:
             events_topic=settings.events_topic,
             dispatch_topic=settings.dispatch_topic,
             shared=settings.scheduling == "shared",
+            repository=settings.repository,
         )
 
     @property
@@ -90,6 +92,10 @@ class Names:
 
     def function_path(self, function_id: str) -> str:
         return f"{self.location_path}/functions/{function_id}"
+
+    @property
+    def repository_path(self) -> str:
+        return f"{self.location_path}/repositories/{self.repository}"
 
     def scheduler_path(self, entry: str) -> str:
         return f"{self.location_path}/jobs/{entry}"

@@ -1,4 +1,4 @@
-"""IAM policies of five kinds of resource, read and written as one plain-dict shape.
+"""IAM policies of six kinds of resource, read and written as one plain-dict shape.
 
 The shape is the REST JSON of google.iam.v1.Policy: {"bindings": [{"role", "members",
 "condition"?}], "etag", "version"}. Changes are applied read-modify-write on a fresh copy
@@ -20,6 +20,7 @@ from spotcron.deploy.resources import (
     POLICY_BUCKET,
     POLICY_FUNCTION,
     POLICY_PROJECT,
+    POLICY_REPOSITORY,
     POLICY_SERVICE_ACCOUNT,
     POLICY_TOPIC,
     split_policy_name,
@@ -69,6 +70,8 @@ def get_policy(clients: Clients, call: Caller, names: Names, target: str) -> Pol
                               timeout=clients.timeout).to_api_repr())
     if kind == POLICY_FUNCTION:
         return call(what, clients.run_iam.get_iam_policy, names.run_service_path(ident))
+    if kind == POLICY_REPOSITORY:
+        return call(what, clients.registry.get_iam_policy, f"{names.location_path}/repositories/{ident}")
     raise ValueError(f"unknown policy target {target!r}")
 
 
@@ -100,6 +103,9 @@ def set_policy(clients: Clients, call: Caller, names: Names, target: str, policy
              transient_if=_new_account_lag)
     elif kind == POLICY_FUNCTION:
         call(what, clients.run_iam.set_iam_policy, names.run_service_path(ident), policy,
+             transient_if=_new_account_lag)
+    elif kind == POLICY_REPOSITORY:
+        call(what, clients.registry.set_iam_policy, f"{names.location_path}/repositories/{ident}", policy,
              transient_if=_new_account_lag)
     else:
         raise ValueError(f"unknown policy target {target!r}")

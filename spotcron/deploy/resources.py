@@ -26,10 +26,11 @@ IAM_POLICY = "iam_policy"
 SOURCE = "source"
 FUNCTION = "function"
 SCHEDULER_JOB = "scheduler_job"
+REPOSITORY = "repository"  # the Artifact Registry repository (Docker) of function and job images
 DEPLOYED_SPEC = "deployed_spec"  # deployed/JOB.json: the spec start_job runs (engine/deployed.py)
 DIGEST_KEY = "spotcron-digest"  # a deployed spec's custom metadata: its sha256, read back from listings
 
-TYPES = (BUCKET, TOPIC, SERVICE_ACCOUNT, IAM_POLICY, SOURCE, FUNCTION, SCHEDULER_JOB, DEPLOYED_SPEC)
+TYPES = (BUCKET, TOPIC, SERVICE_ACCOUNT, REPOSITORY, IAM_POLICY, SOURCE, FUNCTION, SCHEDULER_JOB, DEPLOYED_SPEC)
 
 # Object prefixes whose lifecycle Delete rules deploy writes; every other rule on the bucket is
 # someone else's and is neither compared nor replaced.
@@ -48,12 +49,13 @@ def managed_lifecycle_rule(rule: Mapping[str, Any]) -> bool:
 CREATE_ONLY: Mapping[str, frozenset[str]] = {
     BUCKET: frozenset({"location"}),
     SERVICE_ACCOUNT: frozenset({"display_name"}),
+    REPOSITORY: frozenset({"format"}),
 }
 
 # Deploy never deletes these even when nothing wants them any more: the bucket holds every
-# run's results, and a deleted service account's name cannot be reused cleanly (bindings
-# follow the account's unique id, not its email).
-NEVER_DELETED = frozenset({BUCKET, SERVICE_ACCOUNT, IAM_POLICY})
+# run's results, the repository the job images, and a deleted service account's name cannot
+# be reused cleanly (bindings follow the account's unique id, not its email).
+NEVER_DELETED = frozenset({BUCKET, SERVICE_ACCOUNT, REPOSITORY, IAM_POLICY})
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,7 @@ POLICY_BUCKET = "bucket"
 POLICY_TOPIC = "topic"
 POLICY_SERVICE_ACCOUNT = "service_account"
 POLICY_FUNCTION = "function"  # the Cloud Run service behind a 2nd gen function
+POLICY_REPOSITORY = "repository"  # an Artifact Registry repository
 
 
 def policy_name(kind: str, ident: str) -> str:
@@ -104,14 +107,14 @@ def split_policy_name(name: str) -> tuple[str, str]:
 def phase(resource_type: str, name: str, kind: str) -> int:
     """When an action runs: everything in phase N finishes before phase N+1 starts.
 
-    Creates and updates go bucket/topics/accounts → IAM, source and deployed specs → functions →
+    Creates and updates go bucket/topics/accounts/repository → IAM, source and deployed specs → functions →
     invoker bindings and scheduler entries (so no tick fires before its function and its spec can
     take it); deletions run last, scheduler entries and functions before topics, old sources and
     the deployed specs of removed jobs.
     """
     if kind == "delete":
         return 4 if resource_type in (SCHEDULER_JOB, FUNCTION) else 5
-    if resource_type in (BUCKET, TOPIC, SERVICE_ACCOUNT):
+    if resource_type in (BUCKET, TOPIC, SERVICE_ACCOUNT, REPOSITORY):
         return 0
     if resource_type == IAM_POLICY:
         return 3 if split_policy_name(name)[0] == POLICY_FUNCTION else 1

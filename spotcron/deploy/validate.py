@@ -17,11 +17,12 @@ from spotcron.core.settings import Settings
 from spotcron.core.spec import JobSpec
 from spotcron.deploy.calls import LOGIN_HINT, REQUIRED_APIS, DeployError
 from spotcron.deploy.clients import SCOPES
-from spotcron.deploy.naming import scheduler_id_problem
+from spotcron.deploy.naming import Names, scheduler_id_problem
 
 PLACEHOLDER_PROJECT = "my-project"
 _PROJECT_ID = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$")
+_REPOSITORY = re.compile(r"^[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 MIN_SWEEP_INTERVAL = 60  # Cloud Scheduler fires at most once a minute
 
 
@@ -57,6 +58,10 @@ def settings_problems(settings: Settings, stack: Path | None) -> list[Problem]:
     if settings.sweep_interval < MIN_SWEEP_INTERVAL:
         problems.append(problem("sweep_interval", f"{settings.sweep_interval}s is too short; Cloud Scheduler "
                                                   "fires at most once a minute (write 1m or more)"))
+    if not _REPOSITORY.match(settings.repository):
+        problems.append(problem("repository", f"{settings.repository!r} is not an Artifact Registry repository id "
+                                              "(lower-case letters, digits, '-'; starts with a letter; at most 63 "
+                                              "characters)"))
     if settings.job_done_url and not settings.job_done_url.startswith("https://"):
         problems.append(problem("job_done_url", f"{settings.job_done_url!r} must be an https:// URL, or empty "
                                                 "so that deploy fills it in"))
@@ -82,10 +87,36 @@ def job_problems(jobs: Sequence[JobSpec], files: Mapping[str, Path] | None = Non
     return problems
 
 
+def account_problems(settings: Settings, jobs: Sequence[JobSpec], files: Mapping[str, Path] | None = None
+                     ) -> list[Problem]:
+    """A job's own service account must be of this project and none of spotcron's own accounts."""
+    files = files or {}
+    names = Names.of(settings)
+    ours = {names.functions_account: "the functions' account", names.build_account: "the build account",
+            names.vm_account: "spotcron's VM account"}
+    problems = []
+    for job in jobs:
+        email = job.service_account
+        if email is None:
+            continue
+        where = str(files[job.name]) if job.name in files else f"job {job.name}"
+        if email in ours:
+            fix = ("remove service_account to run as it" if email == names.vm_account else
+                   "create an account for this job and name it here")
+            problems.append(Problem(where, None, "service_account", f"{email!r} is {ours[email]}; a job may not run "
+                                                                    f"as one of spotcron's own accounts: {fix}"))
+        elif not names.own_account(email):
+            problems.append(Problem(where, None, "service_account",
+                                    f"{email!r} is not an account of project {settings.project}; deploy grants a "
+                                    f"job's account only in its own project: create the account there "
+                                    f"(ACCOUNT_ID@{settings.project}.iam.gserviceaccount.com)"))
+    return problems
+
+
 def preflight(settings: Settings, jobs: Sequence[JobSpec], stack: Path | None,
               files: Mapping[str, Path] | None = None) -> None:
     """Raise ConfigError listing every problem deploy can see without calling Google."""
-    problems = settings_problems(settings, stack) + job_problems(jobs, files)
+    problems = settings_problems(settings, stack) + job_problems(jobs, files) + account_problems(settings, jobs, files)
     if problems:
         raise ConfigError(problems)
 

@@ -93,9 +93,12 @@ def test_deployed_iam_is_least_privilege(deployer: Deployer, cloud: FakeCloud) -
         "roles/owner": ["user:owner@example.com"],  # the deployer's own binding is left alone
         "roles/compute.instanceAdmin.v1": [FUNCTIONS],
         "roles/logging.logWriter": [f"serviceAccount:{BUILD}", VM],
+    }  # no storage or registry role on the project: those sit on the one bucket and the one repository
+    repository = cloud.registry.policies.all()[f"{LOCATION}/repositories/spotcron"]
+    assert {b["role"]: sorted(b["members"]) for b in repository["bindings"]} == {
         "roles/artifactregistry.reader": [VM],
         "roles/artifactregistry.writer": [f"serviceAccount:{BUILD}"],
-    }  # no storage role on the project: the build reads the source on the results bucket only
+    }
     run = cloud.functions.run_policies
     assert run.members(f"{LOCATION}/services/spotcron-job-done", "roles/run.invoker") == {VM}
     assert run.members(f"{LOCATION}/services/spotcron-start-job", "roles/run.invoker") == {FUNCTIONS}
@@ -103,7 +106,8 @@ def test_deployed_iam_is_least_privilege(deployer: Deployer, cloud: FakeCloud) -
         f"projects/{PROJECT}/serviceAccounts/spotcron-vm@{PROJECT}.iam.gserviceaccount.com",
         "roles/iam.serviceAccountUser") == {FUNCTIONS}
     every = [b for store in (cloud.project_policies, run, cloud.iam.policies, cloud.pubsub.policies,
-                             cloud.storage.policies) for p in store.all().values() for b in p["bindings"]]
+                             cloud.storage.policies, cloud.registry.policies)
+             for p in store.all().values() for b in p["bindings"]]
     assert not [b for b in every if b["role"] in ("roles/owner", "roles/editor", "roles/viewer")
                 and any(m.startswith("serviceAccount:") for m in b["members"])]
     assert not [b for b in every if {"allUsers", "allAuthenticatedUsers"} & set(b["members"])]
@@ -154,6 +158,8 @@ def test_no_change_plan_lists_once_per_kind(deployer: Deployer, cloud: FakeCloud
         ("pubsub", "GET", "getIamPolicy"): 1,  # the events topic: no function publishes starts
         ("iam", "GRPC", "/google.iam.admin.v1.IAM/GetIamPolicy"): 1,
         ("run", "GET", "getIamPolicy"): 4,
+        ("artifactregistry", "GET", f"/v1/{LOCATION}/repositories/spotcron"): 1,
+        ("artifactregistry", "GET", "getIamPolicy"): 1,
     })
     assert not cloud.changing_calls()
 
@@ -374,6 +380,6 @@ def test_bucket_owned_by_someone_else_stops_the_plan(deployer: Deployer, cloud: 
 
 def test_dry_run_changes_nothing(deployer: Deployer, cloud: FakeCloud) -> None:
     result = deployer.deploy(deployer.jobs(JOBS_DIR), dry_run=True)
-    assert len(result.plan) == 27 and result.passes == []
+    assert len(result.plan) == 29 and result.passes == []
     assert not cloud.changing_calls()
     assert cloud.state()["jobs"] == {}

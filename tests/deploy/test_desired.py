@@ -127,11 +127,11 @@ def test_bindings_are_least_privilege() -> None:
         ("function:spotcron-start-job", "roles/run.invoker", FUNCTIONS),
         ("function:spotcron-sweep", "roles/run.invoker", FUNCTIONS),
         (project, "roles/logging.logWriter", VM),
-        (project, "roles/artifactregistry.reader", VM),
+        ("repository:spotcron", "roles/artifactregistry.reader", VM),
         ("function:spotcron-job-done", "roles/run.invoker", VM),
         ("function:spotcron-credentials", "roles/run.invoker", VM),
         (project, "roles/logging.logWriter", BUILD),
-        (project, "roles/artifactregistry.writer", BUILD),
+        ("repository:spotcron", "roles/artifactregistry.writer", BUILD),
         (bucket, "roles/storage.objectViewer", BUILD),
     }
     assert security_problems(bindings(Names.of(make_settings()))) == []

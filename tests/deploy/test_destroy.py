@@ -82,6 +82,8 @@ def test_dry_run_prints_the_plan_and_changes_nothing(run, cloud: FakeCloud, vms:
                  f"- delete service_account spotcron-vm@{PROJECT}.iam.gserviceaccount.com",
                  f"~ update iam_policy project:{PROJECT}",
                  f"  keep bucket {BUCKET} and every run's results in it (--delete-results deletes them)",
+                 "  keep repository spotcron and the images in it (delete it by hand once no job needs them)",
+                 "~ update iam_policy repository:spotcron",
                  "Dry run: nothing was changed."):
         assert line in out, line
     assert "someone-elses-vm" not in out
@@ -116,6 +118,10 @@ def test_destroy_removes_what_deploy_made_and_keeps_the_results(run, cloud: Fake
         ["runs/hello-bot/20261123-1000/run.json"]  # the source archives and deployed specs went, the results stayed
     policy = cloud.project_policies.get(f"projects/{PROJECT}")
     assert not [m for b in policy.get("bindings", []) for m in b.get("members", []) if "spotcron-" in m]
+    # The repository (job images) stays, without any binding of the accounts that are gone.
+    repository = f"projects/{PROJECT}/locations/us-central1/repositories/spotcron"
+    assert repository in cloud.registry.repositories
+    assert not [m for b in cloud.registry.policies.get(repository).get("bindings", []) for m in b["members"]]
     # Nothing left: a second destroy has nothing to do, and deploy builds it all again.
     assert "Nothing to destroy" in run("destroy", "--dry-run").output
     assert run("deploy", "--yes").exit_code == 0

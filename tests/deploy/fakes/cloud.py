@@ -12,6 +12,7 @@ from tests.deploy.fakes.functions import FakeFunctions
 from tests.deploy.fakes.http import Call, Faults, HttpServer, Router
 from tests.deploy.fakes.iam_grpc import FakeIam
 from tests.deploy.fakes.pubsub import FakePubsub
+from tests.deploy.fakes.registry import FakeRegistry
 from tests.deploy.fakes.resourcemanager import FakeResourceManager
 from tests.deploy.fakes.scheduler import FakeScheduler
 from tests.deploy.fakes.storage import FakeStorage
@@ -33,7 +34,8 @@ class FakeCloud:
         self.scheduler = FakeScheduler(self.pubsub.exists)
         self.functions = FakeFunctions(project, lambda b, o: (b, o) in self.storage.objects, accounts,
                                        self.pubsub.exists, PolicyStore(accounts))
-        for api in (self.resourcemanager, self.pubsub, self.storage, self.scheduler, self.functions):
+        self.registry = FakeRegistry(project, PolicyStore(accounts))
+        for api in (self.resourcemanager, self.pubsub, self.storage, self.scheduler, self.functions, self.registry):
             api.routes(self.router)
         self.http = HttpServer(self.router)
         self.iam_target = ""
@@ -104,4 +106,5 @@ class FakeCloud:
             "buckets": sorted(self.storage.buckets),
             "objects": sorted(self.storage.objects),
             "accounts": sorted(self.iam.accounts),
+            "repositories": sorted(self.registry.repositories),
         }

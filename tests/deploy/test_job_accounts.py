@@ -1,0 +1,140 @@
+"""Deploy with jobs that run as their own service accounts, and the one Artifact Registry repository,
+on the fake Google Cloud through the real clients: the exact grants and request shapes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from google.cloud.iam_admin_v1 import types
+
+from spotcron.core.errors import ConfigError
+from spotcron.deploy.calls import DeployError
+from spotcron.deploy.validate import preflight
+from tests.deploy.conftest import PROJECT, Deployer, make_settings
+from tests.deploy.fakes.cloud import FakeCloud
+
+LOCATION = f"projects/{PROJECT}/locations/us-central1"
+REPOSITORY = f"{LOCATION}/repositories/spotcron"
+JOB_ACCOUNT = f"bot-runner@{PROJECT}.iam.gserviceaccount.com"
+VM = f"serviceAccount:spotcron-vm@{PROJECT}.iam.gserviceaccount.com"
+FUNCTIONS = f"serviceAccount:spotcron-functions@{PROJECT}.iam.gserviceaccount.com"
+BUILD = f"serviceAccount:spotcron-build@{PROJECT}.iam.gserviceaccount.com"
+JOB = f"serviceAccount:{JOB_ACCOUNT}"
+
+
+def name_account(jobs_dir: Path, email: str = JOB_ACCOUNT) -> None:
+    bot = jobs_dir / "bot.yaml"
+    bot.write_text(bot.read_text() + f"service_account: {email}\n")
+
+
+def create_account(cloud: FakeCloud, account_id: str = "bot-runner") -> None:
+    """What the job's owner does before deploying (deploy never creates a job's account)."""
+    cloud.clients().iam.create_service_account(request=types.CreateServiceAccountRequest(
+        name=f"projects/{PROJECT}", account_id=account_id))
+
+
+def every_binding_of(cloud: FakeCloud, who: str) -> set[tuple[str, str]]:
+    stores = (cloud.project_policies, cloud.functions.run_policies, cloud.iam.policies, cloud.pubsub.policies,
+              cloud.storage.policies, cloud.registry.policies)
+    return {(resource, b["role"]) for store in stores for resource, policy in store.all().items()
+            for b in policy["bindings"] if who in b.get("members", [])}
+
+
+def test_a_jobs_account_gets_exactly_what_the_runner_needs(deployer: Deployer, cloud: FakeCloud, jobs_dir) -> None:
+    create_account(cloud)
+    name_account(jobs_dir)
+    deployer.deploy(deployer.jobs(jobs_dir))
+    assert every_binding_of(cloud, JOB) == {
+        (REPOSITORY, "roles/artifactregistry.reader"),
+        (f"{LOCATION}/services/spotcron-job-done", "roles/run.invoker"),
+        (f"{LOCATION}/services/spotcron-credentials", "roles/run.invoker"),
+    }
+    # The functions may create VMs as it: on that one account, never on the project.
+    assert cloud.iam.policies.members(f"projects/{PROJECT}/serviceAccounts/{JOB_ACCOUNT}",
+                                      "roles/iam.serviceAccountUser") == {FUNCTIONS}
+    assert (f"projects/{PROJECT}", "roles/iam.serviceAccountUser") not in every_binding_of(cloud, FUNCTIONS)
+    assert deployer.plan(deployer.jobs(jobs_dir)).actions == []
+
+
+def test_the_grant_on_the_jobs_account_is_a_resource_level_policy(deployer: Deployer, cloud: FakeCloud,
+                                                                  jobs_dir) -> None:
+    create_account(cloud)
+    name_account(jobs_dir)
+    deployer.deploy(deployer.jobs(jobs_dir))
+    [grant] = [c for c in cloud.calls() if c.path == "/google.iam.admin.v1.IAM/SetIamPolicy"
+               and c.body["resource"].endswith(JOB_ACCOUNT)]
+    assert grant.body["resource"] == f"projects/{PROJECT}/serviceAccounts/{JOB_ACCOUNT}"
+    assert grant.body["policy"]["bindings"] == [{"role": "roles/iam.serviceAccountUser", "members": [FUNCTIONS]}]
+    [repository_grant] = [c for c in cloud.calls() if c.method == "POST" and c.path == f"/v1/{REPOSITORY}:setIamPolicy"]
+    assert {b["role"]: sorted(b["members"]) for b in repository_grant.body["policy"]["bindings"]} == {
+        "roles/artifactregistry.reader": sorted([VM, JOB]), "roles/artifactregistry.writer": [BUILD]}
+
+
+def test_a_missing_job_account_stops_deploy_before_any_change(deployer: Deployer, cloud: FakeCloud, jobs_dir) -> None:
+    name_account(jobs_dir)
+    with pytest.raises(DeployError) as caught:
+        deployer.deploy(deployer.jobs(jobs_dir))
+    assert str(caught.value) == (
+        f"job bot: service_account '{JOB_ACCOUNT}': no such service account in project {PROJECT}, so nothing was "
+        f"changed. Create it (gcloud iam service-accounts create ACCOUNT_ID --project {PROJECT}) and grant it what "
+        f"the job needs, or remove service_account from the job")
+    assert not cloud.changing_calls()
+
+
+@pytest.mark.parametrize("email, message", [
+    (f"spotcron-functions@{PROJECT}.iam.gserviceaccount.com",
+     f"jobs/bot.yaml: service_account: 'spotcron-functions@{PROJECT}.iam.gserviceaccount.com' is the functions' "
+     "account; a job may not run as one of spotcron's own accounts: create an account for this job and name it here"),
+    (f"spotcron-vm@{PROJECT}.iam.gserviceaccount.com",
+     f"jobs/bot.yaml: service_account: 'spotcron-vm@{PROJECT}.iam.gserviceaccount.com' is spotcron's VM account; a "
+     "job may not run as one of spotcron's own accounts: remove service_account to run as it"),
+    ("bot-runner@other-proj.iam.gserviceaccount.com",
+     f"jobs/bot.yaml: service_account: 'bot-runner@other-proj.iam.gserviceaccount.com' is not an account of project "
+     f"{PROJECT}; deploy grants a job's account only in its own project: create the account there "
+     f"(ACCOUNT_ID@{PROJECT}.iam.gserviceaccount.com)"),
+], ids=["functions-account", "vm-account", "other-project"])
+def test_preflight_refuses_spotcrons_own_accounts_and_other_projects(deployer: Deployer, jobs_dir, email,
+                                                                     message) -> None:
+    name_account(jobs_dir, email)
+    with pytest.raises(ConfigError) as caught:
+        preflight(make_settings(), deployer.jobs(jobs_dir), None, {"bot": Path("jobs/bot.yaml")})
+    assert [str(p) for p in caught.value.problems] == [message]
+
+
+def test_the_repository_is_created_and_the_functions_build_into_it(deployer: Deployer, cloud: FakeCloud,
+                                                                  jobs_dir) -> None:
+    deployer.deploy(deployer.jobs(jobs_dir))
+    [create] = [c for c in cloud.calls() if c.method == "POST" and c.path == f"/v1/{LOCATION}/repositories"]
+    assert create.query == {"repositoryId": "spotcron"}
+    assert create.body == {"format": "DOCKER", "labels": {"spotcron": "1"},
+                           "description": "spotcron: the functions' images and the job images"}
+    for fn in cloud.functions.functions.values():
+        assert fn["buildConfig"]["dockerRepository"] == REPOSITORY
+    [read] = [c for c in cloud.calls() if c.method == "GET" and c.path == f"/v1/{REPOSITORY}:getIamPolicy"][:1]
+    assert read.query == {"options.requestedPolicyVersion": "3"}
+
+
+def test_project_wide_registry_roles_of_earlier_deploys_are_revoked(deployer: Deployer, cloud: FakeCloud,
+                                                                   jobs_dir) -> None:
+    jobs = deployer.jobs(jobs_dir)
+    deployer.deploy(jobs)
+    project = f"projects/{PROJECT}"
+    policy = cloud.project_policies.get(project)
+    policy["bindings"] += [{"role": "roles/artifactregistry.reader", "members": [VM, "user:someone@example.com"]},
+                           {"role": "roles/artifactregistry.writer", "members": [BUILD]}]
+    cloud.project_policies.set(project, policy)
+    lines = [(a.title, a.changes) for a in deployer.plan(jobs).actions]
+    assert lines == [(f"update iam_policy project:{PROJECT}", {
+        "roles/artifactregistry.reader": ((VM,), ()), "roles/artifactregistry.writer": ((BUILD,), ())})]
+    deployer.deploy(jobs)
+    roles = {b["role"]: b["members"] for b in cloud.project_policies.get(project)["bindings"]}
+    assert roles["roles/artifactregistry.reader"] == ["user:someone@example.com"]  # not ours: left alone
+    assert "roles/artifactregistry.writer" not in roles
+
+
+def test_a_repository_of_another_format_stops_the_plan(deployer: Deployer, cloud: FakeCloud, jobs_dir) -> None:
+    cloud.registry.repositories[REPOSITORY] = {"name": REPOSITORY, "format": "MAVEN", "labels": {}}
+    with pytest.raises(DeployError, match=f"repository {REPOSITORY} exists but holds MAVEN packages, not container "
+                                          "images; set another `repository:` in the stack file"):
+        deployer.plan(deployer.jobs(jobs_dir))
