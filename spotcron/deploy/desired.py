@@ -49,7 +49,7 @@ RETRY_POLICY = {"start_job": "RETRY_POLICY_RETRY", "sweep": "RETRY_POLICY_DO_NOT
 SWEEP_DATA = json.dumps({"sweep": True}, separators=(",", ":"))
 # Settings only deploy reads: left out of the functions' environment, so that switching modes
 # does not rebuild every function.
-DEPLOY_ONLY_SETTINGS = frozenset({"scheduling", "dispatch_topic"})
+DEPLOY_ONLY_SETTINGS = frozenset({"scheduling", "dispatch_topic", "repository"})
 # Cloud Scheduler does not retry a failed publish by default (retryCount 0), so one Pub/Sub hiccup
 # would lose the tick. Retries stop at the entry's next fire time, so a retried message still
 # maps to the same tick, and start_job's starting_deadline still bounds how late a run starts.
