@@ -259,10 +259,10 @@ def test_shared_scheduling_counts_the_dispatcher_and_drops_the_entries_per_job(t
     assert dispatch["scheduler"] == 0.10
     # Every minute an invocation of 0.2 s; 0.005 s more for each of the 1,800 start messages.
     assert dispatch["functions"] == pytest.approx(minutes * 0.40 / 1e6 + (minutes * 0.2 + 1800 * 0.005) * per_second)
-    # The cursor written in the 180 minutes in which the jobs fire; an hourly cold start lists the
-    # deployed specs and reads them (10) and the cursor.
+    # The cursor read and written in the 180 minutes in which the jobs fire; an hourly cold start
+    # lists the deployed specs and reads them (10) and the cursor.
     cold = 24 * 30
-    assert dispatch["storage"] == pytest.approx((180 + cold) * 0.05 / 10_000 + cold * 11 * 0.004 / 10_000)
+    assert dispatch["storage"] == pytest.approx((180 + cold) * 0.05 / 10_000 + (180 + cold * 11) * 0.004 / 10_000)
     # The one entry is free; so are the functions' calls (2 M invocations, 180,000 vCPU-seconds a month).
     functions = sum(j.items["functions"] for j in jobs) + shared.overhead["sweep"]["functions"] + dispatch["functions"]
     assert shared.free_tier_usd == pytest.approx(0.10 + functions)
@@ -270,6 +270,52 @@ def test_shared_scheduling_counts_the_dispatcher_and_drops_the_entries_per_job(t
     assert shared.monthly_after_free_tier_usd < per_job.monthly_after_free_tier_usd - 0.70
     with pytest.raises(ValueError, match="scheduling 'cron': use one of per-job, shared"):
         project_stack(jobs, table=table, sweep_interval_s=300, scheduling="cron")
+
+
+class _Counted:
+    """The in-memory bucket, counting operations by Cloud Storage class (deletes are free)."""
+
+    def __init__(self, blobs):
+        self._blobs = blobs
+        self.class_a = self.class_b = 0
+
+    def read(self, name):
+        self.class_b += 1
+        return self._blobs.read(name)
+
+    def write(self, name, data, **kwargs):
+        self.class_a += 1
+        return self._blobs.write(name, data, **kwargs)
+
+    def list(self, prefix):
+        self.class_a += 1
+        return self._blobs.list(prefix)
+
+    def __getattr__(self, name):
+        return getattr(self._blobs, name)
+
+
+@pytest.mark.parametrize("scheduling", ["per-job", "shared"])
+def test_the_model_counts_every_storage_operation_a_run_makes(scheduling):
+    from spotcron.engine.deployed import SpecStore
+    from spotcron.testing.harness import Harness, make_spec
+
+    h = Harness(scheduling=scheduling)
+    try:
+        spec = make_spec()
+        SpecStore(h.blobs).write(spec)  # deployed before the tick
+        counted = _Counted(h.blobs)
+        h.blobs = h.deps.blobs = counted  # the functions and the VM's uploads both go through it
+        h.start(spec)
+        h.clock.advance(120)
+        h.finish_ok("bot", "20261122-1200")
+        assert h.record("bot", "20261122-1200", count=False).state == "succeeded"
+        reads_of_the_harness = 1  # h.start checks the deployed spec before publishing, as deploy would
+        usage = Usage()
+        assert (counted.class_a, counted.class_b - reads_of_the_harness) == (usage.class_a_per_run,
+                                                                             usage.class_b_per_run)
+    finally:
+        h.close()
 
 
 def test_fire_minutes_count_each_minute_once_however_many_jobs_fire_in_it():

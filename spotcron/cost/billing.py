@@ -47,12 +47,18 @@ class Usage:
     # The recipe's start/stop functions wait for the operation: about 60 s each, as it says.
     classic_function_seconds: float = 60.0
     results_mb_per_run: float = 1.0  # logs, manifest and results of one run
-    # run.json (3 writes), logs, results, manifest, index.html, and the live marker as the run
-    # waits for its VM and as it runs (engine/store.py; deleting it is free)
-    objects_per_run: int = 9
+    # Storage operations of one run, as the engine makes them (tests/test_cost.py counts them through
+    # the functions on the in-memory bucket, so this cannot drift). Class A: run.json 4 writes
+    # (scheduled, starting, running, ended), the live marker 2 (waiting, running; deleting is free),
+    # the VM-hours ledger 2 (reserve, settle), the token's replay marker, the live-index listing of
+    # the concurrency check and the job's listing for history pruning, and the runner's logs.txt,
+    # one results file and manifest.json. Class B: 14 reads. Live log parts (one per 5 s in which
+    # the job's output grew) come on top and depend on the job.
+    class_a_per_run: int = 14
+    class_b_per_run: int = 14
     sweep_lists: int = 1  # Class A listings per sweep pass: the live index (engine/sweep.py)
-    # scheduling: shared. One dispatch a minute; in a minute where some job fires it writes its
-    # cursor once (Class A) and publishes one message per tick (each adds a little: the client
+    # scheduling: shared. One dispatch a minute; in a minute where some job fires it reads its
+    # cursor (Class B) and writes it once (Class A), and publishes one message per tick (each adds a little: the client
     # batches concurrent publishes). A warm instance reads nothing else; a cold one lists the
     # deployed specs (Class A) and reads each, and the cursor (Class B). Cloud Run keeps an idle
     # instance for minutes, so one fired every minute is rarely cold: an hourly cold start is
@@ -267,8 +273,10 @@ def project_job(spec: JobSpec, *, runs_per_month: float, runtime_s: float, table
         # The classic VM is stopped, not deleted: its disk bills the whole month.
         classic["disk"] += load.disk_gb * table.disk_gb_month(usage.classic_disk_type, region)
     stored_gb = runs * len(loads) * usage.results_mb_per_run / 1024 * retention_days / MONTH_DAYS
-    writes = runs * len(loads) * usage.objects_per_run
-    items["storage"] = stored_gb * table.storage.gb_month + writes / 10_000 * table.storage.class_a_per_10k
+    ops = runs * len(loads)
+    items["storage"] = (stored_gb * table.storage.gb_month + ops * usage.class_a_per_run / 10_000
+                        * table.storage.class_a_per_10k + ops * usage.class_b_per_run / 10_000
+                        * table.storage.class_b_per_10k)
     items["scheduler"] = table.scheduler.job_month
     use = FunctionUse.of(price, runs, usage.start_seconds) + FunctionUse.of(price, runs * len(loads),
                                                                             usage.done_seconds)
@@ -349,7 +357,7 @@ def project_stack(jobs: Sequence[JobProjection], *, table: PriceTable, sweep_int
 
     per-job: a scheduler entry per job and one for the sweep. shared: one entry firing every
     minute; the dispatcher's invocations, seconds and Storage operations are counted in full
-    (a cursor write in each of `fire_minutes` a month, the minutes in which some job fires,
+    (a cursor read and write in each of `fire_minutes` a month, the minutes in which some job fires,
     default as many as runs, the most there can be; and what a cold instance reads), and the
     sweep rides its entry.
     """
@@ -377,7 +385,7 @@ def project_stack(jobs: Sequence[JobProjection], *, table: PriceTable, sweep_int
         dispatch["functions"] = dispatch_use.usd(price)
         cold = usage.dispatch_cold_starts_per_day * MONTH_DAYS
         dispatch["storage"] = ((minutes + cold) / 10_000 * storage.class_a_per_10k
-                               + cold * (1 + len(jobs)) / 10_000 * storage.class_b_per_10k)
+                               + (minutes + cold * (1 + len(jobs))) / 10_000 * storage.class_b_per_10k)
         overhead["dispatch"] = dispatch
         use = use + dispatch_use
     entries = sum(j.scheduler_entries for j in jobs) + 1
