@@ -22,9 +22,10 @@ from spotcron.core.layout import DEPLOYED
 from spotcron.deploy.calls import Caller, DeployError
 from spotcron.deploy.clients import Clients
 from spotcron.deploy.iam import managed_members, managed_roles
-from spotcron.deploy.naming import Names, function_id
+from spotcron.deploy.naming import Names, function_id, member
 from spotcron.deploy.policies import get_policy, managed_view
 from spotcron.deploy.resources import (
+    ACCOUNT_KEY,
     BUCKET,
     DEPLOYED_SPEC,
     DIGEST_KEY,
@@ -61,6 +62,7 @@ class Actual:
     job_done_url: str  # the deployed job_done's URL, "" while it does not exist
     credentials_url: str = ""  # the same for the credentials broker
     accounts: frozenset[str] = frozenset()  # every service account of the project (emails)
+    deployed_accounts: frozenset[str] = frozenset()  # the jobs' own accounts the deployed specs name
 
 
 def _labels(labels: Any) -> dict[str, str]:
@@ -133,7 +135,10 @@ class _Reader:
         self.listed_accounts: frozenset[str] = frozenset()
         # The jobs' own accounts: their bindings in managed roles are compared like ours.
         self.members = managed_members(names) | {m for (kind, _), r in desired.items() if kind == IAM_POLICY
-                                                  for ms in r.fields.values() for m in ms}
+                                                  for ms in r.fields.values() for m in ms} \
+            | {member(r.meta["retired"]) for (kind, _), r in desired.items() if kind == IAM_POLICY
+               and r.meta.get("retired")}
+        self.deployed_accounts: frozenset[str] = frozenset()
 
     def bucket(self) -> list[Resource]:
         try:
@@ -161,6 +166,8 @@ class _Reader:
         out = [Resource(SOURCE, b.name, {}, owned=True) for b in blobs if b.name.startswith(SOURCE_PREFIX)]
         out += [Resource(DEPLOYED_SPEC, b.name, {"digest": (b.metadata or {}).get(DIGEST_KEY)}, owned=True)
                 for b in blobs if b.name.startswith(DEPLOYED)]
+        self.deployed_accounts = frozenset(str((b.metadata or {})[ACCOUNT_KEY]) for b in blobs
+                                           if b.name.startswith(DEPLOYED) and (b.metadata or {}).get(ACCOUNT_KEY))
         return out
 
     def topics(self) -> list[Resource]:
@@ -268,5 +275,5 @@ def read_actual(clients: Clients, call: Caller, names: Names, desired: State, po
     job_done = found.get((FUNCTION, function_id("job_done")))
     broker = found.get((FUNCTION, function_id("credentials")))
     return Actual(found, str(job_done.meta.get("url", "")) if job_done else "",
-                  str(broker.meta.get("url", "")) if broker else "", reader.listed_accounts)
+                  str(broker.meta.get("url", "")) if broker else "", reader.listed_accounts, reader.deployed_accounts)
 

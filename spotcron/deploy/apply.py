@@ -89,6 +89,11 @@ def compute_plan(settings: Settings, jobs: Sequence[JobSpec], source_object: str
     names = Names.of(settings)
     desired = desired_state(settings, jobs, source_object, settings.job_done_url, settings.credentials_url)
     actual = read_actual(clients, call, names, desired, pool)
+    retired = retired_accounts(actual, jobs)
+    if retired:  # read again, with the policies and bindings of the accounts no job names any more
+        desired = desired_state(settings, jobs, source_object, settings.job_done_url, settings.credentials_url,
+                                retired)
+        actual = read_actual(clients, call, names, desired, pool)
     missing = {job.name: job.service_account for job in jobs
                if job.service_account and job.service_account not in actual.accounts}
     if missing:
@@ -100,8 +105,16 @@ def compute_plan(settings: Settings, jobs: Sequence[JobSpec], source_object: str
     url = settings.job_done_url or actual.job_done_url
     broker = settings.credentials_url or actual.credentials_url
     if (url, broker) != (settings.job_done_url, settings.credentials_url):
-        desired = desired_state(settings, jobs, source_object, url, broker)
+        desired = desired_state(settings, jobs, source_object, url, broker, retired)
     return PlanResult(desired, actual, plan(desired, actual.state))
+
+
+def retired_accounts(actual: Actual, jobs: Sequence[JobSpec]) -> frozenset[str]:
+    """Jobs' own accounts that deployed specs name and no job names now, and that still exist:
+    deploy revokes what it granted them (the deployed spec that named one is rewritten or deleted
+    in the same apply, after which no later deploy knows of it)."""
+    named = {job.service_account for job in jobs if job.service_account}
+    return frozenset(a for a in actual.deployed_accounts if a not in named and a in actual.accounts)
 
 
 def _only_url_followups(actions: list[Action]) -> bool:

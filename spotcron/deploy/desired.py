@@ -20,6 +20,7 @@ from spotcron.deploy.resources import (
     FUNCTION,
     IAM_POLICY,
     MANAGED_LABELS,
+    POLICY_SERVICE_ACCOUNT,
     REPOSITORY,
     SCHEDULER_JOB,
     SERVICE_ACCOUNT,
@@ -28,6 +29,7 @@ from spotcron.deploy.resources import (
     Resource,
     State,
     index,
+    policy_name,
 )
 from spotcron.engine.deployed import canonical, digest_of, start_message
 from spotcron.engine.dispatch_specs import specs_version
@@ -107,7 +109,8 @@ def _deployed_specs(jobs: list[JobSpec]) -> list[Resource]:
     out = []
     for job in jobs:
         data = canonical(job)
-        out.append(Resource(DEPLOYED_SPEC, deployed_spec(job.name), {"digest": digest_of(data)}, meta={"data": data}))
+        out.append(Resource(DEPLOYED_SPEC, deployed_spec(job.name), {"digest": digest_of(data)},
+                            meta={"data": data, "service_account": job.service_account}))
     return out
 
 
@@ -182,9 +185,19 @@ def policies(granted: Iterable[Binding]) -> list[Resource]:
             for target, roles in sorted(by_target.items())]
 
 
+def retired_policies(names: Names, retired: Iterable[str]) -> list[Resource]:
+    """For accounts deployed jobs named and no job names now: their own policy, wanting nothing of
+    ours on it (the functions' serviceAccountUser goes). `meta["retired"]` tells the reader to
+    compare their bindings everywhere, so that the invoker and reader bindings go too."""
+    return [Resource(IAM_POLICY, policy_name(POLICY_SERVICE_ACCOUNT, email), {}, meta={"retired": email})
+            for email in sorted(set(retired))]
+
+
 def desired_state(settings: Settings, jobs: Iterable[JobSpec], source_object: str, job_done_url: str,
-                  credentials_url: str = "") -> State:
-    """Everything that should exist. The URLs are "" until their functions have been deployed once."""
+                  credentials_url: str = "", retired_accounts: Iterable[str] = ()) -> State:
+    """Everything that should exist. The URLs are "" until their functions have been deployed once.
+
+    `retired_accounts`: jobs' own accounts that deployed specs named and no job names any more."""
     names = Names.of(settings)
     env = function_environment(settings, job_done_url, credentials_url)
     jobs = list(jobs)
@@ -193,7 +206,9 @@ def desired_state(settings: Settings, jobs: Iterable[JobSpec], source_object: st
     resources += [Resource(TOPIC, topic, {"labels": dict(MANAGED_LABELS)}) for topic in topics]
     resources += [Resource(SERVICE_ACCOUNT, email, {"display_name": f"spotcron {email.split('@')[0]}"})
                   for email in names.accounts if names.own_account(email)]
-    resources += policies(bindings(names, job_accounts(jobs)))
+    granted = policies(bindings(names, job_accounts(jobs)))
+    resources += granted
+    resources += [r for r in retired_policies(names, retired_accounts) if r.name not in {g.name for g in granted}]
     resources.append(Resource(SOURCE, source_object, {}))
     resources += [_function(logical, names, source_object, env) for logical in names.functions]
     resources += _deployed_specs(jobs)

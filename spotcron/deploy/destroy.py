@@ -22,6 +22,7 @@ from typing import Any
 from spotcron.core.errors import NotFound, Transient
 from spotcron.core.settings import Settings
 from spotcron.deploy.actual import Actual, read_actual
+from spotcron.deploy.apply import retired_accounts
 from spotcron.deploy.calls import Caller, DeployError
 from spotcron.deploy.clients import Clients
 from spotcron.deploy.desired import desired_state
@@ -136,6 +137,12 @@ def read_for_destroy(settings: Settings, clients: Clients, call: Caller, pool: T
     names = Names.of(settings)
     wanted = desired_state(settings, [], "", settings.job_done_url)
     try:
+        actual = read_actual(clients, call, names, wanted, pool)
+        retired = retired_accounts(actual, [])
+        if not retired:
+            return actual
+        # The jobs' own accounts: what deploy granted them (and the functions on them) goes too.
+        wanted = desired_state(settings, [], "", settings.job_done_url, retired_accounts=retired)
         return read_actual(clients, call, names, wanted, pool)
     except (NotFound, Transient, ApiError) as exc:
         raise DeployError(f"could not read what is deployed, so nothing was changed: {exc}") from exc

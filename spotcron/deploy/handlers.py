@@ -20,6 +20,7 @@ from spotcron.deploy.naming import Names
 from spotcron.deploy.planner import CREATE, DELETE, Action
 from spotcron.deploy.policies import update_policy
 from spotcron.deploy.resources import (
+    ACCOUNT_KEY,
     BUCKET,
     DEPLOYED_SPEC,
     DIGEST_KEY,
@@ -219,7 +220,8 @@ def deployed_spec(action: Action, ctx: Context) -> None:
     if action.kind == DELETE:
         _ignore_missing(lambda: ctx.call(f"delete {action.name}", blob.delete, retry=None, timeout=ctx.timeout))
         return
-    blob.metadata = {DIGEST_KEY: action.resource.fields["digest"]}
+    account = action.resource.meta.get("service_account")
+    blob.metadata = {DIGEST_KEY: action.resource.fields["digest"], **({ACCOUNT_KEY: account} if account else {})}
     ctx.call(f"upload {action.name}", blob.upload_from_string, action.resource.meta["data"],
              content_type="application/json", retry=None, timeout=ctx.timeout)
 

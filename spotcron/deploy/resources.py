@@ -29,6 +29,9 @@ SCHEDULER_JOB = "scheduler_job"
 REPOSITORY = "repository"  # the Artifact Registry repository (Docker) of function and job images
 DEPLOYED_SPEC = "deployed_spec"  # deployed/JOB.json: the spec start_job runs (engine/deployed.py)
 DIGEST_KEY = "spotcron-digest"  # a deployed spec's custom metadata: its sha256, read back from listings
+# ... and the job's own service account, if it names one: a later deploy that no longer names it
+# learns from the listing whose bindings to revoke.
+ACCOUNT_KEY = "spotcron-account"
 
 TYPES = (BUCKET, TOPIC, SERVICE_ACCOUNT, REPOSITORY, IAM_POLICY, SOURCE, FUNCTION, SCHEDULER_JOB, DEPLOYED_SPEC)
 

@@ -138,3 +138,41 @@ def test_a_repository_of_another_format_stops_the_plan(deployer: Deployer, cloud
     with pytest.raises(DeployError, match=f"repository {REPOSITORY} exists but holds MAVEN packages, not container "
                                           "images; set another `repository:` in the stack file"):
         deployer.plan(deployer.jobs(jobs_dir))
+
+
+def test_an_account_no_job_names_any_more_loses_what_deploy_granted(deployer: Deployer, cloud: FakeCloud,
+                                                                   jobs_dir) -> None:
+    create_account(cloud)
+    name_account(jobs_dir)
+    deployer.deploy(deployer.jobs(jobs_dir))
+    bot = jobs_dir / "bot.yaml"
+    bot.write_text(bot.read_text().replace(f"service_account: {JOB_ACCOUNT}\n", ""))
+    jobs = deployer.jobs(jobs_dir)
+    planned = {a.title: a.changes for a in deployer.plan(jobs).actions if a.resource_type == "iam_policy"}
+    assert planned == {
+        f"update iam_policy service_account:{JOB_ACCOUNT}": {"roles/iam.serviceAccountUser": ((FUNCTIONS,), ())},
+        "update iam_policy repository:spotcron": {"roles/artifactregistry.reader": ((JOB, VM), (VM,))},
+        "update iam_policy function:spotcron-job-done": {"roles/run.invoker": ((JOB, VM), (VM,))},
+        "update iam_policy function:spotcron-credentials": {"roles/run.invoker": ((JOB, VM), (VM,))},
+    }
+    deployer.deploy(jobs)
+    assert every_binding_of(cloud, JOB) == set()
+    assert cloud.iam.policies.members(f"projects/{PROJECT}/serviceAccounts/{JOB_ACCOUNT}",
+                                      "roles/iam.serviceAccountUser") == set()
+    assert deployer.plan(jobs).actions == []
+    assert JOB_ACCOUNT in cloud.iam.accounts  # the account itself is its owner's: never deleted
+
+
+def test_destroy_revokes_what_deploy_granted_a_jobs_account(deployer: Deployer, cloud: FakeCloud, jobs_dir) -> None:
+    from spotcron.deploy.destroy import run_destroy
+    from tests.deploy.conftest import quick_caller
+
+    create_account(cloud)
+    name_account(jobs_dir)
+    deployer.deploy(deployer.jobs(jobs_dir))
+    run_destroy(make_settings(), cloud.clients(), compute=None, confirm=lambda plan: True, show=lambda plan: None,
+                delete_results=False, caller=quick_caller(), poll_initial=0.01)
+    assert every_binding_of(cloud, JOB) == set()
+    assert cloud.iam.policies.members(f"projects/{PROJECT}/serviceAccounts/{JOB_ACCOUNT}",
+                                      "roles/iam.serviceAccountUser") == set()
+    assert JOB_ACCOUNT in cloud.iam.accounts
