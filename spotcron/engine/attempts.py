@@ -100,11 +100,13 @@ def create_attempt(deps: Deps, record: RunRecord, *, claimed: bool = True) -> Ru
                             provisioning_model=instance.provisioning_model, instance_id=instance.instance_id,
                             deadline=t.vm_deadline(spec, deps.settings.grace, instance.created_at))
         stepped = step(deps, record.job, record.run_id, event)
-        if not stepped.changed and stepped.record is not None and not _runs_on(stepped.record, instance):
-            # The run moved on while this delivery stalled before its insert (it ended, or went to
-            # another zone): the VM just made would run the attempt again. Delete it at once.
+        if not stepped.changed and (stepped.record is None or not _runs_on(stepped.record, instance)):
+            # The run moved on while this delivery stalled before its insert (it ended, went to
+            # another zone, or ended and was pruned): the VM just made would run the attempt again.
+            # Delete it at once.
             log.warning("deleting %s in %s: created by a stalled delivery after %s/%s moved on (%s)",
-                        instance.name, instance.zone, record.job, record.run_id, stepped.refused)
+                        instance.name, instance.zone, record.job, record.run_id,
+                        stepped.refused or "its record is gone")
             deps.compute.delete_instance(instance.zone, instance.name)
         return stepped.record or record
     return record

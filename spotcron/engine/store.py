@@ -16,15 +16,18 @@ crash or a race makes the sweep read the record and put the markers right. Marke
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from spotcron.core import layout
-from spotcron.core.errors import PreconditionFailed, SpotcronError
+from spotcron.core.errors import PreconditionFailed, SpotcronError, Transient
 from spotcron.core.layout import LIVE, PRUNED
 from spotcron.core.runs import RunRecord, RunState
 from spotcron.engine.ports import Blobs
+
+log = logging.getLogger("spotcron.engine")
 
 MAX_CONFLICTS = 20
 _SEP = "~"  # in no job name, run id, zone or VM name
@@ -186,7 +189,14 @@ class RunStore:
                                  content_type="application/json")
             except PreconditionFailed:
                 continue
-            self._mark(current, updated)
+            try:
+                self._mark(current, updated)
+            except Transient as exc:
+                # The record is written, so the change happened: raising now would lose what follows
+                # it for good (a retry finds nothing to change), such as the end of a run. A marker
+                # left behind or missing is the sweep's to fix (fix_markers): one always remains.
+                log.warning("run %s/%s is %s; its live marker was not updated (%s): the sweep fixes it",
+                            job, run_id, updated.state, exc)
             return updated, True
         raise RecordConflict(f"run {job}/{run_id} kept changing; giving up after {MAX_CONFLICTS} tries")
 

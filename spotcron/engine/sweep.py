@@ -32,7 +32,7 @@ from spotcron.engine.deps import Deps
 from spotcron.engine.ports import DEAD_STATUSES, Instance
 from spotcron.engine.results import metrics_changes
 from spotcron.engine.steps import step
-from spotcron.engine.store import RUNNING, WAITING, LiveEntry, RecordConflict
+from spotcron.engine.store import RUNNING, WAITING, LiveEntry, RecordConflict, run_sort_key
 
 log = logging.getLogger("spotcron.engine")
 
@@ -194,9 +194,15 @@ def _reap_reason(deps: Deps, instance: Instance, record: RunRecord | None, entri
         return f"past its deadline {deadline:%Y-%m-%d %H:%M:%S} UTC"
     if not run_known or entries:
         return None  # its run is live (or its record could not be read): only status and deadline count
-    ended = deps.store.read(instance.labels.get("job", ""), instance.labels.get("run", ""))
-    if ended and now - instance.created_at > LIST_LAG:
+    if now - instance.created_at <= LIST_LAG:
+        return None
+    job, run_id = instance.labels.get("job", ""), instance.labels.get("run", "")
+    if deps.store.read(job, run_id):
         return "its run has already ended"
+    # No record: an insert that hung until after its run ended and history_limit pruned it.
+    floor = deps.store.pruned_through(job) if job and run_id else None
+    if floor is not None and run_sort_key(run_id) <= run_sort_key(floor):
+        return "its run has ended and was pruned"
     return None
 
 

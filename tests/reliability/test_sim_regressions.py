@@ -143,3 +143,87 @@ def test_a_tick_newer_than_the_pruned_history_still_runs(h):
     assert h.deps.store.pruned_through("bot") == RUN
     h.start(spec)
     assert h.record("bot", "20261122-1210").state == "running"
+
+
+def test_a_storage_error_on_the_live_marker_after_the_end_keeps_the_end_of_run_work(h):
+    """store.update: the record is written, so its change happened, whatever the marker does.
+
+    Before: job_done stored `succeeded`, then deleting the live marker met a transient error and
+    the whole update raised. The callback answered 503, its retry found the run already ended,
+    and nobody ever published `run.finished`, settled the VM-hours or ran the end-of-run hooks.
+    """
+    assert h.start(make_spec()).status_code == 200
+    h.upload("bot", RUN)
+    failed: list[str] = []
+
+    def once_on_the_marker(call: str, name: str) -> bool:
+        if call == "delete" and name.startswith(f"live/bot/{RUN}/") and not failed:
+            failed.append(name)
+            return True
+        return False
+
+    h.blobs.fault = once_on_the_marker
+    assert h.callback("bot", RUN).status_code == 200
+    h.blobs.fault = None
+    assert len(failed) == 1
+    assert h.record("bot", RUN).state == "succeeded"
+    assert [e.data["state"] for e in h.events.of_type("run.finished")] == ["succeeded"]
+    assert h.deps.store.live_runs() == [("bot", RUN)]  # the stale marker: the sweep's to remove
+    h.clock.advance(h.settings.sweep_interval)
+    assert h.sweep().status_code == 200
+    assert h.deps.store.live_runs() == []
+    assert len(h.events.of_type("run.finished")) == 1
+
+
+def _stalled_insert_landing_after_the_run_was_pruned(h, while_stalled=None):
+    """The first delivery's insert hangs; meanwhile the sweep makes the VM, the run succeeds, the
+    next tick's run ends and history_limit 1 prunes this one. Then the hung insert lands."""
+    spec = make_spec(schedule="*/5 * * * *", history_limit=1)
+    stalled: list[bool] = []
+
+    def stall(call: str, name: str) -> bool:
+        if call == "create" and name == VM and not stalled:
+            stalled.append(True)
+            h.clock.advance(3 * 60)  # past the list lag: nobody seems to be driving the run
+            assert h.sweep().status_code == 200
+            assert h.record("bot", RUN).state == "running"
+            h.finish_ok("bot", RUN)
+            h.clock.advance(2 * 60)
+            assert h.start(spec).status_code == 200
+            h.finish_ok("bot", "20261122-1205")
+            assert h.deps.store.pruned_through("bot") == RUN
+            if while_stalled:
+                while_stalled()
+        return False
+
+    h.compute.fault = stall
+    h.start(spec)
+    h.compute.fault = None
+    assert stalled and len([r for r in h.compute.created if r.name == VM]) == 2
+
+
+def test_a_stalled_insert_that_lands_after_its_run_was_pruned_is_deleted_at_once(h):
+    """attempts.create_attempt: a VM made for a run whose record is gone is deleted at once.
+
+    Before: the check that deletes a VM made after its run moved on needed the record; a run
+    pruned meanwhile left the VM running the job again until its deadline (maxRunDuration).
+    """
+    _stalled_insert_landing_after_the_run_was_pruned(h)
+    assert VM not in h.live_vms()
+
+
+def test_the_sweep_deletes_a_vm_whose_run_was_pruned(h):
+    """sweep: a VM with no live marker whose run is at or below the job's pruned mark has ended.
+
+    Before: "its run has already ended" needed the run's record, so when the delete above met a
+    transient error the VM outlived every sweep until its own deadline.
+    """
+    def delete_fails(call: str, name: str) -> bool:
+        return call == "delete" and name == VM
+
+    _stalled_insert_landing_after_the_run_was_pruned(h, lambda: setattr(h.compute, "fault", delete_fails))
+    assert VM in h.live_vms()
+    h.compute.fault = None
+    h.clock.advance(3 * 60)  # past the list lag
+    assert h.sweep().status_code == 200
+    assert VM not in h.live_vms()
