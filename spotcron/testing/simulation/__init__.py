@@ -6,10 +6,14 @@ stream. Cloud Scheduler ticks publish start messages that Pub/Sub delivers at le
 with backoff after a 500); every VM the engine creates gets a simulated life (boot, container,
 upload, callback) with injected preemptions, stops, hangs, lost and repeated callbacks, while
 Compute Engine answers with stockouts, quota and permission errors, slow and timed-out creates,
-and storage fails now and then. The sweep runs every sweep interval. After a drain period with
+and every Compute and Storage call of the engine's fails now and then. Also what the exploration
+(tests/reliability/test_exploration.py) injects: an insert that hangs for minutes while the world
+goes on and Pub/Sub delivers the message again, callbacks with a forged or replayed token, and
+function instances whose clock is a few seconds off. The sweep runs every sweep interval. After a drain period with
 no new ticks the books are closed and the invariants of RELIABILITY.md are checked: every run
-terminal, at most one VM per run attempt, no managed VM alive past its deadline plus one sweep
-interval (checked at that very instant for every VM), results present for every success.
+terminal, at most one VM per run attempt at any time, no managed VM alive past its deadline plus
+one sweep interval (checked at that very instant for every VM), results present for every
+success, no forged callback accepted.
 
 History pruning (history_limit) deletes old runs while the month goes on, so runs are counted
 from the simulator's own ledger of the engine's events, and a run's record and results are

@@ -61,6 +61,13 @@ class Ledger:
     def callback_answered(self, status: int, *, duplicate: bool = False) -> None:
         self.counts[f"callback {'duplicate ' if duplicate else ''}{status}"] += 1
 
+    def forged_answered(self, how: str, status: int, victim: tuple[str, str, int]) -> None:
+        self.counts[f"callback forged {status}"] += 1
+        if 200 <= status < 300:
+            job, run_id, attempt = victim
+            self.problem("forged_accepted", f"{job}/{run_id} attempt {attempt}: a forged callback ({how}) "
+                                            f"was answered {status}")
+
     def function_error(self, error: BaseException) -> None:
         self.errors[type(error).__name__] += 1
         if type(error).__name__ not in EXPECTED_ERRORS:
@@ -125,7 +132,7 @@ class Ledger:
             if (job, run_id) in records and records[(job, run_id)].terminal:
                 self.counts["stale live markers"] += 1
         self._check_runs_match_ticks()
-        self.check_vms_per_attempt(created)
+        self.count_vms(created)
         return dict(Counter(self.finished.values()))
 
     def _check_runs_match_ticks(self) -> None:
@@ -147,10 +154,18 @@ class Ledger:
         for (job, nonce), got in manual.items():
             self.problem("unexpected_runs", f"{job}: {got} manual runs with nonce {nonce} nobody asked for")
 
-    def check_vms_per_attempt(self, created: Iterable[InstanceRequest]) -> None:
+    def vm_created(self, key: tuple[str, str, int], *, alive: int, before: int) -> None:
+        """A VM of attempt `key` was created; `alive` of the attempt's VMs (it too) exist right now,
+        `before` were created for it earlier. Two at once is a problem; a VM made again after the
+        first was gone (a stalled insert) must be deleted at once, which the loop watches."""
+        self.counts["max vms alive per attempt"] = max(self.counts["max vms alive per attempt"], alive)
+        if before:
+            self.counts["vms made again for an attempt"] += 1
+        if alive > 1:
+            job, run_id, attempt = key
+            self.problem("duplicate_vms", f"{job}/{run_id} attempt {attempt} has {alive} VMs at once")
+
+    def count_vms(self, created: Iterable[InstanceRequest]) -> None:
         per_attempt = Counter((r.labels["job"], r.labels["run"], r.labels["attempt"]) for r in created)
         self.counts["vms created"] = sum(per_attempt.values())
-        self.counts["max vms per attempt"] = max(per_attempt.values(), default=0)
-        for (job, run_id, attempt), count in per_attempt.items():
-            if count > 1:
-                self.problem("duplicate_vms", f"{job}/{run_id} attempt {attempt} got {count} VMs")
+        self.counts["max vms created per attempt"] = max(per_attempt.values(), default=0)

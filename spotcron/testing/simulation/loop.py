@@ -21,6 +21,7 @@ from spotcron.engine.deployed import SpecStore
 from spotcron.engine.deps import Deps
 from spotcron.engine.messages import encode_start
 from spotcron.engine.ports import Instance, InstanceRequest
+from spotcron.engine.sweep import LIST_LAG
 from spotcron.runtime import entrypoints
 from spotcron.testing.identity import ClockedIdentity
 from spotcron.testing.memory import FakeClock, MemoryMinter
@@ -33,6 +34,7 @@ from spotcron.testing.simulation.vm import Checkpoints, SimVm, VmTokens, VmWorld
 from spotcron.testing.simulation.world import (
     FaultDice,
     Functions,
+    JumpyClock,
     SimBlobs,
     SimCompute,
     SimConfig,
@@ -45,6 +47,7 @@ CREDENTIALS_URL = "https://us-central1-sim-project.cloudfunctions.net/credential
 ZONES = ("us-central1-a", "us-central1-b", "us-central1-c")
 MAX_DELIVERIES = 30  # then the message is dropped (a dead-letter topic would take it)
 INTERLEAVE_POINTS = (("create", 1), ("record", 1), ("record", 2), ("record", 3))
+FORGERIES = ("other-vm", "instance-id", "zone", "account", "replay")
 
 
 @dataclass
@@ -56,6 +59,17 @@ class Message:
     message_id: str
     failures: int = 0
     interleave: tuple[str, int] | None = None  # deliver a copy inside the first delivery, at this point
+    stall_s: float | None = None  # the first delivery's insert hangs this long
+
+
+@dataclass
+class _Cut:
+    """Something to do inside a function's call, at the `countdown`th call at `point`."""
+
+    point: str
+    countdown: int
+    action: Callable[[], None]
+    or_after: bool  # when the call never got there: do it right after the call instead
 
 
 class Simulation:
@@ -83,6 +97,7 @@ class Simulation:
         zones = sorted({zone for job in self.jobs for spec in job.spec.variants()
                         for zone in (spec.machine.zones or self.settings.zones)})
         self.stockouts = Stockouts(self.dice, zones, config.start, (self.end - config.start).total_seconds() / 3600)
+        self.functions_clock = JumpyClock(self.clock)
         self.compute = SimCompute(self.clock, self.dice, self.stockouts, self._vm_created,
                                   lambda: self._interleave("create"))
         self.blobs = SimBlobs("sim-results", self.clock, self.dice, lambda: self._interleave("record"))
@@ -90,15 +105,17 @@ class Simulation:
         self.watch = Watch(self.timeline, self.ledger.problem)
         self.events = SimEvents(self.ledger.on_event)
         # 1024-bit: signing is most of a callback's cost, and a month has tens of thousands
-        self.identity = ClockedIdentity(self.clock, key_size=1024)
+        self.identity = ClockedIdentity(self.functions_clock, key_size=1024)
         self.minter = MemoryMinter()
         self.deps = Deps(settings=self.settings, compute=self.compute, blobs=self.blobs, events=self.events,
-                         identity=self.identity, clock=self.clock, user_data=lambda: "#cloud-config\n",
+                         identity=self.identity, clock=self.functions_clock, user_data=lambda: "#cloud-config\n",
                          minter=self.minter)
-        self.functions = Functions(self.clock, self.dice, on_error=self.ledger.function_error)
+        self.functions = Functions(self.clock, self.dice, functions_clock=self.functions_clock,
+                                   on_error=self.ledger.function_error)
         self.tokens = VmTokens(self.identity, self.settings)
         self.checkpoints = Checkpoints(self.blobs, self.ledger.problem)
         self.vms: dict[str, SimVm] = {}
+        self._by_attempt: dict[tuple[str, str, int], list[SimVm]] = {}
         self.adversary = Adversary(self.timeline, self.functions, compute=self.compute, blobs=self.blobs,
                                    minter=self.minter, tokens=self.tokens, victim=victim_of(self.jobs),
                                    running_vms=self.vms.values) if config.adversary else None
@@ -107,7 +124,8 @@ class Simulation:
                                 checkpoints=self.checkpoints, watch=self.watch,
                                 sweep_interval=self.settings.sweep_interval, on_boot=self._on_boot)
         self._messages = itertools.count(1)
-        self._armed: list | None = None  # [point, countdown, action]
+        self._armed: _Cut | None = None
+        self._stalled = False  # one hanging call at a time: the world runs inside it
 
     # --- the loop -----------------------------------------------------------------------------
     def schedule(self, at: datetime, step: Callable[[], None]) -> None:
@@ -174,6 +192,8 @@ class Simulation:
             first = message.published + timedelta(seconds=rng.uniform(0.05, 2))
             if dice.roll("concurrent_delivery"):
                 message.interleave = rng.choice(INTERLEAVE_POINTS)
+            elif dice.roll("stalled_delivery"):
+                message.stall_s = rng.uniform(120, 3600)
             self._deliver_at(first, message)
             if dice.roll("duplicate_delivery"):
                 self._deliver_at(first + timedelta(seconds=rng.uniform(1, 300)), message)
@@ -198,13 +218,17 @@ class Simulation:
         if message.interleave is not None:
             point, countdown = message.interleave
             message.interleave = None
-            self._armed = [point, countdown, lambda: self._deliver(message)]
+            self._armed = _Cut(point, countdown, lambda: self._deliver(message), or_after=True)
             self.ledger.counts["interleaved deliveries"] += 1
+        elif message.stall_s is not None and not self._stalled:
+            seconds, message.stall_s = message.stall_s, None
+            self._armed = _Cut("create", 1, lambda: self._stall(message, seconds), or_after=False)
         status = self.functions.start(message.payload, message.published, message.attributes, message.message_id)
         self.ledger.counts["deliveries"] += 1
         if self._armed is not None:  # the copy found no point to cut in: it arrives right after
-            action, self._armed = self._armed[2], None
-            action()
+            cut, self._armed = self._armed, None
+            if cut.or_after:
+                cut.action()
         if status >= 500:
             message.failures += 1
             self.ledger.counts["redeliveries"] += 1
@@ -216,12 +240,25 @@ class Simulation:
 
     def _interleave(self, point: str) -> None:
         armed = self._armed
-        if armed is None or armed[0] != point:
+        if armed is None or armed.point != point:
             return
-        armed[1] -= 1
-        if armed[1] <= 0:
+        armed.countdown -= 1
+        if armed.countdown <= 0:
             self._armed = None
-            armed[2]()
+            armed.action()
+
+    def _stall(self, message: Message, seconds: float) -> None:
+        """The delivery's insert hangs while the world goes on: VMs run and call back, sweeps run, and
+        Pub/Sub, past its ack deadline, delivers the message again. Then the insert goes through."""
+        self.ledger.counts["stalled inserts"] += 1
+        now = self.clock.now()
+        self._deliver_at(now + timedelta(seconds=self.dice.rng.uniform(10, 600)), message)
+        self._stalled = True
+        try:
+            with self.dice.disarmed(), self.functions_clock.off_by(0):
+                self.timeline.run_until(min(now + timedelta(seconds=seconds), self.end))
+        finally:
+            self._stalled = False
 
     def _sweep(self) -> None:
         self.ledger.counts["sweeps"] += 1
@@ -232,11 +269,24 @@ class Simulation:
     def _vm_created(self, request: InstanceRequest, instance: Instance) -> None:
         vm = SimVm(self.vm_world, request, instance, self.by_name[request.labels["job"]])
         self.vms[instance.instance_id] = vm
+        same = self._by_attempt.setdefault(vm.key, [])
+        self.ledger.vm_created(vm.key, alive=1 + sum(other.alive() for other in same), before=len(same))
+        if same:
+            # Made again after the attempt's first VM was gone: the engine deletes it at once, or when
+            # that delete failed, the first sweep that may call it stray does (past the list lag).
+            allowed = LIST_LAG.total_seconds() + self.settings.sweep_interval
+            self.watch.gone_by(instance.created_at, allowed, instance.name, instance.zone, vm.alive, "duplicate_vms")
+        same.append(vm)
         lag = 0.0
         if self.dice.roll("max_run_late"):
             lag = self.dice.rng.uniform(60, 1800)
             self.compute.delay_max_run_duration(instance.zone, instance.name, lag)
         self.schedule(vm.deadline + timedelta(seconds=lag + 0.5), self._enforce_max_run_duration)
+        if self.dice.roll("forged_callback"):
+            how = self.dice.rng.choice(FORGERIES)
+            self.dice.injected[f"forged:{how}"] += 1
+            self.schedule(instance.created_at + timedelta(seconds=self.dice.rng.uniform(30, 900)),
+                          lambda: vm.forged_callback(how))
         self.watch.gone_by(vm.deadline, self.settings.sweep_interval, instance.name, instance.zone, vm.alive,
                            "leaked_vms")
         vm.begin()

@@ -15,7 +15,7 @@ RELIABILITY_MAP = Path(__file__).resolve().parents[3] / "tests" / "RELIABILITY.m
 # Every one must be 0. The first four are the ones RELIABILITY.md names; the rest keep the books honest.
 INVARIANTS = ("leaked_vms", "duplicate_vms", "missing_results", "non_terminal", "double_finished",
               "record_mismatch", "missing_runs", "unexpected_runs", "stopped_lingering", "checkpoint_lost",
-              "dropped_messages", "unexpected_errors", "rogue_vms", "foreign_writes")
+              "dropped_messages", "unexpected_errors", "forged_accepted", "rogue_vms", "foreign_writes")
 
 
 class Scored(Protocol):
@@ -72,7 +72,9 @@ class Report:
         out = [f"simulated {self.days:g} days, {self.jobs} jobs, seed {self.seed}: {self.counts.get('ticks', 0)} "
                f"ticks, {self.runs} runs, {self.counts.get('vms created', 0)} VMs in {self.wall_s:.1f}s",
                "runs by terminal state: " + _pairs(self.states),
-               f"VMs created per run attempt: max {self.counts.get('max vms per attempt', 0)} (must be 1)",
+               f"VMs alive at once per run attempt: max {self.counts.get('max vms alive per attempt', 0)} "
+               f"(must be 1); made again after the first was gone (deleted at once): "
+               f"{self.counts.get('vms made again for an attempt', 0)}",
                "faults injected: " + _pairs(self.faults),
                "traffic: " + _pairs(self.counts),
                f"checkpoints restored on a later attempt: {self.checkpoints_restored}"]

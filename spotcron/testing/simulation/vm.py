@@ -12,10 +12,11 @@ lives in, the functions it calls, and `Books`, what it tells the simulator's led
 from __future__ import annotations
 
 import json
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
 
 from spotcron.core import layout
 from spotcron.core.descriptor import METADATA_KEY, RunDescriptor
@@ -77,26 +78,43 @@ def _pick_phase(pick: float) -> str:
     return PREEMPT_PHASES[-1][0]
 
 
-@dataclass(frozen=True)
 class VmTokens:
     """Instance identity tokens, as a VM's metadata server hands them out (signed by the test issuer)."""
 
-    identity: ClockedIdentity
-    settings: Settings
+    def __init__(self, identity: ClockedIdentity, settings: Settings):
+        self.identity = identity
+        self.settings = settings
+        self.used: deque[tuple[str, str]] = deque(maxlen=8)  # (instance id, token) of recent callbacks
 
-    def issue(self, instance: Instance, audience: str, *, name: str | None = None) -> str:
+    def issue(self, instance: Instance, audience: str, **claims: Any) -> str:
+        """A token of `instance`; `claims` replace what a forger changes (instance_name, zone, ...)."""
         settings = self.settings
-        claims = instance_claims(service_account=settings.vm_service_account_email, project_id=settings.project,
-                                 project_number=0, zone=f"projects/0/zones/{instance.zone}",
-                                 instance_id=instance.instance_id, instance_name=name or instance.name,
-                                 created_at=instance.created_at)
-        return self.identity.issue(audience, claims)
+        fields: dict[str, Any] = {
+            "service_account": settings.vm_service_account_email, "project_id": settings.project,
+            "project_number": 0, "zone": f"projects/0/zones/{instance.zone}", "instance_id": instance.instance_id,
+            "instance_name": instance.name, "created_at": instance.created_at} | claims
+        return self.identity.issue(audience, instance_claims(**fields))
 
     def job_done(self, instance: Instance) -> str:
-        return self.issue(instance, self.settings.job_done_url)
+        token = self.issue(instance, self.settings.job_done_url)
+        self.used.append((instance.instance_id, token))
+        return token
 
     def credentials(self, instance: Instance, *, name: str | None = None) -> str:
-        return self.issue(instance, self.settings.credentials_url, name=name)
+        return self.issue(instance, self.settings.credentials_url, **({"instance_name": name} if name else {}))
+
+    def forged(self, instance: Instance, how: str) -> str:
+        """A job_done token that must not pass for `instance`'s: another VM's name, id, zone or account,
+        or the token another VM already used (a replay)."""
+        if how == "replay":
+            replayed = next((token for owner, token in reversed(self.used) if owner != instance.instance_id), None)
+            if replayed is not None:
+                return replayed
+            how = "other-vm"  # nothing to replay yet
+        claims = {"other-vm": {"instance_name": f"{instance.name}-x"}, "instance-id": {"instance_id": "31337"},
+                  "zone": {"zone": "projects/0/zones/us-central1-f"},
+                  "account": {"service_account": "intruder@sim-project.iam.gserviceaccount.com"}}[how]
+        return self.issue(instance, self.settings.job_done_url, **claims)
 
 
 class Books(Protocol):
@@ -107,6 +125,8 @@ class Books(Protocol):
     def callback_answered(self, status: int, *, duplicate: bool = False) -> None: ...
 
     def vm_stopped(self) -> None: ...
+
+    def forged_answered(self, how: str, status: int, victim: tuple[str, str, int]) -> None: ...
 
 
 class Checkpoints:
@@ -295,6 +315,13 @@ class SimVm:
         world.books.vm_stopped()
         world.watch.gone_by(self.stopped_at, world.sweep_interval, self.instance.name, self.instance.zone,
                             self.alive, "stopped_lingering")
+
+    def forged_callback(self, how: str) -> None:
+        """Not this VM's doing: someone holding the job_done URL claims its attempt succeeded."""
+        world = self.world
+        body = {**self.body("exited"), "exit_code": 0, "timed_out": False, "uploaded": True}
+        status, _ = world.functions.job_done(world.tokens.forged(self.instance, how), body)
+        world.books.forged_answered(how, status, self.key)
 
     # --- what the runner sends ----------------------------------------------------------------
     def token(self) -> str:

@@ -1,9 +1,10 @@
 """The simulated cloud: in-memory backends with seeded faults, and the three functions' clients.
 
 Faults are drawn from one seeded random stream in event order, so a seed replays exactly.
-Storage faults hit only the engine's own calls (while a function is running), never the
-runner's uploads or the simulator's checks; create faults follow Compute Engine's order of
-checks: a name that exists answers 409 before capacity or quota are looked at.
+Transient errors hit every Compute and Storage call of the engine's own (while a function is
+running), never the runner's uploads or the simulator's checks; create faults follow Compute
+Engine's order of checks: a name that exists answers 409 before capacity or quota are looked at.
+The functions read a clock of their own, which now and then is off for one call (`JumpyClock`).
 """
 
 from __future__ import annotations
@@ -22,11 +23,14 @@ from spotcron.testing import harness
 from spotcron.testing.memory import MemoryBlobs, MemoryCompute
 
 STOCKOUT_REASONS = ("ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS")
+# How far off a function instance's clock may be, either way. Inside the 10 s that production's
+# token check allows (spotcron/gcp/identity.py): a clock further off refuses every token, by design.
+CLOCK_JUMP_S = 8.0
 
 
 @dataclass(frozen=True)
 class FaultRates:
-    """Probabilities per opportunity (per delivery, per create call, per VM, per storage call)."""
+    """Probabilities per opportunity (per delivery, per create call, per VM, per engine call)."""
 
     duplicate_delivery: float = 0.03  # the same message again, 1 s to 5 min later
     concurrent_delivery: float = 0.02  # the same message again, interleaved with the first delivery
@@ -43,6 +47,14 @@ class FaultRates:
     slow_create: float = 0.05  # the insert takes 20-90 s of (fake) time
     storage_write: float = 0.003
     storage_read: float = 0.001
+    storage_list: float = 0.001
+    storage_delete: float = 0.002
+    compute_get: float = 0.002  # transient errors (503, deadline) on the engine's other Compute calls
+    compute_list: float = 0.002
+    compute_delete: float = 0.002
+    stalled_delivery: float = 0.004  # per tick: the delivery's insert hangs 2-60 min; Pub/Sub delivers a copy
+    forged_callback: float = 0.02  # per VM: someone with the job_done URL posts a forged or replayed token
+    clock_jump: float = 0.02  # per function call: that instance's clock is off by up to CLOCK_JUMP_S
     preempt: float = 0.08  # per Spot VM: before the container starts, mid-run, during or after upload
     preempt_notice: float = 0.5  # the runner gets its 30 s notice and reports "preempted"
     stopped: float = 0.005  # the VM powers off mid-run (host error): it stays, STOPPED/TERMINATED
@@ -72,8 +84,8 @@ class FaultDice:
         self.rng = random.Random(seed)
         self.rates = rates
         self.injected: Counter[str] = Counter()
-        self.storage_armed = 0  # > 0 while engine code runs
-        self.storage_suspended = 0  # > 0 while the simulator itself reads
+        self.armed = 0  # > 0 while engine code runs
+        self.suspended = 0  # > 0 while the simulator itself reads
 
     def roll(self, name: str, rate: float | None = None) -> bool:
         hit = self.rng.random() < (getattr(self.rates, name) if rate is None else rate)
@@ -81,19 +93,49 @@ class FaultDice:
             self.injected[name] += 1
         return hit
 
-    def storage(self, kind: str) -> bool:
-        if self.storage_armed <= 0 or self.storage_suspended > 0:
+    def call(self, kind: str) -> bool:
+        """Whether the engine's call of this kind (storage_read, compute_get, ...) meets a transient error."""
+        if self.armed <= 0 or self.suspended > 0:
             return False
-        return self.roll(f"storage_{kind}")
+        return self.roll(kind)
 
     @contextmanager
     def quiet(self) -> Iterator[None]:
         """The simulator's own reads: no fault, no draw, even inside a function's call."""
-        self.storage_suspended += 1
+        self.suspended += 1
         try:
             yield
         finally:
-            self.storage_suspended -= 1
+            self.suspended -= 1
+
+    @contextmanager
+    def disarmed(self) -> Iterator[None]:
+        """The world goes on while a function's call hangs: what happens meanwhile is not that call's."""
+        armed, self.armed = self.armed, 0
+        try:
+            yield
+        finally:
+            self.armed = armed
+
+
+class JumpyClock:
+    """The functions' clock: the true time, or for one call now and then off by up to CLOCK_JUMP_S
+    either way (an instance whose clock stepped). Compute Engine and Cloud Storage keep true time."""
+
+    def __init__(self, clock):
+        self.clock = clock
+        self.offset = timedelta(0)
+
+    def now(self) -> datetime:
+        return self.clock.now() + self.offset
+
+    @contextmanager
+    def off_by(self, seconds: float) -> Iterator[None]:
+        offset, self.offset = self.offset, timedelta(seconds=seconds)
+        try:
+            yield
+        finally:
+            self.offset = offset
 
 
 class Stockouts:
@@ -117,7 +159,8 @@ class Stockouts:
 
 
 class SimCompute(MemoryCompute):
-    """MemoryCompute whose inserts meet stockouts, quota and permission errors, timeouts and slowness."""
+    """MemoryCompute whose inserts meet stockouts, quota and permission errors, timeouts and slowness,
+    and whose other calls meet transient errors."""
 
     def __init__(self, clock, dice: FaultDice, stockouts: Stockouts,
                  on_created: Callable[[InstanceRequest, Instance], None], before_create: Callable[[], None]):
@@ -127,13 +170,14 @@ class SimCompute(MemoryCompute):
         self.on_created = on_created
         self.before_create = before_create
         self.create_delay_s = self._delay
+        self.fault = lambda call, name: call in ("get", "list", "delete") and dice.call(f"compute_{call}")
 
     def _delay(self, request: InstanceRequest) -> float:
         return self.dice.rng.uniform(20, 90) if self.dice.roll("slow_create") else 0.0
 
     def create_instance(self, request: InstanceRequest) -> Instance:
         self.before_create()
-        if super().get_instance(request.zone, request.name) is not None:
+        if self.peek(request.zone, request.name) is not None:
             return super().create_instance(request)  # 409, before any other check
         dice, now = self.dice, self.clock.now()
         if dice.roll("create_timeout_failed"):
@@ -155,12 +199,13 @@ class SimCompute(MemoryCompute):
 
 
 class SimBlobs(MemoryBlobs):
-    """MemoryBlobs with seeded read/write errors during engine calls and a hook on record writes."""
+    """MemoryBlobs with seeded errors on every call during engine calls and a hook on record writes."""
 
     def __init__(self, bucket: str, clock, dice: FaultDice, before_record_write: Callable[[], None]):
         super().__init__(bucket, clock)
-        self.fail_writes = lambda name: dice.storage("write")
-        self.fail_reads = lambda name: dice.storage("read")
+        self.fail_writes = lambda name: dice.call("storage_write")
+        self.fail_reads = lambda name: dice.call("storage_read")
+        self.fault = lambda call, name: call in ("list", "delete") and dice.call(f"storage_{call}")
         self.before_record_write = before_record_write
 
     def write(self, name: str, data: bytes, **kwargs: Any) -> int:
@@ -183,12 +228,15 @@ class SimEvents:
 
 
 class Functions(harness.Functions):
-    """The harness's front door to start_job, job_done and sweep, with the storage dice armed only
-    while a function runs (the simulated VMs' own writes never fail) and every crash reported."""
+    """The harness's front door to start_job, job_done and sweep, with the dice armed only while a
+    function runs (the simulated VMs' own writes never fail), the function's clock off now and
+    then, and every crash reported."""
 
-    def __init__(self, clock, dice: FaultDice, *, on_error: Callable[[BaseException], None]):
+    def __init__(self, clock, dice: FaultDice, *, functions_clock: JumpyClock,
+                 on_error: Callable[[BaseException], None]):
         super().__init__(clock)
         self.dice = dice
+        self.functions_clock = functions_clock
         self._on_error = on_error
 
     def open(self) -> None:
@@ -208,11 +256,14 @@ class Functions(harness.Functions):
             got_request_exception.disconnect(self._error, harness.app(target).application)
 
     def post(self, target: str, **kwargs: Any):
-        self.dice.storage_armed += 1
+        dice = self.dice
+        off = dice.rng.uniform(-CLOCK_JUMP_S, CLOCK_JUMP_S) if dice.roll("clock_jump") else 0.0
+        dice.armed += 1
         try:
-            return super().post(target, **kwargs)
+            with self.functions_clock.off_by(off):
+                return super().post(target, **kwargs)
         finally:
-            self.dice.storage_armed -= 1
+            dice.armed -= 1
 
     def start(self, payload: bytes, published: datetime, attributes: Mapping[str, str], message_id: str) -> int:
         return super().start(payload, published, attributes, message_id).status_code
