@@ -113,10 +113,32 @@ def account_problems(settings: Settings, jobs: Sequence[JobSpec], files: Mapping
     return problems
 
 
+def image_problems(settings: Settings, jobs: Sequence[JobSpec], files: Mapping[str, Path] | None = None
+                   ) -> list[Problem]:
+    """An image in another Artifact Registry repository of this project: the VMs (and the jobs'
+    own accounts) may read only the stack's repository, so its pull would fail on every run."""
+    files = files or {}
+    names = Names.of(settings)
+    ours = f"{settings.region}-docker.pkg.dev/{settings.project}/{settings.repository}/"
+    problems = []
+    for job in jobs:
+        host, _, path = job.image.partition("/")
+        if not host.endswith("-docker.pkg.dev") or not path.startswith(f"{names.project}/") \
+                or job.image.startswith(ours):
+            continue
+        where = str(files[job.name]) if job.name in files else f"job {job.name}"
+        problems.append(Problem(where, None, "image", f"{job.image!r} is in another Artifact Registry repository "
+                                                      f"of project {settings.project}; job VMs may pull only from "
+                                                      f"the stack's repository: push the image to {ours}IMAGE:TAG "
+                                                      f"and name it here (or set `repository:` in the stack file)"))
+    return problems
+
+
 def preflight(settings: Settings, jobs: Sequence[JobSpec], stack: Path | None,
               files: Mapping[str, Path] | None = None) -> None:
     """Raise ConfigError listing every problem deploy can see without calling Google."""
-    problems = settings_problems(settings, stack) + job_problems(jobs, files) + account_problems(settings, jobs, files)
+    problems = (settings_problems(settings, stack) + job_problems(jobs, files) + account_problems(settings, jobs, files)
+                + image_problems(settings, jobs, files))
     if problems:
         raise ConfigError(problems)
 
