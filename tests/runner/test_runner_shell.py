@@ -30,7 +30,7 @@ source "$RUNNER"
 TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
 md_fetch() { printf '%s' "$DESCRIPTOR" >"$2"; }
 load_descriptor || exit 3
-printf '%s\0' "$D_JOB" "$D_RUN_ID" "$D_ATTEMPT" "$D_IMAGE" "$D_CKPT_OBJECT" "$D_METADATA_ACCESS" "$D_GPU_TYPE" \
+printf '%s\0' "$D_JOB" "$D_RUN_ID" "$D_ATTEMPT" "$D_IMAGE" "$D_CHECKPOINT_OBJECT" "$D_METADATA_ACCESS" "$D_GPU_TYPE" \
   "$D_CREDENTIALS_URL" "${#D_COMMAND[@]}" "${D_COMMAND[@]}" "${#D_ARGS[@]}" "${D_ARGS[@]}" "${#D_ENV[@]}" "${D_ENV[@]}"
 """
 

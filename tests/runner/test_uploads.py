@@ -177,9 +177,11 @@ def test_spotcron_logs_follow_shows_a_running_jobs_lines_and_live_logs_ship_only
         proxy.start()
         harness.storage_url = proxy.base_url
         env = {k: v for k, v in os.environ.items() if not k.startswith("SPOTCRON_")}
+        err_file = (tmp_path / "follow.err").open("w")
         follow = subprocess.Popen([str(Path(sys.executable).parent / "spotcron"), "logs", "hello/20260101-1000",
                                    "--follow", "--interval", "0.2", "--state-dir", str(state)],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                                  stdout=subprocess.PIPE, stderr=err_file, text=True,
+                                  env=env)
         printed: list[str] = []
         reader = threading.Thread(target=lambda: printed.extend(follow.stdout), daemon=True)
         reader.start()
@@ -193,12 +195,14 @@ def test_spotcron_logs_follow_shows_a_running_jobs_lines_and_live_logs_ship_only
                 (tmp_path / f"go-{i}").write_text("go")
             result = harness.wait(proc, 0)
             store.update("hello", "20260101-1000", lambda r: r.with_state(RunState.SUCCEEDED, datetime.now(UTC)))
-            _, err = follow.communicate(timeout=30)
+            follow.wait(timeout=30)
         finally:
             proxy.stop()
             if follow.poll() is None:
                 follow.kill()
+            err_file.close()
         reader.join(timeout=5)
+        err = (tmp_path / "follow.err").read_text()
 
         assert result.rc == 0, result.stderr
         assert follow.returncode == 0, err

@@ -8,14 +8,12 @@
 CKPT_ENABLED=0
 
 # STATE = a digest of the directory's names, types, sizes and times: unchanged means no upload.
-checkpoint_state() {
-  STATE=$(find -P "$CKPT_DIR" -printf '%y %s %T@ %P\0' | sha256sum)
-}
+checkpoint_state() { STATE=$(find -P "$CKPT_DIR" -printf '%y %s %T@ %P\0' | sha256sum); }
 
 restore_checkpoint() {
   [[ -n $D_CHECKPOINT_PATH ]] || return 0
   local archive=$TMP/checkpoint.tar
-  if retry "$RETRIES" _download_once "$D_CKPT_OBJECT" "$archive"; then
+  if retry "$RETRIES" _download_once "$D_CHECKPOINT_OBJECT" "$archive"; then
     if ! tar -x -f "$archive" -C "$CKPT_DIR" 2>"$TMP/tar.err"; then
       note "could not unpack the stored checkpoint ($(head -c 200 "$TMP/tar.err")); this attempt will not save it"
       return 1
@@ -31,24 +29,18 @@ restore_checkpoint() {
   CKPT_ENABLED=1
 }
 
+# Runs in the background while the job runs: what it saved is kept in a file.
 sync_checkpoint() {
   ((CKPT_ENABLED)) || return 0
-  local archive=$TMP/checkpoint.$BASHPID.tar rc
+  local archive=$TMP/checkpoint.$BASHPID.tar
   checkpoint_state
   [[ $STATE == "$(<"$TMP/checkpoint.state")" ]] && return 0
   budget_left || return 1
+  # tar's status 1: a file changed while it was read (the job is still writing); the archive is whole.
   tar -c -f "$archive" -C "$CKPT_DIR" . 2>"$TMP/tar.err"
-  rc=$?
-  # 1: a file changed while it was read (the job is still writing); the archive is whole.
-  if ((rc > 1)); then
-    log "could not archive the checkpoint: $(head -c 200 "$TMP/tar.err")"
-    return 1
-  fi
-  if put "$archive" "$D_CKPT_OBJECT" application/x-tar "$(stat -c %s "$archive")"; then
-    printf '%s' "$STATE" >"$TMP/checkpoint.state"
-    rm -f "$archive"
-    return 0
-  fi
+  (($? > 1)) && { log "could not archive the checkpoint: $(head -c 200 "$TMP/tar.err")"; return 1; }
+  put "$archive" "$D_CHECKPOINT_OBJECT" "$(stat -c %s "$archive")" && printf '%s' "$STATE" >"$TMP/checkpoint.state"
+  local rc=$?
   rm -f "$archive"
-  return 1
+  return $rc
 }

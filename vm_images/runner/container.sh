@@ -3,7 +3,8 @@
 # local command) and its supervision: deadline, preemption, periodic checkpoint and live logs.
 # Sourced by runner.sh.
 
-GPU_ARGS=()
+GPU_ARGS=() NETWORK_ARGS=() JOB_PID="" BG_PID="" LOG_CUT=0 STATUS=exited TIMED_OUT=false EXIT_CODE=""
+
 setup_gpu() {
   [[ -n $D_GPU_TYPE ]] || return 0
   [[ $DOCKER == none ]] && { log "GPU $D_GPU_TYPE requested; running the local command without driver setup"; return 0; }
@@ -17,43 +18,41 @@ setup_gpu() {
   fi
   # COS mounts /var noexec; the driver's binaries and libraries must be executable.
   if [[ $NVIDIA_DIR == /var/lib/nvidia ]]; then
-    { mount --bind "$NVIDIA_DIR" "$NVIDIA_DIR" && mount -o remount,exec "$NVIDIA_DIR"; } ||
-      log "could not remount $NVIDIA_DIR exec"
+    { mount --bind "$NVIDIA_DIR" "$NVIDIA_DIR" && mount -o remount,exec "$NVIDIA_DIR"; } || log "could not remount $NVIDIA_DIR exec"
   fi
   local dev
-  for dev in "$DEV_DIR"/nvidia*; do
-    [[ -d $dev ]] || GPU_ARGS+=(--device "$dev:/dev/${dev##*/}")
-  done
+  for dev in "$DEV_DIR"/nvidia*; do [[ -d $dev ]] || GPU_ARGS+=(--device "$dev:/dev/${dev##*/}"); done
   ((${#GPU_ARGS[@]})) || { note "no $DEV_DIR/nvidia* device after the driver install"; return 1; }
   GPU_ARGS+=(-v "$NVIDIA_DIR/lib64:/usr/local/nvidia/lib64" -v "$NVIDIA_DIR/bin:/usr/local/nvidia/bin")
 }
 
-_pull_once() {
-  HTTP_CODE=000  # a failed pull is worth retrying, like a connection error...
-  interruptible "$DOCKER" pull "$D_IMAGE" >&2 && return 0
-  ((PREEMPTED)) && HTTP_CODE=499  # ...unless the VM is going away
-  return 1
-}
+# A failed pull is worth retrying, like a connection error, unless the VM is going away.
+_pull_once() { HTTP_CODE=000; interruptible "$DOCKER" pull "$D_IMAGE" >&2 || { ((PREEMPTED)) && HTTP_CODE=499; false; }; }
 
+# A failed pull is not fatal here: `docker run` tries again and its error lands in logs.txt.
 pull_image() {
-  [[ $DOCKER == none ]] && return 0
-  "$DOCKER" image inspect "$D_IMAGE" >/dev/null 2>&1 && return 0
+  [[ $DOCKER == none ]] || "$DOCKER" image inspect "$D_IMAGE" >/dev/null 2>&1 && return 0
   local host=${D_IMAGE%%/*}
   if [[ $D_IMAGE == */* && $host =~ (-docker\.pkg\.dev|^gcr\.io|\.gcr\.io)$ ]] && command -v docker-credential-gcr >/dev/null; then
     docker-credential-gcr configure-docker --registries="$host" >&2 || log "docker-credential-gcr could not configure $host"
   fi
-  # A failed pull is not fatal here: `docker run` tries again and its error lands in logs.txt.
   retry "$RETRIES" _pull_once || log "could not pull $D_IMAGE"
-  return 0
+}
+
+# wall IPTABLES CHAIN ADDRESS: drop what the job's bridge sends to ADDRESS (unless already so).
+wall() {
+  local rule=("$2" -i "$JOB_BRIDGE" -d "$3" -j DROP)
+  "$1" -w -C "${rule[@]}" 2>/dev/null || "$1" -w -I "${rule[@]}" && return 0
+  note "could not block the metadata server for the job network; the job does not run without its wall ($1 failed)"
+  return 1
 }
 
 # The container runs on its own bridge network, whose traffic to the metadata server is dropped,
-# so it never sees the VM's tokens, unless the job opts in with `metadata_access: true`.
-JOB_NETWORK=${SPOTCRON_JOB_NETWORK:-spotcron} JOB_BRIDGE=${SPOTCRON_JOB_BRIDGE:-spotcron0} NETWORK_ARGS=()
+# so it never sees the VM's tokens, unless the job opts in with `metadata_access: true`. The rule
+# names the bridge, so it gets a fixed name (docker's option; local podman needs no rule).
 wall_off_metadata() {
   [[ $DOCKER == none ]] && return 0
   [[ $D_METADATA_ACCESS == true ]] && { NETWORK_ARGS=(--network host); return 0; }
-  # The rule names the bridge, so it gets a fixed name (docker's option; local podman needs no rule).
   local create=("$DOCKER" network create --driver bridge)
   [[ $IPTABLES == none ]] || create+=(-o "com.docker.network.bridge.name=$JOB_BRIDGE")
   if ! "$DOCKER" network inspect "$JOB_NETWORK" >/dev/null 2>&1 && ! "${create[@]}" "$JOB_NETWORK" >&2; then
@@ -70,15 +69,6 @@ wall_off_metadata() {
   NETWORK_ARGS=(--network "$JOB_NETWORK")
 }
 
-# wall IPTABLES CHAIN ADDRESS: drop what the job's bridge sends to ADDRESS (unless already so).
-wall() {
-  local rule=("$2" -i "$JOB_BRIDGE" -d "$3" -j DROP)
-  "$1" -w -C "${rule[@]}" 2>/dev/null || "$1" -w -I "${rule[@]}" && return 0
-  note "could not block the metadata server for the job network; the job does not run without its wall ($1 failed)"
-  return 1
-}
-
-JOB_PID=""
 start_job() {
   local item cmd=() results=$D_RESULTS_PATH ckpt=$D_CHECKPOINT_PATH
   if [[ $DOCKER == none ]]; then
@@ -89,10 +79,7 @@ start_job() {
     fi
     [[ ${SPOTCRON_NO_RUNTIME-} == *"daemon is not running"* ]] && note "$SPOTCRON_NO_RUNTIME: running the job's local command"
     # {results} and {checkpoint} in the local command name this attempt's directories.
-    for item in "${D_LOCAL_COMMAND[@]}"; do
-      item=${item//\{results\}/$RESULTS_DIR}
-      cmd+=("${item//\{checkpoint\}/$CKPT_DIR}")
-    done
+    for item in "${D_LOCAL_COMMAND[@]}"; do item=${item//\{results\}/$RESULTS_DIR} cmd+=("${item//\{checkpoint\}/$CKPT_DIR}"); done
     results=$RESULTS_DIR ckpt=${ckpt:+$CKPT_DIR}
   fi
   # spotcron's own variables come after the job's env, so they always win.
@@ -102,49 +89,37 @@ start_job() {
     (
       if [[ -n $ORIGINAL_LC_ALL_SET ]]; then export LC_ALL=$ORIGINAL_LC_ALL; else unset LC_ALL; fi
       unset "${!SPOTCRON_@}"
-      for item in "${env[@]}"; do
-        export "${item?}" 2>/dev/null || log "skipping env ${item%%=*}: not a valid name"
-      done
+      for item in "${env[@]}"; do export "${item?}" 2>/dev/null || log "skipping env ${item%%=*}: not a valid name"; done
       exec "${cmd[@]}"
     ) >>"$LOGS" 2>&1 </dev/null &
-    JOB_PID=$!
-    return 0
-  fi
-  cmd=("$DOCKER" run --rm --name "$CONTAINER_NAME" "${NETWORK_ARGS[@]}" -v "$RESULTS_DIR:$D_RESULTS_PATH"
-    ${ckpt:+-v "$CKPT_DIR:$ckpt"} "${GPU_ARGS[@]}")
-  for item in "${env[@]}"; do cmd+=(-e "$item"); done
-  if ((${#D_COMMAND[@]})); then
-    cmd+=(--entrypoint "${D_COMMAND[0]}" "$D_IMAGE" "${D_COMMAND[@]:1}" "${D_ARGS[@]}")
   else
-    cmd+=("$D_IMAGE" "${D_ARGS[@]}")
+    cmd=("$DOCKER" run --rm --name "$CONTAINER_NAME" "${NETWORK_ARGS[@]}" -v "$RESULTS_DIR:$D_RESULTS_PATH"
+      ${ckpt:+-v "$CKPT_DIR:$ckpt"} "${GPU_ARGS[@]}")
+    for item in "${env[@]}"; do cmd+=(-e "$item"); done
+    # Kubernetes' reading: command[0] is the entrypoint; args replace the image's CMD.
+    ((${#D_COMMAND[@]})) && cmd+=(--entrypoint "${D_COMMAND[0]}")
+    cmd+=("$D_IMAGE" "${D_COMMAND[@]:1}" "${D_ARGS[@]}")
+    "$DOCKER" rm -f "$CONTAINER_NAME" >/dev/null 2>&1
+    "${cmd[@]}" >>"$LOGS" 2>&1 </dev/null &
   fi
-  "$DOCKER" rm -f "$CONTAINER_NAME" >/dev/null 2>&1
-  "${cmd[@]}" >>"$LOGS" 2>&1 </dev/null &
   JOB_PID=$!
 }
 
-job_alive() {
-  [[ -n $JOB_PID ]] && kill -0 "$JOB_PID" 2>/dev/null
-}
+job_alive() { [[ -n $JOB_PID ]] && kill -0 "$JOB_PID" 2>/dev/null; }
 
 # signal_tree SIGNAL PID: the process and everything below it, from /proc. The job stays in the
 # runner's process group, so whoever ends the group (systemd, local mode deleting the "VM") ends
 # the job too; stopping the job alone therefore walks its process tree.
 signal_tree() {
-  local stat line pid queue=("$2") found=()
+  local stat line found=("$2") i=0
   local -A children=()
   for stat in /proc/[0-9]*/stat; do
     { read -r line <"$stat"; } 2>/dev/null || continue
-    line=${line##*) } pid=${stat#/proc/}
-    line=${line#* }  # "STATE PPID ...": the parent is the second field after the name
-    children[${line%% *}]+=" ${pid%/stat}"
+    line=${line##*) } line=${line#* } stat=${stat#/proc/}  # "STATE PPID ...", after the name
+    children[${line%% *}]+=" ${stat%/stat}"
   done
-  while ((${#queue[@]})); do
-    pid=${queue[0]} queue=("${queue[@]:1}")
-    found+=("$pid")
-    # shellcheck disable=SC2206  # pids only
-    queue+=(${children[$pid]-})
-  done
+  # shellcheck disable=SC2206  # pids only
+  while ((i < ${#found[@]})); do found+=(${children[${found[i]}]-}) i=$((i + 1)); done
   kill "-$1" "${found[@]}" 2>/dev/null
 }
 
@@ -156,9 +131,7 @@ kill_job() {
 # end_bg NAME: TERM the process tree whose pid variable NAME holds, reap it and clear NAME.
 end_bg() {
   local -n bg=$1
-  [[ -n $bg ]] || return 0
-  signal_tree TERM "$bg"
-  wait "$bg" 2>/dev/null
+  [[ -n $bg ]] && { signal_tree TERM "$bg"; wait "$bg" 2>/dev/null; }
   bg=""
 }
 
@@ -174,10 +147,7 @@ stop_job() {
   fi
   now_s
   until=$((NOW + STOP_GRACE + 2))
-  while job_alive && ((NOW < until)); do
-    nap 0.1
-    now_s
-  done
+  while job_alive && ((NOW < until)); do nap 0.1; now_s; done
   job_alive && { log "the job ignored SIGTERM for ${STOP_GRACE}s: killing it"; kill_job; }
   end_bg stopper
 }
@@ -187,13 +157,11 @@ stop_job() {
 # it starts, 15 digits), so live logs cost only their new bytes. A part is cut once and, if its
 # upload fails, sent again unchanged; `spotcron logs --follow` reads the parts in order. The whole
 # logs.txt is stored when the attempt ends; the parts stay beside it.
-BG_PID="" LOG_CUT=0
 live_upload() {
   local part
   (($1)) && { sync_checkpoint || log "checkpoint sync incomplete; will try again"; }
   for part in "$TMP"/logs/*; do
-    put "$part" "${ATTEMPT_PREFIX}logs/${part##*/}" "text/plain; charset=utf-8" "$(stat -c %s "$part")" || return 1
-    rm -f "$part"
+    put "$part" "${ATTEMPT_PREFIX}logs/${part##*/}" "$(stat -c %s "$part")" && rm -f "$part" || return 1
   done
 }
 
@@ -206,24 +174,20 @@ cut_log() {
     LOG_CUT=$size
 }
 
-STATUS=exited TIMED_OUT=false EXIT_CODE=""
 supervise() {
-  local next_sync next_log parts
+  local next_sync next_log due parts
   now_s
   next_sync=$((NOW + CHECKPOINT_INTERVAL)) next_log=$((NOW + LOG_INTERVAL))
-  mkdir -p "$TMP/logs"
   while job_alive; do
     ((PREEMPTED)) && { STATUS=preempted; stop_job "$PREEMPT_REASON"; break; }
     now_s
     ((NOW >= DEADLINE_S)) && { TIMED_OUT=true; stop_job "$KILL_REASON"; break; }
     [[ -n $BG_PID ]] && ! kill -0 "$BG_PID" 2>/dev/null && { wait "$BG_PID"; BG_PID=""; }
-    if [[ -z $BG_PID ]] && ((NOW >= next_log || CKPT_ENABLED && NOW >= next_sync)); then
+    due=$((CKPT_ENABLED && NOW >= next_sync))
+    if [[ -z $BG_PID ]] && ((NOW >= next_log || due)); then
       cut_log
       parts=("$TMP"/logs/*)
-      if ((${#parts[@]} || CKPT_ENABLED && NOW >= next_sync)); then
-        live_upload $((CKPT_ENABLED && NOW >= next_sync)) &
-        BG_PID=$!
-      fi
+      ((${#parts[@]} || due)) && { live_upload "$due" & BG_PID=$!; }
       ((NOW >= next_sync)) && next_sync=$((NOW + CHECKPOINT_INTERVAL))
       next_log=$((NOW + LOG_INTERVAL))
     fi

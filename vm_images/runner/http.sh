@@ -1,30 +1,14 @@
 # shellcheck shell=bash disable=SC2034  # a sourced part: what it sets, the other parts read
 # Logging, time, HTTP through curl with retries and backoff, and the encoders the runner needs.
 
-log() {
-  local stamp
-  printf -v stamp '%(%Y-%m-%dT%H:%M:%SZ)T' -1
-  printf '%s spotcron-runner: %s\n' "$stamp" "$*" >&2
-}
-
+log() { printf '%(%Y-%m-%dT%H:%M:%SZ)T spotcron-runner: %s\n' -1 "$*" >&2; }
 # A line for the user: goes to the runner's log and into logs.txt beside the job's output.
-note() {
-  log "$*"
-  printf 'spotcron: %s\n' "$*" >>"$LOGS"
-}
-
+note() { log "$*"; printf 'spotcron: %s\n' "$*" >>"$LOGS"; }
 now_s() { printf -v NOW '%(%s)T' -1; }
 now_iso() { date -u +%Y-%m-%dT%H:%M:%S.%3NZ; }
-
-# Sleep that a trapped signal interrupts at once (a foreground sleep would delay the trap).
+# A sleep that a trapped signal interrupts at once (a foreground sleep would delay the trap).
 NAP_PID=""
-nap() {
-  sleep "$1" &
-  NAP_PID=$!
-  wait "$NAP_PID" 2>/dev/null
-  kill "$NAP_PID" 2>/dev/null
-  NAP_PID=""
-}
+nap() { sleep "$1" & NAP_PID=$!; wait "$NAP_PID" 2>/dev/null; kill "$NAP_PID" 2>/dev/null; NAP_PID=""; }
 
 # Exponential backoff with jitter: BACKOFF_MS * 2^(try-1), capped, then +0..50%.
 backoff() {
@@ -47,27 +31,23 @@ pct_encode() {
     URLENC+=$c
   done
 }
-
 # URLENC = $1 encoded for a URL path segment or query value (RFC 3986 unreserved kept).
 url_encode() { pct_encode '[a-zA-Z0-9._~-]' "$1"; }
 
-# JQ = $1 as a JSON string literal ($1 is valid UTF-8); QS = all the arguments so quoted.
+# QS = each argument as a JSON string literal (each is valid UTF-8); JQ = the last.
 json_quote() {
-  local s=$1 i hex c
-  s=${s//\\/\\\\} s=${s//\"/\\\"} s=${s//$'\n'/\\n} s=${s//$'\r'/\\r} s=${s//$'\t'/\\t}
-  if [[ $s == *[$'\x01'-$'\x1f']* ]]; then
-    for ((i = 1; i < 32; i++)); do
-      printf -v hex '%02x' "$i"
-      printf -v c '%b' "\\x$hex"
-      s=${s//"$c"/\\u00$hex}
-    done
-  fi
-  JQ="\"$s\""
-}
-json_quote_all() {
-  local s
+  local s i c h
   QS=()
-  for s; do json_quote "$s"; QS+=("$JQ"); done
+  for s; do
+    s=${s//\\/\\\\} s=${s//\"/\\\"} s=${s//$'\n'/\\n} s=${s//$'\r'/\\r} s=${s//$'\t'/\\t}
+    for ((i = 1; i < 32; i++)); do
+      [[ $s == *[$'\x01'-$'\x1f']* ]] || break
+      printf -v h %02x "$i"
+      printf -v c %b "\\x$h"
+      s=${s//"$c"/\\u00$h}
+    done
+    QS+=("\"$s\"") JQ="\"$s\""
+  done
 }
 
 # json_field NAME FILE: JV = the string or number member NAME of the small flat JSON object in
@@ -75,24 +55,22 @@ json_quote_all() {
 json_field() {
   local text re="\"$1\"[[:space:]]*:[[:space:]]*(\"([^\"\\\\]*)\"|([0-9]+))"
   JV=""
-  text=$(<"$2") && [[ $text =~ $re ]] || return 1
-  JV=${BASH_REMATCH[2]}${BASH_REMATCH[3]}
+  text=$(<"$2") && [[ $text =~ $re ]] && JV=${BASH_REMATCH[2]}${BASH_REMATCH[3]}
 }
 
-# http_call METHOD URL OUTFILE [curl args...]: HTTP_CODE is set (000 when nothing answered);
-# true on 2xx. Once shutting down, every call ends within the shutdown limit.
+# http_call OUTFILE CURL_ARGS... (method, headers, URL): HTTP_CODE is set (000 when nothing
+# answered); true on 2xx. Once shutting down, every call ends within the shutdown limit.
 HTTP_CODE=000
 http_call() {
-  local method=$1 url=$2 out=$3 timeout=${CALL_TIMEOUT:-$HTTP_TIMEOUT}
-  shift 3
+  local out=$1 timeout=${CALL_TIMEOUT:-$HTTP_TIMEOUT}
+  shift
   if ((SHUTDOWN)); then
     now_s
     timeout=$((SHUTDOWN_AT + SHUTDOWN_LIMIT - NOW < timeout ? SHUTDOWN_AT + SHUTDOWN_LIMIT - NOW : timeout))
-    ((timeout > SHUTDOWN_HTTP_TIMEOUT)) && timeout=$SHUTDOWN_HTTP_TIMEOUT
-    ((timeout < 1)) && timeout=1
+    timeout=$((timeout > SHUTDOWN_HTTP_TIMEOUT ? SHUTDOWN_HTTP_TIMEOUT : timeout < 1 ? 1 : timeout))
   fi
-  HTTP_CODE=$(curl -sS -X "$method" -o "$out" -w '%{http_code}' --connect-timeout "$CONNECT_TIMEOUT" \
-    --max-time "$timeout" -H 'Expect:' "$@" "$url") || true
+  HTTP_CODE=$(curl -sS -o "$out" -w '%{http_code}' --connect-timeout "$CONNECT_TIMEOUT" --max-time "$timeout" \
+    -H 'Expect:' "$@") || true
   [[ $HTTP_CODE =~ ^[0-9]{3}$ ]] || HTTP_CODE=000
   [[ $HTTP_CODE == 2[0-9][0-9] ]]
 }
@@ -106,8 +84,8 @@ retry() {
     [[ $HTTP_CODE == 401 ]] && TOKEN=""
     try=$((try + 1))
     if ((SHUTDOWN)); then
-      ((max > SHUTDOWN_RETRIES)) && max=$SHUTDOWN_RETRIES
       now_s
+      ((max > SHUTDOWN_RETRIES)) && max=$SHUTDOWN_RETRIES
       ((NOW >= SHUTDOWN_AT + SHUTDOWN_LIMIT)) && max=0
     fi
     if [[ ! $HTTP_CODE =~ ^(000|401|408|429|5..)$ ]] || ((try > max)); then

@@ -2,9 +2,7 @@
 # The metadata server: the descriptor, the storage token (from the broker, or the VM's own when
 # the descriptor names no broker), identity tokens, and the job_done callback. Sourced by runner.sh.
 
-DESCRIPTOR_KEY=spotcron-run
-
-md_fetch() { http_call GET "$METADATA_URL/$1" "$2" -H 'Metadata-Flavor: Google'; }
+md_fetch() { http_call "$2" -H 'Metadata-Flavor: Google' "$METADATA_URL/$1"; }
 
 # Tokens go to curl in header files (-H @file), never on its command line, where any process on
 # the machine could read them. A new header replaces the old one in one rename, so parallel
@@ -17,46 +15,41 @@ bearer_header() {
 # identity_token AUDIENCE HEADER_FILE: a fresh instance identity token (format=full) as a header.
 identity_token() {
   url_encode "$1"
-  md_fetch "instance/service-accounts/default/identity?audience=$URLENC&format=full" "$TMP/identity.$BASHPID" &&
-    bearer_header "$(<"$TMP/identity.$BASHPID")" "$2" || return 1
-  rm -f "$TMP/identity.$BASHPID"
+  md_fetch "instance/service-accounts/default/identity?audience=$URLENC&format=full" "$2.jwt" &&
+    bearer_header "$(<"$2.jwt")" "$2"
 }
 
 # The storage token, refreshed a margin before it expires. With a credentials_url the broker
 # mints a token limited to this attempt's objects; the VM's own token is the fallback.
-TOKEN="" TOKEN_EXPIRES=0 AUTH_HEADER=""
+TOKEN="" TOKEN_EXPIRES=0
 access_token() {
-  local answer=$TMP/token.$BASHPID life
+  local answer=$TMP/token.$BASHPID life=300
   now_s
   [[ -n $TOKEN ]] && ((NOW < TOKEN_EXPIRES)) && return 0
   if [[ -n $D_CREDENTIALS_URL ]]; then
-    identity_token "$D_CREDENTIALS_URL" "$TMP/broker.header.$BASHPID" || return 1
-    http_call POST "$D_CREDENTIALS_URL" "$answer" -H "@$TMP/broker.header.$BASHPID" \
-      -H 'Content-Type: application/json' --data-binary '{}' || return 1
+    identity_token "$D_CREDENTIALS_URL" "$TMP/broker.$BASHPID" && http_call "$answer" -X POST -H "@$TMP/broker.$BASHPID" \
+      -H 'Content-Type: application/json' --data-binary '{}' "$D_CREDENTIALS_URL" || return 1
   else
     md_fetch instance/service-accounts/default/token "$answer" || return 1
   fi
-  json_field access_token "$answer" && [[ -n $JV ]] || { log "no access_token in the token answer"; HTTP_CODE=000; return 1; }
+  if ! json_field access_token "$answer" || [[ -z $JV ]]; then
+    log "no access_token in the token answer"
+    HTTP_CODE=000
+    return 1
+  fi
   TOKEN=$JV
-  json_field expires_in "$answer" && life=$JV || life=300
-  rm -f "$answer"
+  json_field expires_in "$answer" && life=$JV
   TOKEN_EXPIRES=$((NOW + life - (life > 600 ? 300 : life / 2)))
   bearer_header "$TOKEN" "$AUTH_HEADER"
 }
 
-# decode_list ARRAY VALUE: ARRAY = the NUL-terminated items in base64 VALUE.
-decode_list() {
-  local -n into=$1
-  into=()
-  [[ -z $2 ]] || mapfile -d '' -t into < <(printf '%s' "$2" | base64 -d)
-}
-
-# The engine validated every field (spotcron.core.descriptor); this only unpacks them.
+# The engine validated every field (spotcron.core.descriptor); this only unpacks them. Lists
+# are base64 of NUL-terminated items.
 load_descriptor() {
   local line key when
   local -A raw=()
-  if ! retry "$RETRIES" md_fetch "instance/attributes/$DESCRIPTOR_KEY" "$TMP/descriptor"; then
-    log "could not read instance attribute $DESCRIPTOR_KEY from $METADATA_URL (HTTP $HTTP_CODE)"
+  if ! retry "$RETRIES" md_fetch instance/attributes/spotcron-run "$TMP/descriptor"; then
+    log "could not read instance attribute spotcron-run from $METADATA_URL (HTTP $HTTP_CODE)"
     return 1
   fi
   while IFS= read -r line || [[ -n $line ]]; do [[ $line == ?*=* ]] && raw[${line%%=*}]=${line#*=}; done <"$TMP/descriptor"
@@ -64,13 +57,16 @@ load_descriptor() {
     log "descriptor version '${raw[version]-}' is not supported; this runner reads version 2"
     return 1
   fi
-  D_JOB=${raw[job]} D_RUN_ID=${raw[run_id]} D_IMAGE=${raw[image]} D_BUCKET=${raw[bucket]}
-  D_PREFIX=${raw[prefix]%/}/ D_JOB_DONE_URL=${raw[job_done_url]} D_DEADLINE=${raw[deadline]}
-  D_ATTEMPT=${raw[attempt]} D_TIMEOUT_S=${raw[timeout_s]-} D_CKPT_OBJECT=${raw[checkpoint_object]}
-  D_RESULTS_PATH=${raw[results_path]:-/results} D_CHECKPOINT_PATH=${raw[checkpoint_path]-}
-  D_CREDENTIALS_URL=${raw[credentials_url]-} D_METADATA_ACCESS=${raw[metadata_access]:-false}
-  D_GPU_TYPE=${raw[gpu_type]-} D_GPU_COUNT=${raw[gpu_count]:-0}
-  for key in command args local_command env; do decode_list "D_${key^^}" "${raw[$key]-}"; done
+  for key in job run_id image bucket prefix job_done_url deadline attempt timeout_s checkpoint_object \
+    results_path checkpoint_path credentials_url metadata_access gpu_type gpu_count; do
+    printf -v "D_${key^^}" '%s' "${raw[$key]-}"
+  done
+  for key in command args local_command env; do
+    local -n list=D_${key^^}
+    list=()
+    [[ -z ${raw[$key]-} ]] || mapfile -d '' -t list < <(printf '%s' "${raw[$key]}" | base64 -d)
+    unset -n list
+  done
   if ! when=$(date -u -d "$D_DEADLINE" '+%s %N'); then
     log "descriptor: deadline '$D_DEADLINE' is not a time that date(1) reads"
     return 1
@@ -79,26 +75,24 @@ load_descriptor() {
   DEADLINE_S=${when% *}
   [[ ${when#* } =~ ^0+$ ]] || DEADLINE_S=$((DEADLINE_S + 1))
   url_encode "$D_BUCKET"
-  BUCKET_Q=$URLENC ATTEMPT_PREFIX=${D_PREFIX}attempt-$D_ATTEMPT/ AUTH_HEADER=$TMP/auth.header
+  BUCKET_Q=$URLENC ATTEMPT_PREFIX=${D_PREFIX%/}/attempt-$D_ATTEMPT/ AUTH_HEADER=$TMP/auth.header
   # Local mode names the container after its "VM", so deleting the VM can remove it too.
   local name=spotcron-$D_JOB-$D_RUN_ID-a$D_ATTEMPT
   CONTAINER_NAME=${SPOTCRON_CONTAINER_NAME:-${name//[^a-zA-Z0-9_.-]/-}}
 }
 
 _callback_once() {
-  identity_token "$D_JOB_DONE_URL" "$TMP/identity.header" || return 1
-  http_call POST "$D_JOB_DONE_URL" "$TMP/callback.out" -H "@$TMP/identity.header" \
-    -H 'Content-Type: application/json' --data-binary "@$TMP/callback.json"
+  identity_token "$D_JOB_DONE_URL" "$TMP/identity.header" && http_call "$TMP/callback.out" -X POST \
+    -H "@$TMP/identity.header" -H 'Content-Type: application/json' --data-binary "@$TMP/callback.json" "$D_JOB_DONE_URL"
 }
 
-iso_or_null() {
-  if [[ -n $1 ]]; then printf '"%s"' "$1"; else printf null; fi
-}
+# JSON for a time that may be missing.
+iso_or_null() { if [[ -n $1 ]]; then printf '"%s"' "$1"; else printf null; fi; }
 
 send_callback() {
   local code=null
   [[ $EXIT_CODE =~ ^[0-9]+$ ]] && code=$EXIT_CODE
-  json_quote_all "$D_JOB" "$D_RUN_ID"
+  json_quote "$D_JOB" "$D_RUN_ID"
   printf '{"job":%s,"run_id":%s,"attempt":%s,"status":"%s","exit_code":%s,"timed_out":%s,"uploaded":%s,"started_at":%s,"finished_at":%s}\n' \
     "${QS[@]}" "$D_ATTEMPT" "$STATUS" "$code" "$TIMED_OUT" "$UPLOADED" "$(iso_or_null "$STARTED_AT")" \
     "$(iso_or_null "$FINISHED_AT")" >"$TMP/callback.json"

@@ -3,41 +3,33 @@
 # shutdown budget, within which the job stops, the checkpoint, logs and results are stored (in
 # that order) and the callback goes out. Sourced by runner.sh.
 
-PREEMPTED=0 SHUTDOWN=0 SHUTDOWN_AT=0 PREEMPT_REASON=""
+PREEMPTED=0 SHUTDOWN=0 SHUTDOWN_AT=0 PREEMPT_REASON="" WATCHER_PID=""
 
 on_shutdown() {  # REASON
-  PREEMPTED=1
-  PREEMPT_REASON=${PREEMPT_REASON:-$1}
+  PREEMPTED=1 PREEMPT_REASON=${PREEMPT_REASON:-$1}
   ((SHUTDOWN)) && return 0
-  SHUTDOWN=1
   now_s
-  SHUTDOWN_AT=$NOW
+  SHUTDOWN=1 SHUTDOWN_AT=$NOW
 }
 
 # False once the shutdown budget is spent: what is left goes to the callback.
-budget_left() {
-  ((SHUTDOWN)) || return 0
-  now_s
-  ((NOW < SHUTDOWN_AT + SHUTDOWN_BUDGET))
-}
+budget_left() { ((!SHUTDOWN)) || { now_s; ((NOW < SHUTDOWN_AT + SHUTDOWN_BUDGET)); }; }
 
-# Long-polls instance/preempted and signals the runner (USR1) when it turns TRUE.
-# Runs in a subshell; on TERM it takes its curl down with it.
+# Long-polls instance/preempted (with last_etag, so no change is missed between two polls) and
+# signals the runner (USR1) when it turns TRUE. A subshell; on TERM it takes its curl with it.
 preempt_watcher() {
-  local cpid="" etag="" query out=$TMP/preempted hdr=$TMP/preempted.hdr line
+  local cpid="" etag="" query out=$TMP/preempted
   trap '[[ -n $cpid ]] && kill "$cpid" 2>/dev/null; exit 0' TERM
   while :; do
-    query=${etag:+"?wait_for_change=true&timeout_sec=$PREEMPT_WAIT&last_etag=$etag"} etag=""
-    curl -sS -f -o "$out" -D "$hdr" --connect-timeout "$CONNECT_TIMEOUT" --max-time $((PREEMPT_WAIT + 15)) \
+    query=${etag:+"?wait_for_change=true&timeout_sec=$PREEMPT_WAIT&last_etag=$etag"}
+    curl -sS -f -o "$out" -D "$out.hdr" --connect-timeout "$CONNECT_TIMEOUT" --max-time $((PREEMPT_WAIT + 15)) \
       -H 'Metadata-Flavor: Google' "$METADATA_URL/instance/preempted$query" 2>/dev/null &
     cpid=$!
     if wait "$cpid"; then
       [[ $(<"$out") == TRUE ]] && { kill -USR1 "$RUNNER_PID" 2>/dev/null; exit 0; }
-      while IFS= read -r line; do
-        line=${line%$'\r'}
-        [[ ${line,,} == etag:* ]] && etag=${line#*: }
-      done <"$hdr"
+      etag=$(sed -n 's/^etag: *//Ip' "$out.hdr" | tr -d '\r')
     else
+      etag=""
       sleep 1 &
       cpid=$!
       wait "$cpid"
@@ -47,30 +39,17 @@ preempt_watcher() {
 }
 
 # One direct look, just before the job starts: the watcher's signal may still be on its way.
-preempted_now() {
-  md_fetch instance/preempted "$TMP/preempted.now" && [[ $(<"$TMP/preempted.now") == TRUE ]]
-}
-
-WATCHER_PID=""
+preempted_now() { md_fetch instance/preempted "$TMP/preempted.now" && [[ $(<"$TMP/preempted.now") == TRUE ]]; }
 
 # WAIT_RC = the exit status of background process $1. A trapped signal interrupts `wait` (status
 # > 128) while the process may still run: then wait again (after a TERM to it when $2 is set and
 # the VM is going away). Bash keeps a reaped child's status, so a second `wait` returns its own.
 wait_pid() {
-  while :; do
-    wait "$1"
-    WAIT_RC=$?
-    ((WAIT_RC > 128)) || return 0
-    kill -0 "$1" 2>/dev/null || break
+  while wait "$1"; WAIT_RC=$?; ((WAIT_RC > 128)) && kill -0 "$1" 2>/dev/null; do
     [[ -n ${2-} ]] && ((PREEMPTED)) && kill -TERM "$1" 2>/dev/null
   done
-  wait "$1"
-  WAIT_RC=$?
+  ((WAIT_RC > 128)) && { wait "$1"; WAIT_RC=$?; }
 }
 
 # Runs a long setup command in the background, so a preemption is handled while it runs.
-interruptible() {
-  "$@" &
-  wait_pid $! term
-  return "$WAIT_RC"
-}
+interruptible() { "$@" & wait_pid $! term; return "$WAIT_RC"; }

@@ -2,52 +2,33 @@
 # spotcron VM runner: one job attempt on a Spot VM (docs/runner.md). Reads the flat `spotcron-run`
 # attribute, restores the checkpoint, runs the container until it exits or its deadline, uploads
 # checkpoint, results and logs, writes attempt-N/manifest.json last (only when all are stored) and
-# POSTs the outcome to job_done. Needs only what Container-Optimized OS has. The SPOTCRON_*
-# overrides below are how tests and local mode run these same files (SPOTCRON_DOCKER=none runs
-# local_command). Exit: 0 reported, 1 report not delivered, 2 no descriptor (nothing to report to).
+# POSTs the outcome to job_done. Needs only what Container-Optimized OS has. Every setting below
+# can be overridden by SPOTCRON_<NAME>, which is how tests and local mode run these same files.
+# Exit: 0 reported, 1 report not delivered, 2 no descriptor (nothing to report to).
 
 # shellcheck disable=SC2034  # what it sets, the sourced parts read
 set -o pipefail
 shopt -s nullglob
 
 # Byte semantics for names and URL encoding, without changing the job's locale.
-ORIGINAL_LC_ALL=${LC_ALL-}
-ORIGINAL_LC_ALL_SET=${LC_ALL+1}
+ORIGINAL_LC_ALL=${LC_ALL-} ORIGINAL_LC_ALL_SET=${LC_ALL+1}
 LC_ALL=C
 
-METADATA_URL=${SPOTCRON_METADATA_URL:-http://metadata.google.internal/computeMetadata/v1}
-STORAGE_URL=${SPOTCRON_STORAGE_URL:-https://storage.googleapis.com}
-DOCKER=${SPOTCRON_DOCKER:-docker}
-IPTABLES=${SPOTCRON_IPTABLES:-iptables}
-IP6TABLES=${SPOTCRON_IP6TABLES:-ip6tables}
-WORKDIR=${SPOTCRON_WORKDIR:-/var/lib/spotcron/work}
-CHECKPOINT_INTERVAL=${SPOTCRON_CHECKPOINT_INTERVAL:-60}
-LOG_INTERVAL=${SPOTCRON_LOG_INTERVAL:-5}
-PARALLEL=${SPOTCRON_PARALLEL:-16}
-RESUMABLE_MIN=${SPOTCRON_RESUMABLE_MIN:-8388608}
-RETRIES=${SPOTCRON_RETRIES:-6}
-CALLBACK_RETRIES=${SPOTCRON_CALLBACK_RETRIES:-8}
-BACKOFF_MS=${SPOTCRON_BACKOFF_MS:-1000}
-BACKOFF_MAX_MS=${SPOTCRON_BACKOFF_MAX_MS:-30000}
-STOP_GRACE=${SPOTCRON_STOP_GRACE:-10}
-POLL=${SPOTCRON_POLL:-0.5}
-CONNECT_TIMEOUT=${SPOTCRON_CONNECT_TIMEOUT:-5}
-HTTP_TIMEOUT=${SPOTCRON_HTTP_TIMEOUT:-120}
-UPLOAD_TIMEOUT=${SPOTCRON_UPLOAD_TIMEOUT:-3600}
-PREEMPT_WAIT=${SPOTCRON_PREEMPT_WAIT:-60}
 # After a preemption notice Compute Engine powers the VM off about 30 s later. Of those, the job
 # gets STOP_GRACE to stop, uploads end SHUTDOWN_BUDGET after the notice, and every call ends
 # SHUTDOWN_LIMIT after it, with few, short tries: the callback gets the seconds in between.
-SHUTDOWN_BUDGET=${SPOTCRON_SHUTDOWN_BUDGET:-18}
-SHUTDOWN_LIMIT=${SPOTCRON_SHUTDOWN_LIMIT:-28}
-SHUTDOWN_RETRIES=${SPOTCRON_SHUTDOWN_RETRIES:-2}
-SHUTDOWN_HTTP_TIMEOUT=${SPOTCRON_SHUTDOWN_HTTP_TIMEOUT:-8}
-COS_EXTENSIONS=${SPOTCRON_COS_EXTENSIONS:-cos-extensions}
-NVIDIA_DIR=${SPOTCRON_NVIDIA_DIR:-/var/lib/nvidia}
-DEV_DIR=${SPOTCRON_DEV_DIR:-/dev}
+for setting in METADATA_URL=http://metadata.google.internal/computeMetadata/v1 DOCKER=docker \
+  STORAGE_URL=https://storage.googleapis.com IPTABLES=iptables IP6TABLES=ip6tables WORKDIR=/var/lib/spotcron/work \
+  CHECKPOINT_INTERVAL=60 LOG_INTERVAL=5 PARALLEL=16 BATCH_FILES=32 RESUMABLE_MIN=8388608 RETRIES=6 \
+  CALLBACK_RETRIES=8 BACKOFF_MS=1000 BACKOFF_MAX_MS=30000 STOP_GRACE=10 POLL=0.5 CONNECT_TIMEOUT=5 \
+  HTTP_TIMEOUT=120 UPLOAD_TIMEOUT=3600 PREEMPT_WAIT=60 SHUTDOWN_BUDGET=18 SHUTDOWN_LIMIT=28 SHUTDOWN_RETRIES=2 \
+  SHUTDOWN_HTTP_TIMEOUT=8 COS_EXTENSIONS=cos-extensions NVIDIA_DIR=/var/lib/nvidia DEV_DIR=/dev \
+  JOB_NETWORK=spotcron JOB_BRIDGE=spotcron0; do
+  override=SPOTCRON_${setting%%=*}
+  printf -v "${setting%%=*}" '%s' "${!override:-${setting#*=}}"
+done
 
 RUNNER_PID=$$ RESULTS_DIR=$WORKDIR/results CKPT_DIR=$WORKDIR/checkpoint LOGS=$WORKDIR/logs.txt TMP=$WORKDIR/.runner
-
 HERE=${BASH_SOURCE[0]%/*}
 [[ $HERE == "${BASH_SOURCE[0]}" ]] && HERE=.
 for part in http metadata storage checkpoint preemption container; do
@@ -63,15 +44,12 @@ cleanup() {
   rm -rf "$TMP"
 }
 
+# The container may run as any user and must be able to write its outputs; the runner's own
+# files (tokens among them) are for root only.
 prepare_workdir() {
-  mkdir -p "$WORKDIR" || return 1
-  rm -rf "$RESULTS_DIR" "$CKPT_DIR" "$TMP" "$LOGS"
-  mkdir -p "$RESULTS_DIR" "$CKPT_DIR" "$TMP/up" || return 1
-  : >"$LOGS"
-  # The container may run as any user; it must be able to write its outputs. The runner's own
-  # files (tokens among them) are for root only.
-  chmod 0777 "$RESULTS_DIR" "$CKPT_DIR"
-  chmod 0700 "$TMP"
+  mkdir -p "$WORKDIR" && rm -rf "$RESULTS_DIR" "$CKPT_DIR" "$TMP" "$LOGS" &&
+    mkdir -p "$RESULTS_DIR" "$CKPT_DIR" "$TMP/up" "$TMP/logs" && : >"$LOGS" &&
+    chmod 0777 "$RESULTS_DIR" "$CKPT_DIR" && chmod 0700 "$TMP"
 }
 
 # Runs the job, if setup allowed it; sets STATUS, EXIT_CODE, STARTED_AT, FINISHED_AT.
@@ -89,21 +67,14 @@ run_attempt() {
     note "stopped before the job started: $PREEMPT_REASON"
   elif ((setup_ok)); then
     STARTED_AT=$(now_iso)
-    # `timeout_s` bounds the job from its start; the descriptor's deadline (set when the VM was
-    # created) still wins when boot and image pull ate into the VM's lifetime. NOW is whole
-    # seconds, rounded down: add one so the job never gets less than its timeout.
+    # `timeout_s` bounds the job from its start; the deadline (set when the VM was created) still
+    # wins when boot and pull ate into it. NOW is rounded down: +1 never gives less than the timeout.
     now_s
     KILL_REASON="the deadline $D_DEADLINE passed"
-    if [[ $D_TIMEOUT_S =~ ^[0-9]+$ ]] && ((NOW + 1 + D_TIMEOUT_S < DEADLINE_S)); then
-      DEADLINE_S=$((NOW + 1 + D_TIMEOUT_S))
-      KILL_REASON="its timeout of ${D_TIMEOUT_S}s passed"
+    if ((NOW + 1 + D_TIMEOUT_S < DEADLINE_S)); then
+      DEADLINE_S=$((NOW + 1 + D_TIMEOUT_S)) KILL_REASON="its timeout of ${D_TIMEOUT_S}s passed"
     fi
-    if start_job; then
-      supervise
-      FINISHED_AT=$(now_iso)
-    else
-      STARTED_AT=""
-    fi
+    if start_job; then supervise; FINISHED_AT=$(now_iso); else STARTED_AT=""; fi
   fi
   ((PREEMPTED)) && [[ $STATUS != preempted ]] && log "shutdown notice after the job ended"
 }
@@ -131,6 +102,4 @@ main() {
   send_callback
 }
 
-if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
-  main "$@"
-fi
+[[ ${BASH_SOURCE[0]} != "$0" ]] || main "$@"
