@@ -1,7 +1,6 @@
 # shellcheck shell=bash disable=SC2034  # a sourced part: what it sets, the other parts read
 # The job: GPU driver, image, the network wall around the metadata server, the container (or the
 # local command) and its supervision: deadline, preemption, periodic checkpoint and live logs.
-# Sourced by runner.sh.
 
 GPU_ARGS=() NETWORK_ARGS=() JOB_PID="" BG_PID="" LOG_CUT=0 STATUS=exited TIMED_OUT=false EXIT_CODE=""
 
@@ -10,17 +9,13 @@ setup_gpu() {
   [[ $DOCKER == none ]] && { log "GPU $D_GPU_TYPE requested; running the local command without driver setup"; return 0; }
   log "installing the GPU driver for $D_GPU_TYPE x$D_GPU_COUNT"
   if ! interruptible "$COS_EXTENSIONS" install gpu >"$TMP/gpu.log" 2>&1; then
-    ((PREEMPTED)) && return 1
-    cat "$TMP/gpu.log" >&2
-    note "GPU driver installation failed ($COS_EXTENSIONS install gpu); last lines:"
-    tail -n 20 "$TMP/gpu.log" >>"$LOGS"
+    ((PREEMPTED)) || { note "GPU driver installation failed ($COS_EXTENSIONS install gpu); last lines:"; tail -n 20 "$TMP/gpu.log" >>"$LOGS"; }
     return 1
   fi
   # COS mounts /var noexec; the driver's binaries and libraries must be executable.
   if [[ $NVIDIA_DIR == /var/lib/nvidia ]]; then
     { mount --bind "$NVIDIA_DIR" "$NVIDIA_DIR" && mount -o remount,exec "$NVIDIA_DIR"; } || log "could not remount $NVIDIA_DIR exec"
   fi
-  local dev
   for dev in "$DEV_DIR"/nvidia*; do [[ -d $dev ]] || GPU_ARGS+=(--device "$dev:/dev/${dev##*/}"); done
   ((${#GPU_ARGS[@]})) || { note "no $DEV_DIR/nvidia* device after the driver install"; return 1; }
   GPU_ARGS+=(-v "$NVIDIA_DIR/lib64:/usr/local/nvidia/lib64" -v "$NVIDIA_DIR/bin:/usr/local/nvidia/bin")
@@ -69,8 +64,9 @@ wall_off_metadata() {
   NETWORK_ARGS=(--network "$JOB_NETWORK")
 }
 
+# Every descriptor item is one argv element or one environment entry: nothing goes through a shell.
 start_job() {
-  local item cmd=() results=$D_RESULTS_PATH ckpt=$D_CHECKPOINT_PATH
+  local item cmd=() env=("${D_ENV[@]}") results=$D_RESULTS_PATH ckpt=$D_CHECKPOINT_PATH
   if [[ $DOCKER == none ]]; then
     if ((${#D_LOCAL_COMMAND[@]} == 0)); then
       note "${SPOTCRON_NO_RUNTIME:-no container runtime has $D_IMAGE}, and the job has no local command" \
@@ -83,8 +79,8 @@ start_job() {
     results=$RESULTS_DIR ckpt=${ckpt:+$CKPT_DIR}
   fi
   # spotcron's own variables come after the job's env, so they always win.
-  local env=("${D_ENV[@]}" "SPOTCRON_JOB=$D_JOB" "SPOTCRON_RUN_ID=$D_RUN_ID" "SPOTCRON_ATTEMPT=$D_ATTEMPT"
-    "SPOTCRON_RESULTS_DIR=$results" ${ckpt:+"SPOTCRON_CHECKPOINT_DIR=$ckpt"})
+  env+=("SPOTCRON_JOB=$D_JOB" "SPOTCRON_RUN_ID=$D_RUN_ID" "SPOTCRON_ATTEMPT=$D_ATTEMPT" "SPOTCRON_RESULTS_DIR=$results"
+    ${ckpt:+"SPOTCRON_CHECKPOINT_DIR=$ckpt"})
   if [[ $DOCKER == none ]]; then
     (
       if [[ -n $ORIGINAL_LC_ALL_SET ]]; then export LC_ALL=$ORIGINAL_LC_ALL; else unset LC_ALL; fi
@@ -96,11 +92,10 @@ start_job() {
     cmd=("$DOCKER" run --rm --name "$CONTAINER_NAME" "${NETWORK_ARGS[@]}" -v "$RESULTS_DIR:$D_RESULTS_PATH"
       ${ckpt:+-v "$CKPT_DIR:$ckpt"} "${GPU_ARGS[@]}")
     for item in "${env[@]}"; do cmd+=(-e "$item"); done
-    # Kubernetes' reading: command[0] is the entrypoint; args replace the image's CMD.
+    # As Kubernetes reads them: command[0] is the entrypoint; args replace the image's CMD.
     ((${#D_COMMAND[@]})) && cmd+=(--entrypoint "${D_COMMAND[0]}")
-    cmd+=("$D_IMAGE" "${D_COMMAND[@]:1}" "${D_ARGS[@]}")
     "$DOCKER" rm -f "$CONTAINER_NAME" >/dev/null 2>&1
-    "${cmd[@]}" >>"$LOGS" 2>&1 </dev/null &
+    "${cmd[@]}" "$D_IMAGE" "${D_COMMAND[@]:1}" "${D_ARGS[@]}" >>"$LOGS" 2>&1 </dev/null &
   fi
   JOB_PID=$!
 }
@@ -123,10 +118,7 @@ signal_tree() {
   kill "-$1" "${found[@]}" 2>/dev/null
 }
 
-kill_job() {
-  [[ $DOCKER == none ]] || "$DOCKER" kill "$CONTAINER_NAME" >/dev/null 2>&1
-  signal_tree KILL "$JOB_PID"
-}
+kill_job() { [[ $DOCKER == none ]] || "$DOCKER" kill "$CONTAINER_NAME" >/dev/null 2>&1; signal_tree KILL "$JOB_PID"; }
 
 # end_bg NAME: TERM the process tree whose pid variable NAME holds, reap it and clear NAME.
 end_bg() {
@@ -139,12 +131,7 @@ end_bg() {
 stop_job() {
   local stopper="" until
   log "stopping the job: $1"
-  if [[ $DOCKER == none ]]; then
-    signal_tree TERM "$JOB_PID"
-  else
-    "$DOCKER" stop -t "$STOP_GRACE" "$CONTAINER_NAME" >/dev/null 2>&1 &
-    stopper=$!
-  fi
+  if [[ $DOCKER == none ]]; then signal_tree TERM "$JOB_PID"; else "$DOCKER" stop -t "$STOP_GRACE" "$CONTAINER_NAME" >/dev/null 2>&1 & stopper=$!; fi
   now_s
   until=$((NOW + STOP_GRACE + 2))
   while job_alive && ((NOW < until)); do nap 0.1; now_s; done
@@ -165,17 +152,8 @@ live_upload() {
   done
 }
 
-cut_log() {
-  local size part
-  size=$(stat -c %s "$LOGS")
-  ((size > LOG_CUT)) || return 0
-  printf -v part '%s/logs/%015d' "$TMP" "$LOG_CUT"
-  dd if="$LOGS" of="$part" iflag=skip_bytes,count_bytes skip="$LOG_CUT" count=$((size - LOG_CUT)) status=none &&
-    LOG_CUT=$size
-}
-
 supervise() {
-  local next_sync next_log due parts
+  local next_sync next_log due parts size
   now_s
   next_sync=$((NOW + CHECKPOINT_INTERVAL)) next_log=$((NOW + LOG_INTERVAL))
   while job_alive; do
@@ -185,7 +163,10 @@ supervise() {
     [[ -n $BG_PID ]] && ! kill -0 "$BG_PID" 2>/dev/null && { wait "$BG_PID"; BG_PID=""; }
     due=$((CKPT_ENABLED && NOW >= next_sync))
     if [[ -z $BG_PID ]] && ((NOW >= next_log || due)); then
-      cut_log
+      size=$(stat -c %s "$LOGS")
+      printf -v parts '%s/logs/%015d' "$TMP" "$LOG_CUT"
+      ((size > LOG_CUT)) && dd if="$LOGS" of="$parts" iflag=skip_bytes,count_bytes skip="$LOG_CUT" \
+        count=$((size - LOG_CUT)) status=none && LOG_CUT=$size
       parts=("$TMP"/logs/*)
       ((${#parts[@]} || due)) && { live_upload "$due" & BG_PID=$!; }
       ((NOW >= next_sync)) && next_sync=$((NOW + CHECKPOINT_INTERVAL))

@@ -37,8 +37,7 @@ for part in http metadata storage checkpoint preemption container; do
 done
 
 cleanup() {
-  end_bg WATCHER_PID
-  end_bg BG_PID
+  end_bg WATCHER_PID && end_bg BG_PID
   job_alive && kill_job
   [[ -n $NAP_PID ]] && kill "$NAP_PID" 2>/dev/null
   rm -rf "$TMP"

@@ -1,7 +1,7 @@
 # shellcheck shell=bash disable=SC2034  # a sourced part: what it sets, the other parts read
 # Cloud Storage: streaming uploads (media for small files, the resumable protocol for large ones),
 # in parallel batches, each file opened once and never through a link; names the bucket can't
-# take are skipped and listed; the manifest is written last. Sourced by runner.sh.
+# take are skipped and listed; the manifest is written last.
 
 # Bytes of valid UTF-8 (no NUL), for names: Cloud Storage refuses anything else.
 printf -v UTF8_RE '%b' '^([^\x80-\xff]|[\xc2-\xdf][\x80-\xbf]|\xe0[\xa0-\xbf][\x80-\xbf]|[\xe1-\xec\xee\xef][\x80-\xbf]{2}|'\
@@ -31,8 +31,8 @@ declare -A CTYPES=([json]=application/json [txt]=text/plain [log]=text/plain [ou
   [md]=text/markdown [html]=text/html [htm]=text/html [png]=image/png [jpg]=image/jpeg [jpeg]=image/jpeg
   [svg]=image/svg+xml [tar]=application/x-tar)
 
-# media SOURCE OBJECT: REQ = the curl arguments of one streaming media upload (-T reads the file
-# as it goes), shared by a single upload and a batch of them in one curl process.
+# media SOURCE OBJECT: REQ = curl's arguments for one streaming media upload (-T reads the file
+# as it goes), for a single upload and for a batch of them in one curl process.
 media() {
   local leaf=${2##*/} ext
   ext=${leaf#"${leaf%.*}".}
@@ -78,9 +78,8 @@ put() {
 # download OBJECT FILE: false with HTTP_CODE 404 when there is no such object.
 _download_once() {
   url_encode "$1"
-  access_token && http_call "$2" -H "@$AUTH_HEADER" "$STORAGE_URL/storage/v1/b/$BUCKET_Q/o/$URLENC?alt=media" && return 0
-  rm -f "$2"
-  return 1
+  { access_token && http_call "$2" -H "@$AUTH_HEADER" "$STORAGE_URL/storage/v1/b/$BUCKET_Q/o/$URLENC?alt=media"; } ||
+    { rm -f "$2"; false; }
 }
 
 # upload_batch REAL_ROOT BASE OUT REL...: each file ROOT/REL to ATTEMPT_PREFIX/BASE+REL. Each is
@@ -134,8 +133,7 @@ upload_batch() {
 # allows (the stopped batches first).
 upload_tree() {
   local root base=$2 item type size rel bytes=0 total=0 count done=0 quarter=0 failed=0 pid next=0 i first=0
-  local -a files=() starts=() again=()
-  local -A running=()
+  local -a files=() starts=() again=() && local -A running=()
   root=$(readlink -f "$1") || return 1
   while IFS= read -r -d '' item; do
     type=${item%% *} item=${item#* } size=${item%% *} rel=${item#* }
@@ -152,8 +150,7 @@ upload_tree() {
   done < <(find -P "$root" -mindepth 1 ! -type d -printf '%y %s %P\0')
   count=${#files[@]}
   ((count > first)) && starts+=("$first")
-  local batches=${#starts[@]}
-  starts+=("$count")  # batch i: files starts[i] to starts[i+1]-1
+  local batches=${#starts[@]} && starts+=("$count")  # batch i: files starts[i] to starts[i+1]-1
   ((count)) && note "uploading $count file(s), $total bytes, from $base"
   while ((next < batches || ${#again[@]} || ${#running[@]})); do
     if ((SHUTDOWN && !LOGS_SENT)); then
@@ -170,14 +167,13 @@ upload_tree() {
       pid=""
       wait -n -p pid "${!running[@]}"
       i=$?
-      [[ -n $pid ]] || continue
+      [[ -n $pid ]] || continue  # a trapped signal interrupted the wait
       ((i)) && failed=1
       i=${running[$pid]} && unset "running[$pid]"
       done=$((done + starts[i + 1] - starts[i]))
-      if ((count > 4 * BATCH_FILES && done * 4 / count > quarter && done < count)); then
-        quarter=$((done * 4 / count))
-        note "uploaded $done of $count file(s) from $base"
-      fi
+      # Progress, each quarter of a large tree.
+      ((count > 4 * BATCH_FILES && done * 4 / count > quarter && done < count)) &&
+        quarter=$((done * 4 / count)) && note "uploaded $done of $count file(s) from $base"
     fi
   done
   ((next < batches || ${#again[@]})) && failed=1
@@ -188,7 +184,6 @@ upload_tree() {
 # LOGS_SENT: logs.txt stored in this upload phase (under a notice it goes before the results).
 LOGS_SENT=0 UPLOADED=false
 upload_logs() { LOGS_SENT=1; upload_batch "$(readlink -f "$WORKDIR")" "" "$TMP/up/logs" logs.txt; }
-
 upload_outputs() {
   local failed=0
   ((CKPT_ENABLED)) && { sync_checkpoint || failed=1; }
@@ -200,14 +195,13 @@ upload_outputs() {
 }
 
 write_manifest() {
-  local file=$TMP/manifest.json code=null skipped=""
+  local file=$TMP/manifest.json code=null
   [[ $EXIT_CODE =~ ^[0-9]+$ ]] && code=$EXIT_CODE
-  [[ -f $TMP/skipped ]] && skipped=$(paste -sd, "$TMP/skipped")
   json_quote "$D_JOB" "$D_RUN_ID" "$D_IMAGE"
   printf '{"version":1,"job":%s,"run_id":%s,"attempt":%s,"image":%s,"status":"%s","exit_code":%s,"timed_out":%s,' \
     "${QS[0]}" "${QS[1]}" "$D_ATTEMPT" "${QS[2]}" "$STATUS" "$code" "$TIMED_OUT" >"$file"
   printf '"runner_started_at":"%s","started_at":%s,"finished_at":%s,"uploaded_at":"%s","files":[%s],"skipped":[%s]}\n' \
     "$RUNNER_STARTED_AT" "$(iso_or_null "$STARTED_AT")" "$(iso_or_null "$FINISHED_AT")" "$(now_iso)" \
-    "$(cat "$TMP/up/logs" "$TMP/up/"[0-9]* 2>/dev/null | paste -sd,)" "$skipped" >>"$file"
+    "$(cat "$TMP/up/logs" "$TMP/up/"[0-9]* 2>/dev/null | paste -sd,)" "$(paste -sd, "$TMP/skipped" 2>/dev/null)" >>"$file"
   put "$file" "${ATTEMPT_PREFIX}manifest.json" "$(stat -c %s "$file")"
 }
