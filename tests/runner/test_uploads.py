@@ -253,6 +253,35 @@ def test_the_checkpoint_is_one_object_restored_without_a_listing(harness: Runner
     assert harness.bucket.names(PREFIX + "checkpoint/") == [PREFIX + "checkpoint/checkpoint.tar"]
 
 
+def test_one_broker_token_serves_every_upload_until_it_nears_expiry(harness: RunnerHarness):
+    # Live log parts, then 25 batches, 4 at a time: each background upload reads the token the
+    # first one got (a live log part, in the background), instead of asking the broker again.
+    from spotcron.local.grants import vm_rules
+
+    rules = vm_rules("test-bucket", PREFIX, 1)
+    broker = Broker(GoogleIdentity(harness.metadata.certs_url), life=3600,
+                    mint=lambda life: harness.bucket.downscoped_token(rules, lifetime_s=life))
+    broker.start()
+    flag = harness.tmp / "go"
+    script = ("import os, pathlib, time\nprint('hello', flush=True)\n"
+              "r = pathlib.Path(os.environ['SPOTCRON_RESULTS_DIR'])\n"
+              "[(r / f'f{i}.txt').write_text(str(i)) for i in range(200)]\n"
+              f"while not pathlib.Path({str(flag)!r}).exists(): time.sleep(0.05)\n")
+    harness.extra_env.update(SPOTCRON_PARALLEL="4", SPOTCRON_BATCH_FILES="8")
+    try:
+        proc = harness.start(harness.descriptor(credentials_url=broker.url,
+                                                local_command=[sys.executable, "-c", script]))
+        harness.wait_for(lambda: harness.bucket.names(ATTEMPT1 + "logs/"), timeout=30, what="a live log part")
+        flag.write_text("go")
+        result = harness.wait(proc, 0)
+    finally:
+        broker.stop()
+
+    assert result.rc == 0, result.stderr
+    assert len(_manifest(harness)["files"]) == 201
+    assert len(broker.issued) == 1
+
+
 class Broker(_Serving):
     """A stand-in for the credentials endpoint: checks the instance identity token, hands out
     short-lived tokens (`mint`: access-boundary tokens the local bucket accepts) and remembers them."""

@@ -31,8 +31,9 @@ pct_encode() {
     URLENC+=$c
   done
 }
-# URLENC = $1 encoded for a URL path segment or query value (RFC 3986 unreserved kept).
-url_encode() { pct_encode '[a-zA-Z0-9._~-]' "$1"; }
+# URLENC = $1 encoded for a URL path segment or query value (RFC 3986 unreserved kept). Most
+# object names need only their slashes encoded: that is done without the byte-by-byte loop.
+url_encode() { if [[ $1 == *[!a-zA-Z0-9._~/-]* ]]; then pct_encode '[a-zA-Z0-9._~-]' "$1"; else URLENC=${1//\//%2F}; fi; }
 
 # QS = each argument as a JSON string literal (each is valid UTF-8); JQ = the last.
 json_quote() {
@@ -81,7 +82,7 @@ retry() {
   local max=$1 try=0
   shift
   until "$@"; do
-    [[ $HTTP_CODE == 401 ]] && TOKEN=""
+    [[ $HTTP_CODE == 401 ]] && rm -f "$AUTH_HEADER.expires"  # a new token on the next try
     try=$((try + 1))
     if ((SHUTDOWN)); then
       now_s

@@ -20,12 +20,13 @@ identity_token() {
 }
 
 # The storage token, refreshed a margin before it expires. With a credentials_url the broker
-# mints a token limited to this attempt's objects; the VM's own token is the fallback.
-TOKEN="" TOKEN_EXPIRES=0
+# mints a token limited to this attempt's objects; the VM's own token is the fallback. The header
+# file and its expiry (written after it) are shared by every background upload, so one token
+# serves them all.
 access_token() {
-  local answer=$TMP/token.$BASHPID life=300
+  local answer=$TMP/token.$BASHPID life=300 expires=0
   now_s
-  [[ -n $TOKEN ]] && ((NOW < TOKEN_EXPIRES)) && return 0
+  { read -r expires <"$AUTH_HEADER.expires"; } 2>/dev/null && ((NOW < expires)) && return 0
   if [[ -n $D_CREDENTIALS_URL ]]; then
     identity_token "$D_CREDENTIALS_URL" "$TMP/broker.$BASHPID" && http_call "$answer" -X POST -H "@$TMP/broker.$BASHPID" \
       -H 'Content-Type: application/json' --data-binary '{}' "$D_CREDENTIALS_URL" || return 1
@@ -37,10 +38,10 @@ access_token() {
     HTTP_CODE=000
     return 1
   fi
-  TOKEN=$JV
+  bearer_header "$JV" "$AUTH_HEADER" || return 1
   json_field expires_in "$answer" && life=$JV
-  TOKEN_EXPIRES=$((NOW + life - (life > 600 ? 300 : life / 2)))
-  bearer_header "$TOKEN" "$AUTH_HEADER"
+  echo $((NOW + life - (life > 600 ? 300 : life / 2))) >"$AUTH_HEADER.expires.$BASHPID" &&
+    mv -f "$AUTH_HEADER.expires.$BASHPID" "$AUTH_HEADER.expires"
 }
 
 # The engine validated every field (spotcron.core.descriptor); this only unpacks them. Lists

@@ -10,7 +10,7 @@ printf -v UTF8_RE '%b' '^([^\x80-\xff]|[\xc2-\xdf][\x80-\xbf]|\xe0[\xa0-\xbf][\x
 # REASON = why Cloud Storage can't take object name $1; false when it can.
 name_problem() {
   REASON=""
-  [[ $1 =~ $UTF8_RE ]] || REASON="it is not valid UTF-8"
+  [[ $1 == *[!\ -~]* && ! $1 =~ $UTF8_RE ]] && REASON="it is not valid UTF-8"  # (the regex only when needed)
   ((${#1} > 1024)) && REASON="it is longer than 1024 bytes"
   [[ $1 == *$'\r'* ]] && REASON="it contains a carriage return"
   [[ $1 == *$'\n'* ]] && REASON="it contains a line feed"
@@ -151,7 +151,7 @@ upload_tree() {
   count=${#files[@]}
   ((count > first)) && starts+=("$first")
   local batches=${#starts[@]} && starts+=("$count")  # batch i: files starts[i] to starts[i+1]-1
-  ((count)) && note "uploading $count file(s), $total bytes, from $base"
+  ((count)) && note "uploading $count file(s), $total bytes, from $base" && access_token  # one, for every batch
   while ((next < batches || ${#again[@]} || ${#running[@]})); do
     if ((SHUTDOWN && !LOGS_SENT)); then
       for pid in "${!running[@]}"; do signal_tree TERM "$pid"; wait "$pid" 2>/dev/null; again+=("${running[$pid]}"); done
