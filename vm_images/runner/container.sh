@@ -121,19 +121,13 @@ signal_tree() {
 kill_job() { [[ $DOCKER == none ]] || "$DOCKER" kill "$CONTAINER_NAME" >/dev/null 2>&1; signal_tree KILL "$JOB_PID"; }
 
 # end_bg NAME: TERM the process tree whose pid variable NAME holds, reap it and clear NAME.
-end_bg() {
-  local -n bg=$1
-  [[ -n $bg ]] && { signal_tree TERM "$bg"; wait "$bg" 2>/dev/null; }
-  bg=""
-}
+end_bg() { local -n bg=$1 && [[ -n $bg ]] && { signal_tree TERM "$bg"; wait "$bg" 2>/dev/null; }; bg=""; }
 
 # SIGTERM, STOP_GRACE seconds, then SIGKILL; for docker through `docker stop`.
 stop_job() {
-  local stopper="" until
-  log "stopping the job: $1"
+  local stopper="" until && log "stopping the job: $1"
   if [[ $DOCKER == none ]]; then signal_tree TERM "$JOB_PID"; else "$DOCKER" stop -t "$STOP_GRACE" "$CONTAINER_NAME" >/dev/null 2>&1 & stopper=$!; fi
-  now_s
-  until=$((NOW + STOP_GRACE + 2))
+  now_s && until=$((NOW + STOP_GRACE + 2))
   while job_alive && ((NOW < until)); do nap 0.1; now_s; done
   job_alive && { log "the job ignored SIGTERM for ${STOP_GRACE}s: killing it"; kill_job; }
   end_bg stopper
@@ -179,11 +173,8 @@ supervise() {
   end_bg BG_PID
   # A shutdown signal sent to the whole process group reaches the job too: it may end before
   # the loop above sees the notice. The notice still came first, so the job was stopped.
+  # The runner stopped it, then: its exit status says nothing about the job.
   ((PREEMPTED)) && STATUS=preempted
-  if [[ $STATUS == preempted ]]; then
-    EXIT_CODE=""  # the runner stopped it: its exit status says nothing about the job
-    note "stopped: $PREEMPT_REASON"
-  elif [[ $TIMED_OUT == true ]]; then
-    note "killed: $KILL_REASON"
-  fi
+  if [[ $STATUS == preempted ]]; then EXIT_CODE="" && note "stopped: $PREEMPT_REASON"
+  elif [[ $TIMED_OUT == true ]]; then note "killed: $KILL_REASON"; fi
 }

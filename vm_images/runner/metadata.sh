@@ -33,11 +33,7 @@ access_token() {
   else
     md_fetch instance/service-accounts/default/token "$answer" || return 1
   fi
-  if ! json_field access_token "$answer" || [[ -z $JV ]]; then
-    log "no access_token in the token answer"
-    HTTP_CODE=000
-    return 1
-  fi
+  json_field access_token "$answer" && [[ -n $JV ]] || { log "no access_token in the token answer"; HTTP_CODE=000; return 1; }
   bearer_header "$JV" "$AUTH_HEADER" || return 1
   json_field expires_in "$answer" && life=$JV
   echo $((NOW + life - (life > 600 ? 300 : life / 2))) >"$AUTH_HEADER.expires.$BASHPID" &&
@@ -97,10 +93,8 @@ send_callback() {
   printf '{"job":%s,"run_id":%s,"attempt":%s,"status":"%s","exit_code":%s,"timed_out":%s,"uploaded":%s,"started_at":%s,"finished_at":%s}\n' \
     "${QS[@]}" "$D_ATTEMPT" "$STATUS" "$code" "$TIMED_OUT" "$UPLOADED" "$(iso_or_null "$STARTED_AT")" \
     "$(iso_or_null "$FINISHED_AT")" >"$TMP/callback.json"
-  if retry "$CALLBACK_RETRIES" _callback_once; then
-    log "reported $STATUS (exit code $code, uploaded $UPLOADED) to $D_JOB_DONE_URL"
+  retry "$CALLBACK_RETRIES" _callback_once && log "reported $STATUS (exit code $code, uploaded $UPLOADED) to $D_JOB_DONE_URL" &&
     return 0
-  fi
   log "could not report to $D_JOB_DONE_URL (HTTP $HTTP_CODE); the sweep will reap this VM"
   return 1
 }

@@ -61,9 +61,7 @@ run_attempt() {
     ((PREEMPTED)) || wall_off_metadata || setup_ok=0
     ((PREEMPTED)) || ! preempted_now || on_shutdown "preemption notice from the metadata server"
   fi
-  if ((PREEMPTED)); then
-    STATUS=preempted
-    note "stopped before the job started: $PREEMPT_REASON"
+  if ((PREEMPTED)); then STATUS=preempted && note "stopped before the job started: $PREEMPT_REASON"
   elif ((setup_ok)); then
     STARTED_AT=$(now_iso)
     # `timeout_s` bounds the job from its start; the deadline (set when the VM was created) still
@@ -86,17 +84,13 @@ main() {
   prepare_workdir || { log "cannot prepare $WORKDIR"; exit 2; }
   load_descriptor || exit 2
   log "job $D_JOB run $D_RUN_ID attempt $D_ATTEMPT: image $D_IMAGE, deadline $D_DEADLINE"
-  preempt_watcher &
-  WATCHER_PID=$!
+  preempt_watcher & WATCHER_PID=$!
   run_attempt
   upload_outputs
   # The manifest marks a finished attempt whose outputs are all stored; a shutdown that arrives
   # before it is written makes the attempt preempted, so no partial result passes as a success.
-  if ((PREEMPTED)); then
-    STATUS=preempted
-  elif [[ $UPLOADED == true && -n $EXIT_CODE ]]; then
-    write_manifest || { UPLOADED=false; log "could not write the manifest"; }
-  fi
+  if ((PREEMPTED)); then STATUS=preempted
+  elif [[ $UPLOADED == true && -n $EXIT_CODE ]]; then write_manifest || { UPLOADED=false; log "could not write the manifest"; }; fi
   end_bg WATCHER_PID
   send_callback
 }
