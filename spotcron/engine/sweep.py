@@ -11,7 +11,9 @@ of the live index (whose marker names carry a running run's attempt, zone, VM an
 since when a run has waited for its VM; see engine/store.py) show which runs need attention: a running run whose VM is missing, stopped or
 past its deadline, a run waiting for its VM for too long, a marker that says nothing or
 disagrees with another. Only those records are read. With everything healthy a sweep makes one
-Compute call and one Storage call, however many VMs are live.
+Compute call and one Storage call, however many VMs are live. Nothing retries a failed sweep, so a
+listing that keeps failing does not end it: without the VM list it looks up the VMs the live index
+names, one get each; without the index it deletes only stopped and overdue VMs.
 """
 
 from __future__ import annotations
