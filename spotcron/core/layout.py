@@ -9,8 +9,9 @@
     tokens/SHA256                              identity tokens already accepted (replay guard)
     live/JOB/RUN/...                           an empty marker while the run is not terminal (the sweep's index)
     pruned/JOB                                 when the job's history was last pruned
-    deployed/JOB.json                          the job's spec as deploy validated it (canonical JSON)
-    dispatch/cursor.json                       the last minute the dispatcher started (scheduling: shared)
+    deployed/JOB.json                          the job's spec as deploy validated it (canonical JSON); written only
+                                               when it changes, so the object's time is when it was deployed
+    dispatch/cursor.json                       the minute through which the dispatcher published every tick (shared)
     limits/usage-YYYY-MM-DD.json               VM-hours reserved and used that UTC day (stack limits)
     index.html                                 the results page
 """
