@@ -16,10 +16,12 @@ minute. start_job is exactly-once: the run id comes from the tick, so a tick pub
 starts one run. A minute in which nothing fires leaves the cursor alone (a write is a Class A
 operation; the catch-up window still starts at the last minute that dispatched).
 
-A cursor that holds no minute, or one later than now by more than a clock may be off (a clock
-jump, a bad write, a restored object), is damaged: it would make every minute look dispatched
-and never be rewritten. It is logged, every job is caught up within its deadline, and the cursor
-is written back to now's minute.
+Without a cursor (the first minute in shared mode) every job is caught up within its deadline
+and deploy minute too: a tick its per-job entry already started runs once. A cursor that holds no
+minute, or one later than now by more than a clock may be off (a clock jump, a bad write, a
+restored object), is damaged: it would make every minute look dispatched and never be
+rewritten. It is logged, every job is caught up the same way, and the cursor is written back to
+now's minute.
 """
 
 from __future__ import annotations
@@ -201,9 +203,9 @@ def dispatch(deps: Deps, source: SpecSource, *, version: str | None = None,
 
     def due_after(cursor: Cursor) -> list[Due]:
         skipped: list[str] = []
-        # No cursor yet: this minute only. A damaged one: as far back as each job's bounds allow.
-        after = cursor.through if cursor.through is not None or cursor.damaged else minute - MINUTE
-        due = due_ticks(specs, after=after, now=now, skipped=skipped, deployed_at=deployed_at)
+        # No cursor (the first minute in shared mode, or one whose dispatcher died before writing
+        # it) or a damaged one: as far back as each job's deadline and deploy minute allow.
+        due = due_ticks(specs, after=cursor.through, now=now, skipped=skipped, deployed_at=deployed_at)
         report.skipped_jobs = skipped
         return due
 

@@ -301,7 +301,7 @@ def test_a_new_deploy_is_read_at_the_next_minute(h):
 
 
 def test_a_stale_cursor_in_a_warm_dispatcher_costs_a_read_not_a_double_tick(h):
-    specs = FixedSpecs([make_spec(schedule="* * * * *", concurrency="allow")])
+    specs = FixedSpecs([make_spec(schedule="* * * * *", concurrency="allow")], deployed_at={"bot": h.clock.now()})
     mine, theirs = DispatchState(), DispatchState()
     dispatch(h.deps, specs, state=mine)  # 12:00 by this instance
     h.clock.advance(60)

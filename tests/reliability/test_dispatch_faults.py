@@ -116,6 +116,24 @@ def test_a_dispatcher_killed_at_any_point_loses_no_tick_and_doubles_no_run(at, a
         h.close()
 
 
+def test_the_very_first_dispatcher_killed_before_any_cursor_exists_loses_nothing():
+    # The first minute after deploying `scheduling: shared`: there is no cursor yet.
+    h = Harness(scheduling="shared")
+    h.deploy(*[make_spec(name=n, schedule="* * * * *", concurrency="allow") for n in JOBS])
+    dying = Dying(h, 1, after=False)  # reads that there is no cursor, then dies at its first publish
+    try:
+        with pytest.raises(Killed):
+            dispatch(dataclasses.replace(h.deps, blobs=dying, events=dying), BucketSpecs(h.blobs))
+        assert h.blobs.read(layout.DISPATCH_CURSOR) is None
+        h.clock.advance(60)
+        dispatch(h.deps, BucketSpecs(h.blobs), state=DispatchState())
+        h.deliver_starts()
+        for job in JOBS:
+            assert [r.run_id for r in h.records(job)] == ["20261122-1200", "20261122-1201"]
+    finally:
+        h.close()
+
+
 def test_a_replayed_minute_starts_nothing_twice():
     h, _ = _world(None, after=False)
     try:
