@@ -1,7 +1,10 @@
 """A local Compute Engine metadata server for many fake VMs at once.
 
 Each VM gets its own base URL (`url_for(name)`, ending in /computeMetadata/v1) that the runner
-uses in place of http://metadata.google.internal/computeMetadata/v1. It answers the paths the
+uses in place of http://metadata.google.internal/computeMetadata/v1. A VM's metadata server
+answers that VM alone, so the path holds a key derived from the name with this server's secret,
+not the name: whoever reaches the server (a job on the host network) cannot ask for another
+VM's identity tokens by guessing its name. It answers the paths the
 runner needs, with the metadata server's rules: the `Metadata-Flavor: Google` request header is
 required, every answer carries an ETag, and `?wait_for_change=true` (with optional `last_etag`
 and `timeout_sec`) long-polls until the value differs. Identity tokens are signed by a
@@ -11,7 +14,9 @@ and `timeout_sec`) long-polls until the value differs. Identity tokens are signe
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
+import secrets
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -21,7 +26,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from socketserver import ThreadingMixIn
 from typing import Any
-from urllib.parse import parse_qs, quote, unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from spotcron.local.signer import LocalSigner, instance_claims
 
@@ -73,18 +78,15 @@ class LocalMetadataServer:
     def __init__(self, signer: LocalSigner | None = None, *, host: str = "127.0.0.1", port: int = 0,
                  project: str = DEFAULT_PROJECT, service_account: str | None = None,
                  long_poll_s: float = DEFAULT_LONG_POLL_S,
-                 clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-                 access_tokens: Callable[[Mapping[str, str]], str] | None = None):
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)):
         self.signer = signer or LocalSigner()
-        # The VM's storage token from its instance attributes (see local.bucket.vm_tokens); without
-        # one, a placeholder that the local storage server refuses.
-        self.access_tokens = access_tokens
         self.project = project
         self.service_account = service_account or f"spotcron-vm@{project}.iam.gserviceaccount.com"
         self.long_poll_s = long_poll_s
         self._clock = clock
         self._host, self._port = host, port
         self._vms: dict[str, FakeVm] = {}
+        self._secret = secrets.token_bytes(32)
         self._changed = threading.Condition()
         self._stopping = False
         self._httpd: _Server | None = None
@@ -131,7 +133,15 @@ class LocalMetadataServer:
 
     def url_for(self, name: str) -> str:
         """The base URL the runner of VM `name` uses as SPOTCRON_METADATA_URL."""
-        return f"{self.base_url}/vm/{quote(name, safe='')}/computeMetadata/v1"
+        return f"{self.base_url}/vm/{self._key(name)}/computeMetadata/v1"
+
+    def _key(self, name: str) -> str:
+        return hmac.new(self._secret, name.encode(), hashlib.sha256).hexdigest()[:32]
+
+    def name_for(self, key: str) -> str | None:
+        """The registered VM whose URL holds `key`."""
+        with self._changed:
+            return next((name for name in self._vms if hmac.compare_digest(self._key(name), key)), None)
 
     @property
     def certs_url(self) -> str:
@@ -216,14 +226,9 @@ class LocalMetadataServer:
         if path in simple:
             return text, simple[path]
         if path == sa_prefix + "token":
-            token = f"local-access-token.{vm.name}"
-            if self.access_tokens is not None:
-                try:
-                    token = self.access_tokens(vm.metadata)
-                except (KeyError, ValueError) as exc:
-                    raise _Missing(f"no storage token for {vm.name}: its run descriptor is missing or bad "
-                                   f"({exc})") from None
-            body = {"access_token": token, "expires_in": 3599, "token_type": "Bearer"}
+            # The VM account's own access token. That account holds no storage role, so the local
+            # storage server refuses this token; storage tokens come from the credentials broker.
+            body = {"access_token": f"local-access-token.{vm.name}", "expires_in": 3599, "token_type": "Bearer"}
             return "application/json", json.dumps(body)
         if path == sa_prefix + "identity":
             audience = query.get("audience", "")
@@ -272,11 +277,14 @@ def _handler_for(server: LocalMetadataServer) -> type[BaseHTTPRequestHandler]:
                 self._send(HTTPStatus.FORBIDDEN, "text/plain",
                            "Missing required header: Metadata-Flavor: Google\n")
                 return
-            segments = parts.path.split("/", 3)  # "", "vm", NAME, "computeMetadata/v1/..."
+            segments = parts.path.split("/", 3)  # "", "vm", KEY, "computeMetadata/v1/..."
             if len(segments) < 4 or segments[1] != "vm" or not ("/" + segments[3]).startswith(_PREFIX):
                 self._send(HTTPStatus.NOT_FOUND, "text/plain", f"no such path {parts.path}\n")
                 return
-            vm_name = unquote(segments[2])
+            vm_name = server.name_for(unquote(segments[2]))
+            if vm_name is None:
+                self._send(HTTPStatus.NOT_FOUND, "text/plain", "no such instance\n")
+                return
             path = ("/" + segments[3]).removeprefix(_PREFIX)
             try:
                 if query.get("wait_for_change", "").lower() == "true":
