@@ -16,13 +16,13 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from spotcron.local.grants import Grants, vm_rules
+from spotcron.local.grants import Grants
 from spotcron.local.storage_server import StorageServer
 
 TOKEN_LIFETIME_S = 3600
@@ -161,15 +161,16 @@ class LocalBucket:
             pass
 
 
-def vm_tokens(bucket: LocalBucket) -> Callable[[Mapping[str, str]], str]:
-    """For LocalMetadataServer: a VM's storage token, scoped by the run descriptor in its metadata."""
-    from spotcron.core.descriptor import METADATA_KEY, RunDescriptor
+class LocalMinter:
+    """engine/ports.Minter on the local storage server's grants: the credentials broker's rules
+    (engine/broker.boundary_rules) minted as a local access-boundary token instead of by Google's STS."""
 
-    def token(attributes: Mapping[str, str]) -> str:
-        descriptor = RunDescriptor.from_metadata(attributes[METADATA_KEY])
-        return bucket.downscoped_token(vm_rules(descriptor.bucket, descriptor.prefix, descriptor.attempt))
+    def __init__(self, bucket: LocalBucket, lifetime_s: int = TOKEN_LIFETIME_S):
+        self.bucket = bucket
+        self.lifetime_s = lifetime_s
 
-    return token
+    def mint(self, rules: Sequence[Mapping[str, Any]]) -> tuple[str, int]:
+        return self.bucket.downscoped_token(rules, lifetime_s=self.lifetime_s), self.lifetime_s
 
 
 def _local_credentials(mint: Any) -> Any:

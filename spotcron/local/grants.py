@@ -230,11 +230,3 @@ def prefix_rules(bucket: str, grants: Iterable[tuple[str, str]]) -> list[dict[st
         })
     return rules
 
-
-def vm_rules(bucket: str, prefix: str, attempt: int) -> list[dict[str, Any]]:
-    """What one VM's storage token reaches: its own attempt's objects and its run's checkpoint.
-
-    objectUser, not objectCreator: the runner replaces its own logs and checkpoint files, and
-    replacing needs `delete`. Nothing else of the bucket: not the run record, not another run."""
-    return prefix_rules(bucket, [("roles/storage.objectUser", f"{prefix}attempt-{attempt}/"),
-                                 ("roles/storage.objectUser", f"{prefix}checkpoint/")])

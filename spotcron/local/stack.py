@@ -2,8 +2,9 @@
 
 Only the cloud edges are replaced: the bucket is the local storage server,
 VMs are runner processes, the metadata server and token signer are local, messages travel on
-an in-process bus (or the Pub/Sub emulator). start_job, job_done and sweep are the same
-functions-framework apps built from functions/main.py that run on Google Cloud.
+an in-process bus (or the Pub/Sub emulator). start_job, job_done, credentials and sweep are the
+same functions-framework apps built from functions/main.py that run on Google Cloud; only the
+broker's minting is local (the storage server's grants instead of Google's STS).
 """
 
 from __future__ import annotations
@@ -29,12 +30,14 @@ FUNCTIONS_SOURCE = Path(__file__).resolve().parents[2] / "functions" / "main.py"
 LOCAL_ZONES = ("local-zone1-a", "local-zone1-b")
 
 
-def local_settings(job_done_url: str, *, sweep_interval: int = 30, grace: int = 60) -> Settings:
+def local_settings(job_done_url: str, credentials_url: str = "", *, sweep_interval: int = 30,
+                   grace: int = 60) -> Settings:
     from spotcron.local.blobs import LOCAL_BUCKET
 
     # Costs are shown as if the runs had happened in us-central1.
     return Settings(project="spotcron-local", region="us-central1", zones=LOCAL_ZONES, bucket=LOCAL_BUCKET,
-                    job_done_url=job_done_url, sweep_interval=sweep_interval, grace=grace)
+                    job_done_url=job_done_url, credentials_url=credentials_url, sweep_interval=sweep_interval,
+                    grace=grace)
 
 
 class LocalStack:
@@ -71,7 +74,7 @@ class LocalStack:
         from spotcron.engine.clock import SystemClock
         from spotcron.gcp.identity import GoogleIdentity
         from spotcron.local.blobs import LOCAL_BUCKET
-        from spotcron.local.bucket import LocalBucket, vm_tokens
+        from spotcron.local.bucket import LocalBucket, LocalMinter
         from spotcron.local.bus import EmulatorBus, InProcessBus
         from spotcron.local.compute import LocalCompute
         from spotcron.local.containers import find_runtime
@@ -86,11 +89,18 @@ class LocalStack:
         # Unset only once job_done and the bus are stopped (closers run newest first): a message
         # or callback handled after it would build Google's backends from the environment.
         self._stack.append(lambda: entrypoints.use(None))
-        job_done = _HttpServer(functions_framework.create_app(target="job_done", source=str(FUNCTIONS_SOURCE)))
+        job_done = _HttpServer(functions_framework.create_app(target="job_done", source=str(FUNCTIONS_SOURCE)),
+                               "spotcron-job-done")
         self._stack.append(job_done.stop)
-        settings = local_settings(job_done.url, sweep_interval=self.sweep_interval, grace=self.grace)
-        metadata = LocalMetadataServer(project=settings.project, service_account=settings.vm_service_account_email,
-                                       access_tokens=vm_tokens(bucket)).start()
+        # The credentials broker, as deployed: the runner trades its VM's identity token for a
+        # storage token of its own attempt (engine/broker.py), minted by the bucket's grants.
+        broker = _HttpServer(functions_framework.create_app(target="credentials", source=str(FUNCTIONS_SOURCE)),
+                             "spotcron-credentials")
+        self._stack.append(broker.stop)
+        settings = local_settings(job_done.url, broker.url, sweep_interval=self.sweep_interval, grace=self.grace)
+        # Its VMs' own access tokens reach no storage (the VM account holds no storage role).
+        metadata = LocalMetadataServer(project=settings.project,
+                                       service_account=settings.vm_service_account_email).start()
         self._stack.append(metadata.stop)
         compute = LocalCompute(metadata, bucket.url, self.state_dir, clock, base_env=self.environ, cwd=self.cwd,
                                runtime_for=self.runtime_for or find_runtime)
@@ -103,14 +113,14 @@ class LocalStack:
         self._stack.append(self.bus.close)
         self.deps = Deps(settings=settings, compute=compute, blobs=bucket.blobs(),
                          events=self.feed, identity=GoogleIdentity(certs_url=metadata.certs_url), clock=clock,
-                         run_cost=cost_function(self.prices, settings.region))
+                         run_cost=cost_function(self.prices, settings.region), minter=LocalMinter(bucket))
         self.compute, self.metadata, self.bucket = compute, metadata, bucket
         entrypoints.use(self.deps)
         start = functions_framework.create_app(target="start_job", source=str(FUNCTIONS_SOURCE)).test_client()
         sweep = functions_framework.create_app(target="sweep", source=str(FUNCTIONS_SOURCE)).test_client()
         self.bus.subscribe(settings.start_topic, _poster(start))
         self.bus.subscribe(settings.sweep_topic, _poster(sweep))
-        log.info("local stack up: bucket %s, job_done %s", bucket.url, job_done.url)
+        log.info("local stack up: bucket %s, job_done %s, credentials %s", bucket.url, job_done.url, broker.url)
 
     def stop(self, reason: str = "the local stack was stopped") -> None:
         """Stop everything, newest first; safe to call twice and after a failed start.
@@ -252,9 +262,9 @@ def _poster(client) -> Callable[[str, dict[str, Any]], None]:
 
 
 class _HttpServer:
-    """A WSGI app on 127.0.0.1 in a thread (job_done must be reachable by the runner's curl)."""
+    """A WSGI app on 127.0.0.1 in a thread (job_done and the broker must be reachable by the runner's curl)."""
 
-    def __init__(self, app):
+    def __init__(self, app, name: str = "spotcron-http"):
         from werkzeug.serving import make_server
 
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no request lines in the user's terminal
@@ -264,7 +274,7 @@ class _HttpServer:
         # interpreter exit aborts the process ("terminate called without an active exception").
         self._server.daemon_threads = False
         self.url = f"http://127.0.0.1:{self._server.server_port}/"
-        self._thread = threading.Thread(target=self._server.serve_forever, name="spotcron-job-done", daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, name=name, daemon=True)
         self._thread.start()
 
     def stop(self) -> None:

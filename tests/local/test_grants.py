@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from spotcron.local.grants import Access, GrantError, Grants, condition_holds, prefix_rules, vm_rules
+from spotcron.engine.broker import boundary_rules
+from spotcron.local.grants import Access, GrantError, Grants, condition_holds, prefix_rules
 
 NOW = 1_800_000_000
 BUCKET = "spotcron-local"
@@ -47,7 +48,7 @@ def test_a_token_from_another_key_or_altered_is_refused():
 
 
 def test_a_vm_reaches_its_attempt_and_checkpoint_only():
-    grant = _grant(vm_rules(BUCKET, PREFIX, 2))
+    grant = _grant(boundary_rules(BUCKET, "bot", "20261122-1000", 2))
 
     for permission in ("storage.objects.create", "storage.objects.get", "storage.objects.delete"):
         assert grant.allows(Access(permission, BUCKET, f"{PREFIX}attempt-2/results/out.json"))
@@ -60,7 +61,7 @@ def test_a_vm_reaches_its_attempt_and_checkpoint_only():
 
 
 def test_a_vm_lists_under_its_own_prefixes_only():
-    grant = _grant(vm_rules(BUCKET, PREFIX, 2))
+    grant = _grant(boundary_rules(BUCKET, "bot", "20261122-1000", 2))
 
     assert grant.allows(Access("storage.objects.list", BUCKET, list_prefix=f"{PREFIX}checkpoint/"))
     assert grant.allows(Access("storage.objects.list", BUCKET, list_prefix=f"{PREFIX}attempt-2/results/"))

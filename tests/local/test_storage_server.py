@@ -10,8 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from spotcron.core.errors import PreconditionFailed, Transient
-from spotcron.local.bucket import LocalBucket, vm_tokens
-from spotcron.local.grants import vm_rules
+from spotcron.engine.broker import boundary_rules
+from spotcron.local.bucket import LocalBucket
 from tests.contracts.storage_servers import StorageApi
 
 BUCKET = "spotcron-local"
@@ -50,7 +50,7 @@ def test_every_request_needs_a_token(bucket):
 def test_a_vm_token_writes_its_attempt_and_nothing_of_the_control_plane(bucket):
     control = _api(bucket, bucket.full_token())
     _put(control, f"{PREFIX}run.json", b'{"state":"running"}')
-    vm = _api(bucket, bucket.downscoped_token(vm_rules(BUCKET, PREFIX, 1)))
+    vm = _api(bucket, bucket.downscoped_token(boundary_rules(BUCKET, "bot", "20261122-1000", 1)))
 
     assert _put(vm, f"{PREFIX}attempt-1/results/out.json").status == 200
     assert _put(vm, f"{PREFIX}attempt-1/logs.txt", b"1").status == 200
@@ -72,27 +72,29 @@ def test_a_vm_token_writes_its_attempt_and_nothing_of_the_control_plane(bucket):
 
 
 def test_a_vm_token_cannot_open_a_resumable_upload_outside_its_attempt(bucket):
-    vm = _api(bucket, bucket.downscoped_token(vm_rules(BUCKET, PREFIX, 1)))
+    vm = _api(bucket, bucket.downscoped_token(boundary_rules(BUCKET, "bot", "20261122-1000", 1)))
 
     reply = vm.call("POST", f"/upload/storage/v1/b/{BUCKET}/o", {"uploadType": "resumable", "name": f"{PREFIX}run.json"})
 
     assert reply.status == 403
 
 
-def test_the_runners_token_from_the_metadata_server_is_scoped_to_its_attempt(bucket):
-    """What local mode wires: the metadata server's token for a VM is its access-boundary token."""
+def test_the_vms_own_token_from_the_metadata_server_reaches_no_storage(bucket):
+    """The VM account holds no storage role: what the metadata server hands a VM as its access
+    token is refused by the storage server; a runner's storage token comes from the broker."""
     from spotcron.core.descriptor import RunDescriptor
     from spotcron.local.metadata import LocalMetadataServer
 
     descriptor = RunDescriptor(job="bot", run_id="20261122-1000", attempt=1, image="i", bucket=BUCKET, prefix=PREFIX,
                                job_done_url="http://127.0.0.1:9/", deadline="2026-11-22T11:00:00Z", timeout_s=60)
-    with LocalMetadataServer(access_tokens=vm_tokens(bucket)) as metadata:
+    with LocalMetadataServer() as metadata:
         metadata.register("vm-1", "local-zone1-a", {"spotcron-run": descriptor.to_metadata()})
         _, body = metadata.answer("vm-1", "instance/service-accounts/default/token", {})
     vm = _api(bucket, json.loads(body)["access_token"])
 
-    assert _put(vm, f"{PREFIX}attempt-1/logs.txt").status == 200
-    assert _put(vm, f"{PREFIX}run.json").status == 403
+    assert _put(vm, f"{PREFIX}attempt-1/logs.txt").status == 401
+    assert vm.call("GET", f"/storage/v1/b/{BUCKET}/o", {"prefix": f"{PREFIX}attempt-1/"}).status == 401
+    assert bucket.names() == []
 
 
 def test_concurrent_create_only_writes_make_exactly_one_object(bucket):

@@ -3,10 +3,10 @@ from __future__ import annotations
 import pytest
 
 from spotcron.gcp.identity import GoogleIdentity
-from spotcron.local.bucket import LocalBucket, vm_tokens
+from spotcron.local.bucket import LocalBucket
 from spotcron.local.metadata import LocalMetadataServer
 from spotcron.local.signer import LocalSigner
-from tests.runner.harness import BUCKET, Receiver, RunnerHarness
+from tests.runner.harness import BUCKET, CredentialsBroker, Receiver, RunnerHarness
 
 
 @pytest.fixture(scope="session")
@@ -35,6 +35,14 @@ def receiver(metadata):
 
 
 @pytest.fixture
-def harness(tmp_path, metadata, bucket, receiver) -> RunnerHarness:
-    metadata.access_tokens = vm_tokens(bucket)  # the runner's token reaches only its own attempt
-    return RunnerHarness(tmp_path, metadata, bucket, receiver)
+def broker(metadata, bucket):
+    """The runner's storage tokens come from here, as on Google Cloud: only its own attempt's."""
+    served = CredentialsBroker(GoogleIdentity(metadata.certs_url), metadata, bucket)
+    served.start()
+    yield served
+    served.stop()
+
+
+@pytest.fixture
+def harness(tmp_path, metadata, bucket, receiver, broker) -> RunnerHarness:
+    return RunnerHarness(tmp_path, metadata, bucket, receiver, broker)

@@ -1,6 +1,7 @@
 """What the runner tests stand up around vm_images/runner/runner.sh.
 
-A job_done receiver that verifies identity tokens like the real function does, a proxy in front
+A job_done receiver that verifies identity tokens like the real function does, a credentials
+broker minting the broker's rules for the VM's own attempt, a proxy in front
 of the bucket that fails chosen requests, and `RunnerHarness`, which registers a fake VM with
 the local metadata server and runs the real script as a process in its own process group.
 """
@@ -133,6 +134,54 @@ class Receiver(_Serving):
         return [c for c in self.calls if c.status == 200]
 
 
+class CredentialsBroker(_Serving):
+    """Stands in for the credentials endpoint (no run records here): verifies the instance
+    identity token (audience = this URL), and mints, with the bucket's grants, the broker's own
+    rules (engine/broker.boundary_rules) for the descriptor of the VM the token names."""
+
+    def __init__(self, identity: GoogleIdentity, metadata: LocalMetadataServer, bucket: LocalBucket):
+        self.identity = identity
+        self.issued: list[str] = []
+        self.refused: list[str] = []
+        broker = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802
+                from spotcron.engine.broker import boundary_rules
+
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                token = self.headers.get("Authorization", "").removeprefix("Bearer ")
+                try:
+                    claims = broker.identity.verify(token, broker.url)
+                    vm = metadata.vm(claims["google"]["compute_engine"]["instance_name"])
+                    if vm is None:
+                        raise InvalidToken("no such VM")
+                except (InvalidToken, KeyError) as exc:
+                    broker.refused.append(str(exc))
+                    self.send_response(403)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                d = RunDescriptor.from_metadata(vm.metadata["spotcron-run"])
+                issued = bucket.downscoped_token(boundary_rules(d.bucket, d.job, d.run_id, d.attempt))
+                broker.issued.append(issued)
+                body = json.dumps({"access_token": issued, "expires_in": 3600}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.handler = Handler
+
+    @property
+    def url(self) -> str:
+        return f"{self.base_url}/credentials"
+
+
 class FaultProxy(_Serving):
     """Forwards to the bucket; answers 503 to the first `fail_first` requests that `match`
     (every one when it is -1), and holds each matching request `delay` seconds first."""
@@ -212,6 +261,7 @@ class RunnerHarness:
     metadata: LocalMetadataServer
     bucket: LocalBucket
     receiver: Receiver
+    broker: CredentialsBroker | None = None  # the runner's storage tokens, as on Google Cloud
     storage_url: str | None = None
     vm_name: str = "sc-hello-20260101-1000-a1"
     extra_env: dict[str, str] = field(default_factory=dict)
@@ -227,6 +277,7 @@ class RunnerHarness:
             "bucket": BUCKET,
             "prefix": "runs/hello/20260101-1000/",
             "job_done_url": self.receiver.url,
+            "credentials_url": self.broker.url if self.broker is not None else "",
             "deadline": datetime.now(UTC) + timedelta(seconds=60),
             "timeout_s": 60,
             "local_command": [sys.executable, str(JOB), "ok"],

@@ -326,9 +326,9 @@ class Broker(_Serving):
 
 
 def test_storage_calls_carry_the_brokers_token_refreshed_before_it_expires(harness: RunnerHarness):
-    from spotcron.local.grants import vm_rules
+    from spotcron.engine.broker import boundary_rules
 
-    rules = vm_rules("test-bucket", PREFIX, 1)
+    rules = boundary_rules("test-bucket", "hello", "20260101-1000", 1)
     broker = Broker(GoogleIdentity(harness.metadata.certs_url), life=2,
                     mint=lambda life: harness.bucket.downscoped_token(rules, lifetime_s=life))
     broker.start()

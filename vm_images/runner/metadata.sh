@@ -14,6 +14,7 @@ bearer_header() {
 
 # identity_token AUDIENCE HEADER_FILE: a fresh instance identity token (format=full) as a header.
 identity_token() {
+  local URLENC  # its own: a caller may hold an encoded object name there (an upload's, a download's)
   url_encode "$1"
   md_fetch "instance/service-accounts/default/identity?audience=$URLENC&format=full" "$2.jwt" &&
     bearer_header "$(<"$2.jwt")" "$2"
