@@ -89,8 +89,8 @@ def measure(runner: Path, command: str, *, baseline: bool, tmp: Path, servers,
 
 def run(quick: bool = False) -> Section:
     from spotcron.core.descriptor import RunDescriptor
+    from spotcron.engine.broker import boundary_rules
     from spotcron.local.bucket import LocalBucket
-    from spotcron.local.grants import vm_rules
     from spotcron.local.metadata import LocalMetadataServer
     from spotcron.local.signer import LocalSigner
 
@@ -104,10 +104,10 @@ def run(quick: bool = False) -> Section:
         with tempfile.TemporaryDirectory(prefix="spotcron-upload-bench-") as scratch, \
                 LocalMetadataServer(LocalSigner()) as metadata, LocalBucket(None, BUCKET) as bucket:
 
-            def token(attributes) -> str:  # the VM's own prefix, for either descriptor format
+            def token(attributes) -> str:  # the broker's rules for the VM's run, for either descriptor format
                 raw = attributes["spotcron-run"]
-                prefix = json.loads(raw)["prefix"] if raw.startswith("{") else RunDescriptor.from_metadata(raw).prefix
-                return bucket.downscoped_token(vm_rules(BUCKET, prefix, 1))
+                d = json.loads(raw) if raw.startswith("{") else vars(RunDescriptor.from_metadata(raw))
+                return bucket.downscoped_token(boundary_rules(BUCKET, d["job"], d["run_id"], 1))
 
             metadata.access_tokens = token
             servers = (metadata, bucket, job_done)

@@ -78,8 +78,13 @@ class LocalMetadataServer:
     def __init__(self, signer: LocalSigner | None = None, *, host: str = "127.0.0.1", port: int = 0,
                  project: str = DEFAULT_PROJECT, service_account: str | None = None,
                  long_poll_s: float = DEFAULT_LONG_POLL_S,
-                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)):
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+                 access_tokens: Callable[[Mapping[str, str]], str] | None = None):
         self.signer = signer or LocalSigner()
+        # What a VM's own access token is, from its instance attributes. Local mode leaves it
+        # unset: the VM account holds no storage role, and the placeholder reaches no storage.
+        # (Benchmarks of runners that predate the broker set it.)
+        self.access_tokens = access_tokens
         self.project = project
         self.service_account = service_account or f"spotcron-vm@{project}.iam.gserviceaccount.com"
         self.long_poll_s = long_poll_s
@@ -228,7 +233,13 @@ class LocalMetadataServer:
         if path == sa_prefix + "token":
             # The VM account's own access token. That account holds no storage role, so the local
             # storage server refuses this token; storage tokens come from the credentials broker.
-            body = {"access_token": f"local-access-token.{vm.name}", "expires_in": 3599, "token_type": "Bearer"}
+            token = f"local-access-token.{vm.name}"
+            if self.access_tokens is not None:
+                try:
+                    token = self.access_tokens(vm.metadata)
+                except (KeyError, ValueError) as exc:
+                    raise _Missing(f"no access token for {vm.name}: {exc}") from None
+            body = {"access_token": token, "expires_in": 3599, "token_type": "Bearer"}
             return "application/json", json.dumps(body)
         if path == sa_prefix + "identity":
             audience = query.get("audience", "")

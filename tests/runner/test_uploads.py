@@ -20,7 +20,14 @@ import pytest
 
 from spotcron.core.errors import InvalidToken
 from spotcron.gcp.identity import GoogleIdentity
-from tests.runner.harness import JOB, FaultProxy, RunnerHarness, _Serving, needs_runner_tools
+from tests.runner.harness import (
+    JOB,
+    CredentialsBroker,
+    FaultProxy,
+    RunnerHarness,
+    _Serving,
+    needs_runner_tools,
+)
 
 PREFIX = "runs/hello/20260101-1000/"
 ATTEMPT1 = PREFIX + "attempt-1/"
@@ -155,12 +162,13 @@ def test_spotcron_logs_follow_shows_a_running_jobs_lines_and_live_logs_ship_only
     from spotcron.core.runs import Attempt, RunRecord, RunState
     from spotcron.engine.store import RunStore
     from spotcron.local.blobs import LOCAL_BUCKET
-    from spotcron.local.bucket import LocalBucket, vm_tokens
+    from spotcron.local.bucket import LocalBucket
 
     state = tmp_path / "state"
     with LocalBucket(state / "bucket", LOCAL_BUCKET) as bucket:
-        metadata.access_tokens = vm_tokens(bucket)
-        harness = RunnerHarness(tmp_path, metadata, bucket, receiver)
+        broker = CredentialsBroker(GoogleIdentity(metadata.certs_url), metadata, bucket)
+        broker.start()
+        harness = RunnerHarness(tmp_path, metadata, bucket, receiver, broker)
         store = RunStore(bucket.blobs())
         now = datetime.now(UTC)
         attempt = Attempt(number=1, vm_name=harness.vm_name, zone="us-central1-a", machine_type="e2-small",
@@ -198,6 +206,7 @@ def test_spotcron_logs_follow_shows_a_running_jobs_lines_and_live_logs_ship_only
             follow.wait(timeout=30)
         finally:
             proxy.stop()
+            broker.stop()
             if follow.poll() is None:
                 follow.kill()
             err_file.close()
@@ -256,9 +265,9 @@ def test_the_checkpoint_is_one_object_restored_without_a_listing(harness: Runner
 def test_one_broker_token_serves_every_upload_until_it_nears_expiry(harness: RunnerHarness):
     # Live log parts, then 25 batches, 4 at a time: each background upload reads the token the
     # first one got (a live log part, in the background), instead of asking the broker again.
-    from spotcron.local.grants import vm_rules
+    from spotcron.engine.broker import boundary_rules
 
-    rules = vm_rules("test-bucket", PREFIX, 1)
+    rules = boundary_rules("test-bucket", "hello", "20260101-1000", 1)
     broker = Broker(GoogleIdentity(harness.metadata.certs_url), life=3600,
                     mint=lambda life: harness.bucket.downscoped_token(rules, lifetime_s=life))
     broker.start()
