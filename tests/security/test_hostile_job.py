@@ -140,8 +140,9 @@ def attack(stack: LocalStack, tmp_path: Path, *, metadata_access: bool = True) -
         time.sleep(0.2)
     after = listing(stack)
     logs = stack.bucket.read(layout.logs("hostile", run_id, 1)) or b""
-    sleeper_logs = layout.logs("sleeper", sleeper_run, 1)
-    assert b"hostile" not in (stack.bucket.read(sleeper_logs) or b"")
+    # The sleeping run's runner stores its live logs meanwhile (logs.txt, and parts under logs/).
+    sleeper_logs = layout.attempt_prefix("sleeper", sleeper_run, 1) + "logs"
+    assert all(b"hostile" not in (stack.bucket.read(name) or b"") for name in stack.bucket.names(sleeper_logs))
     return {"ended": ended, "before": before, "sleeper_logs": sleeper_logs, "after": after, "own": own, "logs": logs.decode(errors="replace"),
             "targets": targets, "reads": reads, "run_id": run_id, "vm": me.vm_name}
 
@@ -175,7 +176,7 @@ def changes_outside_its_own_prefixes(outcome: dict) -> list[str]:
         # Its run ending: its record, its live marker, the day's ledger (charged), the replay marker;
         # and the sleeping run's own runner, storing its live logs.
         return (name == layout.run_record("hostile", run_id) or name.startswith(f"{layout.LIVE}hostile/")
-                or name.startswith(layout.LIMITS) or name == outcome["sleeper_logs"])
+                or name.startswith(layout.LIMITS) or name.startswith(outcome["sleeper_logs"]))
 
     found = []
     for name in sorted(set(before) | set(after)):
