@@ -192,6 +192,20 @@ def test_stop_ends_idle_keep_alive_connections(tmp_path):
     assert lingering == []
 
 
+def test_replies_are_not_held_back_by_nagles_algorithm(bucket):
+    import http.client
+    import socket
+
+    connection = http.client.HTTPConnection(bucket.url.removeprefix("http://"), timeout=10)
+    try:  # one keep-alive connection, as a runner's batch of uploads uses
+        connection.request("GET", f"/storage/v1/b/{BUCKET}/o", headers={"Authorization": f"Bearer {bucket.full_token()}"})
+        assert connection.getresponse().read()
+        [served] = bucket._server._httpd._open  # the server's end of it
+        assert served.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+    finally:
+        connection.close()
+
+
 def test_ranged_downloads_send_only_the_range(bucket):
     control = _api(bucket, bucket.full_token())
     data = bytes(range(256)) * 64
