@@ -2,7 +2,7 @@
 
     runs/JOB/RUN/run.json                      the run record
     runs/JOB/RUN/attempt-N/logs.txt            the container's output, stored whole when the attempt ends
-    runs/JOB/RUN/attempt-N/logs/OFFSET         a piece of it shipped while the job runs, from byte OFFSET
+    runs/JOB/RUN/attempt-N/logs/OFFSET.txt     a piece of it shipped while the job runs, from byte OFFSET
     runs/JOB/RUN/attempt-N/results/...         what the container wrote to /results
     runs/JOB/RUN/attempt-N/manifest.json       written last; without it the attempt did not succeed
     runs/JOB/RUN/checkpoint/checkpoint.tar     /checkpoint as one archive, saved during the run, restored next attempt
@@ -43,7 +43,7 @@ def logs(job: str, run_id: str, attempt: int) -> str:
 
 def log_part(job: str, run_id: str, attempt: int, offset: int) -> str:
     """The live piece of logs.txt that starts at byte `offset` (the runner's name: 15 digits)."""
-    return f"{attempt_prefix(job, run_id, attempt)}logs/{offset:015d}"
+    return f"{attempt_prefix(job, run_id, attempt)}logs/{offset:015d}.txt"
 
 
 def results_prefix(job: str, run_id: str, attempt: int) -> str:

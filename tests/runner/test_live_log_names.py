@@ -11,7 +11,7 @@ from spotcron.local.grants import Access, Grant
 def test_the_brokers_token_lets_the_runner_write_and_rewrite_its_live_log_parts_only():
     grant = Grant(expires_at=0, rules=tuple(boundary_rules("b", "bot", "20261020-0000", 1)))
     own = layout.log_part("bot", "20261020-0000", 1, 123456)
-    assert own == "runs/bot/20261020-0000/attempt-1/logs/000000000123456"
+    assert own == "runs/bot/20261020-0000/attempt-1/logs/000000000123456.txt"
     # create, and delete: a part sent again after an unanswered try replaces itself.
     for permission in ("storage.objects.create", "storage.objects.delete", "storage.objects.get"):
         assert grant.allows(Access(permission, "b", own)), permission

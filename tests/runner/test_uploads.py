@@ -222,7 +222,7 @@ def test_spotcron_logs_follow_shows_a_running_jobs_lines_and_live_logs_ship_only
         parts = bucket.names(ATTEMPT1 + "logs/")
         shipped = b"".join(bucket.read(name) for name in parts)
         assert len(parts) >= 3
-        assert [int(name.rsplit("/", 1)[1]) for name in parts] == [
+        assert [int(name.rsplit("/", 1)[1].removesuffix(".txt")) for name in parts] == [
             sum(len(bucket.read(name)) for name in parts[:k]) for k in range(len(parts))]
         assert log.startswith(shipped)
         uploads = [(path, body) for path, body in zip(proxy.forwarded, proxy.bodies, strict=True)

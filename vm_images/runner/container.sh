@@ -134,7 +134,7 @@ stop_job() {
 }
 
 # While the job runs, one background upload at a time: the checkpoint when due, and what logs.txt
-# gained since the last look, as its own object attempt-N/logs/OFFSET (the byte of logs.txt where
+# gained since the last look as its own object, attempt-N/logs/OFFSET.txt (OFFSET: the byte where
 # it starts, 15 digits), so live logs cost only their new bytes. A part is cut once and, if its
 # upload fails, sent again unchanged; `spotcron logs --follow` reads the parts in order. The whole
 # logs.txt is stored when the attempt ends; the parts stay beside it.
@@ -158,7 +158,7 @@ supervise() {
     due=$((CKPT_ENABLED && NOW >= next_sync))
     if [[ -z $BG_PID ]] && ((NOW >= next_log || due)); then
       size=$(stat -c %s "$LOGS")
-      printf -v parts '%s/logs/%015d' "$TMP" "$LOG_CUT"
+      printf -v parts '%s/logs/%015d.txt' "$TMP" "$LOG_CUT"
       ((size > LOG_CUT)) && dd if="$LOGS" of="$parts" iflag=skip_bytes,count_bytes skip="$LOG_CUT" \
         count=$((size - LOG_CUT)) status=none && LOG_CUT=$size
       parts=("$TMP"/logs/*)
