@@ -62,8 +62,13 @@ local:
 """
 
 
+# An image of this test session's own: podman's images and containers are the machine's, and
+# another session's teardown removes every container of the shared test image.
+IMAGE = f"localhost/spotcron-test-hostile-{os.getpid()}:latest"
+
+
 def hostile_spec(tmp_path: Path, *, metadata_access: bool) -> str:
-    return (f'schedule: "0 3 * * *"\nimage: {podman_image.IMAGE}\ntimeout: 3m\nmachine: {{type: e2-small}}\n'
+    return (f'schedule: "0 3 * * *"\nimage: {IMAGE}\ntimeout: 3m\nmachine: {{type: e2-small}}\n'
             f"command: [sh, -c, {json.dumps(WAIT)}]\n"
             f"local:\n  command: [busybox, sh, -c, {json.dumps(WAIT)}]\n"
             + ("metadata_access: true\n" if metadata_access else ""))
@@ -230,7 +235,7 @@ def podman(tmp_path_factory):
         pytest.skip(reason)
     workdir = tmp_path_factory.mktemp("podman")
     binary = shutil.which("podman")
-    found = podman_image.Podman(binary=binary, image=podman_image.IMAGE,
+    found = podman_image.Podman(binary=binary, image=IMAGE,
                                 containers_conf=podman_image.write_containers_conf(workdir / "containers.conf"))
     try:
         problem = podman_image.build_problem(found, workdir) or podman_image.run_problem(found, os.environ)
@@ -238,7 +243,7 @@ def podman(tmp_path_factory):
             pytest.skip(problem)
         yield found
     finally:
-        podman_image.remove_image(binary)
+        podman_image.remove_image(binary, IMAGE)
 
 
 @pytest.fixture
@@ -247,7 +252,7 @@ def podman_stack(tmp_path, podman):
     stack = LocalStack(tmp_path / "state", environ=environ, cwd=tmp_path, sweep_interval=3600, grace=20).start()
     yield stack
     stack.stop()
-    podman_image.remove_containers(podman.binary)
+    podman_image.remove_containers(podman.binary, image=IMAGE)
     deadline = time.monotonic() + 10
     while spotcron_processes(tmp_path / "state") and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -255,17 +260,17 @@ def podman_stack(tmp_path, podman):
 
 def test_a_hostile_container_on_the_host_network_is_refused_everything_but_its_own_attempt(podman_stack, tmp_path):
     outcome = attack(podman_stack, tmp_path, metadata_access=True)
+    assert "WHERE /results" in outcome["logs"].splitlines(), outcome["logs"][:300]  # it ran in the container
     assert_every_try_refused_and_nothing_else_changed(outcome, podman_stack)
-    assert "WHERE /results" in outcome["logs"].splitlines()  # it ran in the container
 
 
 def test_a_hostile_container_on_its_own_network_reaches_nothing_at_all(podman_stack, tmp_path):
     outcome = attack(podman_stack, tmp_path, metadata_access=False)
     controls, attempts = tries(outcome["logs"])
+    assert "WHERE /results" in outcome["logs"].splitlines(), outcome["logs"][:300]  # it ran in the container
     assert "DONE" in outcome["logs"].splitlines(), outcome["logs"][-3000:]
     # Not even its own metadata server: every address of the stack is on the host's loopback.
     assert set(controls.values()) == {"000"} and set(attempts.values()) == {"000"}, (controls, attempts)
-    assert "WHERE /results" in outcome["logs"].splitlines()
     changed = changes_outside_its_own_prefixes(outcome)
     assert [c for c in changed if not c.startswith(f"created {layout.TOKENS}")] == []
     assert [(r.state, r.reason) for r in outcome["ended"]] == [("succeeded", None)]
