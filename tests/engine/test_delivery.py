@@ -161,6 +161,13 @@ def test_a_paused_job_does_not_run(h):
     assert h.records("bot") == [] and h.compute.created == []
 
 
+def test_a_paused_job_still_runs_when_asked_by_hand(h):
+    """docs/jobs.md: `spotcron run JOB` is how a paused job is tried."""
+    h.run_now(make_spec(paused=True))
+    [record] = h.records("bot")
+    assert record.run_id.startswith("m") and len(h.compute.created) == 1
+
+
 def test_every_matrix_entry_is_its_own_run(h):
     spec = make_spec(matrix=[{"name": "small", "machine": {"type": "e2-standard-2"}},
                              {"name": "big", "machine": {"type": "n1-highcpu-16"}, "env": {"SIZE": "big"}}])
