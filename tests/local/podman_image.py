@@ -7,6 +7,7 @@ statically linked busybox that Debian's `busybox-static` package installs: a roo
 
 from __future__ import annotations
 
+import os
 import resource
 import shutil
 import struct
@@ -16,7 +17,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-IMAGE = "localhost/spotcron-test-busybox:latest"
+
+def session_image(kind: str) -> str:
+    """An image name of this test session's own.
+
+    podman's images and containers belong to the whole machine, and a session's teardown removes
+    its image (`rmi --force` takes the containers of it too) and every container of it: with one
+    shared name, a session ending beside a running one kills that one's containers (exit 137).
+    """
+    return f"localhost/spotcron-test-{kind}-{os.getpid()}:latest"
+
+
+IMAGE = session_image("busybox")
 APPLETS = ("sh", "echo", "cat", "sleep", "printenv", "env", "ls", "true", "nc", "grep")
 BUSYBOX_PLACES = ("/bin/busybox", "/usr/bin/busybox")
 PT_INTERP = 3

@@ -62,9 +62,8 @@ local:
 """
 
 
-# An image of this test session's own: podman's images and containers are the machine's, and
-# another session's teardown removes every container of the shared test image.
-IMAGE = f"localhost/spotcron-test-hostile-{os.getpid()}:latest"
+# An image of this test session's own (see podman_image.session_image), apart from test_podman's.
+IMAGE = podman_image.session_image("hostile")
 
 
 def hostile_spec(tmp_path: Path, *, metadata_access: bool) -> str:
