@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
-import socket
 from pathlib import Path
 
 import pytest
 
 from spotcron.local.stack import LocalStack
+
+TCP_LISTEN = "0A"  # the state column of /proc/net/tcp
 
 
 def no_container_runtime(image: str) -> None:
@@ -33,11 +34,34 @@ def spotcron_processes(state_dir: Path) -> list[int]:
     return found
 
 
-def port_open(url: str) -> bool:
-    host, port = url.removeprefix("http://").rstrip("/").split("/")[0].split(":")
-    with socket.socket() as sock:
-        sock.settimeout(0.5)
-        return sock.connect_ex((host, int(port))) == 0
+def listening_here(url: str) -> bool:
+    """Whether this process still holds a listening socket on `url`'s port.
+
+    Not "can something be reached there": once our server closes its port, any process on the
+    machine may listen on it again, which says nothing about our stack. Our own sockets are
+    the file descriptors of this process; the kernel's TCP tables say which of them listen where.
+    """
+    port = int(url.removeprefix("http://").rstrip("/").split("/")[0].rsplit(":", 1)[1])
+    ours = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue  # closed since the listing
+        if target.startswith("socket:["):
+            ours.add(target[len("socket:["):-1])
+    for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
+        try:
+            with open(table) as rows:
+                next(rows)  # the header
+                for row in rows:
+                    fields = row.split()
+                    local, state, inode = fields[1], fields[3], fields[9]
+                    if state == TCP_LISTEN and int(local.rsplit(":", 1)[1], 16) == port and inode in ours:
+                        return True
+        except FileNotFoundError:
+            continue  # no IPv6 here
+    return False
 
 
 @pytest.fixture
@@ -57,7 +81,7 @@ def make_stack(tmp_path):
     for stack, urls in stacks:
         stack.stop()
         assert spotcron_processes(tmp_path / "state") == [], "runner processes left behind"
-        assert [u for u in urls if port_open(u)] == [], "ports left open"
+        assert [u for u in urls if listening_here(u)] == [], "ports left open"
 
 
 def write_job(jobs: Path, name: str, body: str) -> Path:

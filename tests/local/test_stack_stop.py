@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -15,7 +17,7 @@ from spotcron.core.runs import vm_labels
 from spotcron.engine.ports import InstanceRequest
 from spotcron.runtime import entrypoints
 
-from .conftest import spotcron_processes
+from .conftest import listening_here, spotcron_processes
 
 pytestmark = pytest.mark.slow
 
@@ -95,3 +97,32 @@ def test_a_second_stack_on_the_same_state_dir_is_refused_until_the_first_stops(t
         first.stop()
     second = LocalStack(tmp_path / "state", environ=dict(os.environ), cwd=tmp_path).start()
     second.stop()
+
+
+# Another program listening on a port our stopped stack freed (any process may take it) is not
+# a port our stack left open: the leftover check looks at this process's sockets, not the port.
+LISTENER = """\
+import socket, sys
+server = socket.socket()
+server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+server.bind(("127.0.0.1", int(sys.argv[1])))
+server.listen()
+print("listening", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_the_leftover_port_check_sees_our_servers_and_not_another_process_on_a_freed_port(make_stack):
+    stack = make_stack()
+    url = stack.bucket.url
+    assert listening_here(url)
+    stack.stop()
+    assert not listening_here(url)
+    port = url.removeprefix("http://").rstrip("/").rsplit(":", 1)[1]
+    with subprocess.Popen([sys.executable, "-c", LISTENER, port], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL, text=True) as other:
+        try:
+            other.stdout.readline()  # "listening", or nothing when yet another process took the port first
+            assert not listening_here(url)
+        finally:
+            other.stdin.close()
