@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,9 @@ log = logging.getLogger("spotcron.local")
 
 RUNNER = Path(__file__).resolve().parents[2] / "vm_images" / "runner" / "runner.sh"
 PREEMPTION_NOTICE_S = 30.0
+# How long a deleted VM's processes may take to end after SIGKILL; only a process stuck in the
+# kernel (a hung disk or network filesystem) takes longer, and waiting more would not end it.
+GROUP_EXIT_S = 10.0
 
 
 @dataclass
@@ -115,6 +119,10 @@ class LocalCompute:
 
     def _reap(self, vm: _Vm, name: str) -> None:
         vm.process.wait()
+        # The runner's end is not the group's: its job got the same SIGKILL but may still be
+        # exiting (uninterruptible IO on a loaded machine), and "deleted" means nothing runs.
+        if not _wait_group_gone(vm.process.pid, GROUP_EXIT_S):
+            log.warning("processes of local VM %s still alive %ss after SIGKILL", name, GROUP_EXIT_S)
         runtime = vm.runtime
         if runtime is not None:
             # A container outlives a killed runner: docker's daemon or podman's conmon owns it.
@@ -152,7 +160,8 @@ class LocalCompute:
         with self._lock:
             reapers, self._reapers = self._reapers, []
         for reaper in reapers:
-            reaper.join(timeout=10)
+            # The group's exit, then a container's kill and removal: each bounded on its own.
+            reaper.join(timeout=GROUP_EXIT_S + 20)
 
     # --- helpers -------------------------------------------------------------------------------
     def _start_runner(self, request: InstanceRequest) -> tuple[subprocess.Popen, str | None]:
@@ -193,3 +202,42 @@ def _kill_group(process: subprocess.Popen) -> None:
     """End the runner and everything it started (the container or local command), at once."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
+
+
+def _wait_group_gone(pgid: int, timeout_s: float) -> bool:
+    """Wait until no live process is in process group `pgid`; False if some still is after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while _group_alive(pgid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a process other than a zombie is in group `pgid`.
+
+    Zombies are dead already and whoever adopted them reaps them when it will, so they do not
+    count; /proc tells them apart. Without /proc, any member counts.
+    """
+    if not os.path.isdir("/proc/self"):
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass  # someone else's process in the group: still alive
+        return True
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                stat = handle.read()
+        except OSError:
+            continue  # gone since the listing
+        # "PID (COMM) STATE PPID PGRP ...": COMM may hold spaces and parentheses, so split after its last ")".
+        fields = stat[stat.rfind(")") + 2:].split()
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
