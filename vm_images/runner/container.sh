@@ -121,7 +121,7 @@ signal_tree() {
 kill_job() { [[ $DOCKER == none ]] || "$DOCKER" kill "$CONTAINER_NAME" >/dev/null 2>&1; signal_tree KILL "$JOB_PID"; }
 
 # end_bg NAME: TERM the process tree whose pid variable NAME holds, reap it and clear NAME.
-end_bg() { local -n bg=$1 && [[ -n $bg ]] && { signal_tree TERM "$bg"; wait "$bg" 2>/dev/null; }; bg=""; }
+end_bg() { local -n bg=$1 && [[ -n $bg ]] && { signal_tree TERM "$bg"; wait_pid "$bg"; }; bg=""; }
 
 # SIGTERM, STOP_GRACE seconds, then SIGKILL; for docker through `docker stop`.
 stop_job() {
@@ -154,7 +154,7 @@ supervise() {
     ((PREEMPTED)) && { STATUS=preempted; stop_job "$PREEMPT_REASON"; break; }
     now_s
     ((NOW >= DEADLINE_S)) && { TIMED_OUT=true; stop_job "$KILL_REASON"; break; }
-    [[ -n $BG_PID ]] && ! kill -0 "$BG_PID" 2>/dev/null && { wait "$BG_PID"; BG_PID=""; }
+    [[ -n $BG_PID ]] && ! kill -0 "$BG_PID" 2>/dev/null && { wait_pid "$BG_PID"; BG_PID=""; }
     due=$((CKPT_ENABLED && NOW >= next_sync))
     if [[ -z $BG_PID ]] && ((NOW >= next_log || due)); then
       size=$(stat -c %s "$LOGS")

@@ -154,7 +154,7 @@ upload_tree() {
   ((count)) && note "uploading $count file(s), $total bytes, from $base" && access_token  # one, for every batch
   while ((next < batches || ${#again[@]} || ${#running[@]})); do
     if ((SHUTDOWN && !LOGS_SENT)); then
-      for pid in "${!running[@]}"; do signal_tree TERM "$pid"; wait "$pid" 2>/dev/null; again+=("${running[$pid]}"); done
+      for pid in "${!running[@]}"; do signal_tree TERM "$pid"; wait_pid "$pid"; again+=("${running[$pid]}"); done
       running=()
       upload_logs || failed=1
     elif ((next < batches || ${#again[@]})) && ((${#running[@]} < PARALLEL)) && budget_left; then
@@ -164,11 +164,10 @@ upload_tree() {
       running[$!]=$i
     else
       ((${#running[@]})) || break
-      pid=""
-      wait -n -p pid "${!running[@]}"
-      i=$?
+      pid="" && for i in "${!running[@]}"; do kill -0 "$i" 2>/dev/null || pid=$i; done  # gone: see wait_pid
+      if [[ -n $pid ]]; then wait_pid "$pid"; else wait -n -p pid "${!running[@]}"; WAIT_RC=$?; fi
       [[ -n $pid ]] || continue  # a trapped signal interrupted the wait
-      ((i)) && failed=1
+      [[ $WAIT_RC == 0 ]] || failed=1
       i=${running[$pid]} && unset "running[$pid]"
       done=$((done + starts[i + 1] - starts[i]))
       # Progress, each quarter of a large tree.
