@@ -46,7 +46,7 @@ LIST_LAG = timedelta(minutes=2)
 DEADLINE_SLACK = timedelta(0)
 # The sweep is not redelivered (the next tick comes anyway), so a listing that meets a transient
 # error is tried again at once; one that keeps failing leaves the sweep working from what it has.
-LIST_TRIES = 3
+LIST_TRIES = 3  # for listings and deletes alike
 # How long the sweep keeps re-trying the insert of an attempt that has no VM (transient errors)
 # before it calls the run stuck; a first attempt also gets its job's starting_deadline.
 CREATE_PATIENCE = timedelta(minutes=30)
@@ -113,7 +113,7 @@ def _sweep(deps: Deps, attention: Callable[..., bool]) -> SweepReport:
                                   run_known=index is not None and run_key not in unread)
             if reason is None:
                 continue
-            deps.compute.delete_instance(instance.zone, instance.name)
+            _deleted(deps, instance)
         except (Transient, ValueError) as exc:
             report.errors.append(f"reaping {instance.name}: {exc}")
             continue
@@ -131,6 +131,18 @@ def _sweep(deps: Deps, attention: Callable[..., bool]) -> SweepReport:
     for error in report.errors:
         log.warning("sweep: %s", error)
     return report
+
+
+def _deleted(deps: Deps, instance: Instance) -> None:
+    """Delete `instance`, tried LIST_TRIES times while it meets transient errors: nothing retries
+    a sweep, so one failed try would leave a stopped or overdue VM billing until the next one."""
+    for tried in range(1, LIST_TRIES + 1):
+        try:
+            deps.compute.delete_instance(instance.zone, instance.name)
+            return
+        except Transient:
+            if tried == LIST_TRIES:
+                raise
 
 
 def _listed(what: str, call: Callable[[], list], report: SweepReport) -> list | None:

@@ -77,3 +77,14 @@ def test_a_sweep_whose_live_index_listing_keeps_failing_reaps_overdue_vms_and_no
     assert h.sweep().status_code == 200  # the next sweep sees the index again and ends both runs
     assert h.record("bot", RUN).state == RunState.TIMED_OUT
     assert h.record("other", RUN).history[-1].at == h.clock.now()
+
+
+def test_a_delete_that_meets_a_transient_error_is_tried_again_in_the_same_sweep(h):
+    """Before: the stopped or overdue VM outlived the sweep and billed until the next one (the
+    seeded month's `stopped_lingering`), because nothing retries a sweep."""
+    bot_vm, _ = _overdue_and_vanished(h)
+    h.compute.fault = _failing("delete", times=1)
+    assert h.sweep().status_code == 200
+    h.compute.fault = None
+    assert bot_vm not in h.live_vms()
+    assert h.record("bot", RUN).state == RunState.TIMED_OUT
