@@ -44,12 +44,13 @@ def write_jobs(directory: Path, jobs: dict[str, str]) -> None:
         (directory / f"{name}.yaml").write_text(JOB_TEMPLATE.format(name=name, command=command))
 
 
-def start_stack(state_dir: Path, cwd: Path, *, grace: int = GRACE_S, sweep_interval: int = SWEEP_INTERVAL_S):
+def start_stack(state_dir: Path, cwd: Path, *, grace: int = GRACE_S, sweep_interval: int = SWEEP_INTERVAL_S,
+                limits=None):
     """A local stack on a private state dir that runs every job's `local.command` (no containers)."""
     from spotcron.local.stack import LocalStack
 
     return LocalStack(state_dir, environ=dict(os.environ), cwd=cwd, sweep_interval=sweep_interval, grace=grace,
-                      runtime_for=lambda image: None).start()
+                      runtime_for=lambda image: None, limits=limits).start()
 
 
 def run_batches(stack, spec, runs: int, at_once: int, *, timeout_s: float = 180) -> list[RunRecord]:

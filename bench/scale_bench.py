@@ -406,6 +406,7 @@ def burst(stack, specs: list, *, timeout_s: float = 300, stall_s: float = 30, po
 def local_section(quick: bool = False) -> Section:
     from bench.overhead_bench import start_stack
     from spotcron.core.loader import load_jobs
+    from spotcron.core.settings import Limits
 
     started = time.perf_counter()
     big, small, sample = (8, 2, 2) if quick else (100, 10, 3)
@@ -421,8 +422,10 @@ def local_section(quick: bool = False) -> Section:
         specs = load_jobs([jobs])
 
         def on_fresh_stack(name: str, measure: Callable):
-            # A fresh bucket each: the local bucket's writes slow down as it fills up.
-            stack = start_stack(root / name, root, sweep_interval=60)
+            # A fresh bucket each: the local bucket's writes slow down as it fills up. The limits
+            # are raised as a user with this load would: the default 10 live VMs would refuse most.
+            stack = start_stack(root / name, root, sweep_interval=60,
+                                limits=Limits(max_live_vms=big + 10, max_gpus=0, max_vm_hours_per_day=1e6))
             try:
                 return measure(stack)
             finally:

@@ -66,12 +66,12 @@ def _handed_records(state_dir: Path, runs: list[tuple[str, str]]) -> list[Any]:
     return read_records(state_dir, runs)
 
 
-def _local_stack(state_dir: Path) -> Any:
+def _local_stack(state_dir: Path, limits: Any = None) -> Any:
     import os
 
     from spotcron.local.stack import LocalStack
 
-    return LocalStack(state_dir, environ=os.environ)
+    return LocalStack(state_dir, environ=os.environ, limits=limits)
 
 
 @dataclass
@@ -83,7 +83,7 @@ class RunsContext:
     sleep: Callable[[float], None] = time.sleep
     compute: Callable[[str], Compute] = _google_compute
     publisher: Callable[[str | None], Any] = _publisher  # emulator host or None → PublisherClient
-    local_stack: Callable[[Path], Any] = _local_stack  # state_dir → an unstarted LocalStack
+    local_stack: Callable[..., Any] = _local_stack  # (state_dir, limits) → an unstarted LocalStack
     hand_off: Callable[[Path, dict[str, Any]], list[tuple[str, str]] | None] = _hand_off  # to a running `up`
     handed_records: Callable[[Path, list[tuple[str, str]]], list[Any]] = _handed_records  # asked of that `up`
     interactive: Callable[[], bool] = field(default=lambda: sys.stdin.isatty())  # may we ask a question?

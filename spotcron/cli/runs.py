@@ -220,7 +220,7 @@ def run(job_or_file: str, cloud: bool, project: str | None, topic: str | None, t
     if cloud:
         _publish_start(spec, project or settings.project, topic or settings.start_topic, bucket)
         return
-    records = _run_locally(spec, state_dir, timeout_s or float(spec.timeout + settings.grace))
+    records = _run_locally(spec, state_dir, timeout_s or float(spec.timeout + settings.grace), settings.limits)
     out = stdout()
     print_runs_table(out, records, runs_context().now())
     for record in records:
@@ -231,7 +231,7 @@ def run(job_or_file: str, cloud: bool, project: str | None, topic: str | None, t
         raise click.exceptions.Exit(1)
 
 
-def _run_locally(spec: Any, state_dir: Path, timeout_s: float) -> list[RunRecord]:
+def _run_locally(spec: Any, state_dir: Path, timeout_s: float, limits: Any = None) -> list[RunRecord]:
     """Run every matrix entry now and wait for them all to end: on the `spotcron up` that owns
     `state_dir` when one runs (a second stack cannot share it), else on a local stack of its own."""
     err = console(stderr=True)
@@ -241,7 +241,7 @@ def _run_locally(spec: Any, state_dir: Path, timeout_s: float) -> list[RunRecord
             err.print(f"started {job}/{run_id} on the running `spotcron up`")
         return _follow_runs(started, state_dir, timeout_s, err)
     with err.status(f"starting the local stack in {state_dir}…") as spinner, \
-            runs_context().local_stack(state_dir) as stack:
+            runs_context().local_stack(state_dir, limits) as stack:
         started = stack.run_now(spec)
         for job, run_id in started:
             err.print(f"started {job}/{run_id}")

@@ -13,13 +13,14 @@ from pathlib import Path
 
 import click
 
-from spotcron.cli._common import console, given, goes_with, jobs_option
+from spotcron.cli._common import console, given, goes_with, jobs_option, load_stack, stack_option
 
 STATE_ENV = "SPOTCRON_STATE_DIR"
 
 
 @click.command("up")
 @jobs_option
+@stack_option
 @click.option("--once", is_flag=True,
               help="Fire every job (every matrix entry) once now, wait for all runs to end, and exit: "
                    "0 if all succeeded, 1 otherwise.")
@@ -30,7 +31,7 @@ STATE_ENV = "SPOTCRON_STATE_DIR"
               help="With --once: give up waiting after this many seconds.")
 @click.option("--sweep-interval", type=int, default=30, show_default=True,
               help="Seconds between sweeps (Cloud Scheduler runs it every few minutes on Google Cloud).")
-def up(jobs_dir: Path, once: bool, state_dir: Path, timeout: float, sweep_interval: int) -> None:
+def up(jobs_dir: Path, stack_path: Path, once: bool, state_dir: Path, timeout: float, sweep_interval: int) -> None:
     """Run the scheduler, functions, bucket and "VMs" locally.
 
     Without --once, fires each job at its cron times (in its time zone) until Ctrl-C, re-reading
@@ -40,6 +41,7 @@ def up(jobs_dir: Path, once: bool, state_dir: Path, timeout: float, sweep_interv
     run to this stack. VMs are runner processes: the job's container under
     docker or podman when the image exists locally, else the job's `local.command`. Results land
     in a local bucket under --state-dir; read them with `spotcron runs`, `logs` and `results`.
+    The stack file's `limits:` hold here as they do on Google Cloud.
     """
     from spotcron.core.loader import load_jobs
     from spotcron.local.stack import LocalStack
@@ -48,7 +50,7 @@ def up(jobs_dir: Path, once: bool, state_dir: Path, timeout: float, sweep_interv
         raise goes_with("--timeout", "--once", "without it up runs until Ctrl-C")
     out = console()
     specs = load_jobs([jobs_dir]) if once else []  # --once fails before starting anything
-    stack = LocalStack(state_dir, environ=os.environ, sweep_interval=sweep_interval)
+    stack = LocalStack(state_dir, environ=os.environ, sweep_interval=sweep_interval, limits=load_stack(stack_path).limits)
     with _stopped_however_it_ends(stack.stop):
         stack.start()
         out.print(f"[bold]spotcron up[/] — local bucket {stack.bucket.url}, state in {state_dir}/")

@@ -8,9 +8,10 @@ VM-hours are a ledger per UTC day (layout.usage_ledger): an attempt reserves its
 timeout + grace, when it is admitted, and when its run ends the reservation is replaced by the
 hours its VM really ran. The ledger changes only under generation preconditions, so concurrent
 starts cannot both spend the last hours. Live VMs and GPUs are counted from Compute Engine's
-list of managed VMs at admission; starts handled at the same instant may each see the other's
-VM missing, so these two may be crossed by at most the number of concurrent start deliveries
-(start_job's max instances), never by a message's matrix (capped in the spec).
+list of managed VMs at admission, plus the admissions of the last ADMISSION_WINDOW that the list
+does not show yet: starts handled at the same instant each list before the others' inserts
+land, but each writes its admission to the ledger under the same precondition, so the later
+one sees the earlier one's VM.
 """
 
 from __future__ import annotations
@@ -32,6 +33,10 @@ log = logging.getLogger("spotcron.engine")
 
 GPUS_LABEL = "gpus"  # on every job VM with GPUs, so the GPU limit can count them from one listing
 MAX_CONFLICTS = 20
+# How long an admitted VM may take to appear in the list (insert and its zone fallbacks); after
+# that an admission no longer counts, so an insert that failed for good, or a preempted VM whose
+# run is still retrying, does not hold a slot for long.
+ADMISSION_WINDOW = timedelta(minutes=5)
 LIMITS_HINT = "raise it under `limits:` in infra/stack.yaml if this load is expected"
 
 
@@ -95,6 +100,21 @@ def ledger_hours(ledger: dict) -> float:
     return sum(float(used.get(vm, hours)) for vm, hours in ledger.get("reserved", {}).items())
 
 
+def _read_ledger(blobs, day: str) -> dict:
+    blob = blobs.read(layout.usage_ledger(day))
+    return json.loads(blob.data) if blob else {}
+
+
+def _recent_admissions(ledger: dict, now: datetime) -> dict[str, int]:
+    """VM name → GPUs of the admissions within ADMISSION_WINDOW of `now`."""
+    recent = {}
+    for vm, entry in ledger.get("admitted", {}).items():
+        at = datetime.fromisoformat(entry["at"])
+        if now - ADMISSION_WINDOW <= at <= now + ADMISSION_WINDOW:
+            recent[vm] = int(entry.get("gpus", 0))
+    return recent
+
+
 def _change_ledger(blobs, day: str, change: Callable[[dict], dict | None]) -> dict:
     name = layout.usage_ledger(day)
     for _ in range(MAX_CONFLICTS):
@@ -129,21 +149,32 @@ def admit(deps, record: RunRecord, spec: JobSpec, attempt: Attempt) -> str | Non
     if any(i.name == attempt.vm_name for i in alive):
         return None  # its VM exists already: this is a redelivery of an admitted attempt
     others = [i for i in alive if i.name != attempt.vm_name]
+    listed = {i.name for i in alive}
+    own = {a.vm_name for a in record.attempts} | {attempt.vm_name}  # a retry's earlier VMs are gone
     hours = (spec.timeout + deps.settings.grace) / 3600
     gpus = gpu_count(spec)
     refused: list[str] = []
+    # Admissions written just before midnight (UTC) sit in yesterday's ledger, which no longer changes.
+    yesterday = _recent_admissions(_read_ledger(deps.blobs, _day(now - ADMISSION_WINDOW)), now) \
+        if _day(now - ADMISSION_WINDOW) != _day(now) else {}
 
     def reserve(ledger: dict) -> dict | None:
         refused.clear()
         if attempt.vm_name in ledger.get("reserved", {}):
             return None
-        usage = Usage(live_vms=len(others), gpus=sum(instance_gpus(i) for i in others),
+        admitted = {**yesterday, **_recent_admissions(ledger, now)}
+        unlisted = {vm: n for vm, n in admitted.items()
+                    if vm not in listed and vm not in own and vm not in ledger.get("used", {})}
+        usage = Usage(live_vms=len(others) + len(unlisted),
+                      gpus=sum(instance_gpus(i) for i in others) + sum(unlisted.values()),
                       vm_hours_today=ledger_hours(ledger))
         problem = limit_problem(limits, usage, gpus=gpus, hours=hours)
         if problem:
             refused.append(problem)
             return None
-        return {**ledger, "reserved": {**ledger.get("reserved", {}), attempt.vm_name: round(hours, 6)}}
+        fresh = {vm: entry for vm, entry in ledger.get("admitted", {}).items() if vm in _recent_admissions(ledger, now)}
+        return {**ledger, "reserved": {**ledger.get("reserved", {}), attempt.vm_name: round(hours, 6)},
+                "admitted": {**fresh, attempt.vm_name: {"at": now.isoformat(), "gpus": gpus}}}
 
     _change_ledger(deps.blobs, _day(now), reserve)
     if refused:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from spotcron.core.runs import RunRecord
-from spotcron.core.settings import Settings
+from spotcron.core.settings import Limits, Settings
 from spotcron.core.spec import JobSpec
 from spotcron.engine.deps import Deps
 from spotcron.local.feed import EventFeed
@@ -31,19 +31,19 @@ LOCAL_ZONES = ("local-zone1-a", "local-zone1-b")
 
 
 def local_settings(job_done_url: str, credentials_url: str = "", *, sweep_interval: int = 30,
-                   grace: int = 60) -> Settings:
+                   grace: int = 60, limits: Limits | None = None) -> Settings:
     from spotcron.local.blobs import LOCAL_BUCKET
 
     # Costs are shown as if the runs had happened in us-central1.
     return Settings(project="spotcron-local", region="us-central1", zones=LOCAL_ZONES, bucket=LOCAL_BUCKET,
                     job_done_url=job_done_url, credentials_url=credentials_url, sweep_interval=sweep_interval,
-                    grace=grace)
+                    grace=grace, limits=limits or Limits())
 
 
 class LocalStack:
     def __init__(self, state_dir: Path, *, environ: Mapping[str, str], cwd: Path | None = None,
                  sweep_interval: int = 30, grace: int = 60, runtime_for: Callable[[str], str | None] | None = None,
-                 prices: Any = None):
+                 prices: Any = None, limits: Limits | None = None):
         self.state_dir = Path(state_dir)
         self.environ = dict(environ)
         self.cwd = Path(cwd or Path.cwd())
@@ -51,6 +51,7 @@ class LocalStack:
         self.grace = grace
         self.runtime_for = runtime_for
         self.prices = prices
+        self.limits = limits  # the stack file's `limits:`, as the functions enforce them on Google Cloud
         self._stack: list[Callable[[], None]] = []
         self._stop_reason = "the local stack was stopped"
         self.deps: Deps | None = None
@@ -97,7 +98,8 @@ class LocalStack:
         broker = _HttpServer(functions_framework.create_app(target="credentials", source=str(FUNCTIONS_SOURCE)),
                              "spotcron-credentials")
         self._stack.append(broker.stop)
-        settings = local_settings(job_done.url, broker.url, sweep_interval=self.sweep_interval, grace=self.grace)
+        settings = local_settings(job_done.url, broker.url, sweep_interval=self.sweep_interval, grace=self.grace,
+                                  limits=self.limits)
         # Its VMs' own access tokens reach no storage (the VM account holds no storage role).
         metadata = LocalMetadataServer(project=settings.project,
                                        service_account=settings.vm_service_account_email).start()

@@ -36,7 +36,7 @@ def test_run_hands_off_to_a_running_up_and_follows_to_the_end(invoke, bucket, co
 
     context.hand_off = hand
     context.handed_records = lambda state_dir, runs: [bucket.store.read(job, r) for job, r in runs]
-    context.local_stack = lambda state_dir: pytest.fail("a second local stack was started beside `up`")
+    context.local_stack = lambda state_dir, limits=None: pytest.fail("a second local stack was started beside `up`")
     sleeps.steps = [lambda: bucket.store.update("bot", run_id, lambda r: r.with_state(RunState.RUNNING, NOW)), finish]
     result = invoke("run", "bot")
     assert result.exit_code == code, result.output

@@ -400,7 +400,7 @@ def test_run_locally_waits_and_reports(invoke, bucket, context, tmp_path, state,
     (tmp_path / "jobs").mkdir()
     (tmp_path / "jobs" / "bot.yaml").write_text(JOB_FILE)
     stack = FakeStack(bucket, state)
-    context.local_stack = lambda state_dir: stack
+    context.local_stack = lambda state_dir, limits=None: stack
     result = invoke("run", "bot")
     assert result.exit_code == code, result.output
     assert stack.entered == 0  # stopped again
@@ -743,3 +743,20 @@ def test_follow_takes_one_more_look_after_the_run_ended(invoke, bucket, sleeps):
     sleeps.steps = [finish]
     result = invoke("logs", f"{job}/{run}", "-f")
     assert result.exit_code == 0 and result.stdout == "tick 0\ntick 1\n"
+
+
+def test_run_locally_takes_the_stack_files_limits(invoke, bucket, context, tmp_path):
+    """Before: a local run used the default limits whatever infra/stack.yaml said."""
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "bot.yaml").write_text(JOB_FILE)
+    (tmp_path / "stack.yaml").write_text("limits: {max_live_vms: 40, max_gpus: 2}\n")
+    given = []
+
+    def local_stack(state_dir, limits=None):
+        given.append(limits)
+        return FakeStack(bucket, "succeeded")
+
+    context.local_stack = local_stack
+    result = invoke("run", "bot", "--stack", str(tmp_path / "stack.yaml"))
+    assert result.exit_code == 0, result.output
+    assert [(limits.max_live_vms, limits.max_gpus) for limits in given] == [(40, 2)]

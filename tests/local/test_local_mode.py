@@ -150,3 +150,16 @@ def test_the_scheduler_fires_at_cron_times(make_stack, tmp_path):
     [record] = stack.wait([("ticker", run_id)], timeout=60)
     assert record.state == "succeeded" and record.trigger == "schedule"
     assert json.loads(stack.deps.blobs.read(layout.run_record("ticker", run_id)).data)["state"] == "succeeded"
+
+
+def test_the_stack_files_limits_hold_locally_too(make_stack, tmp_path):
+    """Before: local mode always used the default limits, while a refusal told the user to raise
+    them in infra/stack.yaml, which `up` and `run` never read: a 12-entry matrix could not run."""
+    from spotcron.core.settings import Limits
+
+    entries = "".join(f"\n  - {{name: e{i}}}" for i in range(3))
+    stack = make_stack(limits=Limits(max_live_vms=2))
+    spec = job(tmp_path, "wide", "import time; time.sleep(3)", extra=f"matrix:{entries}\n")
+    records = stack.wait(stack.run_now(spec), timeout=90)
+    refused = [r for r in records if "max_live_vms" in (r.reason or "")]
+    assert len(refused) == 1 and "the limit is 2" in refused[0].reason, [(r.run_id, r.state, r.reason) for r in records]

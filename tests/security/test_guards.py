@@ -173,3 +173,44 @@ def test_validate_refuses_a_retention_shorter_than_a_jobs_timeout(tmp_path):
     (tmp_path / "stack.yaml").write_text("results_retention_days: 5\n")
     assert CliRunner().invoke(main, ["validate", "--jobs", str(tmp_path / "jobs"), "--stack",
                                      str(tmp_path / "stack.yaml")]).exit_code == 0
+
+
+def test_concurrent_starts_cannot_cross_max_live_vms_or_max_gpus(limited):
+    """Starts handled at the same instant each list the VMs before any of them is inserted.
+    Before: each saw none of the others and all were admitted (10 live with a limit of 2, and any
+    number of GPUs); the ledger's admissions, written under its precondition, now count too."""
+    h = limited(max_live_vms=2, max_gpus=1)
+    h.compute.list_managed = lambda: []  # every listing made before any of these inserts landed
+    for name in ("a", "b", "c", "d"):
+        h.start(make_spec(name=name))
+    assert [only_run(h, n).state for n in "abcd"] == ["running", "running", "failed", "failed"]
+    assert only_run(h, "c").reason.startswith("refused by the stack limit max_live_vms: 2 job VMs are live")
+
+    g = limited(max_gpus=1)
+    g.compute.list_managed = lambda: []
+    t4 = {"type": "n1-standard-4", "gpu": {"type": "nvidia-tesla-t4", "count": 1}}
+    g.start(make_spec(name="one", machine=t4))
+    g.start(make_spec(name="two", machine=t4))
+    assert only_run(g, "two").reason.startswith("refused by the stack limit max_gpus: 1 GPUs are on live VMs")
+
+
+def test_an_admission_counts_as_live_only_until_its_vm_could_be_listed(limited):
+    """An admitted VM that never appears (its insert failed for good) stops counting after the
+    window, so a failed insert cannot hold a slot for the rest of the day."""
+    h = limited(max_live_vms=1)
+    h.compute.list_managed = lambda: []
+    h.start(make_spec(name="a"))
+    h.clock.advance(6 * 60)
+    h.start(make_spec(name="b"), attributes={"trigger": "manual", "nonce": "ab12"})
+    assert only_run(h, "b").state == "running"
+
+
+def test_a_retry_after_a_preemption_does_not_count_its_own_earlier_vm(limited):
+    h = limited(max_live_vms=1)
+    h.compute.list_managed = lambda: []
+    h.start(make_spec(name="a", retries={"preemption": 1}))
+    run = only_run(h, "a")
+    h.clock.advance(60)
+    h.callback("a", run.run_id, status="preempted", exit_code=None)
+    after = only_run(h, "a")
+    assert after.current_attempt.number == 2 and after.state == "running", after.reason
