@@ -41,18 +41,21 @@ preempt_watcher() {
 # One direct look, just before the job starts: the watcher's signal may still be on its way.
 preempted_now() { md_fetch instance/preempted "$TMP/preempted.now" && [[ $(<"$TMP/preempted.now") == TRUE ]]; }
 
-# WAIT_RC = the exit status of background process $1 ("" if lost). Bash can drop the status of a
-# child ending while a trapped signal interrupts a `wait`; a `wait` for it then blocks until some
-# other child ends (the watcher: never). So wait only while kill -0 finds it (zombies answer), and
-# for a gone one bash still lists, only beside a short timer. On a trap: TERM it if $2 and going.
+# WAIT_RC = the exit status of background process $1 ("" if lost). A trapped signal interrupts
+# `wait` (status > 128) while the process may still run: then wait again (after a TERM to it when
+# $2 is set and the VM is going away); bash keeps a reaped child's status, so a second `wait`
+# returns its own. But bash can drop the status of a child ending while a trap interrupts a
+# `wait`, and a `wait` for it then blocks until some other child ends (the watcher: never): so
+# one that is gone yet still listed as a job is waited for only beside a short timer.
 wait_pid() {
   local got="" t
   while kill -0 "$1" 2>/dev/null; do
-    wait -n -p got "$1" 2>/dev/null; WAIT_RC=$?
-    [[ -n $got ]] && return 0; ((WAIT_RC > 128)) || break  # else: not a child of this shell
+    wait "$1" 2>/dev/null; WAIT_RC=$?
+    ((WAIT_RC > 128)) || return 0
+    kill -0 "$1" 2>/dev/null || break
     [[ -n ${2-} ]] && ((PREEMPTED)) && kill -TERM "$1" 2>/dev/null
   done
-  t=" $(jobs -p) " && t=${t//$'\n'/ }  # a job bash no longer lists: `wait` returns its kept status
+  t=" $(jobs -p) " && t=${t//$'\n'/ }
   [[ $t == *" $1 "* ]] || { wait "$1" 2>/dev/null; WAIT_RC=$?; return 0; }
   sleep 0.2 & t=$!
   while [[ -z $got ]] && kill -0 "$t" 2>/dev/null; do wait -n -p got "$1" "$t" 2>/dev/null; WAIT_RC=$?; done
