@@ -223,3 +223,16 @@ def test_ranged_downloads_send_only_the_range(bucket):
     assert (rest.status, rest.body) == (206, data[16000:])
     assert get("bytes=16384-16400").status == 416
     assert control.call("GET", path, {"alt": "media"}).body == data
+
+
+def test_the_local_client_never_goes_through_a_proxy_named_in_the_environment(bucket, monkeypatch):
+    """The server is on this machine: a user's HTTP_PROXY (with no NO_PROXY for it) must not
+    carry the functions' storage calls. Before, requests sent them to the proxy and local mode
+    failed on any machine with a proxy set."""
+    for name in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.setenv(name, "http://127.0.0.1:9")  # nothing listens there
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    blobs = bucket.blobs()
+    blobs.write("proxied", b"no")
+    assert blobs.read("proxied").data == b"no"
