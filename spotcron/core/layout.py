@@ -12,7 +12,8 @@
     deployed/JOB.json                          the job's spec as deploy validated it (canonical JSON); written only
                                                when it changes, so the object's time is when it was deployed
     dispatch/cursor.json                       the minute through which the dispatcher published every tick (shared)
-    limits/usage-YYYY-MM-DD.json               VM-hours reserved and used that UTC day (stack limits)
+    limits/DAY/admitted/VM~AT~GPUS~HOURS       an admitted VM (stack limits): when, its GPUs, the hours it reserves
+    limits/DAY/used/VM~HOURS                   what that VM really ran, written when its run ends
     index.html                                 the results page
 """
 
@@ -72,9 +73,22 @@ def accepted_token(digest: str) -> str:
 LIMITS = "limits/"
 
 
-def usage_ledger(day: str) -> str:
-    """VM-hours reserved and used on the UTC day `day` (YYYY-MM-DD)."""
-    return f"{LIMITS}usage-{day}.json"
+def usage_day(day: str) -> str:
+    """Every admission and settlement of the UTC day `day` (YYYY-MM-DD): one listing reads the day."""
+    return f"{LIMITS}{day}/"
+
+
+def usage_admitted(day: str, vm: str, at: int, gpus: int, hours: float) -> str:
+    """An admission; its facts are in its name so a listing reads them all. `at`: epoch seconds."""
+    return f"{usage_admitted_prefix(day, vm)}{at}~{gpus}~{hours:.6f}"
+
+
+def usage_admitted_prefix(day: str, vm: str) -> str:
+    return f"{usage_day(day)}admitted/{vm}~"
+
+
+def usage_used(day: str, vm: str, hours: float) -> str:
+    return f"{usage_day(day)}used/{vm}~{hours:.6f}"
 
 
 INDEX_PAGE = "index.html"

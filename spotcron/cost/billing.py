@@ -50,12 +50,13 @@ class Usage:
     # Storage operations of one run, as the engine makes them (tests/test_cost.py counts them through
     # the functions on the in-memory bucket, so this cannot drift). Class A: run.json 4 writes
     # (scheduled, starting, running, ended), the live marker 2 (waiting, running; deleting is free),
-    # the VM-hours ledger 2 (reserve, settle), the token's replay marker, the live-index listing of
-    # the concurrency check and the job's listing for history pruning, and the runner's logs.txt,
-    # one results file and manifest.json. Class B: 14 reads. Live log parts (one per 5 s in which
-    # the job's output grew) come on top and depend on the job.
-    class_a_per_run: int = 14
-    class_b_per_run: int = 14
+    # the limits 4 (the admission and the day's listing at start, the listing and the settlement
+    # at the end), the token's replay marker, the live-index listing of the concurrency check and
+    # the job's listing for history pruning, and the runner's logs.txt, one results file and
+    # manifest.json. Class B: 11 reads. Live log parts (one per 5 s in which the job's output
+    # grew) come on top and depend on the job.
+    class_a_per_run: int = 16
+    class_b_per_run: int = 11
     sweep_lists: int = 1  # Class A listings per sweep pass: the live index (engine/sweep.py)
     # scheduling: shared. One dispatch a minute; in a minute where some job fires it reads its
     # cursor (Class B) and writes it once (Class A), and publishes one message per tick (each adds a little: the client

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from spotcron.core.layout import RUNS, TOKENS, deployed_spec
+from spotcron.core.layout import LIMITS, RUNS, TOKENS, deployed_spec
 from spotcron.core.settings import ENV_PREFIX, Settings
 from spotcron.core.spec import JobSpec
 from spotcron.deploy.iam import Binding, bindings, job_accounts
@@ -119,8 +119,10 @@ def _bucket(settings: Settings) -> Resource:
         "location": settings.region,
         "uniform_access": True,
         "public_access_prevention": "enforced",
-        # A replay marker guards a token only while the token is valid (an hour at most).
-        "lifecycle": (("Delete", settings.results_retention_days, (RUNS,)), ("Delete", 1, (TOKENS,))),
+        # A replay marker guards a token only while the token is valid (an hour at most); the
+        # limits read today's and yesterday's admissions only.
+        "lifecycle": (("Delete", settings.results_retention_days, (RUNS,)), ("Delete", 1, (TOKENS,)),
+                      ("Delete", 3, (LIMITS,))),
         "labels": dict(MANAGED_LABELS),
     })
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from spotcron.core.layout import RUNS, TOKENS
+from spotcron.core.layout import LIMITS, RUNS, TOKENS
 from spotcron.core.names import MANAGED_LABEL
 
 MANAGED_LABELS = {MANAGED_LABEL: "1"}
@@ -37,7 +37,7 @@ TYPES = (BUCKET, TOPIC, SERVICE_ACCOUNT, REPOSITORY, IAM_POLICY, SOURCE, FUNCTIO
 
 # Object prefixes whose lifecycle Delete rules deploy writes; every other rule on the bucket is
 # someone else's and is neither compared nor replaced.
-LIFECYCLE_PREFIXES = frozenset({RUNS, TOKENS})
+LIFECYCLE_PREFIXES = frozenset({RUNS, TOKENS, LIMITS})
 
 
 def managed_lifecycle_rule(rule: Mapping[str, Any]) -> bool:

@@ -4,26 +4,24 @@ Two kinds: the catalog (a machine type or GPU spotcron does not know never reach
 Engine) and the stack's limits (infra/stack.yaml `limits:`): live VMs, GPUs on live VMs and
 VM-hours per UTC day. A run that would cross one ends `failed`, its reason naming the limit.
 
-VM-hours are a ledger per UTC day (layout.usage_ledger): an attempt reserves its worst case,
-timeout + grace, when it is admitted, and when its run ends the reservation is replaced by the
-hours its VM really ran. The ledger changes only under generation preconditions, so concurrent
-starts cannot both spend the last hours. Live VMs and GPUs are counted from Compute Engine's
-list of managed VMs at admission, plus the admissions of the last ADMISSION_WINDOW that the list
-does not show yet: starts handled at the same instant each list before the others' inserts
-land, but each writes its admission to the ledger under the same precondition, so the later
-one sees the earlier one's VM.
+Each admission is an object of its own under the UTC day (layout.usage_admitted), written
+before the limits are checked: an attempt reserves its worst case, timeout + grace, and when its
+run ends a settlement (layout.usage_used) replaces that with the hours its VM really ran. Live
+VMs and GPUs are counted from Compute Engine's list of managed VMs at admission, plus the
+admissions of the last ADMISSION_WINDOW that the list does not show yet, so starts handled at
+the same instant, each listing before the others' inserts land, still see each other.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from spotcron.core import catalog, layout
-from spotcron.core.errors import PreconditionFailed
+from spotcron.core.errors import PreconditionFailed, Transient
 from spotcron.core.runs import Attempt, RunRecord
 from spotcron.core.settings import Limits
 from spotcron.core.spec import JobSpec
@@ -32,7 +30,6 @@ from spotcron.engine.ports import ALIVE_STATUSES, Instance
 log = logging.getLogger("spotcron.engine")
 
 GPUS_LABEL = "gpus"  # on every job VM with GPUs, so the GPU limit can count them from one listing
-MAX_CONFLICTS = 20
 # How long an admitted VM may take to appear in the list (insert and its zone fallbacks); after
 # that an admission no longer counts, so an insert that failed for good, or a preempted VM whose
 # run is still retrying, does not hold a slot for long.
@@ -88,54 +85,89 @@ def limit_problem(limits: Limits, usage: Usage, *, gpus: int, hours: float) -> s
     return None
 
 
-# --- the VM-hours ledger ------------------------------------------------------------------------
+# --- the day's admissions -------------------------------------------------------------------------
 
 def _day(at: datetime) -> str:
     return at.strftime("%Y-%m-%d")
 
 
-def ledger_hours(ledger: dict) -> float:
-    """Hours of a day's ledger: what ended runs really used, plus the reservations still open."""
-    used = ledger.get("used", {})
-    return sum(float(used.get(vm, hours)) for vm, hours in ledger.get("reserved", {}).items())
+@dataclass(frozen=True)
+class Admission:
+    vm: str
+    at: datetime
+    gpus: int
+    hours: float  # reserved: the attempt's timeout + grace
 
 
-def _read_ledger(blobs, day: str) -> dict:
-    blob = blobs.read(layout.usage_ledger(day))
-    return json.loads(blob.data) if blob else {}
+@dataclass(frozen=True)
+class DayUsage:
+    """One UTC day's admissions and what their VMs really ran, read from one listing."""
+
+    admitted: dict[str, Admission]  # VM name → its latest admission
+    used: dict[str, float]  # VM name → hours it ran, once its run has ended
+
+    @property
+    def hours(self) -> float:
+        """What ended runs really used, plus the reservations still open."""
+        return sum(self.hours_of(vm) for vm in self.admitted)
+
+    def hours_of(self, vm: str) -> float:
+        if vm not in self.admitted:
+            return 0.0
+        return self.used.get(vm, self.admitted[vm].hours)
 
 
-def _recent_admissions(ledger: dict, now: datetime) -> dict[str, int]:
-    """VM name → GPUs of the admissions within ADMISSION_WINDOW of `now`."""
-    recent = {}
-    for vm, entry in ledger.get("admitted", {}).items():
-        at = datetime.fromisoformat(entry["at"])
-        if now - ADMISSION_WINDOW <= at <= now + ADMISSION_WINDOW:
-            recent[vm] = int(entry.get("gpus", 0))
-    return recent
-
-
-def _change_ledger(blobs, day: str, change: Callable[[dict], dict | None]) -> dict:
-    name = layout.usage_ledger(day)
-    for _ in range(MAX_CONFLICTS):
-        blob = blobs.read(name)
-        ledger = json.loads(blob.data) if blob else {"reserved": {}, "used": {}}
-        updated = change(ledger)
-        if updated is None:
-            return ledger
+def read_day(blobs, day: str) -> DayUsage:
+    prefix = layout.usage_day(day)
+    admitted: dict[str, Admission] = {}
+    used: dict[str, float] = {}
+    for name in blobs.list(prefix):
+        kind, _, facts = name[len(prefix):].partition("/")
+        fields = facts.split("~")
         try:
-            blobs.write(name, json.dumps(updated, sort_keys=True).encode(), content_type="application/json",
-                        if_generation_match=blob.generation if blob else 0)
-            return updated
-        except PreconditionFailed:
-            continue
-    from spotcron.engine.store import RecordConflict
+            if kind == "admitted" and len(fields) == 4:
+                entry = Admission(vm=fields[0], at=datetime.fromtimestamp(int(fields[1]), UTC), gpus=int(fields[2]),
+                                  hours=float(fields[3]))
+                if entry.vm not in admitted or admitted[entry.vm].at < entry.at:
+                    admitted[entry.vm] = entry
+            elif kind == "used" and len(fields) == 2:
+                used[fields[0]] = float(fields[1])
+            else:
+                raise ValueError(name)
+        except ValueError:
+            log.warning("limits: %s is neither an admission nor a settlement; ignored", name)
+    return DayUsage(admitted=admitted, used=used)
 
-    raise RecordConflict(f"the usage ledger {name} kept changing; giving up after {MAX_CONFLICTS} tries")
+
+def _pending(day: DayUsage, now: datetime, *, listed: set[str], own: set[str]) -> dict[str, Admission]:
+    """Admissions of others within ADMISSION_WINDOW of `now` whose VMs are not listed yet and
+    whose runs have not ended: starts being decided right now, or VMs about to appear."""
+    return {vm: entry for vm, entry in day.admitted.items()
+            if vm not in day.used and vm not in listed and vm not in own
+            and now - ADMISSION_WINDOW <= entry.at <= now + ADMISSION_WINDOW}
+
+
+def _write_once(blobs, name: str) -> None:
+    with contextlib.suppress(PreconditionFailed):  # written already, by a concurrent delivery
+        blobs.write(name, b"", if_generation_match=0)
+
+
+class AdmissionBusy(Transient):
+    """Near a limit while other starts are being admitted: whether this one fits depends on them.
+    Its admission is withdrawn; the start is delivered again (Pub/Sub's backoff spreads the retries)."""
 
 
 def admit(deps, record: RunRecord, spec: JobSpec, attempt: Attempt) -> str | None:
     """Check the catalog and the limits for `attempt`'s VM and reserve its hours; the refusal, or None.
+
+    Written first, counted after: the admission is an object of its own (concurrent starts never
+    contend on one object), then the day is listed and every admission there counts. Of any set
+    of admitted VMs, the one written last listed after all the others were written, so it counted
+    them all: together they cannot cross a limit. A start that crosses a limit only because of
+    admissions still pending (others being decided at this moment) withdraws its own and raises
+    AdmissionBusy, so a burst near a limit is decided one by one on redelivery instead of
+    refusing more runs than the limit requires. A refused admission reserves nothing once its run
+    has ended (settle records that it used no hours).
 
     Idempotent per VM name: a redelivery, a move to the next zone or the on-demand fallback of
     the same attempt neither counts its own VM nor reserves twice.
@@ -153,35 +185,30 @@ def admit(deps, record: RunRecord, spec: JobSpec, attempt: Attempt) -> str | Non
     own = {a.vm_name for a in record.attempts} | {attempt.vm_name}  # a retry's earlier VMs are gone
     hours = (spec.timeout + deps.settings.grace) / 3600
     gpus = gpu_count(spec)
-    refused: list[str] = []
-    # Admissions written just before midnight (UTC) sit in yesterday's ledger, which no longer changes.
-    yesterday = _recent_admissions(_read_ledger(deps.blobs, _day(now - ADMISSION_WINDOW)), now) \
-        if _day(now - ADMISSION_WINDOW) != _day(now) else {}
-
-    def reserve(ledger: dict) -> dict | None:
-        refused.clear()
-        if attempt.vm_name in ledger.get("reserved", {}):
-            return None
-        admitted = {**yesterday, **_recent_admissions(ledger, now)}
-        unlisted = {vm: n for vm, n in admitted.items()
-                    if vm not in listed and vm not in own and vm not in ledger.get("used", {})}
-        usage = Usage(live_vms=len(others) + len(unlisted),
-                      gpus=sum(instance_gpus(i) for i in others) + sum(unlisted.values()),
-                      vm_hours_today=ledger_hours(ledger))
-        problem = limit_problem(limits, usage, gpus=gpus, hours=hours)
-        if problem:
-            refused.append(problem)
-            return None
-        fresh = {vm: entry for vm, entry in ledger.get("admitted", {}).items() if vm in _recent_admissions(ledger, now)}
-        return {**ledger, "reserved": {**ledger.get("reserved", {}), attempt.vm_name: round(hours, 6)},
-                "admitted": {**fresh, attempt.vm_name: {"at": now.isoformat(), "gpus": gpus}}}
-
-    _change_ledger(deps.blobs, _day(now), reserve)
-    if refused:
-        log.warning("%s/%s: %s", record.job, record.run_id, refused[0],
-                    extra={"fields": {"event": "limit_refused", "job": record.job, "run_id": record.run_id}})
-        return refused[0]
-    return None
+    today = _day(now)
+    _write_once(deps.blobs, layout.usage_admitted(today, attempt.vm_name, int(now.timestamp()), gpus, hours))
+    day = read_day(deps.blobs, today)
+    pending = _pending(day, now, listed=listed, own=own)
+    # Admissions written just before midnight (UTC) are in yesterday's listing.
+    if _day(now - ADMISSION_WINDOW) != today:
+        pending = {**_pending(read_day(deps.blobs, _day(now - ADMISSION_WINDOW)), now, listed=listed, own=own),
+                   **pending}
+    hours_today = day.hours - day.hours_of(attempt.vm_name)
+    settled = Usage(live_vms=len(others), gpus=sum(instance_gpus(i) for i in others),
+                    vm_hours_today=hours_today - sum(day.hours_of(vm) for vm in pending))
+    counted = Usage(live_vms=settled.live_vms + len(pending), gpus=settled.gpus + sum(a.gpus for a in pending.values()),
+                    vm_hours_today=hours_today)
+    if limit_problem(limits, counted, gpus=gpus, hours=hours) is None:
+        return None
+    problem = limit_problem(limits, settled, gpus=gpus, hours=hours)
+    if problem is None:
+        for name in deps.blobs.list(layout.usage_admitted_prefix(today, attempt.vm_name)):
+            deps.blobs.delete(name)
+        raise AdmissionBusy(f"{len(pending)} other starts are being admitted near the stack limits; "
+                            f"{record.job}/{record.run_id} will be tried again")
+    log.warning("%s/%s: %s", record.job, record.run_id, problem,
+                extra={"fields": {"event": "limit_refused", "job": record.job, "run_id": record.run_id}})
+    return problem
 
 
 def settle(deps, record: RunRecord) -> None:
@@ -192,18 +219,11 @@ def settle(deps, record: RunRecord) -> None:
               if a.vm_seconds is not None or a.created_at is None}
     if not actual:
         return
-    end = deps.clock.now()
-    for day in _days(record.created_at, end):
-        def charge(ledger: dict) -> dict | None:
-            reserved = ledger.get("reserved", {})
-            used = dict(ledger.get("used", {}))
-            for vm, hours in actual.items():
-                if vm in reserved and vm not in used:
-                    used[vm] = round(min(float(reserved[vm]), hours), 6)
-            return {**ledger, "used": used} if used != ledger.get("used", {}) else None
-
-        if deps.blobs.read(layout.usage_ledger(day)) is not None:
-            _change_ledger(deps.blobs, day, charge)
+    for day in _days(record.created_at, deps.clock.now()):
+        usage = read_day(deps.blobs, day)
+        for vm, hours in actual.items():
+            if vm in usage.admitted and vm not in usage.used:
+                _write_once(deps.blobs, layout.usage_used(day, vm, min(usage.admitted[vm].hours, hours)))
 
 
 def _days(start: datetime, end: datetime) -> Iterable[str]:

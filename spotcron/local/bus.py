@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import logging
+import random
 import threading
 import uuid
 from collections.abc import Callable, Mapping
@@ -69,7 +70,8 @@ class InProcessBus:
                 _deliver(handler, topic, message)
                 return
             except Exception:  # noqa: BLE001 - logged by _deliver
-                backoff = min(self.max_backoff_s, self.backoff_s * 2 ** attempt)
+                # Jittered, so starts held back together (guards.AdmissionBusy) are not retried together.
+                backoff = min(self.max_backoff_s, self.backoff_s * 2 ** attempt) * random.uniform(0.5, 1.0)
                 if attempt == self.redeliveries or self._closing.wait(backoff):
                     return
 

@@ -68,7 +68,8 @@ def test_first_deploy_builds_the_whole_stack(deployer: Deployer, cloud: FakeClou
     assert bucket["iamConfiguration"]["publicAccessPrevention"] == "enforced"
     assert bucket["lifecycle"] == {"rule": [
         {"action": {"type": "Delete"}, "condition": {"age": 90, "matchesPrefix": ["runs/"]}},
-        {"action": {"type": "Delete"}, "condition": {"age": 1, "matchesPrefix": ["tokens/"]}}]}
+        {"action": {"type": "Delete"}, "condition": {"age": 1, "matchesPrefix": ["tokens/"]}},
+        {"action": {"type": "Delete"}, "condition": {"age": 3, "matchesPrefix": ["limits/"]}}]}
     assert bucket["labels"] == {"spotcron": "1"} and bucket["location"] == "US-CENTRAL1"
     assert cloud.storage.objects[(BUCKET, deployer.source.object_name)][0] == deployer.source.data
 
@@ -318,7 +319,8 @@ def test_lifecycle_rules_of_others_on_our_bucket_are_kept(deployer: Deployer, cl
     deployer.deploy(jobs, settings=deployer.settings.model_copy(update={"results_retention_days": 30}))
     assert cloud.storage.buckets[BUCKET]["lifecycle"]["rule"] == [
         theirs, {"action": {"type": "Delete"}, "condition": {"age": 30, "matchesPrefix": ["runs/"]}},
-        {"action": {"type": "Delete"}, "condition": {"age": 1, "matchesPrefix": ["tokens/"]}}]
+        {"action": {"type": "Delete"}, "condition": {"age": 1, "matchesPrefix": ["tokens/"]}},
+        {"action": {"type": "Delete"}, "condition": {"age": 3, "matchesPrefix": ["limits/"]}}]
 
 
 def test_public_invoker_added_by_hand_is_removed(deployer: Deployer, cloud: FakeCloud) -> None:

@@ -7,6 +7,10 @@ hand edit (or a bug in deploy) would leave it, to show that the function checks 
 from __future__ import annotations
 
 import json
+import random
+import threading
+import time
+from collections.abc import Callable
 
 import pytest
 from pydantic import ValidationError
@@ -14,7 +18,9 @@ from pydantic import ValidationError
 from spotcron.core import layout
 from spotcron.core.settings import Limits
 from spotcron.core.spec import MAX_MATRIX_ENTRIES, JobSpec
-from spotcron.engine.deployed import canonical, digest_of
+from spotcron.engine.deployed import SpecStore, canonical, digest_of
+from spotcron.engine.guards import AdmissionBusy, read_day
+from spotcron.engine.launch import launch
 from spotcron.runtime import entrypoints
 from tests.engine.harness import Harness, make_spec
 
@@ -113,8 +119,10 @@ def test_max_vm_hours_per_day_reserves_the_worst_case_and_charges_what_was_used(
                                               "used or reserved today (UTC), this attempt reserves 0.25")
     h.clock.advance(60)
     h.finish_ok("a", only_run(h, "a").run_id)  # ran one minute: 0.25 reserved, 1/60 h charged
-    ledger = json.loads(h.blobs.read(layout.usage_ledger("2026-11-22")).data)
-    assert ledger["used"] == {"sc-a-20261122-1200-a1": round(60 / 3600, 6)}  # c was refused: never reserved
+    day = read_day(h.blobs, "2026-11-22")
+    # c was refused: its admission is settled as having used nothing once its run ended
+    assert day.used == {"sc-a-20261122-1200-a1": round(60 / 3600, 6), "sc-c-20261122-1200-a1": 0.0}
+    assert day.hours == pytest.approx(0.25 + 60 / 3600, abs=1e-6)
     h.start(make_spec(name="d"), attributes={"trigger": "manual", "nonce": "ab12"})
     assert only_run(h, "d").state == "running"
 
@@ -178,10 +186,18 @@ def test_validate_refuses_a_retention_shorter_than_a_jobs_timeout(tmp_path):
 def test_concurrent_starts_cannot_cross_max_live_vms_or_max_gpus(limited):
     """Starts handled at the same instant each list the VMs before any of them is inserted.
     Before: each saw none of the others and all were admitted (10 live with a limit of 2, and any
-    number of GPUs); the ledger's admissions, written under its precondition, now count too."""
+    number of GPUs). Each admission is now written before the count, so later starts see earlier
+    ones; a start that fits only if those pending admissions come to nothing is delivered again,
+    and decided exactly once their VMs are listed."""
     h = limited(max_live_vms=2, max_gpus=1)
+    listing = h.compute.list_managed
     h.compute.list_managed = lambda: []  # every listing made before any of these inserts landed
     for name in ("a", "b", "c", "d"):
+        assert h.start(make_spec(name=name)).status_code == (200 if name in "ab" else 500)  # 500: redelivered
+    assert [only_run(h, n).state for n in "abcd"] == ["running", "running", "starting", "starting"]
+    assert h.compute.calls["create"] == 2
+    h.compute.list_managed = listing  # the inserts have landed
+    for name in ("c", "d"):
         h.start(make_spec(name=name))
     assert [only_run(h, n).state for n in "abcd"] == ["running", "running", "failed", "failed"]
     assert only_run(h, "c").reason.startswith("refused by the stack limit max_live_vms: 2 job VMs are live")
@@ -190,10 +206,96 @@ def test_concurrent_starts_cannot_cross_max_live_vms_or_max_gpus(limited):
     g.compute.list_managed = lambda: []
     t4 = {"type": "n1-standard-4", "gpu": {"type": "nvidia-tesla-t4", "count": 1}}
     g.start(make_spec(name="one", machine=t4))
+    assert g.start(make_spec(name="two", machine=t4)).status_code == 500
+    g.compute.list_managed = listing.__func__.__get__(g.compute)
     g.start(make_spec(name="two", machine=t4))
     assert only_run(g, "two").reason.startswith("refused by the stack limit max_gpus: 1 GPUs are on live VMs")
 
 
+def _launch_at_once(h, specs, *, meet: Callable[[str, str], None]) -> list[BaseException | None]:
+    """Start every spec on a thread of its own, `meet` called before each storage call; the error
+    each start raised (a redelivery would follow), or None."""
+    h.blobs.fault = lambda call, name: meet(call, name) or False
+    errors: list[BaseException | None] = [None] * len(specs)
+
+    def start(i: int) -> None:
+        try:
+            launch(h.deps, specs[i], requested_at=h.clock.now(), manual=True, nonce="ab12")
+        except Exception as exc:  # noqa: BLE001 - kept for the assertion
+            errors[i] = exc
+
+    threads = [threading.Thread(target=start, args=(i,)) for i in range(len(specs))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    h.blobs.fault = None
+    return errors
+
+
+def live_vms(h) -> int:
+    return sum(1 for i in h.compute.list_managed() if i.status in ("PROVISIONING", "STAGING", "RUNNING"))
+
+
+def test_starts_that_all_write_before_any_counts_never_cross_a_limit_and_are_then_decided_one_by_one(limited):
+    """The worst order for admissions written before they are counted: every start writes, then
+    all count at once (a barrier holds each listing of the day). None may be admitted past the
+    limit; those held back are delivered again one by one and exactly the limit's worth run."""
+    h = limited(max_live_vms=3)
+    h.start(make_spec(name="already"))  # one VM live and listed before the burst
+    specs = [make_spec(name=f"burst{i}") for i in range(6)]
+    for spec in specs:
+        SpecStore(h.blobs).write(spec)
+    written, counted = threading.Barrier(len(specs), timeout=10), threading.Barrier(len(specs), timeout=10)
+    list_now, day = h.blobs.list, layout.usage_day("2026-11-22")
+
+    def meet_around_the_count(prefix: str) -> list[str]:
+        if prefix == day:
+            written.wait()  # every start has written its admission before any counts
+        names = list_now(prefix)
+        if prefix == day:
+            counted.wait()  # and every start has counted before any goes on
+        return names
+
+    h.blobs.list = meet_around_the_count
+    errors = _launch_at_once(h, specs, meet=lambda call, name: None)
+    h.blobs.list = list_now
+    assert live_vms(h) <= 3
+    assert all(isinstance(e, AdmissionBusy) for e in errors), errors  # each saw five pending others
+    for spec in specs:  # the redeliveries, spread out by Pub/Sub's backoff
+        launch(h.deps, spec, requested_at=h.clock.now(), manual=True, nonce="ab12")
+    states = sorted(only_run(h, s.name).state for s in specs)
+    assert states == ["failed"] * 4 + ["running"] * 2 and live_vms(h) == 3
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_starts_interleaved_at_random_never_cross_a_limit(limited, seed):
+    """Random pauses before every storage call of eight concurrent starts: at no moment are more
+    VMs admitted than the limits allow, and redeliveries end with every slot used."""
+    rng = random.Random(seed)
+    h = limited(max_live_vms=3, max_gpus=2)
+    t4 = {"type": "n1-standard-4", "gpu": {"type": "nvidia-tesla-t4", "count": 1}}
+    specs = [make_spec(name=f"r{i}", machine=t4 if i % 3 == 0 else {"type": "e2-small"}) for i in range(8)]
+    for spec in specs:
+        SpecStore(h.blobs).write(spec)
+    lock = threading.Lock()
+
+    def meet(call: str, name: str) -> None:
+        with lock:
+            pause = rng.random() * 0.004
+        time.sleep(pause)
+
+    pending = specs
+    for _ in range(20):
+        errors = _launch_at_once(h, pending, meet=meet)
+        live = [i for i in h.compute.list_managed() if i.status in ("PROVISIONING", "STAGING", "RUNNING")]
+        assert len(live) <= 3 and sum(int(i.labels.get("gpus", "0")) for i in live) <= 2
+        assert all(e is None or isinstance(e, AdmissionBusy) for e in errors), errors
+        pending = [spec for spec, error in zip(pending, errors, strict=True) if error is not None]
+        if not pending:
+            break
+    assert not pending
+    assert live_vms(h) == 3
 def test_an_admission_counts_as_live_only_until_its_vm_could_be_listed(limited):
     """An admitted VM that never appears (its insert failed for good) stops counting after the
     window, so a failed insert cannot hold a slot for the rest of the day."""

@@ -8,7 +8,7 @@ Every VM created during one of those deliveries counts in `rogue_vms`.
 The hostile job's VM, while it runs, does what its container could: it asks the credentials
 broker for a storage token (its own, and one with another run's VM name), then tries to write
 every object that is not its own: another run's record and results, live and pruned markers,
-replay markers, deployed specs, the limits ledger and the results page. A write the token's
+replay markers, deployed specs, the limits' admissions and the results page. A write the token's
 boundary lets through outside the attempt's own prefixes counts in `foreign_writes`.
 
 The boundary is evaluated here for the one condition form the broker writes,
@@ -150,7 +150,8 @@ class Adversary:
         victim = self.victim.name
         return names + [layout.run_record(job, run_id), f"live/{victim}/20261020-0000", f"pruned/{victim}",
                         layout.accepted_token("0" * 64), layout.deployed_spec(victim), layout.INDEX_PAGE,
-                        layout.usage_ledger("2026-10-20"), layout.attempt_prefix(job, run_id, 99) + "logs.txt"]
+                        layout.usage_admitted("2026-10-20", "sc-rogue", 0, 8, 0.0),
+                        layout.usage_used("2026-10-20", f"sc-{victim}", 0.0), layout.attempt_prefix(job, run_id, 99) + "logs.txt"]
 
     # --- the figures ------------------------------------------------------------------------------
     def problems(self) -> dict[str, int]:
