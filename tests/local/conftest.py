@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -82,6 +83,13 @@ def make_stack(tmp_path):
         stack.stop()
         assert spotcron_processes(tmp_path / "state") == [], "runner processes left behind"
         assert [u for u in urls if listening_here(u)] == [], "ports left open"
+
+
+def python_job(code: str, *, timeout: str = "2m", extra: str = "") -> str:
+    """A job file whose local command runs `code` with python3 (no container); `extra`: more
+    top-level lines of the spec."""
+    return (f'schedule: "0 3 * * *"\nimage: spotcron/test:latest\ntimeout: {timeout}\nmachine: {{type: e2-small}}\n'
+            f"{extra}local:\n  command: {json.dumps(['python3', '-c', code])}\n")
 
 
 def write_job(jobs: Path, name: str, body: str) -> Path:

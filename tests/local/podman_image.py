@@ -7,13 +7,14 @@ statically linked busybox that Debian's `busybox-static` package installs: a roo
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import shutil
 import struct
 import subprocess
 import tarfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -167,3 +168,27 @@ def _podman(podman: str, *args: str) -> str:
     if done.returncode != 0:
         raise RuntimeError(f"`podman {' '.join(args)}` failed with exit {done.returncode}: {done.stderr.strip()}")
     return done.stdout
+
+
+@contextlib.contextmanager
+def ready(workdir: Path, image: str = IMAGE) -> Iterator[Podman]:
+    """Podman with `image` built in `workdir` and able to run it, removed afterwards; the test
+    skips with the reason when podman is missing or cannot run here, and fails under CI, which
+    installs podman with `make tools` and so must be able to run it."""
+    import pytest
+
+    reason = missing_tools()
+    if reason:
+        pytest.skip(reason)
+    binary = shutil.which("podman")
+    assert binary is not None
+    found = Podman(binary=binary, image=image, containers_conf=write_containers_conf(workdir / "containers.conf"))
+    try:
+        problem = build_problem(found, workdir) or run_problem(found, os.environ)
+        if problem and os.environ.get("CI"):
+            pytest.fail(f"{problem}; CI installs podman with `make tools`, so it must be able to run it there")
+        if problem:
+            pytest.skip(problem)
+        yield found
+    finally:
+        remove_image(binary, image)

@@ -11,22 +11,12 @@ import pytest
 from spotcron.core import layout
 from spotcron.core.loader import load_jobs
 
-from .conftest import spotcron_processes, write_job
+from .conftest import python_job, spotcron_processes, write_job
 
 pytestmark = pytest.mark.slow
 
-WRITER = """\
-schedule: "0 3 * * *"
-image: spotcron/test:latest
-timeout: {timeout}
-machine: {{type: e2-small}}
-local:
-  command: [python3, -c, "{code}"]
-"""
-
-
 def job(tmp_path, name, code, timeout="2m", extra=""):
-    write_job(tmp_path / "jobs", name, WRITER.format(code=code, timeout=timeout) + extra)
+    write_job(tmp_path / "jobs", name, python_job(code, timeout=timeout, extra=extra))
     return next(s for s in load_jobs([tmp_path / "jobs"]) if s.name == name)
 
 

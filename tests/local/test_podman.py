@@ -7,7 +7,6 @@ the default `runtime_for`, so local compute itself finds podman and the image.
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from urllib.parse import urlsplit
 
@@ -29,24 +28,10 @@ TRICKY = "a;b && c | d $(e) `f` \"g\" 'h' \\i *j ~k $HOME\nl"
 
 @pytest.fixture(scope="module")
 def podman(tmp_path_factory):
-    reason = podman_image.missing_tools()
-    if reason:
-        pytest.skip(reason)
-    workdir = tmp_path_factory.mktemp("podman")
-    binary = shutil.which("podman")
-    found = podman_image.Podman(binary=binary, image=podman_image.IMAGE,
-                                containers_conf=podman_image.write_containers_conf(workdir / "containers.conf"))
-    try:
-        problem = podman_image.build_problem(found, workdir) or podman_image.run_problem(found, os.environ)
-        if problem and os.environ.get("CI"):
-            pytest.fail(f"{problem}; CI installs podman with `make tools`, so it must be able to run it there")
-        if problem:
-            pytest.skip(problem)
+    with podman_image.ready(tmp_path_factory.mktemp("podman")) as found:
         # What LocalStack's default runtime_for answers: podman, because it has the image.
         assert container_runtime(podman_image.IMAGE) is not None
         yield found
-    finally:
-        podman_image.remove_image(binary)
 
 
 @pytest.fixture

@@ -14,19 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import spotcron_processes, write_job
+from .conftest import python_job, spotcron_processes, write_job
 from .test_up_signals import MAIN, REPO, ended, read_until
 
 pytestmark = pytest.mark.slow
 
-JOB = """\
-schedule: "0 3 * * *"
-image: spotcron/test:latest
-timeout: 2m
-machine: {{type: e2-small}}
-local:
-  command: [python3, -c, "{code}"]
-"""
 
 
 def spotcron(tmp_path: Path, *args: str, stdout=subprocess.PIPE) -> subprocess.Popen:
@@ -39,8 +31,8 @@ def spotcron(tmp_path: Path, *args: str, stdout=subprocess.PIPE) -> subprocess.P
 
 def test_run_hands_off_to_up_and_exits_with_the_run_status(tmp_path):
     jobs = tmp_path / "jobs"
-    write_job(jobs, "greeter", JOB.format(code="import time; time.sleep(1); print('hello')"))
-    write_job(jobs, "crasher", JOB.format(code="import sys; print('about to fail'); sys.exit(3)"))
+    write_job(jobs, "greeter", python_job("import time; time.sleep(1); print('hello')"))
+    write_job(jobs, "crasher", python_job("import sys; print('about to fail'); sys.exit(3)"))
     write_job(jobs, "broken", 'schedule: "0 3 * *"\nimage: x\n')
     up = spotcron(tmp_path, "up")
     try:

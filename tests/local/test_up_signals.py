@@ -12,21 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import spotcron_processes, write_job
+from .conftest import python_job, spotcron_processes, write_job
 
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 # Ctrl-C semantics even when the test runner itself was started with SIGINT ignored.
 MAIN = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); from spotcron.cli import main; main()"
-JOB = """\
-schedule: "0 3 * * *"
-image: spotcron/test:latest
-timeout: 2m
-machine: {type: e2-small}
-local:
-  command: [python3, -c, "import time; time.sleep(90)"]
-"""
+JOB = python_job("import time; time.sleep(90)")
 
 
 def start_up(tmp_path: Path, *args: str) -> subprocess.Popen:

@@ -32,7 +32,7 @@ from spotcron.core import layout
 from spotcron.core.loader import load_job_file
 from spotcron.local.stack import LocalStack
 from tests.local import podman_image
-from tests.local.conftest import spotcron_processes, write_job
+from tests.local.conftest import python_job, spotcron_processes, write_job
 
 pytestmark = pytest.mark.slow
 
@@ -43,23 +43,8 @@ WAIT = 'while [ ! -f "$SPOTCRON_RESULTS_DIR/.go/attack.sh" ]; do sleep 0.2; done
 VICTIM_CODE = ("import os, pathlib; env = os.environ;"
                " pathlib.Path(env['SPOTCRON_RESULTS_DIR'], 'answer.json').write_text('42');"
                " pathlib.Path(env['SPOTCRON_CHECKPOINT_DIR'], 'state.bin').write_bytes(b'secret')")
-VICTIM = f"""\
-schedule: "0 3 * * *"
-image: spotcron/test:latest
-timeout: 2m
-machine: {{type: e2-small}}
-checkpoint: /checkpoint
-local:
-  command: {json.dumps(["python3", "-c", VICTIM_CODE])}
-"""
-SLEEPER = """\
-schedule: "0 3 * * *"
-image: spotcron/test:latest
-timeout: 5m
-machine: {type: e2-small}
-local:
-  command: [python3, -c, "import time; time.sleep(240)"]
-"""
+VICTIM = python_job(VICTIM_CODE, extra="checkpoint: /checkpoint\n")
+SLEEPER = python_job("import time; time.sleep(240)", timeout="5m")
 
 
 # An image of this test session's own (see podman_image.session_image), apart from test_podman's.
@@ -229,20 +214,8 @@ def test_a_hostile_local_command_is_refused_everything_but_its_own_attempt(tmp_p
 
 @pytest.fixture(scope="module")
 def podman(tmp_path_factory):
-    reason = podman_image.missing_tools()
-    if reason:
-        pytest.skip(reason)
-    workdir = tmp_path_factory.mktemp("podman")
-    binary = shutil.which("podman")
-    found = podman_image.Podman(binary=binary, image=IMAGE,
-                                containers_conf=podman_image.write_containers_conf(workdir / "containers.conf"))
-    try:
-        problem = podman_image.build_problem(found, workdir) or podman_image.run_problem(found, os.environ)
-        if problem:
-            pytest.skip(problem)
+    with podman_image.ready(tmp_path_factory.mktemp("podman"), IMAGE) as found:
         yield found
-    finally:
-        podman_image.remove_image(binary, IMAGE)
 
 
 @pytest.fixture

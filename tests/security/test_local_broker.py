@@ -15,22 +15,14 @@ import pytest
 from spotcron.core import layout
 from spotcron.core.loader import load_job_file
 from spotcron.local.stack import LocalStack
-from tests.local.conftest import write_job
+from tests.local.conftest import python_job, write_job
 
 pytestmark = pytest.mark.slow
 
 CODE = ("import os, pathlib; env = os.environ;"
         " pathlib.Path(env['SPOTCRON_RESULTS_DIR'], 'one.txt').write_text('1');"
         " pathlib.Path(env['SPOTCRON_CHECKPOINT_DIR'], 'step').write_text('7'); print('ran')")
-JOB = f"""\
-schedule: "0 3 * * *"
-image: spotcron/test:latest
-timeout: 2m
-machine: {{type: e2-small}}
-checkpoint: /checkpoint
-local:
-  command: {json.dumps(["python3", "-c", CODE])}
-"""
+JOB = python_job(CODE, extra="checkpoint: /checkpoint\n")
 
 
 @pytest.fixture
