@@ -12,13 +12,6 @@ RUN = "20261122-1200"
 VM = "sc-bot-20261122-1200-a1"
 
 
-@pytest.fixture
-def running(h):
-    h.start(make_spec())
-    h.upload("bot", RUN)
-    return h
-
-
 def assert_nothing_changed(h):
     assert h.live_vms() == [VM]
     assert h.record("bot", RUN).state == "running"

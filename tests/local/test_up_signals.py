@@ -72,15 +72,19 @@ def test_sighup_reloads_and_keeps_running(tmp_path):
             process.wait()
 
 
+def wait_for_a_runner(process: subprocess.Popen, state: Path) -> None:
+    deadline = time.monotonic() + 60
+    while not spotcron_processes(state) and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.1)
+    assert spotcron_processes(state), "no runner started"
+
+
 def test_sigterm_while_a_vm_runs_leaves_no_runner_behind(tmp_path):
     """Before: SIGTERM ended Python at once; the runners, in sessions of their own, went on."""
     state = tmp_path / "state"
     process = start_up(tmp_path, "--once")
     try:
-        deadline = time.monotonic() + 60
-        while not spotcron_processes(state) and time.monotonic() < deadline and process.poll() is None:
-            time.sleep(0.2)
-        assert spotcron_processes(state), "no runner started"
+        wait_for_a_runner(process, state)
         process.send_signal(signal.SIGTERM)
         assert ended(process, timeout=60) != 0  # interrupted: not a success
         assert spotcron_processes(state) == []
@@ -99,10 +103,7 @@ def test_a_signal_right_after_a_run_started_cancels_it_and_the_next_start_runs(t
     state = tmp_path / "state"
     process = start_up(tmp_path, "--once")
     try:
-        deadline = time.monotonic() + 60
-        while not spotcron_processes(state) and time.monotonic() < deadline and process.poll() is None:
-            time.sleep(0.1)
-        assert spotcron_processes(state), "no runner started"
+        wait_for_a_runner(process, state)
         process.send_signal(sig)
         assert ended(process, timeout=60) != 0
         assert spotcron_processes(state) == []

@@ -137,10 +137,13 @@ class Receiver(_Serving):
 class CredentialsBroker(_Serving):
     """Stands in for the credentials endpoint (no run records here): verifies the instance
     identity token (audience = this URL), and mints, with the bucket's grants, the broker's own
-    rules (engine/broker.boundary_rules) for the descriptor of the VM the token names."""
+    rules (engine/broker.boundary_rules) for the descriptor of the VM the token names, each
+    token living `life` seconds."""
 
-    def __init__(self, identity: GoogleIdentity, metadata: LocalMetadataServer, bucket: LocalBucket):
+    def __init__(self, identity: GoogleIdentity, metadata: LocalMetadataServer, bucket: LocalBucket, *,
+                 life: int = 3600):
         self.identity = identity
+        self.life = life
         self.issued: list[str] = []
         self.refused: list[str] = []
         broker = self
@@ -166,9 +169,10 @@ class CredentialsBroker(_Serving):
                     self.end_headers()
                     return
                 d = RunDescriptor.from_metadata(vm.metadata["spotcron-run"])
-                issued = bucket.downscoped_token(boundary_rules(d.bucket, d.job, d.run_id, d.attempt))
+                issued = bucket.downscoped_token(boundary_rules(d.bucket, d.job, d.run_id, d.attempt),
+                                                 lifetime_s=broker.life)
                 broker.issued.append(issued)
-                body = json.dumps({"access_token": issued, "expires_in": 3600}).encode()
+                body = json.dumps({"access_token": issued, "expires_in": broker.life}).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
@@ -296,20 +300,18 @@ class RunnerHarness:
 
     @property
     def fake_iptables(self) -> str:
-        """An `iptables` that records each call as a line and has no rule yet (-C fails)."""
-        wrapper = self.tmp / "iptables"
-        if not wrapper.exists():
-            wrapper.write_text(f'#!/bin/sh\necho "$*" >> "{self.tmp}/iptables.log"\n'
-                               'for a in "$@"; do [ "$a" = -C ] && exit 1; done\nexit 0\n')
-            wrapper.chmod(0o755)
-        return str(wrapper)
+        """An `iptables` that records each call as a line of iptables.log and has no rule yet (-C fails)."""
+        return self._recording_firewall("iptables")
 
     @property
     def fake_ip6tables(self) -> str:
         """The same for `ip6tables`, logging to ip6tables.log; docker made its DOCKER-USER chain there."""
-        wrapper = self.tmp / "ip6tables"
+        return self._recording_firewall("ip6tables")
+
+    def _recording_firewall(self, name: str) -> str:
+        wrapper = self.tmp / name
         if not wrapper.exists():
-            wrapper.write_text(f'#!/bin/sh\necho "$*" >> "{self.tmp}/ip6tables.log"\n'
+            wrapper.write_text(f'#!/bin/sh\necho "$*" >> "{self.tmp}/{name}.log"\n'
                                'for a in "$@"; do [ "$a" = -C ] && exit 1; done\nexit 0\n')
             wrapper.chmod(0o755)
         return str(wrapper)

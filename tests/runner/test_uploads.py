@@ -13,19 +13,16 @@ import threading
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
-from typing import Any
 from urllib.parse import unquote
 
 import pytest
 
-from spotcron.core.errors import InvalidToken
 from spotcron.gcp.identity import GoogleIdentity
 from tests.runner.harness import (
     JOB,
     CredentialsBroker,
     FaultProxy,
     RunnerHarness,
-    _Serving,
     needs_runner_tools,
 )
 
@@ -265,11 +262,8 @@ def test_the_checkpoint_is_one_object_restored_without_a_listing(harness: Runner
 def test_one_broker_token_serves_every_upload_until_it_nears_expiry(harness: RunnerHarness):
     # Live log parts, then 25 batches, 4 at a time: each background upload reads the token the
     # first one got (a live log part, in the background), instead of asking the broker again.
-    from spotcron.engine.broker import boundary_rules
-
-    rules = boundary_rules("test-bucket", "hello", "20260101-1000", 1)
-    broker = Broker(GoogleIdentity(harness.metadata.certs_url), life=3600,
-                    mint=lambda life: harness.bucket.downscoped_token(rules, lifetime_s=life))
+    broker = CredentialsBroker(GoogleIdentity(harness.metadata.certs_url), harness.metadata, harness.bucket,
+                               life=3600)
     broker.start()
     flag = harness.tmp / "go"
     script = ("import os, pathlib, time\nprint('hello', flush=True)\n"
@@ -291,55 +285,9 @@ def test_one_broker_token_serves_every_upload_until_it_nears_expiry(harness: Run
     assert len(broker.issued) == 1
 
 
-class Broker(_Serving):
-    """A stand-in for the credentials endpoint: checks the instance identity token, hands out
-    short-lived tokens (`mint`: access-boundary tokens the local bucket accepts) and remembers them."""
-
-    def __init__(self, identity: GoogleIdentity, life: int, mint: Any):
-        self.identity = identity
-        self.life = life
-        self.mint = mint
-        self.issued: list[str] = []
-        self.refused: list[str] = []
-        broker = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:  # noqa: N802
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                token = self.headers.get("Authorization", "").removeprefix("Bearer ")
-                try:
-                    broker.identity.verify(token, broker.url)
-                except InvalidToken as exc:
-                    broker.refused.append(str(exc))
-                    self.send_response(401)
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                    return
-                issued = broker.mint(broker.life)
-                broker.issued.append(issued)
-                body = json.dumps({"access_token": issued, "expires_in": broker.life}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.handler = Handler
-
-    @property
-    def url(self) -> str:
-        return f"{self.base_url}/credentials"
-
-
 def test_storage_calls_carry_the_brokers_token_refreshed_before_it_expires(harness: RunnerHarness):
-    from spotcron.engine.broker import boundary_rules
-
-    rules = boundary_rules("test-bucket", "hello", "20260101-1000", 1)
-    broker = Broker(GoogleIdentity(harness.metadata.certs_url), life=2,
-                    mint=lambda life: harness.bucket.downscoped_token(rules, lifetime_s=life))
+    broker = CredentialsBroker(GoogleIdentity(harness.metadata.certs_url), harness.metadata, harness.bucket,
+                               life=2)
     broker.start()
     proxy = FaultProxy(harness.bucket.url)
     proxy.start()

@@ -2,16 +2,6 @@ import logging
 
 import pytest
 
-from spotcron.runtime import entrypoints
-from tests.engine.harness import Harness
-
-
-@pytest.fixture
-def h():
-    harness = Harness()
-    yield harness
-    entrypoints.use(None)
-
 
 class _Lines(logging.Handler):
     def __init__(self):

@@ -11,18 +11,10 @@ from dataclasses import replace
 import pytest
 
 from spotcron.testing.identity import ClockedIdentity
-from tests.engine.harness import CREDENTIALS_URL, JOB_DONE_URL, app, make_spec
+from tests.engine.harness import CREDENTIALS_URL, JOB_DONE_URL, app
 
 RUN = "20261122-1200"
 VM = "sc-bot-20261122-1200-a1"
-
-
-@pytest.fixture
-def running(h):
-    h.start(make_spec())
-    h.upload("bot", RUN)
-    assert h.record("bot", RUN).state == "running"
-    return h
 
 
 def ask_broker(h, token):

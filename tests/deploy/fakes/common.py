@@ -103,3 +103,18 @@ def json_copy(value: Any) -> Any:
     import json
 
     return json.loads(json.dumps(value))
+
+
+class LongRunningOperations:
+    """operations.get of a fake whose mutations answer with google.longrunning Operations: the
+    class keeps `self.operations` (name → operation) under `self._lock`."""
+
+    operations: dict[str, dict[str, Any]]
+    _lock: threading.Lock
+
+    def get_operation(self, request: Any) -> tuple[int, Any]:
+        name = f"{request.match['parent']}/operations/{request.match['op']}"
+        with self._lock:
+            if name not in self.operations:
+                raise ApiError(404, f"Operation {name} not found")
+            return 200, json_copy(self.operations[name])

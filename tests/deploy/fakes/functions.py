@@ -15,7 +15,14 @@ from typing import Any
 
 from google.cloud import functions_v2
 
-from tests.deploy.fakes.common import PolicyStore, canonical, json_copy, page, policy_from_body
+from tests.deploy.fakes.common import (
+    LongRunningOperations,
+    PolicyStore,
+    canonical,
+    json_copy,
+    page,
+    policy_from_body,
+)
 from tests.deploy.fakes.http import ApiError, Request, Router
 
 PARENT = r"/v2/(?P<parent>projects/[^/]+/locations/[^/]+)"
@@ -38,7 +45,7 @@ def _set_path(target: dict[str, Any], source: dict[str, Any], path: str) -> None
         target.pop(leaf, None)
 
 
-class FakeFunctions:
+class FakeFunctions(LongRunningOperations):
     def __init__(self, project: str, object_exists: Callable[[str, str], bool],
                  account_exists: Callable[[str], bool], topic_exists: Callable[[str], bool],
                  run_policies: PolicyStore):
@@ -161,13 +168,6 @@ class FakeFunctions:
             raise ApiError(404, f"Function {name} does not exist")
         self.run_policies.drop(fn["serviceConfig"]["service"])
         return 200, self._operation(parent, {"@type": EMPTY_TYPE})
-
-    def get_operation(self, request: Request) -> tuple[int, Any]:
-        name = f"{request.match['parent']}/operations/{request.match['op']}"
-        with self._lock:
-            if name not in self.operations:
-                raise ApiError(404, f"Operation {name} not found")
-            return 200, json_copy(self.operations[name])
 
     def get_policy(self, request: Request) -> tuple[int, Any]:
         return 200, self.run_policies.get(f"{request.match['parent']}/services/{request.match['service']}")

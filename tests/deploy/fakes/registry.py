@@ -11,7 +11,7 @@ import itertools
 import threading
 from typing import Any
 
-from tests.deploy.fakes.common import PolicyStore, json_copy, policy_from_body
+from tests.deploy.fakes.common import LongRunningOperations, PolicyStore, json_copy, policy_from_body
 from tests.deploy.fakes.http import ApiError, Request, Router
 
 PARENT = r"/v1/(?P<parent>projects/[^/]+/locations/[^/]+)"
@@ -22,7 +22,7 @@ WRITABLE = frozenset({"format", "labels", "description"})
 FORMATS = frozenset({"DOCKER", "MAVEN", "NPM", "PYTHON", "APT", "YUM", "GO"})
 
 
-class FakeRegistry:
+class FakeRegistry(LongRunningOperations):
     def __init__(self, project: str, policies: PolicyStore):
         self.project = project
         self.repositories: dict[str, dict[str, Any]] = {}
@@ -95,13 +95,6 @@ class FakeRegistry:
             for field in mask:
                 self.repositories[name][field] = json_copy(body.get(field))
             return 200, json_copy(self.repositories[name])
-
-    def get_operation(self, request: Request) -> tuple[int, Any]:
-        name = f"{request.match['parent']}/operations/{request.match['op']}"
-        with self._lock:
-            if name not in self.operations:
-                raise ApiError(404, f"Operation {name} not found")
-            return 200, json_copy(self.operations[name])
 
     def get_policy(self, request: Request) -> tuple[int, Any]:
         if request.query.get("options.requestedPolicyVersion") not in (None, "0", "1", "3"):

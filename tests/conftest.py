@@ -1,0 +1,22 @@
+"""Fixtures every engine-level test directory uses: the functions on in-memory backends."""
+
+import pytest
+
+from spotcron.runtime import entrypoints
+from spotcron.testing.harness import Harness, make_spec
+
+
+@pytest.fixture
+def h():
+    harness = Harness()
+    yield harness
+    entrypoints.use(None)
+
+
+@pytest.fixture
+def running(h):
+    """The harness with job `bot`'s run of 2026-11-22 12:00 running, its results uploaded."""
+    h.start(make_spec())
+    h.upload("bot", "20261122-1200")
+    assert h.record("bot", "20261122-1200").state == "running"
+    return h
