@@ -80,11 +80,7 @@ def usage_day(day: str) -> str:
 
 def usage_admitted(day: str, vm: str, at: int, gpus: int, hours: float) -> str:
     """An admission; its facts are in its name so a listing reads them all. `at`: epoch seconds."""
-    return f"{usage_admitted_prefix(day, vm)}{at}~{gpus}~{hours:.6f}"
-
-
-def usage_admitted_prefix(day: str, vm: str) -> str:
-    return f"{usage_day(day)}admitted/{vm}~"
+    return f"{usage_day(day)}admitted/{vm}~{at}~{gpus}~{hours:.6f}"
 
 
 def usage_used(day: str, vm: str, hours: float) -> str:

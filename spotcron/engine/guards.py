@@ -14,7 +14,6 @@ the same instant, each listing before the others' inserts land, still see each o
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -147,9 +146,13 @@ def _pending(day: DayUsage, now: datetime, *, listed: set[str], own: set[str]) -
             and now - ADMISSION_WINDOW <= entry.at <= now + ADMISSION_WINDOW}
 
 
-def _write_once(blobs, name: str) -> None:
-    with contextlib.suppress(PreconditionFailed):  # written already, by a concurrent delivery
+def _write_once(blobs, name: str) -> bool:
+    """Create `name`; False when it was there already (written by a concurrent delivery)."""
+    try:
         blobs.write(name, b"", if_generation_match=0)
+    except PreconditionFailed:
+        return False
+    return True
 
 
 class AdmissionBusy(Transient):
@@ -180,13 +183,14 @@ def admit(deps, record: RunRecord, spec: JobSpec, attempt: Attempt) -> str | Non
     alive = [i for i in deps.compute.list_managed() if i.status in ALIVE_STATUSES]
     if any(i.name == attempt.vm_name for i in alive):
         return None  # its VM exists already: this is a redelivery of an admitted attempt
-    others = [i for i in alive if i.name != attempt.vm_name]
+    own = {a.vm_name for a in record.attempts} | {attempt.vm_name}  # a retry's earlier VMs are going
+    others = [i for i in alive if i.name not in own]
     listed = {i.name for i in alive}
-    own = {a.vm_name for a in record.attempts} | {attempt.vm_name}  # a retry's earlier VMs are gone
     hours = (spec.timeout + deps.settings.grace) / 3600
     gpus = gpu_count(spec)
     today = _day(now)
-    _write_once(deps.blobs, layout.usage_admitted(today, attempt.vm_name, int(now.timestamp()), gpus, hours))
+    mine = layout.usage_admitted(today, attempt.vm_name, int(now.timestamp()), gpus, hours)
+    wrote = _write_once(deps.blobs, mine)
     day = read_day(deps.blobs, today)
     pending = _pending(day, now, listed=listed, own=own)
     # Admissions written just before midnight (UTC) are in yesterday's listing.
@@ -202,8 +206,10 @@ def admit(deps, record: RunRecord, spec: JobSpec, attempt: Attempt) -> str | Non
         return None
     problem = limit_problem(limits, settled, gpus=gpus, hours=hours)
     if problem is None:
-        for name in deps.blobs.list(layout.usage_admitted_prefix(today, attempt.vm_name)):
-            deps.blobs.delete(name)
+        # Only the admission this call wrote: another delivery of the same attempt may have been
+        # admitted under an earlier one, and its VM must stay counted.
+        if wrote:
+            deps.blobs.delete(mine)
         raise AdmissionBusy(f"{len(pending)} other starts are being admitted near the stack limits; "
                             f"{record.job}/{record.run_id} will be tried again")
     log.warning("%s/%s: %s", record.job, record.run_id, problem,

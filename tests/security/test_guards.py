@@ -316,3 +316,38 @@ def test_a_retry_after_a_preemption_does_not_count_its_own_earlier_vm(limited):
     h.callback("a", run.run_id, status="preempted", exit_code=None)
     after = only_run(h, "a")
     assert after.current_attempt.number == 2 and after.state == "running", after.reason
+
+
+def test_a_held_back_redelivery_withdraws_only_its_own_admission_not_the_one_that_was_granted(limited):
+    """Found by a reviewer who had not seen the guard: a second delivery of an admitted attempt
+    (its VM not listed yet) that was held back deleted every admission of that VM, the granted
+    one too, so the next start saw a free slot: two VMs live with a limit of one."""
+    from spotcron.engine.guards import admit
+    from spotcron.engine.transitions import spec_of
+
+    h = limited(max_live_vms=1)
+    h.compute.list_managed = lambda: []  # a's insert has not shown up in the list yet
+    h.start(make_spec(name="a"))
+    record = only_run(h, "a")
+    assert record.state == "running"
+    h.blobs.write(layout.usage_admitted("2026-11-22", "sc-b-20261122-1200-a1", int(h.clock.now().timestamp()), 0, 0.25),
+                  b"", if_generation_match=0)  # b's start, being decided
+    h.clock.advance(1)
+    with pytest.raises(AdmissionBusy):  # a redelivery of a's attempt, or the sweep driving it
+        admit(h.deps, record, spec_of(record), record.current_attempt)
+    assert "sc-a-20261122-1200-a1" in read_day(h.blobs, "2026-11-22").admitted
+    h.start(make_spec(name="c"))
+    assert only_run(h, "c").state != "running" and h.compute.calls["create"] == 1
+
+
+def test_a_retry_does_not_count_its_own_predecessor_while_it_is_still_stopping(limited):
+    """Found by the same review: job_done deletes a preempted VM without waiting, so the retry's
+    admission listed it as STOPPING and, with max_live_vms 1, refused every preemption retry."""
+    h = limited(max_live_vms=1)
+    h.compute.delete_instance = lambda zone, name: h.compute.set_status(zone, name, "STOPPING") or True
+    h.start(make_spec(name="a", retries={"preemption": 1}))
+    run = only_run(h, "a")
+    h.clock.advance(60)
+    h.callback("a", run.run_id, status="preempted", exit_code=None)
+    after = only_run(h, "a")
+    assert after.current_attempt.number == 2 and after.state == "running", after.reason
