@@ -2,7 +2,9 @@
 
 Like a Cloud Scheduler entry, a fire publishes the job's name and spec digest to the start topic
 and nothing more; the tick is worked out by start_job from the publish time. The sweep fires on its own
-interval. Job files are re-read when they change or on SIGHUP.
+interval. Job files are re-read when they change or on SIGHUP; a reload never loses a tick, because
+fire times come from the schedule and the instant up to which ticks were already handled, not from
+the moment the reload ran.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ class LocalScheduler:
         self.specs: list[JobSpec] = []
         self._next: dict[str, datetime] = {}
         self._next_sweep: datetime | None = None
+        # Every tick at or before this instant has been handled (fired, or collapsed into a fire).
+        self._handled_until: datetime | None = None
         self._stamp = self._fingerprint()
 
     # --- control -------------------------------------------------------------------------------
@@ -61,13 +65,17 @@ class LocalScheduler:
 
     def reload(self) -> None:
         specs = self._load()
-        now = self.clock.now()
+        if self._handled_until is None:
+            self._handled_until = self.clock.now()
+        # Not "after now": a file noticed just past a tick (the poll runs every few seconds) would
+        # move that tick's run to the next one, with no record and no log line.
+        since = self._handled_until
         self.specs = specs
         self._next = {}
         for spec in specs:
             if spec.paused:
                 continue
-            fire = parse_schedule(spec.schedule).next_after(now, load_time_zone(spec.time_zone))
+            fire = parse_schedule(spec.schedule).next_after(since, load_time_zone(spec.time_zone))
             self._next[spec.name] = fire
         self._stamp = self._fingerprint()
         log.info("scheduler loaded %d jobs", len(specs))
@@ -104,6 +112,7 @@ class LocalScheduler:
                 self._fire(spec, fire)
                 # Missed ticks (a suspended laptop) collapse into this one fire, as with Cloud Scheduler.
                 self._next[spec.name] = parse_schedule(spec.schedule).next_after(now, load_time_zone(spec.time_zone))
+        self._handled_until = now
         if now >= self._next_sweep:
             self._publish(self.sweep_topic, b"{}", {})
             self._next_sweep = now + self.sweep_interval

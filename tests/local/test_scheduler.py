@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from spotcron.core.loader import load_jobs
 from spotcron.local.scheduler import LocalScheduler
@@ -117,3 +117,37 @@ def test_a_failed_publish_is_tried_again_and_does_not_end_the_scheduler(tmp_path
         assert failures == ["start"] and recorder.fired() == ["every1"]  # the same tick, once
     finally:
         s.stop()
+
+
+def _every_minute(name: str = "minutely"):
+    from spotcron.core.spec import JobSpec
+
+    return JobSpec.from_payload({"name": name, "schedule": "* * * * *", "image": "spotcron/test:latest",
+                                 "local": {"command": ["true"]}})
+
+
+def test_a_reload_at_any_offset_around_a_tick_never_loses_it():
+    """Before: a reload computed the next fire from the moment it finished, so a job file changed
+    (a comment edited, a broken `timeout:` fixed) just before :00 and noticed by the scheduler's
+    poll just after it moved the job to the next minute: the :00 run never happened, unlogged."""
+    tick = datetime(2026, 11, 22, 8, 1, tzinfo=UTC)
+    offsets_ms = range(-2000, 2001, 100)  # the poll notices a change up to poll_s (2 s) after it
+    for case in ("comment edited", "broken file fixed"):
+        lost, doubled = [], []
+        for offset_ms in offsets_ms:
+            job = _every_minute()
+            loaded = [job] if case == "comment edited" else []  # a broken file loads no job
+            clock, recorder = FakeClock(tick - timedelta(seconds=5)), Recorder()
+            s = LocalScheduler(lambda loaded=loaded: list(loaded), recorder, clock, start_topic="start",
+                               sweep_topic="sweep", sweep_interval_s=300)
+            s.reload()
+            s.step()
+            clock.set(tick + timedelta(milliseconds=offset_ms))
+            loaded[:] = [job]
+            s.request_reload()
+            s.step()
+            clock.set(tick + timedelta(seconds=10))
+            s.step()
+            fired = len(recorder.fired())
+            (lost if fired == 0 else doubled if fired > 1 else []).append(offset_ms)
+        assert (lost, doubled) == ([], []), f"{case}: tick lost at offsets (ms) {lost}, fired twice at {doubled}"
