@@ -54,6 +54,10 @@ def up(jobs_dir: Path, stack_path: Path, once: bool, state_dir: Path, timeout: f
     with _stopped_however_it_ends(stack.stop):
         stack.start()
         out.print(f"[bold]spotcron up[/] — local bucket {stack.bucket.url}, state in {state_dir}/")
+        out.print(f"  {stack.compute.containment.statement}")
+        if stack.leftovers_ended:
+            out.print(f"  ended {len(stack.leftovers_ended)} local VM(s) left running by a stack that did not stop: "
+                      f"{', '.join(stack.leftovers_ended)}; the sweep settles their runs")
         if once:
             sys.exit(_once(stack, specs, timeout, out))
         _forever(stack, jobs_dir, out)

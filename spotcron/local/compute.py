@@ -1,9 +1,11 @@
 """Local "VMs": creating one starts the real vm_images/runner/runner.sh as a process.
 
-Each VM gets its own process group, a metadata endpoint on the local metadata server and a
-work directory under the state dir. Deleting it ends the process group; `maxRunDuration` is
-enforced by a timer, as Compute Engine does; a preemption sets the metadata flag the runner
-watches, then deletes the VM 30 seconds later, like Spot's DELETE termination action.
+Each VM gets its own process group (and, where the system allows, its own PID namespace: see
+containment.py), a metadata endpoint on the local metadata server and a work directory under the
+state dir holding its record (leftovers.py). Deleting it ends every process it contains;
+`maxRunDuration` is enforced by a timer, as Compute Engine does; a preemption sets the metadata
+flag the runner watches, then deletes the VM 30 seconds later, like Spot's DELETE termination
+action. A stack that died without stopping leaves records that the next one ends VMs by.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ from pathlib import Path
 from spotcron.core.descriptor import METADATA_KEY, RunDescriptor
 from spotcron.core.errors import AlreadyExists, Transient
 from spotcron.engine.ports import Instance, InstanceRequest
+from spotcron.local import leftovers
 from spotcron.local.containers import Lookup, find_runtime
+from spotcron.local.containment import Containment, detect
 
 log = logging.getLogger("spotcron.local")
 
@@ -41,6 +45,7 @@ class _Vm:
     process: subprocess.Popen
     expiry: threading.Timer
     runtime: str | None  # the docker/podman binary running its container, if any
+    workdir: Path
 
 
 class LocalCompute:
@@ -48,7 +53,7 @@ class LocalCompute:
 
     def __init__(self, metadata, storage_url: str, state_dir: Path, clock, *, base_env: Mapping[str, str],
                  cwd: Path, runtime_for=find_runtime, runner: Path = RUNNER,
-                 preemption_notice_s: float = PREEMPTION_NOTICE_S):
+                 preemption_notice_s: float = PREEMPTION_NOTICE_S, containment: Containment | None = None):
         self.metadata = metadata
         self.storage_url = storage_url
         self.vms_dir = Path(state_dir) / "vms"
@@ -58,6 +63,7 @@ class LocalCompute:
         self.runtime_for = runtime_for
         self.runner = runner
         self.preemption_notice_s = preemption_notice_s
+        self.containment = containment or detect()
         self._vms: dict[tuple[str, str], _Vm] = {}
         self._runtimes: dict[str, Lookup] = {}
         self._ids = 5000
@@ -83,11 +89,11 @@ class LocalCompute:
             )
             self.metadata.register(request.name, request.zone, request.metadata, instance_id=instance.instance_id,
                                    created_at=instance.created_at, service_account=request.service_account)
-            process, runtime = self._start_runner(request)
+            process, runtime, workdir = self._start_runner(request)
             expiry = threading.Timer(request.max_run_duration_s, self._expire, args=key)
             expiry.daemon = True
             expiry.start()
-            self._vms[key] = _Vm(instance, process, expiry, runtime)
+            self._vms[key] = _Vm(instance, process, expiry, runtime, workdir)
         log.info("started local VM %s (pid %s)", request.name, process.pid)
         return instance
 
@@ -123,7 +129,12 @@ class LocalCompute:
         # exiting (uninterruptible IO on a loaded machine), and "deleted" means nothing runs.
         if not _wait_group_gone(vm.process.pid, GROUP_EXIT_S):
             log.warning("processes of local VM %s still alive %ss after SIGKILL", name, GROUP_EXIT_S)
-        runtime = vm.runtime
+        self._finish_deleting(name, vm.runtime, vm.workdir)
+
+    def _finish_deleting(self, name: str, runtime: str | None, workdir: Path) -> None:
+        if not self.containment.whole:
+            # Without a namespace a daemon escapes the group; its environment may still say whose it is.
+            _kill_all(leftovers.marked_processes(workdir))
         if runtime is not None:
             # A container outlives a killed runner: docker's daemon or podman's conmon owns it.
             # Kill first: `rm --force` would wait out the container's stop timeout.
@@ -131,8 +142,37 @@ class LocalCompute:
                 with contextlib.suppress(OSError, subprocess.TimeoutExpired):
                     subprocess.run(command, capture_output=True, timeout=60)
         # The work directory is the VM's boot disk, deleted with it: whatever the run kept is in
-        # the bucket by now, and a second copy of every log and result would grow forever.
-        shutil.rmtree(self.vms_dir / name, ignore_errors=True)
+        # the bucket by now, and a second copy of every log and result would grow forever. Its
+        # record goes with it, last: until then a crashed stack's successor still ends this VM.
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    def end_leftovers(self) -> list[str]:
+        """End every VM a previous stack on this state dir recorded and did not delete; their names.
+
+        Call before the first sweep: the sweep would see their runs' VMs as vanished and start
+        new attempts while the old ones still ran. A record's pid counts only while the process
+        holding it started when the record says (a pid is reused once its process is gone).
+        """
+        ended = []
+        for workdir, record in leftovers.read_all(self.vms_dir):
+            with self._lock:
+                if any(vm.workdir == workdir for vm in self._vms.values()):
+                    continue  # one of ours
+            pid = record.pid
+            if pid is not None and record.started is not None and leftovers.process_started(pid) == record.started:
+                # The group and its leader (unshare, whose --kill-child ends the namespace with it).
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pid, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+                if not _wait_group_gone(pid, GROUP_EXIT_S):
+                    log.warning("processes of the leftover local VM %s still alive %ss after SIGKILL",
+                                record.name, GROUP_EXIT_S)
+            _kill_all(leftovers.marked_processes(workdir))
+            self._finish_deleting(record.name, record.runtime, workdir)
+            log.warning("ended local VM %s, left running by a local stack that did not stop", record.name)
+            ended.append(record.name)
+        return ended
 
     # --- what Compute Engine does on its own ---------------------------------------------------
     def preempt(self, zone: str, name: str) -> None:
@@ -164,7 +204,7 @@ class LocalCompute:
             reaper.join(timeout=GROUP_EXIT_S + 20)
 
     # --- helpers -------------------------------------------------------------------------------
-    def _start_runner(self, request: InstanceRequest) -> tuple[subprocess.Popen, str | None]:
+    def _start_runner(self, request: InstanceRequest) -> tuple[subprocess.Popen, str | None, Path]:
         descriptor = RunDescriptor.from_metadata(request.metadata[METADATA_KEY])
         if descriptor.image not in self._runtimes:
             found = self.runtime_for(descriptor.image)
@@ -176,7 +216,9 @@ class LocalCompute:
         lookup = self._runtimes[descriptor.image]
         runtime = lookup.binary
         workdir = self.vms_dir / request.name
-        workdir.mkdir(parents=True, exist_ok=True)
+        # Recorded before it starts: a stack killed right after the start still leaves a record.
+        record = leftovers.VmRecord(name=request.name, zone=request.zone, runtime=runtime)
+        leftovers.write(workdir, record)
         env = {
             **self.base_env,
             # The job's local.command runs with this Python first on PATH, so `python3` has our deps.
@@ -191,17 +233,28 @@ class LocalCompute:
             # No metadata server address to wall off here: the local one listens on loopback,
             # which a container on its own network doesn't reach.
             "SPOTCRON_IPTABLES": "none",
+            # Kept in the job's environment too, so a process can be told to be this VM's.
+            leftovers.MARKER: str(workdir),
         }
+        command = self.containment.command(["bash", str(self.runner)], runtime=runtime)
         with open(workdir / "runner.log", "ab") as output:
-            process = subprocess.Popen(["bash", str(self.runner)], env=env, cwd=self.cwd, stdout=output,
+            process = subprocess.Popen(command, env=env, cwd=self.cwd, stdout=output,
                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-        return process, runtime
+        started = leftovers.process_started(process.pid)
+        leftovers.write(workdir, leftovers.VmRecord(request.name, request.zone, runtime, process.pid, started))
+        return process, runtime, workdir
 
 
 def _kill_group(process: subprocess.Popen) -> None:
     """End the runner and everything it started (the container or local command), at once."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
+
+
+def _kill_all(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _wait_group_gone(pgid: int, timeout_s: float) -> bool:

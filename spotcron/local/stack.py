@@ -58,6 +58,7 @@ class LocalStack:
         self.bus: Any = None
         self.scheduler: Any = None
         self.feed = EventFeed()  # run events, for `spotcron up`'s view
+        self.leftovers_ended: list[str] = []  # VMs a stack that did not stop left running, ended at start
 
     # --- lifecycle -----------------------------------------------------------------------------
     def start(self) -> LocalStack:
@@ -107,6 +108,9 @@ class LocalStack:
         compute = LocalCompute(metadata, bucket.url, self.state_dir, clock, base_env=self.environ, cwd=self.cwd,
                                runtime_for=self.runtime_for or find_runtime)
         self._stack.append(compute.close)
+        # Before any message is handled: the first sweep would take a crashed stack's VMs for
+        # vanished ones and start their runs again while the old attempts still ran.
+        self.leftovers_ended = compute.end_leftovers()
         # Runs still in flight end as `cancelled` once no message can start more (the bus closes
         # first) and before their VMs go: a stopped stack leaves no run `running` for ever.
         self._stack.append(self._cancel_live_runs)

@@ -19,7 +19,7 @@ def no_container_runtime(image: str) -> None:
 
 def spotcron_processes(state_dir: Path) -> list[int]:
     """Processes whose environment points into `state_dir`: runners and what they started."""
-    marker = f"SPOTCRON_WORKDIR={state_dir}".encode()
+    marker = f"SPOTCRON_LOCAL_VM={state_dir}".encode()
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():

@@ -84,7 +84,10 @@ start_job() {
   if [[ $DOCKER == none ]]; then
     (
       if [[ -n $ORIGINAL_LC_ALL_SET ]]; then export LC_ALL=$ORIGINAL_LC_ALL; else unset LC_ALL; fi
+      # The local VM's name for its processes stays, so local mode can find all of them.
+      local local_vm=${SPOTCRON_LOCAL_VM-}
       unset "${!SPOTCRON_@}"
+      [[ -n $local_vm ]] && export SPOTCRON_LOCAL_VM=$local_vm
       for item in "${env[@]}"; do export "${item?}" 2>/dev/null || log "skipping env ${item%%=*}: not a valid name"; done
       exec "${cmd[@]}"
     ) >>"$LOGS" 2>&1 </dev/null &

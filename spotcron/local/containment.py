@@ -1,0 +1,81 @@
+"""What keeps every process of a local "VM" inside it, so that deleting the VM ends them all.
+
+A process group is not enough: a job that daemonizes (double fork, then setsid) leaves its group
+and would outlive the VM, as a process on a real VM never does. On Linux each VM's runner starts
+as the first process of its own PID namespace (`unshare --pid --fork --kill-child`): when that
+process dies the kernel kills everything else in the namespace, setsid or not, and
+`--kill-child` makes the namespace die with the `unshare` we start and delete. Root needs no
+more; other users get a user namespace too (`--user --map-root-user`), which Linux lets
+unprivileged users create.
+
+Where no namespace can be made (macOS; a Linux that forbids user namespaces or lacks `unshare`)
+a VM is contained by its process group only, and `spotcron up` says so when it starts.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+PID_NAMESPACE = "pid-namespace"
+PROCESS_GROUP = "process-group"
+
+
+@dataclass(frozen=True)
+class Containment:
+    kind: str
+    prefix: tuple[str, ...]  # put before the runner's command line
+    statement: str  # one line for `spotcron up`'s startup, in words a user understands
+    user_namespace: bool = False
+
+    @property
+    def whole(self) -> bool:
+        return self.kind == PID_NAMESPACE
+
+    def command(self, argv: Sequence[str], *, runtime: str | None) -> list[str]:
+        """The command that starts `argv` contained; `runtime`: the VM's container runtime, if any."""
+        if not self.whole or (self.user_namespace and runtime is not None and _is_podman(runtime)):
+            # Rootless podman sets up user namespaces of its own with setuid helpers that a
+            # namespace mapping one user cannot give it; such a VM keeps its process group only.
+            return list(argv)
+        return [*self.prefix, *argv]
+
+
+def _is_podman(runtime: str) -> bool:
+    return os.path.basename(runtime).startswith("podman")
+
+
+Probe = Callable[[Sequence[str]], bool]
+
+
+def _runs(argv: Sequence[str]) -> bool:
+    try:
+        return subprocess.run([*argv, "true"], capture_output=True, timeout=20).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def detect(*, platform: str = sys.platform, is_root: bool | None = None,
+           unshare: str | None = None, probe: Probe = _runs) -> Containment:
+    """The strongest containment this machine gives, tried once (one short-lived process)."""
+    fallback = ("local VMs are contained by their process group only: a job that daemonizes "
+                "(setsid) can outlive its VM")
+    if not platform.startswith("linux"):
+        return Containment(PROCESS_GROUP, (), f"{fallback} on {platform} (Linux PID namespaces are not available)")
+    unshare = unshare or shutil.which("unshare")
+    if unshare is None:
+        return Containment(PROCESS_GROUP, (), f"{fallback}: `unshare` (util-linux) is not installed")
+    if is_root is None:
+        is_root = os.geteuid() == 0
+    user = () if is_root else ("--user", "--map-root-user")
+    prefix = (unshare, *user, "--pid", "--fork", "--mount-proc", "--kill-child", "--")
+    if not probe(prefix):
+        why = "this system does not let this user create a PID namespace" + (
+            "" if is_root else " (are unprivileged user namespaces disabled? see sysctl kernel.unprivileged_userns_clone)")
+        return Containment(PROCESS_GROUP, (), f"{fallback}: {why}")
+    return Containment(PID_NAMESPACE, prefix, "local VMs run in PID namespaces of their own: deleting one ends "
+                       "every process its job started", user_namespace=not is_root)
