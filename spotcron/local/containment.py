@@ -60,13 +60,13 @@ def _runs(argv: Sequence[str]) -> bool:
 
 
 def detect(*, platform: str = sys.platform, is_root: bool | None = None,
-           unshare: str | None = None, probe: Probe = _runs) -> Containment:
+           which: Callable[[str], str | None] = shutil.which, probe: Probe = _runs) -> Containment:
     """The strongest containment this machine gives, tried once (one short-lived process)."""
     fallback = ("local VMs are contained by their process group only: a job that daemonizes "
                 "(setsid) can outlive its VM")
     if not platform.startswith("linux"):
         return Containment(PROCESS_GROUP, (), f"{fallback} on {platform} (Linux PID namespaces are not available)")
-    unshare = unshare or shutil.which("unshare")
+    unshare = which("unshare")
     if unshare is None:
         return Containment(PROCESS_GROUP, (), f"{fallback}: `unshare` (util-linux) is not installed")
     if is_root is None:
