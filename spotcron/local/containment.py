@@ -1,7 +1,8 @@
 """What keeps every process of a local "VM" inside it, so that deleting the VM ends them all.
 
 A process group is not enough: a job that daemonizes (double fork, then setsid) leaves its group
-and would outlive the VM, as a process on a real VM never does. On Linux each VM's runner starts
+and would outlive the VM, as a process on a real VM never does. A job run by docker or podman
+is contained by its container. For a job's local command, on Linux each VM's runner starts
 as the first process of its own PID namespace (`unshare --pid --fork --kill-child`): when that
 process dies the kernel kills everything else in the namespace, setsid or not, and
 `--kill-child` makes the namespace die with the `unshare` we start and delete. Root needs no
@@ -37,16 +38,17 @@ class Containment:
         return self.kind == PID_NAMESPACE
 
     def command(self, argv: Sequence[str], *, runtime: str | None) -> list[str]:
-        """The command that starts `argv` contained; `runtime`: the VM's container runtime, if any."""
-        if not self.whole or (self.user_namespace and runtime is not None and _is_podman(runtime)):
-            # Rootless podman sets up user namespaces of its own with setuid helpers that a
-            # namespace mapping one user cannot give it; such a VM keeps its process group only.
+        """The command that starts `argv` contained; `runtime`: the VM's container runtime, if any.
+
+        A job run by docker or podman is in the container's own PID namespace already, and
+        deleting the VM kills and removes the container. Such a runner gets no namespace of
+        ours: podman keeps each container's network namespace as a mount under /run/netns,
+        which a private mount namespace (needed for the namespace's own /proc) would hide from
+        every later podman call, and rootless podman makes user namespaces of its own.
+        """
+        if not self.whole or runtime is not None:
             return list(argv)
         return [*self.prefix, *argv]
-
-
-def _is_podman(runtime: str) -> bool:
-    return os.path.basename(runtime).startswith("podman")
 
 
 Probe = Callable[[Sequence[str]], bool]
