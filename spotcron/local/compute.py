@@ -132,15 +132,16 @@ class LocalCompute:
         self._finish_deleting(name, vm.runtime, vm.workdir)
 
     def _finish_deleting(self, name: str, runtime: str | None, workdir: Path) -> None:
-        if not self.containment.whole:
-            # Without a namespace a daemon escapes the group; its environment may still say whose it is.
-            _kill_all(leftovers.marked_processes(workdir))
         if runtime is not None:
             # A container outlives a killed runner: docker's daemon or podman's conmon owns it.
             # Kill first: `rm --force` would wait out the container's stop timeout.
             for command in ([runtime, "kill", name], [runtime, "rm", "--force", name]):
                 with contextlib.suppress(OSError, subprocess.TimeoutExpired):
                     subprocess.run(command, capture_output=True, timeout=60)
+        if runtime is not None or not self.containment.whole:
+            # Outside a namespace of ours a process can leave the group (a daemon, podman's
+            # conmon); its environment may still say whose it is.
+            _kill_all(leftovers.marked_processes(workdir))
         # The work directory is the VM's boot disk, deleted with it: whatever the run kept is in
         # the bucket by now, and a second copy of every log and result would grow forever. Its
         # record goes with it, last: until then a crashed stack's successor still ends this VM.
