@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import subprocess
 import time
 import uuid
 
 import pytest
 
 from spotcron.core.runs import RunState
+from spotcron.local.containment import PROCESS_GROUP, Containment, detect
 
 from .conftest import spotcron_processes
 from .test_local_mode import job
@@ -48,11 +51,14 @@ def processes_with(variable: str) -> list[int]:
     return found
 
 
-def test_a_daemon_that_calls_setsid_dies_with_its_vm(make_stack, tmp_path):
+@pytest.mark.parametrize("containment", ["the strongest here", "process group only"])
+def test_a_daemon_that_calls_setsid_dies_with_its_vm(make_stack, tmp_path, containment):
     """Before: the daemon left the runner's process group, so deleting the VM (a SIGKILL to the
-    group) missed it: the run succeeded and the daemon ran on after the stack stopped."""
+    group) missed it: the run succeeded and the daemon ran on after the stack stopped. Where no
+    namespace can be made, the VM's marker in the daemon's environment still finds it."""
     mark = f"DAEMON_MARK={uuid.uuid4().hex}"
-    stack = make_stack()
+    stack = make_stack(containment=None if containment == "the strongest here"
+                       else Containment(PROCESS_GROUP, (), "process group only"))
     try:
         spec = job(tmp_path, "daemonizer", DAEMON, extra=f"env:\n  {mark.replace('=', ': ')}\n")
         [record] = stack.wait(stack.run_now(spec), timeout=120)
@@ -89,3 +95,33 @@ def test_the_leftover_check_sees_a_running_job(make_stack, tmp_path):
     assert job_processes(), "the job's process is invisible to the leftover check"
     stack.stop()
     assert job_processes() == []
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0 or shutil.which("setpriv") is None
+                    or not os.path.exists("/usr/bin/python3"),
+                    reason="needs root and setpriv (util-linux) to become an unprivileged user")
+def test_an_unprivileged_user_gets_the_same_containment(tmp_path):
+    """Users run `spotcron up` unprivileged: the user namespace lets them make the PID namespace,
+    and killing its `unshare` ends a setsid daemon too."""
+    containment = detect(is_root=False)
+    if not containment.whole:
+        pytest.skip(containment.statement)
+    mark = f"DAEMON_MARK={uuid.uuid4().hex}"
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    code = DAEMON.replace('print("daemon started")', 'print("daemon started", flush=True); time.sleep(600)')
+    process = subprocess.Popen(nobody + containment.command(["/usr/bin/python3", "-c", code], runtime=None),
+                               cwd="/", env={"PATH": os.defpath, mark.split("=")[0]: mark.split("=")[1]},
+                               stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert process.stdout.readline().strip() == "daemon started"
+        assert len(processes_with(mark)) >= 3  # unshare, the job and its daemon
+        os.killpg(process.pid, signal.SIGKILL)  # what deleting a VM does
+        process.wait()
+        deadline = time.monotonic() + 30
+        while processes_with(mark) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert processes_with(mark) == [], "the daemon outlived its namespace"
+    finally:
+        for pid in processes_with(mark):
+            os.kill(pid, signal.SIGKILL)
+        process.stdout.close()

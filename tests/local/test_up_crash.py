@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from spotcron.local.containment import detect
+
 from .conftest import python_job, spotcron_processes, write_job
 from .test_containment import processes_with
 from .test_up_signals import MAIN, REPO, ended, read_until
@@ -69,7 +71,9 @@ def test_a_restart_after_kill_9_ends_the_old_stacks_vms_and_never_runs_a_run_twi
         assert old, "the old stack's VM is not running"  # what a crash leaves, before the restart
 
         restarted = up(tmp_path)
-        read_until(restarted, "Waiting for the next tick", timeout=90)
+        said = read_until(restarted, "Waiting for the next tick", timeout=90)
+        assert "ended 1 local VM(s) left running by a stack that did not stop" in said
+        assert detect().statement in said  # how this machine contains local VMs, in words
         assert old & (set(spotcron_processes(state)) | set(processes_with(mark))) == set(), \
             "processes of the killed stack still run after the restart"
 
