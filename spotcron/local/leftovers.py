@@ -5,6 +5,10 @@ live on. Before starting a runner, local compute writes `vms/NAME/vm.json` (the 
 and container runtime), then adds the runner's pid and that process's start time once it runs.
 The next stack on the same state dir reads these records before its first sweep and ends every
 VM they name; the start time tells the runner apart from a later process that got its pid.
+
+The record sits in the VM's work directory, which a container never mounts (it gets only
+results/ and checkpoint/); a job's local command runs as the user running spotcron anyway. It
+is still read as untrusted: capped, and anything malformed ends the VM by its name only.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 RECORD = "vm.json"
+RECORD_MAX_BYTES = 4096
 # In each runner's environment, and kept in its job's: which VM a process belongs to.
 MARKER = "SPOTCRON_LOCAL_VM"
 
@@ -43,7 +48,8 @@ def read_all(vms_dir: Path) -> list[tuple[Path, VmRecord]]:
     for path in sorted(vms_dir.glob(f"*/{RECORD}")) if vms_dir.is_dir() else []:
         workdir = path.parent
         try:
-            data = json.loads(path.read_text())
+            with open(path, "rb") as handle:
+                data = json.loads(handle.read(RECORD_MAX_BYTES))
             pid = data.get("pid")
             record = VmRecord(name=str(data["name"]), zone=str(data["zone"]), runtime=_text(data.get("runtime")),
                               pid=pid if isinstance(pid, int) and pid > 1 else None,
