@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -51,13 +52,21 @@ def read_all(vms_dir: Path) -> list[tuple[Path, VmRecord]]:
             with open(path, "rb") as handle:
                 data = json.loads(handle.read(RECORD_MAX_BYTES))
             pid = data.get("pid")
-            record = VmRecord(name=str(data["name"]), zone=str(data["zone"]), runtime=_text(data.get("runtime")),
+            # The name is the directory's (ours), never the file's; a runtime is run only if it is
+            # the docker or podman on PATH, since whatever the file names would be executed.
+            record = VmRecord(name=workdir.name, zone=str(data["zone"]), runtime=_known_runtime(data.get("runtime")),
                               pid=pid if isinstance(pid, int) and pid > 1 else None,
                               started=_text(data.get("started")))
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             record = VmRecord(name=workdir.name, zone="")
         found.append((workdir, record))
     return found
+
+
+def _known_runtime(value: object) -> str | None:
+    if not isinstance(value, str) or os.path.basename(value) not in ("docker", "podman"):
+        return None
+    return value if shutil.which(os.path.basename(value)) == value else None
 
 
 def _text(value: object) -> str | None:

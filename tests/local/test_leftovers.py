@@ -43,3 +43,12 @@ def test_a_recorded_vm_is_ended_and_a_reused_pid_is_left_alone(tmp_path):
 
 def test_nothing_recorded_nothing_ended(tmp_path):
     assert compute(tmp_path / "state").end_leftovers() == []
+
+
+def test_a_record_names_no_program_to_run_but_the_container_runtime_on_path(tmp_path):
+    vms = tmp_path / "vms"
+    leftovers.write(vms / "vm-a", leftovers.VmRecord("elsewhere", "local-zone1-a", str(tmp_path / "evil")))
+    leftovers.write(vms / "vm-b", leftovers.VmRecord("vm-b", "local-zone1-a", "/nowhere/podman"))
+    records = {workdir.name: record for workdir, record in leftovers.read_all(vms)}
+    assert records["vm-a"].name == "vm-a" and records["vm-a"].runtime is None
+    assert records["vm-b"].runtime is None
