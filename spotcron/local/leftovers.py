@@ -66,7 +66,7 @@ def read_all(vms_dir: Path) -> list[tuple[Path, VmRecord]]:
 def _known_runtime(value: object) -> str | None:
     if not isinstance(value, str) or os.path.basename(value) not in ("docker", "podman"):
         return None
-    return value if shutil.which(os.path.basename(value)) == value else None
+    return value if value in ("docker", "podman") or shutil.which(os.path.basename(value)) == value else None
 
 
 def _text(value: object) -> str | None:
