@@ -39,7 +39,10 @@ def up(jobs_dir: Path, stack_path: Path, once: bool, state_dir: Path, timeout: f
     other jobs keep running. In a terminal a live view shows each job's next run and the runs in
     flight; in a pipe, one line per run start and end. `spotcron run JOB` meanwhile hands its
     run to this stack. VMs are runner processes: the job's container under
-    docker or podman when the image exists locally, else the job's `local.command`. Results land
+    docker or podman when the image exists locally, else the job's `local.command`, contained so
+    that deleting the VM ends every process it started (a PID namespace on Linux; the first lines
+    say what applies here). Started after a crash (kill -9), up first ends the VMs the killed
+    one left, recorded under --state-dir. Results land
     in a local bucket under --state-dir; read them with `spotcron runs`, `logs` and `results`.
     The stack file's `limits:` hold here as they do on Google Cloud.
     """
