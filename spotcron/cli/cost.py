@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from spotcron.cli._common import console, jobs_option, load_specs, load_stack, stack_option
+from spotcron.core.metrics import MAX_BYTES as METRICS_MAX_BYTES
 
 if TYPE_CHECKING:
     from spotcron.core.runs import RunRecord
@@ -58,18 +59,25 @@ def read_records(root: Path) -> list[RunRecord]:
     return sorted(records, key=lambda r: r.created_at)
 
 
+# Job-written files are read up to their cap plus one byte, never whole: the parser then names
+# the file as too big (core/jobdata.py) without the report holding it in memory.
+READ_CAP = METRICS_MAX_BYTES + 1
+
+
 def folder_reader(root: Path) -> Callable[[str], bytes | None]:
     def read(name: str) -> bytes | None:
         path = root / name
-        return path.read_bytes() if path.is_file() else None
+        if not path.is_file():
+            return None
+        with path.open("rb") as file:
+            return file.read(READ_CAP)
 
     return read
 
 
 def blobs_reader(blobs: Any) -> Callable[[str], bytes | None]:
     def read(name: str) -> bytes | None:
-        blob = blobs.read(name)
-        return blob.data if blob is not None else None
+        return blobs.read_range(name, 0, READ_CAP)
 
     return read
 

@@ -25,6 +25,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from spotcron.core.errors import SpotcronError
+from spotcron.core.jobdata import JobDataProblem, load_job_json
 
 METRICS_FILE = "metrics.json"  # inside the results folder: /results/metrics.json
 MAX_BYTES = 1 << 20
@@ -65,13 +66,11 @@ class RunMetrics(BaseModel):
 
 def parse_metrics(data: bytes, where: str = f"results/{METRICS_FILE}") -> RunMetrics:
     """The file's work and metrics; MetricsProblem at the first break of the contract."""
-    if len(data) > MAX_BYTES:
-        raise MetricsProblem(f"{where}: {len(data)} bytes, more than the {MAX_BYTES} allowed; keep bulky "
-                             f"figures in another results file")
     try:
-        doc = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise MetricsProblem(f"{where}: not JSON ({exc}); write one object, e.g. {EXAMPLE}") from None
+        # A job wrote it: bounded in size, depth and digits (core/jobdata.py), never a crash.
+        doc = load_job_json(data, where, max_bytes=MAX_BYTES, example=EXAMPLE)
+    except JobDataProblem as problem:
+        raise MetricsProblem(str(problem)) from None
     if not isinstance(doc, dict):
         raise MetricsProblem(f"{where}: a JSON {type(doc).__name__}, not an object; write e.g. {EXAMPLE}")
     if "work" not in doc and "metrics" not in doc:

@@ -24,7 +24,7 @@ from spotcron.engine import transitions as t
 from spotcron.engine.attempts import create_attempt
 from spotcron.engine.deps import Deps
 from spotcron.engine.identity import Refused, attempt_problem, vm_caller
-from spotcron.engine.results import metrics_changes
+from spotcron.engine.results import manifest_present, metrics_changes
 from spotcron.engine.steps import step
 from spotcron.engine.tokens import decode_unverified
 
@@ -108,13 +108,13 @@ def _replay_key(token: str) -> str:
 
 def _record_outcome(deps: Deps, record: RunRecord, callback: CallbackBody, zone: str) -> RunRecord:
     """Store what the attempt did; start the next attempt when it should be retried."""
-    manifest_present = deps.blobs.read(layout.manifest(callback.job, callback.run_id, callback.attempt)) is not None
+    complete = manifest_present(deps, callback.job, callback.run_id, callback.attempt)
     metrics: dict = {}
-    if callback.status == "exited" and callback.uploaded and manifest_present:
+    if callback.status == "exited" and callback.uploaded and complete:
         metrics = metrics_changes(deps, callback.job, callback.run_id, callback.attempt, t.spec_of(record))
     event = t.AttemptReported(
         number=callback.attempt, status=callback.status, exit_code=callback.exit_code,
-        timed_out=callback.timed_out, uploaded=callback.uploaded, manifest_present=manifest_present,
+        timed_out=callback.timed_out, uploaded=callback.uploaded, manifest_present=complete,
         started_at=callback.started_at, finished_at=callback.finished_at, zone=zone, zones=deps.settings.zones,
         metrics=tuple(metrics.items()))
     stepped = step(deps, record.job, record.run_id, event)

@@ -1,7 +1,12 @@
-"""What the run end reads of an attempt's results: its metrics.json, checked against the contract.
+"""What the control plane reads of what a job wrote: its metrics.json and its attempt's manifest.
 
-Read once, when the run ends, by the control plane: the record then carries the work figure and
-the named metrics (or the reason they are unusable), so reports and the page read records only.
+Read once, when the run ends: the record then carries the work figure and the named metrics (or
+the reason they are unusable), so reports and the page read records only.
+
+A job controls these objects (its container writes the results; one that reaches the metadata
+server can rewrite its attempt's manifest), so each is read with a ranged read of its cap plus
+one byte, never whole, and parsed by core/jobdata.py; whatever is wrong becomes a message on the
+run, never an exception that stops job_done or the sweep.
 """
 
 from __future__ import annotations
@@ -9,9 +14,25 @@ from __future__ import annotations
 from typing import Any
 
 from spotcron.core import layout
-from spotcron.core.metrics import METRICS_FILE, MetricsProblem, check_time_metric, parse_metrics
+from spotcron.core.jobdata import JobDataProblem, load_job_json
+from spotcron.core.metrics import MAX_BYTES, METRICS_FILE, MetricsProblem, check_time_metric, parse_metrics
 from spotcron.core.spec import JobSpec
 from spotcron.engine.deps import Deps
+from spotcron.engine.ports import Blobs
+
+# The runner's manifest lists every results file (name, size, sha256): about 150 bytes a file.
+MANIFEST_MAX_BYTES = 4 << 20
+
+
+def read_capped(blobs: Blobs, name: str, cap: int, where: str) -> bytes | None:
+    """The object's bytes, None when it does not exist; JobDataProblem when it is bigger than `cap`.
+
+    One ranged read of cap + 1 bytes: memory stays that size whatever the object holds."""
+    data = blobs.read_range(name, 0, cap + 1)
+    if data is not None and len(data) > cap:
+        raise JobDataProblem(f"{where}: more than the {cap} allowed bytes; ignored (keep bulky figures in "
+                             f"another results file)")
+    return data
 
 
 def metrics_changes(deps: Deps, job: str, run_id: str, attempt: int, spec: JobSpec) -> dict[str, Any]:
@@ -22,16 +43,36 @@ def metrics_changes(deps: Deps, job: str, run_id: str, attempt: int, spec: JobSp
     """
     name = layout.results_prefix(job, run_id, attempt) + METRICS_FILE
     where = f"results/{METRICS_FILE} of attempt {attempt}"
-    blob = deps.blobs.read(name)
     try:
-        if blob is None:
+        data = read_capped(deps.blobs, name, MAX_BYTES, where)
+        if data is None:
             if spec.benchmark.time_metric is not None:
                 raise MetricsProblem(f"{where}: missing; the job's benchmark.time_metric "
                                      f"{spec.benchmark.time_metric!r} needs it")
             return {}
-        metrics = parse_metrics(blob.data, where)
+        metrics = parse_metrics(data, where)
         if spec.benchmark.time_metric is not None:
             check_time_metric(metrics, spec.benchmark.time_metric, where)
-    except MetricsProblem as problem:
+    except (MetricsProblem, JobDataProblem) as problem:
         return {"metrics_problem": str(problem)}
     return {"metrics": metrics}
+
+
+def manifest_present(deps: Deps, job: str, run_id: str, attempt: int) -> bool:
+    """Whether the attempt's manifest exists: one byte read, whatever its size."""
+    return deps.blobs.read_range(layout.manifest(job, run_id, attempt), 0, 1) is not None
+
+
+def manifest_document(deps: Deps, job: str, run_id: str, attempt: int) -> tuple[dict | None, str | None]:
+    """(the manifest as an object, None), (None, None) when there is none, or (None, the problem)."""
+    where = f"manifest.json of attempt {attempt}"
+    try:
+        data = read_capped(deps.blobs, layout.manifest(job, run_id, attempt), MANIFEST_MAX_BYTES, where)
+        if data is None:
+            return None, None
+        document = load_job_json(data, where, max_bytes=MANIFEST_MAX_BYTES)
+    except JobDataProblem as problem:
+        return None, str(problem)
+    if not isinstance(document, dict):
+        return None, f"{where}: not a JSON object; ignored"
+    return document, None

@@ -18,13 +18,11 @@ names, one get each; without the index it deletes only stopped and overdue VMs.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from spotcron.core import layout
 from spotcron.core.descriptor import METADATA_KEY, RunDescriptor
 from spotcron.core.errors import Transient
 from spotcron.core.runs import RunRecord, RunState
@@ -32,7 +30,7 @@ from spotcron.engine import transitions as t
 from spotcron.engine.attempts import create_attempt
 from spotcron.engine.deps import Deps
 from spotcron.engine.ports import DEAD_STATUSES, Instance
-from spotcron.engine.results import metrics_changes
+from spotcron.engine.results import manifest_document, metrics_changes
 from spotcron.engine.steps import step
 from spotcron.engine.store import RUNNING, WAITING, LiveEntry, RecordConflict, run_sort_key
 
@@ -76,8 +74,10 @@ def _sweep(deps: Deps, attention: Callable[..., bool]) -> SweepReport:
     now = deps.clock.now()
     report = SweepReport()
     # One unreadable record or failed call must not stop the rest: a stopped or overdue VM left
-    # for the next sweep would outlive its deadline by more than one sweep interval.
-    # A record that does not parse (ValueError) is skipped like one that could not be read.
+    # for the next sweep would outlive its deadline by more than one sweep interval. So every
+    # step for one run or one VM catches *any* exception (a record that does not parse, a file a
+    # job wrote that nobody thought of, a bug): it is logged with that run's id and the pass goes
+    # on; the next sweep tries that run again.
     unread: set[tuple[str, str]] = set()
     listed = _listed("listing the managed VMs", deps.compute.list_managed, report)
     index = _listed("listing the live index", deps.store.live_index, report)
@@ -99,9 +99,9 @@ def _sweep(deps: Deps, attention: Callable[..., bool]) -> SweepReport:
                     deps.blobs.delete(entry.name)
                 continue
             deps.store.fix_markers(record, [entry.name for entry in entries])
-        except (Transient, ValueError) as exc:
+        except Exception as exc:  # noqa: BLE001 - one run never stops the pass (see above)
             unread.add(key)
-            report.errors.append(f"reading {key[0]}/{key[1]}: {exc}")
+            _failed(report, f"reading {key[0]}/{key[1]}", exc)
             continue
         records[key] = record
 
@@ -114,8 +114,8 @@ def _sweep(deps: Deps, attention: Callable[..., bool]) -> SweepReport:
             if reason is None:
                 continue
             _deleted(deps, instance)
-        except (Transient, ValueError) as exc:
-            report.errors.append(f"reaping {instance.name}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - one VM never stops the pass
+            _failed(report, f"reaping {instance.name} (run {run_key[0]}/{run_key[1]})", exc)
             continue
         del instances[key]
         report.deleted_vms.append((instance.name, reason))
@@ -126,11 +126,18 @@ def _sweep(deps: Deps, attention: Callable[..., bool]) -> SweepReport:
     for record in records.values():
         try:
             _sweep_run(deps, record, instances, timed_out, now, report)
-        except (Transient, RecordConflict, ValueError) as exc:
-            report.errors.append(f"sweeping {record.job}/{record.run_id}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - one run never stops the pass
+            _failed(report, f"sweeping {record.job}/{record.run_id}", exc)
     for error in report.errors:
         log.warning("sweep: %s", error)
     return report
+
+
+def _failed(report: SweepReport, what: str, exc: Exception) -> None:
+    """Note a failure of one run's step; an error we did not expect keeps its traceback in the log."""
+    report.errors.append(f"{what}: {type(exc).__name__}: {exc}")
+    if not isinstance(exc, Transient | RecordConflict | ValueError):
+        log.error("sweep: %s failed unexpectedly; the pass goes on", what, exc_info=exc)
 
 
 def _deleted(deps: Deps, instance: Instance) -> None:
@@ -300,9 +307,14 @@ def _vm_gone(deps: Deps, record: RunRecord, now: datetime, *, past_deadline: boo
     """The current attempt's VM is gone and never called back: decide what that means."""
     attempt = record.current_attempt
     assert attempt is not None
-    manifest = deps.blobs.read(layout.manifest(record.job, record.run_id, attempt.number))
-    facts = _manifest_facts(manifest.data) if manifest is not None else None
+    manifest, problem = manifest_document(deps, record.job, record.run_id, attempt.number)
+    facts = _manifest_facts(manifest) if manifest is not None else None
+    if problem is not None:
+        # The upload finished (the manifest is there) but a job rewrote it: the exit code is unknown.
+        facts = t.ManifestFacts(exit_code=None, timed_out=False)
     metrics = metrics_changes(deps, record.job, record.run_id, attempt.number, t.spec_of(record)) if facts else {}
+    if problem is not None:
+        metrics = {**metrics, "metrics_problem": problem}
     event = t.VmGone(number=attempt.number, manifest=facts, past_deadline=past_deadline, zones=deps.settings.zones,
                      metrics=tuple(metrics.items()))
     stepped = step(deps, record.job, record.run_id, event, now=now)
@@ -313,14 +325,8 @@ def _vm_gone(deps: Deps, record: RunRecord, now: datetime, *, past_deadline: boo
     return stepped.record
 
 
-def _manifest_facts(data: bytes) -> t.ManifestFacts:
+def _manifest_facts(manifest: dict) -> t.ManifestFacts:
     """exit_code (int or None) and timed_out from a manifest the runner wrote."""
-    try:
-        manifest = json.loads(data)
-    except ValueError:
-        manifest = None
-    if not isinstance(manifest, dict):
-        return t.ManifestFacts(exit_code=None, timed_out=False)
     code = manifest.get("exit_code")
     return t.ManifestFacts(exit_code=code if isinstance(code, int) and not isinstance(code, bool) else None,
                            timed_out=manifest.get("timed_out") is True)
