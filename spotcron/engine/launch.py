@@ -33,6 +33,11 @@ log = logging.getLogger("spotcron.engine")
 
 # How far apart two clocks may be: a tick (or a dispatch cursor) later than now by more is wrong.
 TICK_TOLERANCE = timedelta(seconds=60)
+# A named tick older than the job's starting_deadline by more than this is refused outright
+# (acknowledged, logged) instead of recorded as missed: Pub/Sub redelivers a message for at most
+# its subscription's retention (7 days at most), and a tick of year 1 must never reach the
+# schedule walk (it overflowed there, and the message was redelivered for a day).
+STALE_TICK_MARGIN = timedelta(days=7)
 
 
 class BadTrigger(SpotcronError):
@@ -62,7 +67,7 @@ def launch(deps: Deps, spec: JobSpec, *, requested_at: datetime, manual: bool = 
             tick = exact_tick(spec, tick, now=deps.clock.now())
         schedule, zone = _readable_schedule(spec)
         if tick is None:
-            tick = schedule.latest_at_or_before(requested_at, zone)
+            tick = _latest_fire(spec, schedule, zone, requested_at)
         if tick is None:
             raise BadTrigger(f"job {spec.name}: schedule {spec.schedule!r} has no fire time before {requested_at}")
         # Lateness counts from the reading of the tick the message was published at: around a DST
@@ -89,6 +94,16 @@ def _readable_schedule(spec: JobSpec) -> tuple[CronSchedule, ZoneInfo]:
                          f"{spec.time_zone!r}: {exc}; fix the job file and deploy it again") from None
 
 
+def _latest_fire(spec: JobSpec, schedule: CronSchedule, zone: ZoneInfo, at: datetime) -> datetime | None:
+    """The schedule's latest fire time at or before `at`; BadTrigger when `at` is out of the
+    calendar's range (the walk overflows at year 1 or 9999): it would fail on every redelivery."""
+    try:
+        return schedule.latest_at_or_before(at, zone)
+    except (OverflowError, ValueError) as exc:
+        raise BadTrigger(f"job {spec.name}: no fire time of {spec.schedule!r} can be found before {at:%Y-%m-%dT%H:%M}Z "
+                         f"({exc})") from None
+
+
 def exact_tick(spec: JobSpec, tick: datetime, *, now: datetime) -> datetime:
     """`tick` when it is one of the schedule's fire instants and is due by `now`; BadTrigger
     otherwise, so a message naming any other minute cannot start a run the schedule never asked
@@ -98,8 +113,13 @@ def exact_tick(spec: JobSpec, tick: datetime, *, now: datetime) -> datetime:
                          f"after now ({now:%Y-%m-%dT%H:%M:%S}Z), more than the {TICK_TOLERANCE.total_seconds():.0f}s "
                          f"a clock may be off: a dispatcher publishes a tick only once it is due, so this message is "
                          f"refused; check the clock of whatever published it")
+    oldest = now - timedelta(seconds=spec.starting_deadline) - STALE_TICK_MARGIN
+    if tick < oldest:
+        raise BadTrigger(f"job {spec.name}: tick {tick:%Y-%m-%dT%H:%M}Z is older than its starting_deadline "
+                         f"({format_duration(spec.starting_deadline)}) plus {format_duration(STALE_TICK_MARGIN.total_seconds())}: "
+                         f"no redelivery is that late, so this message is refused")
     schedule, zone = _readable_schedule(spec)
-    fired = schedule.latest_at_or_before(tick, zone)
+    fired = _latest_fire(spec, schedule, zone, tick)
     if fired != tick:
         raise BadTrigger(f"job {spec.name}: tick {tick:%Y-%m-%dT%H:%M}Z is not a fire time of schedule "
                          f"{spec.schedule!r} in {spec.time_zone}")

@@ -5,12 +5,12 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import json
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from spotcron.core.jobdata import JobDataProblem, load_job_json
 from spotcron.core.spec import JobSpec
 from spotcron.engine.deployed import start_message
 from spotcron.engine.launch import BadTrigger
@@ -45,8 +45,9 @@ def parse_start(event_data: Any, event_time: datetime | None) -> StartRequest:
     if len(raw) > MAX_MESSAGE_BYTES * 4 // 3 + 4:
         raise BadTrigger(f"the message is {len(raw)} bytes of base64; a start message is never that big")
     try:
-        payload = json.loads(base64.b64decode(raw, validate=True))
-    except (binascii.Error, ValueError) as exc:
+        # Anyone who may publish wrote it: bounded like a file a job wrote (no recursion, no overflow).
+        payload = load_job_json(base64.b64decode(raw, validate=True), "the message data", max_bytes=MAX_MESSAGE_BYTES)
+    except (binascii.Error, ValueError, JobDataProblem) as exc:
         raise BadTrigger(f"the message data is not base64 JSON: {exc}") from None
     if not isinstance(payload, dict):
         raise BadTrigger('the message data is not a JSON object like {"job": NAME, "digest": SHA256}')

@@ -78,6 +78,15 @@ def handle_start(event_data: Any, event_time: datetime | None) -> None:
         log.error("start_job: dropped a bad message: %s", exc,
                   extra={"fields": {"event": "bad_message", "security": True, "reason": str(exc)}})
         return
+    except (Transient, RecordConflict):
+        raise  # Google's services did not answer, or a record kept changing: worth a redelivery
+    except Exception as exc:  # noqa: BLE001 - anything else fails the same way on every redelivery
+        # Acknowledged: a redelivery would meet the same input and fail again, for a day. What was
+        # written before the failure (a run record, an attempt) is driven on by the sweep.
+        log.error("start_job: dropped a message that could not be handled: %s: %s", type(exc).__name__, exc,
+                  exc_info=exc, extra={"fields": {"event": "bad_message", "security": True,
+                                                  "reason": f"{type(exc).__name__}: {exc}"[:500]}})
+        return
     for outcome in outcomes:
         log.info("start_job: %s/%s is %s%s", outcome.job, outcome.run_id, outcome.state,
                  " (duplicate delivery)" if outcome.duplicate else "",
