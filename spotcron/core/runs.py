@@ -73,6 +73,13 @@ def manual_run_id(requested_at: datetime, nonce: str, variant: str | None = None
     return f"{base}-{variant}" if variant else base
 
 
+def tick_of(run_id: str) -> str:
+    """The tick a run belongs to: its id without the matrix entry (`20261122-1000`, or
+    `m20261122-101530-ab12` for a manual request). Every run of one tick shares it."""
+    parts = run_id.split("-")
+    return "-".join(parts[:3] if run_id.startswith("m") else parts[:2])
+
+
 def vm_name(job: str, run_id: str, attempt: int) -> str:
     """A valid Compute Engine name (<= 63 chars) unique per job, run and attempt."""
     name = f"sc-{job}-{run_id}-a{attempt}"

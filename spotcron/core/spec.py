@@ -221,6 +221,9 @@ class Benchmark(_Model):
 Concurrency = Literal["allow", "forbid", "replace"]
 
 
+MIN_TICKS_KEPT = 12  # ticks a matrix job keeps when its history_limit is left out
+
+
 class JobSpec(_Model):
     name: str = Field(description="the job's name; always the file name without .yaml (optional in the file, "
                                   "and when present it must equal the file name)")
@@ -245,7 +248,8 @@ class JobSpec(_Model):
     results: str = Field("/results", description="container directory uploaded to the bucket when the run ends")
     checkpoint: str | None = Field(None, description="container directory saved to the bucket and restored on "
                                                      "the next attempt after a preemption, e.g. /checkpoint")
-    history_limit: int = Field(50, ge=1, le=10000, description="how many runs of this job to keep")
+    history_limit: int = Field(50, ge=1, le=10000, description="how many runs of this job to keep, in whole ticks "
+                                                                "(left out: 50, or 12 ticks of a matrix job if more)")
     matrix: tuple[MatrixEntry, ...] = Field((), description="run once per entry on each tick (e.g. one per "
                                                             "machine type); entries override machine/env/args")
     local: LocalRun | None = Field(None, description="how `spotcron up` runs the job without a container runtime")
@@ -355,6 +359,14 @@ class JobSpec(_Model):
             if a.startswith(b) or b.startswith(a):
                 raise ValueError(f"checkpoint {self.checkpoint!r} and results {self.results!r} overlap; "
                                  f"use separate directories such as /checkpoint and /results")
+        return self
+
+    @model_validator(mode="after")
+    def _history_of_twelve_ticks(self) -> JobSpec:
+        # The report's regression rule compares a tick with the 12 before it: a matrix job that
+        # leaves history_limit out keeps at least that many ticks, not 50 runs (5 ticks of 9 entries).
+        if "history_limit" not in self.model_fields_set and (self.matrix or self.repeat > 1):
+            object.__setattr__(self, "history_limit", max(50, MIN_TICKS_KEPT * len(self.variants())))
         return self
 
     @model_validator(mode="after")

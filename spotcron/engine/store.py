@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from spotcron.core import layout
 from spotcron.core.errors import PreconditionFailed, SpotcronError, Transient
 from spotcron.core.layout import LIVE, PRUNED
-from spotcron.core.runs import RunRecord, RunState
+from spotcron.core.runs import RunRecord, RunState, tick_of
 from spotcron.engine.ports import Blobs
 
 log = logging.getLogger("spotcron.engine")
@@ -230,29 +230,60 @@ class RunStore:
         return list(seen)
 
     def prune(self, job: str, keep: int) -> list[str]:
-        """Delete everything of the oldest terminal runs of `job` beyond the newest `keep`."""
-        names = self.blobs.list(layout.job_prefix(job))
+        """Delete everything of `job`'s oldest ended ticks beyond the newest `keep` runs.
+
+        Whole ticks only (every matrix entry and repeat of a tick goes, or none), and at least
+        `keep` runs stay. Runs that did work (had a VM) and runs that never had one (skipped,
+        refused by a limit) are counted apart, each kept up to `keep`: a publisher's flood of
+        skipped manual runs then prunes only other skipped runs, never a run with logs, results
+        or a checkpoint, and only pruning runs that did work raises the pruning mark, so a
+        skipped run can never make a genuine tick look older than history.
+        """
         by_run: dict[str, list[str]] = {}
-        for name in names:
+        for name in self.blobs.list(layout.job_prefix(job)):
             parts = name.split("/")
             if len(parts) > 3:
                 by_run.setdefault(parts[2], []).append(name)
-        run_ids = sorted(by_run, key=run_sort_key)
-        pruned = []
-        for run_id in run_ids[: max(0, len(run_ids) - keep)]:
-            record = self.read(job, run_id)
-            if record is not None and not record.terminal:
-                continue  # never prune a run still in flight
-            pruned.append(run_id)
-        if not pruned:
+        if len(by_run) <= keep:
+            return []  # fewer runs than either count keeps: nothing to read
+        ticks: dict[str, list[str]] = {}
+        for run_id in sorted(by_run, key=run_sort_key, reverse=True):
+            ticks.setdefault(tick_of(run_id), []).append(run_id)
+        records: dict[str, RunRecord | None] = {}
+
+        def record_of(run_id: str) -> RunRecord | None:
+            if run_id not in records:
+                records[run_id] = self.read(job, run_id)
+            return records[run_id]
+
+        def had_a_vm(run_id: str) -> bool:
+            # Only a VM writes under attempt-N/ or checkpoint/; a record alone must be read.
+            if any(len(name.split("/")) > 4 for name in by_run[run_id]):
+                return True
+            record = record_of(run_id)
+            return record is not None and any(a.created_at is not None for a in record.attempts)
+
+        kept = {True: 0, False: 0}
+        doomed: list[str] = []
+        worked_doomed: list[str] = []
+        for runs in ticks.values():  # newest tick first
+            worked = any(had_a_vm(run_id) for run_id in runs)
+            if kept[worked] < keep or any((r := record_of(run_id)) is not None and not r.terminal for run_id in runs):
+                kept[worked] += len(runs)  # within history, or still in flight: never prune part of it
+                continue
+            doomed.extend(runs)
+            if worked:
+                worked_doomed.extend(runs)
+        if not doomed:
             return []
         # Remember how far history was cut before cutting it: a trigger for a pruned tick that
         # Pub/Sub redelivers later must not bring the run back (launch checks `pruned_through`).
-        self._raise_pruned_mark(job, pruned[-1])
-        for run_id in pruned:
+        if worked_doomed:
+            self._raise_pruned_mark(job, max(worked_doomed, key=run_sort_key))
+        for run_id in sorted(doomed, key=run_sort_key):
             for name in by_run[run_id]:
                 self.blobs.delete(name)
-        return pruned
+        return sorted(doomed, key=run_sort_key)
 
     def pruned_through(self, job: str) -> str | None:
         """The newest run id of `job` that history pruning deleted; None when nothing was pruned."""
