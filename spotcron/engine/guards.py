@@ -183,8 +183,12 @@ def admit(deps, record: RunRecord, spec: JobSpec, attempt: Attempt) -> str | Non
     alive = [i for i in deps.compute.list_managed() if i.status in ALIVE_STATUSES]
     if any(i.name == attempt.vm_name for i in alive):
         return None  # its VM exists already: this is a redelivery of an admitted attempt
-    own = {a.vm_name for a in record.attempts} | {attempt.vm_name}  # a retry's earlier VMs are going
-    others = [i for i in alive if i.name not in own]
+    own = {a.vm_name for a in record.attempts} | {attempt.vm_name}
+    # A retry's earlier VMs count while they are alive: Compute Engine's delete is asynchronous,
+    # and a STOPPING VM still runs and bills. (They are left out of the pending admissions below:
+    # one that is not listed is gone.)
+    others = [i for i in alive if i.name != attempt.vm_name]
+    earlier = [i for i in others if i.name in own]
     listed = {i.name for i in alive}
     hours = (spec.timeout + deps.settings.grace) / 3600
     gpus = gpu_count(spec)
@@ -205,13 +209,19 @@ def admit(deps, record: RunRecord, spec: JobSpec, attempt: Attempt) -> str | Non
     if limit_problem(limits, counted, gpus=gpus, hours=hours) is None:
         return None
     problem = limit_problem(limits, settled, gpus=gpus, hours=hours)
-    if problem is None:
+    without_earlier = Usage(live_vms=settled.live_vms - len(earlier),
+                            gpus=settled.gpus - sum(instance_gpus(i) for i in earlier),
+                            vm_hours_today=settled.vm_hours_today)
+    if problem is None or (earlier and limit_problem(limits, without_earlier, gpus=gpus, hours=hours) is None):
+        # It would fit once others are decided, or once this run's own earlier VM has stopped:
+        # wait (a redelivery, or the sweep for a retry) rather than fail the run.
         # Only the admission this call wrote: another delivery of the same attempt may have been
         # admitted under an earlier one, and its VM must stay counted.
         if wrote:
             deps.blobs.delete(mine)
-        raise AdmissionBusy(f"{len(pending)} other starts are being admitted near the stack limits; "
-                            f"{record.job}/{record.run_id} will be tried again")
+        why = (f"{len(pending)} other starts are being admitted near the stack limits" if problem is None else
+               f"its earlier attempt's VM {earlier[0].name} is still {earlier[0].status} and counts as live")
+        raise AdmissionBusy(f"{why}; {record.job}/{record.run_id} will be tried again")
     log.warning("%s/%s: %s", record.job, record.run_id, problem,
                 extra={"fields": {"event": "limit_refused", "job": record.job, "run_id": record.run_id}})
     return problem

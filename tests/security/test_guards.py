@@ -340,14 +340,70 @@ def test_a_held_back_redelivery_withdraws_only_its_own_admission_not_the_one_tha
     assert only_run(h, "c").state != "running" and h.compute.calls["create"] == 1
 
 
-def test_a_retry_does_not_count_its_own_predecessor_while_it_is_still_stopping(limited):
-    """Found by the same review: job_done deletes a preempted VM without waiting, so the retry's
-    admission listed it as STOPPING and, with max_live_vms 1, refused every preemption retry."""
+def test_a_retry_waits_for_its_own_predecessor_while_it_is_still_stopping(limited):
+    """job_done deletes a preempted VM without waiting, so the retry's admission lists it as
+    STOPPING. It counts (it is alive and billed), but the run is not failed for it: the retry
+    waits in `starting` and the sweep starts it once the earlier VM is gone. (An earlier fix left
+    the stopping VM out of the count, which let retries cross max_live_vms; issue #24.)"""
     h = limited(max_live_vms=1)
-    h.compute.delete_instance = lambda zone, name: h.compute.set_status(zone, name, "STOPPING") or True
+    deletes = AsynchronousDeletes(h.compute)
     h.start(make_spec(name="a", retries={"preemption": 1}))
     run = only_run(h, "a")
     h.clock.advance(60)
     h.callback("a", run.run_id, status="preempted", exit_code=None)
+    waiting = only_run(h, "a")
+    assert waiting.current_attempt.number == 2 and waiting.state == "starting", waiting.reason
+    assert alive(h) == 1
+    deletes.finish()
+    h.clock.advance(6 * 60)
+    h.sweep()
     after = only_run(h, "a")
     assert after.current_attempt.number == 2 and after.state == "running", after.reason
+
+
+class AsynchronousDeletes:
+    """Compute Engine's delete as it really is: accepted at once, the VM STOPPING (alive and
+    billed) until `finish()` removes it."""
+
+    def __init__(self, compute):
+        self.compute, self.pending = compute, []
+        compute.delete_instance = self.delete
+
+    def delete(self, zone: str, name: str) -> bool:
+        if self.compute.peek(zone, name) is None:
+            return False
+        self.compute.set_status(zone, name, "STOPPING")
+        self.pending.append((zone, name))
+        return True
+
+    def finish(self) -> None:
+        for zone, name in self.pending:
+            self.compute.preempt(zone, name)  # gone for good
+        self.pending.clear()
+
+
+def alive(h) -> int:
+    return sum(1 for i in h.compute.all_instances() if i.status in ("PROVISIONING", "STAGING", "RUNNING", "STOPPING"))
+
+
+def test_preemption_retries_never_cross_max_live_vms_while_earlier_vms_are_stopping(limited):
+    """Found by the review: job_done deleted each preempted VM and admitted the retry at once, not
+    counting the earlier attempt's VM while it was STOPPING: with max_live_vms 2, 5 VMs alive."""
+    h = limited(max_live_vms=2)
+    deletes = AsynchronousDeletes(h.compute)
+    specs = [make_spec(name=name, retries={"preemption": 3}) for name in ("a", "b")]
+    for spec in specs:
+        h.start(spec)
+    most = alive(h)
+    for attempt in (1, 2, 3):
+        for spec in specs:
+            record = only_run(h, spec.name)
+            if record.state == "running" and record.current_attempt.number == attempt:
+                h.callback(spec.name, record.run_id, attempt, status="preempted", exit_code=None, uploaded=False)
+                most = max(most, alive(h))
+    assert most <= 2, f"{most} VMs alive with max_live_vms 2"
+    deletes.finish()
+    h.clock.advance(6 * 60)  # past the window in which the gone VMs' admissions still count
+    h.sweep()  # the retries held back while their predecessors stopped start now
+    assert [only_run(h, s.name).state for s in specs] == ["running", "running"]
+    assert alive(h) <= 2
