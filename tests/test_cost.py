@@ -283,6 +283,10 @@ class _Counted:
         self.class_b += 1
         return self._blobs.read(name)
 
+    def read_range(self, name, start, size):  # a ranged GET is a read like any other
+        self.class_b += 1
+        return self._blobs.read_range(name, start, size)
+
     def write(self, name, data, **kwargs):
         self.class_a += 1
         return self._blobs.write(name, data, **kwargs)

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from spotcron.cli._common import console, jobs_option, load_specs, load_stack, stack_option
-from spotcron.core.metrics import MAX_BYTES as METRICS_MAX_BYTES
 
 if TYPE_CHECKING:
     from spotcron.core.runs import RunRecord
@@ -61,7 +60,7 @@ def read_records(root: Path) -> list[RunRecord]:
 
 # Job-written files are read up to their cap plus one byte, never whole: the parser then names
 # the file as too big (core/jobdata.py) without the report holding it in memory.
-READ_CAP = METRICS_MAX_BYTES + 1
+READ_CAP = (1 << 20) + 1  # spotcron.core.metrics.MAX_BYTES + 1 (not imported: `--help` stays light)
 
 
 def folder_reader(root: Path) -> Callable[[str], bytes | None]:

@@ -112,6 +112,7 @@ class Attempt(_Record):
     provisioning_model: Literal["SPOT", "STANDARD"] = "SPOT"
     gpu: str | None = None  # "nvidia-tesla-t4 x1"
     disk_gb: int = 10
+    external_ip: bool = False  # the VM had an external IPv4 address (billed while it lived)
     created_at: datetime | None = None
     instance_id: str | None = None  # Compute Engine's id of this attempt's VM: a re-created VM differs
     # The service account the VM runs as: the job's own (`service_account:`), or None for

@@ -255,6 +255,9 @@ class JobSpec(_Model):
     local: LocalRun | None = Field(None, description="how `spotcron up` runs the job without a container runtime")
     benchmark: Benchmark = Field(Benchmark(), description="the base configuration and the time basis of "
                                                           "`spotcron report` and the results page's charts")
+    external_ip: bool = Field(False, description="true: the VM gets an external IPv4 address (billed per hour) "
+                                                 "and reaches the internet; left out, it reaches only Google's "
+                                                 "APIs, Artifact Registry and Cloud Storage (Private Google Access)")
     metadata_access: bool = Field(False, description="true: the container may reach the VM's metadata server, and "
                                                      "with it the VM's identity and tokens; by default it cannot")
     service_account: str | None = Field(

@@ -119,8 +119,9 @@ def attempt_seconds(attempt: Attempt, now: datetime | None = None) -> float | No
 
 
 def vm_items(machine_type: str, spot: bool, gpu: str | None, disk_gb: float, seconds: float,
-             table: PriceTable, region: str, disk_type: str | None) -> dict[str, float]:
-    """compute, gpu and disk for one VM that lived `seconds`."""
+             table: PriceTable, region: str, disk_type: str | None, *, external_ip: bool = False) -> dict[str, float]:
+    """compute, gpu and disk for one VM that lived `seconds`, and `external_ip` when it had an
+    external IPv4 address (billed per second like the VM, at the in-use rate of its model)."""
     billed = billed_vm_seconds(seconds)
     compute = table.machine_hourly(machine_type, spot, region) * billed / 3600
     gpu_usd = 0.0
@@ -131,7 +132,10 @@ def vm_items(machine_type: str, spot: bool, gpu: str | None, disk_gb: float, sec
             gpu_usd = table.gpu_hourly(gpu_type, spot, region) * count * billed / 3600
     disk_type = disk_type or boot_disk_type(machine_type)
     disk = disk_gb * table.disk_gb_month(disk_type, region) * seconds / (table.hours_per_month * 3600)
-    return {"compute": compute, "gpu": gpu_usd, "disk": disk}
+    items = {"compute": compute, "gpu": gpu_usd, "disk": disk}
+    if external_ip:
+        items["external_ip"] = table.external_ip_hourly(spot) * billed / 3600
+    return items
 
 
 def run_cost(record: RunRecord, table: PriceTable, region: str, *, usage: Usage = DEFAULT_USAGE,
@@ -150,9 +154,9 @@ def run_cost(record: RunRecord, table: PriceTable, region: str, *, usage: Usage 
             continue
         vms += 1
         one = vm_items(attempt.machine_type, attempt.provisioning_model == "SPOT", attempt.gpu,
-                       attempt.disk_gb, seconds, table, region, usage.disk_type)
+                       attempt.disk_gb, seconds, table, region, usage.disk_type, external_ip=attempt.external_ip)
         for key, value in one.items():
-            items[key] += value
+            items[key] = items.get(key, 0.0) + value
     price = table.functions
     # One start_job per run, one job_done (or sweep action) per attempt that had a VM.
     calls = (FunctionUse.of(price, 1, usage.start_seconds) + FunctionUse.of(price, vms, usage.done_seconds)
@@ -209,6 +213,7 @@ class VariantLoad:
     disk_gb: int
     vm_seconds: float
     basis: str  # "runtime" or "median of N recent runs"
+    external_ip: bool = False
 
 
 @dataclass(frozen=True)
@@ -259,16 +264,19 @@ def project_job(spec: JobSpec, *, runs_per_month: float, runtime_s: float, table
         seconds, basis = (seen[0], f"median of {runs_seen}") if seen else (float(runtime_s), "runtime")
         machine = variant.machine
         gpu = f"{machine.gpu.type} x{machine.gpu.count}" if machine.gpu else None
-        loads.append(VariantLoad(variant.variant, machine.type, machine.spot, gpu, machine.disk_gb, seconds, basis))
+        loads.append(VariantLoad(variant.variant, machine.type, machine.spot, gpu, machine.disk_gb, seconds, basis,
+                                 variant.external_ip))
 
     price = table.functions
     items = dict.fromkeys(MONTHLY_ITEMS, 0.0)
     classic = dict.fromkeys(MONTHLY_ITEMS, 0.0)
     for load in loads:
         per_run = vm_items(load.machine_type, load.spot, load.gpu, load.disk_gb, load.vm_seconds,
-                           table, region, usage.disk_type)
+                           table, region, usage.disk_type, external_ip=load.external_ip)
         for key in ("compute", "gpu", "disk"):
             items[key] += per_run[key] * runs
+        if "external_ip" in per_run:  # an item of its own only for a job that has one
+            items["external_ip"] = items.get("external_ip", 0.0) + per_run["external_ip"] * runs
         classic["compute"] += per_run["compute"] * runs
         classic["gpu"] += per_run["gpu"] * runs
         # The classic VM is stopped, not deleted: its disk bills the whole month.

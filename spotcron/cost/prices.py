@@ -123,6 +123,14 @@ class StoragePrice(_Model):
     source: str
 
 
+class ExternalIpPrice(_Model):
+    """An in-use external IPv4 address, per hour (a job VM has one only with `external_ip: true`)."""
+
+    spot: float = NonNegative
+    on_demand: float = NonNegative
+    source: str
+
+
 class RegionFactor(_Model):
     compute: float = Field(1.0, gt=0)
     disk: float = Field(1.0, gt=0)
@@ -142,6 +150,8 @@ class PriceTable(_Model):
     scheduler: SchedulerPrice
     functions: FunctionPrice
     storage: StoragePrice
+    # Left out of a table (an older file, a user's): no VM is priced for an address.
+    external_ipv4: ExternalIpPrice | None = None
     regions: dict[str, RegionFactor]
     sources: dict[str, Source]
 
@@ -164,7 +174,13 @@ class PriceTable(_Model):
                     refs.append((f"{section}.{key}.spot_source", spot_source))
         for section in ("scheduler", "functions", "storage"):
             refs.append((f"{section}.source", getattr(self, section).source))
+        if self.external_ipv4 is not None:
+            refs.append(("external_ipv4.source", self.external_ipv4.source))
         return refs
+
+    def external_ip_hourly(self, spot: bool) -> float:
+        price = self.external_ipv4
+        return 0.0 if price is None else (price.spot if spot else price.on_demand)
 
     # --- lookups ---------------------------------------------------------------------------
 

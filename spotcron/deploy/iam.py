@@ -86,7 +86,10 @@ def bindings(names: Names, job_accounts: Iterable[str] = ()) -> list[Binding]:
     out += [
         # No storage role at all: the runner's only storage credential is the broker's token,
         # limited to its own attempt's objects and its run's checkpoint (engine/broker.py).
-        Binding(project, "roles/logging.logWriter", vm, "ship the container's output to Cloud Logging"),
+        # No logging role either: with project-wide logWriter a container that reaches the
+        # metadata server could write any log of the project, the functions' security lines
+        # included. The runner ships the job's output to the bucket (docs/security.md). Deploy
+        # revokes the role from the VM account where an earlier version granted it.
         Binding(repository, "roles/artifactregistry.reader", vm, "pull the job's image (from this repository only)"),
         Binding(job_done, "roles/run.invoker", vm, "call job_done when the job ends (on job_done only)"),
         Binding(broker, "roles/run.invoker", vm,

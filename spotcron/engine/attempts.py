@@ -53,7 +53,7 @@ def build_request(record: RunRecord, spec: JobSpec, attempt: Attempt, deps: Deps
                 **({GPUS_LABEL: str(spec.machine.gpu.count)} if spec.machine.gpu else {})},
         metadata={"spotcron-run": descriptor.to_metadata(), "user-data": deps.user_data()},
         service_account=expected_email(settings, record, attempt), image=settings.image_family,
-        gpu=GpuRequest(type=gpu.type, count=gpu.count) if gpu else None,
+        gpu=GpuRequest(type=gpu.type, count=gpu.count) if gpu else None, external_ip=attempt.external_ip,
     )
 
 

@@ -43,6 +43,10 @@ class InstanceRequest:
     disk_type: str = "pd-balanced"  # the engine picks per family: spotcron.core.catalog.boot_disk_type
     gpu: GpuRequest | None = None
     network: str = "global/networks/default"
+    # An external IPv4 address only for a job that asks for one (`external_ip: true`): without it
+    # the VM reaches Google's APIs, Artifact Registry, Cloud Storage and the functions through
+    # Private Google Access, and nothing on the internet can reach it.
+    external_ip: bool = False
 
 
 @dataclass(frozen=True)

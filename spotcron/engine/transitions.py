@@ -178,7 +178,7 @@ def new_attempt(record: RunRecord, spec: JobSpec, zones: tuple[str, ...], *, aft
         number=number, vm_name=vm_name(record.job, record.run_id, number), zone=zone,
         machine_type=spec.machine.type, provisioning_model="SPOT" if spec.machine.spot else "STANDARD",
         gpu=f"{gpu.type} x{gpu.count}" if gpu else None, disk_gb=spec.machine.disk_gb,
-        service_account=spec.service_account,
+        service_account=spec.service_account, external_ip=spec.external_ip,
     )
 
 

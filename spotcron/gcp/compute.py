@@ -22,7 +22,12 @@ from spotcron.gcp.errors import classify_create_error, create_error, translate, 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 # The filter that list_managed sends: AIP-160 syntax on a nested label field.
 MANAGED_FILTER = f'labels.{MANAGED_LABEL} = "1"'
-LOGGING_METADATA = {"google-logging-enabled": "true"}  # COS ships container/cloud-init logs to Cloud Logging
+# Set on every job VM whatever the request says: no SSH key of the project opens a job VM.
+# (No `google-logging-enabled`: the VM account may not write Cloud Logging; the runner ships
+# the job's output to the bucket.)
+FORCED_METADATA = {"block-project-ssh-keys": "true"}
+# Every job VM carries this network tag; deploy's firewall rule denies all ingress to it.
+NETWORK_TAG = "spotcron-vm"
 
 
 def _last_segment(url: str) -> str:
@@ -40,9 +45,11 @@ def _parse_time(value: str) -> datetime | None:
 def instance_body(request: InstanceRequest) -> dict[str, Any]:
     """The Instance resource (REST JSON, int64 values as strings) for `request`."""
     zone = request.zone
-    metadata = dict(request.metadata)
-    for key, value in LOGGING_METADATA.items():
-        metadata.setdefault(key, value)
+    metadata = {**request.metadata, **FORCED_METADATA}
+    interface: dict[str, Any] = {"network": request.network}
+    if request.external_ip:
+        # Asked for by the job (it reaches the internet); Spot VMs pay for an in-use external IPv4.
+        interface["accessConfigs"] = [{"name": "External NAT", "type": "ONE_TO_ONE_NAT"}]
     body: dict[str, Any] = {
         "name": request.name,
         "machineType": f"zones/{zone}/machineTypes/{request.machine_type}",
@@ -57,12 +64,8 @@ def instance_body(request: InstanceRequest) -> dict[str, Any]:
                 "diskType": f"zones/{zone}/diskTypes/{request.disk_type}",
             },
         }],
-        "networkInterfaces": [{
-            "network": request.network,
-            # An external address lets the VM pull images and reach Google APIs without a
-            # Cloud NAT (which bills by the hour even when no job runs).
-            "accessConfigs": [{"name": "External NAT", "type": "ONE_TO_ONE_NAT"}],
-        }],
+        "tags": {"items": [NETWORK_TAG]},
+        "networkInterfaces": [interface],
         "serviceAccounts": [{"email": request.service_account, "scopes": [CLOUD_PLATFORM_SCOPE]}],
         "scheduling": {
             "provisioningModel": "SPOT" if request.spot else "STANDARD",
@@ -162,9 +165,7 @@ class GoogleCompute:
             if found is None:
                 raise Transient(f"{what}: the insert finished but the instance is not there")
             return found
-        metadata = dict(request.metadata)
-        for key, value in LOGGING_METADATA.items():
-            metadata.setdefault(key, value)
+        metadata = {**request.metadata, **FORCED_METADATA}
         return Instance(
             name=request.name,
             zone=request.zone,

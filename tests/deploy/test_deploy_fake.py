@@ -93,7 +93,7 @@ def test_deployed_iam_is_least_privilege(deployer: Deployer, cloud: FakeCloud) -
     assert {b["role"]: sorted(b["members"]) for b in project["bindings"]} == {
         "roles/owner": ["user:owner@example.com"],  # the deployer's own binding is left alone
         "roles/compute.instanceAdmin.v1": [FUNCTIONS],
-        "roles/logging.logWriter": [f"serviceAccount:{BUILD}", VM],
+        "roles/logging.logWriter": [f"serviceAccount:{BUILD}"],
     }  # no storage or registry role on the project: those sit on the one bucket and the one repository
     repository = cloud.registry.policies.all()[f"{LOCATION}/repositories/spotcron"]
     assert {b["role"]: sorted(b["members"]) for b in repository["bindings"]} == {

@@ -126,7 +126,6 @@ def test_bindings_are_least_privilege() -> None:
         ("topic:spotcron-events", "roles/pubsub.publisher", FUNCTIONS),
         ("function:spotcron-start-job", "roles/run.invoker", FUNCTIONS),
         ("function:spotcron-sweep", "roles/run.invoker", FUNCTIONS),
-        (project, "roles/logging.logWriter", VM),
         ("repository:spotcron", "roles/artifactregistry.reader", VM),
         ("function:spotcron-job-done", "roles/run.invoker", VM),
         ("function:spotcron-credentials", "roles/run.invoker", VM),
@@ -160,7 +159,7 @@ def test_plan_from_nothing_grants_nothing_public_or_primitive(state) -> None:
     granted = [Binding(a.name, role, m, "")
                for a in plan(state, {}) if a.resource_type == IAM_POLICY
                for role, (old, new) in a.changes.items() for m in set(new) - set(old)]
-    assert len(granted) == 13
+    assert len(granted) == 12
     assert security_problems(granted) == []
     job_done = [b for b in granted if b.target == "function:spotcron-job-done"]
     assert [(b.role, b.member) for b in job_done] == [("roles/run.invoker", VM)]

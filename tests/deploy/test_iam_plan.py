@@ -124,3 +124,13 @@ def test_the_plan_shows_each_job_accounts_grants():
     assert f"    + roles/artifactregistry.reader serviceAccount:{JOB_ACCOUNTS[1]}" in lines[at:at + 6]
     at = lines.index("~ update iam_policy function:spotcron-job-done")
     assert f"    + roles/run.invoker serviceAccount:{JOB_ACCOUNTS[0]}" in lines[at:at + 5]
+
+
+def test_the_vm_account_holds_nothing_project_wide(names):
+    """Issue #24: the VM account held roles/logging.logWriter on the project, so a container that
+    opts in to the metadata server could forge the functions' log lines, `security: true` events
+    included. The runner ships the job's output to the bucket; the VM writes no Cloud Logging."""
+    vm = member(names.vm_account)
+    project = f"project:{names.project}"
+    assert [b.role for b in planned(names) if b.member == vm and b.target == project] == []
+    assert "roles/logging.logWriter" in {b.role for b in planned(names)}  # still managed: revoked on deploy

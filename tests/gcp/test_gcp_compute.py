@@ -25,7 +25,7 @@ EXPECTED_CPU_BODY = {
     "metadata": {"items": [
         {"key": "spotcron-run", "value": '{"version":1}'},
         {"key": "user-data", "value": "#cloud-config\nruncmd: []\n"},
-        {"key": "google-logging-enabled", "value": "true"},
+        {"key": "block-project-ssh-keys", "value": "true"},
     ]},
     "disks": [{
         "boot": True,
@@ -36,10 +36,8 @@ EXPECTED_CPU_BODY = {
             "diskType": "zones/us-central1-a/diskTypes/pd-balanced",
         },
     }],
-    "networkInterfaces": [{
-        "network": "global/networks/default",
-        "accessConfigs": [{"name": "External NAT", "type": "ONE_TO_ONE_NAT"}],
-    }],
+    "tags": {"items": ["spotcron-vm"]},
+    "networkInterfaces": [{"network": "global/networks/default"}],
     "serviceAccounts": [{"email": VM_ACCOUNT, "scopes": ["https://www.googleapis.com/auth/cloud-platform"]}],
     "scheduling": {
         "provisioningModel": "SPOT",
@@ -57,7 +55,7 @@ EXPECTED_GPU_BODY = {
     "metadata": {"items": [
         {"key": "spotcron-run", "value": '{"version":1}'},
         {"key": "user-data", "value": "#cloud-config\nruncmd: []\n"},
-        {"key": "google-logging-enabled", "value": "true"},
+        {"key": "block-project-ssh-keys", "value": "true"},
     ]},
     "disks": [{
         "boot": True,
@@ -68,10 +66,8 @@ EXPECTED_GPU_BODY = {
             "diskType": "zones/us-central1-a/diskTypes/pd-balanced",
         },
     }],
-    "networkInterfaces": [{
-        "network": "global/networks/default",
-        "accessConfigs": [{"name": "External NAT", "type": "ONE_TO_ONE_NAT"}],
-    }],
+    "tags": {"items": ["spotcron-vm"]},
+    "networkInterfaces": [{"network": "global/networks/default"}],
     "serviceAccounts": [{"email": VM_ACCOUNT, "scopes": ["https://www.googleapis.com/auth/cloud-platform"]}],
     "scheduling": {
         "provisioningModel": "STANDARD",
@@ -103,9 +99,20 @@ def test_gpu_job_sends_exactly_this_instance_body(fake_compute, google_compute):
     assert instance_body(gpu_request()) == EXPECTED_GPU_BODY
 
 
-def test_request_metadata_wins_over_the_logging_default():
-    body = instance_body(cpu_request(metadata={"google-logging-enabled": "false"}))
-    assert body["metadata"] == {"items": [{"key": "google-logging-enabled", "value": "false"}]}
+def test_no_request_can_let_project_ssh_keys_in():
+    body = instance_body(cpu_request(metadata={"block-project-ssh-keys": "false"}))
+    assert body["metadata"] == {"items": [{"key": "block-project-ssh-keys", "value": "true"}]}
+
+
+def test_an_external_address_only_for_a_job_that_asks_for_one(fake_compute, google_compute):
+    """Issue #24: every VM had a one-to-one NAT address on the default network, where the default
+    rule lets SSH in from anywhere. Now only a job with `external_ip: true` gets one."""
+    google_compute.create_instance(cpu_request(external_ip=True))
+    [body] = fake_compute.inserted_bodies()
+    assert body["networkInterfaces"] == [{"network": "global/networks/default",
+                                          "accessConfigs": [{"name": "External NAT", "type": "ONE_TO_ONE_NAT"}]}]
+    assert body["tags"] == {"items": ["spotcron-vm"]}
+    assert "accessConfigs" not in instance_body(cpu_request())["networkInterfaces"][0]
 
 
 def test_create_returns_the_instance_from_the_operation(fake_compute, google_compute):
