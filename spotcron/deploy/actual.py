@@ -29,6 +29,7 @@ from spotcron.deploy.resources import (
     BUCKET,
     DEPLOYED_SPEC,
     DIGEST_KEY,
+    FIREWALL,
     FUNCTION,
     IAM_POLICY,
     MANAGED_LABEL,
@@ -43,6 +44,7 @@ from spotcron.deploy.resources import (
     SERVICE_ACCOUNT,
     SOURCE,
     SOURCE_PREFIX,
+    SUBNETWORK,
     TOPIC,
     Resource,
     State,
@@ -107,6 +109,24 @@ def function_fields(fn: Any) -> dict[str, Any]:
             "retry_policy": trigger.retry_policy.name,
         } if trigger.event_type else None,
         "labels": _labels(fn.labels),
+    }
+
+
+def _relative(url: str) -> str:
+    """`https://www.googleapis.com/compute/v1/projects/P/global/networks/default` → `global/networks/default`."""
+    return url[url.index("global/"):] if "global/" in url else url
+
+
+def firewall_fields(rule: dict[str, Any]) -> dict[str, Any]:
+    """A Firewall (REST JSON) as desired.py spells a rule."""
+    return {
+        "network": _relative(rule.get("network", "")),
+        "direction": rule.get("direction", "INGRESS"),
+        "priority": int(rule.get("priority", 1000)),
+        "denied": tuple(d.get("IPProtocol", "") for d in rule.get("denied") or ()),
+        "source_ranges": tuple(rule.get("sourceRanges") or ()),
+        "target_tags": tuple(rule.get("targetTags") or ()),
+        "description": rule.get("description", ""),
     }
 
 
@@ -200,6 +220,29 @@ class _Reader:
         return [Resource(REPOSITORY, self.names.repository, {"format": "DOCKER", "labels": _labels(repo.get("labels"))},
                          owned=_owned(repo.get("labels")))]
 
+    def network(self) -> list[Resource]:
+        """The firewall rules and the subnet deploy wants, one get each (two rules, one subnet)."""
+        found = []
+        project = self.names.project
+        for kind, name in self.desired:
+            if kind not in (FIREWALL, SUBNETWORK):
+                continue
+            path = f"projects/{project}/global/firewalls/{name}" if kind == FIREWALL else name
+            try:
+                got = self.call(f"read {kind} {name}", self.clients.network.get, path)
+            except NotFound:
+                if kind == SUBNETWORK:
+                    raise DeployError(f"{name} does not exist: job VMs use the default network, which needs a "
+                                      f"subnet in region {self.names.region}; create the default network (or "
+                                      f"its subnet there), or set another `region:` in the stack file") from None
+                continue
+            if kind == FIREWALL:
+                found.append(Resource(FIREWALL, name, firewall_fields(got), owned=name.startswith(NAME_PREFIX)))
+            else:
+                found.append(Resource(SUBNETWORK, name, {"private_ip_google_access": bool(
+                    got.get("privateIpGoogleAccess"))}, meta={"fingerprint": got.get("fingerprint")}))
+        return found
+
     def functions(self) -> list[Resource]:
         functions = self.call("list functions", lambda: list(self.clients.functions.list_functions(
             parent=self.names.location_path, retry=None, timeout=self.timeout)))
@@ -262,7 +305,8 @@ def read_actual(clients: Clients, call: Caller, names: Names, desired: State, po
     reader = _Reader(clients, call, names, desired)
     targets = [name for (kind, name) in desired if kind == IAM_POLICY]
     first: list[Callable[[], list[Resource]]] = [reader.bucket, reader.topics, reader.accounts,
-                                                 reader.functions, reader.scheduler, reader.repository]
+                                                 reader.functions, reader.scheduler, reader.repository,
+                                                 reader.network]
     found = index(r for batch in pool.map(lambda f: f(), first) for r in batch)
     second: list[Callable[[], list[Resource]]] = []
     if (BUCKET, names.bucket) in found:

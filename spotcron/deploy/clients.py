@@ -19,6 +19,7 @@ from typing import Any
 SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 RUN_API = "https://run.googleapis.com"
 REGISTRY_API = "https://artifactregistry.googleapis.com"
+COMPUTE_API = "https://compute.googleapis.com"
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,35 @@ class Registry(RunIam):
         # The same shapes as Cloud Run's: GET :getIamPolicy?options.requestedPolicyVersion=3,
         # POST :setIamPolicy {"policy": ...}; only the API version differs.
         return f"{self._base}/v1/{resource}:{verb}"
+
+
+class Network(RunIam):
+    """Compute Engine v1, the few network calls deploy makes: the deny-ingress firewall rule on the
+    job VMs' tag, and Private Google Access on the region's subnet. (google-cloud-compute's
+    import costs a second; these are five REST calls.)"""
+
+    def _url(self, path: str) -> str:
+        return f"{self._base}/compute/v1/{path}"
+
+    def get(self, path: str) -> dict[str, Any]:
+        return self._checked(self._session.get(self._url(path), timeout=self._timeout))
+
+    def insert_firewall(self, project: str, firewall: dict[str, Any]) -> dict[str, Any]:
+        """Starts the insert; answers the Operation (poll it with get)."""
+        return self._checked(self._session.post(self._url(f"projects/{project}/global/firewalls"), json=firewall,
+                                                timeout=self._timeout))
+
+    def patch_firewall(self, project: str, name: str, firewall: dict[str, Any]) -> dict[str, Any]:
+        return self._checked(self._session.patch(self._url(f"projects/{project}/global/firewalls/{name}"),
+                                                 json=firewall, timeout=self._timeout))
+
+    def delete_firewall(self, project: str, name: str) -> dict[str, Any]:
+        return self._checked(self._session.delete(self._url(f"projects/{project}/global/firewalls/{name}"),
+                                                  timeout=self._timeout))
+
+    def set_private_google_access(self, subnetwork: str, enabled: bool) -> dict[str, Any]:
+        return self._checked(self._session.post(self._url(f"{subnetwork}/setPrivateIpGoogleAccess"),
+                                                json={"privateIpGoogleAccess": enabled}, timeout=self._timeout))
 
 
 class Clients:
@@ -203,3 +233,14 @@ class Clients:
             return Registry(session, self.endpoints.rest or REGISTRY_API, self.timeout)
 
         return self._get("registry", make)
+
+    @property
+    def network(self) -> Network:
+        def make() -> Network:
+            from google.auth.transport.requests import AuthorizedSession
+
+            session = AuthorizedSession(self.credentials)
+            _widen_pool(session, self.pool_size)
+            return Network(session, self.endpoints.rest or COMPUTE_API, self.timeout)
+
+        return self._get("network", make)

@@ -17,6 +17,7 @@ from spotcron.deploy.naming import DISPATCH_ENTRY, FUNCTIONS, SWEEP_ENTRY, Names
 from spotcron.deploy.resources import (
     BUCKET,
     DEPLOYED_SPEC,
+    FIREWALL,
     FUNCTION,
     IAM_POLICY,
     MANAGED_LABELS,
@@ -25,6 +26,7 @@ from spotcron.deploy.resources import (
     SCHEDULER_JOB,
     SERVICE_ACCOUNT,
     SOURCE,
+    SUBNETWORK,
     TOPIC,
     Resource,
     State,
@@ -127,6 +129,34 @@ def _bucket(settings: Settings) -> Resource:
     })
 
 
+# Job VMs live on the default network (engine/ports.InstanceRequest) and carry this tag
+# (gcp/compute.NETWORK_TAG; not imported: deploy does not load the Compute adapter).
+VM_NETWORK = "global/networks/default"
+VM_TAG = "spotcron-vm"
+# Ahead of every allow rule of a default network (default-allow-ssh is 65534) and of most
+# rules people add (1000 by default): a lower number wins.
+DENY_PRIORITY = 100
+
+
+def _network(names: Names) -> list[Resource]:
+    """No ingress to a job VM from anywhere (one rule per address family: Compute does not mix
+    IPv4 and IPv6 ranges in one rule), and Private Google Access on the region's subnet, so that a
+    VM without an external address still pulls its image and reaches Cloud Storage and the
+    functions."""
+    rules = [Resource(FIREWALL, f"spotcron-deny-ingress{suffix}", {
+        "network": VM_NETWORK,
+        "direction": "INGRESS",
+        "priority": DENY_PRIORITY,
+        "denied": ("all",),
+        "source_ranges": (ranges,),
+        "target_tags": (VM_TAG,),
+        "description": "spotcron: job VMs take no connections; they only call out",
+    }) for suffix, ranges in (("", "0.0.0.0/0"), ("-v6", "::/0"))]
+    subnet = Resource(SUBNETWORK, f"projects/{names.project}/regions/{names.region}/subnetworks/default",
+                      {"private_ip_google_access": True})
+    return [*rules, subnet]
+
+
 def _repository(names: Names) -> Resource:
     """The one Artifact Registry repository: the functions' builds push to it, job VMs pull from it."""
     return Resource(REPOSITORY, names.repository, {"format": "DOCKER", "labels": dict(MANAGED_LABELS)})
@@ -203,7 +233,7 @@ def desired_state(settings: Settings, jobs: Iterable[JobSpec], source_object: st
     names = Names.of(settings)
     env = function_environment(settings, job_done_url, credentials_url)
     jobs = list(jobs)
-    resources = [_bucket(settings), _repository(names)]
+    resources = [_bucket(settings), _repository(names), *_network(names)]
     topics = (*names.topics, names.dispatch_topic) if names.shared else names.topics
     resources += [Resource(TOPIC, topic, {"labels": dict(MANAGED_LABELS)}) for topic in topics]
     resources += [Resource(SERVICE_ACCOUNT, email, {"display_name": f"spotcron {email.split('@')[0]}"})

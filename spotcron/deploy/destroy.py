@@ -33,6 +33,7 @@ from spotcron.deploy.planner import DELETE, UPDATE, Action
 from spotcron.deploy.resources import (
     BUCKET,
     DEPLOYED_SPEC,
+    FIREWALL,
     FUNCTION,
     IAM_POLICY,
     POLICY_BUCKET,
@@ -43,6 +44,7 @@ from spotcron.deploy.resources import (
     SCHEDULER_JOB,
     SERVICE_ACCOUNT,
     SOURCE,
+    SUBNETWORK,
     TOPIC,
     Resource,
     State,
@@ -68,7 +70,7 @@ def plan_destroy(actual: State, names: Names, *, delete_results: bool, vms: Sequ
     going: set[tuple[str, str]] = set()
     for key, have in sorted(actual.items()):
         kind, name = key
-        labelled = kind in (SCHEDULER_JOB, FUNCTION, TOPIC, SOURCE, DEPLOYED_SPEC) and have.owned
+        labelled = kind in (SCHEDULER_JOB, FUNCTION, TOPIC, SOURCE, DEPLOYED_SPEC, FIREWALL) and have.owned
         if labelled or (kind == SERVICE_ACCOUNT and _our_account(have, names)):
             going.add(key)
         elif kind == BUCKET:
@@ -80,6 +82,8 @@ def plan_destroy(actual: State, names: Names, *, delete_results: bool, vms: Sequ
                 kept.append(f"bucket {name} and every run's results in it (--delete-results deletes them)")
         elif kind == REPOSITORY:
             kept.append(f"repository {name} and the images in it (delete it by hand once no job needs them)")
+        elif kind == SUBNETWORK:
+            kept.append(f"Private Google Access on {name} (the network's setting; it costs nothing)")
     for key in sorted(going):
         have = actual[key]
         actions.append(Action(DELETE, have.type, have.name, {f: (v, None) for f, v in have.fields.items()},
@@ -108,7 +112,9 @@ def _sits_on_something_going(policy: str, going: set[tuple[str, str]]) -> bool:
 
 # Stop the ticks first, then what they call, then what those used; the bindings of the accounts
 # before the accounts; the bucket (with everything in it) last.
-_ORDER = {SCHEDULER_JOB: 0, FUNCTION: 1, TOPIC: 2, SOURCE: 2, DEPLOYED_SPEC: 2, IAM_POLICY: 3, SERVICE_ACCOUNT: 4, BUCKET: 5}
+# The firewall rule goes after the VMs (deleted first, through the Compute port) are gone.
+_ORDER = {SCHEDULER_JOB: 0, FUNCTION: 1, TOPIC: 2, SOURCE: 2, DEPLOYED_SPEC: 2, FIREWALL: 2, IAM_POLICY: 3,
+          SERVICE_ACCOUNT: 4, BUCKET: 5}
 
 
 def _order(action: Action) -> tuple[int, str, str]:

@@ -24,12 +24,14 @@ from spotcron.deploy.resources import (
     BUCKET,
     DEPLOYED_SPEC,
     DIGEST_KEY,
+    FIREWALL,
     FUNCTION,
     IAM_POLICY,
     REPOSITORY,
     SCHEDULER_JOB,
     SERVICE_ACCOUNT,
     SOURCE,
+    SUBNETWORK,
     TOPIC,
     managed_lifecycle_rule,
 )
@@ -199,6 +201,68 @@ def repository(action: Action, ctx: Context) -> None:
     ctx.call(f"update repository {action.name}", registry.patch_repository, path, {"labels": labels}, "labels")
 
 
+def firewall_body(name: str, fields: Mapping[str, Any]) -> dict[str, Any]:
+    """The Firewall resource (REST JSON) for one of desired.py's rules."""
+    return {
+        "name": name,
+        "description": fields["description"],
+        "network": fields["network"],
+        "direction": fields["direction"],
+        "priority": fields["priority"],
+        "denied": [{"IPProtocol": protocol} for protocol in fields["denied"]],
+        "sourceRanges": list(fields["source_ranges"]),
+        "targetTags": list(fields["target_tags"]),
+    }
+
+
+def _wait_compute(ctx: Context, what: str, operation: dict[str, Any]) -> None:
+    """Poll a Compute Engine operation (its selfLink-less name under the project) until DONE."""
+    import time
+
+    from spotcron.deploy.calls import DeployError
+
+    network, delay, waited = ctx.clients.network, ctx.poll_initial, 0.0
+    scope = f"regions/{ctx.names.region}" if operation.get("region") else "global"
+    while operation.get("status") != "DONE":
+        if waited >= ctx.operation_timeout:
+            raise DeployError(f"{what}: still not done after {int(waited)}s (operation {operation.get('name')})")
+        time.sleep(delay)
+        waited += delay
+        delay = min(delay * 2, ctx.poll_maximum)
+        operation = ctx.call(f"{what} (waiting)", network.get,
+                             f"projects/{ctx.names.project}/{scope}/operations/{operation['name']}")
+    errors = (operation.get("error") or {}).get("errors") or []
+    if errors:
+        raise DeployError(f"{what}: {errors[0].get('message', errors[0])}")
+
+
+def firewall(action: Action, ctx: Context) -> None:
+    """The deny-ingress rule on the job VMs' tag; created, patched to match, deleted by destroy."""
+    network, project, name = ctx.clients.network, ctx.names.project, action.name
+    what = f"{action.kind} firewall rule {name}"
+    if action.kind == DELETE:
+        def delete() -> None:
+            _wait_compute(ctx, what, ctx.call(what, network.delete_firewall, project, name))
+
+        _ignore_missing(delete)
+        return
+    body = firewall_body(name, action.resource.fields)
+    if action.kind == CREATE:
+        try:
+            _wait_compute(ctx, what, ctx.call(what, network.insert_firewall, project, body))
+            return
+        except AlreadyExists:
+            pass  # left by an interrupted deploy: bring it in line
+    _wait_compute(ctx, what, ctx.call(what, network.patch_firewall, project, name, body))
+
+
+def subnetwork(action: Action, ctx: Context) -> None:
+    """Private Google Access on: VMs without an external address reach Google's APIs."""
+    what = f"turn on Private Google Access on {action.name}"
+    operation = ctx.call(what, ctx.clients.network.set_private_google_access, action.name, True)
+    _wait_compute(ctx, what, operation)
+
+
 def iam_policy(action: Action, ctx: Context) -> None:
     update_policy(ctx.clients, ctx.call, ctx.names, action.name, action.changes)
 
@@ -350,6 +414,8 @@ HANDLERS: dict[str, Callable[[Action, Context], None]] = {
     TOPIC: topic,
     SERVICE_ACCOUNT: service_account,
     REPOSITORY: repository,
+    FIREWALL: firewall,
+    SUBNETWORK: subnetwork,
     IAM_POLICY: iam_policy,
     SOURCE: source,
     FUNCTION: function,

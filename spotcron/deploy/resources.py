@@ -27,13 +27,16 @@ SOURCE = "source"
 FUNCTION = "function"
 SCHEDULER_JOB = "scheduler_job"
 REPOSITORY = "repository"  # the Artifact Registry repository (Docker) of function and job images
+FIREWALL = "firewall"  # the rule that denies all ingress to job VMs (their network tag)
+SUBNETWORK = "subnetwork"  # the region's subnet of the VMs' network: Private Google Access on
 DEPLOYED_SPEC = "deployed_spec"  # deployed/JOB.json: the spec start_job runs (engine/deployed.py)
 DIGEST_KEY = "spotcron-digest"  # a deployed spec's custom metadata: its sha256, read back from listings
 # ... and the job's own service account, if it names one: a later deploy that no longer names it
 # learns from the listing whose bindings to revoke.
 ACCOUNT_KEY = "spotcron-account"
 
-TYPES = (BUCKET, TOPIC, SERVICE_ACCOUNT, REPOSITORY, IAM_POLICY, SOURCE, FUNCTION, SCHEDULER_JOB, DEPLOYED_SPEC)
+TYPES = (BUCKET, TOPIC, SERVICE_ACCOUNT, REPOSITORY, FIREWALL, SUBNETWORK, IAM_POLICY, SOURCE, FUNCTION, SCHEDULER_JOB,
+         DEPLOYED_SPEC)
 
 # Object prefixes whose lifecycle Delete rules deploy writes; every other rule on the bucket is
 # someone else's and is neither compared nor replaced.
@@ -58,7 +61,8 @@ CREATE_ONLY: Mapping[str, frozenset[str]] = {
 # Deploy never deletes these even when nothing wants them any more: the bucket holds every
 # run's results, the repository the job images, and a deleted service account's name cannot
 # be reused cleanly (bindings follow the account's unique id, not its email).
-NEVER_DELETED = frozenset({BUCKET, SERVICE_ACCOUNT, REPOSITORY, IAM_POLICY})
+# The subnet is the network's, not ours: deploy only turns Private Google Access on.
+NEVER_DELETED = frozenset({BUCKET, SERVICE_ACCOUNT, REPOSITORY, IAM_POLICY, SUBNETWORK})
 
 
 @dataclass(frozen=True)
@@ -117,7 +121,7 @@ def phase(resource_type: str, name: str, kind: str) -> int:
     """
     if kind == "delete":
         return 4 if resource_type in (SCHEDULER_JOB, FUNCTION) else 5
-    if resource_type in (BUCKET, TOPIC, SERVICE_ACCOUNT, REPOSITORY):
+    if resource_type in (BUCKET, TOPIC, SERVICE_ACCOUNT, REPOSITORY, FIREWALL, SUBNETWORK):
         return 0
     if resource_type == IAM_POLICY:
         return 3 if split_policy_name(name)[0] == POLICY_FUNCTION else 1

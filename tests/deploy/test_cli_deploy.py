@@ -66,7 +66,7 @@ def test_dry_run_prints_the_diff_and_changes_nothing(invoke, cloud: FakeCloud) -
     assert "+ create scheduler_job spotcron-bot" in lines
     assert "~ update iam_policy function:spotcron-job-done" in lines
     assert f"    + roles/run.invoker serviceAccount:spotcron-vm@{PROJECT}.iam.gserviceaccount.com" in lines
-    assert "Plan: 20 to create, 9 to update, 0 to delete." in lines
+    assert "Plan: 22 to create, 10 to update, 0 to delete." in lines
     assert lines[-1] == "Dry run: nothing was changed. Apply with `make deploy` (spotcron deploy)."
     assert not cloud.changing_calls()
 
@@ -100,7 +100,7 @@ def test_yes_deploys_and_a_second_run_has_nothing_to_do(invoke, cloud: FakeCloud
     first = invoke("--yes", "--concurrency", "4")
     assert first.exit_code == 0, first.output
     assert "the functions' URLs are known now: setting SPOTCRON_JOB_DONE_URL and" in first.output
-    assert "Deployed: 33 changes in " in first.output
+    assert "Deployed: 36 changes in " in first.output
     assert first.output.splitlines()[-1] == f"Runs and results: spotcron runs --bucket gs://{BUCKET}"
     assert len(cloud.scheduler.jobs) == 4 and len(cloud.functions.functions) == 4
     cloud.reset_log()

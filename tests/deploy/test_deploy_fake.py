@@ -161,6 +161,10 @@ def test_no_change_plan_lists_once_per_kind(deployer: Deployer, cloud: FakeCloud
         ("run", "GET", "getIamPolicy"): 4,
         ("artifactregistry", "GET", f"/v1/{LOCATION}/repositories/spotcron"): 1,
         ("artifactregistry", "GET", "getIamPolicy"): 1,
+        # One get per rule and for the subnet: a fixed three, whatever the number of jobs.
+        ("compute", "GET", f"/compute/v1/projects/{PROJECT}/global/firewalls/spotcron-deny-ingress"): 1,
+        ("compute", "GET", f"/compute/v1/projects/{PROJECT}/global/firewalls/spotcron-deny-ingress-v6"): 1,
+        ("compute", "GET", f"/compute/v1/projects/{PROJECT}/regions/us-central1/subnetworks/default"): 1,
     })
     assert not cloud.changing_calls()
 
@@ -382,6 +386,6 @@ def test_bucket_owned_by_someone_else_stops_the_plan(deployer: Deployer, cloud: 
 
 def test_dry_run_changes_nothing(deployer: Deployer, cloud: FakeCloud) -> None:
     result = deployer.deploy(deployer.jobs(JOBS_DIR), dry_run=True)
-    assert len(result.plan) == 29 and result.passes == []
+    assert len(result.plan) == 32 and result.passes == []
     assert not cloud.changing_calls()
     assert cloud.state()["jobs"] == {}

@@ -8,6 +8,7 @@ from typing import Any
 
 from spotcron.deploy.clients import Clients, Endpoints
 from tests.deploy.fakes.common import PolicyStore
+from tests.deploy.fakes.compute import FakeCompute
 from tests.deploy.fakes.functions import FakeFunctions
 from tests.deploy.fakes.http import Call, Faults, HttpServer, Router
 from tests.deploy.fakes.iam_grpc import FakeIam
@@ -35,7 +36,9 @@ class FakeCloud:
         self.functions = FakeFunctions(project, lambda b, o: (b, o) in self.storage.objects, accounts,
                                        self.pubsub.exists, PolicyStore(accounts))
         self.registry = FakeRegistry(project, PolicyStore(accounts))
-        for api in (self.resourcemanager, self.pubsub, self.storage, self.scheduler, self.functions, self.registry):
+        self.compute = FakeCompute(project)
+        for api in (self.resourcemanager, self.pubsub, self.storage, self.scheduler, self.functions, self.registry,
+                    self.compute):
             api.routes(self.router)
         self.http = HttpServer(self.router)
         self.iam_target = ""
@@ -107,4 +110,5 @@ class FakeCloud:
             "objects": sorted(self.storage.objects),
             "accounts": sorted(self.iam.accounts),
             "repositories": sorted(self.registry.repositories),
+            "firewalls": sorted(self.compute.firewalls),
         }

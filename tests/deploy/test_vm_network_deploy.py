@@ -1,0 +1,50 @@
+"""Deploy closes job VMs to the network (issue #24 finding 7): a deny-ingress firewall rule on
+their tag, for IPv4 and IPv6, ahead of the default network's allow rules, and Private Google
+Access on the region's subnet so that VMs without an external address still reach Google.
+
+Request shapes are checked by the fake Compute Engine against the Firewall resource's fields
+(tests/deploy/fakes/compute.py)."""
+
+from __future__ import annotations
+
+from spotcron.deploy.planner import UPDATE
+from tests.deploy.conftest import JOBS_DIR, PROJECT, Deployer
+from tests.deploy.fakes.cloud import FakeCloud
+
+
+def test_deploy_denies_all_ingress_to_job_vms_and_turns_on_private_google_access(deployer: Deployer,
+                                                                                 cloud: FakeCloud) -> None:
+    deployer.deploy(deployer.jobs(JOBS_DIR))
+    v4 = cloud.compute.firewalls["spotcron-deny-ingress"]
+    assert v4["direction"] == "INGRESS" and v4["denied"] == [{"IPProtocol": "all"}]
+    assert v4["sourceRanges"] == ["0.0.0.0/0"] and v4["targetTags"] == ["spotcron-vm"]
+    assert v4["priority"] < 65534  # ahead of default-allow-ssh and default-allow-rdp
+    assert v4["network"].endswith(f"projects/{PROJECT}/global/networks/default")
+    assert cloud.compute.firewalls["spotcron-deny-ingress-v6"]["sourceRanges"] == ["::/0"]
+    assert cloud.compute.private_google_access == {"us-central1": True}
+    assert deployer.plan(deployer.jobs(JOBS_DIR)).actions == []
+
+
+def test_a_rule_changed_by_hand_is_put_back(deployer: Deployer, cloud: FakeCloud) -> None:
+    deployer.deploy(deployer.jobs(JOBS_DIR))
+    cloud.compute.firewalls["spotcron-deny-ingress"]["sourceRanges"] = ["10.0.0.0/8"]
+    [action] = [a for a in deployer.plan(deployer.jobs(JOBS_DIR)).actions if a.resource_type == "firewall"]
+    assert action.kind == UPDATE and action.changes["source_ranges"] == (("10.0.0.0/8",), ("0.0.0.0/0",))
+    deployer.deploy(deployer.jobs(JOBS_DIR))
+    assert cloud.compute.firewalls["spotcron-deny-ingress"]["sourceRanges"] == ["0.0.0.0/0"]
+
+
+def test_destroy_removes_the_rules_and_leaves_the_subnet_setting() -> None:
+    from spotcron.deploy.destroy import plan_destroy
+    from spotcron.deploy.naming import Names
+    from spotcron.deploy.resources import FIREWALL, SUBNETWORK, Resource, index
+    from tests.deploy.conftest import make_settings
+
+    names = Names.of(make_settings())
+    subnet = f"projects/{PROJECT}/regions/us-central1/subnetworks/default"
+    actual = index([Resource(FIREWALL, "spotcron-deny-ingress", {"network": "global/networks/default"}, owned=True),
+                    Resource(FIREWALL, "allow-office", {"network": "global/networks/default"}, owned=False),
+                    Resource(SUBNETWORK, subnet, {"private_ip_google_access": True})])
+    plan = plan_destroy(actual, names, delete_results=False)
+    assert [(a.kind, a.name) for a in plan.actions] == [("delete", "spotcron-deny-ingress")]
+    assert any("Private Google Access" in line for line in plan.kept)
