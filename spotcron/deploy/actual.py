@@ -21,7 +21,7 @@ from spotcron.core.errors import NotFound
 from spotcron.core.layout import DEPLOYED
 from spotcron.deploy.calls import Caller, DeployError
 from spotcron.deploy.clients import Clients
-from spotcron.deploy.iam import managed_members, managed_roles
+from spotcron.deploy.iam import conditions, managed_members, managed_roles
 from spotcron.deploy.naming import Names, function_id, member
 from spotcron.deploy.policies import get_policy, managed_view
 from spotcron.deploy.resources import (
@@ -273,7 +273,8 @@ class _Reader:
             policy = get_policy(self.clients, self.call, self.names, target)
         except NotFound:
             return []
-        view = managed_view(policy, frozenset(self.members), managed_roles(self.names))
+        view = managed_view(policy, frozenset(self.members), managed_roles(self.names),
+                            frozenset(conditions(self.names)))
         return [Resource(IAM_POLICY, target, view)]
 
 

@@ -212,7 +212,7 @@ def policies(granted: Iterable[Binding]) -> list[Resource]:
     """One iam_policy resource per target: {role: sorted members}."""
     by_target: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
     for b in granted:
-        by_target[b.target][b.role].add(b.member)
+        by_target[b.target][b.key].add(b.member)
     return [Resource(IAM_POLICY, target, {role: tuple(sorted(members)) for role, members in sorted(roles.items())})
             for target, roles in sorted(by_target.items())]
 

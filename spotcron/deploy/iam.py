@@ -55,6 +55,34 @@ class Binding:
     role: str
     member: str
     why: str
+    condition: str | None = None  # the title of one of CONDITIONS: the role holds only where it is true
+
+    @property
+    def key(self) -> str:
+        """How the policy resource spells it: the role, with `|TITLE` for a conditional binding."""
+        return f"{self.role}{CONDITION_SEPARATOR}{self.condition}" if self.condition else self.role
+
+
+CONDITION_SEPARATOR = "|"  # in no role name
+DEPLOY_SOURCE = "spotcron-deploy-source-only"
+
+
+def conditions(names: Names) -> dict[str, dict[str, str]]:
+    """The IAM conditions deploy writes, by title (Google's `Expr`: title, description, expression).
+
+    The build account reads the functions' source archives and nothing else of the results
+    bucket: a Cloud Storage object's resource name is projects/_/buckets/BUCKET/objects/NAME.
+    """
+    return {DEPLOY_SOURCE: {
+        "title": DEPLOY_SOURCE,
+        "description": "spotcron: only the functions' source archives (deploy/)",
+        "expression": f'resource.name.startsWith("projects/_/buckets/{names.bucket}/objects/deploy/")',
+    }}
+
+
+def split_key(key: str) -> tuple[str, str | None]:
+    role, _, title = key.partition(CONDITION_SEPARATOR)
+    return role, title or None
 
 
 def bindings(names: Names, job_accounts: Iterable[str] = ()) -> list[Binding]:
@@ -97,9 +125,10 @@ def bindings(names: Names, job_accounts: Iterable[str] = ()) -> list[Binding]:
         Binding(project, "roles/logging.logWriter", build, "write the functions' build logs"),
         Binding(repository, "roles/artifactregistry.writer", build,
                 "store the functions' built images (in this repository only)"),
-        # On the results bucket only, where deploy uploads the source archive the functions are
-        # built from (deploy/source-*.zip): never a project-wide storage role.
-        Binding(bucket, "roles/storage.objectViewer", build, "read the functions' source archive to build them"),
+        # On the results bucket, and there only the objects under deploy/ where deploy uploads
+        # the source archives the functions are built from: never run records, results or specs.
+        Binding(bucket, "roles/storage.objectViewer", build, "read the functions' source archive to build them",
+                condition=DEPLOY_SOURCE),
     ]
     for email in sorted(set(job_accounts)):
         job = member(email)

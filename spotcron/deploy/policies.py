@@ -14,7 +14,7 @@ from typing import Any
 from spotcron.core.errors import AlreadyExists, SpotcronError
 from spotcron.deploy.calls import Caller
 from spotcron.deploy.clients import Clients
-from spotcron.deploy.iam import PUBLIC_MEMBERS
+from spotcron.deploy.iam import CONDITION_SEPARATOR, PUBLIC_MEMBERS, conditions, split_key
 from spotcron.deploy.naming import Names
 from spotcron.deploy.resources import (
     POLICY_BUCKET,
@@ -117,28 +117,41 @@ def _new_account_lag(error: SpotcronError) -> bool:
     return "does not exist" in text and "service account" in text.lower()
 
 
-def managed_view(policy: Policy, members: frozenset[str], roles: frozenset[str]) -> dict[str, tuple[str, ...]]:
+def managed_view(policy: Policy, members: frozenset[str], roles: frozenset[str],
+                 titles: frozenset[str] = frozenset()) -> dict[str, tuple[str, ...]]:
     """{role: members} restricted to what deploy manages: our accounts in managed roles, and any
-    public member (which deploy always removes). Conditional bindings are never ours."""
+    public member (which deploy always removes). A conditional binding is ours only when its
+    condition's title is one of `titles` (iam.conditions); it is keyed `ROLE|TITLE`."""
     view: dict[str, set[str]] = {}
     for binding in policy.get("bindings", []):
-        if binding.get("condition"):
-            continue
         role = binding.get("role", "")
+        key = role
+        if binding.get("condition"):
+            title = binding["condition"].get("title", "")
+            if title not in titles:
+                continue
+            key = f"{role}{CONDITION_SEPARATOR}{title}"
         for m in binding.get("members", []):
             if (role in roles and m in members) or m in PUBLIC_MEMBERS:
-                view.setdefault(role, set()).add(m)
-    return {role: tuple(sorted(ms)) for role, ms in sorted(view.items())}
+                view.setdefault(key, set()).add(m)
+    return {key: tuple(sorted(ms)) for key, ms in sorted(view.items())}
 
 
-def apply_changes(policy: Policy, changes: Mapping[str, tuple[Iterable[str] | None, Iterable[str] | None]]) -> bool:
-    """Add and remove members in `policy` (in place) per `changes`; True when anything changed."""
+def apply_changes(policy: Policy, changes: Mapping[str, tuple[Iterable[str] | None, Iterable[str] | None]],
+                  known: Mapping[str, Mapping[str, str]] | None = None) -> bool:
+    """Add and remove members in `policy` (in place) per `changes`; True when anything changed.
+
+    A key `ROLE|TITLE` is the binding of ROLE under the condition of that title; `known` holds
+    the conditions by title (iam.conditions), written with a new binding. A policy holding a
+    conditional binding is written as version 3, which IAM requires for conditions."""
     bindings = policy.setdefault("bindings", [])
     changed = False
-    for role, (old, new) in changes.items():
+    for key, (old, new) in changes.items():
+        role, title = split_key(key)
         old_set, new_set = set(old or ()), set(new or ())
         add, remove = new_set - old_set, old_set - new_set
-        plain = [b for b in bindings if b.get("role") == role and not b.get("condition")]
+        plain = [b for b in bindings if b.get("role") == role
+                 and (b.get("condition") or {}).get("title") == title]
         present = {m for b in plain for m in b.get("members", [])}
         for binding in plain:
             kept = [m for m in binding.get("members", []) if m not in remove]
@@ -148,10 +161,14 @@ def apply_changes(policy: Policy, changes: Mapping[str, tuple[Iterable[str] | No
         if missing:
             if plain:
                 plain[0]["members"] = sorted(set(plain[0].get("members", [])) | set(missing))
+            elif title is not None:
+                bindings.append({"role": role, "members": missing, "condition": dict((known or {})[title])})
             else:
                 bindings.append({"role": role, "members": missing})
             changed = True
     policy["bindings"] = [b for b in bindings if b.get("members")]
+    if any(b.get("condition") for b in policy["bindings"]):
+        policy["version"] = 3
     return changed
 
 
@@ -160,7 +177,7 @@ def update_policy(clients: Clients, call: Caller, names: Names, target: str,
     """Read-modify-write `changes` into the policy on `target`; True when a write happened."""
     for attempt in range(1, attempts + 1):
         policy = get_policy(clients, call, names, target)
-        if not apply_changes(policy, changes):
+        if not apply_changes(policy, changes, conditions(names)):
             return False
         try:
             set_policy(clients, call, names, target, policy)

@@ -190,7 +190,9 @@ def test_roles_earlier_versions_granted_the_vm_are_revoked(state) -> None:
     # The VM account holds no storage role any more (the broker mints its tokens).
     assert action.changes == {
         "roles/storage.objectCreator": ((VM,), ()),
-        "roles/storage.objectViewer": ((VM,), (BUILD,)),  # the build reads its source here now
+        "roles/storage.objectViewer": ((VM,), ()),
+        # The build reads its source here, under deploy/ only (issue #24).
+        "roles/storage.objectViewer|spotcron-deploy-source-only": ((), (BUILD,)),
     }
 
 

@@ -134,3 +134,15 @@ def test_the_vm_account_holds_nothing_project_wide(names):
     project = f"project:{names.project}"
     assert [b.role for b in planned(names) if b.member == vm and b.target == project] == []
     assert "roles/logging.logWriter" in {b.role for b in planned(names)}  # still managed: revoked on deploy
+
+
+def test_the_build_account_reads_only_the_deploy_source_objects(names):
+    """Issue #24: the build account read the whole results bucket (records, results, specs); it
+    needs the functions' source archives only."""
+    from spotcron.deploy.iam import conditions
+
+    build = member(names.build_account)
+    [grant] = [b for b in planned(names) if b.member == build and "storage" in b.role]
+    assert grant.target == f"bucket:{names.bucket}" and grant.condition is not None
+    expression = conditions(names)[grant.condition]["expression"]
+    assert expression == f'resource.name.startsWith("projects/_/buckets/{names.bucket}/objects/deploy/")'

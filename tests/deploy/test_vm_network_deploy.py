@@ -48,3 +48,18 @@ def test_destroy_removes_the_rules_and_leaves_the_subnet_setting() -> None:
     plan = plan_destroy(actual, names, delete_results=False)
     assert [(a.kind, a.name) for a in plan.actions] == [("delete", "spotcron-deny-ingress")]
     assert any("Private Google Access" in line for line in plan.kept)
+
+
+def test_the_build_accounts_bucket_binding_is_conditional_on_the_deploy_prefix(deployer: Deployer,
+                                                                                cloud: FakeCloud) -> None:
+    from tests.deploy.conftest import BUCKET
+
+    deployer.deploy(deployer.jobs(JOBS_DIR))
+    policy = cloud.storage.policies.get(f"projects/_/buckets/{BUCKET}")
+    build = f"serviceAccount:spotcron-build@{PROJECT}.iam.gserviceaccount.com"
+    [binding] = [b for b in policy["bindings"] if build in b["members"]]
+    assert binding["role"] == "roles/storage.objectViewer"
+    assert binding["condition"]["expression"] == (
+        f'resource.name.startsWith("projects/_/buckets/{BUCKET}/objects/deploy/")')
+    assert policy["version"] == 3
+    assert deployer.plan(deployer.jobs(JOBS_DIR)).actions == []

@@ -76,6 +76,8 @@ class PolicyStore:
             for member in binding.get("members", []):
                 if member.startswith("serviceAccount:") and not self._account_exists(member.split(":", 1)[1]):
                     raise ApiError(400, f"Service account {member.split(':', 1)[1]} does not exist.")
+        if any(b.get("condition") for b in policy.get("bindings", [])) and int(policy.get("version") or 1) < 3:
+            raise ApiError(400, "A policy with conditional role bindings must be set with version 3.")
         with self._lock:
             if resource not in self._policies:
                 raise ApiError(404, f"Resource {resource} not found.")
