@@ -11,6 +11,12 @@ every object that is not its own: another run's record and results, live and pru
 replay markers, deployed specs, the limits' admissions and the results page. A write the token's
 boundary lets through outside the attempt's own prefixes counts in `foreign_writes`.
 
+It also writes what any container can write to its own results: a hostile metrics.json (deeply
+nested, a 400-digit value, bad UTF-8, NaN) and, a moment after its runner's upload, a manifest
+rewritten as 3,000 `[`. The control plane must end each such run with a problem on its record
+(`hostile runs with a recorded problem`) and never fail a function or a sweep over it (the
+ledger counts any function that raises as `unexpected_errors`).
+
 The boundary is evaluated here for the one condition form the broker writes,
 `resource.name.startsWith('projects/_/buckets/B/objects/PREFIX')`; anything else grants nothing.
 """
@@ -35,6 +41,10 @@ from spotcron.testing.simulation.world import Functions, SimBlobs, SimCompute
 HOSTILE = "hostile"  # the job whose container attacks
 _STARTS = re.compile(r"^resource\.name\.startsWith\('([^'\\]*)'\)$")
 _LISTING = re.compile(r"^api\.getAttribute\('storage\.googleapis\.com/objectListPrefix', ''\)\.startsWith\('[^'\\]*'\)$")
+# What the hostile container writes as its metrics.json, in turn (issue #24's reviewer's files).
+HOSTILE_METRICS = (b"[" * 3000, b'{"work": {"value": 1' + b"0" * 400 + b', "unit": "samples"}}',
+                   b'{"work": {"value": 1, "unit": "\xff\xfe"}}', b'{"work": {"value": NaN, "unit": "s"}}')
+HOSTILE_MANIFEST = b'{"exit_code": ' + b"[" * 3000
 MINER = {"name": "miner", "schedule": "* * * * *", "image": "docker.io/attacker/miner", "timeout": "120d",
          "machine": {"type": "a3-megagpu-8g", "spot": False, "disk_gb": 2048}}
 
@@ -85,6 +95,7 @@ class Adversary:
         self.attempted_writes = 0
         self.tokens_refused = 0
         self.tokens_granted = 0
+        self.hostile_files = 0
 
     # --- the rogue publisher --------------------------------------------------------------------
     def schedule(self, start: datetime, end: datetime) -> None:
@@ -116,6 +127,7 @@ class Adversary:
     def attack_from(self, vm: SimVm) -> None:
         """What the hostile container does once it runs on `vm`."""
         job, run_id, attempt = vm.key
+        self.write_hostile_files(vm)
         own = (layout.attempt_prefix(job, run_id, attempt), layout.checkpoint_prefix(job, run_id))
         status, body = self.functions.credentials(self.tokens.credentials(vm.instance))
         rules = self.minter.rules_of(body["access_token"]) if status == 200 else []
@@ -131,6 +143,18 @@ class Adversary:
             self.attempted_writes += 1
             if allowed(rules, self.blobs.bucket, name) and not name.startswith(own):
                 self.foreign_writes += 1
+
+    def write_hostile_files(self, vm: SimVm) -> None:
+        """Hostile files in its own attempt, which its token may write: metrics now, and the
+        manifest rewritten just after its runner's upload (the sweep meets it when the callback
+        is lost)."""
+        job, run_id, attempt = vm.key
+        self.blobs.write(layout.results_prefix(job, run_id, attempt) + "metrics.json",
+                         HOSTILE_METRICS[self.hostile_files % len(HOSTILE_METRICS)])
+        self.hostile_files += 1
+        manifest = layout.manifest(job, run_id, attempt)
+        vm.at(vm.plan.runtime_s + vm.plan.upload_s + 0.5,
+              lambda: self.blobs.write(manifest, HOSTILE_MANIFEST) if self.blobs.peek(manifest) else None)
 
     def victim_vm_name(self) -> str:
         live = [vm for vm in self.running_vms() if vm.key[0] != HOSTILE and vm.running()]
@@ -161,7 +185,21 @@ class Adversary:
     def figures(self) -> dict[str, int]:
         return {"rogue messages": self.rogue_messages, "rogue VMs": self.rogue_vms,
                 "hostile write attempts": self.attempted_writes, "foreign writes allowed": self.foreign_writes,
-                "own tokens granted": self.tokens_granted, "foreign tokens refused": self.tokens_refused}
+                "own tokens granted": self.tokens_granted, "foreign tokens refused": self.tokens_refused,
+                "hostile files written": self.hostile_files,
+                "hostile runs with a recorded problem": self.runs_with_a_problem()}
+
+    def runs_with_a_problem(self) -> int:
+        """The hostile job's ended runs whose record names what was wrong with what it wrote."""
+        from spotcron.core.runs import RunRecord
+
+        count = 0
+        for name in self.blobs.list_quietly(layout.job_prefix(HOSTILE)):
+            if layout.parse_record_name(name):
+                blob = self.blobs.peek(name)
+                record = RunRecord.from_json(blob.data) if blob else None
+                count += bool(record and record.terminal and record.metrics_problem)
+        return count
 
 
 def victim_of(jobs: list[SimJob]) -> JobSpec:
