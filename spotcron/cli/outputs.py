@@ -206,9 +206,11 @@ def results(run: str, job: str | None, attempt: int | None, download_dir: Path |
             pick_attempt(record, attempt)
         prefix = layout.results_prefix(record.job, record.run_id, number)
         manifest_name = layout.manifest(record.job, record.run_id, number)
-        manifest = store.blobs.read(manifest_name)
+        from spotcron.core.jobdata import MANIFEST_MAX_BYTES
+
+        manifest = store.blobs.read_range(manifest_name, 0, MANIFEST_MAX_BYTES + 1)  # never a whole hostile file
         if manifest is not None:
-            files, source = manifest_files(manifest.data, manifest_name), "manifest"
+            files, source = manifest_files(manifest, manifest_name), "manifest"
         else:
             files = [ResultFile(name[len(prefix):]) for name in store.blobs.list(prefix)]
             source = "listing"

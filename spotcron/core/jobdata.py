@@ -21,6 +21,8 @@ from typing import Any
 
 from spotcron.core.errors import SpotcronError
 
+# The runner's manifest lists every results file (name, size, sha256): about 150 bytes a file.
+MANIFEST_MAX_BYTES = 4 << 20
 MAX_DEPTH = 64  # far more than any metrics or manifest needs, far less than Python's recursion limit
 MAX_NUMBER_CHARS = 40  # digits of an integer: more is no measurement, and would overflow a float
 # A string, where brackets do not count towards depth (escapes kept inside). Possessive, and an

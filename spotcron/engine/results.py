@@ -14,14 +14,11 @@ from __future__ import annotations
 from typing import Any
 
 from spotcron.core import layout
-from spotcron.core.jobdata import JobDataProblem, load_job_json
+from spotcron.core.jobdata import MANIFEST_MAX_BYTES, JobDataProblem, load_job_json
 from spotcron.core.metrics import MAX_BYTES, METRICS_FILE, MetricsProblem, check_time_metric, parse_metrics
 from spotcron.core.spec import JobSpec
 from spotcron.engine.deps import Deps
 from spotcron.engine.ports import Blobs
-
-# The runner's manifest lists every results file (name, size, sha256): about 150 bytes a file.
-MANIFEST_MAX_BYTES = 4 << 20
 
 
 def read_capped(blobs: Blobs, name: str, cap: int, where: str) -> bytes | None:

@@ -297,10 +297,12 @@ def manifest_files(data: bytes, where: str, under: str = RESULTS_FOLDER) -> list
     (`logs.txt`, `results/metrics.json`): {"files": [{"name", "size", "sha256"}, ...]}. Entries
     spelled {"path", "bytes"} or as plain strings are read too.
     """
+    from spotcron.core.jobdata import MANIFEST_MAX_BYTES, JobDataProblem, load_job_json
+
     try:
-        manifest = json.loads(data)
-    except ValueError as exc:
-        raise SpotcronError(f"{where}: not JSON ({exc}); the upload may be corrupt") from None
+        manifest = load_job_json(data, where, max_bytes=MANIFEST_MAX_BYTES)  # a job may have rewritten it
+    except JobDataProblem as problem:
+        raise SpotcronError(f"{problem}; the upload may be corrupt or rewritten by the job") from None
     files = manifest.get("files") if isinstance(manifest, dict) else None
     if not isinstance(files, list):
         raise SpotcronError(f"{where}: no \"files\" list; expected {{\"files\": [{{\"name\", \"size\", "

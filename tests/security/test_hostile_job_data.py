@@ -174,3 +174,11 @@ def test_the_sweep_handles_every_other_run_whatever_one_run_raises(h, where, vic
         record = h.record(job, RUN)
         if job != bad:
             assert record.current_attempt.number == 2 and record.state == "running", (job, record.state)
+
+
+def test_spotcron_results_names_a_hostile_manifest_instead_of_crashing():
+    from spotcron.core.errors import SpotcronError
+    from spotcron.present.views import manifest_files
+
+    with pytest.raises(SpotcronError, match="nested deeper than 64"):
+        manifest_files(b'{"files": ' + DEEP, "runs/bot/r/attempt-1/manifest.json")
