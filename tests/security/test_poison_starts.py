@@ -12,7 +12,6 @@ import json
 
 import pytest
 
-from spotcron.core.errors import Transient
 from spotcron.engine.deployed import SpecStore, start_message
 from spotcron.engine.messages import TICK_ATTRIBUTE
 from tests.engine.harness import make_spec
@@ -55,9 +54,6 @@ def test_a_tick_a_little_late_is_still_recorded_as_missed(h, deployed, security_
 
 
 def test_a_transient_error_of_storage_is_still_retried(h, deployed):
-    def failing(name):
-        raise Transient("storage is unavailable")
-
-    h.blobs.fail_reads = lambda name: True
+    h.blobs.fail_reads = lambda name: True  # every read meets a Transient error
     answer = h.start(json.loads(start_message(deployed)))
     assert answer.status_code >= 500
