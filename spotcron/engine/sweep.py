@@ -175,9 +175,9 @@ def _named_vms(deps: Deps, markers: dict[tuple[str, str], list[LiveEntry]], unkn
                 continue
             try:
                 instance = deps.compute.get_instance(entry.zone, entry.vm)
-            except Transient as exc:
+            except Exception as exc:  # noqa: BLE001 - one run never stops the pass
                 unknown.add(key)
-                report.errors.append(f"looking up {entry.vm}: {exc}")
+                _failed(report, f"looking up {entry.vm} (run {key[0]}/{key[1]})", exc)
                 continue
             if instance is not None and instance.managed:
                 found[(instance.zone, instance.name)] = instance
