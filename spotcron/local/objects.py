@@ -2,14 +2,17 @@
 
 The disk is the truth, not a cache: two processes on one state dir (a running `spotcron up`
 and a `spotcron logs` beside it) see each other's writes at once. Each object is a small JSON
-metadata file and a data file named by generation, under a path built from the object's name
-(`runs/bot/1/run.json` → `runs.d/bot.d/1.d/run.json.m`), so a listing walks only the folders
-under its prefix. A write streams its bytes to a temporary file first, then, under a lock
-shared by threads and processes (flock), checks its preconditions, moves the data into place
-and replaces the metadata file: readers see the old object or the new one, never a mix.
+metadata file and a data file named by generation, in a flat folder keyed by the SHA-256 of the
+object's name (`objects/3f/3f9a….m`, `objects/3f/3f9a….1764….o`): any legal name (1 to 1,024
+bytes of UTF-8) fits, whatever its segments, and the metadata file holds the name itself, so
+two names never share files. The bucket's listing index (`listing.Index`) keeps the names
+sorted. A write streams its bytes to a temporary file first, then, under a lock shared by
+threads and processes (flock), checks its preconditions, moves the data into place and
+replaces the metadata file: readers see the old object or the new one, never a mix.
 
-Names are encoded segment by segment: lower-case letters, digits, `-`, `_` and `.` stay; any
-other byte (upper-case letters included, for case-insensitive disks) becomes `%xx`.
+Buckets written by earlier versions kept objects in folders named after the name's segments
+(`runs.d/bot.d/1.d/run.json.m`); `ObjectStore` moves them into this layout, and builds the
+index, the first time it opens such a bucket.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -29,9 +33,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
-_KEEP = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789-_.")
-_MAX_SEGMENT = 240  # bytes of an encoded path segment: file names stop at 255
+from spotcron.local.listing import Index
+
 _BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,221}")
+# What a writer may set on an object (objects.insert metadata, objects.patch, compose's and
+# copy's destination); everything else in the resource is the server's.
+WRITABLE = ("contentType", "contentEncoding", "contentDisposition", "contentLanguage", "cacheControl", "customTime",
+            "metadata")
 
 
 class StorageFault(Exception):
@@ -48,30 +56,22 @@ def not_found(bucket: str, name: str | None = None) -> StorageFault:
     return StorageFault(404, f"No such object: {bucket}/{name}", "notFound")
 
 
-def _encode(segment: str) -> str:
-    raw = segment.encode()
-    out = "".join(chr(b) if b in _KEEP else f"%{b:02x}" for b in raw)
-    if out in ("", ".", ".."):
-        out = "".join(f"%{b:02x}" for b in raw) or "%"
-    if len(out) > _MAX_SEGMENT:
-        raise StorageFault(400, f"object name segment {segment[:40]!r}... is {len(out)} bytes once stored on "
-                                f"disk; the local server allows {_MAX_SEGMENT}: shorten it", "invalid")
-    return out
+def check_name(name: str) -> None:
+    """Cloud Storage's rules for object names (the ones that are not only advice)."""
+    if not name or len(name.encode()) > 1024:
+        raise StorageFault(400, f"object name {name[:60]!r} is {len(name.encode())} bytes: names are 1 to 1,024 "
+                                "bytes of UTF-8", "invalid")
+    if name in (".", ".."):
+        raise StorageFault(400, f"object name {name!r} is not allowed: Cloud Storage refuses '.' and '..'", "invalid")
+    if "\r" in name or "\n" in name:
+        raise StorageFault(400, f"object name {name[:60]!r} holds a carriage return or line feed, which Cloud Storage "
+                                "refuses: remove them", "invalid")
+    if name.startswith(".well-known/acme-challenge/"):
+        raise StorageFault(400, "object names cannot start with '.well-known/acme-challenge/'", "invalid")
 
 
-def _unquote(encoded: str) -> str:
-    if encoded == "%":
-        return ""
-    out = bytearray()
-    i = 0
-    while i < len(encoded):
-        if encoded[i] == "%":
-            out.append(int(encoded[i + 1:i + 3], 16))
-            i += 3
-        else:
-            out.append(ord(encoded[i]))
-            i += 1
-    return out.decode()
+def _key(name: str) -> str:
+    return hashlib.sha256(name.encode()).hexdigest()
 
 
 def rfc3339(moment: datetime) -> str:
@@ -130,20 +130,36 @@ class ObjectStore:
         self.root = Path(root)
         (self.root / "buckets").mkdir(parents=True, exist_ok=True)
         (self.root / "tmp").mkdir(exist_ok=True)
+        self._indexes: dict[str, Index] = {}
 
     # --- buckets -----------------------------------------------------------------------------
     def create_bucket(self, bucket: str) -> bool:
         """True when it was created, False when it already existed."""
         if not _BUCKET_NAME.fullmatch(bucket):
-            raise StorageFault(400, f"bucket name {bucket!r} is invalid: use 1-222 of a-z 0-9 . _ - starting with a letter or digit", "invalid")
+            raise StorageFault(400, f"bucket name {bucket!r} is invalid: use 1-222 of a-z 0-9 . _ - starting with a "
+                                    "letter or digit", "invalid")
         path = self._bucket_dir(bucket)
         if path.exists():
             return False
         (path / "objects").mkdir(parents=True, exist_ok=True)
+        now = rfc3339(datetime.now(UTC))
+        _write_atomically(path / "bucket.json", json.dumps({"timeCreated": now}).encode(), self.root / "tmp")
         return True
 
     def has_bucket(self, bucket: str) -> bool:
         return _BUCKET_NAME.fullmatch(bucket) is not None and (self._bucket_dir(bucket) / "objects").is_dir()
+
+    def buckets(self) -> list[str]:
+        return sorted(entry.name for entry in os.scandir(self.root / "buckets") if self.has_bucket(entry.name))
+
+    def bucket_info(self, bucket: str) -> dict[str, str]:
+        """When the bucket was made (a bucket from an earlier version: its folder's time)."""
+        folder = self._require(bucket).parent
+        try:
+            return json.loads((folder / "bucket.json").read_bytes())
+        except FileNotFoundError:
+            made = datetime.fromtimestamp(folder.stat().st_mtime, UTC)
+            return {"timeCreated": rfc3339(made)}
 
     def _bucket_dir(self, bucket: str) -> Path:
         return self.root / "buckets" / bucket
@@ -153,15 +169,25 @@ class ObjectStore:
             raise not_found(bucket)
         return self._bucket_dir(bucket) / "objects"
 
+    def index(self, bucket: str) -> Index:
+        """The bucket's listing index, built (and an earlier version's folders moved) on first use."""
+        index = self._indexes.get(bucket)
+        if index is None:
+            self._require(bucket)
+            index = Index(self._bucket_dir(bucket) / "index.sqlite")
+            if not index.is_built():
+                with self._locked(bucket):
+                    if not index.is_built():
+                        self._migrate(bucket)
+                        index.rebuild(self._stored_names(bucket))
+            self._indexes[bucket] = index
+        return index
+
     def _paths(self, bucket: str, name: str) -> tuple[Path, str]:
-        """(folder holding the object's files, the last segment's encoding)."""
-        if not name or len(name.encode()) > 1024:
-            raise StorageFault(400, f"object name {name[:60]!r} must be 1 to 1024 bytes", "invalid")
-        *folders, last = name.split("/")
-        base = self._require(bucket)
-        for folder in folders:
-            base = base / (_encode(folder) + ".d")
-        return base, _encode(last)
+        """(folder holding the object's files, their common stem)."""
+        check_name(name)
+        key = _key(name)
+        return self._require(bucket) / key[:2], key
 
     @contextlib.contextmanager
     def _locked(self, bucket: str) -> Iterator[None]:
@@ -173,56 +199,59 @@ class ObjectStore:
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
+    # --- an earlier version's layout --------------------------------------------------------------
+    def _migrate(self, bucket: str) -> None:
+        """Move objects stored by name segments (`a.d/b.m`, `a.d/b.<generation>.o`) into the flat
+        layout. Runs under the bucket lock; a crash part-way leaves both layouts readable by the
+        next run, which carries on (each object moves data first, metadata last)."""
+        top = self._require(bucket)
+        for entry in list(os.scandir(top)):
+            if not (entry.name.endswith(".d") or entry.name.endswith(".m")):
+                continue  # the flat layout's two-letter folders
+            for meta_path in _old_metadata_files(Path(entry.path)):
+                meta = json.loads(meta_path.read_bytes())
+                folder, stem = top / _key(meta["name"])[:2], _key(meta["name"])
+                folder.mkdir(exist_ok=True)
+                old_data = meta_path.with_name(f"{meta_path.name[:-2]}.{meta['generation']}.o")
+                with contextlib.suppress(FileNotFoundError):
+                    os.replace(old_data, folder / f"{stem}.{meta['generation']}.o")
+                os.replace(meta_path, folder / f"{stem}.m")
+            if entry.is_dir():
+                shutil.rmtree(entry.path, ignore_errors=True)
+
+    def _stored_names(self, bucket: str) -> Iterator[str]:
+        top = self._require(bucket)
+        for folder in os.scandir(top):
+            if folder.is_dir():
+                for entry in os.scandir(folder.path):
+                    if entry.name.endswith(".m"):
+                        with contextlib.suppress(FileNotFoundError, ValueError, KeyError):
+                            yield json.loads(Path(entry.path).read_bytes())["name"]
+
     # --- reads ---------------------------------------------------------------------------------
     def metadata(self, bucket: str, name: str) -> dict[str, Any] | None:
-        folder, leaf = self._paths(bucket, name)
+        folder, stem = self._paths(bucket, name)
         try:
-            return json.loads((folder / f"{leaf}.m").read_bytes())
+            meta = json.loads((folder / f"{stem}.m").read_bytes())
         except FileNotFoundError:
             return None
+        return meta if meta.get("name") == name else None  # another name with the same hash: never seen
+
+    def data_path(self, bucket: str, meta: Mapping[str, Any]) -> Path:
+        folder, stem = self._paths(bucket, meta["name"])
+        return folder / f"{stem}.{meta['generation']}.o"
 
     def open(self, bucket: str, name: str) -> tuple[dict[str, Any], BinaryIO] | None:
         """The object's metadata and its data, opened (the handle stays valid if it is replaced)."""
-        folder, leaf = self._paths(bucket, name)
         for _ in range(5):
             meta = self.metadata(bucket, name)
             if meta is None:
                 return None
             try:
-                return meta, open(folder / f"{leaf}.{meta['generation']}.o", "rb")  # noqa: SIM115 - the caller closes
+                return meta, open(self.data_path(bucket, meta), "rb")  # noqa: SIM115 - the caller closes
             except FileNotFoundError:
                 continue  # replaced between the two reads: read the new metadata
         raise StorageFault(503, f"{bucket}/{name} changed under five reads in a row; try again", "backendError")
-
-    def names(self, bucket: str, prefix: str = "") -> list[str]:
-        """Every object name that starts with `prefix`, sorted (by UTF-8 bytes, as Cloud Storage sorts)."""
-        base = self._require(bucket)
-        *folders, partial = prefix.split("/")
-        for folder in folders:
-            base = base / (_encode(folder) + ".d")
-        head = "".join(f + "/" for f in folders)
-        found: list[str] = []
-        if not base.is_dir():
-            return found
-        for entry in os.scandir(base):
-            if entry.name.endswith(".m"):
-                segment = _unquote(entry.name[:-2])
-                if segment.startswith(partial):
-                    found.append(head + segment)
-            elif entry.name.endswith(".d") and entry.is_dir():
-                segment = _unquote(entry.name[:-2])
-                if segment.startswith(partial):
-                    found += self._walk(Path(entry.path), head + segment + "/")
-        return sorted(found, key=lambda n: n.encode())
-
-    def _walk(self, folder: Path, head: str) -> list[str]:
-        found: list[str] = []
-        for entry in os.scandir(folder):
-            if entry.name.endswith(".m"):
-                found.append(head + _unquote(entry.name[:-2]))
-            elif entry.name.endswith(".d") and entry.is_dir():
-                found += self._walk(Path(entry.path), head + _unquote(entry.name[:-2]) + "/")
-        return found
 
     # --- writes --------------------------------------------------------------------------------
     def spool(self, stream: BinaryIO, length: int | None) -> Spooled:
@@ -240,11 +269,27 @@ class ObjectStore:
                 size += len(chunk)
         return Spooled(path, size, md5.digest(), crc.digest() if crc is not None else None)
 
-    def commit(self, bucket: str, name: str, spooled: Spooled, content_type: str, conditions: Conditions,
-               check: Any = None) -> dict[str, Any]:
-        """Make `spooled` the object's new generation if `conditions` hold. `check(current)` runs
-        under the lock first (the server's permission check for an overwrite)."""
-        folder, leaf = self._paths(bucket, name)
+    def linked(self, bucket: str, meta: Mapping[str, Any]) -> Spooled:
+        """A copy of an object's data for a new object, as a hard link (data files never change)."""
+        path = self.root / "tmp" / secrets.token_hex(12)
+        try:
+            os.link(self.data_path(bucket, meta), path)
+        except FileNotFoundError:
+            raise StorageFault(503, f"{bucket}/{meta['name']} was replaced while it was copied; try again",
+                               "backendError") from None
+        except OSError:  # a disk without hard links: copy the bytes
+            shutil.copyfile(self.data_path(bucket, meta), path)
+        md5 = base64.b64decode(meta["md5Hash"]) if "md5Hash" in meta else None
+        crc = base64.b64decode(meta["crc32c"]) if "crc32c" in meta else None
+        return Spooled(path, int(meta["size"]), md5, crc)
+
+    def commit(self, bucket: str, name: str, spooled: Spooled, fields: Mapping[str, Any], conditions: Conditions,
+               check: Any = None, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Make `spooled` the object's new generation if `conditions` hold. `fields` are the
+        writer's (WRITABLE), `extra` the server's (componentCount). `check(current)` runs under
+        the lock first (the server's permission check for an overwrite)."""
+        folder, stem = self._paths(bucket, name)
+        index = self.index(bucket)
         with self._locked(bucket):
             current = self.metadata(bucket, name)
             if check is not None:
@@ -254,51 +299,90 @@ class ObjectStore:
                 raise StorageFault(412, PRECONDITION_FAILED, "conditionNotMet")
             now = datetime.now(UTC)
             generation = max(time.time_ns() // 1000, int(current["generation"]) + 1 if current else 0)
-            meta = {
+            meta: dict[str, Any] = {
                 "name": name, "bucket": bucket, "generation": str(generation), "metageneration": "1",
-                "contentType": content_type or "application/octet-stream", "size": str(spooled.size),
-                "md5Hash": base64.b64encode(spooled.md5).decode(), "timeCreated": rfc3339(now),
-                "updated": rfc3339(now),
+                "contentType": "application/octet-stream", "size": str(spooled.size),
+                "timeCreated": rfc3339(now), "updated": rfc3339(now),
             }
+            meta.update({k: v for k, v in fields.items() if k in WRITABLE and v is not None})
+            meta["contentType"] = meta["contentType"] or "application/octet-stream"
+            meta.update(extra or {})
+            if spooled.md5 is not None:
+                meta["md5Hash"] = base64.b64encode(spooled.md5).decode()
             if spooled.crc32c is not None:
                 meta["crc32c"] = base64.b64encode(spooled.crc32c).decode()
             folder.mkdir(parents=True, exist_ok=True)
-            os.replace(spooled.path, folder / f"{leaf}.{generation}.o")
-            _write_atomically(folder / f"{leaf}.m", json.dumps(meta).encode(), self.root / "tmp")
+            index.add(name)  # owed before it is done: the index may name a missing object, never miss one
+            os.replace(spooled.path, folder / f"{stem}.{generation}.o")
+            _write_atomically(folder / f"{stem}.m", json.dumps(meta).encode(), self.root / "tmp")
             if current is not None:
                 with contextlib.suppress(FileNotFoundError):
-                    os.unlink(folder / f"{leaf}.{current['generation']}.o")
+                    os.unlink(folder / f"{stem}.{current['generation']}.o")
             return meta
 
-    def delete(self, bucket: str, name: str, conditions: Conditions) -> None:
-        folder, leaf = self._paths(bucket, name)
+    def patch(self, bucket: str, name: str, changes: Mapping[str, Any], conditions: Conditions,
+              generation: str | None = None) -> dict[str, Any]:
+        """objects.patch: set WRITABLE fields (`metadata` merges; a key set to null goes; a field
+        set to null is cleared), bump the metageneration."""
+        unknown = sorted(set(changes) - set(WRITABLE) - {"name", "bucket", "generation", "kind"})
+        if unknown:
+            raise StorageFault(400, f"objects.patch: the local storage server cannot change {', '.join(unknown)}; it "
+                                    f"changes {', '.join(WRITABLE)}", "invalid")
+        folder, stem = self._paths(bucket, name)
         with self._locked(bucket):
             current = self.metadata(bucket, name)
-            if current is None:
+            if current is None or (generation and generation != current["generation"]):
                 raise not_found(bucket, name)
             if not conditions.holds(current):
                 raise StorageFault(412, PRECONDITION_FAILED, "conditionNotMet")
-            os.unlink(folder / f"{leaf}.m")
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(folder / f"{leaf}.{current['generation']}.o")
-            self._prune(folder)
+            meta = dict(current)
+            for key in WRITABLE:
+                if key not in changes:
+                    continue
+                value = changes[key]
+                if key == "metadata" and isinstance(value, dict):
+                    merged = {**meta.get("metadata", {}), **value}
+                    value = {k: str(v) for k, v in merged.items() if v is not None} or None
+                if value is None:
+                    meta.pop(key, None)
+                else:
+                    meta[key] = value
+            meta.setdefault("contentType", "application/octet-stream")
+            meta["metageneration"] = str(int(current["metageneration"]) + 1)
+            meta["updated"] = rfc3339(datetime.now(UTC))
+            _write_atomically(folder / f"{stem}.m", json.dumps(meta).encode(), self.root / "tmp")
+            return meta
 
-    def _prune(self, folder: Path) -> None:
-        """Remove folders left empty, so a listing with a delimiter shows no phantom prefixes."""
-        top = self._bucket_dir(folder.relative_to(self.root / "buckets").parts[0]) / "objects"
-        while folder != top:
-            try:
-                folder.rmdir()
-            except OSError:
-                return
-            folder = folder.parent
+    def delete(self, bucket: str, name: str, conditions: Conditions, generation: str | None = None) -> None:
+        """Delete the live object; with `generation`, only if that is the live one (without
+        versioning an older generation no longer exists: 404)."""
+        folder, stem = self._paths(bucket, name)
+        index = self.index(bucket)
+        with self._locked(bucket):
+            current = self.metadata(bucket, name)
+            if current is None or (generation and generation != current["generation"]):
+                raise not_found(bucket, name)
+            if not conditions.holds(current):
+                raise StorageFault(412, PRECONDITION_FAILED, "conditionNotMet")
+            os.unlink(folder / f"{stem}.m")
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(folder / f"{stem}.{current['generation']}.o")
+            index.remove(name)
+
+
+def _old_metadata_files(path: Path) -> Iterator[Path]:
+    if path.name.endswith(".m") and path.is_file():
+        yield path
+    elif path.is_dir():
+        for entry in os.scandir(path):
+            yield from _old_metadata_files(Path(entry.path))
 
 
 @dataclass(frozen=True)
 class Spooled:
     path: Path
     size: int
-    md5: bytes
+    md5: bytes | None  # None for a composed object: Cloud Storage gives those no md5Hash
     crc32c: bytes | None
 
     def discard(self) -> None:

@@ -19,7 +19,7 @@ import json
 import os
 import re
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -36,15 +36,20 @@ class Session:
     content_type: str
     conditions: Conditions
     total: int | None = None  # known once a request names it
+    # The object's metadata sent when the session opened (metadata, cacheControl, md5Hash...):
+    # stored, or checked, when the last byte arrives.
+    fields: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"upload_id": self.upload_id, "bucket": self.bucket, "name": self.name,
-                "content_type": self.content_type, "conditions": self.conditions.to_query(), "total": self.total}
+                "content_type": self.content_type, "conditions": self.conditions.to_query(), "total": self.total,
+                "fields": self.fields}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Session:
+        # Sessions opened by an earlier version have no "fields".
         return cls(data["upload_id"], data["bucket"], data["name"], data["content_type"],
-                   Conditions.from_query(data["conditions"]), data.get("total"))
+                   Conditions.from_query(data["conditions"]), data.get("total"), data.get("fields") or {})
 
 
 @dataclass(frozen=True)
@@ -84,8 +89,9 @@ class Sessions:
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
 
-    def open(self, bucket: str, name: str, content_type: str, conditions: Conditions) -> Session:
-        session = Session(secrets.token_urlsafe(24), bucket, name, content_type, conditions)
+    def open(self, bucket: str, name: str, content_type: str, conditions: Conditions,
+             fields: dict[str, Any] | None = None) -> Session:
+        session = Session(secrets.token_urlsafe(24), bucket, name, content_type, conditions, fields=fields or {})
         self._part(session.upload_id).touch()
         self._save(session)
         return session

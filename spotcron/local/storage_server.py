@@ -1,20 +1,27 @@
-"""The local storage server: the part of the Cloud Storage JSON API that spotcron and its runner use.
+"""The local storage server: the Cloud Storage JSON API, as documented, for what it serves.
 
 One server for local mode, the runner tests and the storage contract suite. It persists on
 disk across restarts (`objects.ObjectStore`), serves each connection on its own thread,
-enforces generation preconditions on writes and deletes, pages listings (prefix, delimiter,
-startOffset/endOffset), takes media, multipart and resumable uploads, and requires a bearer
-token on every request (`grants`): full access for the control plane, an access boundary for
-a VM, so that a VM's credential reaching only its own objects is tested, not assumed.
+enforces generation preconditions on writes, patches and deletes, pages listings from an index
+(`listing`), takes media, multipart and resumable uploads (checking any checksum the client
+sends), streams downloads from disk, and requires a bearer token on every request (`grants`):
+full access for the control plane, an access boundary for a VM, so that a VM's credential
+reaching only its own objects is tested, not assumed.
 
-    GET    /storage/v1/b/B                          bucket (full access only)
-    POST   /storage/v1/b?project=P                  create a bucket (full access only)
-    GET    /storage/v1/b/B/o                        list
+    GET    /storage/v1/b?project=P                  list buckets            (full access only)
+    GET    /storage/v1/b/B                          a bucket                (full access only)
+    POST   /storage/v1/b?project=P                  create a bucket         (full access only)
+    GET    /storage/v1/b/B/o                        list (prefix, delimiter, matchGlob, offsets)
     GET    /storage/v1/b/B/o/NAME[?alt=media]       metadata, or the bytes
     GET    /download/storage/v1/b/B/o/NAME          the bytes
+    PATCH  /storage/v1/b/B/o/NAME                   change metadata
     DELETE /storage/v1/b/B/o/NAME                   delete
+    POST   /storage/v1/b/B/o/NAME/compose           concatenate up to 32 objects
+    POST   /storage/v1/b/B/o/NAME/copyTo/b/B2/o/N2  copy (rewriteTo: the same, in one call)
     POST   /upload/storage/v1/b/B/o?uploadType=media|multipart|resumable
     PUT    /upload/storage/v1/b/B/o?upload_id=ID    a resumable upload's chunks (see `resumable`)
+
+Any other request answers 501 naming what it asked for.
 """
 
 from __future__ import annotations
@@ -27,32 +34,50 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 from spotcron.local.grants import Access, Grant, GrantError, Grants
-from spotcron.local.objects import PRECONDITION_FAILED, Conditions, ObjectStore, StorageFault, not_found
+from spotcron.local.listing import list_page
+from spotcron.local.objects import (
+    PRECONDITION_FAILED,
+    WRITABLE,
+    Conditions,
+    ObjectStore,
+    Spooled,
+    StorageFault,
+    check_name,
+    not_found,
+)
 from spotcron.local.resumable import ContentRange, Sessions
 from spotcron.local.wire import Request, read_body, read_multipart, reply_json
 
 log = logging.getLogger("spotcron.local.storage")
 
 _BUCKET = r"(?P<bucket>[^/]+)"
+_OBJECT = rf"/storage/v1/b/{_BUCKET}/o/(?P<name>.+)"
 _ROUTES: list[tuple[str, re.Pattern[str], str]] = [
+    ("GET", re.compile(r"/storage/v1/b"), "list_buckets"),
     ("GET", re.compile(rf"/storage/v1/b/{_BUCKET}"), "get_bucket"),
     ("POST", re.compile(r"/storage/v1/b"), "create_bucket"),
     ("GET", re.compile(rf"/storage/v1/b/{_BUCKET}/o"), "list"),
-    ("GET", re.compile(rf"/storage/v1/b/{_BUCKET}/o/(?P<name>.+)"), "get"),
+    ("POST", re.compile(rf"{_OBJECT}/compose"), "compose"),
+    ("POST", re.compile(rf"{_OBJECT}/(?P<verb>copyTo|rewriteTo)/b/(?P<to_bucket>[^/]+)/o/(?P<to_name>.+)"), "copy"),
+    ("GET", re.compile(_OBJECT), "get"),
     ("GET", re.compile(rf"/download/storage/v1/b/{_BUCKET}/o/(?P<name>.+)"), "download"),
-    ("DELETE", re.compile(rf"/storage/v1/b/{_BUCKET}/o/(?P<name>.+)"), "delete"),
+    ("PATCH", re.compile(_OBJECT), "patch"),
+    ("DELETE", re.compile(_OBJECT), "delete"),
     ("POST", re.compile(rf"/upload/storage/v1/b/{_BUCKET}/o"), "upload"),
     ("PUT", re.compile(rf"/upload/storage/v1/b/{_BUCKET}/o"), "resume"),
     ("DELETE", re.compile(rf"/upload/storage/v1/b/{_BUCKET}/o"), "cancel"),
 ]
 _PAGE = 1000
+_MAX_COMPOSE = 32  # sources per compose request, as Cloud Storage allows
+_SEND_BLOCK = 1 << 20
 
 
 class StorageServer:
@@ -104,8 +129,9 @@ class StorageServer:
                     raise StorageFault(401, f"{exc}", "required") from None
                 getattr(self, f"_{action}")(request, grant, **args)
                 return
-        raise StorageFault(404, f"{request.method} {request.path} is not served by the local storage server",
-                           "notFound")
+        raise StorageFault(501, f"{request.method} {request.path} is not served by the local storage server: it "
+                                "serves objects (get, list, insert, patch, delete, compose, copy, rewrite) and "
+                                "buckets (get, list, insert); see spotcron/local/storage_server.py", "notImplemented")
 
     def _need(self, grant: Grant, access: Access) -> None:
         if not grant.allows(access):
@@ -114,14 +140,28 @@ class StorageServer:
                                     f"Google Cloud Storage {what}. Permission '{access.permission}' denied on "
                                     f"resource (or it may not exist): {access.describe()}", "forbidden")
 
+    # --- buckets -------------------------------------------------------------------------------
+    def _bucket_resource(self, request: Request, bucket: str) -> dict[str, Any]:
+        made = self.store.bucket_info(bucket)["timeCreated"]
+        return {"kind": "storage#bucket", "id": bucket, "name": bucket, "selfLink": f"{request.base_url}/storage/v1/b/"
+                f"{bucket}", "projectNumber": "0", "metageneration": "1", "location": "US", "locationType":
+                "multi-region", "storageClass": "STANDARD", "etag": "CAE=", "timeCreated": made, "updated": made,
+                "iamConfiguration": {"uniformBucketLevelAccess": {"enabled": True}}}
+
+    def _list_buckets(self, request: Request, grant: Grant) -> None:
+        if not grant.full:
+            raise StorageFault(403, "storage.buckets.list: only the control plane's token lists buckets", "forbidden")
+        prefix = request.query.get("prefix", "")
+        items = [self._bucket_resource(request, b) for b in self.store.buckets() if b.startswith(prefix)]
+        reply_json(request, 200, {"kind": "storage#buckets", **({"items": items} if items else {})})
+
     def _get_bucket(self, request: Request, grant: Grant, bucket: str) -> None:
         if not grant.full:
             raise StorageFault(403, f"storage.buckets.get on {bucket}: only the control plane's token reads "
                                     "bucket metadata", "forbidden")
         if not self.store.has_bucket(bucket):
             raise not_found(bucket)
-        reply_json(request, 200, {"kind": "storage#bucket", "id": bucket, "name": bucket, "location": "US",
-                                  "storageClass": "STANDARD", "metageneration": "1", "projectNumber": "0"})
+        reply_json(request, 200, self._bucket_resource(request, bucket))
 
     def _create_bucket(self, request: Request, grant: Grant) -> None:
         if not grant.full:
@@ -131,56 +171,34 @@ class StorageServer:
         if not self.store.create_bucket(name):
             raise StorageFault(409, "Your previous request to create the named bucket succeeded and you already "
                                     "own it.", "conflict")
-        reply_json(request, 200, {"kind": "storage#bucket", "id": name, "name": name, "location": "US"})
+        reply_json(request, 200, self._bucket_resource(request, name))
 
+    # --- listings and reads ------------------------------------------------------------------------
     def _list(self, request: Request, grant: Grant, bucket: str) -> None:
         query = request.query
         prefix = query.get("prefix", "")
         self._need(grant, Access("storage.objects.list", bucket, list_prefix=prefix))
-        delimiter = query.get("delimiter") or None
         size = min(int(query.get("maxResults") or _PAGE), _PAGE)
-        names = self.store.names(bucket, prefix)
-        start_key = query.get("startOffset") or ""
-        token = query.get("pageToken")
-        if token:
-            start_key = max(start_key, base64.urlsafe_b64decode(token.encode()).decode())
-        end = query.get("endOffset")
-        items: list[str] = []
-        prefixes: list[str] = []
-        next_key = None
-        for name in names:
-            if name < start_key:
-                continue
-            if end and name >= end:
-                break
-            if delimiter and delimiter in name[len(prefix):]:
-                cut = name[len(prefix):].index(delimiter) + len(prefix) + len(delimiter)
-                group = name[:cut]
-                if prefixes and prefixes[-1] == group:
-                    continue
-                if len(items) + len(prefixes) == size:
-                    next_key = group
-                    break
-                prefixes.append(group)
-                continue
-            if len(items) + len(prefixes) == size:
-                next_key = name
-                break
-            items.append(name)
+        start = query.get("startOffset") or ""
+        if token := query.get("pageToken"):
+            start = max(start, base64.urlsafe_b64decode(token.encode()).decode())
+        try:
+            page = list_page(self.store.index(bucket), prefix=prefix, delimiter=query.get("delimiter") or None,
+                             start=start, end=query.get("endOffset") or None, size=size,
+                             glob=query.get("matchGlob") or None,
+                             include_trailing_delimiter=query.get("includeTrailingDelimiter") == "true")
+        except ValueError as exc:
+            raise StorageFault(400, str(exc), "invalid") from None
+        # The index may name an object deleted since (or lost in a crash): only what exists is listed.
+        metas = (self.store.metadata(bucket, name) for name in page.names)
+        found = [self._resource(request, meta) for meta in metas if meta is not None]
         body: dict[str, Any] = {"kind": "storage#objects"}
-        only_names = re.fullmatch(r"\s*(items\(name\)|nextPageToken|prefixes)(\s*,\s*(items\(name\)|nextPageToken|"
-                                  r"prefixes))*\s*", query.get("fields", "")) is not None
-        if only_names:
-            found = [{"name": name} for name in items]
-        else:  # an object deleted since the walk is left out
-            metas = (self.store.metadata(bucket, name) for name in items)
-            found = [self._resource(request, meta) for meta in metas if meta is not None]
         if found:
             body["items"] = found
-        if prefixes:
-            body["prefixes"] = prefixes
-        if next_key is not None:
-            body["nextPageToken"] = base64.urlsafe_b64encode(next_key.encode()).decode()
+        if page.prefixes:
+            body["prefixes"] = page.prefixes
+        if page.next_key is not None:
+            body["nextPageToken"] = base64.urlsafe_b64encode(page.next_key.encode()).decode()
         reply_json(request, 200, body)
 
     def _get(self, request: Request, grant: Grant, bucket: str, name: str) -> None:
@@ -197,6 +215,12 @@ class StorageServer:
         if meta is None or (wanted and wanted != meta["generation"]):
             raise not_found(bucket, name)
         conditions = Conditions.from_query(request.query)
+        etag = _etag(meta)
+        if_match, if_none_match = request.headers.get("If-Match"), request.headers.get("If-None-Match")
+        if if_match is not None and not _etag_listed(if_match, etag):
+            raise StorageFault(412, PRECONDITION_FAILED, "conditionNotMet")
+        if if_none_match is not None and _etag_listed(if_none_match, etag):
+            raise StorageFault(304, "Not Modified", "notModified")
         if not conditions.holds(meta):
             if conditions.if_generation_not_match is not None or conditions.if_metageneration_not_match is not None:
                 raise StorageFault(304, "Not Modified", "notModified")
@@ -205,41 +229,118 @@ class StorageServer:
     def _download(self, request: Request, grant: Grant, bucket: str, name: str) -> None:
         self._need(grant, Access("storage.objects.get", bucket, name))
         opened = self.store.open(bucket, name)
-        meta = opened[0] if opened else None
-        span = re.fullmatch(r"bytes=(\d*)-(\d*)", request.headers.get("Range", "").strip())
-        status, content_range = 200, ""
-        try:
+        if opened is None:
+            raise not_found(bucket, name)
+        meta, data = opened
+        with data:
             self._check_read(request, bucket, name, meta)
             size = int(meta["size"])
-            if span and (span.group(1) or span.group(2)) and size:  # an empty object is sent whole
-                first = int(span.group(1)) if span.group(1) else max(size - int(span.group(2)), 0)
-                last = int(span.group(2)) if span.group(1) and span.group(2) else size - 1
-                if first >= size:
-                    raise StorageFault(416, f"Range {request.headers['Range']!r} starts past the object's {size} "
-                                            "bytes", "requestedRangeNotSatisfiable")
-                last = min(last, size - 1)
-                # Only the range is read: a ranged reader of a large log holds one piece, and so do we.
-                opened[1].seek(first)
-                data = opened[1].read(last - first + 1)
-                status, content_range = 206, f"bytes {first}-{last}/{size}"
-            else:
-                data = opened[1].read()
-        finally:
-            if opened:
-                opened[1].close()
-        headers = {"Content-Type": meta["contentType"], "X-Goog-Generation": meta["generation"],
-                   "X-Goog-Metageneration": meta["metageneration"], "X-Goog-Stored-Content-Length": meta["size"],
-                   "X-Goog-Hash": ",".join(f"{k}={meta[v]}" for k, v in (("crc32c", "crc32c"), ("md5", "md5Hash"))
-                                           if v in meta),
-                   "ETag": f'"{meta["generation"]}"'}
-        if content_range:
-            headers["Content-Range"] = content_range
-        request.send(status, data, headers)
+            encoding = meta.get("contentEncoding", "")
+            headers = {"Content-Type": meta["contentType"], "X-Goog-Generation": meta["generation"],
+                       "X-Goog-Metageneration": meta["metageneration"], "X-Goog-Stored-Content-Length": meta["size"],
+                       "X-Goog-Stored-Content-Encoding": encoding or "identity",
+                       "X-Goog-Hash": ",".join(f"{k}={meta[v]}" for k, v in (("crc32c", "crc32c"), ("md5", "md5Hash"))
+                                               if v in meta),
+                       "ETag": f'"{_etag(meta)}"', "Accept-Ranges": "bytes"}
+            for field, header in (("cacheControl", "Cache-Control"), ("contentDisposition", "Content-Disposition"),
+                                  ("contentLanguage", "Content-Language")):
+                if field in meta:
+                    headers[header] = meta[field]
+            if encoding == "gzip" and not _accepts_gzip(request.headers.get("Accept-Encoding", "")):
+                # Decompressive transcoding: the reader gets the plain bytes, whole (Range is ignored,
+                # as Cloud Storage ignores it here), with no length known in advance.
+                request.send_chunks(200, _gunzip(data), headers)
+                return
+            if encoding:
+                headers["Content-Encoding"] = encoding
+            span = _byte_range(request.headers.get("Range"), size)
+            if span is None:
+                request.send_file(200, data, 0, size, headers)
+                return
+            first, last = span
+            headers["Content-Range"] = f"bytes {first}-{last}/{size}"
+            # Only the range is read: a ranged reader of a large log holds one piece, and so do we.
+            request.send_file(206, data, first, last - first + 1, headers)
 
     def _delete(self, request: Request, grant: Grant, bucket: str, name: str) -> None:
         self._need(grant, Access("storage.objects.delete", bucket, name))
-        self.store.delete(bucket, name, Conditions.from_query(request.query))
+        self.store.delete(bucket, name, Conditions.from_query(request.query), request.query.get("generation") or None)
         request.send(204, b"", {})
+
+    def _patch(self, request: Request, grant: Grant, bucket: str, name: str) -> None:
+        self._need(grant, Access("storage.objects.update", bucket, name))
+        changes = _json_body(request)
+        meta = self.store.patch(bucket, name, changes, Conditions.from_query(request.query),
+                                request.query.get("generation") or None)
+        reply_json(request, 200, self._resource(request, meta))
+
+    # --- compose, copy, rewrite ----------------------------------------------------------------------
+    def _compose(self, request: Request, grant: Grant, bucket: str, name: str) -> None:
+        body = _json_body(request)
+        sources = body.get("sourceObjects") or []
+        if not 1 <= len(sources) <= _MAX_COMPOSE:
+            raise StorageFault(400, f"compose takes 1 to {_MAX_COMPOSE} sourceObjects; got {len(sources)}", "invalid")
+        self._need_create(grant, bucket, name)
+        spool_path = self.store.root / "tmp" / f"compose-{time.time_ns()}-{threading.get_ident()}"
+        crc = _crc32c_hasher()
+        size, components = 0, 0
+        try:
+            with open(spool_path, "wb") as out:
+                for source in sources:
+                    source_name = str(source.get("name") or "")
+                    self._need(grant, Access("storage.objects.get", bucket, source_name))
+                    opened = self.store.open(bucket, source_name)
+                    if opened is None:
+                        raise not_found(bucket, source_name)
+                    meta, data = opened
+                    with data:
+                        wanted = source.get("generation")
+                        match = (source.get("objectPreconditions") or {}).get("ifGenerationMatch")
+                        if wanted is not None and str(wanted) != meta["generation"]:
+                            raise not_found(bucket, source_name)
+                        if match is not None and str(match) != meta["generation"]:
+                            raise StorageFault(412, PRECONDITION_FAILED, "conditionNotMet")
+                        while chunk := data.read(_SEND_BLOCK):
+                            out.write(chunk)
+                            if crc is not None:
+                                crc.update(chunk)
+                            size += len(chunk)
+                    components += int(meta.get("componentCount", 1))
+        except BaseException:
+            spool_path.unlink(missing_ok=True)
+            raise
+        spooled = Spooled(spool_path, size, None, crc.digest() if crc is not None else None)
+        fields = {k: v for k, v in (body.get("destination") or {}).items() if k in WRITABLE}
+        meta = self._commit(grant, bucket, name, spooled, fields, Conditions.from_query(request.query),
+                            extra={"componentCount": components})
+        reply_json(request, 200, self._resource(request, meta))
+
+    def _copy(self, request: Request, grant: Grant, bucket: str, name: str, verb: str, to_bucket: str,
+              to_name: str) -> None:
+        self._need(grant, Access("storage.objects.get", bucket, name))
+        self._need_create(grant, to_bucket, to_name)
+        if not self.store.has_bucket(to_bucket):
+            raise not_found(to_bucket)
+        query = request.query
+        source = self.store.metadata(bucket, name)
+        wanted = query.get("sourceGeneration")
+        if source is None or (wanted and wanted != source["generation"]):
+            raise not_found(bucket, name)
+        source_conditions = Conditions.from_query({"if" + key.removeprefix("ifSource"): value
+                                                   for key, value in query.items() if key.startswith("ifSource")})
+        if not source_conditions.holds(source):
+            raise StorageFault(412, PRECONDITION_FAILED, "conditionNotMet")
+        given = {k: v for k, v in _json_body(request).items() if k in WRITABLE}
+        # With no destination metadata the copy keeps the source's; with some, only what is given.
+        fields = given or {k: source[k] for k in WRITABLE if k in source}
+        spooled = self.store.linked(bucket, source)
+        extra = {"componentCount": source["componentCount"]} if "componentCount" in source else None
+        meta = self._commit(grant, to_bucket, to_name, spooled, fields, Conditions.from_query(query), extra=extra)
+        resource = self._resource(request, meta)
+        if verb == "rewriteTo":
+            resource = {"kind": "storage#rewriteResponse", "totalBytesRewritten": meta["size"],
+                        "objectSize": meta["size"], "done": True, "resource": resource}
+        reply_json(request, 200, resource)
 
     # --- uploads -------------------------------------------------------------------------------
     def _upload(self, request: Request, grant: Grant, bucket: str) -> None:
@@ -249,18 +350,23 @@ class StorageServer:
             name = request.query.get("name", "")
             self._need_create(grant, bucket, name)
             spooled = self.store.spool(request.body_stream(), request.body_length())
-            meta = self._commit(grant, bucket, name, spooled, request.headers.get("Content-Type", ""), conditions)
+            _check_hashes(spooled, _header_hashes(request.headers.get("X-Goog-Hash")))
+            fields = {"contentType": request.headers.get("Content-Type", ""),
+                      "contentEncoding": request.query.get("contentEncoding")}
+            meta = self._commit(grant, bucket, name, spooled, fields, conditions)
             reply_json(request, 200, self._resource(request, meta))
         elif kind == "multipart":
             metadata, media, media_type = read_multipart(request)
             name = str(metadata.get("name") or request.query.get("name", ""))
             self._need_create(grant, bucket, name)
             spooled = self.store.spool(_BytesStream(media), len(media))
-            meta = self._commit(grant, bucket, name, spooled, metadata.get("contentType") or media_type, conditions)
+            _check_hashes(spooled, {"md5": metadata.get("md5Hash"), "crc32c": metadata.get("crc32c")},
+                          _header_hashes(request.headers.get("X-Goog-Hash")))
+            fields = {**metadata, "contentType": metadata.get("contentType") or media_type}
+            meta = self._commit(grant, bucket, name, spooled, fields, conditions)
             reply_json(request, 200, self._resource(request, meta))
         elif kind == "resumable":
-            body = read_body(request)
-            metadata = json.loads(body) if body.strip() else {}
+            metadata = _json_body(request)
             name = str(metadata.get("name") or request.query.get("name", ""))
             self._need_create(grant, bucket, name)
             if not self.store.has_bucket(bucket):
@@ -268,7 +374,8 @@ class StorageServer:
             if not conditions.holds(self.store.metadata(bucket, name)):  # fail early; checked again at the end
                 raise StorageFault(412, PRECONDITION_FAILED, "conditionNotMet")
             content_type = metadata.get("contentType") or request.headers.get("X-Upload-Content-Type") or ""
-            session = self.sessions.open(bucket, name, content_type, conditions)
+            fields = {k: v for k, v in metadata.items() if k in WRITABLE or k in ("md5Hash", "crc32c")}
+            session = self.sessions.open(bucket, name, content_type, conditions, fields)
             location = (f"{request.base_url}/upload/storage/v1/b/{quote(bucket, safe='')}/o?uploadType=resumable"
                         f"&name={quote(name, safe='')}&upload_id={session.upload_id}")
             request.send(200, b"", {"Location": location, "X-GUploader-UploadID": session.upload_id})
@@ -293,7 +400,15 @@ class StorageServer:
             return
         with self.sessions.part_stream(session) as stream:
             spooled = self.store.spool(stream, received)
-        meta = self._commit(grant, bucket, session.name, spooled, session.content_type, session.conditions)
+        fields = session.fields
+        try:
+            _check_hashes(spooled, {"md5": fields.get("md5Hash"), "crc32c": fields.get("crc32c")},
+                          _header_hashes(request.headers.get("X-Goog-Hash")))
+        except StorageFault:
+            self.sessions.close(session)  # Cloud Storage ends a session whose bytes fail their checksum
+            raise
+        meta = self._commit(grant, bucket, session.name, spooled,
+                            {**fields, "contentType": session.content_type}, session.conditions)
         self.sessions.close(session)
         reply_json(request, 200, self._resource(request, meta))
 
@@ -307,17 +422,18 @@ class StorageServer:
         if not name:
             raise StorageFault(400, "the upload names no object: pass ?name=NAME or a \"name\" in its metadata",
                                "required")
+        check_name(name)
         self._need(grant, Access("storage.objects.create", bucket, name))
 
-    def _commit(self, grant: Grant, bucket: str, name: str, spooled: Any, content_type: str,
-                conditions: Conditions) -> dict[str, Any]:
+    def _commit(self, grant: Grant, bucket: str, name: str, spooled: Spooled, fields: Mapping[str, Any],
+                conditions: Conditions, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
         def may_overwrite(current: dict[str, Any] | None) -> None:
             # Cloud Storage: replacing an object also needs storage.objects.delete on it.
             if current is not None and conditions.holds(current):
                 self._need(grant, Access("storage.objects.delete", bucket, name))
 
         try:
-            return self.store.commit(bucket, name, spooled, content_type, conditions, check=may_overwrite)
+            return self.store.commit(bucket, name, spooled, fields, conditions, check=may_overwrite, extra=extra)
         except BaseException:
             spooled.discard()
             raise
@@ -329,7 +445,96 @@ class StorageServer:
                 "selfLink": f"{request.base_url}/storage/v1/b/{bucket}/o/{quoted}",
                 "mediaLink": f"{request.base_url}/download/storage/v1/b/{bucket}/o/{quoted}?generation={generation}"
                              "&alt=media",
-                "storageClass": "STANDARD", "etag": generation, **meta}
+                "storageClass": "STANDARD", "etag": _etag(meta), **meta}
+
+
+def _etag(meta: Mapping[str, Any]) -> str:
+    # Changes with the bytes (generation) and with the metadata (metageneration), as Google's does.
+    return f"{meta['generation']}.{meta['metageneration']}"
+
+
+def _etag_listed(header: str, etag: str) -> bool:
+    tags = [tag.strip().removeprefix("W/").strip('"') for tag in header.split(",")]
+    return "*" in tags or etag in tags
+
+
+def _accepts_gzip(header: str) -> bool:
+    for part in header.split(","):
+        coding, _, params = part.strip().partition(";")
+        if coding.strip().lower() in ("gzip", "*"):
+            return params.replace(" ", "") not in ("q=0", "q=0.0")
+    return False
+
+
+def _gunzip(data: Any) -> Any:
+    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    while chunk := data.read(_SEND_BLOCK):
+        if out := inflate.decompress(chunk):
+            yield out
+    if tail := inflate.flush():
+        yield tail
+
+
+def _byte_range(header: str | None, size: int) -> tuple[int, int] | None:
+    """(first, last) of a `Range: bytes=…` header, None for the whole object; 416 if it cannot be
+    met (an empty object meets no range, as Cloud Storage answers)."""
+    span = re.fullmatch(r"bytes=(\d*)-(\d*)", (header or "").strip())
+    if not span or not (span.group(1) or span.group(2)):
+        return None
+    if span.group(1):
+        first = int(span.group(1))
+        last = min(int(span.group(2)), size - 1) if span.group(2) else size - 1
+    else:  # the last N bytes
+        first, last = max(size - int(span.group(2)), 0), size - 1
+    if first >= size or last < first:
+        raise StorageFault(416, f"Range {header!r} does not fit the object's {size} bytes",
+                           "requestedRangeNotSatisfiable")
+    return first, last
+
+
+def _json_body(request: Request) -> dict[str, Any]:
+    body = read_body(request)
+    if not body.strip():
+        return {}
+    try:
+        parsed = json.loads(body)
+    except json.JSONDecodeError as exc:
+        raise StorageFault(400, f"the request body is not JSON: {exc}", "parseError") from None
+    if not isinstance(parsed, dict):
+        raise StorageFault(400, "the request body is not a JSON object", "invalid")
+    return parsed
+
+
+def _header_hashes(header: str | None) -> dict[str, str]:
+    """`X-Goog-Hash: crc32c=…,md5=…` as {"crc32c": …, "md5": …}."""
+    hashes: dict[str, str] = {}
+    for part in (header or "").split(","):
+        kind, sep, value = part.strip().partition("=")
+        if sep:
+            hashes[kind.strip().lower()] = value.strip()
+    return hashes
+
+
+def _check_hashes(spooled: Spooled, *given: Mapping[str, str | None]) -> None:
+    """Refuse an upload whose bytes do not match a checksum the client sent (400, as Cloud Storage)."""
+    computed = {"md5": base64.b64encode(spooled.md5).decode() if spooled.md5 is not None else None,
+                "crc32c": base64.b64encode(spooled.crc32c).decode() if spooled.crc32c is not None else None}
+    label = {"md5": "MD5 hash", "crc32c": "CRC32C"}
+    for hashes in given:
+        for kind in ("md5", "crc32c"):
+            sent, actual = hashes.get(kind), computed[kind]
+            if sent and actual is not None and sent != actual:
+                spooled.discard()
+                raise StorageFault(400, f"Provided {label[kind]} \"{sent}\" doesn't match calculated {label[kind]} "
+                                        f"\"{actual}\".", "invalid")
+
+
+def _crc32c_hasher() -> Any:
+    try:
+        import google_crc32c
+    except ImportError:  # the checksum is optional: clients fall back to md5Hash
+        return None
+    return google_crc32c.Checksum()
 
 
 class _BytesStream:
@@ -395,6 +600,6 @@ def _handler_for(server: StorageServer) -> type[BaseHTTPRequestHandler]:
                 log.exception("storage request %s %s failed", self.command, self.path)
                 request.fail(500, f"{type(exc).__name__}: {exc}", "backendError")
 
-        do_GET = do_POST = do_PUT = do_DELETE = _serve  # noqa: N815 - http.server's naming
+        do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = _serve  # noqa: N815 - http.server's naming
 
     return Handler

@@ -8,6 +8,7 @@ connection: the unread bytes would otherwise be taken for the next request.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler
 from typing import Any, BinaryIO
 
@@ -84,6 +85,41 @@ class Request:
         if body and handler.command != "HEAD":
             handler.wfile.write(body)
 
+    def _head(self, status: int, headers: dict[str, str], length: int | None) -> bool:
+        """Send the status line and headers; True when a body follows."""
+        handler = self.handler
+        handler.send_response(status)
+        unread = not self._body_taken and (self.body_length() is None or (self.body_length() or 0) > 0)
+        for key, value in headers.items():
+            handler.send_header(key, value)
+        if length is None:
+            handler.send_header("Transfer-Encoding", "chunked")
+        else:
+            handler.send_header("Content-Length", str(length))
+        if unread:
+            handler.send_header("Connection", "close")
+            handler.close_connection = True
+        handler.end_headers()
+        return handler.command != "HEAD"
+
+    def send_file(self, status: int, data: BinaryIO, offset: int, count: int, headers: dict[str, str]) -> None:
+        """Send `count` bytes of an open file from `offset`, straight from the disk to the socket
+        (sendfile): a download holds no more of the object in memory than the kernel's buffers."""
+        if not self._head(status, headers, count) or count == 0:
+            return
+        self.handler.wfile.flush()
+        self.handler.connection.sendfile(data, offset, count)
+
+    def send_chunks(self, status: int, chunks: Iterable[bytes], headers: dict[str, str]) -> None:
+        """Send a body of unknown length, piece by piece (chunked transfer encoding)."""
+        if not self._head(status, headers, None):
+            return
+        out = self.handler.wfile
+        for chunk in chunks:
+            if chunk:
+                out.write(b"%x\r\n%b\r\n" % (len(chunk), chunk))
+        out.write(b"0\r\n\r\n")
+
     def fail(self, status: int, message: str, reason: str) -> None:
         if status == 304:
             self.send(304, b"", {})
@@ -93,12 +129,20 @@ class Request:
 
 
 def read_body(request: Request, limit: int = 64 << 20) -> bytes:
-    stream, length = request.body_stream(), request.body_length()
-    data = stream.read(length) if length is not None else stream.read()
+    """The whole body, refused (413) before it is read when it is over `limit` bytes: a declared
+    length is checked first, a chunked body is read no further than the limit."""
+    length = request.body_length()
+    too_big = StorageFault(413, f"the request body is over {limit} bytes: send it as a resumable upload "
+                                "(uploadType=resumable)", "uploadTooLarge")
+    if length is not None and length > limit:
+        raise too_big  # unread: the reply closes the connection
+    stream = request.body_stream()
+    data = stream.read(length) if length is not None else stream.read(limit + 1)
     if length is not None and len(data) != length:
         raise StorageFault(400, f"the request body ended {length - len(data)} bytes short", "invalid")
     if len(data) > limit:
-        raise StorageFault(413, f"the request body is over {limit} bytes; use a resumable upload", "invalid")
+        request.handler.close_connection = True  # the rest of a chunked body is never read
+        raise too_big
     return data
 
 
