@@ -43,7 +43,16 @@ class StorageApi:
     # `bytes */*` status query ends the upload with the bytes so far (Cloud Storage answers 308);
     # "repeated-chunk-appended": a chunk sent again after a lost answer is stored twice (Cloud
     # Storage keeps one copy); "metageneration-preconditions" ignored on writes; "deletes-answer-200"
-    # where Cloud Storage answers 204.
+    # where Cloud Storage answers 204; "generation-delete": `DELETE ?generation=OLD` deletes the live
+    # object (Cloud Storage: 404, the live one kept); "long-names": a name segment over 255 bytes
+    # (its file name) or a name with empty segments cannot be stored; "match-glob-ignored" and
+    # "trailing-delimiter-ignored" in listings; "upload-checksums-ignored": an md5Hash or
+    # X-Goog-Hash that does not match the bytes is stored anyway (Cloud Storage: 400);
+    # "etag-conditions-ignored": If-Match/If-None-Match on reads; "patch-keeps-null-metadata": a
+    # metadata key patched to null stays; "compose-component-count" missing; and
+    # "compose-preconditions-ignored", on sources and destination; "compose-missing-source-500";
+    # "patch-new-generation": PATCH makes a new generation (Cloud Storage keeps it, bumps the
+    # metageneration); "copy-preconditions-ignored" on the destination.
     departures: frozenset[str] = frozenset()
 
     def call(self, method: str, path: str, query: Mapping[str, Any] | None = None, body: bytes = b"",
@@ -115,7 +124,10 @@ def fake_gcs_server() -> Iterator[StorageApi]:
     try:
         api = StorageApi("fake-gcs-server", server.url, "unused", None, frozenset({
             "delete-preconditions", "media-preconditions", "status-query-finalizes", "repeated-chunk-appended",
-            "metageneration-preconditions", "deletes-answer-200"}))
+            "metageneration-preconditions", "deletes-answer-200", "generation-delete", "long-names",
+            "match-glob-ignored", "trailing-delimiter-ignored", "upload-checksums-ignored", "etag-conditions-ignored",
+            "patch-keeps-null-metadata", "compose-component-count", "compose-preconditions-ignored",
+            "compose-missing-source-500", "patch-new-generation", "copy-preconditions-ignored"}))
         yield api.new_bucket()
     finally:
         server.stop()
