@@ -162,7 +162,11 @@ def list_page(index: Index, *, prefix: str = "", delimiter: str | None = None, s
         high = min(high, end.encode())
     page = Page()
     while True:
-        batch = index.after(low, high)
+        # Fetch about what the page still needs: a folder (delimiter) is skipped after its first
+        # name, and a glob may drop names, so those read in small or full batches.
+        wanted = size - len(page.names) - len(page.prefixes) + 1
+        limit = _BATCH if pattern is not None else min(wanted, 16 if delimiter else _BATCH)
+        batch = index.after(low, high, limit)
         if not batch:
             return page
         jumped = False
@@ -189,6 +193,6 @@ def list_page(index: Index, *, prefix: str = "", delimiter: str | None = None, s
                 return page
             page.names.append(name)
         if not jumped:
+            if len(batch) < limit:
+                return page  # nothing left in the range
             low = batch[-1] + b"\x00"
-        if len(batch) < _BATCH and not jumped:
-            return page

@@ -260,7 +260,7 @@ def test_patch_merges_metadata_and_bumps_the_metageneration(storage_api):
         assert body["generation"] == created["generation"]
         assert body["metageneration"] == "2"
         assert stale.status == 412  # fake-gcs-server's metageneration stays 1
-    assert _meta(storage_api, "p").json()["contentType"] == "text/csv"
+        assert _meta(storage_api, "p").json()["contentType"] == "text/csv"
     assert _media(storage_api, "p").body == b"x"
 
 
@@ -300,6 +300,9 @@ def test_compose_checks_its_preconditions(storage_api):
 
 @pytest.mark.parametrize("verb", ["copyTo", "rewriteTo"])
 def test_copy_and_rewrite_make_a_new_object_with_the_sources_bytes_and_metadata(storage_api, verb):
+    if verb == "rewriteTo" and "rewrite-hangs" in storage_api.departures:
+        pytest.skip("fake-gcs-server stopped answering on objects.rewrite after the rest of the contract suite "
+                    "(no reply in 30 s, then none to any request): not sent, so the other tests keep their server")
     source = _multipart(storage_api, {"name": "src", "metadata": {"k": "v"}, "contentType": "text/csv"}, b"a,b\n")
     assert source.status == 200
     path = f"{_objects(storage_api)}/src/{verb}/b/{storage_api.bucket}/o/{_q('copies/dst')}"

@@ -236,3 +236,184 @@ def test_the_local_client_never_goes_through_a_proxy_named_in_the_environment(bu
     blobs = bucket.blobs()
     blobs.write("proxied", b"no")
     assert blobs.read("proxied").data == b"no"
+
+
+def _raw_get(bucket: LocalBucket, path: str, headers: dict[str, str] | None = None) -> tuple[int, int]:
+    """(status, bytes received) of a GET whose body is read in small pieces and dropped."""
+    import http.client
+
+    connection = http.client.HTTPConnection(bucket.url.removeprefix("http://"), timeout=60)
+    try:
+        connection.request("GET", path, headers={"Authorization": f"Bearer {bucket.full_token()}", **(headers or {})})
+        response = connection.getresponse()
+        received = 0
+        while piece := response.read(64 * 1024):
+            received += len(piece)
+        return response.status, received
+    finally:
+        connection.close()
+
+
+def test_downloads_stream_from_disk_in_constant_memory(bucket):
+    """A 48 MiB object (and a ranged read of most of it) is sent without holding it in memory.
+    Before, the server read the whole object (or range) into one bytes object first."""
+    import tracemalloc
+
+    size = 48 << 20
+    control = _api(bucket, bucket.full_token())
+    assert _put(control, "big.bin", b"\x01" * size).status == 200
+    path = f"/storage/v1/b/{BUCKET}/o/big.bin?alt=media"
+
+    tracemalloc.start()
+    try:
+        whole = _raw_get(bucket, path)
+        ranged = _raw_get(bucket, path, {"Range": f"bytes=1-{size - 2}"})
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+
+    assert whole == (200, size)
+    assert ranged == (206, size - 2)
+    assert peak < 8 << 20, f"peak {peak / 2**20:.1f} MiB traced while sending {size >> 20} MiB"
+
+
+def test_a_multipart_body_over_the_limit_is_refused_before_it_is_read(bucket):
+    """The 413 comes back while the client has sent only its headers. Before, the server waited
+    for all 64 MiB first, and this client (which sends nothing more) got no answer at all."""
+    import socket
+    from urllib.parse import urlsplit
+
+    address = urlsplit(bucket.url)
+    client = socket.create_connection((address.hostname, address.port), timeout=30)
+    try:
+        client.sendall((f"POST /upload/storage/v1/b/{BUCKET}/o?uploadType=multipart HTTP/1.1\r\nHost: x\r\n"
+                        f"Authorization: Bearer {bucket.full_token()}\r\nContent-Type: multipart/related; boundary=b"
+                        f"\r\nContent-Length: {(64 << 20) + 1}\r\n\r\n--b\r\n").encode())
+        answer = b""
+        while piece := client.recv(4096):
+            answer += piece
+        answer = answer.decode(errors="replace")
+    finally:
+        client.close()
+
+    assert answer.startswith("HTTP/1.1 413"), answer[:200]
+    assert "resumable" in answer
+
+
+def test_an_endpoint_not_served_answers_501_naming_it(bucket):
+    control = _api(bucket, bucket.full_token())
+    _put(control, "a", b"1")
+
+    moved = control.call("POST", f"/storage/v1/b/{BUCKET}/o/a/moveTo/o/b")
+    deleted = control.call("DELETE", f"/storage/v1/b/{BUCKET}")
+
+    assert moved.status == 501
+    assert f"POST /storage/v1/b/{BUCKET}/o/a/moveTo/o/b is not served" in _error(moved)
+    assert deleted.status == 501
+    assert f"DELETE /storage/v1/b/{BUCKET} is not served" in _error(deleted)
+
+
+def test_a_listing_page_reads_about_the_page_from_the_index(bucket):
+    """Before, every page walked and sorted every name under the prefix."""
+    store = bucket._server.store
+    for n in range(300):
+        store.commit(BUCKET, f"runs/flat/{n:04d}", store.spool(_Bytes(b""), 0), {}, _NO_CONDITIONS)
+        store.commit(BUCKET, f"runs/tree/{n:04d}/a", store.spool(_Bytes(b""), 0), {}, _NO_CONDITIONS)
+        store.commit(BUCKET, f"runs/tree/{n:04d}/b", store.spool(_Bytes(b""), 0), {}, _NO_CONDITIONS)
+    control = _api(bucket, bucket.full_token())
+    index = store.index(BUCKET)
+
+    index.rows_read = 0
+    page = control.call("GET", f"/storage/v1/b/{BUCKET}/o", {"prefix": "runs/flat/", "startOffset": "runs/flat/0150",
+                                                              "maxResults": "10"}).json()
+    flat_rows = index.rows_read
+    index.rows_read = 0
+    folders = control.call("GET", f"/storage/v1/b/{BUCKET}/o", {"prefix": "runs/tree/", "delimiter": "/",
+                                                                 "maxResults": "10"}).json()
+    tree_rows = index.rows_read
+
+    assert [item["name"] for item in page["items"]] == [f"runs/flat/{n:04d}" for n in range(150, 160)]
+    assert folders["prefixes"] == [f"runs/tree/{n:04d}/" for n in range(10)]
+    assert flat_rows <= 11
+    assert tree_rows <= 11 * 16  # one small query per folder, never the 600 names under the prefix
+
+
+def test_a_bucket_stored_by_an_earlier_version_is_moved_and_keeps_its_objects(tmp_path):
+    """Objects written in the per-segment layout (`runs.d/a.d/run.json.m`) are read, listed and
+    replaced after the upgrade, and long names written after it survive a restart."""
+    objects = tmp_path / "data" / "buckets" / BUCKET / "objects"
+    for name, folders, leaf in (("runs/a/run.json", ["runs.d", "a.d"], "run.json"), ("Upper", [], "%55pper")):
+        folder = objects.joinpath(*folders)
+        folder.mkdir(parents=True, exist_ok=True)
+        meta = {"name": name, "bucket": BUCKET, "generation": "1700000000000000", "metageneration": "1",
+                "contentType": "text/plain", "size": "3", "md5Hash": "", "timeCreated": "2026-11-01T00:00:00.000Z",
+                "updated": "2026-11-01T00:00:00.000Z"}
+        (folder / f"{leaf}.m").write_text(json.dumps(meta))
+        (folder / f"{leaf}.1700000000000000.o").write_bytes(b"old")
+    long_name = "runs/" + "É" * 400
+
+    with LocalBucket(tmp_path / "data", BUCKET) as upgraded:
+        assert upgraded.names() == ["Upper", "runs/a/run.json"]
+        assert upgraded.read("runs/a/run.json") == b"old"
+        assert upgraded.read("Upper") == b"old"
+        upgraded.write("runs/a/run.json", b"new")
+        upgraded.write(long_name, b"long")
+    with LocalBucket(tmp_path / "data", BUCKET) as restarted:
+        assert restarted.names() == ["Upper", "runs/a/run.json", long_name]
+        assert restarted.read("runs/a/run.json") == b"new"
+        assert restarted.read(long_name) == b"long"
+    assert not (objects / "runs.d").exists()
+
+
+def test_the_google_client_helpers_work_on_the_local_server(bucket):
+    """What a job's own code calls: compose, copy_blob, rewrite, patch, list_blobs(match_glob),
+    delete at a generation."""
+    client = bucket.client()
+    store = client.bucket(BUCKET)
+    one, two = store.blob("parts/1.txt"), store.blob("parts/2.txt")
+    one.upload_from_string(b"ab")
+    two.upload_from_string(b"cd")
+
+    whole = store.blob("whole.txt")
+    whole.compose([one, two])
+    copied = store.copy_blob(whole, store, "copy.txt")
+    rewritten = store.blob("rewritten.txt")
+    token, done, total = rewritten.rewrite(whole)
+    copied.metadata = {"owner": "bot"}
+    copied.patch()
+    listed = [blob.name for blob in client.list_blobs(BUCKET, match_glob="parts/*.txt")]
+    old = store.get_blob("parts/1.txt")
+    one.upload_from_string(b"new")
+
+    assert whole.download_as_bytes() == b"abcd"
+    assert whole.component_count == 2
+    assert copied.download_as_bytes() == b"abcd"
+    assert (token, done, total) == (None, 4, 4)
+    assert rewritten.download_as_bytes() == b"abcd"
+    assert store.get_blob("copy.txt").metadata == {"owner": "bot"}
+    assert listed == ["parts/1.txt", "parts/2.txt"]
+    from google.api_core.exceptions import NotFound
+
+    with pytest.raises(NotFound):
+        old.delete()  # the client sends generation=OLD: the newer object stays
+    assert store.blob("parts/1.txt").download_as_bytes() == b"new"
+    assert client.get_bucket(BUCKET).name == BUCKET
+    assert BUCKET in [b.name for b in client.list_buckets()]
+
+
+class _Bytes:
+    def __init__(self, data: bytes):
+        self._data = data
+
+    def read(self, size: int = -1) -> bytes:
+        data, self._data = self._data, b""
+        return data
+
+
+def _no_conditions():
+    from spotcron.local.objects import Conditions
+
+    return Conditions()
+
+
+_NO_CONDITIONS = _no_conditions()
