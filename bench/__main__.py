@@ -50,6 +50,12 @@ def _uploads(quick: bool) -> Section:
     return upload_bench.run(quick)
 
 
+def _storage(quick: bool) -> Section:
+    from bench import storage_bench
+
+    return storage_bench.run(quick)
+
+
 def _scale(part: str) -> Callable[[bool], Section]:
     def run(quick: bool) -> Section:
         from bench import scale_bench
@@ -66,6 +72,7 @@ BENCHES: dict[str, tuple[str, Callable[[bool], Section]]] = {
     "overhead": ("Billed overhead", _overhead),
     "report": ("Report statistics", _report),
     "uploads": ("Uploads", _uploads),
+    "storage": ("Local storage server", _storage),
     "scale-sweep": ("Scale (a): sweep", _scale("scale-sweep")),
     "scale-deploy": ("Scale (b): deploy", _scale("scale-deploy")),
     "scale-local": ("Scale (c): local burst", _scale("scale-local")),
