@@ -187,6 +187,7 @@ class ObjectStore:
         """(folder holding the object's files, their common stem)."""
         check_name(name)
         key = _key(name)
+        self.index(bucket)  # an earlier version's bucket is moved before its first read
         return self._require(bucket) / key[:2], key
 
     @contextlib.contextmanager
