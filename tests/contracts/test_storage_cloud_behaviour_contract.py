@@ -341,3 +341,27 @@ def test_bucket_get_and_list(storage_api):
     assert listed.status == 200, listed.body
     assert storage_api.bucket in [item["name"] for item in listed.json().get("items", [])]
     assert storage_api.call("GET", "/storage/v1/b/no-such-bucket-here-xyz").status == 404
+
+
+def test_a_resumable_upload_keeps_the_metadata_it_opened_with_and_checks_its_checksum(storage_api):
+    data = b"resumed"
+    right = base64.b64encode(hashlib.md5(data).digest()).decode()  # noqa: S324 - Cloud Storage's md5Hash
+    wrong = base64.b64encode(hashlib.md5(b"other").digest()).decode()  # noqa: S324
+
+    def upload(name: str, md5: str):
+        opened = _json("POST", storage_api, f"/upload/storage/v1/b/{storage_api.bucket}/o",
+                       {"name": name, "contentType": "text/plain", "metadata": {"step": "7"}, "md5Hash": md5},
+                       uploadType="resumable")
+        assert opened.status == 200, opened.body
+        return storage_api.call("PUT", "", body=data, headers={"Content-Range": f"bytes 0-{len(data) - 1}/{len(data)}"},
+                                url=opened.headers["location"])
+
+    done = upload("kept", right)
+    refused = upload("refused", wrong)
+
+    assert done.status == 200, done.body
+    assert _meta(storage_api, "kept").json()["metadata"] == {"step": "7"}
+    if "upload-checksums-ignored" in storage_api.departures:
+        return
+    assert refused.status == 400
+    assert _media(storage_api, "refused").status == 404
