@@ -12,6 +12,8 @@
     deployed/JOB.json                          the job's spec as deploy validated it (canonical JSON); written only
                                                when it changes, so the object's time is when it was deployed
     dispatch/cursor.json                       the minute through which the dispatcher published every tick (shared)
+    advice/spot.json                           Spot prices, preemption rates and capacity per zone (placement),
+                                               refreshed by the sweep, read by start_job
     limits/DAY/admitted/VM~AT~GPUS~HOURS       an admitted VM (stack limits): when, its GPUs, the hours it reserves
     limits/DAY/used/VM~HOURS                   what that VM really ran, written when its run ends
     index.html                                 the results page
@@ -93,6 +95,9 @@ LIVE = "live/"
 PRUNED = "pruned/"
 
 DEPLOYED = "deployed/"
+
+# One object, rewritten whole by each refresh: a start reads it once and never waits on the API.
+ADVICE = "advice/spot.json"
 
 
 def deployed_spec(job: str) -> str:

@@ -138,6 +138,35 @@ class Attempt(_Record):
         return max(0.0, (self.finished_at - self.started_at).total_seconds())
 
 
+class ZoneChoice(_Record):
+    """One zone placement weighed: what it was expected to cost and what that came from."""
+
+    zone: str
+    spot_hourly: float  # the Spot price of the machine (and GPUs) there, USD per hour
+    price_source: str  # "advice" (capacityHistory's priceHistory) or the price table's name
+    preemption_rate: float | None = None  # daily rate from capacityHistory; None: not known
+    capacity: str | None = None  # what capacity advice said ("available", "none"); None: not asked
+    transfer_usd: float = 0.0  # image pull and results upload across regions, per run
+    expected_usd: float = 0.0
+
+
+class Placement(_Record):
+    """The receipt of where a run went and why, written with its first attempt.
+
+    `zones` is the order the run tries, stockouts and preemptions included; `choices` holds each
+    zone's figures. `fallback` says why the fixed order was used instead (advice missing or stale).
+    """
+
+    zones: tuple[str, ...]
+    why: str
+    advice_at: datetime | None = None
+    fallback: str | None = None
+    choices: tuple[ZoneChoice, ...] = ()
+
+    def choice(self, zone: str | None) -> ZoneChoice | None:
+        return next((c for c in self.choices if c.zone == zone), None)
+
+
 class RunRecord(_Record):
     """gs://BUCKET/runs/JOB/RUN/run.json. Terminal states are written once."""
 
@@ -156,6 +185,7 @@ class RunRecord(_Record):
     attempts: tuple[Attempt, ...] = ()
     exit_code: int | None = None
     results_prefix: str | None = None  # the attempt folder holding the manifest of a success
+    placement: Placement | None = None  # where the run was placed and why (stack setting `placement`)
     cost_usd: float | None = None
     cost_items: dict[str, float] = Field(default_factory=dict)
     # The ended attempt's results/metrics.json as checked when the run ended, or why it was not usable.

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from spotcron.core.durations import parse_duration
 from spotcron.core.errors import ConfigError, Problem
@@ -34,6 +34,54 @@ class Limits(BaseModel):
         48.0, gt=0, le=1_000_000,
         description="VM-hours per UTC day: each attempt reserves timeout + grace when it starts and is "
                     "charged what it really used when its run ends")
+
+
+# Zones of the US regions (Google's regions-and-zones list): placement tries these in a region
+# other than the stack's unless `placement.zones` names them.
+KNOWN_ZONES: dict[str, tuple[str, ...]] = {
+    "us-central1": ("us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f"),
+    "us-east1": ("us-east1-b", "us-east1-c", "us-east1-d"),
+    "us-east4": ("us-east4-a", "us-east4-b", "us-east4-c"),
+    "us-east5": ("us-east5-a", "us-east5-b", "us-east5-c"),
+    "us-south1": ("us-south1-a", "us-south1-b", "us-south1-c"),
+    "us-west1": ("us-west1-a", "us-west1-b", "us-west1-c"),
+    "us-west2": ("us-west2-a", "us-west2-b", "us-west2-c"),
+    "us-west3": ("us-west3-a", "us-west3-b", "us-west3-c"),
+    "us-west4": ("us-west4-a", "us-west4-b", "us-west4-c"),
+}
+
+
+class PlacementSettings(BaseModel):
+    """Where runs may go beyond the stack's region, and what placement assumes about each run.
+
+    With no `regions` (the default) every run goes to the stack's zones in their fixed order, as
+    before: placement is off.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    regions: tuple[str, ...] = Field((), description="regions a job may run in; empty: the stack's region only")
+    zones: dict[str, tuple[str, ...]] = Field(
+        default_factory=dict, description="zones per region, for a region not in the built-in list")
+    max_advice_age: int = Field(3600, description="advice older than this is stale: runs use the fixed order")
+    image_gb: float = Field(0.5, ge=0, description="compressed size of a job image, pulled by every VM")
+    results_gb: float = Field(0.001, ge=0, description="what one run uploads to the bucket")
+
+    @field_validator("max_advice_age", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> int:
+        return parse_duration(value)
+
+    @field_validator("regions")
+    @classmethod
+    def _regions(cls, regions: tuple[str, ...]) -> tuple[str, ...]:
+        for region in regions:
+            if not REGION.match(region):
+                raise ValueError(f"{region!r} is not a region name like us-west4")
+        return regions
+
+    def zones_of(self, region: str) -> tuple[str, ...]:
+        return self.zones.get(region) or KNOWN_ZONES.get(region, ())
 
 
 class Settings(BaseModel):
@@ -62,6 +110,7 @@ class Settings(BaseModel):
     grace: int = Field(300, description="seconds a VM may outlive its job's timeout (boot, pull, upload)")
     results_retention_days: int = Field(90, ge=1)
     limits: Limits = Limits()
+    placement: PlacementSettings = PlacementSettings()
 
     @field_validator("sweep_interval", "grace", mode="before")
     @classmethod
@@ -84,6 +133,22 @@ class Settings(BaseModel):
         if not REGION.match(region):
             raise ValueError(f"{region!r} is not a region name like us-central1")
         return region
+
+    @model_validator(mode="after")
+    def _placement_zones_known(self) -> Settings:
+        unknown = [r for r in self.placement.regions if r != self.region and not self.placement.zones_of(r)]
+        if unknown:
+            raise ValueError(f"placement.regions: no zones known for {', '.join(unknown)}; name them under "
+                             f"placement.zones, e.g. {{{unknown[0]}: [{unknown[0]}-a, {unknown[0]}-b]}}")
+        return self
+
+    def placement_regions(self, job_regions: tuple[str, ...] | None = None) -> tuple[str, ...]:
+        """The regions a job may run in, the stack's first; just the stack's when placement is off."""
+        chosen = job_regions if job_regions is not None else self.placement.regions
+        return (self.region, *(r for r in dict.fromkeys(chosen) if r != self.region))
+
+    def zones_in(self, region: str) -> tuple[str, ...]:
+        return self.zones if region == self.region else self.placement.zones_of(region)
 
     def account_email(self, account: str) -> str:
         return account if "@" in account else f"{account}@{self.project}.iam.gserviceaccount.com"
@@ -109,7 +174,7 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
             continue
         if field == "zones":
             overrides[field] = tuple(z.strip() for z in value.split(",") if z.strip())
-        elif field == "limits":
+        elif field in ("limits", "placement"):
             overrides[field] = _json_object(ENV_PREFIX + field.upper(), value)
         else:
             overrides[field] = value

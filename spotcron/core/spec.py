@@ -123,6 +123,15 @@ EnvName = Annotated[str, AfterValidator(_env_name)]
 EnvMap = Annotated[dict[EnvName, str],
                    BeforeValidator(_env_values, json_schema_input_type=dict[str, str | int | float | bool])]
 Zone = Annotated[str, AfterValidator(_zone)]
+
+
+def _region(region: str) -> str:
+    if not REGION.match(region):
+        raise ValueError(f"{region!r} is not a region name; write e.g. us-west4")
+    return region
+
+
+Region = Annotated[str, AfterValidator(_region)]
 Duration = Annotated[int, BeforeValidator(parse_duration, json_schema_input_type=int | str), PlainSerializer(int)]
 
 
@@ -241,6 +250,9 @@ class JobSpec(_Model):
                                                "deletes itself at timeout + the stack's grace")
     retries: Retries = Field(Retries(), description="how often to try again")
     on_demand_fallback: bool = Field(False, description="when every zone is out of Spot capacity, run on-demand")
+    regions: tuple[Region, ...] | None = Field(
+        None, description="regions this job may run in, cheapest expected cost first (placement); left out: "
+                          "the stack's placement.regions; [] or a job with machine.zones: the stack's zones only")
     concurrency: Concurrency = Field("forbid", description="if the previous run is still going: forbid (skip "
                                                           "this one), allow (run both), replace (stop the old)")
     starting_deadline: Duration = Field(600, description="a trigger later than this after its scheduled time "
@@ -495,6 +507,7 @@ def job_file_schema() -> dict[str, Any]:
     override["zones"]["anyOf"][0]["items"]["pattern"] = ZONE.pattern
     defs["Gpu"]["properties"]["type"]["enum"] = gpu_types
     props["service_account"]["anyOf"][0]["pattern"] = SERVICE_ACCOUNT.pattern
+    props["regions"]["anyOf"][0]["items"]["pattern"] = REGION.pattern
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "spotcron job",

@@ -153,8 +153,13 @@ def run_cost(record: RunRecord, table: PriceTable, region: str, *, usage: Usage 
         if seconds is None:
             continue
         vms += 1
+        where = _attempt_region(attempt, table, region)
         one = vm_items(attempt.machine_type, attempt.provisioning_model == "SPOT", attempt.gpu,
-                       attempt.disk_gb, seconds, table, region, usage.disk_type, external_ip=attempt.external_ip)
+                       attempt.disk_gb, seconds, table, where, usage.disk_type, external_ip=attempt.external_ip)
+        receipt = record.placement.choice(attempt.zone) if record.placement is not None else None
+        if receipt is not None and receipt.price_source == "advice" and attempt.provisioning_model == "SPOT":
+            # The Spot price the run was placed at is the price it is billed at (its receipt).
+            one["compute"] = receipt.spot_hourly * billed_vm_seconds(seconds) / 3600
         for key, value in one.items():
             items[key] = items.get(key, 0.0) + value
     price = table.functions
@@ -163,6 +168,12 @@ def run_cost(record: RunRecord, table: PriceTable, region: str, *, usage: Usage 
              + FunctionUse.of(price, sweep_invocations, usage.sweep_seconds))
     items["functions"] = calls.usd(price)
     return RunCost(total_usd=sum(items.values()), items=items)
+
+
+def _attempt_region(attempt: Attempt, table: PriceTable, default: str) -> str:
+    """The region the attempt's VM ran in, when the table prices it; else `default` (the stack's)."""
+    region = attempt.zone.rsplit("-", 1)[0] if attempt.zone else default
+    return region if region in table.regions else default
 
 
 # --- runs per month ----------------------------------------------------------------------------

@@ -46,7 +46,7 @@ def build_request(record: RunRecord, spec: JobSpec, attempt: Attempt, deps: Deps
     # G2/A2/A3 machine types come with their GPUs; only N1 takes guestAccelerators.
     gpu = None if _bundled_gpu(attempt.machine_type) else spec.machine.gpu
     return InstanceRequest(
-        name=attempt.vm_name, zone=attempt.zone or t.zones_for(spec, deps.settings.zones)[0], machine_type=attempt.machine_type,
+        name=attempt.vm_name, zone=attempt.zone or t.zone_order(record, spec, deps.settings.zones)[0], machine_type=attempt.machine_type,
         spot=attempt.provisioning_model == "SPOT", max_run_duration_s=spec.timeout + settings.grace,
         disk_gb=attempt.disk_gb, disk_type=boot_disk_type(attempt.machine_type),
         labels={**vm_labels(record.job, record.run_id, attempt.number),
@@ -138,7 +138,7 @@ def _create_or_adopt(deps: Deps, request: InstanceRequest) -> Instance:
 
 def _after_create_failure(deps: Deps, record: RunRecord, spec: JobSpec, attempt: Attempt,
                           failure: CreateFailed) -> RunRecord:
-    zones = t.zones_for(spec, deps.settings.zones)
+    zones = t.zone_order(record, spec, deps.settings.zones)
     next_try: Attempt | None = None
     if failure.try_another_zone:
         position = zones.index(attempt.zone) if attempt.zone in zones else len(zones) - 1

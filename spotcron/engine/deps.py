@@ -9,7 +9,8 @@ from typing import Any
 
 from spotcron.core.runs import RunRecord
 from spotcron.core.settings import Settings
-from spotcron.engine.ports import Blobs, Clock, Compute, Events, Identity, Minter
+from spotcron.cost.prices import PriceTable
+from spotcron.engine.ports import Advisor, Blobs, Clock, Compute, Events, Identity, Minter
 from spotcron.engine.store import RunStore
 
 log = logging.getLogger("spotcron.engine")
@@ -30,6 +31,8 @@ class Deps:
     run_cost: CostFn | None = None
     on_run_end: list[RunEndHook] = field(default_factory=list)
     minter: Minter | None = None  # the credentials broker's: storage tokens for one attempt's prefix
+    advisor: Advisor | None = None  # Spot advice, asked by the sweep only (engine/advice.py)
+    prices: PriceTable | None = None  # the table placement prices zones from; None: the packaged default
 
     @property
     def store(self) -> RunStore:

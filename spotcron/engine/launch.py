@@ -24,6 +24,7 @@ from spotcron.core.errors import SpotcronError
 from spotcron.core.runs import RunRecord, RunState, StateChange, manual_run_id, scheduled_run_id
 from spotcron.core.spec import JobSpec
 from spotcron.engine import transitions as t
+from spotcron.engine.advice import placed
 from spotcron.engine.attempts import create_attempt
 from spotcron.engine.deps import Deps
 from spotcron.engine.steps import priced, run_ended, step
@@ -175,8 +176,11 @@ def advance(deps: Deps, job: str, run_id: str) -> RunRecord:
         record = _apply_concurrency(deps, record)
     begun = False
     if record.state == RunState.SCHEDULED:
-        first = t.new_attempt(record, t.spec_of(record), deps.settings.zones)
-        stepped = step(deps, job, run_id, t.Begin(first))
+        spec = t.spec_of(record)
+        placement = placed(deps, spec)
+        staged = record.model_copy(update={"placement": placement}) if placement else record
+        first = t.new_attempt(staged, spec, deps.settings.zones)
+        stepped = step(deps, job, run_id, t.Begin(first, placement))
         record, begun = stepped.record or record, stepped.changed
     if record.state == RunState.STARTING:
         record = create_attempt(deps, record, claimed=begun)

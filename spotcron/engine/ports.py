@@ -162,6 +162,27 @@ class Minter(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class ZoneHistory:
+    """What capacityHistory says of one zone for one machine type."""
+
+    spot_hourly: float | None  # the latest list price, USD per hour
+    preemption_rate: float | None  # the mean of the daily rates returned
+
+
+@runtime_checkable
+class Advisor(Protocol):
+    """Compute Engine's Spot advice for one region (regions.advice.capacityHistory and .capacity)."""
+
+    def capacity_history(self, region: str, machine_type: str) -> dict[str, ZoneHistory]:
+        """zone → price and preemption rate; {} for a type the history does not cover."""
+        ...
+
+    def capacity(self, region: str, machine_type: str, zones: Sequence[str]) -> dict[str, float]:
+        """zone → obtainability score (0..1) of one Spot VM of `machine_type` now."""
+        ...
+
+
 @runtime_checkable
 class Clock(Protocol):
     def now(self) -> datetime:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from spotcron.core import layout
-from spotcron.core.runs import Attempt, Outcome, RunRecord, RunState, vm_name
+from spotcron.core.runs import Attempt, Outcome, Placement, RunRecord, RunState, vm_name
 from spotcron.core.spec import JobSpec
 
 
@@ -42,6 +42,7 @@ class Begin:
     """A delivery takes a `scheduled` run: its first attempt is chosen and written before any create."""
 
     attempt: Attempt
+    placement: Placement | None = None  # the zone order and its receipt, when placement applies
 
 
 @dataclass(frozen=True)
@@ -166,10 +167,17 @@ def zones_for(spec: JobSpec, default: tuple[str, ...]) -> tuple[str, ...]:
     return spec.machine.zones or default
 
 
+def zone_order(record: RunRecord, spec: JobSpec, default: tuple[str, ...]) -> tuple[str, ...]:
+    """The zones the run tries, in order: its placement's when it has one, else the fixed order."""
+    if record.placement is not None and record.placement.zones:
+        return record.placement.zones
+    return zones_for(spec, default)
+
+
 def new_attempt(record: RunRecord, spec: JobSpec, zones: tuple[str, ...], *, after_zone: str | None = None) -> Attempt:
     """The next attempt, starting one zone after the zone that just lost it (a preemption)."""
     number = len(record.attempts) + 1
-    zones = zones_for(spec, zones)
+    zones = zone_order(record, spec, zones)
     zone = zones[0]
     if after_zone in zones:
         zone = zones[(zones.index(after_zone) + 1) % len(zones)]
@@ -240,6 +248,8 @@ def retry_or_finalize(record: RunRecord, ended: Attempt, state: RunState, reason
 def begin(record: RunRecord, event: Begin, now: datetime) -> Result:
     if record.state != RunState.SCHEDULED:
         return Refused(f"already {record.state}")
+    if event.placement is not None:
+        record = record.model_copy(update={"placement": event.placement})
     return record.with_attempt(event.attempt, now).with_state(RunState.STARTING, now)
 
 

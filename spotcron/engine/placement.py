@@ -1,0 +1,141 @@
+"""Placement: which zone a run starts in, by expected cost, across the regions it may use.
+
+For each zone of each allowed region:
+
+    expected = Spot price x expected run time
+             + preemption rate x (work redone) x Spot price
+             + data transfer (image pull and results upload across regions, cost/transfer.py)
+
+among the zones where capacity advice does not say "no Spot capacity now". The run tries the
+zones cheapest first; a stockout moves to the next in that order, as the fixed order did.
+
+What it can know: prices, daily preemption rates and capacity as of the last refresh of the
+advice object (core/advice.py). What it cannot: how long this run will take (it takes the job's
+timeout, an upper bound), whether capacity is still there at the insert, or the future. Missing or
+stale advice, or a job that pins its zones, gets the fixed order and the record says why.
+
+Pure: the advice, settings, prices and `now` come in as arguments.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from spotcron.core.advice import Advice
+from spotcron.core.runs import Placement, ZoneChoice
+from spotcron.core.settings import Settings
+from spotcron.core.spec import JobSpec
+from spotcron.cost.prices import PriceTable, PricingError, parse_gpu
+from spotcron.cost.transfer import run_transfer_usd
+
+# Of the work a preempted attempt had done, the share done again: half on average without a
+# checkpoint (preempted uniformly in time); a checkpoint keeps most of it (an assumption: the job
+# syncs often; docs/cost.md).
+REDO_WITHOUT_CHECKPOINT = 0.5
+REDO_WITH_CHECKPOINT = 0.1
+
+
+def region_of(zone: str) -> str:
+    return zone.rsplit("-", 1)[0]
+
+
+def regions_for(spec: JobSpec, settings: Settings) -> tuple[str, ...]:
+    """The regions `spec` may run in; just the stack's when placement does not apply to it."""
+    if spec.machine.zones:  # zones named by the job are a pin: it keeps its order
+        return (settings.region,)
+    if spec.regions is not None:
+        return tuple(dict.fromkeys(spec.regions)) or (settings.region,)
+    return settings.placement_regions()
+
+
+def placement_applies(spec: JobSpec, settings: Settings) -> bool:
+    return regions_for(spec, settings) != (settings.region,)
+
+
+def place(spec: JobSpec, settings: Settings, *, advice: Advice | None, table: PriceTable,
+          now: datetime, advice_problem: str | None = None) -> Placement | None:
+    """The zone order for one start of `spec` and its receipt; None when placement is off for it."""
+    if not placement_applies(spec, settings):
+        return None
+    fixed = spec.machine.zones or settings.zones
+    age_limit = settings.placement.max_advice_age
+    if advice is None:
+        why = advice_problem or "no Spot advice yet (the sweep writes it on its next pass)"
+        return Placement(zones=fixed, why=f"fixed order: {why}", fallback=why)
+    age = advice.age(now).total_seconds()
+    if age > age_limit:
+        why = f"Spot advice is {age / 60:.0f} min old, older than placement.max_advice_age ({age_limit}s)"
+        return Placement(zones=fixed, why=f"fixed order: {why}", advice_at=advice.fetched_at, fallback=why)
+
+    choices: list[ZoneChoice] = []
+    skipped: list[str] = []
+    notes: list[str] = []
+    for region in regions_for(spec, settings):
+        zones = settings.zones_in(region)
+        if not zones:
+            notes.append(f"{region}: no zones known (name them under placement.zones)")
+            continue
+        for zone in zones:
+            choice = _weigh(spec, settings, advice, table, zone, notes)
+            if choice is None:
+                continue
+            if choice.capacity == "none":
+                skipped.append(zone)
+                continue
+            choices.append(choice)
+    if not choices:
+        why = "capacity advice says no zone allowed has Spot capacity now" if skipped else \
+            "; ".join(notes) or "no zone could be priced"
+        return Placement(zones=fixed, why=f"fixed order: {why}", advice_at=advice.fetched_at, fallback=why)
+    rank = {zone: i for i, zone in enumerate(z for r in regions_for(spec, settings) for z in settings.zones_in(r))}
+    choices.sort(key=lambda c: (round(c.expected_usd, 12), rank.get(c.zone, len(rank))))
+    best = choices[0]
+    why = _explain(best, choices[1:], skipped, notes)
+    return Placement(zones=tuple(c.zone for c in choices), why=why, advice_at=advice.fetched_at,
+                     choices=tuple(choices))
+
+
+def _weigh(spec: JobSpec, settings: Settings, advice: Advice, table: PriceTable, zone: str,
+           notes: list[str]) -> ZoneChoice | None:
+    region = region_of(zone)
+    machine = spec.machine
+    said = advice.zone(machine.type, zone)
+    hours = spec.timeout / 3600
+    try:
+        gpu_hourly = 0.0
+        if machine.gpu and table.bundled_gpus(machine.type) is None:
+            gpu_type, count = parse_gpu(f"{machine.gpu.type} x{machine.gpu.count}")
+            gpu_hourly = table.gpu_hourly(gpu_type, True, region) * count
+        if said is not None and said.spot_hourly is not None and not gpu_hourly:
+            hourly, source = said.spot_hourly, "advice"
+        else:
+            # N1 with GPUs, custom types and types the history does not cover: the dated table,
+            # and no preemption term (nothing says what the rate is).
+            hourly, source = table.machine_hourly(machine.type, True, region) + gpu_hourly, table.name
+    except PricingError as exc:
+        notes.append(f"{zone}: {exc}")
+        return None
+    rate = said.preemption_rate if said is not None and source == "advice" else None
+    redo = REDO_WITH_CHECKPOINT if spec.checkpoint else REDO_WITHOUT_CHECKPOINT
+    run_usd = hourly * hours
+    preemption_usd = (rate or 0.0) * redo * run_usd
+    transfer = sum(run_transfer_usd(settings.region, region, image_gb=settings.placement.image_gb,
+                                    results_gb=settings.placement.results_gb).values())
+    return ZoneChoice(zone=zone, spot_hourly=hourly, price_source=source, preemption_rate=rate,
+                      capacity=said.capacity if said is not None else None, transfer_usd=transfer,
+                      expected_usd=run_usd + preemption_usd + transfer)
+
+
+def _explain(best: ZoneChoice, others: list[ZoneChoice], skipped: list[str], notes: list[str]) -> str:
+    parts = [f"{best.zone}: expected ${best.expected_usd:.6f} per run at Spot ${best.spot_hourly:.5f}/h "
+             f"({'Compute Engine advice' if best.price_source == 'advice' else 'price table ' + best.price_source}"
+             + (f", preemption rate {best.preemption_rate:.2f}/day" if best.preemption_rate is not None
+                else ", no preemption rate known") + ")"]
+    if best.transfer_usd:
+        parts.append(f"transfer ${best.transfer_usd:.6f} included")
+    if others:
+        parts.append(f"next {others[0].zone} ${others[0].expected_usd:.6f}")
+    if skipped:
+        parts.append(f"no Spot capacity per advice in {', '.join(skipped)}")
+    parts.extend(notes)
+    return "; ".join(parts)

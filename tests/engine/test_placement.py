@@ -1,0 +1,166 @@
+"""Placement (issue 29): the zone of each start by expected cost, and its receipt on the record."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from spotcron.core import layout
+from spotcron.core.advice import Advice, ZoneAdvice
+from spotcron.core.errors import CreateFailed
+from spotcron.core.settings import Settings
+from spotcron.cost.billing import run_cost
+from spotcron.cost.prices import load_prices
+from spotcron.engine.placement import place
+from spotcron.testing.harness import Harness, make_spec
+
+NOW = datetime(2026, 11, 22, 12, 0, 5, tzinfo=UTC)
+RUN = "20261122-1200"
+TABLE = load_prices()
+PLACED = {"regions": ["us-west4", "us-east1"], "image_gb": 0.0, "results_gb": 0.0}
+
+
+def settings(**placement) -> Settings:
+    return Settings(project="p", zones=("us-central1-a", "us-central1-b"), placement={**PLACED, **placement})
+
+
+def advice(zones: dict[str, tuple[float | None, float | None, float | None]], *, at: datetime = NOW,
+           machine: str = "e2-small") -> Advice:
+    """zone → (Spot $/h, daily preemption rate, obtainability)."""
+    return Advice(fetched_at=at, machines={machine: {
+        zone: ZoneAdvice(spot_hourly=price, preemption_rate=rate, obtainability=obtainable)
+        for zone, (price, rate, obtainable) in zones.items()}})
+
+
+PRICES = {
+    "us-central1-a": (0.0070, 0.05, 0.9), "us-central1-b": (0.0070, 0.05, 0.9),
+    "us-west4-a": (0.0020, 0.20, 0.9), "us-west4-b": (0.0021, 0.02, 0.9), "us-west4-c": (0.0030, 0.0, 0.9),
+    "us-east1-b": (0.0050, 0.0, 0.9), "us-east1-c": (0.0050, 0.0, 0.9), "us-east1-d": (0.0050, 0.0, 0.9),
+}
+
+
+# --- the choice ----------------------------------------------------------------------------------
+
+def test_the_zone_with_the_lowest_expected_cost_goes_first():
+    chosen = place(make_spec(), settings(), advice=advice(PRICES), table=TABLE, now=NOW)
+    # us-west4-a is the cheapest list price, but its preemption rate (0.20 x half the run redone)
+    # costs more than us-west4-b's 0.0001 $/h difference: expected cost, not price, decides.
+    assert chosen.zones[:3] == ("us-west4-b", "us-west4-a", "us-west4-c")
+    assert chosen.zones[-2:] == ("us-central1-a", "us-central1-b")
+    best = chosen.choice("us-west4-b")
+    assert best.spot_hourly == 0.0021 and best.price_source == "advice" and best.preemption_rate == 0.02
+    assert best.expected_usd == pytest.approx(0.0021 / 6 * (1 + 0.02 * 0.5))
+    assert chosen.fallback is None and "us-west4-b: expected $" in chosen.why
+
+
+def test_a_checkpoint_shrinks_the_preemption_term():
+    chosen = place(make_spec(checkpoint="/checkpoint"), settings(), advice=advice(PRICES), table=TABLE, now=NOW)
+    # With 10% of the work redone, us-west4-a's lower price wins over its higher rate.
+    assert chosen.zones[0] == "us-west4-a"
+
+
+def test_transfer_costs_can_flip_the_choice():
+    cheap = place(make_spec(), settings(), advice=advice(PRICES), table=TABLE, now=NOW)
+    heavy = place(make_spec(), settings(image_gb=2.0), advice=advice(PRICES), table=TABLE, now=NOW)
+    assert cheap.zones[0] == "us-west4-b"
+    # Pulling a 2 GB image across regions ($0.02/GB) costs more than 10 minutes of Spot saves.
+    assert heavy.zones[0] == "us-central1-a"
+    assert heavy.choice("us-west4-b").transfer_usd == pytest.approx(0.04)
+    assert heavy.choice("us-central1-a").transfer_usd == 0.0
+
+
+def test_capacity_advice_skips_a_zone():
+    prices = {**PRICES, "us-west4-b": (0.0021, 0.02, 0.1)}
+    chosen = place(make_spec(), settings(), advice=advice(prices), table=TABLE, now=NOW)
+    assert "us-west4-b" not in chosen.zones and chosen.zones[0] == "us-west4-a"
+    assert "no Spot capacity per advice in us-west4-b" in chosen.why
+
+
+def test_stale_advice_falls_back_to_the_fixed_order_and_says_so():
+    old = advice(PRICES, at=NOW - timedelta(hours=2))
+    chosen = place(make_spec(), settings(), advice=old, table=TABLE, now=NOW)
+    assert chosen.zones == ("us-central1-a", "us-central1-b")
+    assert chosen.fallback == "Spot advice is 120 min old, older than placement.max_advice_age (3600s)"
+
+
+def test_missing_advice_falls_back_to_the_fixed_order_and_says_so():
+    chosen = place(make_spec(), settings(), advice=None, table=TABLE, now=NOW)
+    assert chosen.zones == ("us-central1-a", "us-central1-b") and "no Spot advice yet" in chosen.fallback
+
+
+def test_a_type_the_history_does_not_cover_is_priced_from_the_table_without_a_preemption_term():
+    chosen = place(make_spec(), settings(), advice=advice(PRICES, machine="n2-standard-2"), table=TABLE, now=NOW)
+    first = chosen.choices[0]
+    assert first.price_source == TABLE.name and first.preemption_rate is None
+    assert "no preemption rate known" in chosen.why
+
+
+def test_placement_is_off_by_default_and_for_a_job_that_pins_its_zones():
+    assert place(make_spec(), Settings(project="p"), advice=advice(PRICES), table=TABLE, now=NOW) is None
+    pinned = make_spec(machine={"type": "e2-small", "zones": ["us-central1-b"]})
+    assert place(pinned, settings(), advice=advice(PRICES), table=TABLE, now=NOW) is None
+    own = make_spec(regions=["us-central1"])
+    assert place(own, settings(), advice=advice(PRICES), table=TABLE, now=NOW) is None
+
+
+def test_a_job_may_narrow_its_regions():
+    chosen = place(make_spec(regions=["us-central1", "us-east1"]), settings(), advice=advice(PRICES),
+                   table=TABLE, now=NOW)
+    assert chosen.zones[0] == "us-east1-b" and not any(z.startswith("us-west4") for z in chosen.zones)
+
+
+# --- through start_job ---------------------------------------------------------------------------
+
+@pytest.fixture
+def placed():
+    harness = Harness(NOW, placement=PLACED)
+    yield harness
+    harness.close()
+
+
+def write_advice(h: Harness, advice_object: Advice) -> None:
+    h.blobs.write(layout.ADVICE, advice_object.to_json())
+
+
+def test_a_start_goes_to_the_cheapest_zone_and_keeps_the_receipt(placed):
+    write_advice(placed, advice(PRICES))
+    placed.start(make_spec())
+    record = placed.record("bot", RUN)
+    assert record.current_attempt.zone == "us-west4-b"
+    assert placed.compute.peek("us-west4-b", "sc-bot-20261122-1200-a1") is not None
+    assert record.placement.zones[0] == "us-west4-b" and record.placement.fallback is None
+    assert record.placement.choice("us-west4-b").spot_hourly == 0.0021
+
+
+def test_stale_advice_starts_in_the_fixed_order_and_the_record_says_why(placed):
+    write_advice(placed, advice(PRICES, at=NOW - timedelta(hours=3)))
+    placed.start(make_spec())
+    record = placed.record("bot", RUN)
+    assert record.current_attempt.zone == "us-central1-a"
+    assert record.placement.fallback.startswith("Spot advice is 180 min old")
+
+
+def test_a_stockout_moves_down_the_placement_order(placed):
+    write_advice(placed, advice(PRICES))
+    placed.compute.fail_create(CreateFailed(CreateFailed.STOCKOUT, "ZONE_RESOURCE_POOL_EXHAUSTED"),
+                               zone="us-west4-b")
+    placed.start(make_spec())
+    assert placed.record("bot", RUN).current_attempt.zone == "us-west4-a"
+
+
+def test_a_preemption_retries_in_the_next_zone_of_the_placement_order(placed):
+    write_advice(placed, advice(PRICES))
+    placed.start(make_spec())
+    placed.callback("bot", RUN, status="preempted", exit_code=None)
+    assert placed.record("bot", RUN).current_attempt.zone == "us-west4-a"
+
+
+def test_the_run_is_billed_at_the_spot_price_of_its_receipt(placed):
+    write_advice(placed, advice(PRICES))
+    placed.start(make_spec())
+    placed.clock.advance(3600)
+    placed.finish_ok("bot", RUN)
+    record = placed.record("bot", RUN)
+    cost = run_cost(record, TABLE, "us-central1")
+    assert cost.items["compute"] == pytest.approx(0.0021 * 3600 / 3600)
