@@ -83,7 +83,7 @@ def refresh_advice(deps: Deps) -> Advice | None:
         for region in sorted(regions):
             zones = deps.settings.zones_in(region)
             try:
-                history = deps.advisor.capacity_history(region, machine_type)
+                history = deps.advisor.capacity_history(region, machine_type, zones)
             except Exception as exc:  # noqa: BLE001 - one region's failure leaves the others usable
                 problems.append(f"capacityHistory {region} {machine_type}: {exc}")
                 history = {}

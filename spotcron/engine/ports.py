@@ -174,8 +174,8 @@ class ZoneHistory:
 class Advisor(Protocol):
     """Compute Engine's Spot advice for one region (regions.advice.capacityHistory and .capacity)."""
 
-    def capacity_history(self, region: str, machine_type: str) -> dict[str, ZoneHistory]:
-        """zone → price and preemption rate; {} for a type the history does not cover."""
+    def capacity_history(self, region: str, machine_type: str, zones: Sequence[str]) -> dict[str, ZoneHistory]:
+        """zone → price and preemption rate for each of `zones`; {} for a type the history does not cover."""
         ...
 
     def capacity(self, region: str, machine_type: str, zones: Sequence[str]) -> dict[str, float]:

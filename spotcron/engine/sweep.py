@@ -27,6 +27,7 @@ from spotcron.core.descriptor import METADATA_KEY, RunDescriptor
 from spotcron.core.errors import Transient
 from spotcron.core.runs import RunRecord, RunState
 from spotcron.engine import transitions as t
+from spotcron.engine.advice import refresh_advice
 from spotcron.engine.attempts import create_attempt
 from spotcron.engine.deps import Deps
 from spotcron.engine.ports import DEAD_STATUSES, Instance
@@ -65,7 +66,15 @@ class SweepReport:
 
 
 def sweep(deps: Deps) -> SweepReport:
-    return _sweep(deps, needs_attention)
+    report = _sweep(deps, needs_attention)
+    # Once per interval, after the VMs are seen to: placement's advice (engine/advice.py). Its
+    # failure is reported and never stops a sweep; starts meanwhile use the fixed order.
+    try:
+        refresh_advice(deps)
+    except Exception as exc:  # noqa: BLE001 - advice is optional; the next sweep tries again
+        report.errors.append(f"refreshing the Spot advice: {exc}")
+        log.warning("sweep: refreshing the Spot advice: %s", exc)
+    return report
 
 
 def _sweep(deps: Deps, attention: Callable[..., bool]) -> SweepReport:

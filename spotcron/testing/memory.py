@@ -19,7 +19,7 @@ from typing import Any
 
 from spotcron.core.errors import AlreadyExists, PreconditionFailed, Transient
 from spotcron.engine.clock import SystemClock
-from spotcron.engine.ports import Blob, Instance, InstanceRequest
+from spotcron.engine.ports import Blob, Instance, InstanceRequest, ZoneHistory
 
 
 class FakeClock:
@@ -285,6 +285,33 @@ class Published:
     topic: str
     data: Mapping[str, Any]
     attributes: Mapping[str, str] = field(default_factory=dict)
+
+
+class MemoryAdvisor:
+    """Spot advice from a table: (machine type, zone) → (Spot $/h, daily rate, obtainability).
+
+    Counts its calls, so a test can check that starts never ask it and a sweep asks once per
+    interval; `fail` makes every call raise it.
+    """
+
+    def __init__(self, table: Mapping[tuple[str, str], tuple[float | None, float | None, float | None]]):
+        self.table = dict(table)
+        self.calls: list[tuple[str, str, str]] = []  # (method, region, machine type)
+        self.fail: Exception | None = None
+
+    def capacity_history(self, region: str, machine_type: str, zones: Sequence[str]) -> dict[str, ZoneHistory]:
+        self.calls.append(("capacityHistory", region, machine_type))
+        if self.fail:
+            raise self.fail
+        return {zone: ZoneHistory(price, rate) for (mt, zone), (price, rate, _) in self.table.items()
+                if mt == machine_type and zone in zones and price is not None}
+
+    def capacity(self, region: str, machine_type: str, zones: Sequence[str]) -> dict[str, float]:
+        self.calls.append(("capacity", region, machine_type))
+        if self.fail:
+            raise self.fail
+        return {zone: score for (mt, zone), (_, _, score) in self.table.items()
+                if mt == machine_type and zone in zones and score is not None}
 
 
 class MemoryMinter:

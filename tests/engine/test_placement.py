@@ -14,6 +14,7 @@ from spotcron.cost.billing import run_cost
 from spotcron.cost.prices import load_prices
 from spotcron.engine.placement import place
 from spotcron.testing.harness import Harness, make_spec
+from spotcron.testing.memory import MemoryAdvisor
 
 NOW = datetime(2026, 11, 22, 12, 0, 5, tzinfo=UTC)
 RUN = "20261122-1200"
@@ -164,3 +165,49 @@ def test_the_run_is_billed_at_the_spot_price_of_its_receipt(placed):
     record = placed.record("bot", RUN)
     cost = run_cost(record, TABLE, "us-central1")
     assert cost.items["compute"] == pytest.approx(0.0021 * 3600 / 3600)
+
+
+# --- the advice object ---------------------------------------------------------------------------
+
+def advisor_for(prices) -> MemoryAdvisor:
+    return MemoryAdvisor({("e2-small", zone): said for zone, said in prices.items()})
+
+
+def test_the_sweep_refreshes_the_advice_once_per_interval_and_starts_never_ask(placed):
+    placed.deploy(make_spec())
+    advisor = placed.deps.advisor = advisor_for(PRICES)
+    placed.sweep()
+    asked = len(advisor.calls)
+    assert asked == 6  # capacityHistory and capacity, in each of the three regions
+    stored = Advice.from_json(placed.blobs.read(layout.ADVICE).data)
+    assert stored.fetched_at == NOW and stored.zone("e2-small", "us-west4-b").spot_hourly == 0.0021
+    placed.start(make_spec())
+    assert placed.record("bot", RUN).current_attempt.zone == "us-west4-b"
+    placed.clock.advance(60)
+    placed.sweep()
+    assert len(advisor.calls) == asked  # within the sweep interval: not asked again
+    placed.clock.advance(placed.settings.sweep_interval)
+    placed.sweep()
+    assert len(advisor.calls) == 2 * asked
+
+
+def test_a_failing_advice_api_never_fails_the_sweep_nor_a_start(placed):
+    placed.deploy(make_spec())
+    advisor = placed.deps.advisor = advisor_for(PRICES)
+    advisor.fail = RuntimeError("503 backend unavailable")
+    response = placed.sweep()
+    assert response.status_code == 200
+    stored = Advice.from_json(placed.blobs.read(layout.ADVICE).data)
+    assert any("503 backend unavailable" in p for p in stored.problems)
+    placed.start(make_spec())
+    record = placed.record("bot", RUN)
+    # Advice with no price anywhere: every zone is priced from the dated table, stack's first.
+    assert record.state == "running" and record.placement is not None
+
+
+def test_an_unreadable_advice_object_falls_back_and_says_so(placed):
+    placed.blobs.write(layout.ADVICE, b"{not json")
+    placed.start(make_spec())
+    record = placed.record("bot", RUN)
+    assert record.current_attempt.zone == "us-central1-a"
+    assert record.placement.fallback == "the Spot advice object does not parse"
