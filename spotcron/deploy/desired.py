@@ -225,6 +225,13 @@ def retired_policies(names: Names, retired: Iterable[str]) -> list[Resource]:
             for email in sorted(set(retired))]
 
 
+def uses_placement(settings: Settings, jobs: Iterable[JobSpec]) -> bool:
+    """Whether some job may run outside the stack's region (and the sweep must ask for advice)."""
+    from spotcron.engine.placement import placement_applies
+
+    return any(placement_applies(variant, settings) for job in jobs for variant in job.variants())
+
+
 def desired_state(settings: Settings, jobs: Iterable[JobSpec], source_object: str, job_done_url: str,
                   credentials_url: str = "", retired_accounts: Iterable[str] = ()) -> State:
     """Everything that should exist. The URLs are "" until their functions have been deployed once.
@@ -238,7 +245,7 @@ def desired_state(settings: Settings, jobs: Iterable[JobSpec], source_object: st
     resources += [Resource(TOPIC, topic, {"labels": dict(MANAGED_LABELS)}) for topic in topics]
     resources += [Resource(SERVICE_ACCOUNT, email, {"display_name": f"spotcron {email.split('@')[0]}"})
                   for email in names.accounts if names.own_account(email)]
-    granted = policies(bindings(names, job_accounts(jobs)))
+    granted = policies(bindings(names, job_accounts(jobs), advice=uses_placement(settings, jobs)))
     resources += granted
     resources += [r for r in retired_policies(names, retired_accounts) if r.name not in {g.name for g in granted}]
     resources.append(Resource(SOURCE, source_object, {}))

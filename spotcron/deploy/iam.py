@@ -49,6 +49,14 @@ PROJECT_WIDE_FORBIDDEN = ("roles/storage.", "roles/artifactregistry.")
 _DEFAULT_ACCOUNT = re.compile(r"^serviceAccount:(\d+-compute@developer|[^@]+@appspot)\.gserviceaccount\.com$")
 
 
+# Placement's advice calls (engine/advice.py, from the sweep): regions.advice.capacity and
+# regions.advice.capacityHistory need these two permissions on the project. Compute Viewer is the
+# narrowest predefined role that holds both; it is read-only and is granted only while placement
+# is on (a custom role with just the two would be narrower, at the cost of deploy managing roles).
+ADVICE_ROLE = "roles/compute.viewer"
+ADVICE_PERMISSIONS = ("compute.advice.capacity", "compute.advice.capacityHistory")
+
+
 @dataclass(frozen=True)
 class Binding:
     target: str  # the policy's resource name, "KIND:ID" (see resources.policy_name)
@@ -85,9 +93,9 @@ def split_key(key: str) -> tuple[str, str | None]:
     return role, title or None
 
 
-def bindings(names: Names, job_accounts: Iterable[str] = ()) -> list[Binding]:
+def bindings(names: Names, job_accounts: Iterable[str] = (), *, advice: bool = False) -> list[Binding]:
     """Every binding deploy keeps in place, for the stack named by `names` and the jobs' own
-    service accounts `job_accounts` (emails)."""
+    service accounts `job_accounts` (emails); `advice`: some job is placed across regions."""
     functions, vm, build = member(names.functions_account), member(names.vm_account), member(names.build_account)
     project = policy_name(POLICY_PROJECT, names.project)
     bucket = policy_name(POLICY_BUCKET, names.bucket)
@@ -101,6 +109,9 @@ def bindings(names: Names, job_accounts: Iterable[str] = ()) -> list[Binding]:
     ]
     out.append(Binding(policy_name(POLICY_TOPIC, names.events_topic), "roles/pubsub.publisher", functions,
                        "publish run events"))
+    if advice:
+        out.append(Binding(project, ADVICE_ROLE, functions,
+                           f"the sweep asks Spot advice for placement ({', '.join(ADVICE_PERMISSIONS)})"))
     if names.shared:
         # Only the dispatcher publishes start and sweep messages; with an entry per job, Cloud
         # Scheduler publishes them itself and no function needs to (a function that could would
@@ -158,7 +169,7 @@ RETIRED_ROLES = frozenset({"roles/storage.objectCreator", "roles/storage.objectU
 
 def managed_roles(names: Names) -> frozenset[str]:
     """Roles deploy may revoke from its own accounts; any other role they hold is left alone."""
-    return frozenset(b.role for b in bindings(names)) | RETIRED_ROLES
+    return frozenset(b.role for b in bindings(names, advice=True)) | RETIRED_ROLES
 
 
 def managed_members(names: Names, job_accounts: Iterable[str] = ()) -> frozenset[str]:

@@ -16,6 +16,7 @@ from spotcron.engine.deps import Deps
 def google_deps(environ: Mapping[str, str]) -> Deps:
     from spotcron.cost.billing import cost_function
     from spotcron.engine.clock import SystemClock
+    from spotcron.gcp.advice import GoogleAdvisor
     from spotcron.gcp.compute import GoogleCompute
     from spotcron.gcp.downscoped import DownscopedMinter
     from spotcron.gcp.identity import GoogleIdentity
@@ -34,4 +35,6 @@ def google_deps(environ: Mapping[str, str]) -> Deps:
         user_data=functools.cache(render_user_data),
         run_cost=cost_function(environ.get("SPOTCRON_PRICES"), settings.region),
         minter=DownscopedMinter(),
+        # Asked by the sweep only, and only while a deployed job is placed across regions.
+        advisor=GoogleAdvisor(settings.project),
     )
