@@ -344,3 +344,15 @@ def test_the_run_end_hook_reads_a_bounded_number_of_records_and_says_so(monkeypa
     assert deps.blobs.calls["read"] - before == 30
     assert "Showing the 20 most recent of 44 runs" in html and "<dd>1 (44 runs on record)</dd>" in html
     assert "Rates and spend come from the newest 30 runs of each job" in html
+
+
+def test_page_shows_each_runs_zone_and_why_it_went_there():
+    from spotcron.core.runs import Placement
+
+    placed = run("bot", 1)
+    placed = placed.model_copy(update={
+        "attempts": (placed.attempts[0].model_copy(update={"zone": "us-west4-b"}),),
+        "placement": Placement(zones=("us-west4-b", "us-central1-a"), why="us-west4-b: expected $0.000350 <cheapest>")})
+    html = render_index({"bot": [placed]}, {})
+    assert "<th>zone</th>" in html
+    assert '<td title="us-west4-b: expected $0.000350 &lt;cheapest&gt;">us-west4-b</td>' in html

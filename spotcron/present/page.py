@@ -205,7 +205,7 @@ def _job_section(job: str, records: Sequence[RunRecord], limit: int, total: int 
         f'<p class="meta">Showing {shown}; of these, {succeeded} of {ended} ended runs succeeded; '
         f"they cost {format_usd(shown_cost)}.</p>"
         f"<table><thead><tr><th>run</th>{configuration}<th>state</th><th>started (UTC)</th>"
-        '<th class="num">duration</th><th class="num">attempts</th><th class="num">cost</th>'
+        '<th class="num">duration</th><th>zone</th><th class="num">attempts</th><th class="num">cost</th>'
         '<th class="num">exit</th><th>reason</th><th>links</th>'
         f"</tr></thead><tbody>\n{rows}\n</tbody></table>"
     )
@@ -221,17 +221,27 @@ def _run_row(record: RunRecord, matrix: bool) -> str:
         f'<span class="state {escape(record.state)}">{escape(record.state.replace("_", " "))}</span>',
         escape(record.created_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M")),
         escape(format_duration(duration)) if duration is not None else "-",
+        _zone_cell(record),
         str(len(record.attempts)),
         format_usd(record.cost_usd),
         str(record.exit_code) if record.exit_code is not None else "-",
         escape(record.reason or "") if record.state != RunState.SUCCEEDED else "",
         " ".join(_links(record)),
     ]
-    classes = ["", "", "", "", "num", "num", "num", "num", "reason", ""]
+    classes = ["", "", "", "", "num", "", "num", "num", "num", "reason", ""]
     if not matrix:
         del cells[1], classes[1]
-    return "<tr>" + "".join(f'<td class="{c}">{v}</td>' if c else f"<td>{v}</td>"
+    return "<tr>" + "".join(v if v.startswith("<td") else f'<td class="{c}">{v}</td>' if c else f"<td>{v}</td>"
                             for c, v in zip(classes, cells, strict=True)) + "</tr>"
+
+
+def _zone_cell(record: RunRecord) -> str:
+    """The zone of the run's latest attempt; hovering it shows why placement chose it."""
+    attempt = record.current_attempt
+    zone = escape(attempt.zone) if attempt is not None and attempt.zone else "-"
+    if record.placement is None:
+        return f"<td>{zone}</td>"
+    return f'<td title="{escape(record.placement.why, quote=True)}">{zone}</td>'
 
 
 def run_links(record: RunRecord) -> list[tuple[str, str]]:
