@@ -469,3 +469,30 @@ def test_cost_reads_the_local_history_by_default_and_says_what_it_used(run, tmp_
     # Without a local bucket: every job says it was assumed.
     result = CliRunner().invoke(group, ["cost", "--jobs", str(jobs), "--state-dir", str(tmp_path / "none")])
     assert "bot 5m00s, assumed (--runtime 5m; no runs recorded)" in " ".join(result.output.split())
+
+
+def test_cost_projects_a_placed_job_with_and_without_placement(run, tmp_path):
+    from datetime import UTC, datetime
+
+    from spotcron.core.advice import Advice, ZoneAdvice
+
+    stack = tmp_path / "stack.yaml"
+    stack.write_text("placement: {regions: [us-west4], image_gb: 0.0}\n")
+    now = datetime.now(UTC)
+    advice = Advice(fetched_at=now, machines={"e2-small": {
+        "us-central1-a": ZoneAdvice(spot_hourly=0.0070, preemption_rate=0.0),
+        "us-west4-a": ZoneAdvice(spot_hourly=0.0020, preemption_rate=0.0)}})
+    path = tmp_path / "advice.json"
+    path.write_bytes(advice.to_json())
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    (jobs / "bot.yaml").write_text('schedule: "0 */4 * * *"\nimage: x\nmachine: {type: e2-small}\n')
+    result = run("--stack", str(stack), "--advice", str(path), "--runtime", "10m", jobs=jobs)
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    # 180 runs of 10 minutes: $0.21 at us-central1-a's Spot price, $0.06 at us-west4-a's plus
+    # 180 x 1 MB of results sent home across regions ($0.02/GB): $0.064.
+    assert ("Placement under the Spot advice of" in said
+            and "bot: $0.064/month placed (us-west4-a) vs $0.210 in us-central1-a" in said), said
+    stale = run("--stack", str(stack), "--advice", str(tmp_path / "missing.json"), jobs=jobs)
+    assert stale.exit_code == 2 and "missing.json" in stale.output

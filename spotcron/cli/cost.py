@@ -104,10 +104,13 @@ def load_table(prices: str | None) -> PriceTable:
 @click.option("--scheduling", type=click.Choice(["per-job", "shared"]), default=None,
               help="Price this scheduling mode: a scheduler entry per job, or one shared entry and the "
                    "dispatcher; default: the stack file's `scheduling`.")
+@click.option("--advice", "advice_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="A Spot advice object (advice/spot.json) to project placement with; default: the one in "
+                   "--bucket or the local bucket, when there is one.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list, one object per job.")
 def cost(names: tuple[str, ...], jobs_dir: Path, stack_path: Path, runtime: str, history_dir: Path | None,
          bucket: str | None, state_dir: Path, prices: str | None, region: str | None, scheduling: str | None,
-         as_json: bool) -> None:
+         advice_path: Path | None, as_json: bool) -> None:
     """Projected monthly cost of each job and of the stack, itemised.
 
     Counts runs from each job's schedule (averaged over a year, 30-day months), takes each
@@ -154,6 +157,61 @@ def cost(names: tuple[str, ...], jobs_dir: Path, stack_path: Path, runtime: str,
         return
     other = project("shared" if mode == "per-job" else "per-job")
     print_stack(stack, table, region or settings.region, basis=(source, runtime), other=other)
+    print_placement(stack, specs, settings, table, _advice(advice_path, bucket, state_dir), now)
+
+
+def _advice(path: Path | None, bucket: str | None, state_dir: Path) -> Any:
+    """The Spot advice to project placement with: --advice, else the stack's bucket's, else None."""
+    from spotcron.core import layout
+    from spotcron.core.advice import Advice
+    from spotcron.core.errors import SpotcronError
+
+    if path is not None:
+        try:
+            return Advice.from_json(path.read_bytes())
+        except OSError as exc:
+            raise SpotcronError(f"--advice {path}: cannot read it ({exc.strerror}); give an advice/spot.json "
+                                f"copied from the stack's bucket") from None
+        except ValueError as exc:
+            raise SpotcronError(f"--advice {path}: not a Spot advice object ({str(exc).splitlines()[0]})") from None
+    if not bucket and not (state_dir / "bucket").is_dir():
+        return None
+    from spotcron.cli._bucket import open_store
+
+    with open_store(bucket, state_dir) as store:
+        blob = store.blobs.read(layout.ADVICE)
+    try:
+        return Advice.from_json(blob.data) if blob is not None else None
+    except ValueError:
+        return None
+
+
+def print_placement(stack: StackProjection, specs: list[Any], settings: Any, table: PriceTable, advice: Any,
+                    now: Any) -> None:
+    """Each placed job's month of VM compute and transfer, with placement and in the fixed order."""
+    from spotcron.engine.placement import placement_applies, project_placement
+
+    placed = [s for s in specs if any(placement_applies(v, settings) for v in s.variants())]
+    if not placed:
+        return
+    out = console()
+    if advice is None:
+        out.print("Placement is on, but no Spot advice is at hand (the sweep writes advice/spot.json; or give "
+                  "--advice FILE): runs use the fixed zone order until it is there.")
+        return
+    seconds = {job.job: max(v.vm_seconds for v in job.variants) for job in stack.jobs}
+    runs = {job.job: job.runs_per_month for job in stack.jobs}
+    lines = []
+    for spec in placed:
+        month = project_placement(spec, settings, advice=advice, table=table, now=now,
+                                  runs_per_month=runs.get(spec.name, 0.0), vm_seconds=seconds.get(spec.name, 0.0))
+        if month is None:
+            lines.append(f"{spec.name}: the advice does not let placement choose (stale, or no zone priced)")
+            continue
+        lines.append(f"{spec.name}: ${month.with_usd:.3f}/month placed ({month.zone}) vs ${month.without_usd:.3f} "
+                     f"in {month.fixed_zone}")
+    out.print(f"Placement under the Spot advice of {advice.fetched_at:%Y-%m-%d %H:%M} UTC (VM compute, expected "
+              f"preemptions and data transfer; the rest of the bill is the same): " + "; ".join(lines) + ".")
 
 
 def _history(history_dir: Path | None, bucket: str | None, state_dir: Path) -> tuple[list[RunRecord], str]:

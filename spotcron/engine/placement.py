@@ -19,6 +19,7 @@ Pure: the advice, settings, prices and `now` come in as arguments.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from spotcron.core.advice import Advice
@@ -53,8 +54,10 @@ def placement_applies(spec: JobSpec, settings: Settings) -> bool:
 
 
 def place(spec: JobSpec, settings: Settings, *, advice: Advice | None, table: PriceTable,
-          now: datetime, advice_problem: str | None = None) -> Placement | None:
-    """The zone order for one start of `spec` and its receipt; None when placement is off for it."""
+          now: datetime, advice_problem: str | None = None, expected_s: float | None = None) -> Placement | None:
+    """The zone order for one start of `spec` and its receipt; None when placement is off for it.
+
+    `expected_s`: how long a run is expected to keep its VM; None: the job's timeout."""
     if not placement_applies(spec, settings):
         return None
     fixed = spec.machine.zones or settings.zones
@@ -76,7 +79,7 @@ def place(spec: JobSpec, settings: Settings, *, advice: Advice | None, table: Pr
             notes.append(f"{region}: no zones known (name them under placement.zones)")
             continue
         for zone in zones:
-            choice = _weigh(spec, settings, advice, table, zone, notes)
+            choice = _weigh(spec, settings, advice, table, zone, notes, expected_s)
             if choice is None:
                 continue
             if choice.capacity == "none":
@@ -96,11 +99,11 @@ def place(spec: JobSpec, settings: Settings, *, advice: Advice | None, table: Pr
 
 
 def _weigh(spec: JobSpec, settings: Settings, advice: Advice, table: PriceTable, zone: str,
-           notes: list[str]) -> ZoneChoice | None:
+           notes: list[str], expected_s: float | None = None) -> ZoneChoice | None:
     region = region_of(zone)
     machine = spec.machine
     said = advice.zone(machine.type, zone)
-    hours = spec.timeout / 3600
+    hours = (spec.timeout if expected_s is None else expected_s) / 3600
     try:
         gpu_hourly = 0.0
         if machine.gpu and table.bundled_gpus(machine.type) is None:
@@ -139,3 +142,33 @@ def _explain(best: ZoneChoice, others: list[ZoneChoice], skipped: list[str], not
         parts.append(f"no Spot capacity per advice in {', '.join(skipped)}")
     parts.extend(notes)
     return "; ".join(parts)
+
+
+@dataclass(frozen=True)
+class PlacedMonth:
+    """A job's month of VM compute and transfer, with placement and in the fixed order."""
+
+    job: str
+    zone: str  # where placement would start its runs now
+    fixed_zone: str
+    with_usd: float
+    without_usd: float
+    why: str
+
+
+def project_placement(spec: JobSpec, settings: Settings, *, advice: Advice, table: PriceTable, now: datetime,
+                      runs_per_month: float, vm_seconds: float) -> PlacedMonth | None:
+    """What `spec`'s runs would cost a month under `advice` (expected cost, preemptions and
+    transfer included), placed and in the stack's fixed order; None when placement is off for it
+    or the advice does not let it choose."""
+    placement = place(spec, settings, advice=advice, table=table, now=now, expected_s=vm_seconds)
+    if placement is None or placement.fallback is not None or not placement.choices:
+        return None
+    fixed_zone = (spec.machine.zones or settings.zones)[0]
+    fixed = _weigh(spec, settings, advice, table, fixed_zone, [], vm_seconds)
+    if fixed is None:
+        return None
+    best = placement.choices[0]
+    return PlacedMonth(job=spec.name, zone=best.zone, fixed_zone=fixed_zone,
+                       with_usd=best.expected_usd * runs_per_month, without_usd=fixed.expected_usd * runs_per_month,
+                       why=placement.why)

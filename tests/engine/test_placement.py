@@ -211,3 +211,15 @@ def test_an_unreadable_advice_object_falls_back_and_says_so(placed):
     record = placed.record("bot", RUN)
     assert record.current_attempt.zone == "us-central1-a"
     assert record.placement.fallback == "the Spot advice object does not parse"
+
+
+def test_a_month_is_projected_with_and_without_placement():
+    from spotcron.engine.placement import project_placement
+
+    month = project_placement(make_spec(), settings(), advice=advice(PRICES), table=TABLE, now=NOW,
+                              runs_per_month=180, vm_seconds=120)
+    assert (month.zone, month.fixed_zone) == ("us-west4-b", "us-central1-a")
+    assert month.with_usd == pytest.approx(180 * 0.0021 * 120 / 3600 * (1 + 0.02 * 0.5))
+    assert month.without_usd == pytest.approx(180 * 0.0070 * 120 / 3600 * (1 + 0.05 * 0.5))
+    assert project_placement(make_spec(), settings(), advice=advice(PRICES, at=NOW - timedelta(days=1)),
+                             table=TABLE, now=NOW, runs_per_month=180, vm_seconds=120) is None
