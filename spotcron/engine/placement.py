@@ -122,7 +122,7 @@ def _weigh(spec: JobSpec, settings: Settings, advice: Advice, table: PriceTable,
     redo = REDO_WITH_CHECKPOINT if spec.checkpoint else REDO_WITHOUT_CHECKPOINT
     run_usd = hourly * hours
     preemption_usd = (rate or 0.0) * redo * run_usd
-    transfer = sum(run_transfer_usd(settings.region, region, image_gb=settings.placement.image_gb,
+    transfer = sum(run_transfer_usd(settings.region, region, image=spec.image, image_gb=settings.placement.image_gb,
                                     results_gb=settings.placement.results_gb).values())
     return ZoneChoice(zone=zone, spot_hourly=hourly, price_source=source, preemption_rate=rate,
                       capacity=said.capacity if said is not None else None, transfer_usd=transfer,

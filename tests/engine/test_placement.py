@@ -61,14 +61,28 @@ def test_a_checkpoint_shrinks_the_preemption_term():
     assert chosen.zones[0] == "us-west4-a"
 
 
+STACK_IMAGE = "us-central1-docker.pkg.dev/p/spotcron/bot:1"  # in the stack's regional repository
+
+
 def test_transfer_costs_can_flip_the_choice():
-    cheap = place(make_spec(), settings(), advice=advice(PRICES), table=TABLE, now=NOW)
-    heavy = place(make_spec(), settings(image_gb=2.0), advice=advice(PRICES), table=TABLE, now=NOW)
+    cheap = place(make_spec(image=STACK_IMAGE), settings(), advice=advice(PRICES), table=TABLE, now=NOW)
+    heavy = place(make_spec(image=STACK_IMAGE), settings(image_gb=2.0), advice=advice(PRICES), table=TABLE, now=NOW)
     assert cheap.zones[0] == "us-west4-b"
     # Pulling a 2 GB image across regions ($0.02/GB) costs more than 10 minutes of Spot saves.
     assert heavy.zones[0] == "us-central1-a"
     assert heavy.choice("us-west4-b").transfer_usd == pytest.approx(0.04)
     assert heavy.choice("us-central1-a").transfer_usd == 0.0
+
+
+def test_an_image_in_a_multi_region_repository_pulls_free_across_its_continent():
+    from spotcron.cost.transfer import pull_rate
+
+    multi = place(make_spec(image="us-docker.pkg.dev/p/r/bot:1"), settings(image_gb=2.0), advice=advice(PRICES),
+                  table=TABLE, now=NOW)
+    assert multi.zones[0] == "us-west4-b" and multi.choice("us-west4-b").transfer_usd == 0.0
+    assert pull_rate("us-docker.pkg.dev/p/r/bot:1", "europe-west4") == 0.08
+    assert pull_rate("docker.io/library/python:3.11-slim", "us-west4") == 0.0
+    assert pull_rate("us-west4-docker.pkg.dev/p/r/bot:1", "us-west4") == 0.0
 
 
 def test_capacity_advice_skips_a_zone():
