@@ -26,6 +26,12 @@ def _cost(quick: bool) -> Section:
     return cost_bench.run(quick)
 
 
+def _placement(quick: bool) -> Section:
+    from bench import placement_bench
+
+    return placement_bench.run(quick)
+
+
 def _overhead(quick: bool) -> Section:
     from bench import overhead_bench
 
@@ -68,6 +74,7 @@ def _scale(part: str) -> Callable[[bool], Section]:
 # Cheap and deterministic first; the local-mode benches, which load the machine, last.
 BENCHES: dict[str, tuple[str, Callable[[bool], Section]]] = {
     "cost": ("Cost", _cost),
+    "placement": ("Placement", _placement),
     "coldstart": ("Cold start", _coldstart),
     "overhead": ("Billed overhead", _overhead),
     "report": ("Report statistics", _report),
