@@ -74,8 +74,8 @@ def _scale(part: str) -> Callable[[bool], Section]:
 # Cheap and deterministic first; the local-mode benches, which load the machine, last.
 BENCHES: dict[str, tuple[str, Callable[[bool], Section]]] = {
     "cost": ("Cost", _cost),
-    "placement": ("Placement", _placement),
     "coldstart": ("Cold start", _coldstart),
+    "placement": ("Placement", _placement),
     "overhead": ("Billed overhead", _overhead),
     "report": ("Report statistics", _report),
     "uploads": ("Uploads", _uploads),
