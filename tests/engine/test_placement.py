@@ -237,3 +237,13 @@ def test_a_month_is_projected_with_and_without_placement():
     assert month.without_usd == pytest.approx(180 * 0.0070 * 120 / 3600 * (1 + 0.05 * 0.5))
     assert project_placement(make_spec(), settings(), advice=advice(PRICES, at=NOW - timedelta(days=1)),
                              table=TABLE, now=NOW, runs_per_month=180, vm_seconds=120) is None
+
+
+def test_a_placement_region_without_known_zones_is_refused_with_the_fix():
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match=r"placement.regions: no zones known for europe-west9; name them "
+                                              r"under placement.zones"):
+        Settings(project="p", placement={"regions": ["europe-west9"]})
+    named = Settings(project="p", placement={"regions": ["europe-west9"], "zones": {"europe-west9": ["europe-west9-a"]}})
+    assert named.zones_in("europe-west9") == ("europe-west9-a",)
