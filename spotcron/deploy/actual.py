@@ -232,9 +232,11 @@ class _Reader:
                 got = self.call(f"read {kind} {name}", self.clients.network.get, path)
             except NotFound:
                 if kind == SUBNETWORK:
+                    region = name.split("/regions/", 1)[-1].split("/", 1)[0]
                     raise DeployError(f"{name} does not exist: job VMs use the default network, which needs a "
-                                      f"subnet in region {self.names.region}; create the default network (or "
-                                      f"its subnet there), or set another `region:` in the stack file") from None
+                                      f"subnet in region {region}; create the default network (or its subnet "
+                                      f"there), or remove {region} from the stack's `region:` or "
+                                      f"`placement.regions`") from None
                 continue
             if kind == FIREWALL:
                 found.append(Resource(FIREWALL, name, firewall_fields(got), owned=name.startswith(NAME_PREFIX)))

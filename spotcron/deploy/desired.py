@@ -157,6 +157,18 @@ def _network(names: Names) -> list[Resource]:
     return [*rules, subnet]
 
 
+def _placement_subnets(settings: Settings, jobs: Iterable[JobSpec]) -> list[Resource]:
+    """Private Google Access on the subnet of every other region placement may start a job in:
+    a VM there without an external address reaches Google's APIs through its own region's subnet.
+    The firewall rules are global and need nothing per region."""
+    from spotcron.engine.placement import regions_for
+
+    regions = {r for job in jobs for variant in job.variants() for r in regions_for(variant, settings)}
+    return [Resource(SUBNETWORK, f"projects/{settings.project}/regions/{region}/subnetworks/default",
+                     {"private_ip_google_access": True})
+            for region in sorted(regions - {settings.region})]
+
+
 def _repository(names: Names) -> Resource:
     """The one Artifact Registry repository: the functions' builds push to it, job VMs pull from it."""
     return Resource(REPOSITORY, names.repository, {"format": "DOCKER", "labels": dict(MANAGED_LABELS)})
@@ -240,7 +252,7 @@ def desired_state(settings: Settings, jobs: Iterable[JobSpec], source_object: st
     names = Names.of(settings)
     env = function_environment(settings, job_done_url, credentials_url)
     jobs = list(jobs)
-    resources = [_bucket(settings), _repository(names), *_network(names)]
+    resources = [_bucket(settings), _repository(names), *_network(names), *_placement_subnets(settings, jobs)]
     topics = (*names.topics, names.dispatch_topic) if names.shared else names.topics
     resources += [Resource(TOPIC, topic, {"labels": dict(MANAGED_LABELS)}) for topic in topics]
     resources += [Resource(SERVICE_ACCOUNT, email, {"display_name": f"spotcron {email.split('@')[0]}"})

@@ -41,3 +41,19 @@ def test_the_functions_get_the_placement_settings():
     settings = make_settings(placement=PLACED)
     env = function_environment(settings, "https://x.example/job_done")
     assert load_settings(None, env).placement == settings.placement
+
+
+def test_each_placement_region_gets_private_google_access_on_its_subnet():
+    from spotcron.deploy.resources import SUBNETWORK
+
+    def subnets(settings):
+        state = desired_state(settings, load_jobs([JOBS_DIR]), "deploy/source-0.zip", "https://job-done.example")
+        return sorted(name for kind, name in state if kind == SUBNETWORK)
+
+    home = "projects/demo-proj/regions/us-central1/subnetworks/default"
+    assert subnets(make_settings()) == [home]
+    # A VM without an external address in another region reaches Google's APIs through its own
+    # region's subnet: each region placement may use needs Private Google Access there too.
+    assert subnets(make_settings(placement=PLACED)) == [
+        home, "projects/demo-proj/regions/us-east1/subnetworks/default",
+        "projects/demo-proj/regions/us-west4/subnetworks/default"]
