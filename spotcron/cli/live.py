@@ -22,7 +22,7 @@ from spotcron.core.spec import JobSpec
 
 STATE_STYLES = {"succeeded": "green", "failed": "red", "timed_out": "red", "lost": "red",
                 "preempted": "yellow", "skipped": "yellow", "scheduled": "cyan", "starting": "cyan",
-                "running": "cyan"}
+                "running": "cyan", "queued": "magenta"}
 
 
 @dataclass
@@ -76,6 +76,11 @@ class UpView:
                 flight = self.flying.setdefault(key, InFlight(job, run_id, "running", now))
                 flight.state, flight.vm = "running", str(event.get("vm") or "")
                 self._line(now, f"{job}/{run_id}", "started", f"VM {flight.vm} in {event.get('zone')}")
+                return
+            if kind == "run.queued":
+                flight = self.flying.setdefault(key, InFlight(job, run_id, "queued", now))
+                flight.state = "queued"
+                self._line(now, f"{job}/{run_id}", "queued", str(event.get("reason") or "waiting for room"))
                 return
             if kind == "run.retrying":
                 if key in self.flying:

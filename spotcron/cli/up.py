@@ -147,7 +147,8 @@ def _progress(records):
     for column in ("run", "state", "attempt", "for"):
         table.add_column(column)
     now = datetime.now(UTC)
-    colours = {RunState.SUCCEEDED: "green", RunState.RUNNING: "cyan", RunState.STARTING: "yellow"}
+    colours = {RunState.SUCCEEDED: "green", RunState.RUNNING: "cyan", RunState.STARTING: "yellow",
+               RunState.QUEUED: "magenta"}
     for record in records:
         colour = colours.get(record.state, "red" if record.terminal else "white")
         age = (record.updated_at if record.terminal else now) - record.created_at

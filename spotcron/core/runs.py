@@ -26,6 +26,7 @@ class RunState(StrEnum):
 
     SCHEDULED = "scheduled"
     STARTING = "starting"
+    QUEUED = "queued"  # its VM would cross a stack limit: it waits for room until its starting_deadline
     RUNNING = "running"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
@@ -51,7 +52,22 @@ State = RunState  # the name older modules import
 TERMINAL_STATES: frozenset[RunState] = frozenset({
     RunState.SUCCEEDED, RunState.FAILED, RunState.TIMED_OUT, RunState.PREEMPTED, RunState.LOST,
     RunState.SKIPPED, RunState.CANCELLED})
-LIVE_STATES: frozenset[RunState] = frozenset({RunState.SCHEDULED, RunState.STARTING, RunState.RUNNING})
+LIVE_STATES: frozenset[RunState] = frozenset({RunState.SCHEDULED, RunState.STARTING, RunState.QUEUED,
+                                               RunState.RUNNING})
+
+
+class Effect(StrEnum):
+    """What a run's end owes the world. The terminal write records them all as owed; whoever
+    touches the run next (the same handler, a redelivery, the sweep) does what is still owed and
+    records it done, so a crash or a transient error between the write and the effect loses nothing."""
+
+    FINISHED_EVENT = "finished_event"  # publish run.finished (with an id consumers deduplicate on)
+    SETTLE = "settle"  # replace the VM-hours reservation with what the VMs really ran
+    PRUNE = "prune"  # history_limit
+    HOOKS = "hooks"  # the deployment's run-end hooks
+
+
+END_EFFECTS: tuple[Effect, ...] = tuple(Effect)
 
 GCE_NAME_MAX = 63
 _GCE_NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -192,6 +208,8 @@ class RunRecord(_Record):
     metrics: RunMetrics | None = None
     metrics_problem: str | None = None
     history_limit: int = 50
+    # What the run's end still owes (set with the terminal state, emptied as each is done).
+    owed: tuple[Effect, ...] = ()
     # The resolved job spec this run executes, so a retry months later needs nothing else.
     spec: dict[str, Any] | None = None
 
@@ -217,10 +235,13 @@ class RunRecord(_Record):
         return sum(a.vm_seconds or 0.0 for a in self.attempts)
 
     def with_state(self, state: RunState, at: datetime, reason: str | None = None, **changes) -> RunRecord:
-        """A copy in `state`; a terminal record never changes state again."""
+        """A copy in `state`; a terminal record never changes state again, and entering one owes
+        every end-of-run effect (engine/ending.py does them)."""
         if self.terminal:
             raise ValueError(f"run {self.job}/{self.run_id} is already {self.state}")
         state = RunState(state)  # model_copy does not validate: text would stay text
+        if state in TERMINAL_STATES:
+            changes.setdefault("owed", END_EFFECTS)
         history = (*self.history, StateChange(state=state, at=at, reason=reason))
         return self.model_copy(update={"state": state, "reason": reason if reason is not None else self.reason,
                                        "updated_at": at, "history": history, **changes})

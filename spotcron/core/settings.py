@@ -28,7 +28,7 @@ class Limits(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    max_live_vms: int = Field(10, ge=1, le=10000, description="job VMs alive at once, across all jobs")
+    max_live_vms: int = Field(20, ge=1, le=10000, description="job VMs alive at once, across all jobs")
     max_gpus: int = Field(4, ge=0, le=10000, description="GPUs attached to live job VMs at once")
     max_vm_hours_per_day: float = Field(
         48.0, gt=0, le=1_000_000,

@@ -48,15 +48,17 @@ class Usage:
     classic_function_seconds: float = 60.0
     results_mb_per_run: float = 1.0  # logs, manifest and results of one run
     # Storage operations of one run, as the engine makes them (tests/test_cost.py counts them through
-    # the functions on the in-memory bucket, so this cannot drift). Class A: run.json 4 writes
-    # (scheduled, starting, running, ended), the live marker 2 (waiting, running; deleting is free),
-    # the limits 4 (the admission and the day's listing at start, the listing and the settlement
-    # at the end), the token's replay marker, the live-index listing of the concurrency check and
+    # the functions on the in-memory bucket, so this cannot drift). Class A: run.json 5 writes
+    # (scheduled, starting, running, ended with its effects owed, effects done), the live marker 3
+    # (waiting, running, ending; deleting is free), the limits 5 (the admission and the listings of
+    # today and yesterday at start, the listing and the settlement at the end), the token's replay
+    # marker, the live-index listings of the concurrency check and of the queue at the run's end,
     # the job's listing for history pruning, and the runner's logs.txt, one results file and
-    # manifest.json. Class B: 11 reads. Live log parts (one per 5 s in which the job's output
-    # grew) come on top and depend on the job.
-    class_a_per_run: int = 16
-    class_b_per_run: int = 11
+    # manifest.json. Class B: 13 reads (the record once more right before the insert, and when its
+    # end's effects are recorded done). Live log parts (one per 5 s in which the job's output grew)
+    # come on top and depend on the job.
+    class_a_per_run: int = 20
+    class_b_per_run: int = 13
     sweep_lists: int = 1  # Class A listings per sweep pass: the live index (engine/sweep.py)
     # scheduling: shared. One dispatch a minute; in a minute where some job fires it reads its
     # cursor (Class B) and writes it once (Class A), and publishes one message per tick (each adds a little: the client

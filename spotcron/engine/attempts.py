@@ -18,7 +18,7 @@ from spotcron.core.runs import Attempt, RunRecord, RunState, vm_labels
 from spotcron.core.spec import JobSpec
 from spotcron.engine import transitions as t
 from spotcron.engine.deps import Deps
-from spotcron.engine.guards import GPUS_LABEL, admit
+from spotcron.engine.guards import GPUS_LABEL, admit, catalog_problem
 from spotcron.engine.identity import expected_email
 from spotcron.engine.ports import GpuRequest, Instance, InstanceRequest
 from spotcron.engine.steps import step
@@ -74,9 +74,13 @@ def create_attempt(deps: Deps, record: RunRecord, *, claimed: bool = True) -> Ru
     spec = t.spec_of(record)
     if record.state == RunState.STARTING and record.current_attempt is not None:
         # Once per attempt, before any insert: a move to the next zone keeps the VM's name and budget.
+        problem = catalog_problem(spec)
+        if problem:
+            return step(deps, record.job, record.run_id, t.CreateRefused(record.current_attempt, problem)).record or record
         refused = admit(deps, record, spec, record.current_attempt)
         if refused:
-            event = t.CreateRefused(record.current_attempt, refused)
+            # Not a failure: the run waits for room (engine/queue.py) until its starting_deadline.
+            event = t.Queue(record.current_attempt, f"waiting for room: {refused}")
             return step(deps, record.job, record.run_id, event).record or record
     while record.state == RunState.STARTING and record.current_attempt is not None:
         attempt = record.current_attempt
@@ -86,6 +90,12 @@ def create_attempt(deps: Deps, record: RunRecord, *, claimed: bool = True) -> Ru
             if not stepped.changed:
                 continue  # another writer moved the run on: look again at what it is now
         claimed = False
+        # A delivery can stall anywhere; read once more right before the insert, so one that stalled
+        # while the attempt ran and ended makes no VM for it. (A stall inside the insert call itself
+        # is answered after it: the VM is deleted at once below, and the broker and job_done refuse it.)
+        latest = deps.store.read(record.job, record.run_id)
+        if latest is None or not t.is_current_attempt(latest, attempt):
+            return latest or record
         try:
             instance = _create_or_adopt(deps, build_request(record, spec, attempt, deps))
         except CreateFailed as failure:

@@ -38,11 +38,14 @@ class Deps:
     def store(self) -> RunStore:
         return RunStore(self.blobs)
 
-    def publish(self, event_type: str, record: RunRecord, **extra: Any) -> None:
-        """Tell the events topic; a failure to publish never fails the run."""
+    def publish(self, event_type: str, record: RunRecord, *, strict: bool = False, **extra: Any) -> None:
+        """Tell the events topic. A failure to publish never fails the run; `strict` raises it, for
+        an event that is owed until it is published (run.finished, see engine/ending.py)."""
         data: Mapping[str, Any] = {"type": event_type, "job": record.job, "run_id": record.run_id,
                                    "state": record.state, "reason": record.reason, **extra}
         try:
             self.events.publish(self.settings.events_topic, data, {"type": event_type})
-        except Exception:  # noqa: BLE001 - events are advisory
+        except Exception:
+            if strict:
+                raise
             log.warning("could not publish %s for %s/%s", event_type, record.job, record.run_id, exc_info=True)

@@ -24,6 +24,7 @@ from spotcron.engine import transitions as t
 from spotcron.engine.attempts import create_attempt
 from spotcron.engine.deps import Deps
 from spotcron.engine.identity import Refused, attempt_problem, vm_caller
+from spotcron.engine.queue import start_queued
 from spotcron.engine.results import manifest_present, metrics_changes
 from spotcron.engine.steps import step
 from spotcron.engine.tokens import decode_unverified
@@ -91,8 +92,18 @@ def finish(deps: Deps, authorization: str | None, body: Any) -> Reply:
     # A concurrent copy of the same callback may get here first; both saw the same outcome.
     with contextlib.suppress(PreconditionFailed):
         deps.blobs.write(layout.accepted_token(digest), instance_name.encode(), if_generation_match=0)
+    if record.terminal:
+        _room_freed(deps)
     return Reply(200, {"job": record.job, "run_id": record.run_id, "state": record.state,
                        "vm_deleted": deleted})
+
+
+def _room_freed(deps: Deps) -> None:
+    """This run's VM is gone: start the runs queued for room (the sweep does it too)."""
+    try:
+        start_queued(deps)
+    except Exception as exc:  # noqa: BLE001 - the callback is recorded; the next sweep starts them
+        log.warning("job_done: starting queued runs: %s", exc)
 
 
 def _replay_key(token: str) -> str:

@@ -2,7 +2,9 @@
 
 Two kinds: the catalog (a machine type or GPU spotcron does not know never reaches Compute
 Engine) and the stack's limits (infra/stack.yaml `limits:`): live VMs, GPUs on live VMs and
-VM-hours per UTC day. A run that would cross one ends `failed`, its reason naming the limit.
+VM-hours per UTC day. A run outside the catalog ends `failed`; a run that would cross a limit is
+queued until room frees or its starting_deadline passes (engine/queue.py), its reason naming the
+limit.
 
 Each admission is an object of its own under the UTC day (layout.usage_admitted), written
 before the limits are checked: an attempt reserves its worst case, timeout + grace, and when its
@@ -59,6 +61,28 @@ def instance_gpus(instance: Instance) -> int:
     if label.isdigit():
         return int(label)
     known = catalog.machine_type(instance.machine_type.rsplit("/", 1)[-1])
+    return known.gpu_count if known and known.bundled_gpu else 0
+
+
+@dataclass(frozen=True)
+class _Unlisted:
+    """An earlier VM of the run that the list does not show but may still be alive."""
+
+    name: str
+    status: str
+    gpus: int
+
+
+def _gpus(vm: Instance | _Unlisted) -> int:
+    return vm.gpus if isinstance(vm, _Unlisted) else instance_gpus(vm)
+
+
+def instance_gpus_of(attempt: Attempt) -> int:
+    """GPUs of an attempt's VM, from what the record says it asked for (`TYPE xN`)."""
+    count = (attempt.gpu or "").rpartition(" x")[2]
+    if count.isdigit():
+        return int(count)
+    known = catalog.machine_type(attempt.machine_type)
     return known.gpu_count if known and known.bundled_gpu else 0
 
 
@@ -169,8 +193,8 @@ def admit(deps, record: RunRecord, spec: JobSpec, attempt: Attempt) -> str | Non
     them all: together they cannot cross a limit. A start that crosses a limit only because of
     admissions still pending (others being decided at this moment) withdraws its own and raises
     AdmissionBusy, so a burst near a limit is decided one by one on redelivery instead of
-    refusing more runs than the limit requires. A refused admission reserves nothing once its run
-    has ended (settle records that it used no hours).
+    queueing more runs than the limit requires. A refused admission is withdrawn: a queued run
+    reserves nothing while it waits.
 
     Idempotent per VM name: a redelivery, a move to the next zone or the on-demand fallback of
     the same attempt neither counts its own VM nor reserves twice.
@@ -188,21 +212,28 @@ def admit(deps, record: RunRecord, spec: JobSpec, attempt: Attempt) -> str | Non
     # and a STOPPING VM still runs and bills. (They are left out of the pending admissions below:
     # one that is not listed is gone.)
     others = [i for i in alive if i.name != attempt.vm_name]
-    earlier = [i for i in others if i.name in own]
     listed = {i.name for i in alive}
+    # Lists lag behind creates and deletes: an earlier VM of this run made or deleted within the
+    # window may be alive though not listed yet (a container that reports `preempted` a minute
+    # after boot must not get two VMs alive at once), so it counts as one.
+    unlisted = [_Unlisted(a.vm_name, "possibly alive (not listed yet)", instance_gpus_of(a))
+                for a in record.attempts if a.vm_name != attempt.vm_name and a.vm_name not in listed
+                and a.created_at is not None and now - (a.deleted_at or now) < ADMISSION_WINDOW]
+    others = [*others, *unlisted]
+    earlier = [i for i in others if i.name in own]
     hours = (spec.timeout + deps.settings.grace) / 3600
     gpus = gpu_count(spec)
     today = _day(now)
     mine = layout.usage_admitted(today, attempt.vm_name, int(now.timestamp()), gpus, hours)
     wrote = _write_once(deps.blobs, mine)
     day = read_day(deps.blobs, today)
+    before = read_day(deps.blobs, _day(now - timedelta(days=1)))
     pending = _pending(day, now, listed=listed, own=own)
     # Admissions written just before midnight (UTC) are in yesterday's listing.
     if _day(now - ADMISSION_WINDOW) != today:
-        pending = {**_pending(read_day(deps.blobs, _day(now - ADMISSION_WINDOW)), now, listed=listed, own=own),
-                   **pending}
-    hours_today = day.hours - day.hours_of(attempt.vm_name)
-    settled = Usage(live_vms=len(others), gpus=sum(instance_gpus(i) for i in others),
+        pending = {**_pending(before, now, listed=listed, own=own), **pending}
+    hours_today = day.hours - day.hours_of(attempt.vm_name) + carried_over(before, now, besides=attempt.vm_name)
+    settled = Usage(live_vms=len(others), gpus=sum(_gpus(i) for i in others),
                     vm_hours_today=hours_today - sum(day.hours_of(vm) for vm in pending))
     counted = Usage(live_vms=settled.live_vms + len(pending), gpus=settled.gpus + sum(a.gpus for a in pending.values()),
                     vm_hours_today=hours_today)
@@ -210,7 +241,7 @@ def admit(deps, record: RunRecord, spec: JobSpec, attempt: Attempt) -> str | Non
         return None
     problem = limit_problem(limits, settled, gpus=gpus, hours=hours)
     without_earlier = Usage(live_vms=settled.live_vms - len(earlier),
-                            gpus=settled.gpus - sum(instance_gpus(i) for i in earlier),
+                            gpus=settled.gpus - sum(_gpus(i) for i in earlier),
                             vm_hours_today=settled.vm_hours_today)
     if problem is None or (earlier and limit_problem(limits, without_earlier, gpus=gpus, hours=hours) is None):
         # It would fit once others are decided, or once this run's own earlier VM has stopped:
@@ -222,9 +253,22 @@ def admit(deps, record: RunRecord, spec: JobSpec, attempt: Attempt) -> str | Non
         why = (f"{len(pending)} other starts are being admitted near the stack limits" if problem is None else
                f"its earlier attempt's VM {earlier[0].name} is still {earlier[0].status} and counts as live")
         raise AdmissionBusy(f"{why}; {record.job}/{record.run_id} will be tried again")
-    log.warning("%s/%s: %s", record.job, record.run_id, problem,
-                extra={"fields": {"event": "limit_refused", "job": record.job, "run_id": record.run_id}})
+    # The run waits for room (engine/queue.py) and reserves nothing meanwhile: its admission, left
+    # standing, would count as a start in progress against every other start for a while.
+    if wrote:
+        deps.blobs.delete(mine)
+    log.info("%s/%s: %s", record.job, record.run_id, problem,
+             extra={"fields": {"event": "limit_reached", "job": record.job, "run_id": record.run_id}})
     return problem
+
+
+def carried_over(before: DayUsage, now: datetime, *, besides: str = "") -> float:
+    """The hours that VMs admitted the day before may run into today (UTC): each is charged in full
+    to the day it was admitted, and what its reservation (or, once settled, its use) reaches past
+    midnight counts today too, so no UTC day can run twice its limit."""
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    return sum(max(0.0, (entry.at - midnight).total_seconds() / 3600 + before.hours_of(vm))
+               for vm, entry in before.admitted.items() if vm != besides)
 
 
 def settle(deps, record: RunRecord) -> None:

@@ -27,7 +27,7 @@ from spotcron.engine import transitions as t
 from spotcron.engine.advice import placed
 from spotcron.engine.attempts import create_attempt
 from spotcron.engine.deps import Deps
-from spotcron.engine.steps import priced, run_ended, step
+from spotcron.engine.steps import finish_ending, priced, step
 from spotcron.engine.store import run_sort_key
 
 log = logging.getLogger("spotcron.engine")
@@ -78,6 +78,10 @@ def launch(deps: Deps, spec: JobSpec, *, requested_at: datetime, manual: bool = 
         # The same request always names the same run: a redelivery must not start a second one.
         nonce = hashlib.sha256(requested_at.isoformat().encode()).hexdigest()[:8]
     pruned_through = deps.store.pruned_through(spec.name)
+    if manual:
+        # A manual run that never had a VM is pruned apart from the others (engine/store.prune).
+        pruned_through = max((m for m in (pruned_through, deps.store.pruned_through(spec.name, manual=True)) if m),
+                             key=run_sort_key, default=None)
     return [_launch_one(deps, variant, tick, reading, requested_at, nonce, pruned_through)
             for variant in spec.variants()]
 
@@ -155,9 +159,11 @@ def _launch_one(deps: Deps, spec: JobSpec, tick: datetime | None, reading: datet
         reason = (f"missed: the trigger arrived {late:.0f}s after its {tick:%H:%M} UTC tick{read_as} "
                   f"(starting_deadline {spec.starting_deadline}s)")
         record = priced(deps, record.with_state(RunState.SKIPPED, now, reason))
-        if deps.store.create(record):
-            run_ended(deps, record)
-        return _outcome(deps.store.read(spec.name, run_id) or record, duplicate=False)
+        created = deps.store.create(record)
+        # Its end is owed in the record just written; a duplicate finishes what a crashed first
+        # delivery left owed.
+        stored = record if created else deps.store.read(spec.name, run_id) or record
+        return _outcome(finish_ending(deps, stored), duplicate=not created)
     created = deps.store.create(record)
     if created:
         deps.publish("run.scheduled", record)
@@ -172,6 +178,8 @@ def advance(deps: Deps, job: str, run_id: str) -> RunRecord:
     record = deps.store.read(job, run_id)
     if record is None:
         raise SpotcronError(f"run {job}/{run_id} has no record")
+    if record.terminal:
+        return finish_ending(deps, record)  # a redelivery finishes what a crashed end left owed
     if record.state == RunState.SCHEDULED:
         record = _apply_concurrency(deps, record)
     begun = False

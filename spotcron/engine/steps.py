@@ -2,7 +2,20 @@
 
 `step` is the one writer of run records after their creation: it runs the pure transition inside
 `RunStore.update` (read, compute, write-if-unchanged, retried on conflict), prices a run that has
-just ended, and afterwards publishes the event and, once per run, does the end-of-run work.
+just ended, and afterwards publishes the event and finishes the run's end.
+
+The end of a run is durable. Entering a terminal state records every end-of-run effect as owed
+in the same write (`RunRecord.with_state`): the `run.finished` event, settling the VM-hours
+reservation, history pruning and the run-end hooks. `finish_ending` does what is still owed and
+records it done (`EffectsDone`), so a function that dies, or meets a transient error, between the
+terminal write and an effect leaves the effect owed, not lost. The run keeps an `ending` live
+marker until nothing is owed, and whoever touches the run next finishes it: the same handler at
+once, any later step on the ended run (a redelivered callback or start), or the sweep, which
+finds the marker in its one listing of the live index.
+
+Each effect is idempotent, because a crash after an effect and before its "done" is written makes
+the next toucher do it again: `run.finished` carries an `event_id` (JOB/RUN/finished) that
+consumers deduplicate on; a settlement is a create-only object; pruning deletes what is left.
 """
 
 from __future__ import annotations
@@ -11,10 +24,12 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime
 
-from spotcron.core.runs import RunRecord, RunState
+from spotcron.core.errors import Transient
+from spotcron.core.runs import Effect, RunRecord, RunState
 from spotcron.engine import transitions as t
 from spotcron.engine.deps import Deps
 from spotcron.engine.guards import settle
+from spotcron.engine.store import RecordConflict
 
 log = logging.getLogger("spotcron.engine")
 
@@ -46,6 +61,8 @@ def step(deps: Deps, job: str, run_id: str, event: t.Event, *, now: datetime | N
     record, changed = deps.store.update(job, run_id, change)
     if changed and record is not None:
         _after(deps, before["record"], record, event)
+    if record is not None and record.owed and not isinstance(event, t.EffectsDone):
+        record = finish_ending(deps, record)
     return Stepped(record, changed, refusal[0] if refusal else None)
 
 
@@ -59,26 +76,57 @@ def priced(deps: Deps, record: RunRecord) -> RunRecord:
 def _after(deps: Deps, before: RunRecord, after: RunRecord, event: t.Event) -> None:
     if isinstance(event, t.VmCreated):
         deps.publish("run.started", after, vm=event.attempt.vm_name, zone=event.zone)
-    if (after.state == RunState.STARTING and before.state != RunState.SCHEDULED
+    if (after.state == RunState.STARTING and before.state not in (RunState.SCHEDULED, RunState.QUEUED)
             and len(after.attempts) > len(before.attempts)):
         deps.publish("run.retrying", after, attempt=after.current_attempt.number)
-    if after.terminal and not before.terminal:
-        run_ended(deps, after)
+    if after.state == RunState.QUEUED and before.state != RunState.QUEUED:
+        deps.publish("run.queued", after)
 
 
-def run_ended(deps: Deps, record: RunRecord) -> None:
-    """Once per run, after its terminal state is stored: events, history pruning, hooks."""
-    deps.publish("run.finished", record)
-    try:
-        settle(deps, record)
-    except Exception:  # noqa: BLE001 - an unsettled reservation only keeps the day's limit stricter
-        log.warning("could not settle the VM-hours of %s/%s", record.job, record.run_id, exc_info=True)
-    try:
-        deps.store.prune(record.job, record.history_limit)
-    except Exception:  # noqa: BLE001 - pruning is retried at the next run end
-        log.warning("could not prune history of %s", record.job, exc_info=True)
-    for hook in deps.on_run_end:
+def finished_event_id(record: RunRecord) -> str:
+    return f"{record.job}/{record.run_id}/finished"
+
+
+def finish_ending(deps: Deps, record: RunRecord) -> RunRecord:
+    """Do what the end of `record` still owes, record what got done; the record as stored.
+
+    An effect that fails stays owed for the next toucher (the sweep at the latest): nothing here
+    raises for it. A crash (any BaseException) propagates with everything still owed.
+    """
+    if not record.terminal or not record.owed:
+        return record
+    done: list[Effect] = []
+    for effect in record.owed:
         try:
-            hook(deps, record)
-        except Exception:  # noqa: BLE001 - a page or notification must not fail the run
-            log.warning("run-end hook %r failed for %s/%s", hook, record.job, record.run_id, exc_info=True)
+            _do(deps, record, effect)
+        except Exception as exc:  # noqa: BLE001 - owed until done: the sweep tries again
+            log.warning("%s/%s: the end of the run still owes %s (%s: %s); the sweep tries again",
+                        record.job, record.run_id, effect, type(exc).__name__, exc,
+                        exc_info=not isinstance(exc, Transient))
+            continue
+        done.append(effect)
+    if not done:
+        return record
+    try:
+        return step(deps, record.job, record.run_id, t.EffectsDone(tuple(done))).record or record
+    except (Transient, RecordConflict) as exc:
+        log.warning("%s/%s: its end's effects were done but not recorded (%s); the sweep does them again",
+                    record.job, record.run_id, exc)
+        return record
+
+
+def _do(deps: Deps, record: RunRecord, effect: Effect) -> None:
+    if effect == Effect.FINISHED_EVENT:
+        deps.publish("run.finished", record, strict=True, event_id=finished_event_id(record))
+    elif effect == Effect.SETTLE:
+        settle(deps, record)
+    elif effect == Effect.PRUNE:
+        deps.store.prune(record.job, record.history_limit)
+    elif effect == Effect.HOOKS:
+        for hook in deps.on_run_end:
+            try:
+                hook(deps, record)
+            except Transient:
+                raise
+            except Exception:  # noqa: BLE001 - a page or notification must not hold the run's end
+                log.warning("run-end hook %r failed for %s/%s", hook, record.job, record.run_id, exc_info=True)

@@ -9,7 +9,10 @@ sweep needs to decide whether the run needs attention: for a running run its att
 and deadline; for one still waiting for its VM (scheduled or starting) only since when, because
 the sweep looks at such a run only once it may be stuck. One listing then replaces a read per run
 (engine/sweep.py). The marker is renamed when the run starts or stops running, so a run costs
-two marker writes (deletes are free). It is a hint, never the truth: a marker left behind by a
+two marker writes (deletes are free). A run waiting for room under the stack's limits has a
+`queued` marker (since when), which the queue reads in tick order (engine/queue.py). An ended run
+keeps an `ending` marker while its end still owes effects (engine/ending.py), so the sweep finds
+them without reading every record. It is a hint, never the truth: a marker left behind by a
 crash or a race makes the sweep read the record and put the markers right. Markers named
 `live/JOB/RUN` (before the index carried anything) still count.
 """
@@ -43,7 +46,8 @@ def live_marker(job: str, run_id: str) -> str:
     return f"{LIVE}{job}/{run_id}"
 
 
-WAITING, RUNNING = "waiting", "running"
+WAITING, RUNNING, QUEUED, ENDING = "waiting", "running", "queued", "ending"
+KINDS = (WAITING, RUNNING, QUEUED, ENDING)
 
 
 @dataclass(frozen=True)
@@ -54,21 +58,26 @@ class LiveEntry:
     job: str
     run_id: str
     name: str  # the marker's object name
-    kind: str | None = None  # WAITING (scheduled or starting) or RUNNING
+    kind: str | None = None  # WAITING (scheduled or starting), RUNNING, QUEUED or ENDING (effects owed)
     attempt: int = 0
     zone: str | None = None
     vm: str | None = None
     deadline: datetime | None = None  # of the running attempt's VM
-    since: datetime | None = None  # when the run began waiting for a VM
+    since: datetime | None = None  # when the run began waiting for a VM, was queued, or ended
 
 
 def live_entry_name(record: RunRecord, since: datetime | None = None) -> str | None:
-    """The marker name for `record` (None once it has ended); a waiting run's says `since`, by
-    default the record's last change."""
-    if record.terminal:
-        return None
+    """The marker name for `record` (None once it has ended and owes nothing); a waiting run's
+    says `since`, by default the record's last change."""
     attempt = record.current_attempt
-    if record.state == RunState.RUNNING and attempt is not None:
+    if record.terminal:
+        if not record.owed:
+            return None
+        fields = [ENDING, _NONE, _NONE, _NONE, _NONE, _epoch(record.updated_at)]
+    elif record.state == RunState.QUEUED:
+        fields = [QUEUED, _NONE, _NONE, _NONE, _NONE, _epoch(record.history[-1].at if record.history
+                                                             else record.updated_at)]
+    elif record.state == RunState.RUNNING and attempt is not None:
         fields = [RUNNING, str(attempt.number), attempt.zone or _NONE, attempt.vm_name, _epoch(record.deadline), _NONE]
     else:
         fields = [WAITING, _NONE, _NONE, _NONE, _NONE, _epoch(since or _began_waiting(record))]
@@ -94,7 +103,7 @@ def parse_live_name(name: str) -> LiveEntry | None:
         return None
     try:
         kind, attempt, zone, vm, deadline, since = parts[2].split(_SEP)
-        if kind not in (WAITING, RUNNING):
+        if kind not in KINDS:
             raise ValueError(kind)
         return LiveEntry(parts[0], parts[1], name, kind=kind, attempt=0 if attempt == _NONE else int(attempt),
                          zone=None if zone == _NONE else zone, vm=None if vm == _NONE else vm,
@@ -115,8 +124,8 @@ def _from_epoch(text: str) -> datetime | None:
     return None if text == _NONE else datetime.fromtimestamp(int(text), UTC)
 
 
-def pruned_marker(job: str) -> str:
-    return f"{PRUNED}{job}"
+def pruned_marker(job: str, *, manual: bool = False) -> str:
+    return f"{PRUNED}{job}{_SEP}manual" if manual else f"{PRUNED}{job}"
 
 
 class RunStore:
@@ -206,7 +215,7 @@ class RunStore:
 
     def live_runs(self) -> list[tuple[str, str]]:
         """(job, run_id) of every run not yet in a terminal state."""
-        return list(dict.fromkeys((entry.job, entry.run_id) for entry in self.live_index()))
+        return list(dict.fromkeys((entry.job, entry.run_id) for entry in self.live_index() if entry.kind != ENDING))
 
     def run_ids(self, job: str) -> list[str]:
         """Every run id of `job` that has a record, oldest first."""
@@ -280,23 +289,31 @@ class RunStore:
         # Pub/Sub redelivers later must not bring the run back (launch checks `pruned_through`).
         if worked_doomed:
             self._raise_pruned_mark(job, max(worked_doomed, key=run_sort_key))
+        # A manual run that never had a VM (skipped, or queued past its deadline) may be asked for
+        # again by a late redelivery of its message: its own mark keeps it from running after its
+        # record is gone. Only manual runs are held to it, so no flood can drop a scheduled tick.
+        manual_idle = [run_id for run_id in doomed if run_id.startswith("m") and run_id not in worked_doomed]
+        if manual_idle:
+            self._raise_pruned_mark(job, max(manual_idle, key=run_sort_key), manual=True)
         for run_id in sorted(doomed, key=run_sort_key):
             for name in by_run[run_id]:
                 self.blobs.delete(name)
         return sorted(doomed, key=run_sort_key)
 
-    def pruned_through(self, job: str) -> str | None:
-        """The newest run id of `job` that history pruning deleted; None when nothing was pruned."""
-        blob = self.blobs.read(pruned_marker(job))
+    def pruned_through(self, job: str, *, manual: bool = False) -> str | None:
+        """The newest run id of `job` that history pruning deleted (`manual`: of its manual runs that
+        never had a VM); None when nothing was pruned."""
+        blob = self.blobs.read(pruned_marker(job, manual=manual))
         return blob.data.decode() if blob else None
 
-    def _raise_pruned_mark(self, job: str, run_id: str) -> None:
+    def _raise_pruned_mark(self, job: str, run_id: str, *, manual: bool = False) -> None:
+        name = pruned_marker(job, manual=manual)
         for _ in range(MAX_CONFLICTS):
-            blob = self.blobs.read(pruned_marker(job))
+            blob = self.blobs.read(name)
             if blob is not None and run_sort_key(blob.data.decode()) >= run_sort_key(run_id):
                 return
             try:
-                self.blobs.write(pruned_marker(job), run_id.encode(), content_type="text/plain",
+                self.blobs.write(name, run_id.encode(), content_type="text/plain",
                                  if_generation_match=blob.generation if blob else 0)
                 return
             except PreconditionFailed:

@@ -3,7 +3,10 @@
 - a managed VM that is STOPPED/TERMINATED, or alive past its deadline, is deleted with its disk;
 - a run whose VM vanished without calling back (preempted, crashed, callback lost) is finished
   from its manifest when the upload completed, else retried or marked lost;
-- a run stuck in `starting` is adopted when its VM exists, else failed.
+- a run stuck in `starting` is adopted when its VM exists, else failed;
+- an ended run whose end still owes effects (a crash or a transient error after its terminal
+  write) has them done (engine/steps.finish_ending);
+- queued runs are started when room has freed, or skipped past their deadline (engine/queue.py).
 Nothing without our label is ever touched, nor a managed VM still inside its deadline.
 
 Its work follows the runs that need it. One aggregated list of the managed VMs and one listing
@@ -31,9 +34,10 @@ from spotcron.engine.advice import refresh_advice
 from spotcron.engine.attempts import create_attempt
 from spotcron.engine.deps import Deps
 from spotcron.engine.ports import DEAD_STATUSES, Instance
+from spotcron.engine.queue import in_tick_order, start_queued
 from spotcron.engine.results import manifest_document, metrics_changes
-from spotcron.engine.steps import step
-from spotcron.engine.store import RUNNING, WAITING, LiveEntry, RecordConflict, run_sort_key
+from spotcron.engine.steps import finish_ending, step
+from spotcron.engine.store import ENDING, QUEUED, RUNNING, WAITING, LiveEntry, RecordConflict, run_sort_key
 
 log = logging.getLogger("spotcron.engine")
 
@@ -57,11 +61,14 @@ class SweepReport:
     ended_runs: list[tuple[str, str, str]] = field(default_factory=list)  # (job, run, state)
     retried_runs: list[tuple[str, str]] = field(default_factory=list)
     adopted_runs: list[tuple[str, str]] = field(default_factory=list)
+    finished_ends: list[tuple[str, str]] = field(default_factory=list)  # ended runs whose owed effects it did
+    dequeued_runs: list[tuple[str, str, str]] = field(default_factory=list)  # (job, run, state now)
     errors: list[str] = field(default_factory=list)  # what failed this time; the next sweep tries again
 
     def summary(self) -> dict[str, int]:
         return {"deleted_vms": len(self.deleted_vms), "ended_runs": len(self.ended_runs),
                 "retried_runs": len(self.retried_runs), "adopted_runs": len(self.adopted_runs),
+                "finished_ends": len(self.finished_ends), "dequeued_runs": len(self.dequeued_runs),
                 "errors": len(self.errors)}
 
 
@@ -103,6 +110,12 @@ def _sweep(deps: Deps, attention: Callable[..., bool]) -> SweepReport:
             continue
         try:
             record = deps.store.read(*key)
+            if record is not None and record.terminal and record.owed:
+                record = finish_ending(deps, record)  # a crash or an error after its terminal write
+                deps.store.fix_markers(record, [entry.name for entry in entries])
+                if not record.owed:
+                    report.finished_ends.append(key)
+                continue
             if record is None or record.terminal:
                 for entry in entries:  # left by an interrupted update
                     deps.blobs.delete(entry.name)
@@ -137,9 +150,22 @@ def _sweep(deps: Deps, attention: Callable[..., bool]) -> SweepReport:
             _sweep_run(deps, record, instances, timed_out, now, report)
         except Exception as exc:  # noqa: BLE001 - one run never stops the pass
             _failed(report, f"sweeping {record.job}/{record.run_id}", exc)
+    if index is not None:
+        _start_queued(deps, index, unread, report)
     for error in report.errors:
         log.warning("sweep: %s", error)
     return report
+
+
+def _start_queued(deps: Deps, index: list[LiveEntry], unread: set[tuple[str, str]], report: SweepReport) -> None:
+    """Queued runs, oldest tick first, once the VMs above are seen to (a reaped VM frees room)."""
+    queued = [entry for entry in in_tick_order(index) if (entry.job, entry.run_id) not in unread]
+    try:
+        moved = start_queued(deps, queued, report.errors)
+    except Exception as exc:  # noqa: BLE001 - the queue's own listing or a bug: the pass is done anyway
+        _failed(report, "starting queued runs", exc)
+        return
+    report.dequeued_runs.extend((r.job, r.run_id, r.state) for r in moved)
 
 
 def _failed(report: SweepReport, what: str, exc: Exception) -> None:
@@ -203,6 +229,12 @@ def needs_attention(deps: Deps, entries: list[LiveEntry], instances: dict[tuple[
     if len(entries) != 1 or entries[0].kind is None:
         return True  # a marker of the old form, or several: the record says which is right
     entry = entries[0]
+    if entry.kind == QUEUED:
+        return False  # the queue's, after the runs (see _start_queued)
+    if entry.kind == ENDING:
+        # Its own handler finishes it at once; past the list lag nobody is (it crashed, or an
+        # effect met an error).
+        return entry.since is None or now - entry.since >= LIST_LAG
     if entry.kind == WAITING:
         # Past the list lag nobody may be driving it: a retry's insert that met a transient error
         # has no redelivery behind it (see _sweep_starting).

@@ -11,7 +11,10 @@ choice between retrying and finalizing each live here, once.
         |                  |  ^ MoveAttempt              |            |
         |                  |  +----- (retry) -----------+------------+
         +--Skip--> skipped +--CreateRefused/Stuck--> failed
+                           +--Queue--> queued --Dequeue--> starting
+                                         +--QueueExpired--> skipped (failed for a retry)
     any live state --Replaced--> failed, --Cancel--> cancelled, --Fail--> failed
+    terminal (effects owed) --EffectsDone--> terminal (fewer owed)
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from spotcron.core import layout
-from spotcron.core.runs import Attempt, Outcome, Placement, RunRecord, RunState, vm_name
+from spotcron.core.runs import Attempt, Effect, Outcome, Placement, RunRecord, RunState, vm_name
 from spotcron.core.spec import JobSpec
 
 
@@ -88,6 +91,35 @@ class CreateRefused:
 
 
 @dataclass(frozen=True)
+class Queue:
+    """The attempt's VM would cross a stack limit: the run waits for room (`reason` names the limit)."""
+
+    attempt: Attempt
+    reason: str
+
+
+@dataclass(frozen=True)
+class Dequeue:
+    """Room freed for a queued run: it goes back to `starting` to create its attempt's VM."""
+
+    attempt: Attempt
+
+
+@dataclass(frozen=True)
+class QueueExpired:
+    """A queued run's starting_deadline passed before room freed."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class EffectsDone:
+    """Some of an ended run's owed effects are done (engine/ending.py)."""
+
+    done: tuple[Effect, ...]
+
+
+@dataclass(frozen=True)
 class Stuck:
     """The sweep found the run `scheduled`/`starting` with no VM, unchanged since `seen_at`."""
 
@@ -151,8 +183,8 @@ class VmGone:
     metrics: tuple[tuple[str, object], ...] = ()  # as in AttemptReported
 
 
-Event = (Begin | Skip | Claim | MoveAttempt | VmCreated | CreateRefused | Stuck | Fail | Replaced | Cancel
-         | AttemptReported | VmGone)
+Event = (Begin | Skip | Claim | MoveAttempt | VmCreated | CreateRefused | Queue | Dequeue | QueueExpired
+         | EffectsDone | Stuck | Fail | Replaced | Cancel | AttemptReported | VmGone)
 
 
 # --- pure helpers --------------------------------------------------------------------------------
@@ -289,6 +321,40 @@ def create_refused(record: RunRecord, event: CreateRefused, now: datetime) -> Re
     return record.with_attempt(failed, now).with_state(RunState.FAILED, now, event.reason)
 
 
+def queue(record: RunRecord, event: Queue, now: datetime) -> Result:
+    if not is_current_attempt(record, event.attempt):
+        return Refused("the attempt is no longer the one being created")
+    return record.with_state(RunState.QUEUED, now, event.reason)
+
+
+def dequeue(record: RunRecord, event: Dequeue, now: datetime) -> Result:
+    current = record.current_attempt
+    if record.state != RunState.QUEUED or current is None or current.number != event.attempt.number:
+        return Refused(f"not queued (now {record.state})")
+    return record.with_state(RunState.STARTING, now, None).model_copy(update={"reason": None})
+
+
+def queue_expired(record: RunRecord, event: QueueExpired, now: datetime) -> Result:
+    if record.state != RunState.QUEUED:
+        return Refused(f"not queued (now {record.state})")
+    current = record.current_attempt
+    waited = current.model_copy(update={"outcome": Outcome.CREATE_FAILED, "error": event.reason}) if current else None
+    updated = record.with_attempt(waited, now) if waited else record
+    # A first attempt that never got room did no work: skipped, as a missed tick is. A retry's
+    # run did work before, so not getting room again is a failure of the run.
+    worked = any(a.created_at is not None for a in record.attempts)
+    return updated.with_state(RunState.FAILED if worked else RunState.SKIPPED, now, event.reason)
+
+
+def effects_done(record: RunRecord, event: EffectsDone, now: datetime) -> Result:
+    if not record.terminal:
+        return Refused(f"not ended (now {record.state})")
+    owed = tuple(effect for effect in record.owed if effect not in event.done)
+    if owed == record.owed:
+        return Refused("nothing of it was owed")
+    return record.model_copy(update={"owed": owed})
+
+
 def stuck(record: RunRecord, event: Stuck, now: datetime) -> Result:
     if record.state not in (RunState.SCHEDULED, RunState.STARTING):
         return Refused(f"now {record.state}")
@@ -378,7 +444,8 @@ def _vm_ended_for_good(record: RunRecord, outcome: Outcome, now: datetime) -> Ru
 
 TRANSITIONS: dict[type, Callable[[RunRecord, object, datetime], Result]] = {
     Begin: begin, Skip: skip, Claim: claim, MoveAttempt: move_attempt, VmCreated: vm_created,
-    CreateRefused: create_refused, Stuck: stuck, Fail: fail, Replaced: replaced, Cancel: cancel,
+    CreateRefused: create_refused, Queue: queue, Dequeue: dequeue, QueueExpired: queue_expired,
+    EffectsDone: effects_done, Stuck: stuck, Fail: fail, Replaced: replaced, Cancel: cancel,
     AttemptReported: attempt_reported, VmGone: vm_gone,
 }
 

@@ -39,7 +39,7 @@ th, td { text-align: left; padding: .3em .6em; border-bottom: 1px solid #e3e3e3;
 td.num, th.num { text-align: right; }
 .state { font-weight: 600; }
 .succeeded { color: #2b8a3e; } .failed, .timed_out, .lost { color: #c92a2a; }
-.preempted, .skipped { color: #b8860b; } .scheduled, .starting, .running { color: #1864ab; }
+.preempted, .skipped { color: #b8860b; } .scheduled, .starting, .running { color: #1864ab; } .queued { color: #862e9c; }
 .meta { color: #666; } td.reason { white-space: normal; max-width: 28em; }
 dl.summary { display: grid; grid-template-columns: max-content auto; gap: .2em 1.2em; }
 dl.summary dt { color: #666; } dl.summary dd { margin: 0; font-weight: 600; }

@@ -23,7 +23,7 @@ UNKNOWN = "-"
 STATE_STYLES: Mapping[str, str] = {
     RunState.SUCCEEDED: "green", RunState.FAILED: "red", RunState.TIMED_OUT: "red", RunState.LOST: "red",
     RunState.PREEMPTED: "yellow", RunState.SKIPPED: "yellow", RunState.CANCELLED: "yellow",
-    RunState.SCHEDULED: "cyan", RunState.STARTING: "cyan", RunState.RUNNING: "cyan",
+    RunState.SCHEDULED: "cyan", RunState.STARTING: "cyan", RunState.RUNNING: "cyan", RunState.QUEUED: "magenta",
 }
 
 RUN_COLUMNS = ("job", "run", "status", "attempts", "started (UTC)", "duration", "zone / machine", "cost",

@@ -99,3 +99,15 @@ def test_up_timeout_without_once_is_an_error(tmp_path, monkeypatch):
     assert result.exit_code == 2
     assert result.output.strip() == ("error: --timeout goes with --once: without it up runs until Ctrl-C; add "
                                      "--once or leave --timeout out")
+
+
+def test_a_queued_run_gets_a_line_with_the_limit_and_shows_as_queued_in_flight():
+    buffer = io.StringIO()
+    view = view_on(buffer).start()
+    view.on_event({"type": "run.scheduled", "job": "bot", "run_id": "r1", "state": "scheduled"})
+    view.on_event({"type": "run.queued", "job": "bot", "run_id": "r1", "state": "queued",
+                   "reason": "waiting for room: refused by the stack limit max_live_vms: 20 job VMs are live"})
+    assert view.flying[("bot", "r1")].state == "queued"
+    view.stop()
+    assert buffer.getvalue().splitlines() == [
+        "12:00:00 bot/r1 queued  waiting for room: refused by the stack limit max_live_vms: 20 job VMs are live"]

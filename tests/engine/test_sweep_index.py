@@ -7,7 +7,7 @@ from datetime import timedelta
 from spotcron.core import layout
 from spotcron.core.runs import RunState
 from spotcron.engine.store import LIVE, live_entry_name, live_marker, parse_live_name
-from spotcron.testing.harness import make_spec
+from spotcron.testing.harness import Harness, make_spec
 
 RUN = "20261122-1200"
 ZONE = "us-central1-a"
@@ -42,7 +42,8 @@ def test_a_running_runs_marker_names_its_state_attempt_zone_vm_and_deadline(h):
     assert h.blobs.list(LIVE) == []
 
 
-def test_a_sweep_over_healthy_runs_makes_one_compute_call_and_one_storage_call(h):
+def test_a_sweep_over_healthy_runs_makes_one_compute_call_and_one_storage_call():
+    h = Harness(limits={"max_live_vms": 100})
     start_many(h, 40)
     h.clock.advance(5 * 60)
     before = calls(h)
@@ -51,7 +52,8 @@ def test_a_sweep_over_healthy_runs_makes_one_compute_call_and_one_storage_call(h
     assert delta(before, calls(h)) == {"compute.list": 1, "storage.list": 1}
 
 
-def test_only_the_run_whose_vm_vanished_is_read(h):
+def test_only_the_run_whose_vm_vanished_is_read():
+    h = Harness(limits={"max_live_vms": 100})
     start_many(h, 20)
     vanished = "sc-job-007-20261122-1200-a1"
     h.compute.preempt(ZONE, vanished)

@@ -1,0 +1,100 @@
+"""Runs waiting for room under the stack's limits, started oldest tick first.
+
+A start whose VM would cross a stack limit (live VMs, GPUs, VM-hours per day) is not a failure:
+the run is `queued`, with the limit in its reason, and keeps a `queued` live marker saying since
+when. Room frees when a run's VM goes, so `start_queued` runs after a callback ends a run
+(engine/finish.py) and in every sweep pass: it lists the queued markers, and in tick order (the
+run ids sort by tick) admits each run against the limits again. One that fits goes back to
+`starting` (`Dequeue`, a conditional write, so of two queue passes only one creates the VM) and
+its attempt's VM is created as any start's is; one that does not stays queued, reserving nothing.
+A run still queued when its starting_deadline has passed ends `skipped` with the limit as its
+reason (`failed` for a retry, whose run did work before). On Google Cloud this needs nothing
+beyond what is deployed: job_done and the sweep (every sweep_interval) drive it; locally the same
+code runs in the local functions.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from spotcron.core.errors import Transient
+from spotcron.core.runs import RunRecord, RunState
+from spotcron.engine import transitions as t
+from spotcron.engine.attempts import create_attempt
+from spotcron.engine.deps import Deps
+from spotcron.engine.guards import admit
+from spotcron.engine.steps import step
+from spotcron.engine.store import QUEUED, LiveEntry, run_sort_key
+
+log = logging.getLogger("spotcron.engine")
+
+
+def queue_deadline(record: RunRecord) -> datetime:
+    """Until when a queued run may still start: its starting_deadline after its tick (or its
+    request), or, for a retry, after it was queued."""
+    deadline = timedelta(seconds=int((record.spec or {}).get("starting_deadline") or 0))
+    if any(a.created_at is not None for a in record.attempts):
+        queued_at = next((c.at for c in reversed(record.history) if c.state == RunState.QUEUED), record.updated_at)
+        return queued_at + deadline
+    return (record.tick or record.created_at) + deadline
+
+
+def in_tick_order(entries: list[LiveEntry]) -> list[LiveEntry]:
+    """The queued runs among `entries`, oldest tick first (run ids sort by tick across jobs)."""
+    return sorted((e for e in entries if e.kind == QUEUED), key=lambda e: (run_sort_key(e.run_id), e.job))
+
+
+def start_queued(deps: Deps, entries: list[LiveEntry] | None = None,
+                 errors: list[str] | None = None) -> list[RunRecord]:
+    """Start the queued runs that fit now, oldest tick first; end those past their deadline.
+    Returns the records of the runs it moved on. `entries`: the live index, when the caller has it;
+    `errors` collects what failed (a run's failure never stops the queue)."""
+    if entries is None:
+        entries = deps.store.live_index()
+    moved: list[RunRecord] = []
+    for entry in in_tick_order(entries):
+        try:
+            record, waits = _start_one(deps, entry)
+        except Transient as exc:
+            log.warning("queue: %s/%s stays queued for now: %s", entry.job, entry.run_id, exc)
+            if errors is not None:
+                errors.append(f"queued run {entry.job}/{entry.run_id}: {exc}")
+            break
+        except Exception as exc:  # noqa: BLE001 - one run never stops the others
+            log.error("queue: %s/%s could not be handled; the queue goes on", entry.job, entry.run_id, exc_info=exc)
+            if errors is not None:
+                errors.append(f"queued run {entry.job}/{entry.run_id}: {type(exc).__name__}: {exc}")
+            continue
+        if record is not None:
+            moved.append(record)
+        if waits:
+            # First in, first out: a younger run does not take the room an older one waits for
+            # (and a long queue costs one admission per pass, not one per run).
+            break
+    return moved
+
+
+def _start_one(deps: Deps, entry: LiveEntry) -> tuple[RunRecord | None, bool]:
+    """(the record if the run moved on, whether it still waits for room)."""
+    record = deps.store.read(entry.job, entry.run_id)
+    if record is None or record.state != RunState.QUEUED:
+        if record is not None:
+            deps.store.fix_markers(record, [entry.name])
+        return None, False
+    now = deps.clock.now()
+    attempt = record.current_attempt
+    if attempt is None:
+        return None, False
+    if now >= queue_deadline(record):
+        limit = (record.reason or "a stack limit").removeprefix("waiting for room: ")
+        reason = f"no room before its starting_deadline passed: {limit}"
+        return step(deps, record.job, record.run_id, t.QueueExpired(reason)).record, False
+    if admit(deps, record, t.spec_of(record), attempt):
+        return None, True  # still no room; it reserved nothing
+    stepped = step(deps, record.job, record.run_id, t.Dequeue(attempt))
+    if not stepped.changed or stepped.record is None:
+        return None, False  # another queue pass took it
+    log.info("queue: room for %s/%s after %ss", record.job, record.run_id,
+             int((now - (entry.since or now)).total_seconds()))
+    return create_attempt(deps, stepped.record, claimed=True), False

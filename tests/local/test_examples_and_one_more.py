@@ -1,0 +1,46 @@
+"""`make run` with one more job beside the examples: the run over the stack limit waits its turn.
+
+Before: the examples exactly filled the default `max_live_vms: 10`, so one more job made
+`spotcron up --once` end that run `failed: refused by the stack limit max_live_vms`. Now the
+default leaves room, and even at the old limit the eleventh run is queued and started when one
+of the others ends.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from spotcron.engine.store import RunStore
+from spotcron.local.blobs import open_bucket
+
+from .conftest import python_job, write_job
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_examples_and_one_more_every_minute_job_all_succeed_at_the_old_limit(tmp_path):
+    jobs = tmp_path / "jobs"
+    shutil.copytree(REPO / "jobs", jobs)  # a copy: the test never reads a user's own jobs/ as theirs
+    write_job(jobs, "every-minute", python_job("print('one more job')").replace('"0 3 * * *"', '"* * * * *"'))
+    stack = tmp_path / "stack.yaml"
+    stack.write_text("limits: {max_live_vms: 10}\n")
+    env = {k: v for k, v in os.environ.items() if k != "PUBSUB_EMULATOR_HOST"}
+    done = subprocess.run([sys.executable, "-c", "from spotcron.cli import main; main()", "up", "--once", "--jobs", str(jobs),
+                           "--stack", str(stack), "--state-dir", str(tmp_path / "state")],
+                          cwd=REPO, env={**env, "COLUMNS": "200"}, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    with open_bucket(None, tmp_path / "state") as blobs:
+        store = RunStore(blobs)
+        records = [record for job in store.jobs() for record in store.records(job)]
+    assert len(records) == 11 and {r.state for r in records} == {"succeeded"}, \
+        [(r.job, r.run_id, r.state, r.reason) for r in records]
+    waited = [c.reason for r in records for c in r.history if c.state == "queued"]
+    assert len(waited) == 1 and "max_live_vms" in waited[0], waited
