@@ -335,8 +335,12 @@ class MemoryEvents:
         self.published: list[Published] = []
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
+        # ("publish", event type) -> True to answer with Transient, as MemoryBlobs.fault.
+        self.fault: Callable[[str, str], bool] | None = None
 
     def publish(self, topic: str, data: Mapping[str, Any], attributes: Mapping[str, str] | None = None) -> str:
+        if self.fault is not None and self.fault("publish", str(data.get("type", ""))):
+            raise Transient(f"injected Pub/Sub error publishing {data.get('type')}")
         # Pub/Sub carries bytes: round-trip through JSON so a value the real adapter could not
         # encode fails here too, and subscribers never share mutable state with the publisher.
         try:

@@ -3,9 +3,11 @@
 Rules are what the world does to spotcron: scheduled ticks and their redeliveries (at once, late,
 or stalled right before the insert while the run goes on), manual runs with and without nonces,
 preemption at any point (with or without the runner's notice), callbacks that arrive, get lost,
-come twice, come late or are forged, transient errors on any Compute or Storage call, sweeps at
-any moment, clock jumps, and a Compute Engine that enforces maxRunDuration late. After every
-step the invariants of RELIABILITY.md are checked. Everything goes through the harness's
+come twice, come late or are forged, transient errors on any Compute, Storage or Pub/Sub call, a
+handler killed right after any call it makes (a BaseException: a timeout, an OOM kill, a recycled
+instance), sweeps at any moment, clock jumps, and a Compute Engine that enforces maxRunDuration
+late. The stack allows two live VMs, so runs queue for room. After every step the invariants of
+RELIABILITY.md are checked. Everything goes through the harness's
 functions-framework clients on the in-memory backends.
 
 `make test` runs a bounded number of examples; `make explore` runs many more with a printed seed
@@ -25,7 +27,12 @@ from spotcron.core import layout
 from spotcron.core.cron.schedule import load_time_zone, parse_schedule
 from spotcron.core.descriptor import METADATA_KEY, RunDescriptor
 from spotcron.core.runs import RunRecord, RunState
+from spotcron.core.settings import Limits
 from spotcron.engine.deployed import SpecStore, start_message
+from spotcron.engine.guards import read_day
+from spotcron.engine.ports import ALIVE_STATUSES
+from spotcron.engine.steps import finished_event_id
+from spotcron.engine.sweep import LIST_LAG
 from spotcron.testing.harness import Harness, make_spec
 
 EXAMPLES = int(os.environ.get("SPOTCRON_EXPLORE_EXAMPLES", "12"))
@@ -39,13 +46,25 @@ JOBS = {
                        history_limit=6),
 }
 CALLS = ("compute:create", "compute:get", "compute:delete", "compute:list",
-         "storage:read", "storage:write", "storage:list", "storage:delete")
+         "storage:read", "storage:write", "storage:list", "storage:delete", "events:publish")
+MAX_LIVE_VMS = 2  # three runs can be due at once (bot and bench's two entries): some queue
+
+
+class Crash(BaseException):
+    """The handler's instance dies: nothing after this point of the handler runs."""
+
+
+class NoAnswer:
+    """What a caller sees of a handler that died: no answer (Pub/Sub and the runner try again)."""
+
+    status_code = 599
+    json: dict = {}
 
 
 class Explore(RuleBasedStateMachine):
     def __init__(self):
         super().__init__()
-        self.h = Harness()
+        self.h = Harness(limits=Limits(max_live_vms=MAX_LIVE_VMS))
         for spec in JOBS.values():
             SpecStore(self.h.blobs).write(spec)  # what deploy leaves for start_job
         self.interval = timedelta(seconds=self.h.settings.sweep_interval)
@@ -54,6 +73,7 @@ class Explore(RuleBasedStateMachine):
         self.callbacks: list[dict] = []  # every callback a runner sent or will retry
         self.callbacks_due: list[dict] = []  # answered 503: the runner tries again
         self.armed: tuple[str, int] | None = None  # one transient error on the nth matching call
+        self.crash: tuple[str, int] | None = None  # die at the first call after the nth matching one
         self.first_terminal: dict[tuple[str, str], RunState] = {}
         self.swept_clean = False  # the last thing that happened was a sweep without injected errors
         self.faulted = False
@@ -64,28 +84,40 @@ class Explore(RuleBasedStateMachine):
     # --- fault injection --------------------------------------------------------------------------
     def _faults(self, on: bool) -> None:
         armed = self.armed if on else None
-        seen = {"n": 0}
+        crash = self.crash if on else None
+        seen = {"n": 0, "crash": 0, "dying": False}
 
         def fault(kind: str):
             def check(call: str, name: str) -> bool:
+                if seen["dying"]:
+                    seen["dying"] = False
+                    raise Crash(f"killed before {kind}:{call} {name}")
+                if crash is not None and crash[0] == f"{kind}:{call}":
+                    seen["crash"] += 1
+                    seen["dying"] = seen["crash"] == crash[1]  # this call goes through; the next one dies
                 if armed is None or armed[0] != f"{kind}:{call}":
                     return False
                 seen["n"] += 1
                 return seen["n"] == armed[1]
             return check
 
-        self.h.compute.fault = fault("compute") if armed else None
-        self.h.blobs.fault = fault("storage") if armed else None
+        on_any = armed is not None or crash is not None
+        self.h.compute.fault = fault("compute") if on_any else None
+        self.h.blobs.fault = fault("storage") if on_any else None
+        self.h.events.fault = fault("events") if on_any else None
 
     def _call(self, what):
         """One entry-point call, with the armed fault (if any) live during it and gone after."""
         self._faults(True)
-        self.faulted = self.armed is not None
+        self.faulted = self.armed is not None or self.crash is not None
         try:
             return what()
+        except Crash:
+            return NoAnswer()
         finally:
             self._faults(False)
             self.armed = None
+            self.crash = None
 
     # --- time -----------------------------------------------------------------------------------
     def _advance(self, seconds: float) -> None:
@@ -125,12 +157,17 @@ class Explore(RuleBasedStateMachine):
     @rule()
     def sweep_at_any_moment(self):
         response = self._call(self.h.sweep)
-        assert response.status_code in (200, 500)
+        assert response.status_code in (200, 500, NoAnswer.status_code)
         self.swept_clean = response.status_code == 200 and not self.faulted
 
     @rule(call=st.sampled_from(CALLS), nth=st.integers(1, 3))
     def arm_a_transient_error(self, call, nth):
         self.armed = (call, nth)
+
+    @rule(call=st.sampled_from(CALLS), nth=st.integers(1, 4))
+    def arm_a_crash_after_a_call(self, call, nth):
+        """The next handler dies right after its nth call of this kind (a write above all)."""
+        self.crash = (call, nth)
 
     # --- triggers -------------------------------------------------------------------------------
     def _publish(self, job: str, attributes: dict[str, str]) -> dict:
@@ -152,19 +189,19 @@ class Explore(RuleBasedStateMachine):
         tick = parse_schedule(spec.schedule).next_after(self.h.clock.now(), load_time_zone(spec.time_zone))
         self._advance((tick - self.h.clock.now()).total_seconds() + 1)
         response = self._deliver(self._publish(job, {}))
-        assert response.status_code in (200, 500)
+        assert response.status_code in (200, 500, NoAnswer.status_code)
 
     @rule(job=st.sampled_from(sorted(JOBS)), nonce=st.sampled_from([None, "ab12", "c0ffee"]))
     def manual_run(self, job, nonce):
         attributes = {"trigger": "manual"} | ({"nonce": nonce} if nonce else {})
-        assert self._deliver(self._publish(job, attributes)).status_code in (200, 500)
+        assert self._deliver(self._publish(job, attributes)).status_code in (200, 500, NoAnswer.status_code)
 
     @precondition(lambda self: self.messages)
     @rule(data=st.data())
     def redelivery(self, data):
         """Pub/Sub delivers any message again: at once, or late (the clock has moved since)."""
         message = data.draw(st.sampled_from(self.messages))
-        assert self._deliver(message).status_code in (200, 500)
+        assert self._deliver(message).status_code in (200, 500, NoAnswer.status_code)
 
     @precondition(lambda self: self.messages)
     @rule(data=st.data(), cut_in=st.sampled_from(["callback", "sweep", "preempt"]))
@@ -210,9 +247,10 @@ class Explore(RuleBasedStateMachine):
         if delivery == "lost":
             return  # the runner's calls never got through; its VM lives on until its deadline
         for _ in range(2 if delivery == "twice" else 1):
+            self.swept_clean = False  # the callback comes after any sweep its step's clock crossed
             response = self._call(lambda: self.h.callback(job, run_id, attempt, token=token, body=body))
-            assert response.status_code in (200, 403, 404, 409, 503), response.json
-            if response.status_code == 503:
+            assert response.status_code in (200, 403, 404, 409, 503, NoAnswer.status_code), response.json
+            if response.status_code in (503, NoAnswer.status_code):
                 self.callbacks.append(callback)
                 self.callbacks_due.append(callback)  # the runner retries
 
@@ -246,7 +284,7 @@ class Explore(RuleBasedStateMachine):
         body = callback["body"]
         response = self._call(lambda: self.h.callback(body["job"], body["run_id"], body["attempt"],
                                                       token=callback["token"], body=body))
-        assert response.status_code in (200, 401, 403, 404, 409, 503)  # 401: its token has expired since
+        assert response.status_code in (200, 401, 403, 404, 409, 503, NoAnswer.status_code)  # 401: expired since
 
     @precondition(lambda self: len(self._live()) >= 1)
     @rule(data=st.data(), how=st.sampled_from(["other-vm", "instance-id", "zone"]))
@@ -284,7 +322,34 @@ class Explore(RuleBasedStateMachine):
         self.a_succeeded_run_has_its_manifest()
         self.no_run_outlives_its_vm_after_a_sweep()
         self.no_tick_is_skipped_for_a_run_that_is_over()
+        self.the_limits_hold()
+        self.an_ended_runs_effects_are_done_by_the_next_clean_sweep()
         self.swept_clean = False
+
+    def the_limits_hold(self):
+        alive = [vm for vm in self._live() if vm.status in ALIVE_STATUSES]
+        assert len(alive) <= MAX_LIVE_VMS, f"{len(alive)} VMs alive: {[vm.name for vm in alive]}"
+
+    def an_ended_runs_effects_are_done_by_the_next_clean_sweep(self):
+        """Whatever crashed or failed after a terminal write: once a sweep has run without faults,
+        only runs that ended within the list lag may still owe (their own handler is at it), and a
+        run that owes nothing has had its run.finished published and its VM-hours settled."""
+        now = self.h.clock.now()
+        published = {p.data.get("event_id") for p in self.h.events.of_type("run.finished")}
+        for key, record in self._records().items():
+            if not record.terminal:
+                continue
+            if record.owed:
+                assert not self.swept_clean or now - record.updated_at < LIST_LAG, \
+                    f"{key} still owes {record.owed} after a clean sweep ({record.state} at {record.updated_at})"
+                continue
+            assert finished_event_id(record) in published, f"{key} ended without run.finished"
+            for attempt in record.attempts:
+                if attempt.created_at is None:
+                    continue
+                day = read_day(self.h.blobs, attempt.created_at.strftime("%Y-%m-%d"))
+                if attempt.vm_name in day.admitted and attempt.vm_seconds is not None:
+                    assert attempt.vm_name in day.used, f"{key}: {attempt.vm_name}'s hours never settled"
 
     def at_most_one_live_vm_per_attempt(self):
         seen = {}
@@ -355,5 +420,5 @@ TestExploration = Explore.TestCase
 def test_the_machine_covers_the_issue_rules():
     names = {name for name in dir(Explore) if hasattr(getattr(Explore, name), "hypothesis_stateful_rule")}
     assert {"scheduled_tick", "redelivery", "stalled_redelivery", "manual_run", "preemption", "a_vm_ends",
-            "late_or_retried_callback", "forged_callback", "arm_a_transient_error", "sweep_at_any_moment",
-            "clock_moves", "compute_enforces_max_run_duration_late"} <= names
+            "late_or_retried_callback", "forged_callback", "arm_a_transient_error", "arm_a_crash_after_a_call",
+            "sweep_at_any_moment", "clock_moves", "compute_enforces_max_run_duration_late"} <= names

@@ -9,13 +9,13 @@ missing result. (A few jobs keep only 5-20 runs on purpose, to prune while VMs k
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from typing import Any
 
 from spotcron.core import layout
+from spotcron.core.jobdata import JobDataProblem, load_job_json
 from spotcron.core.runs import RunRecord, RunState
 from spotcron.engine.ports import Blobs, InstanceRequest
 from spotcron.engine.store import RunStore, run_sort_key
@@ -47,7 +47,7 @@ class Ledger:
         key = (str(data.get("job")), str(data.get("run_id")))
         self.seen[key] = str(data.get("state"))
         if data.get("type") == "run.finished":
-            self._finished(key, str(data.get("state")))
+            self._finished(key, str(data.get("state")), data.get("event_id"))
 
     def expect(self, job: str, run_id: str) -> None:
         self.expected.add((job, run_id))
@@ -82,8 +82,13 @@ class Ledger:
             self.details.append(f"{kind}: {detail}")
 
     # --- checks -----------------------------------------------------------------------------------
-    def _finished(self, key: tuple[str, str], state: str) -> None:
+    def _finished(self, key: tuple[str, str], state: str, event_id: object) -> None:
         if key in self.finished:
+            # An end whose "done" was lost to a fault is published again, under the same id for
+            # consumers to deduplicate on; a second end of another kind, or without the id, is wrong.
+            if state == self.finished[key] and event_id == f"{key[0]}/{key[1]}/finished":
+                self.counts["run.finished published again (same event id)"] += 1
+                return
             self.problem("double_finished", f"{key[0]}/{key[1]} ended as {self.finished[key]}, then as {state}")
         self.finished[key] = state
         with self._quiet():
@@ -109,7 +114,12 @@ class Ledger:
             results = blobs.list(layout.results_prefix(job, run_id, attempt))
         if manifest is None:
             return f"no manifest for attempt {attempt}"
-        if json.loads(manifest.data).get("exit_code") != 0 or self.manifests.get((job, run_id, attempt)) != 0:
+        try:
+            stored = load_job_json(manifest.data, "manifest.json", max_bytes=1 << 20)
+        except JobDataProblem:
+            stored = None  # a hostile job rewrote it after the runner: what the runner wrote decides
+        stored_code = stored.get("exit_code", 0) if isinstance(stored, dict) else 0
+        if stored_code != 0 or self.manifests.get((job, run_id, attempt)) != 0:
             return f"attempt {attempt} did not exit 0"
         if len(results) < 2:
             return f"attempt {attempt} has {len(results)} of 2 result files"
