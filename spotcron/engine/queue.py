@@ -16,7 +16,6 @@ code runs in the local functions.
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta
 
 from spotcron.core.errors import Transient
 from spotcron.core.runs import RunRecord, RunState
@@ -24,20 +23,10 @@ from spotcron.engine import transitions as t
 from spotcron.engine.attempts import create_attempt
 from spotcron.engine.deps import Deps
 from spotcron.engine.guards import admit
-from spotcron.engine.steps import step
-from spotcron.engine.store import QUEUED, LiveEntry, run_sort_key
+from spotcron.engine.steps import finish_ending, step
+from spotcron.engine.store import QUEUED, LiveEntry, queue_deadline, run_sort_key
 
 log = logging.getLogger("spotcron.engine")
-
-
-def queue_deadline(record: RunRecord) -> datetime:
-    """Until when a queued run may still start: its starting_deadline after its tick (or its
-    request), or, for a retry, after it was queued."""
-    deadline = timedelta(seconds=int((record.spec or {}).get("starting_deadline") or 0))
-    if any(a.created_at is not None for a in record.attempts):
-        queued_at = next((c.at for c in reversed(record.history) if c.state == RunState.QUEUED), record.updated_at)
-        return queued_at + deadline
-    return (record.tick or record.created_at) + deadline
 
 
 def in_tick_order(entries: list[LiveEntry]) -> list[LiveEntry]:
@@ -53,9 +42,13 @@ def start_queued(deps: Deps, entries: list[LiveEntry] | None = None,
     if entries is None:
         entries = deps.store.live_index()
     moved: list[RunRecord] = []
+    blocked = False
+    now = deps.clock.now()
     for entry in in_tick_order(entries):
+        if blocked and entry.deadline is not None and entry.deadline > now:
+            continue  # behind a run that waits, and not yet due to expire: its marker says so
         try:
-            record, waits = _start_one(deps, entry)
+            record, waits = _start_one(deps, entry, admit_it=not blocked)
         except Transient as exc:
             log.warning("queue: %s/%s stays queued for now: %s", entry.job, entry.run_id, exc)
             if errors is not None:
@@ -68,18 +61,22 @@ def start_queued(deps: Deps, entries: list[LiveEntry] | None = None,
             continue
         if record is not None:
             moved.append(record)
-        if waits:
-            # First in, first out: a younger run does not take the room an older one waits for
-            # (and a long queue costs one admission per pass, not one per run).
-            break
+        # First in, first out: a younger run does not take the room an older one waits for (and a
+        # long queue costs one admission per pass, not one per run); behind it, only runs whose
+        # deadline has passed are read, to end them.
+        blocked = blocked or waits
     return moved
 
 
-def _start_one(deps: Deps, entry: LiveEntry) -> tuple[RunRecord | None, bool]:
-    """(the record if the run moved on, whether it still waits for room)."""
+def _start_one(deps: Deps, entry: LiveEntry, *, admit_it: bool = True) -> tuple[RunRecord | None, bool]:
+    """(the record if the run moved on, whether it still waits for room). `admit_it`: False only
+    ends a run past its deadline."""
     record = deps.store.read(entry.job, entry.run_id)
     if record is None or record.state != RunState.QUEUED:
         if record is not None:
+            # It moved on while its marker still said queued (a crash before the rename): an end
+            # that owes effects is finished here, not a sweep later.
+            record = finish_ending(deps, record)
             deps.store.fix_markers(record, [entry.name])
         return None, False
     now = deps.clock.now()
@@ -90,7 +87,7 @@ def _start_one(deps: Deps, entry: LiveEntry) -> tuple[RunRecord | None, bool]:
         limit = (record.reason or "a stack limit").removeprefix("waiting for room: ")
         reason = f"no room before its starting_deadline passed: {limit}"
         return step(deps, record.job, record.run_id, t.QueueExpired(reason)).record, False
-    if admit(deps, record, t.spec_of(record), attempt):
+    if not admit_it or admit(deps, record, t.spec_of(record), attempt):
         return None, True  # still no room; it reserved nothing
     stepped = step(deps, record.job, record.run_id, t.Dequeue(attempt))
     if not stepped.changed or stepped.record is None:

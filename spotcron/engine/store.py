@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from spotcron.core import layout
 from spotcron.core.errors import PreconditionFailed, SpotcronError, Transient
@@ -62,7 +62,7 @@ class LiveEntry:
     attempt: int = 0
     zone: str | None = None
     vm: str | None = None
-    deadline: datetime | None = None  # of the running attempt's VM
+    deadline: datetime | None = None  # of the running attempt's VM; of a queued run's wait
     since: datetime | None = None  # when the run began waiting for a VM, was queued, or ended
 
 
@@ -75,13 +75,24 @@ def live_entry_name(record: RunRecord, since: datetime | None = None) -> str | N
             return None
         fields = [ENDING, _NONE, _NONE, _NONE, _NONE, _epoch(record.updated_at)]
     elif record.state == RunState.QUEUED:
-        fields = [QUEUED, _NONE, _NONE, _NONE, _NONE, _epoch(record.history[-1].at if record.history
-                                                             else record.updated_at)]
+        # Its deadline (engine/queue.py) rides in the name, so a queue pass expires runs without reading them.
+        fields = [QUEUED, _NONE, _NONE, _NONE, _epoch(queue_deadline(record)),
+                  _epoch(record.history[-1].at if record.history else record.updated_at)]
     elif record.state == RunState.RUNNING and attempt is not None:
         fields = [RUNNING, str(attempt.number), attempt.zone or _NONE, attempt.vm_name, _epoch(record.deadline), _NONE]
     else:
         fields = [WAITING, _NONE, _NONE, _NONE, _NONE, _epoch(since or _began_waiting(record))]
     return f"{LIVE}{record.job}/{record.run_id}/{_SEP.join(fields)}"
+
+
+def queue_deadline(record: RunRecord) -> datetime:
+    """Until when a queued run may still start: its starting_deadline after its tick (or its
+    request), or, for a retry, after it was queued."""
+    deadline = timedelta(seconds=int((record.spec or {}).get("starting_deadline") or 0))
+    if any(a.created_at is not None for a in record.attempts):
+        queued_at = next((c.at for c in reversed(record.history) if c.state == RunState.QUEUED), record.updated_at)
+        return queued_at + deadline
+    return (record.tick or record.created_at) + deadline
 
 
 def _began_waiting(record: RunRecord) -> datetime:
@@ -277,7 +288,8 @@ class RunStore:
         worked_doomed: list[str] = []
         for runs in ticks.values():  # newest tick first
             worked = any(had_a_vm(run_id) for run_id in runs)
-            if kept[worked] < keep or any((r := record_of(run_id)) is not None and not r.terminal for run_id in runs):
+            if kept[worked] < keep or any((r := record_of(run_id)) is not None and (not r.terminal or r.owed)
+                                          for run_id in runs):
                 kept[worked] += len(runs)  # within history, or still in flight: never prune part of it
                 continue
             doomed.extend(runs)
