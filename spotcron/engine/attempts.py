@@ -18,7 +18,7 @@ from spotcron.core.runs import Attempt, RunRecord, RunState, vm_labels
 from spotcron.core.spec import JobSpec
 from spotcron.engine import transitions as t
 from spotcron.engine.deps import Deps
-from spotcron.engine.guards import GPUS_LABEL, admit, catalog_problem
+from spotcron.engine.guards import GPUS_LABEL, admit, catalog_problem, never_fits, queued_ahead
 from spotcron.engine.identity import expected_email
 from spotcron.engine.ports import GpuRequest, Instance, InstanceRequest
 from spotcron.engine.steps import step
@@ -72,12 +72,13 @@ def create_attempt(deps: Deps, record: RunRecord, *, claimed: bool = True) -> Ru
     being worked on instead of stuck.
     """
     spec = t.spec_of(record)
+    admitted: list[str] = []  # the admission this call wrote: withdrawn if the run moves on without it
     if record.state == RunState.STARTING and record.current_attempt is not None:
         # Once per attempt, before any insert: a move to the next zone keeps the VM's name and budget.
-        problem = catalog_problem(spec)
+        problem = catalog_problem(spec) or never_fits(deps, spec)
         if problem:
             return step(deps, record.job, record.run_id, t.CreateRefused(record.current_attempt, problem)).record or record
-        refused = admit(deps, record, spec, record.current_attempt)
+        refused = queued_ahead(deps, record) or admit(deps, record, spec, record.current_attempt, written=admitted)
         if refused:
             # Not a failure: the run waits for room (engine/queue.py) until its starting_deadline.
             event = t.Queue(record.current_attempt, f"waiting for room: {refused}")
@@ -88,6 +89,8 @@ def create_attempt(deps: Deps, record: RunRecord, *, claimed: bool = True) -> Ru
             stepped = step(deps, record.job, record.run_id, t.Claim(attempt))
             record = stepped.record or record
             if not stepped.changed:
+                if stepped.record is None or not t.is_current_attempt(stepped.record, attempt):
+                    _withdraw(deps, admitted)  # the run moved on (ended, queued, another zone's delivery)
                 continue  # another writer moved the run on: look again at what it is now
         claimed = False
         # A delivery can stall anywhere; read once more right before the insert, so one that stalled
@@ -95,6 +98,7 @@ def create_attempt(deps: Deps, record: RunRecord, *, claimed: bool = True) -> Ru
         # is answered after it: the VM is deleted at once below, and the broker and job_done refuse it.)
         latest = deps.store.read(record.job, record.run_id)
         if latest is None or not t.is_current_attempt(latest, attempt):
+            _withdraw(deps, admitted)
             return latest or record
         try:
             instance = _create_or_adopt(deps, build_request(record, spec, attempt, deps))
@@ -120,6 +124,13 @@ def create_attempt(deps: Deps, record: RunRecord, *, claimed: bool = True) -> Ru
             deps.compute.delete_instance(instance.zone, instance.name)
         return stepped.record or record
     return record
+
+
+def _withdraw(deps: Deps, admitted: list[str]) -> None:
+    """Take back the admission this delivery wrote for an attempt that will get no VM from it: left
+    standing it would reserve hours nobody settles (its run has ended, or waits elsewhere)."""
+    while admitted:
+        deps.blobs.delete(admitted.pop())
 
 
 def _runs_on(record: RunRecord, instance: Instance) -> bool:

@@ -23,10 +23,11 @@ from datetime import UTC, datetime, timedelta
 
 from spotcron.core import catalog, layout
 from spotcron.core.errors import PreconditionFailed, Transient
-from spotcron.core.runs import Attempt, RunRecord
+from spotcron.core.runs import Attempt, RunRecord, RunState
 from spotcron.core.settings import Limits
 from spotcron.core.spec import JobSpec
 from spotcron.engine.ports import ALIVE_STATUSES, Instance
+from spotcron.engine.store import QUEUED, run_sort_key
 
 log = logging.getLogger("spotcron.engine")
 
@@ -65,28 +66,6 @@ def instance_gpus(instance: Instance) -> int:
 
 
 @dataclass(frozen=True)
-class _Unlisted:
-    """An earlier VM of the run that the list does not show but may still be alive."""
-
-    name: str
-    status: str
-    gpus: int
-
-
-def _gpus(vm: Instance | _Unlisted) -> int:
-    return vm.gpus if isinstance(vm, _Unlisted) else instance_gpus(vm)
-
-
-def instance_gpus_of(attempt: Attempt) -> int:
-    """GPUs of an attempt's VM, from what the record says it asked for (`TYPE xN`)."""
-    count = (attempt.gpu or "").rpartition(" x")[2]
-    if count.isdigit():
-        return int(count)
-    known = catalog.machine_type(attempt.machine_type)
-    return known.gpu_count if known and known.bundled_gpu else 0
-
-
-@dataclass(frozen=True)
 class Usage:
     live_vms: int
     gpus: int
@@ -106,6 +85,29 @@ def limit_problem(limits: Limits, usage: Usage, *, gpus: int, hours: float) -> s
                 f"reserved today (UTC), this attempt reserves {hours:.2f} (timeout + grace) and the limit is "
                 f"{limits.max_vm_hours_per_day:g}; {LIMITS_HINT}")
     return None
+
+
+def never_fits(deps, spec: JobSpec) -> str | None:
+    """Why `spec`'s VM could not start even on an empty stack (more GPUs than max_gpus, a timeout
+    longer than a day's VM-hours): such a run fails at once instead of waiting at the queue's
+    head, where it would hold every run behind it until its deadline."""
+    problem = limit_problem(deps.settings.limits, Usage(live_vms=0, gpus=0, vm_hours_today=0.0), gpus=gpu_count(spec),
+                            hours=(spec.timeout + deps.settings.grace) / 3600)
+    return f"{problem} (even with nothing else running)" if problem else None
+
+
+def queued_ahead(deps, record: RunRecord) -> str | None:
+    """Why a start that has not waited yet must queue behind runs already waiting for room; None
+    when no older run is queued. First in, first out: a fresh tick must not take the room an
+    older queued run waits for (the queue starts that one next)."""
+    if len(record.attempts) > 1 or any(change.state == RunState.QUEUED for change in record.history):
+        return None  # a retry goes on with its run's work; a run that was queued waited its turn already
+    mine = run_sort_key(record.run_id)
+    ahead = [e for e in deps.store.live_index() if e.kind == QUEUED and run_sort_key(e.run_id) < mine]
+    if not ahead:
+        return None
+    return (f"{len(ahead)} older run{'s are' if len(ahead) != 1 else ' is'} queued for room under the stack "
+            f"limits ({ahead[0].job}/{ahead[0].run_id} first); runs start in tick order")
 
 
 # --- the day's admissions -------------------------------------------------------------------------
@@ -184,7 +186,7 @@ class AdmissionBusy(Transient):
     Its admission is withdrawn; the start is delivered again (Pub/Sub's backoff spreads the retries)."""
 
 
-def admit(deps, record: RunRecord, spec: JobSpec, attempt: Attempt) -> str | None:
+def admit(deps, record: RunRecord, spec: JobSpec, attempt: Attempt, *, written: list[str] | None = None) -> str | None:
     """Check the catalog and the limits for `attempt`'s VM and reserve its hours; the refusal, or None.
 
     Written first, counted after: the admission is an object of its own (concurrent starts never
@@ -197,7 +199,8 @@ def admit(deps, record: RunRecord, spec: JobSpec, attempt: Attempt) -> str | Non
     reserves nothing while it waits.
 
     Idempotent per VM name: a redelivery, a move to the next zone or the on-demand fallback of
-    the same attempt neither counts its own VM nor reserves twice.
+    the same attempt neither counts its own VM nor reserves twice. `written` gets the admission
+    this call wrote and left standing, for the caller to withdraw if the run moves on without it.
     """
     problem = catalog_problem(spec)
     if problem:
@@ -213,12 +216,13 @@ def admit(deps, record: RunRecord, spec: JobSpec, attempt: Attempt) -> str | Non
     # one that is not listed is gone.)
     others = [i for i in alive if i.name != attempt.vm_name]
     listed = {i.name for i in alive}
-    # Lists lag behind creates and deletes: an earlier VM of this run made or deleted within the
-    # window may be alive though not listed yet (a container that reports `preempted` a minute
-    # after boot must not get two VMs alive at once), so it counts as one.
-    unlisted = [_Unlisted(a.vm_name, "possibly alive (not listed yet)", instance_gpus_of(a))
-                for a in record.attempts if a.vm_name != attempt.vm_name and a.vm_name not in listed
-                and a.created_at is not None and now - (a.deleted_at or now) < ADMISSION_WINDOW]
+    # Lists lag behind creates: an earlier VM of this run made or deleted within the window may be
+    # alive though not listed yet (a container that reports `preempted` a minute after boot must
+    # not get two VMs alive at once). A get cannot lag, so such a VM is asked for by name.
+    unlisted = [vm for a in record.attempts
+                if a.vm_name != attempt.vm_name and a.vm_name not in listed and a.zone
+                and a.created_at is not None and now - (a.deleted_at or now) < ADMISSION_WINDOW
+                and (vm := deps.compute.get_instance(a.zone, a.vm_name)) is not None and vm.status in ALIVE_STATUSES]
     others = [*others, *unlisted]
     earlier = [i for i in others if i.name in own]
     hours = (spec.timeout + deps.settings.grace) / 3600
@@ -233,15 +237,17 @@ def admit(deps, record: RunRecord, spec: JobSpec, attempt: Attempt) -> str | Non
     if _day(now - ADMISSION_WINDOW) != today:
         pending = {**_pending(before, now, listed=listed, own=own), **pending}
     hours_today = day.hours - day.hours_of(attempt.vm_name) + carried_over(before, now, besides=attempt.vm_name)
-    settled = Usage(live_vms=len(others), gpus=sum(_gpus(i) for i in others),
+    settled = Usage(live_vms=len(others), gpus=sum(instance_gpus(i) for i in others),
                     vm_hours_today=hours_today - sum(day.hours_of(vm) for vm in pending))
     counted = Usage(live_vms=settled.live_vms + len(pending), gpus=settled.gpus + sum(a.gpus for a in pending.values()),
                     vm_hours_today=hours_today)
     if limit_problem(limits, counted, gpus=gpus, hours=hours) is None:
+        if wrote and written is not None:
+            written.append(mine)
         return None
     problem = limit_problem(limits, settled, gpus=gpus, hours=hours)
     without_earlier = Usage(live_vms=settled.live_vms - len(earlier),
-                            gpus=settled.gpus - sum(_gpus(i) for i in earlier),
+                            gpus=settled.gpus - sum(instance_gpus(i) for i in earlier),
                             vm_hours_today=settled.vm_hours_today)
     if problem is None or (earlier and limit_problem(limits, without_earlier, gpus=gpus, hours=hours) is None):
         # It would fit once others are decided, or once this run's own earlier VM has stopped:

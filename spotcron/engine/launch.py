@@ -27,6 +27,7 @@ from spotcron.engine import transitions as t
 from spotcron.engine.advice import placed
 from spotcron.engine.attempts import create_attempt
 from spotcron.engine.deps import Deps
+from spotcron.engine.queue import start_queued
 from spotcron.engine.steps import finish_ending, priced, step
 from spotcron.engine.store import run_sort_key
 
@@ -192,6 +193,11 @@ def advance(deps: Deps, job: str, run_id: str) -> RunRecord:
         record, begun = stepped.record or record, stepped.changed
     if record.state == RunState.STARTING:
         record = create_attempt(deps, record, claimed=begun)
+        if record.state == RunState.QUEUED:
+            # Queued behind older runs, perhaps with room free right now: the queue starts the
+            # oldest first (the sweep would, a pass later).
+            start_queued(deps)
+            record = deps.store.read(job, run_id) or record
     return record
 
 
@@ -232,10 +238,12 @@ def _live_runs_of(deps: Deps, record: RunRecord) -> list[RunRecord]:
 
 
 def _replace(deps: Deps, other: RunRecord, *, by: str) -> None:
-    attempt = other.current_attempt
+    # The run ends first, then its VM goes: a delivery of that run landing its insert in between
+    # then finds it ended and deletes its own VM, instead of recording a VM that outlives its run.
+    ended = step(deps, other.job, other.run_id, t.Replaced(by=by)).record or other
+    attempt = ended.current_attempt
     if attempt is not None and attempt.zone:
         deps.compute.delete_instance(attempt.zone, attempt.vm_name)
-    step(deps, other.job, other.run_id, t.Replaced(by=by))
 
 
 def _outcome(record: RunRecord, *, duplicate: bool) -> LaunchOutcome:

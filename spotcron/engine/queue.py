@@ -72,12 +72,14 @@ def _start_one(deps: Deps, entry: LiveEntry, *, admit_it: bool = True) -> tuple[
     """(the record if the run moved on, whether it still waits for room). `admit_it`: False only
     ends a run past its deadline."""
     record = deps.store.read(entry.job, entry.run_id)
-    if record is None or record.state != RunState.QUEUED:
-        if record is not None:
-            # It moved on while its marker still said queued (a crash before the rename): an end
-            # that owes effects is finished here, not a sweep later.
-            record = finish_ending(deps, record)
-            deps.store.fix_markers(record, [entry.name])
+    if record is None:
+        deps.blobs.delete(entry.name)  # its run was pruned: a marker alone would be read every pass
+        return None, False
+    if record.state != RunState.QUEUED:
+        # It moved on while its marker still said queued (a crash before the rename): an end that
+        # owes effects is finished here, not a sweep later.
+        record = finish_ending(deps, record)
+        deps.store.fix_markers(record, [entry.name])
         return None, False
     now = deps.clock.now()
     attempt = record.current_attempt

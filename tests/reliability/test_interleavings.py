@@ -176,9 +176,9 @@ def test_a_tick_and_a_run_now_together_under_forbid_run_exactly_one(h):
     seen = threading.local()
 
     def fault(call: str, name: str) -> bool:
-        if call == "list" and name == "live/":
+        if call == "list" and name == "live/" and not getattr(seen, "decided", False):
             both_listed.wait()  # both records exist before either looks at the other
-            seen.listed = True
+            seen.listed = seen.decided = True  # (the start that goes on lists the queue later: no wait)
         elif call == "write" and name.endswith("run.json") and getattr(seen, "listed", False):
             seen.listed = False
             both_decided.wait()  # each has read the other before either writes its decision
