@@ -69,7 +69,8 @@ def test_local_command_uploads_results_logs_and_manifest_then_calls_back(harness
     assert result.rc == 0, result.stderr
     objects = harness.objects()
     assert sorted(objects) == [ATTEMPT1 + name for name in
-                               ("logs.txt", "manifest.json", "results/out.txt", "results/sub/dir/data.json")]
+                               ("hardware.json", "logs.txt", "manifest.json", "results/out.txt",
+                                "results/sub/dir/data.json")]
     assert b"hello from job" in objects[ATTEMPT1 + "logs.txt"]
     assert json.loads(objects[ATTEMPT1 + "results/sub/dir/data.json"]) == {"answer": 42}
 

@@ -31,7 +31,7 @@ done
 RUNNER_PID=$$ RESULTS_DIR=$WORKDIR/results CKPT_DIR=$WORKDIR/checkpoint LOGS=$WORKDIR/logs.txt TMP=$WORKDIR/.runner
 HERE=${BASH_SOURCE[0]%/*}
 [[ $HERE == "${BASH_SOURCE[0]}" ]] && HERE=.
-for part in http metadata storage checkpoint preemption container; do
+for part in http metadata storage checkpoint preemption container hardware; do
   # shellcheck source=/dev/null  # each part is checked on its own
   source "$HERE/$part.sh"
 done
@@ -86,6 +86,7 @@ main() {
   log "job $D_JOB run $D_RUN_ID attempt $D_ATTEMPT: image $D_IMAGE, deadline $D_DEADLINE"
   preempt_watcher & WATCHER_PID=$!
   run_attempt
+  ((PREEMPTED)) || record_hardware
   upload_outputs
   # The manifest marks a finished attempt whose outputs are all stored; a shutdown that arrives
   # before it is written makes the attempt preempted, so no partial result passes as a success.
