@@ -20,7 +20,7 @@ LAPTOP = {"version": 1, "local": True, "host": "laptop", "machine_type": None, "
 
 def test_what_the_runner_writes_reads_back_with_a_label_and_a_key():
     t4 = parse_hardware(json.dumps(T4_VM).encode())
-    assert t4.label == ("n1-standard-8 us-central1-a: 8 CPU Intel Xeon @ 2.20GHz, 29 GiB, "
+    assert t4.label == ("n1-standard-8: 8 CPU Intel Xeon @ 2.20GHz, 29 GiB, "
                         "1x Tesla T4 (driver 535.104.05)")
     laptop = parse_hardware(json.dumps(LAPTOP).encode())
     assert laptop.label == "local laptop: 16 CPU AMD Ryzen 7 5800U with Radeon Graphics, 15 GiB, no GPU"

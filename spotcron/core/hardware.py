@@ -68,9 +68,9 @@ class Hardware(BaseModel):
 
     @property
     def label(self) -> str:
-        """One line for a table: `n1-standard-8 us-central1-a: 8 CPU Intel Xeon @ 2.20GHz, 29 GiB, 1x Tesla T4`."""
-        where = f"local {self.host or '?'}" if self.local else " ".join(
-            part for part in (self.machine_type, self.zone) if part) or (self.host or "?")
+        """One line for a table: `n1-standard-8: 8 CPU Intel Xeon @ 2.20GHz, 29 GiB, 1x Tesla T4` (the zone,
+        not hardware, is left out: runs in two zones on the same hardware share a label, as a key)."""
+        where = f"local {self.host or '?'}" if self.local else (self.machine_type or self.host or "?")
         cpu = f"{self.cpus if self.cpus is not None else '?'} CPU {_short_cpu(self.cpu_model)}".rstrip()
         memory = f"{self.memory_mib / 1024:.0f} GiB" if self.memory_mib is not None else "? GiB"
         return f"{where}: {cpu}, {memory}, {self.gpu_text}"
