@@ -94,6 +94,11 @@ def test_example_benchmark_compares_cpu_and_gpu():
     assert ("n1-highcpu-16", None) in machines.values() and ("e2-standard-4", None) in machines.values()
     assert ("n1-standard-8", "nvidia-tesla-t4") in machines.values()
     assert bench.checkpoint == "/checkpoint" and bench.timeout == 7200
+    # The GPU entry runs the CUDA image and asks for the GPU; the CPU entries the CPU image.
+    images = {v.variant: (v.image, v.local.command[-2:]) for v in bench.configurations()}
+    assert images["t4"] == ("spotcron/dl-benchmark:cuda", ("--device", "cuda"))
+    assert images["highcpu-16"] == images["e2-std-4"] == ("spotcron/dl-benchmark:cpu", ("--device", "cpu"))
+    assert bench.image_warnings() == []
 
 
 def test_schema_describes_the_file_not_the_resolved_copy():
