@@ -75,6 +75,18 @@ def test_a_local_report_says_machine_types_were_priced_not_measured_and_where(sp
     assert cloud.measured_where is None and exports.report_title(cloud).endswith("relative to highcpu-16")
 
 
+def test_runs_that_did_not_run_are_listed_with_their_reason(spec):
+    reason = ("the job did not start: the configuration asks for nvidia-tesla-t4 x1, and this host has no NVIDIA "
+              "GPU (nvidia-smi lists none); not run on the CPU")
+    failed = bench_run("t4", 0, 0, repeat=1, state="failed").model_copy(update={"reason": reason})
+    runs = [on(r, LAPTOP) for r in cloud_runs() if r.variant != "t4"] + [failed]
+    result = benchmark_report("dl-benchmark", runs, load_prices(), "us-central1", spec=spec)
+    assert result.row("t4").unmeasured == ((failed.run_id, f"failed: {reason}"),)
+    md = exports.markdown(result)
+    assert f"runs not measured:\n- t4/{failed.run_id}: failed: {reason}" in md
+    assert json.loads(exports.json_text(result))["rows"][2]["unmeasured"][0]["why"] == f"failed: {reason}"
+
+
 def test_records_without_hardware_are_local_by_their_zone():
     record = bench_run("t4", 300, 0)
     attempt = record.attempts[-1].model_copy(update={"zone": "local-zone1-a"})

@@ -106,6 +106,8 @@ def report(job: str, fmt: str, as_json: bool, show_history: bool, charts_dir: Pa
             out.print(table)
         for line in exports.problem_lines(result):
             out.print(f"metrics.json problem: {line}", markup=False)
+        for line in exports.unmeasured_lines(result):
+            out.print(f"not measured: {line}", markup=False)
     if fmt in ("table", "md"):
         for path in charts:
             click.echo(f"chart: {path}", err=fmt == "md")  # keeps the Markdown on stdout clean

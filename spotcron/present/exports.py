@@ -132,6 +132,11 @@ def problem_lines(report: BenchmarkReport) -> list[str]:
     return [f"{row.variant}/{run_id}: {problem}" for row in report.rows for run_id, problem in row.metrics_problems]
 
 
+def unmeasured_lines(report: BenchmarkReport) -> list[str]:
+    """The runs that ended without success, with their reason: a GPU entry with no GPU says so here."""
+    return [f"{row.variant}/{run_id}: {why}" for row in report.rows for run_id, why in row.unmeasured]
+
+
 def rich_tables(report: BenchmarkReport) -> list:
     """The report as rich Tables: the comparison, work per unit when runs report work, metrics.
 
@@ -211,6 +216,9 @@ def markdown(report: BenchmarkReport) -> str:
     problems = problem_lines(report)
     if problems:
         lines += ["", "metrics.json problems:", *(f"- {line}" for line in problems)]
+    unmeasured = unmeasured_lines(report)
+    if unmeasured:
+        lines += ["", "runs not measured:", *(f"- {line}" for line in unmeasured)]
     return "\n".join(lines) + "\n"
 
 

@@ -85,6 +85,7 @@ class ConfigRow:
     hardware: str = NOT_RECORDED  # what every run of this row ran on (runs on other hardware: other rows)
     split: tuple[int, int] | None = None  # (this row, of how many) when the configuration ran on several
     relative_cost_per_unit: Ratio | None = None
+    unmeasured: tuple[tuple[str, str], ...] = ()  # (run id, "failed: its reason") of the runs ended otherwise
 
     @property
     def name(self) -> str:
@@ -115,6 +116,7 @@ class ConfigRow:
             "metrics": {name: {"median": value, "unit": unit} for name, (value, unit) in self.metrics.items()},
             "metrics_problems": [{"run_id": run, "problem": text} for run, text in self.metrics_problems],
             "samples": [run.to_json() for run in self.runs_detail],
+            "unmeasured": [{"run_id": run, "why": why} for run, why in self.unmeasured],
         }
 
 
@@ -307,6 +309,8 @@ def _row(name: str, spec: JobSpec | None, done: list[RunRecord], other: list[Run
         metrics=_median_metrics(done),
         metrics_problems=tuple((r.run_id, r.metrics_problem) for r in done if r.metrics_problem),
         samples=tuple(samples), runs_detail=detail, hardware=hardware,
+        unmeasured=tuple((r.run_id, f"{r.state}: {r.reason or 'no reason recorded'}")
+                         for r in sorted(other, key=lambda r: r.run_id)),
     )
 
 

@@ -31,7 +31,8 @@ record_hardware() {
   local model cpus memory=null key value host machine=null zone=null local_run=false
   model=$(grep -m1 -E '^(model name|Hardware|Processor)[[:space:]]*:' /proc/cpuinfo 2>/dev/null) && model=${model#*: }
   [[ -n $model ]] || model=$(uname -m)
-  cpus=$(nproc 2>/dev/null) && [[ $cpus =~ ^[0-9]{1,6}$ ]] || cpus=null
+  # The CPUs the job may run on (its affinity); nproc would also obey a job's OMP_NUM_THREADS.
+  cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc 2>/dev/null) && [[ $cpus =~ ^[0-9]{1,6}$ ]] || cpus=null
   while read -r key value _; do
     [[ $key == MemTotal: && $value =~ ^[0-9]{1,12}$ ]] && { memory=$((value / 1024)); break; }
   done </proc/meminfo 2>/dev/null
