@@ -6,6 +6,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -270,3 +271,21 @@ def test_torch_benchmark_rejects_unknown_tasks(tmp_path):
     done = _run_torch(tmp_path, "--tasks", "mlp,gpt")
     assert done.returncode == 2
     assert "--tasks: unknown ['gpt']; choose from mlp,cnn,lstm" in done.stderr
+
+
+@needs_torch
+def test_the_gpu_busy_share_falls_back_to_nvidia_smi_for_the_visible_gpu(tmp_path, monkeypatch):
+    """Without NVML from Python (no nvidia-ml-py, or no CUDA build), nvidia-smi is asked about the
+    GPU the job sees: the first of CUDA_VISIBLE_DEVICES, as the host numbers it."""
+    tool = tmp_path / "nvidia-smi"
+    tool.write_text(f'#!/bin/sh\necho "$*" >> "{tmp_path}/asked"\necho 87\n')
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    busy = torch_benchmark.GpuBusy(device=None, interval_s=0.02)
+    busy.source = "nvidia-smi"
+    with busy:
+        time.sleep(0.3)
+    assert busy.samples and busy.share == pytest.approx(0.87)
+    assert (tmp_path / "asked").read_text().splitlines()[0] == \
+        "-i 3 --query-gpu=utilization.gpu --format=csv,noheader,nounits"

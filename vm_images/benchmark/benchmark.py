@@ -40,6 +40,7 @@ a separate benchmark ("spotcron-dl-numpy"), never a silent fallback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -304,16 +305,13 @@ def run_task(task: str, *, size: dict[str, int], steps: int, warmup: int, device
         step(i)
     sync()
     busy = GpuBusy(device) if device.type == "cuda" else None
-    started = time.perf_counter()
-    if busy is not None:
-        busy.__enter__()
-    last = first
-    for i in range(steps):
-        last = step(warmup + i)  # no .item() here: the loop never waits for the device
-    sync()
-    seconds = time.perf_counter() - started
-    if busy is not None:
-        busy.__exit__()
+    with busy if busy is not None else contextlib.nullcontext():
+        started = time.perf_counter()
+        last = first
+        for i in range(steps):
+            last = step(warmup + i)  # no .item() here: the loop never waits for the device
+        sync()
+        seconds = time.perf_counter() - started
     loss_end, accuracy_end = heldout(model, task, test, batch)
     rate = steps * batch / seconds if seconds > 0 else None
     spec = TASKS[task]
