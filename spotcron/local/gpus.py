@@ -56,15 +56,17 @@ class GpuPool:
             return taken
 
     def take(self, count: int, give_up: Callable[[], bool], poll_s: float = 0.5) -> tuple[str, ...] | None:
-        """Wait until `count` GPUs are free and take them; None once `give_up()` says so."""
-        with self._changed:
-            while True:
-                if give_up():
-                    return None
-                taken = self.try_take(count)
-                if taken is not None:
-                    return taken
+        """Wait until `count` GPUs are free and take them; None once `give_up()` says so.
+
+        `give_up` is called without the pool's lock held: it may take its caller's own lock,
+        which that caller holds while it calls `try_take` (one lock order, no deadlock)."""
+        while not give_up():
+            taken = self.try_take(count)
+            if taken is not None:
+                return taken
+            with self._changed:
                 self._changed.wait(poll_s)
+        return None
 
     def give_back(self, ids: Sequence[str]) -> None:
         with self._changed:

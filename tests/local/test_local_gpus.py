@@ -126,3 +126,35 @@ def test_host_gpus_lists_nvidia_smis_indices_and_nothing_without_it(tmp_path):
     broken.write_text("#!/bin/sh\necho 'NVIDIA-SMI has failed' ; exit 9\n")
     broken.chmod(0o755)
     assert host_gpus(str(broken)) == ()
+
+
+def test_waiting_for_gpus_never_holds_the_pool_while_asking_whether_to_give_up():
+    """Local compute asks `give_up` under its own lock, and holds that lock when it calls
+    `try_take`: the pool's lock must not be held across `give_up`, or the two wait on each other."""
+    import threading
+
+    pool = GpuPool(["0"])
+    assert pool.try_take(1) == ("0",)
+    outer = threading.Lock()
+
+    def give_up() -> bool:
+        with outer:
+            return False
+
+    taken: list = []
+    waiter = threading.Thread(target=lambda: taken.append(pool.take(1, give_up, poll_s=0.001)), daemon=True)
+    waiter.start()
+    done = threading.Event()
+
+    def creator() -> None:
+        for _ in range(100):
+            with outer:
+                time.sleep(0.002)  # the waiter wakes meanwhile and asks give_up
+                pool.try_take(1)
+        done.set()
+
+    threading.Thread(target=creator, daemon=True).start()
+    assert done.wait(10), "local compute and a VM waiting for GPUs deadlocked"
+    pool.give_back(["0"])
+    waiter.join(10)
+    assert taken == [("0",)]
