@@ -130,7 +130,12 @@ class LocalCompute:
             if vm is None or self._closed:
                 self.gpus.give_back(gpus)
                 return
-            vm.process, vm.runtime, vm.workdir = self._start_runner(request, gpus)
+            try:
+                vm.process, vm.runtime, vm.workdir = self._start_runner(request, gpus)
+            except Exception:  # noqa: BLE001 - the VM stays unstarted; its deadline deletes it
+                self.gpus.give_back(gpus)
+                log.exception("local VM %s could not start its runner", request.name)
+                return
             vm.gpus = gpus
         log.info("started local VM %s on host GPU(s) %s (pid %s)", request.name, ",".join(gpus), vm.process.pid)
 
