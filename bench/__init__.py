@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
-Unit = Literal["usd", "s", "ms", "calls", "runs/s", "count", "share"]
+Unit = Literal["usd", "s", "ms", "calls", "runs/s", "samples/s", "count", "share"]
 
 
 @dataclass(frozen=True)
@@ -79,6 +79,8 @@ def fmt(value: float, unit: Unit) -> str:
         return f"{value:.1f} ms" if abs(value) < 100 else f"{value:,.0f} ms"
     if unit == "runs/s":
         return f"{value:.2f} runs/s"
+    if unit == "samples/s":
+        return f"{value:,.0f} samples/s"
     if unit == "share":
         return f"{value:.3f}"
     return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"

@@ -50,6 +50,12 @@ def _report(quick: bool) -> Section:
     return report_bench.run(quick)
 
 
+def _dl(quick: bool) -> Section:
+    from bench import dl_bench
+
+    return dl_bench.run(quick)
+
+
 def _uploads(quick: bool) -> Section:
     from bench import upload_bench
 
@@ -78,6 +84,7 @@ BENCHES: dict[str, tuple[str, Callable[[bool], Section]]] = {
     "placement": ("Placement", _placement),
     "overhead": ("Billed overhead", _overhead),
     "report": ("Report statistics", _report),
+    "dl": ("Example training benchmark", _dl),
     "uploads": ("Uploads", _uploads),
     "storage": ("Local storage server", _storage),
     "scale-sweep": ("Scale (a): sweep", _scale("scale-sweep")),

@@ -68,6 +68,19 @@ def test_report_section_measures_interval_coverage(quick_run):
 
 
 @pytest.mark.slow
+def test_the_example_benchmark_section_measures_overhead_or_says_pytorch_is_missing(quick_run):
+    _, sections, _ = quick_run
+    dl = sections["dl"]
+    if importlib.util.find_spec("torch") is None:
+        assert dl["unavailable"].startswith("PyTorch is not installed")
+        return
+    shares = [f for f in dl["figures"] if f["unit"] == "share"]
+    assert [f["name"].split(":")[0] for f in shares] == ["mlp", "cnn", "lstm"]
+    assert all(0 < f["spotcron"] <= 1 and 0 < f["baseline"] <= 1 for f in shares)
+    assert all(f["spotcron"] > 0 for f in dl["figures"] if f["unit"] == "samples/s")
+
+
+@pytest.mark.slow
 def test_deploy_section_has_figures_or_says_it_is_missing(quick_run):
     stdout, sections, _ = quick_run
     deploy = sections["scale-deploy"]

@@ -45,6 +45,15 @@ def test_validate_the_example_jobs(run):
     assert "n1-standard-8 + 1x nvidia-tesla-t4" in result.stdout
 
 
+def test_validate_warns_when_a_gpu_entry_shares_the_cpu_image(run, tmp_path):
+    write(tmp_path / "jobs", "bench.yaml", OK + "local: {command: python3 x.py}\nmatrix:\n  - name: cpu\n"
+          "  - name: t4\n    machine: {type: n1-standard-8, gpu: {type: nvidia-tesla-t4}}\n")
+    result = run("validate")
+    assert result.exit_code == 0, result.output
+    assert "warning: bench: matrix entry 't4' asks for nvidia-tesla-t4 x1 but runs 'spotcron/bot:latest'" in \
+        " ".join(result.stderr.split())
+
+
 def test_validate_defaults_to_the_jobs_directory(run, tmp_path):
     write(tmp_path / "jobs", "bot.yaml", OK)
     result = run("validate")

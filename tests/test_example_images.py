@@ -6,6 +6,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +23,8 @@ def _load(name: str, path: Path):
 
 
 bot = _load("example_bot", IMAGES / "bot" / "bot.py")
-benchmark = _load("example_benchmark", IMAGES / "benchmark" / "benchmark.py")
+benchmark = _load("example_benchmark_numpy", IMAGES / "benchmark" / "benchmark_numpy.py")
+torch_benchmark = _load("example_benchmark", IMAGES / "benchmark" / "benchmark.py")
 
 
 # --- the bot -------------------------------------------------------------------------------------
@@ -55,7 +57,7 @@ def test_bot_runs_as_a_script_into_the_results_dir(tmp_path):
     assert json.loads((tmp_path / "post.json").read_text())["seed"] == 7
 
 
-# --- the benchmark: the NumPy models are real -------------------------------------------------------
+# --- the NumPy benchmark (a separate benchmark): its models are real -----------------------------------
 
 
 def _numeric_gradient(model, x, y, name, index, eps=1e-5):
@@ -96,9 +98,11 @@ def test_numpy_backward_matches_finite_differences(task):
 
 
 @pytest.mark.parametrize("task", ["mlp", "cnn", "lstm"])
-def test_numpy_training_lowers_the_loss_on_the_synthetic_data(task):
-    figures = benchmark.run_task(task, "numpy", steps=25, batch=16, seed=3)
-    assert figures["last_loss"] < figures["first_loss"]
+def test_numpy_training_lowers_the_held_out_loss_by_the_stated_margin(task):
+    """Every step trains on a batch of its own; the held-out batches come from the same teacher."""
+    figures = benchmark.run_task(task, steps=100, batch=32, seed=3)
+    assert figures["heldout_loss"] <= (1 - benchmark.HELDOUT_MARGIN) * figures["heldout_loss_start"], figures
+    assert figures["heldout_fell"] is True
 
 
 # --- the benchmark as a job ----------------------------------------------------------------------
@@ -107,11 +111,11 @@ def test_numpy_training_lowers_the_loss_on_the_synthetic_data(task):
 def _run_benchmark(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {"SPOTCRON_RESULTS_DIR": str(tmp_path / "results"), "SPOTCRON_CHECKPOINT_DIR": str(tmp_path / "ckpt"),
            "SPOTCRON_RUN_ID": "20260101-1000"}
-    return subprocess.run([sys.executable, str(IMAGES / "benchmark" / "benchmark.py"), "--framework", "numpy",
-                           *args], env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, str(IMAGES / "benchmark" / "benchmark_numpy.py"), *args], env=env,
+                          capture_output=True, text=True, timeout=120)
 
 
-def test_benchmark_writes_metrics_and_prints_per_task_figures(tmp_path):
+def test_numpy_benchmark_writes_metrics_and_prints_per_task_figures(tmp_path):
     done = _run_benchmark(tmp_path, "--steps", "3", "--batch", "8")
     assert done.returncode == 0, done.stderr
 
@@ -125,6 +129,7 @@ def test_benchmark_writes_metrics_and_prints_per_task_figures(tmp_path):
         assert figures["samples_per_second"] == pytest.approx(3 * 8 / figures["seconds"], rel=1e-3)
         assert figures["resumed"] is False
     assert metrics["run_id"] == "20260101-1000"
+    assert metrics["benchmark"] == "spotcron-dl-numpy"  # never taken for the PyTorch benchmark's figures
     # The contract spotcron checks at the run end: work in samples, named metrics with units.
     from spotcron.core.metrics import check_time_metric, parse_metrics
 
@@ -138,7 +143,7 @@ def test_benchmark_writes_metrics_and_prints_per_task_figures(tmp_path):
     assert "mnist" in lines[0] and "3x32x32" in lines[1] and "imdb" in lines[2]
 
 
-def test_benchmark_resumes_finished_tasks_after_a_preemption(tmp_path):
+def test_numpy_benchmark_resumes_finished_tasks_after_a_preemption(tmp_path):
     first = _run_benchmark(tmp_path, "--steps", "2", "--batch", "4", "--tasks", "mlp")
     assert first.returncode == 0, first.stderr
     before = json.loads((tmp_path / "results" / "metrics.json").read_text())["tasks"]["mlp"]
@@ -158,7 +163,7 @@ def test_benchmark_resumes_finished_tasks_after_a_preemption(tmp_path):
 def test_benchmark_runs_without_a_writable_checkpoint_dir(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
-    done = subprocess.run([sys.executable, str(IMAGES / "benchmark" / "benchmark.py"), "--framework", "numpy",
+    done = subprocess.run([sys.executable, str(IMAGES / "benchmark" / "benchmark_numpy.py"),
                            "--steps", "1", "--batch", "2", "--tasks", "mlp", "--results", str(tmp_path / "r"),
                            "--checkpoint", str(blocker / "ckpt")], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
@@ -171,11 +176,116 @@ def test_benchmark_rejects_unknown_tasks(tmp_path):
     assert "--tasks: unknown ['gpt']; choose from mlp,cnn,lstm" in done.stderr
 
 
-def test_benchmark_with_pytorch_when_it_is_installed(tmp_path):
-    pytest.importorskip("torch", reason="PyTorch is not installed here; the NumPy path is tested above")
-    env = {"SPOTCRON_RESULTS_DIR": str(tmp_path)}
-    done = subprocess.run([sys.executable, str(IMAGES / "benchmark" / "benchmark.py"), "--framework", "torch",
-                           "--steps", "2", "--batch", "4"], env=env, capture_output=True, text=True, timeout=300)
+# --- the example benchmark (PyTorch) -----------------------------------------------------------------
+
+needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                                 reason="PyTorch is not installed here (pip install torch); the NumPy benchmark's "
+                                        "tests above do not stand in for it")
+SMALL = ["--size", "small", "--warmup", "2", "--heldout", "512", "--device", "cpu"]
+
+
+def _run_torch(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    base = {"SPOTCRON_RESULTS_DIR": str(tmp_path / "results"), "SPOTCRON_CHECKPOINT_DIR": str(tmp_path / "ckpt"),
+            "SPOTCRON_RUN_ID": "20260101-1000", "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"}
+    return subprocess.run([sys.executable, str(IMAGES / "benchmark" / "benchmark.py"), *args],
+                          env={**base, **(env or {})}, capture_output=True, text=True, timeout=300)
+
+
+@needs_torch
+@pytest.mark.parametrize(("task", "steps"), [("mlp", 60), ("cnn", 60), ("lstm", 100)])
+def test_the_models_learn_held_out_loss_falls_by_the_stated_margin(task, steps):
+    """Small sizes on the CPU; every step trains on a batch of its own, the held-out samples come
+    from the same teacher, so the fall is learning, not memorising the batches."""
+    import torch
+
+    torch.set_num_threads(1)
+    figures = torch_benchmark.run_task(task, size=torch_benchmark.SIZES["small"][task], steps=steps, warmup=2,
+                                       device=torch.device("cpu"), heldout_samples=512, seed=0)
+    margin = 1 - torch_benchmark.HELDOUT_MARGIN
+    assert figures["heldout_loss"] <= margin * figures["heldout_loss_start"], figures
+    assert figures["heldout_fell"] is True
+    assert (figures["steps"], figures["warmup"], figures["framework"], figures["device"]) == (steps, 2, "torch", "cpu")
+    assert figures["samples_per_second"] == pytest.approx(steps * figures["batch"] / figures["seconds"])
+    assert figures["gpu_busy"] is None  # no GPU, no busy share
+
+
+def test_the_lstm_is_bidirectional_and_the_gpu_sizes_are_the_stated_ones():
+    pytest.importorskip("torch", reason="PyTorch is not installed here (pip install torch)")
+    model = torch_benchmark.build_model("lstm", torch_benchmark.SIZES["gpu"]["lstm"])
+    assert model.lstm.bidirectional and model.lstm.num_layers == 2 and model.lstm.hidden_size == 256
+    assert model.embed.embedding_dim == 128
+    assert torch_benchmark.SIZES["gpu"]["cnn"]["batch"] == 512 and torch_benchmark.SIZES["gpu"]["mlp"]["width"] == 2048
+
+
+@needs_torch
+def test_torch_benchmark_writes_the_metrics_contract(tmp_path):
+    done = _run_torch(tmp_path, *SMALL, "--steps", "3", "--tasks", "mlp,lstm")
     assert done.returncode == 0, done.stderr
-    tasks = json.loads((tmp_path / "metrics.json").read_text())["tasks"]
-    assert {figures["framework"] for figures in tasks.values()} == {"torch"}
+    metrics = json.loads((tmp_path / "results" / "metrics.json").read_text())
+    assert (metrics["benchmark"], metrics["framework"], metrics["device"], metrics["precision"]) == \
+        ("spotcron-dl-torch", "torch", "cpu", "fp32")
+    from spotcron.core.metrics import check_time_metric, parse_metrics
+
+    checked = parse_metrics((tmp_path / "results" / "metrics.json").read_bytes())
+    check_time_metric(checked, "train_seconds")
+    assert (checked.work.value, checked.work.unit) == (3 * 128 + 3 * 64, "samples")
+    for name in ("mlp_samples_per_second", "lstm_epoch_seconds", "lstm_heldout_loss", "lstm_heldout_loss_start"):
+        assert name in checked.metrics, name
+    assert checked.metrics["lstm_epoch_seconds"].value == pytest.approx(
+        25_000 / checked.metrics["lstm_samples_per_second"].value)
+    assert "held-out loss" in done.stdout and "mlp_gpu_busy" not in checked.metrics
+
+
+@needs_torch
+def test_torch_benchmark_restores_finished_tasks_only_from_the_same_device_and_settings(tmp_path):
+    assert _run_torch(tmp_path, *SMALL, "--steps", "2", "--tasks", "mlp").returncode == 0
+    again = _run_torch(tmp_path, *SMALL, "--steps", "2", "--tasks", "mlp,cnn")
+    assert again.returncode == 0, again.stderr
+    assert "mlp restored from" in again.stdout
+    saved = json.loads((tmp_path / "ckpt" / torch_benchmark.PROGRESS_FILE).read_text())
+    saved["config"]["device"] = "cuda:NVIDIA H100 80GB HBM3"  # figures another device measured
+    (tmp_path / "ckpt" / torch_benchmark.PROGRESS_FILE).write_text(json.dumps(saved))
+    third = _run_torch(tmp_path, *SMALL, "--steps", "2", "--tasks", "mlp")
+    assert third.returncode == 0 and "restored" not in third.stdout
+
+
+@needs_torch
+def test_asking_for_a_gpu_where_there_is_none_ends_with_the_reason_not_a_cpu_run(tmp_path):
+    done = _run_torch(tmp_path, "--size", "small", "--steps", "1", "--device", "cuda",
+                      env={"CUDA_VISIBLE_DEVICES": ""})
+    assert done.returncode == torch_benchmark.NO_TORCH
+    assert "--device cuda, but PyTorch sees no CUDA GPU" in done.stderr and "not run on the CPU" in done.stderr
+    assert not (tmp_path / "results" / "metrics.json").exists()
+
+
+def test_without_pytorch_the_benchmark_says_so_and_names_the_numpy_one(tmp_path):
+    hidden = tmp_path / "hide"
+    hidden.mkdir()
+    (hidden / "torch.py").write_text("raise ImportError('hidden for this test')\n")
+    done = _run_torch(tmp_path, "--steps", "1", env={"PYTHONPATH": str(hidden)})
+    assert done.returncode == torch_benchmark.NO_TORCH
+    assert "PyTorch is not installed" in done.stderr and "benchmark_numpy.py" in done.stderr
+
+
+def test_torch_benchmark_rejects_unknown_tasks(tmp_path):
+    done = _run_torch(tmp_path, "--tasks", "mlp,gpt")
+    assert done.returncode == 2
+    assert "--tasks: unknown ['gpt']; choose from mlp,cnn,lstm" in done.stderr
+
+
+@needs_torch
+def test_the_gpu_busy_share_falls_back_to_nvidia_smi_for_the_visible_gpu(tmp_path, monkeypatch):
+    """Without NVML from Python (no nvidia-ml-py, or no CUDA build), nvidia-smi is asked about the
+    GPU the job sees: the first of CUDA_VISIBLE_DEVICES, as the host numbers it."""
+    tool = tmp_path / "nvidia-smi"
+    tool.write_text(f'#!/bin/sh\necho "$*" >> "{tmp_path}/asked"\necho 87\n')
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    busy = torch_benchmark.GpuBusy(device=None, interval_s=0.02)
+    busy.source = "nvidia-smi"
+    with busy:
+        time.sleep(0.3)
+    assert busy.samples and busy.share == pytest.approx(0.87)
+    assert (tmp_path / "asked").read_text().splitlines()[0] == \
+        "-i 3 --query-gpu=utilization.gpu --format=csv,noheader,nounits"

@@ -266,6 +266,31 @@ def test_page_charts_compare_with_the_same_base_as_the_report(tmp_path, base_lin
     assert sorted(shown[2].split(", ")) == sorted(figures)
 
 
+def test_the_page_shows_the_numbers_and_what_ran_beside_the_charts(tmp_path):
+    from spotcron.core.hardware import Hardware
+    from spotcron.core.loader import load_job_file
+
+    path = tmp_path / "dl-benchmark.yaml"
+    path.write_text("schedule: '0 3 * * 1'\nimage: bench:1\n"
+                    "matrix:\n  - {name: highcpu-16, machine: {type: n1-highcpu-16}}\n"
+                    "  - {name: t4, machine: {type: n1-standard-8}}\n")
+    spec = load_job_file(path)
+    laptop = Hardware(local=True, host="laptop", cpu_model="AMD EPYC 9454", cpus=2, memory_mib=7900)
+    records = [r.model_copy(update={"hardware": laptop})
+               for r in _bench_records(spec, {"highcpu-16": 500, "t4": 190})]
+    deps = _Deps()
+    for record in records:
+        deps.store.create(record)
+    html = update_index(deps)
+    section = html[html.index('<h2 id="charts">'):]
+    assert ("<h3 id=\"bench-dl-benchmark\">dl-benchmark: per configuration, relative to highcpu-16 (local runs "
+            "on laptop: machine types were priced, not measured)</h3>") in section
+    assert "<th>hardware (measured by the runner)</th>" in section
+    assert "<td>local laptop: 2 CPU AMD EPYC 9454, 8 GiB, no GPU</td>" in section
+    assert "<td>t4 ran 2.6x faster than highcpu-16 (under 2 runs a side: no interval)" in section
+    assert section.index("<table>") < section.index("<figure>")  # the numbers, then the charts
+
+
 # --- summary, counts, reasons (issue: the page understated history and hid failures) ----------------
 
 

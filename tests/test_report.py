@@ -155,7 +155,7 @@ def test_rich_table_markdown_csv_and_json(table, spec, records):
     result = benchmark_report("dl-benchmark", records, table, "us-central1", spec=spec)
     console = Console(width=100, record=True)
     tables = exports.rich_tables(result)
-    assert len(tables) == 1  # no metrics, no metrics table
+    assert len(tables) == 2  # the comparison and what ran; no metrics, no metrics table
     console.print(tables[0])
     text = console.export_text()
     lines = text.splitlines()
@@ -212,8 +212,9 @@ def test_history_per_tick_flags_a_regression(table, spec):
     md = exports.history_markdown(history)
     assert "| highcpu-16 | 2026-12-28 03:00 | 1 | 21m40s |" in md and "! slower, costlier |" in md
     csv_lines = exports.history_csv(history).splitlines()
-    assert csv_lines[0] == "configuration,tick,runs,time_s,cost_usd,time_flag,cost_flag"
-    assert csv_lines[6].startswith("highcpu-16,2026-12-28 03:00,1,1300.0,") and csv_lines[6].endswith(",higher,higher")
+    assert csv_lines[0] == "configuration,tick,runs,time_s,cost_usd,time_flag,cost_flag,hardware,hardware_changed"
+    assert csv_lines[6].startswith("highcpu-16,2026-12-28 03:00,1,1300.0,")
+    assert csv_lines[6].endswith(",higher,higher,not recorded,False")
     assert json.loads(json.dumps(history.to_json()))["series"][0]["time_band"]["flag"] == "higher"
 
 
@@ -291,15 +292,19 @@ def test_report_command(tmp_path, records, monkeypatch):
     result = run("--records", str(bucket), "--format", "md")
     assert result.exit_code == 0 and result.output.startswith("**dl-benchmark**: per configuration, relative to")
     result = run("--records", str(bucket), "--format", "csv")
-    assert result.exit_code == 0 and result.output.splitlines()[0].startswith("configuration,machine,base,runs,")
+    assert result.exit_code == 0
+    assert result.output.splitlines()[0].startswith("configuration,hardware_row,machine,hardware,base,runs,")
     assert len(result.output.splitlines()) == 4
+    result = run("--records", str(bucket), "--format", "csv-runs")
+    assert result.exit_code == 0 and result.output.splitlines()[0].startswith("configuration,hardware_row,run_id,")
+    assert len(result.output.splitlines()) == 1 + 7  # every succeeded run
     result = run("--records", str(bucket), "--history", "--format", "csv")
     assert result.exit_code == 0, result.output
     assert result.output.splitlines()[1].startswith("highcpu-16,2026-11-23 03:00,1,1000.0,0.055")
     result = run("--records", str(bucket), "--history")
     assert result.exit_code == 0 and "each configuration per tick" in result.output
     result = run("--records", str(bucket), "--format", "xml")
-    assert result.exit_code == 2 and "'xml' is not one of 'table', 'md', 'csv', 'json'" in result.output
+    assert result.exit_code == 2 and "'xml' is not one of 'table', 'md', 'csv', 'csv-runs', 'json'" in result.output
     result = run()  # no --records: the local bucket, and there is none here
     assert result.exit_code == 2 and "no local runs yet (.spotcron/bucket does not exist)" in result.output
 

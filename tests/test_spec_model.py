@@ -32,6 +32,36 @@ def test_variants_merge_env_and_replace_args():
     assert two.args == ("--x",) and two.matrix == () and spec.variant_named("two") == two
 
 
+def test_a_matrix_entry_may_name_its_own_image_and_local_command():
+    spec = JobSpec(**BASE, local={"command": "python3 cpu.py"},
+                   matrix=[{"name": "cpu"}, {"name": "gpu", "image": "spotcron/bot:cuda",
+                                             "local": {"command": ["python3", "gpu.py"]}}])
+    cpu, gpu = spec.variants()
+    assert (cpu.image, cpu.local.command) == ("spotcron/bot:latest", ("python3", "cpu.py"))
+    assert (gpu.image, gpu.local.command) == ("spotcron/bot:cuda", ("python3", "gpu.py"))
+    assert JobSpec.from_payload(gpu.to_payload()) == gpu
+
+
+def test_an_entry_image_is_validated_like_the_job_image():
+    with pytest.raises(ValidationError) as caught:
+        JobSpec(**BASE, matrix=[{"name": "gpu", "image": "Not An Image"}])
+    text = str(caught.value)
+    assert "matrix.0.image" in text and "'Not An Image' is not a container image reference" in text
+    with pytest.raises(ValidationError, match="is empty"):
+        JobSpec(**BASE, matrix=[{"name": "gpu", "local": {"command": []}}])
+
+
+def test_a_gpu_entry_on_the_cpu_entries_image_is_warned_about():
+    gpu = {"type": "n1-standard-8", "gpu": {"type": "nvidia-tesla-t4"}}
+    shared = JobSpec(**BASE, matrix=[{"name": "cpu"}, {"name": "t4", "machine": gpu}])
+    [warning] = shared.image_warnings()
+    assert "'t4' asks for nvidia-tesla-t4 x1 but runs 'spotcron/bot:latest'" in warning
+    assert "the CPU entry 'cpu'" in warning and "image: a CUDA build" in warning
+    own = JobSpec(**BASE, matrix=[{"name": "cpu"}, {"name": "t4", "machine": gpu, "image": "spotcron/bot:cuda"}])
+    assert own.image_warnings() == []
+    assert JobSpec(**BASE, machine=gpu).image_warnings() == []  # no CPU entry to share with
+
+
 def test_yaml_numbers_and_booleans_become_words():
     spec = JobSpec(**BASE, args=["--steps", 20, "--lr", 0.5, "--fast", True], env={"N": 4, "ON": False})
     assert spec.args == ("--steps", "20", "--lr", "0.5", "--fast", "true")
@@ -64,6 +94,11 @@ def test_example_benchmark_compares_cpu_and_gpu():
     assert ("n1-highcpu-16", None) in machines.values() and ("e2-standard-4", None) in machines.values()
     assert ("n1-standard-8", "nvidia-tesla-t4") in machines.values()
     assert bench.checkpoint == "/checkpoint" and bench.timeout == 7200
+    # The GPU entry runs the CUDA image and asks for the GPU; the CPU entries the CPU image.
+    images = {v.variant: (v.image, v.local.command[-2:]) for v in bench.configurations()}
+    assert images["t4"] == ("spotcron/dl-benchmark:cuda", ("--device", "cuda"))
+    assert images["highcpu-16"] == images["e2-std-4"] == ("spotcron/dl-benchmark:cpu", ("--device", "cpu"))
+    assert bench.image_warnings() == []
 
 
 def test_schema_describes_the_file_not_the_resolved_copy():

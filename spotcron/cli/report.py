@@ -27,8 +27,9 @@ if TYPE_CHECKING:
 
 @click.command("report")
 @click.argument("job")
-@click.option("--format", "fmt", type=click.Choice(["table", "md", "csv", "json"]), default="table",
-              show_default=True, help="Terminal table, Markdown, CSV or JSON.")
+@click.option("--format", "fmt", type=click.Choice(["table", "md", "csv", "csv-runs", "json"]), default="table",
+              show_default=True, help="Terminal table, Markdown, CSV (a line per configuration), csv-runs (a line "
+                                      "per run: time, cost, work, hardware) or JSON (both, and the verdicts).")
 @click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
 @click.option("--history", "show_history", is_flag=True,
               help="Each configuration's median time and cost per tick, with a flag where the latest tick "
@@ -85,7 +86,7 @@ def report(job: str, fmt: str, as_json: bool, show_history: bool, charts_dir: Pa
         assert history is not None
         if fmt == "json":
             click.echo(json.dumps({**history.to_json(), "charts": charts}, indent=2))
-        elif fmt == "csv":
+        elif fmt in ("csv", "csv-runs"):
             click.echo(exports.history_csv(history), nl=False)
         elif fmt == "md":
             click.echo(exports.history_markdown(history), nl=False)
@@ -95,6 +96,8 @@ def report(job: str, fmt: str, as_json: bool, show_history: bool, charts_dir: Pa
         click.echo(exports.json_text(result, charts=charts))
     elif fmt == "csv":
         click.echo(exports.csv_text(result), nl=False)
+    elif fmt == "csv-runs":
+        click.echo(exports.runs_csv(result), nl=False)
     elif fmt == "md":
         click.echo(exports.markdown(result), nl=False)
     else:
@@ -103,6 +106,8 @@ def report(job: str, fmt: str, as_json: bool, show_history: bool, charts_dir: Pa
             out.print(table)
         for line in exports.problem_lines(result):
             out.print(f"metrics.json problem: {line}", markup=False)
+        for line in exports.unmeasured_lines(result):
+            out.print(f"not measured: {line}", markup=False)
     if fmt in ("table", "md"):
         for path in charts:
             click.echo(f"chart: {path}", err=fmt == "md")  # keeps the Markdown on stdout clean

@@ -45,21 +45,33 @@ def validate(paths: tuple[Path, ...], jobs_dir: Path, stack_path: Path) -> None:
                 hint="spotcron next JOB shows one job")
     out.print(f"{len(specs)} job{'s' if len(specs) != 1 else ''} valid")
     _warn_unrunnable_here(specs)
+    _warn_gpu_images(specs)
 
 
 def _warn_unrunnable_here(specs) -> None:
-    """A job with no local command runs in local mode only if a container runtime has its image."""
+    """A job with no local command runs in local mode only if a container runtime has its image
+    (each matrix entry may name its own image and local command)."""
     from spotcron.local.containers import find_runtime
 
     err = console(stderr=True)
-    for spec in specs:
-        if spec.local is not None:
+    seen: set[tuple[str, str]] = set()
+    for spec in (c for s in specs for c in s.configurations()):
+        if spec.local is not None or (spec.name, spec.image) in seen:
             continue
+        seen.add((spec.name, spec.image))
         lookup = find_runtime(spec.image)
         if lookup.binary is None:
             err.print(f"warning: {spec.name}: no local: block, and {lookup.why_not}; `spotcron up` and "
                       f"`spotcron run` can't run it on this machine. Add local: {{command: ...}} to its job "
                       f"file (see docs/jobs.md) or make the image available.", markup=False, highlight=False)
+
+
+def _warn_gpu_images(specs) -> None:
+    """An entry with a GPU on the image of entries without one usually leaves the GPU idle."""
+    err = console(stderr=True)
+    for spec in specs:
+        for warning in spec.image_warnings():
+            err.print(f"warning: {spec.name}: {warning}", markup=False, highlight=False)
 
 
 def _machine_text(spec) -> str:

@@ -5,6 +5,7 @@
     runs/JOB/RUN/attempt-N/logs/OFFSET.txt     a piece of it shipped while the job runs, from byte OFFSET
     runs/JOB/RUN/attempt-N/results/...         what the container wrote to /results
     runs/JOB/RUN/attempt-N/manifest.json       written last; without it the attempt did not succeed
+    runs/JOB/RUN/attempt-N/hardware.json       what the attempt ran on, measured by the runner
     runs/JOB/RUN/checkpoint/checkpoint.tar     /checkpoint as one archive, saved during the run, restored next attempt
     tokens/SHA256                              identity tokens already accepted (replay guard)
     live/JOB/RUN/...                           an empty marker while the run is not terminal (the sweep's index)
@@ -38,6 +39,10 @@ def attempt_prefix(job: str, run_id: str, attempt: int) -> str:
 
 def manifest(job: str, run_id: str, attempt: int) -> str:
     return f"{attempt_prefix(job, run_id, attempt)}manifest.json"
+
+
+def hardware(job: str, run_id: str, attempt: int) -> str:
+    return f"{attempt_prefix(job, run_id, attempt)}hardware.json"
 
 
 def logs(job: str, run_id: str, attempt: int) -> str:

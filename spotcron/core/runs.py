@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from spotcron.core.hardware import Hardware
 from spotcron.core.metrics import RunMetrics
 
 
@@ -207,6 +208,9 @@ class RunRecord(_Record):
     # The ended attempt's results/metrics.json as checked when the run ended, or why it was not usable.
     metrics: RunMetrics | None = None
     metrics_problem: str | None = None
+    # What the ended attempt ran on, as its runner measured it (attempt-N/hardware.json), or why not.
+    hardware: Hardware | None = None
+    hardware_problem: str | None = None
     history_limit: int = 50
     # What the run's end still owes (set with the terminal state, emptied as each is done).
     owed: tuple[Effect, ...] = ()

@@ -132,6 +132,16 @@ def _region(region: str) -> str:
 
 
 Region = Annotated[str, AfterValidator(_region)]
+
+
+def _image_ref(value: str) -> str:
+    if not _IMAGE.match(value):
+        raise ValueError(f"{value!r} is not a container image reference; write e.g. "
+                         f"us-docker.pkg.dev/my-project/spotcron/bot:latest (lowercase path, no spaces)")
+    return value
+
+
+Image = Annotated[str, AfterValidator(_image_ref)]
 Duration = Annotated[int, BeforeValidator(parse_duration, json_schema_input_type=int | str), PlainSerializer(int)]
 
 
@@ -208,6 +218,9 @@ class MatrixEntry(_Model):
     args: Argv | None = Field(None, description="replaces the job's args for this entry")
     repeat: int | None = Field(None, ge=1, le=MAX_REPEAT, description="runs of this entry per tick, each on its "
                                                                      "own VM; default: the job's repeat")
+    image: Image | None = Field(None, description="replaces the job's image for this entry, e.g. a CUDA image "
+                                                  "for an entry with a GPU")
+    local: LocalRun | None = Field(None, description="replaces the job's local block for this entry")
 
     @field_validator("name")
     @classmethod
@@ -241,7 +254,7 @@ class JobSpec(_Model):
     time_zone: str = Field("Etc/UTC", description="IANA time zone the schedule is read in, e.g. Europe/Berlin")
     description: str = Field("", description="free text shown in listings and on the scheduler entry")
     paused: bool = Field(False, description="true: deploy the schedule paused; no runs until resumed")
-    image: str = Field(description="container image to run, e.g. us-docker.pkg.dev/PROJECT/REPO/IMAGE:TAG")
+    image: Image = Field(description="container image to run, e.g. us-docker.pkg.dev/PROJECT/REPO/IMAGE:TAG")
     command: Argv | None = Field(None, description="replaces the image's entrypoint (string or list)")
     args: Argv = Field((), description="arguments passed to the entrypoint (string or list)")
     env: EnvMap = Field({}, description="environment variables for the container")
@@ -298,14 +311,6 @@ class JobSpec(_Model):
         if len(value) > DESCRIPTION_MAX:
             raise ValueError(f"is {len(value)} characters long; the job's Cloud Scheduler entry takes at most "
                              f"{DESCRIPTION_MAX}: shorten it")
-        return value
-
-    @field_validator("image")
-    @classmethod
-    def _image(cls, value: str) -> str:
-        if not _IMAGE.match(value):
-            raise ValueError(f"{value!r} is not a container image reference; write e.g. "
-                             f"us-docker.pkg.dev/my-project/spotcron/bot:latest (lowercase path, no spaces)")
         return value
 
     @field_validator("service_account")
@@ -452,6 +457,10 @@ class JobSpec(_Model):
                 update["args"] = entry.args
             if entry.repeat is not None:
                 update["repeat"] = entry.repeat
+            if entry.image is not None:
+                update["image"] = entry.image
+            if entry.local is not None:
+                update["local"] = entry.local
             resolved.append(self.model_copy(update=update))
         return resolved
 
@@ -459,6 +468,24 @@ class JobSpec(_Model):
         if self.repeat == 1 or self.repeat_index is not None:
             return [self]
         return [self.model_copy(update={"repeat_index": index}) for index in range(1, self.repeat + 1)]
+
+    def image_warnings(self) -> list[str]:
+        """Entries that ask for a GPU but run the image of entries without one.
+
+        A CPU image on a GPU VM usually runs its CPU code path and pays for an idle GPU; each
+        entry may name its own image (a CUDA build for the GPU entries).
+        """
+        configurations = self.configurations() if self.matrix else []
+        cpu_images = {c.image: c.variant for c in configurations if c.machine.gpu is None}
+        warnings = []
+        for configuration in configurations:
+            gpu = configuration.machine.gpu
+            if gpu is not None and configuration.image in cpu_images:
+                warnings.append(
+                    f"matrix entry {configuration.variant!r} asks for {gpu.type} x{gpu.count} but runs "
+                    f"{configuration.image!r}, the image of the CPU entry {cpu_images[configuration.image]!r}: "
+                    f"a CPU build would leave the GPU idle; give the entry its own image (image: a CUDA build)")
+        return warnings
 
     def variant_named(self, name: str | None) -> JobSpec:
         for spec in self.configurations():
@@ -492,6 +519,7 @@ def job_file_schema() -> dict[str, Any]:
     schema["required"] = [name for name in schema["required"] if name != "name"]
     props["name"].update(pattern=_NAME.pattern, maxLength=JOB_NAME_MAX)
     defs["MatrixEntry"]["properties"]["name"].update(pattern=_NAME.pattern, maxLength=ENTRY_NAME_MAX)
+    defs["MatrixEntry"]["properties"]["image"]["anyOf"][0]["pattern"] = _IMAGE.pattern
     props["matrix"]["maxItems"] = MAX_MATRIX_ENTRIES
     duration = {"type": "string", "pattern": r"^\s*\d+\s*[smhd]?\s*$"}
     for key in ("timeout", "starting_deadline"):
@@ -506,6 +534,7 @@ def job_file_schema() -> dict[str, Any]:
     override["type"]["anyOf"][0]["enum"] = machine_types
     override["zones"]["anyOf"][0]["items"]["pattern"] = ZONE.pattern
     defs["Gpu"]["properties"]["type"]["enum"] = gpu_types
+    props["image"]["pattern"] = _IMAGE.pattern
     props["service_account"]["anyOf"][0]["pattern"] = SERVICE_ACCOUNT.pattern
     props["regions"]["anyOf"][0]["items"]["pattern"] = REGION.pattern
     return {

@@ -46,6 +46,8 @@ class CallbackBody(BaseModel):
     uploaded: bool = False
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    # Why the job did not start (the runner's words: no host GPU, the driver failed); the run's reason.
+    problem: str | None = Field(None, max_length=500)
 
 
 @dataclass(frozen=True)
@@ -127,7 +129,7 @@ def _record_outcome(deps: Deps, record: RunRecord, callback: CallbackBody, zone:
         number=callback.attempt, status=callback.status, exit_code=callback.exit_code,
         timed_out=callback.timed_out, uploaded=callback.uploaded, manifest_present=complete,
         started_at=callback.started_at, finished_at=callback.finished_at, zone=zone, zones=deps.settings.zones,
-        metrics=tuple(metrics.items()))
+        metrics=tuple(metrics.items()), problem=callback.problem)
     stepped = step(deps, record.job, record.run_id, event)
     if stepped.record is None:
         return record

@@ -14,6 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from spotcron.core import layout
+from spotcron.core.hardware import MAX_BYTES as HARDWARE_MAX_BYTES
+from spotcron.core.hardware import HardwareProblem, parse_hardware
 from spotcron.core.jobdata import MANIFEST_MAX_BYTES, JobDataProblem, load_job_json
 from spotcron.core.metrics import MAX_BYTES, METRICS_FILE, MetricsProblem, check_time_metric, parse_metrics
 from spotcron.core.spec import JobSpec
@@ -33,7 +35,12 @@ def read_capped(blobs: Blobs, name: str, cap: int, where: str) -> bytes | None:
 
 
 def metrics_changes(deps: Deps, job: str, run_id: str, attempt: int, spec: JobSpec) -> dict[str, Any]:
-    """Record fields for the attempt's metrics.json: `metrics`, or `metrics_problem`, or none.
+    """Record fields for what the ended attempt left: its metrics.json and its hardware.json."""
+    return {**_metrics_fields(deps, job, run_id, attempt, spec), **hardware_changes(deps, job, run_id, attempt)}
+
+
+def _metrics_fields(deps: Deps, job: str, run_id: str, attempt: int, spec: JobSpec) -> dict[str, Any]:
+    """`metrics`, or `metrics_problem`, or none.
 
     No file is fine for a job that does not time itself by a metric; every other problem is
     kept in the record, never dropped.
@@ -53,6 +60,19 @@ def metrics_changes(deps: Deps, job: str, run_id: str, attempt: int, spec: JobSp
     except (MetricsProblem, JobDataProblem) as problem:
         return {"metrics_problem": str(problem)}
     return {"metrics": metrics}
+
+
+def hardware_changes(deps: Deps, job: str, run_id: str, attempt: int) -> dict[str, Any]:
+    """Record fields for the attempt's hardware.json (what the runner measured): `hardware`,
+    `hardware_problem`, or none when the runner wrote none (an older runner)."""
+    where = f"hardware.json of attempt {attempt}"
+    try:
+        data = read_capped(deps.blobs, layout.hardware(job, run_id, attempt), HARDWARE_MAX_BYTES, where)
+        if data is None:
+            return {}
+        return {"hardware": parse_hardware(data, where)}
+    except (HardwareProblem, JobDataProblem) as problem:
+        return {"hardware_problem": str(problem)}
 
 
 def manifest_present(deps: Deps, job: str, run_id: str, attempt: int) -> bool:

@@ -164,6 +164,7 @@ class AttemptReported:
     zones: tuple[str, ...]  # the stack's zones, for a job that names none
     # The attempt's checked metrics.json as record fields (metrics or metrics_problem); kept when the run ends.
     metrics: tuple[tuple[str, object], ...] = ()
+    problem: str | None = None  # the runner's word on why the job did not start (no GPU, driver failed)
 
 
 @dataclass(frozen=True)
@@ -233,8 +234,10 @@ def is_current_attempt(record: RunRecord, attempt: Attempt) -> bool:
             and current.zone == attempt.zone and current.provisioning_model == attempt.provisioning_model)
 
 
-def verdict(outcome: Outcome, exit_code: int | None, *, complete: bool, callback: bool) -> tuple[RunState, str | None]:
-    """The run's state after an attempt ended this way. `complete`: its manifest is there."""
+def verdict(outcome: Outcome, exit_code: int | None, *, complete: bool, callback: bool,
+            problem: str | None = None) -> tuple[RunState, str | None]:
+    """The run's state after an attempt ended this way. `complete`: its manifest is there;
+    `problem`: the runner's reason when the job did not start at all."""
     lost = "" if callback else " (callback lost)"
     if outcome == Outcome.PREEMPTED:
         return RunState.PREEMPTED, "Spot VM preempted"
@@ -244,6 +247,10 @@ def verdict(outcome: Outcome, exit_code: int | None, *, complete: bool, callback
         if not callback and not complete:
             return RunState.TIMED_OUT, "the VM outlived its deadline without reporting"
         return RunState.TIMED_OUT, f"the container ran past its timeout and was killed{lost}"
+    if exit_code is None and problem:
+        return RunState.FAILED, f"the job did not start: {problem}"
+    if exit_code is None:
+        return RunState.FAILED, f"the job did not start (see the attempt's logs){lost}"
     if exit_code != 0:
         return RunState.FAILED, f"the container exited with code {exit_code}{lost}"
     if not complete:
@@ -405,7 +412,7 @@ def attempt_reported(record: RunRecord, event: AttemptReported, now: datetime) -
     if record.terminal or current is None or current.number != attempt.number:
         return updated  # a late report from an old attempt: keep its facts, not its verdict
     state, reason = verdict(outcome, event.exit_code, complete=event.manifest_present and event.uploaded,
-                            callback=True)
+                            callback=True, problem=event.problem)
     return _with_metrics(retry_or_finalize(updated, ended, state, reason, now, event.zones), event.metrics)
 
 

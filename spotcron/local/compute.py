@@ -15,11 +15,12 @@ import logging
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from spotcron.engine.ports import Instance, InstanceRequest
 from spotcron.local import leftovers
 from spotcron.local.containers import Lookup, find_runtime
 from spotcron.local.containment import Containment, detect
+from spotcron.local.gpus import GpuPool, host_gpus
 
 log = logging.getLogger("spotcron.local")
 
@@ -42,18 +44,24 @@ GROUP_EXIT_S = 10.0
 @dataclass
 class _Vm:
     instance: Instance
-    process: subprocess.Popen
+    process: subprocess.Popen | None  # None while it waits for its host GPUs
     expiry: threading.Timer
     runtime: str | None  # the docker/podman binary running its container, if any
     workdir: Path
+    gpus: tuple[str, ...] = ()  # the host GPUs it holds
 
 
 class LocalCompute:
-    """ports.Compute on processes. `base_env` is the environment the runners start from."""
+    """ports.Compute on processes. `base_env` is the environment the runners start from.
+
+    `gpus`: the host GPUs to hand out (nvidia-smi's indices); left out, nvidia-smi is asked.
+    A VM without a GPU sees none; one with `count` GPUs gets that many to itself (gpus.py).
+    """
 
     def __init__(self, metadata, storage_url: str, state_dir: Path, clock, *, base_env: Mapping[str, str],
                  cwd: Path, runtime_for=find_runtime, runner: Path = RUNNER,
-                 preemption_notice_s: float = PREEMPTION_NOTICE_S, containment: Containment | None = None):
+                 preemption_notice_s: float = PREEMPTION_NOTICE_S, containment: Containment | None = None,
+                 gpus: Sequence[str] | None = None, host: str | None = None):
         self.metadata = metadata
         self.storage_url = storage_url
         self.vms_dir = Path(state_dir) / "vms"
@@ -64,6 +72,8 @@ class LocalCompute:
         self.runner = runner
         self.preemption_notice_s = preemption_notice_s
         self.containment = containment or detect()
+        self.gpus = GpuPool(host_gpus() if gpus is None else gpus)
+        self.host = host or socket.gethostname()
         self._vms: dict[tuple[str, str], _Vm] = {}
         self._runtimes: dict[str, Lookup] = {}
         self._ids = 5000
@@ -89,13 +99,45 @@ class LocalCompute:
             )
             self.metadata.register(request.name, request.zone, request.metadata, instance_id=instance.instance_id,
                                    created_at=instance.created_at, service_account=request.service_account)
-            process, runtime, workdir = self._start_runner(request)
+            need = request.gpu.count if request.gpu is not None else 0
+            gpus = self.gpus.try_take(need) if need and self.gpus.shortage(need) is None else ()
             expiry = threading.Timer(request.max_run_duration_s, self._expire, args=key)
             expiry.daemon = True
+            if gpus is None:
+                # Its GPUs are another VM's for now: the runner starts when they are free.
+                self._vms[key] = _Vm(instance, None, expiry, None, self.vms_dir / request.name)
+                threading.Thread(target=self._start_when_free, args=(key, request, need),
+                                 name=f"gpus-{request.name}", daemon=True).start()
+                expiry.start()
+                log.info("local VM %s waits for %d host GPU(s)", request.name, need)
+                return instance
+            process, runtime, workdir = self._start_runner(request, gpus)
             expiry.start()
-            self._vms[key] = _Vm(instance, process, expiry, runtime, workdir)
+            self._vms[key] = _Vm(instance, process, expiry, runtime, workdir, gpus)
         log.info("started local VM %s (pid %s)", request.name, process.pid)
         return instance
+
+    def _start_when_free(self, key: tuple[str, str], request: InstanceRequest, need: int) -> None:
+        def gone() -> bool:
+            with self._lock:
+                return self._closed or key not in self._vms
+
+        gpus = self.gpus.take(need, gone)
+        if gpus is None:
+            return
+        with self._lock:
+            vm = self._vms.get(key)
+            if vm is None or self._closed:
+                self.gpus.give_back(gpus)
+                return
+            try:
+                vm.process, vm.runtime, vm.workdir = self._start_runner(request, gpus)
+            except Exception:  # noqa: BLE001 - the VM stays unstarted; its deadline deletes it
+                self.gpus.give_back(gpus)
+                log.exception("local VM %s could not start its runner", request.name)
+                return
+            vm.gpus = gpus
+        log.info("started local VM %s on host GPU(s) %s (pid %s)", request.name, ",".join(gpus), vm.process.pid)
 
     def get_instance(self, zone: str, name: str) -> Instance | None:
         with self._lock:
@@ -112,6 +154,10 @@ class LocalCompute:
         if vm is None:
             return False
         vm.expiry.cancel()
+        if vm.process is None:  # still waiting for its GPUs: nothing started
+            self.metadata.unregister(name)
+            log.info("deleted local VM %s before it started", name)
+            return True
         # Like Compute Engine's delete, this returns at once; the process is reaped in the
         # background, because the runner may be waiting on the very callback deleting it.
         _kill_group(vm.process)
@@ -130,6 +176,7 @@ class LocalCompute:
         if not _wait_group_gone(vm.process.pid, GROUP_EXIT_S):
             log.warning("processes of local VM %s still alive %ss after SIGKILL", name, GROUP_EXIT_S)
         self._finish_deleting(name, vm.runtime, vm.workdir)
+        self.gpus.give_back(vm.gpus)  # the next GPU configuration may start
 
     def _finish_deleting(self, name: str, runtime: str | None, workdir: Path) -> None:
         if runtime is not None:
@@ -205,7 +252,8 @@ class LocalCompute:
             reaper.join(timeout=GROUP_EXIT_S + 20)
 
     # --- helpers -------------------------------------------------------------------------------
-    def _start_runner(self, request: InstanceRequest) -> tuple[subprocess.Popen, str | None, Path]:
+    def _start_runner(self, request: InstanceRequest,
+                      gpus: tuple[str, ...]) -> tuple[subprocess.Popen, str | None, Path]:
         descriptor = RunDescriptor.from_metadata(request.metadata[METADATA_KEY])
         if descriptor.image not in self._runtimes:
             found = self.runtime_for(descriptor.image)
@@ -236,7 +284,14 @@ class LocalCompute:
             "SPOTCRON_IPTABLES": "none",
             # Kept in the job's environment too, so a process can be told to be this VM's.
             leftovers.MARKER: str(workdir),
+            # What the job may use of this host: the runner records the host as the run's hardware
+            # and shows the job exactly these GPUs (none for a configuration without one).
+            "SPOTCRON_LOCAL_HOST": self.host,
+            "SPOTCRON_LOCAL_GPUS": ",".join(gpus),
         }
+        env.pop("SPOTCRON_GPU_PROBLEM", None)  # only ever ours
+        if request.gpu is not None and (shortage := self.gpus.shortage(request.gpu.count)):
+            env["SPOTCRON_GPU_PROBLEM"] = shortage
         command = self.containment.command(["bash", str(self.runner)], runtime=runtime)
         with open(workdir / "runner.log", "ab") as output:
             process = subprocess.Popen(command, env=env, cwd=self.cwd, stdout=output,

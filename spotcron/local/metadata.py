@@ -53,6 +53,7 @@ class FakeVm:
     instance_id: str
     created_at: datetime
     service_account: str
+    machine_type: str = "e2-small"
     preempted: bool = False
     requests: list[str] = field(default_factory=list)  # paths asked, for tests
 
@@ -156,7 +157,7 @@ class LocalMetadataServer:
 
     def register(self, name: str, zone: str, metadata: Mapping[str, str], project: str | None = None,
                  instance_id: str | None = None, created_at: datetime | None = None, *,
-                 service_account: str | None = None) -> FakeVm:
+                 service_account: str | None = None, machine_type: str | None = None) -> FakeVm:
         project = project or self.project
         with self._changed:
             if instance_id is None:
@@ -166,6 +167,8 @@ class LocalMetadataServer:
                         project_number=_project_number(project), instance_id=str(instance_id),
                         created_at=created_at or self._clock(),
                         service_account=service_account or self.service_account)
+            if machine_type:
+                vm.machine_type = machine_type
             self._vms[name] = vm
             self._changed.notify_all()
         return vm
@@ -223,6 +226,7 @@ class LocalMetadataServer:
             "instance/hostname": f"{vm.name}.{vm.zone}.c.{vm.project}.internal",
             "instance/id": vm.instance_id,
             "instance/zone": f"projects/{vm.project_number}/zones/{vm.zone}",
+            "instance/machine-type": f"projects/{vm.project_number}/machineTypes/{vm.machine_type}",
             "instance/preempted": "TRUE" if vm.preempted else "FALSE",
             "project/project-id": vm.project,
             "project/numeric-project-id": str(vm.project_number),

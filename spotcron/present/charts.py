@@ -65,7 +65,7 @@ def relative_chart(report: BenchmarkReport, metric: Metric) -> bytes | None:
     axes = figure.add_subplot()
     positions = list(range(len(rows)))[::-1]  # first configuration on top
     axes.barh(positions, values, color=colours, xerr=[lower, upper], ecolor="#222222", capsize=4)
-    axes.set_yticks(positions, [r.variant for r in rows])
+    axes.set_yticks(positions, [r.name for r in rows])
     axes.axvline(1.0, color="#222222", linestyle="--", linewidth=1)
     for y, row, q, top in zip(positions, rows, ratios, upper, strict=True):
         label = "base" if row.variant == report.base else q.mark
@@ -103,7 +103,7 @@ def scatter_chart(report: BenchmarkReport) -> bytes | None:
                       yerr=[[row.cost.median - row.cost.q1], [row.cost.q3 - row.cost.median]],
                       fmt="o", color=FRONTIER if best else "#868e96", ecolor="#ced4da", capsize=3,
                       markersize=8 if best else 6)
-        axes.annotate(row.variant + (" *" if row.variant == report.base else ""),
+        axes.annotate(row.name + (" *" if row.variant == report.base else ""),
                       (row.time.median, row.cost.median), textcoords="offset points", xytext=(6, 6), fontsize=9)
     axes.step([r.median_seconds for r in on_front], [r.cost_per_run for r in on_front], where="post",
               color=FRONTIER, linewidth=1.2, label="frontier: cheapest for its speed")
@@ -153,14 +153,14 @@ def history_chart(history: BenchmarkHistory) -> bytes | None:
 def chart_caption(report: BenchmarkReport, metric: Metric) -> str:
     """What the relative chart shows, in words: its alt text and caption on the page."""
     attr = "relative_time" if metric == "time" else "relative_cost"
-    values = ", ".join(f"{r.variant} {getattr(r, attr).value:.2f}x" for r in report.rows
+    values = ", ".join(f"{r.name} {getattr(r, attr).value:.2f}x" for r in report.rows
                        if getattr(r, attr) is not None)
     return f"{report.job}: {_TITLES[metric]} relative to {report.base} (1.00x): {values}"
 
 
 def chart_captions(report: BenchmarkReport, history: BenchmarkHistory | None = None) -> dict[str, str]:
     captions = {chart_name(report.job, metric): chart_caption(report, metric) for metric in ("time", "cost")}
-    names = ", ".join(r.variant for r in frontier(list(report.rows)))
+    names = ", ".join(r.name for r in frontier(list(report.rows)))
     captions[chart_name(report.job, "cost-vs-time")] = (f"{report.job}: cost per run against time per run; "
                                                         f"frontier: {names or 'none'}")
     if history is not None:

@@ -2,7 +2,9 @@
 
 The cells are built once (`report_cells`) and shared by the terminal table and Markdown, so the
 two never differ; CSV and JSON carry the raw numbers (medians, quartiles, σ, min, max, interval
-bounds) for spreadsheets and scripts, in the spirit of hyperfine's exports.
+bounds) at full precision for spreadsheets and scripts, in the spirit of hyperfine's exports, with
+every run's own figures (JSON's `samples`, and `--format csv-runs`: one line per run) and a
+one-line verdict per configuration.
 """
 
 from __future__ import annotations
@@ -14,11 +16,11 @@ from collections.abc import Sequence
 
 from spotcron.core.durations import format_duration
 from spotcron.present.history import BenchmarkHistory
-from spotcron.present.report import BenchmarkReport, ConfigRow
+from spotcron.present.report import BenchmarkReport, ConfigRow, verdict
 from spotcron.present.stats import Ratio, Spread
 from spotcron.present.views import format_usd
 
-FORMATS = ("table", "md", "csv", "json")
+FORMATS = ("table", "md", "csv", "csv-runs", "json")
 MARKS = "~ = the interval includes 1.00x: the spread does not support a difference; ? = under 2 runs, no interval"
 
 
@@ -83,7 +85,7 @@ def report_cells(report: BenchmarkReport, *, per_unit: bool = True, sep: str = "
     rows = []
     for row in report.rows:
         base = row.variant == report.base
-        cells = [row.variant + (" *" if base else ""), row.machine, f"{row.runs}/{row.runs + row.other_runs}",
+        cells = [row.name + (" *" if base else ""), row.machine, f"{row.runs}/{row.runs + row.other_runs}",
                  with_spread(row.time, format_seconds, sep), with_spread(row.cost, format_usd, sep),
                  format_ratio(row.relative_time, base=base, sep=sep),
                  format_ratio(row.relative_cost, base=base, sep=sep)]
@@ -101,13 +103,38 @@ def unit_cells(report: BenchmarkReport, row: ConfigRow) -> list[str]:
 
 
 def report_caption(report: BenchmarkReport) -> str:
-    return (f"median ±IQR/2 (as a share of the median) per run; runs: succeeded/ended; time: {report.time_basis}; "
-            f"prices: {report.price_table}; rel.: ratio of medians to {report.base} (*) with its "
-            f"{report.confidence:.0%} bootstrap interval; {MARKS}")
+    caption = (f"median ±IQR/2 (as a share of the median) per run; runs: succeeded/ended; time: {report.time_basis}; "
+               f"prices: {report.price_table}; rel.: ratio of medians to {report.base} (*) with its "
+               f"{report.confidence:.0%} bootstrap interval; {MARKS}")
+    split = report.split_variants
+    if split:
+        caption += (f"; {', '.join(split)} ran on more than one kind of hardware: one row [k/n] per kind, never "
+                    f"pooled (see the hardware table)")
+    return caption
+
+
+def report_title(report: BenchmarkReport) -> str:
+    """`JOB: per configuration, relative to BASE`, and for local runs where the times come from."""
+    title = f"{report.job}: per configuration, relative to {report.base}"
+    where = report.measured_where
+    return f"{title} ({where})" if where else title
+
+
+HARDWARE_HEADERS = ["configuration", "machine (priced)", "hardware (measured by the runner)", "verdict"]
+
+
+def hardware_cells(report: BenchmarkReport) -> list[list[str]]:
+    """What each row ran on, as measured, beside what it was priced as, and its one-line verdict."""
+    return [[row.name, row.machine, row.hardware, verdict(report, row)] for row in report.rows]
 
 
 def problem_lines(report: BenchmarkReport) -> list[str]:
     return [f"{row.variant}/{run_id}: {problem}" for row in report.rows for run_id, problem in row.metrics_problems]
+
+
+def unmeasured_lines(report: BenchmarkReport) -> list[str]:
+    """The runs that ended without success, with their reason: a GPU entry with no GPU says so here."""
+    return [f"{row.variant}/{run_id}: {why}" for row in report.rows for run_id, why in row.unmeasured]
 
 
 def rich_tables(report: BenchmarkReport) -> list:
@@ -122,7 +149,7 @@ def rich_tables(report: BenchmarkReport) -> list:
     def new_table(title: str | None) -> Table:
         return Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 0, 0, 1))
 
-    main = new_table(f"{report.job}: per configuration, relative to {report.base}")
+    main = new_table(report_title(report))
     main.caption = report_caption(report)
     width = min(max(len(row.variant) for row in report.rows) + 2, 16)
     for index, header in enumerate(report_headers(report, per_unit=False)):
@@ -133,13 +160,19 @@ def rich_tables(report: BenchmarkReport) -> list:
     for cells in report_cells(report, per_unit=False, sep="\n"):
         main.add_row(*cells)
     tables = [main]
+    what = new_table(f"{report.job}: what each configuration ran on, and the verdict")
+    for header in HARDWARE_HEADERS:
+        what.add_column(header, overflow="fold")
+    for cells in hardware_cells(report):
+        what.add_row(*cells)
+    tables.append(what)
     if any(row.work_unit for row in report.rows):
         units = new_table(f"{report.job}: per unit of work ({_unit(report)}s, from metrics.json)")
         units.add_column("configuration", overflow="fold")
         for header in _unit_headers(report):
             units.add_column(header, overflow="fold", justify="right")
         for row in report.rows:
-            units.add_row(row.variant, *unit_cells(report, row))
+            units.add_row(row.name, *unit_cells(report, row))
         tables.append(units)
     names, cells = metric_cells(report.rows)
     if names:
@@ -157,7 +190,7 @@ def metric_cells(rows: Sequence[ConfigRow]) -> tuple[list[str], list[list[str]]]
     names = sorted({name for row in rows for name in row.metrics})
     cells = []
     for row in rows:
-        cells.append([row.variant, *(_measure(*row.metrics[n]) if n in row.metrics else "-" for n in names)])
+        cells.append([row.name, *(_measure(*row.metrics[n]) if n in row.metrics else "-" for n in names)])
     return names, cells
 
 
@@ -169,10 +202,13 @@ def markdown(report: BenchmarkReport) -> str:
     """A GitHub-flavoured Markdown table, its caption and any metrics problems."""
     per_unit = any(row.work_unit for row in report.rows)
     headers = report_headers(report, per_unit=per_unit)
-    lines = [f"**{report.job}**: per configuration, relative to `{report.base}`", "",
+    where = f" ({report.measured_where})" if report.measured_where else ""
+    lines = [f"**{report.job}**: per configuration, relative to `{report.base}`{where}", "",
              _md_row(headers), "|" + "|".join(":---" if i < 2 else "---:" for i in range(len(headers))) + "|"]
     lines += [_md_row(cells) for cells in report_cells(report, per_unit=per_unit)]
     lines += ["", report_caption(report)]
+    lines += ["", _md_row(HARDWARE_HEADERS), "|:---|:---|:---|:---|"]
+    lines += [_md_row(cells) for cells in hardware_cells(report)]
     names, cells = metric_cells(report.rows)
     if names:
         lines += ["", _md_row(["configuration", *names]), "|:---|" + "---:|" * len(names)]
@@ -180,6 +216,9 @@ def markdown(report: BenchmarkReport) -> str:
     problems = problem_lines(report)
     if problems:
         lines += ["", "metrics.json problems:", *(f"- {line}" for line in problems)]
+    unmeasured = unmeasured_lines(report)
+    if unmeasured:
+        lines += ["", "runs not measured:", *(f"- {line}" for line in unmeasured)]
     return "\n".join(lines) + "\n"
 
 
@@ -196,23 +235,49 @@ def csv_text(report: BenchmarkReport) -> str:
     """One line per configuration; every statistic in its own column, empty where unknown."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    header = ["configuration", "machine", "base", "runs", "other_runs", "work_unit"]
+    header = ["configuration", "hardware_row", "machine", "hardware", "base", "runs", "other_runs", "work_unit"]
     header += [f"{prefix}_{stat}" for prefix, _ in CSV_SPREADS for stat in CSV_STATS]
-    for name in ("relative_time", "relative_cost"):
+    for name in RATIOS:
         header += [name, f"{name}_low", f"{name}_high", f"{name}_supported"]
-    writer.writerow(header)
+    writer.writerow([*header, "verdict"])
+    base = report.row(report.base)
     for row in report.rows:
-        line: list = [row.variant, row.machine, row.variant == report.base, row.runs, row.other_runs,
-                      row.work_unit or ""]
+        line: list = [row.variant, f"{row.split[0]}/{row.split[1]}" if row.split else "", row.machine, row.hardware,
+                      row is base, row.runs, row.other_runs, row.work_unit or ""]
         for _, attr in CSV_SPREADS:
             stats = getattr(row, attr)
             line += [_blank(stats.to_json()[s]) if stats else "" for s in CSV_STATS]
-        for attr in ("relative_time", "relative_cost"):
+        for attr in RATIOS:
             ratio = getattr(row, attr)
             data = ratio.to_json() if ratio else {}
             line += [_blank(data.get("ratio")), _blank(data.get("low")), _blank(data.get("high")),
                      _blank(data.get("supported"))]
-        writer.writerow(line)
+        writer.writerow([*line, verdict(report, row)])
+    return out.getvalue()
+
+
+RATIOS = ("relative_time", "relative_cost", "relative_cost_per_unit")
+RUN_HEADER = ["configuration", "hardware_row", "run_id", "time_s", "cost_usd", "work", "work_unit", "local", "host",
+              "machine_type", "zone", "cpu_model", "cpus", "memory_mib", "gpus", "gpu_count", "gpu_driver"]
+
+
+def runs_csv(report: BenchmarkReport) -> str:
+    """One line per measured run, at full precision: its time, cost, work and what it ran on."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(RUN_HEADER)
+    for row in report.rows:
+        for run in row.runs_detail:
+            hw = run.hardware
+            gpus = hw.gpus if hw is not None else ()
+            writer.writerow([
+                row.variant, f"{row.split[0]}/{row.split[1]}" if row.split else "", run.run_id,
+                _blank(run.seconds), _blank(run.cost), _blank(run.work), run.work_unit or "", run.local,
+                *(_blank(getattr(hw, name, None)) for name in ("host", "machine_type", "zone", "cpu_model", "cpus",
+                                                               "memory_mib")),
+                "/".join(sorted({g.name for g in gpus})), len(gpus) if hw is not None else "",
+                "/".join(sorted({g.driver for g in gpus if g.driver})),
+            ])
     return out.getvalue()
 
 
@@ -235,14 +300,18 @@ def history_cells(history: BenchmarkHistory) -> list[list[str]]:
     for series in history.series:
         for index, point in enumerate(series.points):
             last = index == len(series.points) - 1
+            flag = series.flag_text() if last else "! hardware changed" if point.hardware_changed else ""
+            if point.hardware_changed:
+                flag += f" (now {'; '.join(point.hardware)})"
             rows.append([series.variant, point.tick, str(point.runs), format_seconds(point.seconds),
-                         format_usd(point.cost), series.flag_text() if last else ""])
+                         format_usd(point.cost), flag])
     return rows
 
 
 def history_caption(history: BenchmarkHistory) -> str:
     return (f"median per tick; time: {history.time_basis}; flag: the latest tick outside the band of the ticks "
-            f"before it (median ± max(5.19 MAD, 5%), at least 4 earlier ticks)")
+            f"before it (median ± max(5.19 MAD, 5%), at least 4 earlier ticks), and any tick whose hardware "
+            f"(measured by the runner) differs from the tick before")
 
 
 def history_markdown(history: BenchmarkHistory) -> str:
@@ -256,14 +325,15 @@ def history_markdown(history: BenchmarkHistory) -> str:
 def history_csv(history: BenchmarkHistory) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["configuration", "tick", "runs", "time_s", "cost_usd", "time_flag", "cost_flag"])
+    writer.writerow(["configuration", "tick", "runs", "time_s", "cost_usd", "time_flag", "cost_flag", "hardware",
+                     "hardware_changed"])
     for series in history.series:
         for index, point in enumerate(series.points):
             last = index == len(series.points) - 1
             time_flag = series.time_band.flag if last and series.time_band else None
             cost_flag = series.cost_band.flag if last and series.cost_band else None
             writer.writerow([series.variant, point.tick, point.runs, _blank(point.seconds), _blank(point.cost),
-                             _blank(time_flag), _blank(cost_flag)])
+                             _blank(time_flag), _blank(cost_flag), "; ".join(point.hardware), point.hardware_changed])
     return out.getvalue()
 
 

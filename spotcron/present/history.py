@@ -3,6 +3,10 @@ whether the latest tick left the band of the ones before it (the rule is in `spo
 
 A tick is the scheduled time the run belongs to (every repeat of a tick shares it); a manual
 request ("run now", `spotcron up --once`) counts as a tick of its own. Pure: the runs come in as the report's per-run samples.
+
+A configuration is one series however many kinds of hardware it ran on; a tick whose hardware
+(as the runners measured it) differs from the tick before is flagged `hardware changed`, since a
+jump there is the hardware's, not a regression of the job.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ class TickPoint:
     runs: int
     seconds: float | None  # median of the tick's runs
     cost: float | None
+    hardware: tuple[str, ...] = ()  # what the tick's runs ran on (labels, sorted)
+    hardware_changed: bool = False  # differs from the tick before
 
 
 @dataclass(frozen=True)
@@ -35,7 +41,7 @@ class Series:
     cost_band: Band | None
 
     def flag_text(self) -> str:
-        words = []
+        words = ["hardware changed"] if self.points and self.points[-1].hardware_changed else []
         if self.time_band and self.time_band.flag:
             words.append("slower" if self.time_band.flag == "higher" else "faster")
         if self.cost_band and self.cost_band.flag:
@@ -44,7 +50,8 @@ class Series:
 
     def to_json(self) -> dict[str, Any]:
         return {"variant": self.variant,
-                "ticks": [{"tick": p.tick, "runs": p.runs, "time_s": p.seconds, "cost_usd": p.cost}
+                "ticks": [{"tick": p.tick, "runs": p.runs, "time_s": p.seconds, "cost_usd": p.cost,
+                           "hardware": list(p.hardware), "hardware_changed": p.hardware_changed}
                           for p in self.points],
                 "time_band": self.time_band.to_json() if self.time_band else None,
                 "cost_band": self.cost_band.to_json() if self.cost_band else None}
@@ -85,16 +92,23 @@ def tick_label(record: RunRecord) -> str:
 def benchmark_history(report: BenchmarkReport, records: Iterable[RunRecord]) -> BenchmarkHistory:
     """Per configuration of `report`, its runs grouped by tick, oldest first, with the bands."""
     ticks = {(r.job, r.run_id): tick_label(r) for r in records if r.job == report.job}
+    variants: dict[str, list] = {}
+    for row in report.rows:  # a configuration split by hardware is still one series
+        variants.setdefault(row.variant, []).extend(zip(row.samples, [row.hardware] * len(row.samples), strict=True))
     series = []
-    for row in report.rows:
-        by_tick: dict[str, list[tuple[float | None, float | None]]] = {}
-        for run_id, seconds, cost in row.samples:
+    for variant, runs in variants.items():
+        by_tick: dict[str, list[tuple[float | None, float | None, str]]] = {}
+        for (run_id, seconds, cost), hardware in runs:
             tick = ticks.get((report.job, run_id))
             if tick is not None:
-                by_tick.setdefault(tick, []).append((seconds, cost))
-        points = tuple(TickPoint(tick, len(values), _median([s for s, _ in values]), _median([c for _, c in values]))
-                       for tick, values in sorted(by_tick.items()))
-        series.append(Series(row.variant, points,
+                by_tick.setdefault(tick, []).append((seconds, cost, hardware))
+        points: list[TickPoint] = []
+        for tick, values in sorted(by_tick.items()):
+            hardware = tuple(sorted({h for _, _, h in values}))
+            changed = bool(points) and hardware != points[-1].hardware
+            points.append(TickPoint(tick, len(values), _median([s for s, _, _ in values]),
+                                    _median([c for _, c, _ in values]), hardware, changed))
+        series.append(Series(variant, tuple(points),
                              regression_band([p.seconds for p in points if p.seconds is not None]),
                              regression_band([p.cost for p in points if p.cost is not None])))
     return BenchmarkHistory(report.job, report.time_basis, tuple(series))

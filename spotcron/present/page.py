@@ -53,12 +53,13 @@ def render_index(records_by_job: Mapping[str, Sequence[RunRecord]], charts: Mapp
                  *, generated_at: datetime | None = None, limit: int = DEFAULT_LIMIT,
                  title: str = "spotcron runs", captions: Mapping[str, str] | None = None,
                  summary: PageSummary | None = None, totals: Mapping[str, int] | None = None,
-                 sampled: int | None = None) -> str:
+                 sampled: int | None = None, tables: Mapping[str, str] | None = None) -> str:
     """The page: the `limit` most recent runs of each job, newest first, then the charts.
 
     `captions` describes a chart in words (its alt text too); the file name stands in without one.
     `totals` counts each job's runs on record (the records given may be only the newest ones);
-    `summary` defaults to one computed from the records given, as of `generated_at`.
+    `summary` defaults to one computed from the records given, as of `generated_at`. `tables`:
+    each benchmark job's numeric table (HTML, from `benchmark_table`), shown beside its charts.
     """
     parts = [
         "<!DOCTYPE html>",
@@ -80,9 +81,10 @@ def render_index(records_by_job: Mapping[str, Sequence[RunRecord]], charts: Mapp
             parts.append(_summary_section(summary))
     for job in sorted(records_by_job):
         parts.append(_job_section(job, records_by_job[job], limit, (totals or {}).get(job)))
-    if charts:
+    if charts or tables:
         parts.append('<h2 id="charts">Benchmarks</h2>')
-        for name in charts:  # in the order they were drawn: relative time, cost, scatter, history
+        parts.extend((tables or {}).values())
+        for name in charts or {}:  # in the order they were drawn: relative time, cost, scatter, history
             data = base64.b64encode(charts[name]).decode("ascii")
             caption = (captions or {}).get(name, name)
             parts.append(f'<figure><img alt="{escape(caption)}" src="data:image/png;base64,{data}">'
@@ -112,9 +114,11 @@ def build_page(store: Any, now: datetime, region: str, *, limit: int = DEFAULT_L
     pngs: dict[str, bytes] = {}
     captions: dict[str, str] = {}
     if charts:
-        pngs, captions = _benchmark_charts(_benchmark_records(store, records_by_job, summary_reads), region)
+        pngs, captions, tables = _benchmark_charts(_benchmark_records(store, records_by_job, summary_reads), region)
+    else:
+        tables = {}
     html = render_index(records_by_job, pngs, generated_at=now, limit=limit, captions=captions, totals=totals,
-                        sampled=summary_reads if capped else None)
+                        sampled=summary_reads if capped else None, tables=tables)
     return html, {job: shown_runs(records, limit) for job, records in records_by_job.items()}
 
 
@@ -167,27 +171,56 @@ def _summary_section(summary: PageSummary) -> str:
             "scheduler, functions and storage are on top; <code>spotcron cost</code> projects them.</p>")
 
 
+def benchmark_table(report: Any) -> str:
+    """A benchmark report's numbers as the page shows them beside its charts: the comparison (the
+    same cells as `spotcron report --format md`), then what each row ran on and its verdict."""
+    from spotcron.present import exports
+
+    per_unit = any(row.work_unit for row in report.rows)
+
+    def table(headers: Sequence[str], rows: Sequence[Sequence[str]], numeric_from: int) -> str:
+        head = "".join(f'<th class="num">{escape(h)}</th>' if i >= numeric_from else f"<th>{escape(h)}</th>"
+                       for i, h in enumerate(headers))
+        body = "\n".join("<tr>" + "".join(f'<td class="num">{escape(c)}</td>' if i >= numeric_from
+                                           else f"<td>{escape(c)}</td>" for i, c in enumerate(cells)) + "</tr>"
+                         for cells in rows)
+        return f"<table><thead><tr>{head}</tr></thead><tbody>\n{body}\n</tbody></table>"
+
+    return (f'<h3 id="bench-{escape(report.job)}">{escape(exports.report_title(report))}</h3>'
+            + table(exports.report_headers(report, per_unit=per_unit),
+                    exports.report_cells(report, per_unit=per_unit), 2)
+            + f'<p class="meta">{escape(exports.report_caption(report))}</p>'
+            + table(exports.HARDWARE_HEADERS, exports.hardware_cells(report), 99))
+
+
 def _benchmark_charts(records_by_job: Mapping[str, Sequence[RunRecord]],
-                      region: str) -> tuple[dict[str, bytes], dict[str, str]]:
-    """Each matrix job's charts and their captions; the base is the one its run records carry."""
-    try:
-        from spotcron.present.charts import chart_captions, chart_pngs
-        from spotcron.present.history import benchmark_history
-        from spotcron.present.report import benchmark_report
-    except ImportError:  # matplotlib is optional where the page is written
-        return {}, {}
+                      region: str) -> tuple[dict[str, bytes], dict[str, str], dict[str, str]]:
+    """Each matrix job's charts, their captions and its numeric table; the base is the one its
+    run records carry."""
+    from spotcron.present.history import benchmark_history
+    from spotcron.present.report import benchmark_report
+
     pngs: dict[str, bytes] = {}
     captions: dict[str, str] = {}
+    tables: dict[str, str] = {}
+    try:
+        from spotcron.present.charts import chart_captions, chart_pngs
+    except ImportError:  # matplotlib is optional where the page is written: the numbers still show
+        chart_captions = chart_pngs = None
     for job, records in records_by_job.items():
         if any(r.variant for r in records):
             report = benchmark_report(job, records, None, region)
+            tables[job] = benchmark_table(report)
+            if chart_pngs is None or chart_captions is None:
+                continue
             history = benchmark_history(report, records)
             try:
                 pngs.update(chart_pngs(report, history))
             except ImportError:
-                return pngs, captions
+                chart_pngs = None
+                continue
             captions.update(chart_captions(report, history))
-    return pngs, captions
+    return pngs, captions, tables
 
 
 def _job_section(job: str, records: Sequence[RunRecord], limit: int, total: int | None = None) -> str:

@@ -8,6 +8,12 @@ those benchmarks left out. A run's cost counts every attempt's VM, preempted one
 priced by `spotcron.cost.billing`; its time is the container's wall time, or the metric that the
 job's `benchmark.time_metric` names; its work and metrics are what its record kept of its
 metrics.json. Pure: records and prices come in as values.
+
+Runs of one configuration that ran on different hardware (as their runners measured it: a
+machine type that changed its CPU platform, a local run on another host) are never pooled: the
+configuration gets one row per kind of hardware, `t4 [1/2]` and `t4 [2/2]`, the one with the most
+runs first (the base's first row is what ratios compare with). A report of local runs says in its
+title that the machine types were priced, not measured, and on which host the times were taken.
 """
 
 from __future__ import annotations
@@ -15,10 +21,11 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from spotcron.core.errors import SpotcronError
+from spotcron.core.hardware import Hardware
 from spotcron.core.runs import RunRecord, RunState
 from spotcron.core.spec import JobSpec
 from spotcron.cost.billing import DEFAULT_USAGE, Usage, run_cost
@@ -26,6 +33,34 @@ from spotcron.cost.prices import PriceTable, gpu_key, parse_gpu
 from spotcron.present.stats import CONFIDENCE, Ratio, Spread, ratio_of_medians, spread
 
 NO_VARIANT = "(default)"
+NOT_RECORDED = "not recorded"
+LOCAL_ZONE_PREFIX = "local-"  # local mode's zones: local-zone1-a
+
+
+@dataclass(frozen=True)
+class RunSample:
+    """One measured run, as exports carry it: time, cost, work and what it ran on."""
+
+    run_id: str
+    seconds: float | None
+    cost: float | None
+    work: float | None
+    work_unit: str | None
+    hardware: Hardware | None
+    local: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "time_s": self.seconds, "cost_usd": self.cost, "work": self.work,
+                "work_unit": self.work_unit, "local": self.local,
+                "hardware": self.hardware.model_dump(mode="json") if self.hardware is not None else None}
+
+
+def is_local(record: RunRecord) -> bool:
+    """Whether the run ran in local mode: its runner said so, or (older records) its zone does."""
+    if record.hardware is not None:
+        return record.hardware.local
+    attempt = record.current_attempt
+    return bool(attempt and attempt.zone and attempt.zone.startswith(LOCAL_ZONE_PREFIX))
 
 
 @dataclass(frozen=True)
@@ -46,6 +81,16 @@ class ConfigRow:
     metrics_problems: tuple[tuple[str, str], ...] = ()  # (run id, what is wrong with its metrics.json)
     # Per run, for history and charts: (run id, seconds, USD) of each measured run.
     samples: tuple[tuple[str, float | None, float | None], ...] = ()
+    runs_detail: tuple[RunSample, ...] = ()  # the same runs with their work and hardware, for exports
+    hardware: str = NOT_RECORDED  # what every run of this row ran on (runs on other hardware: other rows)
+    split: tuple[int, int] | None = None  # (this row, of how many) when the configuration ran on several
+    relative_cost_per_unit: Ratio | None = None
+    unmeasured: tuple[tuple[str, str], ...] = ()  # (run id, "failed: its reason") of the runs ended otherwise
+
+    @property
+    def name(self) -> str:
+        """The configuration, and which of its hardware rows this is when it has several."""
+        return f"{self.variant} [{self.split[0]}/{self.split[1]}]" if self.split else self.variant
 
     @property
     def median_seconds(self) -> float | None:
@@ -60,13 +105,18 @@ class ConfigRow:
             return value.to_json() if value is not None else None
 
         return {
-            "variant": self.variant, "machine": self.machine, "runs": self.runs, "other_runs": self.other_runs,
+            "variant": self.variant, "name": self.name, "machine": self.machine, "hardware": self.hardware,
+            "hardware_row": list(self.split) if self.split else None,
+            "runs": self.runs, "other_runs": self.other_runs,
             "time_s": part(self.time), "cost_usd": part(self.cost), "work_unit": self.work_unit,
             "time_per_unit_s": part(self.time_per_unit), "cost_per_unit_usd": part(self.cost_per_unit),
             "throughput_per_s": part(self.throughput),
             "relative_time": part(self.relative_time), "relative_cost": part(self.relative_cost),
-            "metrics": {name: {"median": round(value, 6), "unit": unit} for name, (value, unit) in self.metrics.items()},
+            "relative_cost_per_unit": part(self.relative_cost_per_unit),
+            "metrics": {name: {"median": value, "unit": unit} for name, (value, unit) in self.metrics.items()},
             "metrics_problems": [{"run_id": run, "problem": text} for run, text in self.metrics_problems],
+            "samples": [run.to_json() for run in self.runs_detail],
+            "unmeasured": [{"run_id": run, "why": why} for run, why in self.unmeasured],
         }
 
 
@@ -78,17 +128,37 @@ class BenchmarkReport:
     price_table: str
     rows: tuple[ConfigRow, ...]
     confidence: float = CONFIDENCE
+    local_runs: int = 0  # measured runs that ran in local mode
+    cloud_runs: int = 0
+    local_hosts: tuple[str, ...] = ()  # the hosts they ran on, as their runners recorded them
 
     def row(self, variant: str) -> ConfigRow:
+        """The configuration's row; its first (most runs) when it ran on several kinds of hardware."""
         for row in self.rows:
             if row.variant == variant:
                 return row
         raise KeyError(variant)
 
+    @property
+    def measured_where(self) -> str | None:
+        """What a title must say when the times are not the machine types': None when none are local."""
+        if not self.local_runs:
+            return None
+        hosts = ", ".join(self.local_hosts) or "an unrecorded host"
+        if not self.cloud_runs:
+            return f"local runs on {hosts}: machine types were priced, not measured"
+        return (f"{self.local_runs} of {self.local_runs + self.cloud_runs} runs local on {hosts}: their machine "
+                f"types were priced, not measured")
+
+    @property
+    def split_variants(self) -> list[str]:
+        return list(dict.fromkeys(row.variant for row in self.rows if row.split))
+
     def to_json(self) -> dict[str, Any]:
         return {"job": self.job, "base": self.base, "time_basis": self.time_basis, "price_table": self.price_table,
                 "confidence": self.confidence, "interval": "bootstrap of the ratio of medians (percentile, seeded)",
-                "rows": [r.to_json() for r in self.rows]}
+                "measured": self.measured_where or "on the machine types named", "local_hosts": list(self.local_hosts),
+                "rows": [{**r.to_json(), "verdict": verdict(self, r)} for r in self.rows]}
 
 
 def benchmark_report(job: str, records: Iterable[RunRecord], table: PriceTable | None, region: str, *,
@@ -117,18 +187,87 @@ def benchmark_report(job: str, records: Iterable[RunRecord], table: PriceTable |
     by_variant: dict[str, list[RunRecord]] = {name: [] for name in order}
     for record in ours:
         by_variant.setdefault(record.variant or NO_VARIANT, []).append(record)
-    rows = [_row(name, spec, by_variant[name], table, region, usage, time_metric) for name in order]
+    rows = []
+    for name in order:
+        records = by_variant[name]
+        done = sorted((r for r in records if r.state == RunState.SUCCEEDED), key=lambda r: r.run_id)
+        other = [r for r in records if r.terminal and r.state != RunState.SUCCEEDED]
+        groups = _by_hardware(done)
+        for index, group in enumerate(groups):
+            row = _row(name, spec, group, other if index == 0 else [], table, region, usage, time_metric)
+            rows.append(replace(row, split=(index + 1, len(groups))) if len(groups) > 1 else row)
     base_row = next(r for r in rows if r.variant == base)
     base_times = [t for _, t, _ in base_row.samples if t is not None]
     base_costs = [c for _, _, c in base_row.samples if c is not None]
+    base_unit_costs = _unit_costs(base_row)
     rows = [
-        ConfigRow(**{**row.__dict__,
-                     "relative_time": ratio_of_medians([t for _, t, _ in row.samples if t is not None], base_times),
-                     "relative_cost": ratio_of_medians([c for _, _, c in row.samples if c is not None], base_costs)})
+        replace(row, relative_time=ratio_of_medians([t for _, t, _ in row.samples if t is not None], base_times),
+                relative_cost=ratio_of_medians([c for _, _, c in row.samples if c is not None], base_costs),
+                relative_cost_per_unit=ratio_of_medians(_unit_costs(row), base_unit_costs)
+                if row.work_unit is not None and row.work_unit == base_row.work_unit else None)
         for row in rows
     ]
+    measured = [r for r in ours if r.state == RunState.SUCCEEDED]
+    local = [r for r in measured if is_local(r)]
+    hosts = tuple(sorted({r.hardware.host for r in local if r.hardware is not None and r.hardware.host}))
     return BenchmarkReport(job, base, time_metric or "container time",
-                           table.name if table is not None else "as recorded", tuple(rows))
+                           table.name if table is not None else "as recorded", tuple(rows),
+                           local_runs=len(local), cloud_runs=len(measured) - len(local), local_hosts=hosts)
+
+
+def _by_hardware(done: list[RunRecord]) -> list[list[RunRecord]]:
+    """The runs split by what they ran on, the kind with the most runs first (then the newest);
+    always at least one group, so a configuration without runs still has its row."""
+    groups: dict[Any, list[RunRecord]] = {}
+    for record in done:
+        groups.setdefault(record.hardware.key if record.hardware is not None else None, []).append(record)
+    if not groups:
+        return [[]]
+    return sorted(groups.values(), key=lambda g: (-len(g), -max(r.created_at.timestamp() for r in g)))
+
+
+def _unit_costs(row: ConfigRow) -> list[float]:
+    return [run.cost / run.work for run in row.runs_detail
+            if run.cost is not None and run.work and run.work_unit == row.work_unit]
+
+
+def verdict(report: BenchmarkReport, row: ConfigRow) -> str:
+    """One line a benchmarker can quote: `t4 ran 3.1x faster than highcpu-16 (2.8-3.4), at 0.60x the
+    cost per 1k samples`, with the same interval and marks as the table."""
+    base = report.row(report.base)
+    if row is base:
+        return f"{row.name} is the base: {row.runs} run{'s' if row.runs != 1 else ''} on {row.hardware}"
+    ratio = row.relative_time
+    if ratio is None:
+        return f"{row.name}: no time to compare with {base.name} (no measured runs on one side)"
+    if ratio.supported is False:
+        speed = (f"ran neither faster nor slower than {base.name} beyond the spread of the runs "
+                 f"({ratio.low:.2f}-{ratio.high:.2f}x its time)")
+    else:
+        faster = ratio.value <= 1
+        factor = 1 / ratio.value if faster else ratio.value
+        speed = f"ran {factor:.1f}x {'faster' if faster else 'slower'} than {base.name}"
+        if ratio.low is not None and ratio.high is not None:
+            low, high = sorted((1 / ratio.high, 1 / ratio.low) if faster else (ratio.low, ratio.high))
+            speed += f" ({low:.1f}-{high:.1f})"
+        else:
+            speed += " (under 2 runs a side: no interval)"
+    cost, per = (row.relative_cost_per_unit, _per_unit(report, row)) if row.relative_cost_per_unit else \
+        (row.relative_cost, "run")
+    if cost is None:
+        return f"{row.name} {speed}"
+    mark = f" {cost.mark}" if cost.mark else ""
+    return f"{row.name} {speed}, at {cost.value:.2f}x{mark} the cost per {per}"
+
+
+def _per_unit(report: BenchmarkReport, row: ConfigRow) -> str:
+    """`1k samples`, `sample`: the unit the cost-per-unit column uses, so verdict and table agree."""
+    costs = [r.cost_per_unit.median for r in report.rows if r.cost_per_unit is not None]
+    unit = (row.work_unit or "unit").removesuffix("s")
+    for scale, label in ((1.0, ""), (1e3, "1k "), (1e6, "1M ")):
+        if not costs or max(costs) * scale >= 0.001:
+            return f"{label}{unit}{'s' if label else ''}"
+    return f"1M {unit}s"
 
 
 def run_seconds(record: RunRecord, time_metric: str | None) -> float | None:
@@ -138,10 +277,8 @@ def run_seconds(record: RunRecord, time_metric: str | None) -> float | None:
     return record.duration_seconds
 
 
-def _row(name: str, spec: JobSpec | None, records: list[RunRecord], table: PriceTable | None, region: str,
-         usage: Usage, time_metric: str | None) -> ConfigRow:
-    done = sorted((r for r in records if r.state == RunState.SUCCEEDED), key=lambda r: r.run_id)
-    other = [r for r in records if r.terminal and r.state != RunState.SUCCEEDED]
+def _row(name: str, spec: JobSpec | None, done: list[RunRecord], other: list[RunRecord], table: PriceTable | None,
+         region: str, usage: Usage, time_metric: str | None) -> ConfigRow:
     samples = []
     for record in done:
         cost = run_cost(record, table, region, usage=usage).total_usd if table is not None else record.cost_usd
@@ -159,14 +296,21 @@ def _row(name: str, spec: JobSpec | None, records: list[RunRecord], table: Price
                 rates.append(work.value / seconds)
         if cost is not None:
             per_cost.append(cost / work.value)
+    detail = tuple(
+        RunSample(run_id, seconds, cost, works[run_id].value if run_id in works else None,
+                  works[run_id].unit if run_id in works else None, record.hardware, is_local(record))
+        for record, (run_id, seconds, cost) in zip(done, samples, strict=True))
+    hardware = done[0].hardware.label if done and done[0].hardware is not None else NOT_RECORDED
     return ConfigRow(
-        variant=name, machine=_machine(spec, name, records), runs=len(done), other_runs=len(other),
+        variant=name, machine=_machine(spec, name, [*done, *other]), runs=len(done), other_runs=len(other),
         time=spread([t for _, t, _ in samples if t is not None]),
         cost=spread([c for _, _, c in samples if c is not None]),
         work_unit=unit, time_per_unit=spread(per_time), cost_per_unit=spread(per_cost), throughput=spread(rates),
         metrics=_median_metrics(done),
         metrics_problems=tuple((r.run_id, r.metrics_problem) for r in done if r.metrics_problem),
-        samples=tuple(samples),
+        samples=tuple(samples), runs_detail=detail, hardware=hardware,
+        unmeasured=tuple((r.run_id, f"{r.state}: {r.reason or 'no reason recorded'}")
+                         for r in sorted(other, key=lambda r: r.run_id)),
     )
 
 

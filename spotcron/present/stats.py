@@ -52,9 +52,11 @@ class Spread:
     def iqr(self) -> float:
         return self.q3 - self.q1
 
-    def to_json(self, digits: int = 6) -> dict[str, float | int | None]:
+    def to_json(self, digits: int | None = None) -> dict[str, float | int | None]:
+        """Full precision unless `digits` asks for rounding: a cost per sample of 3.14e-06 must
+        not become 3e-06 in an export that scripts compute with."""
         def r(value: float | None) -> float | None:
-            return None if value is None else round(value, digits)
+            return value if value is None or digits is None else round(value, digits)
 
         return {"n": self.n, "median": r(self.median), "q1": r(self.q1), "q3": r(self.q3), "iqr": r(self.iqr),
                 "stdev": r(self.stdev), "min": r(self.low), "max": r(self.high)}
@@ -93,9 +95,9 @@ class Ratio:
         """`~` where the spread does not support a difference, `?` where there is no interval."""
         return {True: "", False: "~", None: "?"}[self.supported]
 
-    def to_json(self, digits: int = 4) -> dict[str, float | bool | None]:
+    def to_json(self, digits: int | None = None) -> dict[str, float | bool | None]:
         def r(value: float | None) -> float | None:
-            return None if value is None else round(value, digits)
+            return value if value is None or digits is None else round(value, digits)
 
         return {"ratio": r(self.value), "low": r(self.low), "high": r(self.high), "supported": self.supported}
 
@@ -152,10 +154,12 @@ class Band:
     latest: float
     flag: Direction | None  # the latest value is above or below the band
 
-    def to_json(self, digits: int = 6) -> dict[str, float | int | str | None]:
-        return {"center": round(self.center, digits), "low": round(self.low, digits),
-                "high": round(self.high, digits), "history": self.history, "latest": round(self.latest, digits),
-                "flag": self.flag}
+    def to_json(self, digits: int | None = None) -> dict[str, float | int | str | None]:
+        def r(value: float) -> float:
+            return value if digits is None else round(value, digits)
+
+        return {"center": r(self.center), "low": r(self.low), "high": r(self.high), "history": self.history,
+                "latest": r(self.latest), "flag": self.flag}
 
 
 def regression_band(series: Sequence[float], *, window: int = WINDOW, min_history: int = MIN_HISTORY,

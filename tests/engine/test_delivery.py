@@ -178,6 +178,20 @@ def test_every_matrix_entry_is_its_own_run(h):
     assert runs["20261122-1200-big"].current_attempt.machine_type == "n1-highcpu-16"
 
 
+def test_a_matrix_entry_runs_its_own_image_and_local_command(h):
+    from spotcron.core.descriptor import METADATA_KEY, RunDescriptor
+
+    spec = make_spec(local={"command": "python3 cpu.py"},
+                     matrix=[{"name": "cpu"},
+                             {"name": "t4", "image": "spotcron/bot:cuda", "local": {"command": "python3 gpu.py"},
+                              "machine": {"type": "n1-standard-8", "gpu": {"type": "nvidia-tesla-t4"}}}])
+    h.start(spec)
+    descriptors = {r.labels["run"]: RunDescriptor.from_metadata(r.metadata[METADATA_KEY]) for r in h.compute.created}
+    cpu, t4 = descriptors["20261122-1200-cpu"], descriptors["20261122-1200-t4"]
+    assert (cpu.image, cpu.local_command) == (spec.image, ["python3", "cpu.py"])
+    assert (t4.image, t4.local_command) == ("spotcron/bot:cuda", ["python3", "gpu.py"])
+
+
 def test_stockout_moves_to_the_next_zone(h):
     h.compute.fail_create(CreateFailed(CreateFailed.STOCKOUT, "ZONE_RESOURCE_POOL_EXHAUSTED"), zone="us-central1-a")
     h.compute.fail_create(CreateFailed(CreateFailed.STOCKOUT, "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS"),

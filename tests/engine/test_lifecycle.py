@@ -35,6 +35,21 @@ def test_nonzero_exit_fails_keeps_logs_and_deletes_the_vm(h):
     assert h.live_vms() == []
 
 
+def test_a_job_that_did_not_start_fails_with_the_runners_reason(h):
+    h.start(make_spec())
+    h.upload("bot", RUN, manifest=False)
+    body = {"job": "bot", "run_id": RUN, "attempt": 1, "status": "exited", "exit_code": None, "uploaded": True,
+            "problem": "the configuration asks for nvidia-tesla-t4 x1, and this host has no NVIDIA GPU; "
+                       "not run on the CPU"}
+    assert h.callback("bot", RUN, body=body).status_code == 200
+    record = h.record("bot", RUN)
+    assert record.state == "failed"
+    assert record.reason == ("the job did not start: the configuration asks for nvidia-tesla-t4 x1, and this "
+                             "host has no NVIDIA GPU; not run on the CPU")
+    over = {**body, "run_id": RUN, "problem": "x" * 501}
+    assert h.callback("bot", RUN, body=over).status_code == 400  # the runner's words are bounded
+
+
 def test_failure_retries_when_the_spec_allows(h):
     h.start(make_spec(retries={"failure": 1}))
     h.upload("bot", RUN, exit_code=1)

@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-VALUE_OPTIONS = {"--name", "-v", "--volume", "-e", "--env", "--entrypoint", "--device", "--network"}
+VALUE_OPTIONS = {"--name", "-v", "--volume", "-e", "--env", "--entrypoint", "--device", "--network", "--gpus"}
 FLAG_OPTIONS = {"--rm", "-i", "--init"}
 
 

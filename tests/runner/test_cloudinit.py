@@ -17,8 +17,8 @@ def test_user_data_is_cloud_config_carrying_every_runner_file_byte_for_byte():
     config = yaml.safe_load(text)
     files = {f["path"]: f for f in config["write_files"]}
     names = sorted(p.name for p in RUNNER_DIR.glob("*.sh"))
-    assert names == ["checkpoint.sh", "container.sh", "http.sh", "metadata.sh", "preemption.sh", "runner.sh",
-                     "storage.sh"]
+    assert names == ["checkpoint.sh", "container.sh", "hardware.sh", "http.sh", "metadata.sh", "preemption.sh",
+                     "runner.sh", "storage.sh"]
     for name in names:
         entry = files[f"{INSTALL_DIR}/{name}"]
         assert entry["content"] == (RUNNER_DIR / name).read_text()

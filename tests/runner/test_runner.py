@@ -69,7 +69,8 @@ def test_local_command_uploads_results_logs_and_manifest_then_calls_back(harness
     assert result.rc == 0, result.stderr
     objects = harness.objects()
     assert sorted(objects) == [ATTEMPT1 + name for name in
-                               ("logs.txt", "manifest.json", "results/out.txt", "results/sub/dir/data.json")]
+                               ("hardware.json", "logs.txt", "manifest.json", "results/out.txt",
+                                "results/sub/dir/data.json")]
     assert b"hello from job" in objects[ATTEMPT1 + "logs.txt"]
     assert json.loads(objects[ATTEMPT1 + "results/sub/dir/data.json"]) == {"answer": 42}
 
@@ -89,7 +90,8 @@ def test_local_command_uploads_results_logs_and_manifest_then_calls_back(harness
     assert call.body == {**call.body, "job": "hello", "run_id": "20260101-1000", "attempt": 1,
                          "status": "exited", "exit_code": 0, "timed_out": False, "uploaded": True}
     assert set(call.body) == {"job", "run_id", "attempt", "status", "exit_code", "timed_out", "uploaded",
-                              "started_at", "finished_at"}
+                              "started_at", "finished_at", "problem"}
+    assert call.body["problem"] is None
     assert _iso(call.body["started_at"]) <= _iso(call.body["finished_at"])
     engine = call.claims["google"]["compute_engine"]
     assert engine["instance_name"] == harness.vm_name

@@ -35,7 +35,8 @@ def stack(tmp_path):
 
 def test_a_local_run_stores_everything_with_the_brokers_token(stack, tmp_path):
     """Every kind of object a runner writes, through a token fetched from the broker: a single
-    small file, the logs, the manifest, and the checkpoint (downloaded first, then uploaded).
+    small file, the logs, the hardware it measured, the manifest, and the checkpoint (downloaded
+    first, then uploaded).
     A broker refresh once re-encoded the object name of the request being built (the 403s)."""
     spec = load_job_file(write_job(tmp_path / "jobs", "writer", JOB))
     [(job, run_id)] = runs = stack.run_now(spec)
@@ -44,8 +45,9 @@ def test_a_local_run_stores_everything_with_the_brokers_token(stack, tmp_path):
     assert record.state == "succeeded", record.reason
     prefix = layout.attempt_prefix(job, run_id, 1)
     assert stack.bucket.names(layout.run_prefix(job, run_id)) == sorted([
-        layout.checkpoint_archive(job, run_id), prefix + "logs.txt", prefix + "manifest.json",
-        prefix + "results/one.txt", layout.run_record(job, run_id)])
+        layout.checkpoint_archive(job, run_id), layout.hardware(job, run_id, 1), prefix + "logs.txt",
+        prefix + "manifest.json", prefix + "results/one.txt", layout.run_record(job, run_id)])
+    assert record.hardware is not None and record.hardware.local  # measured, and read back into the record
     assert b"ran" in stack.bucket.read(prefix + "logs.txt")
     minted = [json.loads(line) for line in (tmp_path / "state" / "spotcron.log").read_text().splitlines()
               if '"event": "credentials"' in line]

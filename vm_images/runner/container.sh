@@ -2,14 +2,33 @@
 # The job: GPU driver, image, the network wall around the metadata server, the container (or the
 # local command) and its supervision: deadline, preemption, periodic checkpoint and live logs.
 
-GPU_ARGS=() NETWORK_ARGS=() JOB_PID="" BG_PID="" LOG_CUT=0 STATUS=exited TIMED_OUT=false EXIT_CODE=""
+GPU_ARGS=() GPU_ENV=() NETWORK_ARGS=() JOB_PID="" BG_PID="" LOG_CUT=0 STATUS=exited TIMED_OUT=false EXIT_CODE=""
+PROBLEM=""  # why the job did not start, for the callback (the run's reason)
 
+# The job sees exactly the GPUs its configuration names. Without one, none: CUDA_VISIBLE_DEVICES
+# is empty (NVIDIA_VISIBLE_DEVICES=void for a container on a host whose runtime adds GPUs).
+# Locally (LOCAL_HOST set), a GPU configuration gets the host GPUs local mode assigned it in
+# LOCAL_GPUS; a host without them set GPU_PROBLEM, and the run ends with it instead of training
+# on the CPU under a GPU's name.
 setup_gpu() {
-  [[ -n $D_GPU_TYPE ]] || return 0
-  [[ $DOCKER == none ]] && { log "GPU $D_GPU_TYPE requested; running the local command without driver setup"; return 0; }
+  if [[ -z $D_GPU_TYPE ]]; then
+    GPU_ENV=("CUDA_VISIBLE_DEVICES=")
+    [[ $DOCKER == none ]] || GPU_ENV+=("NVIDIA_VISIBLE_DEVICES=void")
+    return 0
+  fi
+  if [[ -n $LOCAL_HOST ]]; then
+    if [[ -n $GPU_PROBLEM || -z $LOCAL_GPUS ]]; then
+      PROBLEM="the configuration asks for $D_GPU_TYPE x$D_GPU_COUNT, and ${GPU_PROBLEM:-no host GPU was assigned to it}; not run on the CPU"
+      note "$PROBLEM"
+      return 1
+    fi
+    log "host GPUs $LOCAL_GPUS for $D_GPU_TYPE x$D_GPU_COUNT"
+    if [[ $DOCKER == none ]]; then GPU_ENV=("CUDA_VISIBLE_DEVICES=$LOCAL_GPUS"); else GPU_ARGS=(--gpus "\"device=$LOCAL_GPUS\""); fi
+    return 0
+  fi
   log "installing the GPU driver for $D_GPU_TYPE x$D_GPU_COUNT"
   if ! interruptible "$COS_EXTENSIONS" install gpu >"$TMP/gpu.log" 2>&1; then
-    ((PREEMPTED)) || { note "GPU driver installation failed ($COS_EXTENSIONS install gpu); last lines:"; tail -n 20 "$TMP/gpu.log" >>"$LOGS"; }
+    ((PREEMPTED)) || { PROBLEM="GPU driver installation failed ($COS_EXTENSIONS install gpu)"; note "$PROBLEM; last lines:"; tail -n 20 "$TMP/gpu.log" >>"$LOGS"; }
     return 1
   fi
   # COS mounts /var noexec; the driver's binaries and libraries must be executable.
@@ -17,7 +36,7 @@ setup_gpu() {
     { mount --bind "$NVIDIA_DIR" "$NVIDIA_DIR" && mount -o remount,exec "$NVIDIA_DIR"; } || log "could not remount $NVIDIA_DIR exec"
   fi
   for dev in "$DEV_DIR"/nvidia*; do [[ -d $dev ]] || GPU_ARGS+=(--device "$dev:/dev/${dev##*/}"); done
-  ((${#GPU_ARGS[@]})) || { note "no $DEV_DIR/nvidia* device after the driver install"; return 1; }
+  ((${#GPU_ARGS[@]})) || { PROBLEM="no $DEV_DIR/nvidia* device after the driver install"; note "$PROBLEM"; return 1; }
   GPU_ARGS+=(-v "$NVIDIA_DIR/lib64:/usr/local/nvidia/lib64" -v "$NVIDIA_DIR/bin:/usr/local/nvidia/bin")
 }
 
@@ -78,8 +97,9 @@ start_job() {
     for item in "${D_LOCAL_COMMAND[@]}"; do item=${item//\{results\}/$RESULTS_DIR} cmd+=("${item//\{checkpoint\}/$CKPT_DIR}"); done
     results=$RESULTS_DIR ckpt=${ckpt:+$CKPT_DIR}
   fi
-  # spotcron's own variables come after the job's env, so they always win.
-  env+=("SPOTCRON_JOB=$D_JOB" "SPOTCRON_RUN_ID=$D_RUN_ID" "SPOTCRON_ATTEMPT=$D_ATTEMPT" "SPOTCRON_RESULTS_DIR=$results"
+  # spotcron's own variables (and the GPUs the configuration gets) come after the job's env, so
+  # they always win.
+  env+=("${GPU_ENV[@]}" "SPOTCRON_JOB=$D_JOB" "SPOTCRON_RUN_ID=$D_RUN_ID" "SPOTCRON_ATTEMPT=$D_ATTEMPT" "SPOTCRON_RESULTS_DIR=$results"
     ${ckpt:+"SPOTCRON_CHECKPOINT_DIR=$ckpt"})
   if [[ $DOCKER == none ]]; then
     (

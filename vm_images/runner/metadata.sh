@@ -88,12 +88,13 @@ _callback_once() {
 iso_or_null() { if [[ -n $1 ]]; then printf '"%s"' "$1"; else printf null; fi; }
 
 send_callback() {
-  local code=null
+  local code=null problem=null
   [[ $EXIT_CODE =~ ^[0-9]+$ ]] && code=$EXIT_CODE
+  [[ -n $PROBLEM ]] && json_quote "${PROBLEM:0:400}" && problem=$JQ
   json_quote "$D_JOB" "$D_RUN_ID"
-  printf '{"job":%s,"run_id":%s,"attempt":%s,"status":"%s","exit_code":%s,"timed_out":%s,"uploaded":%s,"started_at":%s,"finished_at":%s}\n' \
+  printf '{"job":%s,"run_id":%s,"attempt":%s,"status":"%s","exit_code":%s,"timed_out":%s,"uploaded":%s,"started_at":%s,"finished_at":%s,"problem":%s}\n' \
     "${QS[@]}" "$D_ATTEMPT" "$STATUS" "$code" "$TIMED_OUT" "$UPLOADED" "$(iso_or_null "$STARTED_AT")" \
-    "$(iso_or_null "$FINISHED_AT")" >"$TMP/callback.json"
+    "$(iso_or_null "$FINISHED_AT")" "$problem" >"$TMP/callback.json"
   retry "$CALLBACK_RETRIES" _callback_once && log "reported $STATUS (exit code $code, uploaded $UPLOADED) to $D_JOB_DONE_URL" &&
     return 0
   log "could not report to $D_JOB_DONE_URL (HTTP $HTTP_CODE); the sweep will reap this VM"

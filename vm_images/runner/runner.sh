@@ -23,7 +23,7 @@ for setting in METADATA_URL=http://metadata.google.internal/computeMetadata/v1 D
   CALLBACK_RETRIES=8 BACKOFF_MS=1000 BACKOFF_MAX_MS=30000 STOP_GRACE=10 POLL=0.5 CONNECT_TIMEOUT=5 \
   HTTP_TIMEOUT=120 UPLOAD_TIMEOUT=3600 PREEMPT_WAIT=60 SHUTDOWN_BUDGET=18 SHUTDOWN_LIMIT=28 SHUTDOWN_RETRIES=2 \
   SHUTDOWN_HTTP_TIMEOUT=8 COS_EXTENSIONS=cos-extensions NVIDIA_DIR=/var/lib/nvidia DEV_DIR=/dev \
-  JOB_NETWORK=spotcron JOB_BRIDGE=spotcron0; do
+  JOB_NETWORK=spotcron JOB_BRIDGE=spotcron0 LOCAL_HOST= LOCAL_GPUS= GPU_PROBLEM=; do
   override=SPOTCRON_${setting%%=*}
   printf -v "${setting%%=*}" '%s' "${!override:-${setting#*=}}"
 done
@@ -31,7 +31,7 @@ done
 RUNNER_PID=$$ RESULTS_DIR=$WORKDIR/results CKPT_DIR=$WORKDIR/checkpoint LOGS=$WORKDIR/logs.txt TMP=$WORKDIR/.runner
 HERE=${BASH_SOURCE[0]%/*}
 [[ $HERE == "${BASH_SOURCE[0]}" ]] && HERE=.
-for part in http metadata storage checkpoint preemption container; do
+for part in http metadata storage checkpoint preemption container hardware; do
   # shellcheck source=/dev/null  # each part is checked on its own
   source "$HERE/$part.sh"
 done
@@ -86,6 +86,7 @@ main() {
   log "job $D_JOB run $D_RUN_ID attempt $D_ATTEMPT: image $D_IMAGE, deadline $D_DEADLINE"
   preempt_watcher & WATCHER_PID=$!
   run_attempt
+  ((PREEMPTED)) || record_hardware
   upload_outputs
   # The manifest marks a finished attempt whose outputs are all stored; a shutdown that arrives
   # before it is written makes the attempt preempted, so no partial result passes as a success.

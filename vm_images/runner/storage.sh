@@ -189,6 +189,7 @@ upload_outputs() {
   ((SHUTDOWN)) && { upload_logs || failed=1; }
   upload_tree "$RESULTS_DIR" results/ || failed=1
   ((LOGS_SENT)) || upload_logs || failed=1
+  ((SHUTDOWN)) || upload_hardware || log "could not store hardware.json"
   UPLOADED=true
   ((failed)) && UPLOADED=false
 }
