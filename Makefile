@@ -11,11 +11,10 @@ JOBS   ?= jobs
 help: ## show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
-# The extra index gives PyTorch's CPU build to the example benchmark (a fraction of the CUDA build's size).
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]' --extra-index-url https://download.pytorch.org/whl/cpu
+	$(BIN)/pip install --quiet -e '.[test]'
 	@touch $(STAMP)
 
 install: $(STAMP) ## create .venv and install spotcron with its test tools
