@@ -18,7 +18,14 @@ from spotcron.core.runs import Attempt, RunRecord, RunState, vm_labels
 from spotcron.core.spec import JobSpec
 from spotcron.engine import transitions as t
 from spotcron.engine.deps import Deps
-from spotcron.engine.guards import GPUS_LABEL, admit, catalog_problem, never_fits, queued_ahead
+from spotcron.engine.guards import (
+    ADMISSION_WINDOW,
+    GPUS_LABEL,
+    admit,
+    catalog_problem,
+    never_fits,
+    queued_ahead,
+)
 from spotcron.engine.identity import expected_email
 from spotcron.engine.ports import GpuRequest, Instance, InstanceRequest
 from spotcron.engine.steps import step
@@ -73,12 +80,14 @@ def create_attempt(deps: Deps, record: RunRecord, *, claimed: bool = True) -> Ru
     """
     spec = t.spec_of(record)
     admitted: list[str] = []  # the admission this call wrote: withdrawn if the run moves on without it
+    admitted_at = deps.clock.now()
     if record.state == RunState.STARTING and record.current_attempt is not None:
         # Once per attempt, before any insert: a move to the next zone keeps the VM's name and budget.
         problem = catalog_problem(spec) or never_fits(deps, spec)
         if problem:
             return step(deps, record.job, record.run_id, t.CreateRefused(record.current_attempt, problem)).record or record
         refused = queued_ahead(deps, record) or admit(deps, record, spec, record.current_attempt, written=admitted)
+        admitted_at = deps.clock.now()
         if refused:
             # Not a failure: the run waits for room (engine/queue.py) until its starting_deadline.
             event = t.Queue(record.current_attempt, f"waiting for room: {refused}")
@@ -100,6 +109,13 @@ def create_attempt(deps: Deps, record: RunRecord, *, claimed: bool = True) -> Ru
         if latest is None or not t.is_current_attempt(latest, attempt):
             _withdraw(deps, admitted)
             return latest or record
+        if deps.clock.now() - admitted_at > ADMISSION_WINDOW / 2:
+            # Held so long that its admission may stop counting for others before the VM is listed.
+            refused = admit(deps, latest, spec, attempt, written=admitted)
+            admitted_at = deps.clock.now()
+            if refused:
+                _withdraw(deps, admitted)
+                return step(deps, record.job, record.run_id, t.Queue(attempt, f"waiting for room: {refused}")).record or record
         try:
             instance = _create_or_adopt(deps, build_request(record, spec, attempt, deps))
         except CreateFailed as failure:

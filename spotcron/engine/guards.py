@@ -32,10 +32,13 @@ from spotcron.engine.store import QUEUED, run_sort_key
 log = logging.getLogger("spotcron.engine")
 
 GPUS_LABEL = "gpus"  # on every job VM with GPUs, so the GPU limit can count them from one listing
-# How long an admitted VM may take to appear in the list (insert and its zone fallbacks); after
-# that an admission no longer counts, so an insert that failed for good, or a preempted VM whose
-# run is still retrying, does not hold a slot for long.
-ADMISSION_WINDOW = timedelta(minutes=5)
+# How long an admitted VM may take to appear in the list; after that an admission no longer
+# counts, so an insert that failed for good does not hold a slot for long. It must outlast the
+# longest a handler can hold an admission before its insert lands: the sweep's function timeout
+# (300 s, deploy/desired.py), the insert's zone fallbacks within it, and the list's lag after an
+# accepted insert. A delivery that reaches its insert later than half of it admits again first
+# (engine/attempts.py), so only an insert call itself hanging that long could still be missed.
+ADMISSION_WINDOW = timedelta(minutes=15)
 LIMITS_HINT = "raise it under `limits:` in infra/stack.yaml if this load is expected"
 
 

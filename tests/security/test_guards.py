@@ -307,7 +307,7 @@ def test_an_admission_counts_as_live_only_until_its_vm_could_be_listed(limited):
     h = limited(max_live_vms=1)
     h.compute.list_managed = lambda: []
     h.start(make_spec(name="a"))
-    h.clock.advance(6 * 60)
+    h.clock.advance(16 * 60)  # past ADMISSION_WINDOW (15 minutes)
     h.start(make_spec(name="b"), attributes={"trigger": "manual", "nonce": "ab12"})
     assert only_run(h, "b").state == "running"
 
@@ -408,7 +408,7 @@ def test_preemption_retries_never_cross_max_live_vms_while_earlier_vms_are_stopp
                 most = max(most, alive(h))
     assert most <= 2, f"{most} VMs alive with max_live_vms 2"
     deletes.finish()
-    h.clock.advance(6 * 60)  # past the window in which the gone VMs' admissions still count
+    h.clock.advance(16 * 60)  # past the window (15 minutes) in which the gone VMs' admissions still count
     h.sweep()  # the retries held back while their predecessors stopped start now
     assert [only_run(h, s.name).state for s in specs] == ["running", "running"]
     assert alive(h) <= 2
