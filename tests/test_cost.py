@@ -26,7 +26,6 @@ from spotcron.cost.billing import (
 )
 from spotcron.cost.prices import load_prices
 
-ROOT = Path(__file__).resolve().parents[1]
 T0 = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 HOUR = 3600
 
@@ -356,15 +355,15 @@ def test_repeats_are_priced_as_runs_and_named_once(table):
 
 
 @pytest.fixture
-def run(tmp_path, monkeypatch):
+def run(tmp_path, monkeypatch, example_jobs):
     monkeypatch.chdir(tmp_path)
     for name in ("SPOTCRON_JOBS", "SPOTCRON_STACK", "SPOTCRON_PRICES", "SPOTCRON_REGION"):
         monkeypatch.delenv(name, raising=False)
     group = SpotcronGroup("spotcron")
     group.add_command(cost_command)
 
-    def invoke(*args: str, env: dict[str, str] | None = None, jobs: Path = ROOT / "jobs"):
-        return CliRunner().invoke(group, ["cost", "--jobs", str(jobs), *args], env=env)
+    def invoke(*args: str, env: dict[str, str] | None = None, jobs: Path | None = None):
+        return CliRunner().invoke(group, ["cost", "--jobs", str(jobs or example_jobs), *args], env=env)
 
     return invoke
 

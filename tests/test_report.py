@@ -22,8 +22,8 @@ from spotcron.present import exports
 from spotcron.present.charts import chart_name, chart_pngs, frontier, relative_chart, write_charts
 from spotcron.present.history import benchmark_history
 from spotcron.present.report import benchmark_report
+from tests.examples import copy_examples, example
 
-ROOT = Path(__file__).resolve().parents[1]
 T0 = datetime(2026, 11, 23, 3, 0, tzinfo=UTC)
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 MACHINES = {"highcpu-16": ("n1-highcpu-16", None), "e2-std-4": ("e2-standard-4", None),
@@ -68,7 +68,7 @@ def table():
 @pytest.fixture(scope="module")
 def spec():
     """The example job, timed by the container's wall time."""
-    spec = load_job_file(ROOT / "jobs" / "dl-benchmark.yaml")
+    spec = load_job_file(example("dl-benchmark"))
     return spec.model_copy(update={"benchmark": Benchmark(base="highcpu-16")})
 
 
@@ -113,7 +113,7 @@ def test_rows_follow_the_matrix_and_compare_with_the_base(table, spec, records):
 
 
 def test_work_units_time_metric_and_metrics_problems(table):
-    spec = load_job_file(ROOT / "jobs" / "dl-benchmark.yaml")  # benchmark.time_metric: train_seconds
+    spec = load_job_file(example("dl-benchmark"))  # benchmark.time_metric: train_seconds
     runs = [bench_run("highcpu-16", 900 + 10 * i, 0, repeat=i, metrics=trained(800 + 10 * i)) for i in (1, 2, 3)]
     runs += [bench_run("t4", 200, 0, repeat=1, metrics=trained(100, samples=6400)),
              bench_run("t4", 220, 0, repeat=2, metrics=trained(120, samples=6400)),
@@ -270,7 +270,7 @@ def test_report_command(tmp_path, records, monkeypatch):
     group.add_command(report_command)
 
     def run(*args):
-        return CliRunner().invoke(group, ["report", "dl-benchmark", "--jobs", str(ROOT / "jobs"), *args],
+        return CliRunner().invoke(group, ["report", "dl-benchmark", "--jobs", str(copy_examples(tmp_path / "jobs")), *args],
                                   terminal_width=200)
 
     result = run("--records", str(bucket), "--charts", str(tmp_path / "charts"), "--format", "json")
@@ -304,7 +304,7 @@ def test_report_command(tmp_path, records, monkeypatch):
     assert result.exit_code == 2 and "no local runs yet (.spotcron/bucket does not exist)" in result.output
 
 
-def test_report_reads_the_bucket_by_default(records):
+def test_report_reads_the_bucket_by_default(records, tmp_path):
     import contextlib
 
     from spotcron.cli._bucket import RunsContext
@@ -317,7 +317,7 @@ def test_report_reads_the_bucket_by_default(records):
         blobs.write(layout.run_record(rec.job, rec.run_id), rec.to_json())
     group = SpotcronGroup("spotcron")
     group.add_command(report_command)
-    result = CliRunner().invoke(group, ["report", "dl-benchmark", "--jobs", str(ROOT / "jobs"), "--json"],
+    result = CliRunner().invoke(group, ["report", "dl-benchmark", "--jobs", str(copy_examples(tmp_path / "jobs")), "--json"],
                                 obj=RunsContext(open_blobs=lambda bucket, state_dir: contextlib.nullcontext(blobs)))
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
@@ -339,7 +339,7 @@ def test_an_unknown_time_metric_is_an_error_that_lists_the_metrics(records, tmp_
     group = SpotcronGroup("spotcron")
     group.add_command(report_command)
     context = RunsContext(open_blobs=lambda bucket, state_dir: contextlib.nullcontext(blobs))
-    job_text = (ROOT / "jobs" / "dl-benchmark.yaml").read_text()
+    job_text = example("dl-benchmark").read_text()
     job_file = tmp_path / "dl-benchmark.yaml"
 
     def run(time_metric):

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.examples import example
+
 REPO = Path(__file__).resolve().parents[2]
 JOB = "hello-bot"
 WAIT_S = 20 * 60  # boot, pull, run, upload, callback: minutes, not hours
@@ -80,7 +82,7 @@ def write_stack(config: Config, root: Path) -> tuple[Path, Path]:
     stack.write_text(f"project: {config.project}\nregion: {config.region}\nbucket: {config.bucket}\n")
     jobs = root / "jobs"
     jobs.mkdir()
-    text = (REPO / "jobs" / f"{JOB}.yaml").read_text()
+    text = example(JOB).read_text()
     if config.image:
         text = "\n".join(f"image: {config.image}" if line.startswith("image:") else line
                          for line in text.splitlines()) + "\n"

@@ -146,12 +146,12 @@ def test_limits_are_read_from_the_stack_file_and_the_functions_environment(tmp_p
     assert load_settings(None, env).limits == settings.limits
 
 
-def test_default_limits_are_safe_and_fit_the_examples():
+def test_default_limits_are_safe_and_fit_the_examples(example_jobs):
     from spotcron.core.loader import load_jobs
 
     limits = Limits()
     assert (limits.max_live_vms, limits.max_gpus, limits.max_vm_hours_per_day) == (10, 4, 48.0)
-    jobs = load_jobs(["jobs"])
+    jobs = load_jobs([example_jobs])
     vms = sum(len(j.variants()) for j in jobs)
     gpus = sum(v.machine.gpu.count for j in jobs for v in j.variants() if v.machine.gpu)
     assert vms <= limits.max_live_vms and gpus <= limits.max_gpus
