@@ -80,9 +80,11 @@ def runs(job: str | None, as_json: bool, limit: int, bucket: str | None, state_d
                 raise unknown_job(job_name, store, where)
         else:
             pairs = all_run_ids(store)
-        if variant:  # a matrix entry's run ids end in -VARIANT; the records say it exactly
+        if variant:  # a matrix entry's run ids end in -VARIANT or -VARIANT-rN; the records say it exactly
+            from spotcron.core.runs import of_variant
+
             every = pairs
-            pairs = [(j, r) for j, r in pairs if r.endswith(f"-{variant}")]
+            pairs = [(j, r) for j, r in pairs if of_variant(r, variant)]
             if not pairs:
                 raise unknown_variant(job_name, variant, _variants(store, every), where)
         # A read per record: read only the newest `limit` of them.

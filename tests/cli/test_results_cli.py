@@ -86,6 +86,20 @@ def test_runs_of_one_job_and_one_variant(invoke, bucket):
     assert [r["run_id"] for r in only_t4] == ["20260302-1100-t4"]
 
 
+def test_runs_of_one_variant_with_repeats(invoke, bucket):
+    # `repeat: 3` makes run ids end in -VARIANT-rN: the entry is still the one named
+    for variant in ("t4", "cpu"):
+        for repeat in (1, 2):
+            bucket.add(make_record("dl-benchmark", f"20260302-1100-{variant}-r{repeat}", variant=variant,
+                                   created=NOW - HOUR))
+    result = invoke("runs", "dl-benchmark/t4", "--json")
+    assert result.exit_code == 0, result.output
+    assert sorted(r["run_id"] for r in json.loads(result.stdout)) == ["20260302-1100-t4-r1", "20260302-1100-t4-r2"]
+    wrong = invoke("runs", "dl-benchmark/t5")
+    assert wrong.exit_code == 2
+    assert "job dl-benchmark has no matrix entry 't5' with runs; its entries: cpu, t4" in wrong.stderr
+
+
 def test_runs_limit_says_how_many_are_hidden(invoke, bucket):
     fill_three_runs(bucket)
     result = invoke("runs", "-n", "1")
