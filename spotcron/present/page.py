@@ -13,7 +13,7 @@ the bucket, from a download or from a file. Links are relative object paths
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from html import escape
 from typing import Any
@@ -53,8 +53,11 @@ def render_index(records_by_job: Mapping[str, Sequence[RunRecord]], charts: Mapp
                  *, generated_at: datetime | None = None, limit: int = DEFAULT_LIMIT,
                  title: str = "spotcron runs", captions: Mapping[str, str] | None = None,
                  summary: PageSummary | None = None, totals: Mapping[str, int] | None = None,
-                 sampled: int | None = None) -> str:
+                 sampled: int | None = None, missing: Collection[str] = frozenset()) -> str:
     """The page: the `limit` most recent runs of each job, newest first, then the charts.
+
+    `missing` names the logs objects not in the bucket (an attempt cancelled or lost before its
+    runner wrote logs.txt): their rows say so instead of linking to nothing.
 
     `captions` describes a chart in words (its alt text too); the file name stands in without one.
     `totals` counts each job's runs on record (the records given may be only the newest ones);
@@ -79,7 +82,7 @@ def render_index(records_by_job: Mapping[str, Sequence[RunRecord]], charts: Mapp
         if summary is not None:
             parts.append(_summary_section(summary))
     for job in sorted(records_by_job):
-        parts.append(_job_section(job, records_by_job[job], limit, (totals or {}).get(job)))
+        parts.append(_job_section(job, records_by_job[job], limit, (totals or {}).get(job), missing))
     if charts:
         parts.append('<h2 id="charts">Benchmarks</h2>')
         for name in charts:  # in the order they were drawn: relative time, cost, scatter, history
@@ -113,9 +116,11 @@ def build_page(store: Any, now: datetime, region: str, *, limit: int = DEFAULT_L
     captions: dict[str, str] = {}
     if charts:
         pngs, captions = _benchmark_charts(_benchmark_records(store, records_by_job, summary_reads), region)
+    shown = {job: shown_runs(records, limit) for job, records in records_by_job.items()}
+    missing = absent_logs(store.blobs, [r for records in shown.values() for r in records])
     html = render_index(records_by_job, pngs, generated_at=now, limit=limit, captions=captions, totals=totals,
-                        sampled=summary_reads if capped else None)
-    return html, {job: shown_runs(records, limit) for job, records in records_by_job.items()}
+                        sampled=summary_reads if capped else None, missing=missing)
+    return html, shown
 
 
 def _benchmark_records(store: Any, records_by_job: Mapping[str, Sequence[RunRecord]],
@@ -190,14 +195,15 @@ def _benchmark_charts(records_by_job: Mapping[str, Sequence[RunRecord]],
     return pngs, captions
 
 
-def _job_section(job: str, records: Sequence[RunRecord], limit: int, total: int | None = None) -> str:
+def _job_section(job: str, records: Sequence[RunRecord], limit: int, total: int | None = None,
+                 missing: Collection[str] = frozenset()) -> str:
     recent = shown_runs(records, limit)
     total = max(total if total is not None else 0, len(records))
     succeeded = sum(1 for r in recent if r.state == RunState.SUCCEEDED)
     ended = sum(1 for r in recent if r.terminal)
     shown_cost = sum(r.cost_usd or 0.0 for r in recent)
     matrix = any(r.variant for r in recent)  # a configuration column only for matrix jobs
-    rows = "\n".join(_run_row(r, matrix) for r in recent)
+    rows = "\n".join(_run_row(r, matrix, missing) for r in recent)
     configuration = "<th>configuration</th>" if matrix else ""
     shown = f"all {total} runs" if len(recent) == total else f"the {len(recent)} most recent of {total} runs"
     return (
@@ -211,7 +217,7 @@ def _job_section(job: str, records: Sequence[RunRecord], limit: int, total: int 
     )
 
 
-def _run_row(record: RunRecord, matrix: bool) -> str:
+def _run_row(record: RunRecord, matrix: bool, missing: Collection[str] = frozenset()) -> str:
     duration = record.duration_seconds
     if duration is None and record.billed_vm_seconds:
         duration = record.billed_vm_seconds
@@ -226,7 +232,7 @@ def _run_row(record: RunRecord, matrix: bool) -> str:
         format_usd(record.cost_usd),
         str(record.exit_code) if record.exit_code is not None else "-",
         escape(record.reason or "") if record.state != RunState.SUCCEEDED else "",
-        " ".join(_links(record)),
+        " ".join(_links(record, missing)),
     ]
     classes = ["", "", "", "", "num", "", "num", "num", "num", "reason", ""]
     if not matrix:
@@ -265,8 +271,34 @@ def shown_runs(records: Sequence[RunRecord], limit: int = DEFAULT_LIMIT) -> list
     return sorted(records, key=lambda r: r.created_at, reverse=True)[:limit]
 
 
-def _links(record: RunRecord) -> list[str]:
-    return [_link(name, label) for name, label in run_links(record)]
+def _links(record: RunRecord, missing: Collection[str] = frozenset()) -> list[str]:
+    return [_link(name, label) if name not in missing else _no_logs(record, label)
+            for name, label in run_links(record)]
+
+
+def _no_logs(record: RunRecord, label: str) -> str:
+    """In place of a logs link whose object was never written."""
+    text = label.replace("logs", "no logs" if record.terminal else "no logs yet")
+    why = ("the attempt ended before its runner wrote logs.txt" if record.terminal
+           else "logs.txt is written when the attempt ends")
+    return f'<span class="meta" title="{why}; spotcron logs {escape(record.job)}/{escape(record.run_id)} ' \
+           f'shows what was shipped">{escape(text)}</span>'
+
+
+def absent_logs(blobs: Any, records: Sequence[RunRecord]) -> set[str]:
+    """The logs objects the rows of `records` would link to that are not in the bucket.
+
+    A succeeded run's logs are in its manifest, so only other runs are looked at: one listing of
+    the exact name per attempt.
+    """
+    missing = set()
+    for record in records:
+        if record.state == RunState.SUCCEEDED:
+            continue
+        for name, label in run_links(record):
+            if label.startswith("logs") and name not in blobs.list(name):
+                missing.add(name)
+    return missing
 
 
 def _result_attempt(record: RunRecord) -> int | None:

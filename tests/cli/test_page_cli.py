@@ -88,6 +88,19 @@ def test_local_page_is_a_folder_whose_links_resolve(page_cli, bucket, tmp_path):
     assert bucket.blobs.calls["read_range"] == reads
 
 
+def test_an_attempt_that_wrote_no_logs_is_marked_not_linked(page_cli, bucket, tmp_path):
+    # `up` stopped mid-run: the run is cancelled and its runner never wrote logs.txt
+    run_id = f"{NOW - HOUR:%Y%m%d-%H%M}"
+    bucket.add(make_record("hello-bot", run_id, "cancelled", created=NOW - HOUR, reason="spotcron up was stopped"))
+    (tmp_path / ".spotcron").mkdir()
+    index = Path(page_cli().output.strip())
+    html = index.read_text()
+    assert "logs.txt\"" not in html  # no link to it
+    assert 'shows what was shipped">no logs</span>' in html and f"spotcron logs hello-bot/{run_id}" in html
+    for href in re.findall(r'href="([^"]+)"', html):
+        assert (index.parent / href).is_file(), href
+
+
 def test_local_page_without_a_local_bucket(tmp_path, monkeypatch):
     from spotcron.cli._bucket import RunsContext
 
