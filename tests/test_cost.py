@@ -470,6 +470,39 @@ def test_cost_reads_the_local_history_by_default_and_says_what_it_used(run, tmp_
     assert "bot 5m00s, assumed (--runtime 5m; no runs recorded)" in " ".join(result.output.split())
 
 
+def test_an_explicit_runtime_wins_over_the_local_history(tmp_path, monkeypatch, example_jobs):
+    """The README's recipe figure ($0.76) holds after `make run` has left local runs behind."""
+    import contextlib
+
+    from spotcron.cli._bucket import RunsContext
+    from spotcron.core import layout
+    from spotcron.testing.memory import MemoryBlobs
+
+    monkeypatch.chdir(tmp_path)
+    blobs = MemoryBlobs("spotcron-local")
+    done = record(attempt(1, 9), job="hello-bot").model_copy(update={"run_id": "20261122-1000"})
+    blobs.write(layout.run_record("hello-bot", done.run_id), done.to_json())
+    (tmp_path / ".spotcron" / "bucket").mkdir(parents=True)
+    group = SpotcronGroup("spotcron")
+    group.add_command(cost_command)
+    context = RunsContext(open_blobs=lambda bucket, state_dir: contextlib.nullcontext(blobs))
+
+    def cost(*args: str):
+        return CliRunner().invoke(group, ["cost", "hello-bot", "--jobs", str(example_jobs), "--prices", "recipe-2018",
+                                          *args], obj=context, terminal_width=200)
+
+    [job] = json.loads(cost("--runtime", "2m", "--json").output)
+    assert round(job["classic_monthly_usd"], 2) == 0.76
+    assert job["vm_seconds_per_run"] == {"hello-bot": 120.0}
+    said = " ".join(cost("--runtime", "2m").output.split())
+    assert "VM time per run: hello-bot 2m00s, as given (--runtime 2m)." in said
+    both = cost("--runtime", "2m", "--history", str(tmp_path))
+    assert both.exit_code == 2 and "--history and --runtime both give the VM time per run" in both.output
+    # Without --runtime the recorded runs still give it.
+    [job] = json.loads(cost("--json").output)
+    assert job["vm_basis"] == {"hello-bot": "median of 1 recent run"}
+
+
 def test_cost_projects_a_placed_job_with_and_without_placement(run, tmp_path):
     from datetime import UTC, datetime
 

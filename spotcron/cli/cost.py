@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from spotcron.cli._common import console, jobs_option, load_specs, load_stack, stack_option
+from spotcron.cli._common import console, given, jobs_option, load_specs, load_stack, stack_option
 
 if TYPE_CHECKING:
     from spotcron.core.runs import RunRecord
@@ -92,7 +92,8 @@ def load_table(prices: str | None) -> PriceTable:
 @jobs_option
 @stack_option
 @click.option("--runtime", default="5m", show_default=True,
-              help="VM time per run (boot to delete) where the history has no runs, e.g. 90s, 2m, 1h.")
+              help="VM time per run (boot to delete), e.g. 90s, 2m, 1h. Given, it prices every run and no "
+                   "run records are read; by default it stands in where the history has no runs.")
 @history_option
 @click.option("--bucket", metavar="gs://NAME", default=None,
               help="Take each job's VM time per run from the run records of a deployed stack's bucket.")
@@ -142,7 +143,10 @@ def cost(names: tuple[str, ...], jobs_dir: Path, stack_path: Path, runtime: str,
                                 f"jobs there: {', '.join(known) or 'none'}")
         specs = [known[n] for n in names]
     table = load_table(prices)
-    records, source = _history(history_dir, bucket, state_dir)
+    explicit = given("runtime")  # what the user asked for, never overridden by recorded runs
+    if explicit and history_dir:
+        raise SpotcronError("--history and --runtime both give the VM time per run: leave one out")
+    records, source = ([], "") if explicit else _history(history_dir, bucket, state_dir)
     mode = scheduling or settings.scheduling
     now = datetime.now(UTC)
 
@@ -156,7 +160,7 @@ def cost(names: tuple[str, ...], jobs_dir: Path, stack_path: Path, runtime: str,
         click.echo(json.dumps([job.to_json() for job in stack.jobs], indent=2))
         return
     other = project("shared" if mode == "per-job" else "per-job")
-    print_stack(stack, table, region or settings.region, basis=(source, runtime), other=other)
+    print_stack(stack, table, region or settings.region, basis=(source, runtime, explicit), other=other)
     print_placement(stack, specs, settings, table, _advice(advice_path, bucket, state_dir), now)
 
 
@@ -227,7 +231,7 @@ def _history(history_dir: Path | None, bucket: str | None, state_dir: Path) -> t
     return records, source
 
 
-def basis_line(stack: StackProjection, source: str, runtime: str) -> str:
+def basis_line(stack: StackProjection, source: str, runtime: str, explicit: bool = False) -> str:
     """Which VM time per run each configuration's price comes from: recorded runs, or the assumption."""
     from spotcron.core.durations import format_duration
 
@@ -235,14 +239,18 @@ def basis_line(stack: StackProjection, source: str, runtime: str) -> str:
     for job in stack.jobs:
         for variant in job.variants:
             name = f"{job.job}/{variant.variant}" if variant.variant else job.job
-            said = (f"assumed (--runtime {runtime}; no runs recorded)" if variant.basis == "runtime"
-                    else f"{variant.basis} in {source}")
+            if variant.basis != "runtime":
+                said = f"{variant.basis} in {source}"
+            elif explicit:
+                said = f"as given (--runtime {runtime})"
+            else:
+                said = f"assumed (--runtime {runtime}; no runs recorded)"
             parts.append(f"{name} {format_duration(variant.vm_seconds)}, {said}")
     return "VM time per run: " + "; ".join(dict.fromkeys(parts)) + "."  # repeats: one VM each, said once
 
 
 def print_stack(stack: StackProjection, table: PriceTable, region: str,
-                basis: tuple[str, str] | None = None, other: StackProjection | None = None) -> None:
+                basis: tuple[str, str, bool] | None = None, other: StackProjection | None = None) -> None:
     from rich import box
 
     from spotcron.cli._tables import Columns, print_table
