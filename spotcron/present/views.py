@@ -7,6 +7,7 @@ the environment or the terminal, so every cell can be tested without click or ri
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -33,17 +34,25 @@ RUN_COLUMNS = ("job", "run", "status", "attempts", "started (UTC)", "duration", 
 # --- cells -------------------------------------------------------------------------------------
 
 
+TINY_USD = 1e-7
+
+
 def format_usd(value: float | None) -> str:
     """Dollars, wherever people read them: $12.35, $0.0508, $0.00022, $0; '-' when not known (yet).
 
-    Cents for dollars, four decimals for cents, two significant digits below a tenth of a cent."""
+    Cents for dollars, four decimals for cents, two significant digits below a tenth of a cent,
+    always in plain decimals (never 8.2e-05); below a ten-millionth of a dollar, `<$0.0000001`."""
     if value is None:
         return UNKNOWN
     if value >= 1:
         return f"${value:,.2f}"
     if value >= 0.001:
         return f"${value:.4f}"
-    return f"${value:.2g}" if value > 0 else "$0"
+    if value <= 0:
+        return "$0"
+    if value < TINY_USD:
+        return f"<${TINY_USD:.7f}"
+    return f"${value:.{1 - math.floor(math.log10(value))}f}".rstrip("0")  # as .2g did: $0.0001, not $0.00010
 
 
 def format_time(at: datetime | None) -> str:

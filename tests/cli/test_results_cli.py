@@ -532,6 +532,14 @@ def test_runs_reads_the_local_bucket(tmp_path, monkeypatch):
 # --- views ---------------------------------------------------------------------------------------------
 
 
+def test_dollars_are_never_in_scientific_notation():
+    assert [views.format_usd(v) for v in (8.2e-05, 0.000219, 0.00099, 3e-7, 1e-12)] == \
+        ["$0.000082", "$0.00022", "$0.00099", "$0.0000003", "<$0.0000001"]
+    assert views.format_usd(0.0001) == "$0.0001"
+    for value in (10 ** -k * m for k in range(1, 12) for m in (1, 2.5, 9.99)):
+        assert "e" not in views.format_usd(value), value
+
+
 def test_cells_for_unknowns_sizes_and_long_text():
     assert views.format_usd(None) == "-" and views.format_usd(0.0) == "$0" and views.format_usd(1.23456) == "$1.23"
     assert [views.format_size(n) for n in (None, 0, 1023, 1024, 5 * 1024**2, 3 * 1024**4)] == \
