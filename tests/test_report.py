@@ -304,6 +304,40 @@ def test_report_command(tmp_path, records, monkeypatch):
     assert result.exit_code == 2 and "no local runs yet (.spotcron/bucket does not exist)" in result.output
 
 
+def test_report_tables_in_a_pipe_never_break_a_word(tmp_path, records, monkeypatch):
+    """A pipe (`| less`, a CI log, `make run`) gets the tables at their natural width: 80 columns
+    would fold `configuration` into `configurat` + `ion`."""
+    import contextlib
+
+    from spotcron.cli._bucket import RunsContext
+    from spotcron.testing.memory import MemoryBlobs
+
+    monkeypatch.chdir(tmp_path)
+    blobs = MemoryBlobs("spotcron-local")
+    for rec in records:
+        blobs.write(layout.run_record(rec.job, rec.run_id), rec.to_json())
+        if rec.state == "succeeded":
+            # as the example benchmark writes it: a time per task besides the training time
+            metrics = json.loads(trained(250 if rec.variant == "t4" else 1000))
+            metrics["metrics"].update({f"{task}_seconds": {"value": 80.5, "unit": "s"}
+                                       for task in ("mlp", "cnn", "lstm", "transformer")})
+            blobs.write(rec.results_prefix + "results/metrics.json", json.dumps(metrics).encode())
+    group = SpotcronGroup("spotcron")
+    group.add_command(report_command)
+    context = RunsContext(open_blobs=lambda bucket, state_dir: contextlib.nullcontext(blobs))
+    jobs = copy_examples(tmp_path / "jobs")
+
+    def words(*args: str, columns: int) -> set[str]:
+        result = CliRunner().invoke(group, ["report", "dl-benchmark", "--jobs", str(jobs), *args], obj=context,
+                                    env={"COLUMNS": str(columns)})
+        assert result.exit_code == 0, result.output
+        return {word for word in result.output.split() if word.strip("─")}
+
+    for args in ((), ("--history",)):
+        narrow, wide = words(*args, columns=80), words(*args, columns=1000)
+        assert "configuration" in narrow and narrow == wide, sorted(narrow ^ wide)
+
+
 def test_report_reads_the_bucket_by_default(records, tmp_path):
     import contextlib
 

@@ -90,7 +90,9 @@ def report(job: str, fmt: str, as_json: bool, show_history: bool, charts_dir: Pa
         elif fmt == "md":
             click.echo(exports.history_markdown(history), nl=False)
         else:
-            console().print(exports.history_table(history))
+            from spotcron.cli._tables import print_whole
+
+            print_whole(console(), exports.history_table(history))
     elif fmt == "json":
         click.echo(exports.json_text(result, charts=charts))
     elif fmt == "csv":
@@ -98,9 +100,11 @@ def report(job: str, fmt: str, as_json: bool, show_history: bool, charts_dir: Pa
     elif fmt == "md":
         click.echo(exports.markdown(result), nl=False)
     else:
+        from spotcron.cli._tables import print_whole
+
         out = console()
         for table in exports.rich_tables(result):
-            out.print(table)
+            print_whole(out, table)
         for line in exports.problem_lines(result):
             out.print(f"metrics.json problem: {line}", markup=False)
     if fmt in ("table", "md"):
