@@ -19,10 +19,9 @@ from html import escape
 from typing import Any
 
 from spotcron.core import layout
-from spotcron.core.durations import format_duration
 from spotcron.core.runs import RunRecord, RunState
 from spotcron.present.summary import PageSummary, ids_since, summarize, window_start
-from spotcron.present.views import format_usd
+from spotcron.present.views import duration_text, format_usd
 
 DEFAULT_LIMIT = 20
 SUMMARY_READS = 2000  # per job: the newest runs of the summary's window that `spotcron page` reads
@@ -82,7 +81,7 @@ def render_index(records_by_job: Mapping[str, Sequence[RunRecord]], charts: Mapp
         if summary is not None:
             parts.append(_summary_section(summary))
     for job in sorted(records_by_job):
-        parts.append(_job_section(job, records_by_job[job], limit, (totals or {}).get(job), missing))
+        parts.append(_job_section(job, records_by_job[job], limit, (totals or {}).get(job), missing, generated_at))
     if charts:
         parts.append('<h2 id="charts">Benchmarks</h2>')
         for name in charts:  # in the order they were drawn: relative time, cost, scatter, history
@@ -196,14 +195,14 @@ def _benchmark_charts(records_by_job: Mapping[str, Sequence[RunRecord]],
 
 
 def _job_section(job: str, records: Sequence[RunRecord], limit: int, total: int | None = None,
-                 missing: Collection[str] = frozenset()) -> str:
+                 missing: Collection[str] = frozenset(), now: datetime | None = None) -> str:
     recent = shown_runs(records, limit)
     total = max(total if total is not None else 0, len(records))
     succeeded = sum(1 for r in recent if r.state == RunState.SUCCEEDED)
     ended = sum(1 for r in recent if r.terminal)
     shown_cost = sum(r.cost_usd or 0.0 for r in recent)
     matrix = any(r.variant for r in recent)  # a configuration column only for matrix jobs
-    rows = "\n".join(_run_row(r, matrix, missing) for r in recent)
+    rows = "\n".join(_run_row(r, matrix, missing, now) for r in recent)
     configuration = "<th>configuration</th>" if matrix else ""
     shown = f"all {total} runs" if len(recent) == total else f"the {len(recent)} most recent of {total} runs"
     return (
@@ -217,16 +216,14 @@ def _job_section(job: str, records: Sequence[RunRecord], limit: int, total: int 
     )
 
 
-def _run_row(record: RunRecord, matrix: bool, missing: Collection[str] = frozenset()) -> str:
-    duration = record.duration_seconds
-    if duration is None and record.billed_vm_seconds:
-        duration = record.billed_vm_seconds
+def _run_row(record: RunRecord, matrix: bool, missing: Collection[str] = frozenset(),
+             now: datetime | None = None) -> str:
     cells = [
         escape(record.run_id),
         escape(record.variant or ""),
         f'<span class="state {escape(record.state)}">{escape(record.state.replace("_", " "))}</span>',
         escape(record.created_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M")),
-        escape(format_duration(duration)) if duration is not None else "-",
+        escape(duration_text(record, now)),  # the CLI's figure
         _zone_cell(record),
         str(len(record.attempts)),
         format_usd(record.cost_usd),

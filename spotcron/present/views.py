@@ -90,16 +90,30 @@ def started_at(record: RunRecord) -> datetime:
     return min(starts) if starts else record.created_at
 
 
-def duration_text(record: RunRecord, now: datetime) -> str:
-    """The run's work time; for a live run, the time since its container started, marked `+`."""
+def work_seconds(record: RunRecord) -> float | None:
+    """An ended run's work time: first container start to last container end. A container cut
+    off before it ended (the run cancelled, lost or timed out) counts until its VM was deleted,
+    else until the run ended. None when no container started."""
     seconds = record.duration_seconds
-    if seconds is not None and record.terminal:
-        return format_duration(seconds)
-    if not record.terminal:
-        starts = [a.started_at for a in record.attempts if a.started_at]
-        if starts:
-            return format_duration(max(0.0, (now - min(starts)).total_seconds())) + "+"
-    return format_duration(seconds) if seconds is not None else UNKNOWN
+    if seconds is not None or not record.terminal:
+        return seconds
+    starts = [a.started_at for a in record.attempts if a.started_at]
+    if not starts:
+        return None
+    ends = [a.deleted_at for a in record.attempts if a.deleted_at] or [record.updated_at]
+    return max(0.0, (max(ends) - min(starts)).total_seconds())
+
+
+def duration_text(record: RunRecord, now: datetime | None) -> str:
+    """The run's work time (`work_seconds`), the same in every table and on the page; for a live
+    run, the time since its container started, marked `+` (unknown without `now`)."""
+    if record.terminal:
+        seconds = work_seconds(record)
+        return format_duration(seconds) if seconds is not None else UNKNOWN
+    starts = [a.started_at for a in record.attempts if a.started_at]
+    if starts and now is not None:
+        return format_duration(max(0.0, (now - min(starts)).total_seconds())) + "+"
+    return UNKNOWN
 
 
 def gpu_text(gpu: str) -> str:

@@ -101,6 +101,21 @@ def test_an_attempt_that_wrote_no_logs_is_marked_not_linked(page_cli, bucket, tm
         assert (index.parent / href).is_file(), href
 
 
+def test_a_cancelled_run_has_one_duration_in_the_cli_and_on_the_page(page_cli, invoke, bucket, tmp_path):
+    # the container started, `up` was stopped 15s later: no container end, a VM deletion
+    run_id = f"{NOW - HOUR:%Y%m%d-%H%M}"
+    start = NOW - HOUR + timedelta(seconds=40)
+    attempt = make_attempt("hello-bot", run_id, start=start, seconds=None).model_copy(
+        update={"deleted_at": start + timedelta(seconds=15)})
+    bucket.add(make_record("hello-bot", run_id, "cancelled", created=NOW - HOUR, attempts=(attempt,),
+                           reason="spotcron up was stopped"))
+    row = next(line for line in invoke("runs").stdout.splitlines() if run_id in line)
+    assert "cancelled" in row and " 15s " in row
+    (tmp_path / ".spotcron").mkdir()
+    html = Path(page_cli().output.strip()).read_text()
+    assert re.search(rf"{run_id}</td>.*?<td class=\"num\">15s</td>", html, flags=re.DOTALL)
+
+
 def test_local_page_without_a_local_bucket(tmp_path, monkeypatch):
     from spotcron.cli._bucket import RunsContext
 
