@@ -212,6 +212,8 @@ def verdict(outcome: Outcome, exit_code: int | None, *, complete: bool, callback
         if not callback and not complete:
             return RunState.TIMED_OUT, "the VM outlived its deadline without reporting"
         return RunState.TIMED_OUT, f"the container ran past its timeout and was killed{lost}"
+    if exit_code is None:  # the runner reports no code when setup failed or the container would not start
+        return RunState.FAILED, f"the container did not start, so it has no exit code{lost}; the attempt's logs say why"
     if exit_code != 0:
         return RunState.FAILED, f"the container exited with code {exit_code}{lost}"
     if not complete:
