@@ -69,9 +69,12 @@ def _handed_records(state_dir: Path, runs: list[tuple[str, str]]) -> list[Any]:
 def _local_stack(state_dir: Path, limits: Any = None) -> Any:
     import os
 
+    from spotcron.cli._common import console
     from spotcron.local.stack import LocalStack
 
-    return LocalStack(state_dir, environ=os.environ, limits=limits)
+    err = console(stderr=True)
+    return LocalStack(state_dir, environ=os.environ, limits=limits,
+                      notify=lambda line: err.print(line, markup=False, highlight=False))
 
 
 @dataclass

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,7 +53,8 @@ class LocalCompute:
 
     def __init__(self, metadata, storage_url: str, state_dir: Path, clock, *, base_env: Mapping[str, str],
                  cwd: Path, runtime_for=find_runtime, runner: Path = RUNNER,
-                 preemption_notice_s: float = PREEMPTION_NOTICE_S, containment: Containment | None = None):
+                 preemption_notice_s: float = PREEMPTION_NOTICE_S, containment: Containment | None = None,
+                 notify: Callable[[str], None] | None = None):
         self.metadata = metadata
         self.storage_url = storage_url
         self.vms_dir = Path(state_dir) / "vms"
@@ -66,6 +67,8 @@ class LocalCompute:
         self.containment = containment or detect()
         self._vms: dict[tuple[str, str], _Vm] = {}
         self._runtimes: dict[str, Lookup] = {}
+        self.notify = notify  # says to the user, once, why containers are not used (a stopped daemon)
+        self._told: set[str] = set()
         self._ids = 5000
         self._lock = threading.RLock()
         self._reapers: list[threading.Thread] = []
@@ -205,16 +208,26 @@ class LocalCompute:
             reaper.join(timeout=GROUP_EXIT_S + 20)
 
     # --- helpers -------------------------------------------------------------------------------
+    def lookup(self, image: str, job: str) -> Lookup:
+        """The runtime that runs `image`, looked up once per image. A stopped docker daemon is
+        said once to the user (`notify`), not in every run's logs."""
+        if image not in self._runtimes:
+            found = self.runtime_for(image)
+            # A plain binary (or None) from a caller's own lookup is fine too.
+            lookup = found if isinstance(found, Lookup) else Lookup(found, f"no container runtime has {image}")
+            if lookup.daemon_missing:
+                log.warning("%s; %s runs its local command instead", lookup.why_not, job)
+                # Once per stopped daemon, not per image: the rest of the reason names the image.
+                stopped = "; ".join(part for part in lookup.why_not.split("; ") if "daemon is not running" in part)
+                if self.notify is not None and stopped not in self._told:
+                    self._told.add(stopped)
+                    self.notify(f"{stopped}: jobs whose image no other runtime has run their local command instead")
+            self._runtimes[image] = lookup
+        return self._runtimes[image]
+
     def _start_runner(self, request: InstanceRequest) -> tuple[subprocess.Popen, str | None, Path]:
         descriptor = RunDescriptor.from_metadata(request.metadata[METADATA_KEY])
-        if descriptor.image not in self._runtimes:
-            found = self.runtime_for(descriptor.image)
-            # A plain binary (or None) from a caller's own lookup is fine too.
-            lookup = found if isinstance(found, Lookup) else Lookup(found, f"no container runtime has {descriptor.image}")
-            if lookup.daemon_missing:
-                log.warning("%s; %s runs its local command instead", lookup.why_not, descriptor.job)
-            self._runtimes[descriptor.image] = lookup
-        lookup = self._runtimes[descriptor.image]
+        lookup = self.lookup(descriptor.image, descriptor.job)
         runtime = lookup.binary
         workdir = self.vms_dir / request.name
         # Recorded before it starts: a stack killed right after the start still leaves a record.
