@@ -503,6 +503,56 @@ def test_an_explicit_runtime_wins_over_the_local_history(tmp_path, monkeypatch, 
     assert job["vm_basis"] == {"hello-bot": "median of 1 recent run"}
 
 
+def test_vm_time_per_run_is_labelled_per_configuration(run, tmp_path):
+    history = tmp_path / "history"
+    for variant, seconds in (("highcpu-16", 11), ("e2-std-4", 13), ("t4", 13)):
+        folder = history / "runs" / "dl-benchmark" / f"20261122-1000-{variant}-r1"
+        folder.mkdir(parents=True)
+        done = record(attempt(1, seconds), job="dl-benchmark", variant=variant)
+        (folder / "run.json").write_bytes(done.model_copy(update={"run_id": folder.name}).to_json())
+    result = run("dl-benchmark", "hello-bot", "--history", str(history), env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    rows = {line.split()[0]: line.split() for line in result.output.splitlines() if line.strip()}
+    # the job's row carries its money; a row per configuration says its own VM time per run
+    assert rows["highcpu-16"][1] == "11s" and rows["e2-std-4"][1] == "13s" and rows["t4"][1] == "13s"
+    assert rows["hello-bot"][2] == "5m00s"
+    assert "11s,13s" not in result.output
+
+
+def test_cost_counts_each_schedule_once_and_opens_the_bucket_once(tmp_path, monkeypatch, example_jobs):
+    import contextlib
+
+    from spotcron.cli._bucket import RunsContext
+    from spotcron.cost import billing
+    from spotcron.testing.memory import MemoryBlobs
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".spotcron" / "bucket").mkdir(parents=True)
+    blobs = MemoryBlobs("spotcron-local")
+    opened, counted = [], []
+    count_fires = billing._count_fires
+
+    def counting(cron, tz, start, end, *args):
+        counted.append(start)
+        return count_fires(cron, tz, start, end, *args)
+
+    monkeypatch.setattr(billing, "_count_fires", counting)
+    billing.runs_per_month.cache_clear()
+
+    def open_blobs(bucket, state_dir):
+        opened.append(state_dir)
+        return contextlib.nullcontext(blobs)
+
+    group = SpotcronGroup("spotcron")
+    group.add_command(cost_command)
+    result = CliRunner().invoke(group, ["cost", "--jobs", str(example_jobs)], obj=RunsContext(open_blobs=open_blobs))
+    assert result.exit_code == 0, result.output
+    assert len(opened) == 1  # the run records and the Spot advice, in one opening
+    # both scheduling modes are priced from one count of each job's fire times: four weeks, then
+    # the rest of the year (neither example fires hourly)
+    assert len(counted) == 2 * 2
+
+
 def test_cost_projects_a_placed_job_with_and_without_placement(run, tmp_path):
     from datetime import UTC, datetime
 

@@ -146,7 +146,8 @@ def cost(names: tuple[str, ...], jobs_dir: Path, stack_path: Path, runtime: str,
     explicit = given("runtime")  # what the user asked for, never overridden by recorded runs
     if explicit and history_dir:
         raise SpotcronError("--history and --runtime both give the VM time per run: leave one out")
-    records, source = ([], "") if explicit else _history(history_dir, bucket, state_dir)
+    records, source, stored_advice = _from_bucket(history_dir, bucket, state_dir, records=not explicit,
+                                                  advice=advice_path is None)
     mode = scheduling or settings.scheduling
     now = datetime.now(UTC)
 
@@ -161,33 +162,22 @@ def cost(names: tuple[str, ...], jobs_dir: Path, stack_path: Path, runtime: str,
         return
     other = project("shared" if mode == "per-job" else "per-job")
     print_stack(stack, table, region or settings.region, basis=(source, runtime, explicit), other=other)
-    print_placement(stack, specs, settings, table, _advice(advice_path, bucket, state_dir), now)
+    advice = _advice_file(advice_path) if advice_path is not None else stored_advice
+    print_placement(stack, specs, settings, table, advice, now)
 
 
-def _advice(path: Path | None, bucket: str | None, state_dir: Path) -> Any:
-    """The Spot advice to project placement with: --advice, else the stack's bucket's, else None."""
-    from spotcron.core import layout
+def _advice_file(path: Path) -> Any:
+    """The Spot advice object given with --advice."""
     from spotcron.core.advice import Advice
     from spotcron.core.errors import SpotcronError
 
-    if path is not None:
-        try:
-            return Advice.from_json(path.read_bytes())
-        except OSError as exc:
-            raise SpotcronError(f"--advice {path}: cannot read it ({exc.strerror}); give an advice/spot.json "
-                                f"copied from the stack's bucket") from None
-        except ValueError as exc:
-            raise SpotcronError(f"--advice {path}: not a Spot advice object ({str(exc).splitlines()[0]})") from None
-    if not bucket and not (state_dir / "bucket").is_dir():
-        return None
-    from spotcron.cli._bucket import open_store
-
-    with open_store(bucket, state_dir) as store:
-        blob = store.blobs.read(layout.ADVICE)
     try:
-        return Advice.from_json(blob.data) if blob is not None else None
-    except ValueError:
-        return None
+        return Advice.from_json(path.read_bytes())
+    except OSError as exc:
+        raise SpotcronError(f"--advice {path}: cannot read it ({exc.strerror}); give an advice/spot.json "
+                            f"copied from the stack's bucket") from None
+    except ValueError as exc:
+        raise SpotcronError(f"--advice {path}: not a Spot advice object ({str(exc).splitlines()[0]})") from None
 
 
 def print_placement(stack: StackProjection, specs: list[Any], settings: Any, table: PriceTable, advice: Any,
@@ -218,17 +208,31 @@ def print_placement(stack: StackProjection, specs: list[Any], settings: Any, tab
               f"preemptions and data transfer; the rest of the bill is the same): " + "; ".join(lines) + ".")
 
 
-def _history(history_dir: Path | None, bucket: str | None, state_dir: Path) -> tuple[list[RunRecord], str]:
-    """The run records that give VM time per run, and where they came from (said on screen)."""
+def _from_bucket(history_dir: Path | None, bucket: str | None, state_dir: Path, *, records: bool,
+                 advice: bool) -> tuple[list[RunRecord], str, Any]:
+    """The run records that give VM time per run, where they came from (said on screen), and the
+    stack's Spot advice: from --history, and --bucket or else the local bucket, opened once."""
     from spotcron.cli._bucket import describe, open_store
+    from spotcron.core import layout
+    from spotcron.core.advice import Advice
 
-    records = read_records(history_dir) if history_dir else []
-    source = str(history_dir) if history_dir else ""
-    if bucket or not history_dir and (state_dir / "bucket").is_dir():
+    found = read_records(history_dir) if history_dir and records else []
+    source = str(history_dir) if history_dir and records else ""
+    local = (state_dir / "bucket").is_dir()
+    need_records = records and (bool(bucket) or not history_dir and local)
+    need_advice = advice and (bool(bucket) or local)
+    stored = None
+    if need_records or need_advice:
         with open_store(bucket, state_dir) as store:
-            records += [r for job in store.jobs() for r in store.records(job)]
-        source = " and ".join(filter(None, (source, describe(bucket, state_dir))))
-    return records, source
+            if need_records:
+                found += [r for job in store.jobs() for r in store.records(job)]
+                source = " and ".join(filter(None, (source, describe(bucket, state_dir))))
+            blob = store.blobs.read(layout.ADVICE) if need_advice else None
+        try:
+            stored = Advice.from_json(blob.data) if blob is not None else None
+        except ValueError:
+            stored = None
+    return found, source, stored
 
 
 def basis_line(stack: StackProjection, source: str, runtime: str, explicit: bool = False) -> str:
@@ -263,11 +267,14 @@ def print_stack(stack: StackProjection, table: PriceTable, region: str,
     names = ("job", "runs", "VM/run", *(headers.get(k, k) for k in items), "total", "classic")
     rows = []
     for job in stack.jobs:
-        times = ",".join(dict.fromkeys(format_duration(v.vm_seconds) for v in job.variants))
+        # A matrix job's configurations each have their own VM time: a row each, under the job's.
+        per_config = {v.variant: format_duration(v.vm_seconds) for v in job.variants if v.variant}
         runs = job.runs_per_month
-        rows.append((job.job, f"{runs:.1f}" if runs < 100 else f"{runs:.0f}", times,
+        rows.append((job.job, f"{runs:.1f}" if runs < 100 else f"{runs:.0f}",
+                     "" if per_config else format_duration(job.variants[0].vm_seconds) if job.variants else "",
                      *(_usd(_item(job.items, k)) for k in items), _usd(job.monthly_usd),
                      _usd(job.classic_monthly_usd)))
+        rows += [(f"  {name}", "", seconds, *("" for _ in items), "", "") for name, seconds in per_config.items()]
     for part, part_items in stack.overhead.items():
         rows.append((f"({part})", "", "", *(_usd(_item(part_items, k)) for k in items),
                      _usd(sum(part_items.values())), ""))
