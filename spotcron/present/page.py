@@ -44,7 +44,35 @@ dl.summary { display: grid; grid-template-columns: max-content auto; gap: .2em 1
 dl.summary dt { color: #666; } dl.summary dd { margin: 0; font-weight: 600; }
 figure { display: inline-block; margin: 1em 1em 0 0; }
 figure img { max-width: 100%; border: 1px solid #e3e3e3; }
+/* A phone (390 px) shows each run as a card: a line per cell, labelled, nothing wider than the
+   screen, and a reason wrapped across the card's whole width. */
+@media (max-width: 44em) {
+  body { margin: 1em auto; }
+  table.runs, table.runs tbody, table.runs tr, table.runs td { display: block; width: auto; }
+  table.runs thead { display: none; }
+  table.runs tr { border-bottom: 1px solid #e3e3e3; padding: .5em 0; }
+  table.runs td { border: 0; padding: .05em 0; white-space: normal; text-align: left; overflow-wrap: anywhere; }
+  table.runs td::before { color: #666; }
+  table.runs td.reason { max-width: none; }
+  table.runs td:empty { display: none; }
+  figure { display: block; margin: 1em 0 0; }
+}
 """
+RUN_HEADERS = ("run", "configuration", "state", "started (UTC)", "duration", "zone", "attempts", "cost", "exit",
+               "reason", "links")
+
+
+def _card_labels() -> str:
+    """Each cell's header before it on a phone, by position (a matrix job's table has one column more)."""
+    rules = []
+    for matrix in (False, True):
+        headers = [h for h in RUN_HEADERS if matrix or h != "configuration"]
+        table = "table.runs.matrix" if matrix else "table.runs:not(.matrix)"
+        rules += [f'{table} td:nth-child({n})::before {{ content: "{h}: "; }}' for n, h in enumerate(headers, 1)]
+    return "@media (max-width: 44em) {\n" + "\n".join(rules) + "\n}\n"
+
+
+_CSS += _card_labels()
 _CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 
 
@@ -204,12 +232,13 @@ def _job_section(job: str, records: Sequence[RunRecord], limit: int, total: int 
     matrix = any(r.variant for r in recent)  # a configuration column only for matrix jobs
     rows = "\n".join(_run_row(r, matrix, missing, now) for r in recent)
     configuration = "<th>configuration</th>" if matrix else ""
+    table_class = "runs matrix" if matrix else "runs"
     shown = f"all {total} runs" if len(recent) == total else f"the {len(recent)} most recent of {total} runs"
     return (
         f'<h2 id="job-{escape(job)}">{escape(job)}</h2>'
         f'<p class="meta">Showing {shown}; of these, {succeeded} of {ended} ended runs succeeded; '
         f"they cost {format_usd(shown_cost)}.</p>"
-        f"<table><thead><tr><th>run</th>{configuration}<th>state</th><th>started (UTC)</th>"
+        f'<table class="{table_class}"><thead><tr><th>run</th>{configuration}<th>state</th><th>started (UTC)</th>'
         '<th class="num">duration</th><th>zone</th><th class="num">attempts</th><th class="num">cost</th>'
         '<th class="num">exit</th><th>reason</th><th>links</th>'
         f"</tr></thead><tbody>\n{rows}\n</tbody></table>"

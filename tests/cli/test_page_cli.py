@@ -202,6 +202,42 @@ def test_the_page_in_headless_chromium(page_cli, bucket, tmp_path):
     print(f"screenshot: {shot}")
 
 
+MEASURE = """<script>
+const reasons = [...document.querySelectorAll('td.reason')].map(e => e.getBoundingClientRect().height);
+const line = parseFloat(getComputedStyle(document.body).lineHeight);
+document.title = JSON.stringify({viewport: window.innerWidth, page: document.documentElement.scrollWidth,
+                                 reason_lines: Math.max(...reasons) / line});
+</script>"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH; `make tools` installs it")
+def test_the_page_on_a_phone_has_no_sideways_scroll_and_reasons_wrap_across_the_screen(tmp_path):
+    """On a 390 px phone each run is a card: nothing is wider than the screen. (Headless Chromium lays
+    out no narrower than 500 px, still a phone's layout here: the cards start below 44em.)"""
+    import json
+    from html import unescape
+
+    from spotcron.present.page import render_index
+
+    reason = "the container exited with code 127: python3: can't open file '/app/bot.py': [Errno 2] No such file"
+    runs = {"hello-bot": [make_record("hello-bot", f"20260302-{h:02d}00", "failed", created=NOW - h * HOUR, cost=0.0004,
+                                      exit_code=127, reason=reason) for h in range(1, 4)],
+            "bench": [make_record("bench", "20260302-1000-t4", variant="t4", created=NOW, cost=0.01, exit_code=0)]}
+    html = render_index(runs, generated_at=NOW)
+    # A copy for measuring only: the page's policy forbids scripts, which is right for the page.
+    html = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", html).replace("</body>", MEASURE + "</body>")
+    index = tmp_path / "phone.html"
+    index.write_text(html)
+    dom = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--window-size=390,844",
+                          "--dump-dom", index.as_uri()], capture_output=True, text=True, timeout=120, check=False)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    measured = json.loads(unescape(re.search(r"<title>([^<]*)</title>", dom.stdout).group(1)))
+    assert measured["viewport"] < 44 * 16  # the phone layout
+    assert measured["page"] <= measured["viewport"], measured
+    assert measured["reason_lines"] <= 4, measured
+
+
 def test_local_options_with_a_bucket_are_errors(page_cli, bucket):
     result = page_cli("--bucket", "gs://acme-spotcron", "--out", "somewhere")
     assert result.exit_code == 2
