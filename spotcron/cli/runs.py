@@ -102,7 +102,7 @@ def runs(job: str | None, as_json: bool, limit: int, bucket: str | None, state_d
     print_runs_table(out, records, context.now())
     total = len(pairs)
     if limit and total > len(records):
-        out.print(f"[dim]showing the newest {len(records)} of {total} runs; --limit 0 shows all[/dim]")
+        console(stderr=True).print(f"[dim]showing the newest {len(records)} of {total} runs; --limit 0 shows all[/dim]")
 
 
 def _variants(store: Any, pairs: list[tuple[str, str]]) -> list[str]:

@@ -104,7 +104,9 @@ def test_runs_limit_says_how_many_are_hidden(invoke, bucket):
     fill_three_runs(bucket)
     result = invoke("runs", "-n", "1")
     assert "20260302-1100-t4" in result.stdout and "20260302-0800" not in result.stdout
-    assert "showing the newest 1 of 3 runs; --limit 0 shows all" in result.stdout
+    # the footer is for people: on stderr, so `spotcron runs | wc -l` counts runs (and the header)
+    assert "showing the newest 1 of 3 runs; --limit 0 shows all" in result.stderr
+    assert "showing the newest" not in result.stdout
 
 
 def test_runs_on_an_empty_bucket_is_a_friendly_line(invoke):
