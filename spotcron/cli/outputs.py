@@ -21,22 +21,33 @@ if TYPE_CHECKING:
 LOG_PIECE = 8 << 20  # bytes per ranged read of a log: what `logs` holds in memory at once
 
 
+def run_ref(words: tuple[str, ...]) -> str:
+    """RUN as typed: one word (JOB/RUN, a bare id), or the runs table's job and run columns pasted."""
+    from spotcron.core.errors import SpotcronError
+
+    if len(words) > 2:
+        raise SpotcronError(f"{' '.join(words)!r} is not a run; write JOB/RUN, or paste the job and run columns "
+                            "of `spotcron runs`")
+    return " ".join(words)
+
+
 # --- spotcron logs -----------------------------------------------------------------------------
 
 
 @click.command("logs")
-@click.argument("run")
+@click.argument("run", nargs=-1, required=True)
 @click.option("--job", help="The job of a bare run id, when several jobs have one of that name.")
 @click.option("--attempt", type=click.IntRange(min=1), help="Show this attempt (default: the latest).")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new output until the run has ended.")
 @click.option("--interval", default=2.0, show_default=True, type=click.FloatRange(min=0.1),
               help="Seconds between polls with --follow.")
 @bucket_options
-def logs(run: str, job: str | None, attempt: int | None, follow: bool, interval: float, bucket: str | None,
-         state_dir: Path) -> None:
+def logs(run: tuple[str, ...], job: str | None, attempt: int | None, follow: bool, interval: float,
+         bucket: str | None, state_dir: Path) -> None:
     """Print a run's container output (logs.txt of its latest attempt).
 
-    RUN is JOB/RUN or a bare run id, as `spotcron runs` lists them. While the job runs, the
+    RUN is JOB/RUN or a bare run id, as `spotcron runs` lists them; the table's job and run
+    columns copied together (`dl-benchmark/t4 20261122-1000-t4`) name a run too. While the job runs, the
     runner ships its new output every few seconds; with --follow, output is printed as it
     reaches the bucket, attempt after attempt, until the run ends.
 
@@ -52,6 +63,7 @@ def logs(run: str, job: str | None, attempt: int | None, follow: bool, interval:
 
     if not follow and given("interval"):
         raise goes_with("--interval", "--follow", "without it the logs are read once")
+    run = run_ref(run)
     where = describe(bucket, state_dir)
     if follow:
         _follow(run, job, attempt, interval, bucket, state_dir)
@@ -170,7 +182,7 @@ def _follow(ref: str, job: str | None, attempt: int | None, interval: float, buc
 
 
 @click.command("results")
-@click.argument("run")
+@click.argument("run", nargs=-1, required=True)
 @click.option("--job", help="The job of a bare run id, when several jobs have one of that name.")
 @click.option("--attempt", type=click.IntRange(min=1),
               help="Use this attempt (default: the one that succeeded, else the latest).")
@@ -180,7 +192,7 @@ def _follow(ref: str, job: str | None, attempt: int | None, interval: float, buc
               help="With --download: write into a folder that holds other files, without asking.")
 @click.option("--json", "as_json", is_flag=True, help="Print the listing as JSON.")
 @bucket_options
-def results(run: str, job: str | None, attempt: int | None, download_dir: Path | None, force: bool,
+def results(run: tuple[str, ...], job: str | None, attempt: int | None, download_dir: Path | None, force: bool,
             as_json: bool, bucket: str | None, state_dir: Path) -> None:
     """List (and download) the files a run wrote to /results.
 
@@ -198,6 +210,7 @@ def results(run: str, job: str | None, attempt: int | None, download_dir: Path |
 
     if force and download_dir is None:
         raise goes_with("--force", "--download DIR", "nothing is written without it")
+    run = run_ref(run)
     where = describe(bucket, state_dir)
     with open_store(bucket, state_dir) as store:
         record = resolve(store, run, job, where)

@@ -255,19 +255,39 @@ def live_row(record: RunRecord, now: datetime) -> LiveRow:
 
 
 def parse_run_ref(ref: str, job: str | None) -> tuple[str | None, str]:
-    """`JOB/RUN` or a bare `RUN` (with `--job JOB`) → (job or None, run id)."""
-    text = ref.strip().strip("/")
-    if text.count("/") > 1:
+    """`JOB/RUN`, `JOB/VARIANT/RUN` (the runs table's job and run columns, copied together; a
+    space stands for the last slash) or a bare `RUN` (with `--job JOB`) → (job or None, run id)."""
+    from spotcron.core.runs import of_variant
+
+    text = "/".join(ref.split()).strip("/")
+    parts = text.split("/")
+    if len(parts) > 3 or not all(parts) or len(parts) == 3 and _variant_of(parts[2]) is None:
         raise SpotcronError(f"{ref!r} is not a run; write RUN (e.g. 20261122-1000) or JOB/RUN "
                             f"(e.g. hello-bot/20261122-1000), as `spotcron runs` lists them")
-    if "/" in text:
-        ref_job, run_id = text.split("/")
+    if len(parts) == 3:
+        ref_job, variant, run_id = parts
+        if not of_variant(run_id, variant):
+            raise SpotcronError(f"{run_id} is a run of {ref_job}/{_variant_of(run_id)}, not {ref_job}/{variant}; "
+                                f"write {ref_job}/{run_id}")
+        parts = [ref_job, run_id]
+    if len(parts) == 2:
+        ref_job, run_id = parts
         if job and job != ref_job:
             raise SpotcronError(f"{ref!r} names job {ref_job!r} but --job says {job!r}; give the job once")
         return ref_job, run_id
     if not text:
         raise SpotcronError("the run is empty; write RUN or JOB/RUN as `spotcron runs` lists them")
     return job, text
+
+
+def _variant_of(run_id: str) -> str | None:
+    """The matrix entry a run id names (its suffix without a repeat's `-rN`), or None."""
+    import re
+
+    from spotcron.core.runs import tick_of
+
+    rest = run_id[len(tick_of(run_id)) + 1:]
+    return re.sub(r"^r\d+$|-r\d+$", "", rest) or None
 
 
 def pick_match(run_id: str, matches: Sequence[str], where: str) -> str:

@@ -100,6 +100,24 @@ def test_runs_of_one_variant_with_repeats(invoke, bucket):
     assert "job dl-benchmark has no matrix entry 't5' with runs; its entries: cpu, t4" in wrong.stderr
 
 
+def test_the_job_and_run_columns_copied_together_name_the_run_for_logs_and_results(invoke, bucket):
+    bucket.add(make_record("dl-benchmark", "20260302-1100-t4-r1", variant="t4", created=NOW - HOUR, exit_code=0))
+    bucket.logs("dl-benchmark", "20260302-1100-t4-r1", 1, "trained\n")
+    bucket.results("dl-benchmark", "20260302-1100-t4-r1", 1, {"metrics.json": b"{}"})
+    row = next(line for line in invoke("runs").stdout.splitlines() if "20260302-1100-t4-r1" in line)
+    job_cell, run_cell = row.split()[:2]
+    assert (job_cell, run_cell) == ("dl-benchmark/t4", "20260302-1100-t4-r1")
+    for pasted in ([job_cell, run_cell], [f"{job_cell}/{run_cell}"], [f"dl-benchmark/{run_cell}"]):
+        result = invoke("logs", *pasted)
+        assert result.exit_code == 0, (pasted, result.output)
+        assert result.stdout == "trained\n"
+        assert "metrics.json" in invoke("results", *pasted).stdout
+    wrong = invoke("logs", "dl-benchmark/e2-std-4", run_cell)
+    assert wrong.exit_code == 2
+    assert "20260302-1100-t4-r1 is a run of dl-benchmark/t4, not dl-benchmark/e2-std-4" in wrong.stderr
+    assert invoke("logs", "a", "b", "c").exit_code == 2
+
+
 def test_runs_limit_says_how_many_are_hidden(invoke, bucket):
     fill_three_runs(bucket)
     result = invoke("runs", "-n", "1")
