@@ -34,7 +34,7 @@ def page_cli(context, tmp_path, monkeypatch):
     for command in COMMANDS:
         group.add_command(command)
     opened: list[str] = []
-    ctx = dataclasses.replace(context, launch=opened.append)
+    ctx = dataclasses.replace(context, launch=opened.append, has_display=lambda: True)
 
     def run(*args: str):
         return CliRunner().invoke(group, ["page", *args], obj=ctx, catch_exceptions=False)
@@ -114,6 +114,31 @@ def test_a_cancelled_run_has_one_duration_in_the_cli_and_on_the_page(page_cli, i
     (tmp_path / ".spotcron").mkdir()
     html = Path(page_cli().output.strip()).read_text()
     assert re.search(rf"{run_id}</td>.*?<td class=\"num\">15s</td>", html, flags=re.DOTALL)
+
+
+def test_open_on_a_box_without_a_display_says_so_in_one_line(context, bucket, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SPOTCRON_STATE_DIR", raising=False)
+    fill(bucket, runs=2)
+    (tmp_path / ".spotcron").mkdir()
+    group = SpotcronGroup("spotcron")
+    for command in COMMANDS:
+        group.add_command(command)
+    opened: list[str] = []
+    ctx = dataclasses.replace(context, launch=opened.append, has_display=lambda: False)
+    result = CliRunner().invoke(group, ["page", "--open"], obj=ctx, catch_exceptions=False)
+    assert result.exit_code == 0 and opened == []
+    assert result.stdout == ".spotcron/page/index.html\n"
+    assert result.stderr.splitlines() == [
+        "no display to open a browser on here; open .spotcron/page/index.html where you have one"]
+
+
+def test_a_display_is_looked_for_the_way_browsers_are_opened():
+    from spotcron.cli._bucket import has_display
+
+    assert has_display({}, "linux") is False
+    assert has_display({"DISPLAY": ":0"}, "linux") and has_display({"WAYLAND_DISPLAY": "wayland-0"}, "linux")
+    assert has_display({}, "darwin") and has_display({}, "win32")
 
 
 def test_local_page_without_a_local_bucket(tmp_path, monkeypatch):
