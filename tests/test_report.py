@@ -217,6 +217,22 @@ def test_history_per_tick_flags_a_regression(table, spec):
     assert json.loads(json.dumps(history.to_json()))["series"][0]["time_band"]["flag"] == "higher"
 
 
+def test_the_history_caption_does_not_call_too_few_ticks_free_of_regressions(table, spec):
+    from spotcron.present.charts import chart_captions
+
+    def caption(runs: list[RunRecord]) -> str:
+        result = benchmark_report("dl-benchmark", runs, table, "us-central1", spec=spec)
+        return chart_captions(result, benchmark_history(result, runs))["dl-benchmark-history.png"]
+
+    assert caption(weekly("highcpu-16", [1000, 1010])) == (
+        "dl-benchmark: time and cost per tick; regressions: not judged yet (2 ticks; the latest is judged "
+        "against at least 4 ticks before it)")
+    steady = weekly("highcpu-16", [1000, 1010, 990, 1005, 995, 1000])
+    assert caption(steady).endswith("; regressions: none")
+    assert caption(steady[:-1] + weekly("highcpu-16", [0, 0, 0, 0, 0, 1300])[-1:]).endswith(
+        "; regressions: highcpu-16 slower, costlier")
+
+
 def test_repeats_of_a_tick_are_one_point_of_the_history(table, spec):
     runs = [bench_run("t4", s, 0, repeat=i) for i, s in enumerate([300, 320, 340], 1)]
     result = benchmark_report("dl-benchmark", runs, table, "us-central1", spec=spec)
