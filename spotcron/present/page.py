@@ -80,11 +80,13 @@ def render_index(records_by_job: Mapping[str, Sequence[RunRecord]], charts: Mapp
                  *, generated_at: datetime | None = None, limit: int = DEFAULT_LIMIT,
                  title: str = "spotcron runs", captions: Mapping[str, str] | None = None,
                  summary: PageSummary | None = None, totals: Mapping[str, int] | None = None,
-                 sampled: int | None = None, missing: Collection[str] = frozenset()) -> str:
+                 sampled: int | None = None, missing: Collection[str] = frozenset(),
+                 removed: Collection[str] = frozenset()) -> str:
     """The page: the `limit` most recent runs of each job, newest first, then the charts.
 
     `missing` names the logs objects not in the bucket (an attempt cancelled or lost before its
-    runner wrote logs.txt): their rows say so instead of linking to nothing.
+    runner wrote logs.txt): their rows say so instead of linking to nothing. `removed` names the
+    jobs no longer deployed (their file was removed): their section says so; their runs stay.
 
     `captions` describes a chart in words (its alt text too); the file name stands in without one.
     `totals` counts each job's runs on record (the records given may be only the newest ones);
@@ -109,7 +111,8 @@ def render_index(records_by_job: Mapping[str, Sequence[RunRecord]], charts: Mapp
         if summary is not None:
             parts.append(_summary_section(summary))
     for job in sorted(records_by_job):
-        parts.append(_job_section(job, records_by_job[job], limit, (totals or {}).get(job), missing, generated_at))
+        parts.append(_job_section(job, records_by_job[job], limit, (totals or {}).get(job), missing, generated_at,
+                                  removed=job in removed))
     if charts:
         parts.append('<h2 id="charts">Benchmarks</h2>')
         for name in charts:  # in the order they were drawn: relative time, cost, scatter, history
@@ -146,8 +149,18 @@ def build_page(store: Any, now: datetime, region: str, *, limit: int = DEFAULT_L
     shown = {job: shown_runs(records, limit) for job, records in records_by_job.items()}
     missing = absent_logs(store.blobs, [r for records in shown.values() for r in records])
     html = render_index(records_by_job, pngs, generated_at=now, limit=limit, captions=captions, totals=totals,
-                        sampled=summary_reads if capped else None, missing=missing)
+                        sampled=summary_reads if capped else None, missing=missing,
+                        removed=removed_jobs(store.blobs, records_by_job))
     return html, shown
+
+
+def removed_jobs(blobs: Any, jobs: Collection[str]) -> set[str]:
+    """The jobs with runs on record but no deployed spec: their file was removed and the stack
+    deployed (or `up` reloaded) since. A bucket with no deployed specs at all marks none."""
+    from spotcron.engine.deployed import SpecStore
+
+    deployed = set(SpecStore(blobs).jobs())
+    return {job for job in jobs if job not in deployed} if deployed else set()
 
 
 def _benchmark_records(store: Any, records_by_job: Mapping[str, Sequence[RunRecord]],
@@ -223,7 +236,7 @@ def _benchmark_charts(records_by_job: Mapping[str, Sequence[RunRecord]],
 
 
 def _job_section(job: str, records: Sequence[RunRecord], limit: int, total: int | None = None,
-                 missing: Collection[str] = frozenset(), now: datetime | None = None) -> str:
+                 missing: Collection[str] = frozenset(), now: datetime | None = None, removed: bool = False) -> str:
     recent = shown_runs(records, limit)
     total = max(total if total is not None else 0, len(records))
     succeeded = sum(1 for r in recent if r.state == RunState.SUCCEEDED)
@@ -233,9 +246,10 @@ def _job_section(job: str, records: Sequence[RunRecord], limit: int, total: int 
     rows = "\n".join(_run_row(r, matrix, missing, now) for r in recent)
     configuration = "<th>configuration</th>" if matrix else ""
     table_class = "runs matrix" if matrix else "runs"
+    gone = ' <span class="meta">(removed: no longer deployed; its runs and results stay)</span>' if removed else ""
     shown = f"all {total} runs" if len(recent) == total else f"the {len(recent)} most recent of {total} runs"
     return (
-        f'<h2 id="job-{escape(job)}">{escape(job)}</h2>'
+        f'<h2 id="job-{escape(job)}">{escape(job)}{gone}</h2>'
         f'<p class="meta">Showing {shown}; of these, {succeeded} of {ended} ended runs succeeded; '
         f"they cost {format_usd(shown_cost)}.</p>"
         f'<table class="{table_class}"><thead><tr><th>run</th>{configuration}<th>state</th><th>started (UTC)</th>'

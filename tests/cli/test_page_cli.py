@@ -141,6 +141,20 @@ def test_a_display_is_looked_for_the_way_browsers_are_opened():
     assert has_display({}, "darwin") and has_display({}, "win32")
 
 
+def test_a_job_no_longer_deployed_is_marked_and_its_runs_stay(page_cli, bucket, tmp_path):
+    from spotcron.engine.deployed import SpecStore
+    from spotcron.testing.harness import make_spec
+
+    fill(bucket, runs=2)
+    SpecStore(bucket.blobs).write(make_spec(name="hello-bot"))  # bench's job file was removed, then deployed
+    (tmp_path / ".spotcron").mkdir()
+    html = Path(page_cli().output.strip()).read_text()
+    bench = html[html.index('id="job-bench"'):html.index('id="job-hello-bot"')]
+    assert "removed: no longer deployed; its runs and results stay" in bench
+    assert "no longer deployed" not in html[html.index('id="job-hello-bot"'):]
+    assert "20260302-0700-cpu" in bench
+
+
 def test_local_page_without_a_local_bucket(tmp_path, monkeypatch):
     from spotcron.cli._bucket import RunsContext
 
