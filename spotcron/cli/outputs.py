@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -191,9 +192,11 @@ def _follow(ref: str, job: str | None, attempt: int | None, interval: float, buc
 @click.option("--force", is_flag=True,
               help="With --download: write into a folder that holds other files, without asking.")
 @click.option("--json", "as_json", is_flag=True, help="Print the listing as JSON.")
+@click.option("--cat", "cat_name", metavar="FILE",
+              help="Print one file's bytes to stdout (a name the listing shows), checked against the manifest.")
 @bucket_options
 def results(run: tuple[str, ...], job: str | None, attempt: int | None, download_dir: Path | None, force: bool,
-            as_json: bool, bucket: str | None, state_dir: Path) -> None:
+            as_json: bool, cat_name: str | None, bucket: str | None, state_dir: Path) -> None:
     """List (and download) the files a run wrote to /results.
 
     The list comes from the attempt's manifest.json (name, size, sha256), which the runner writes
@@ -204,12 +207,17 @@ def results(run: tuple[str, ...], job: str | None, attempt: int | None, download
     Examples:
       spotcron results hello-bot/20261122-1000
       spotcron results 20261122-1000-t4 --download ./out
+      spotcron results hello-bot/20261122-1000 --cat answer.json | jq .
     """
     from spotcron.core import layout
     from spotcron.present.views import RESULT_COLUMNS, ResultFile, manifest_files, pick_attempt, results_json
 
     if force and download_dir is None:
         raise goes_with("--force", "--download DIR", "nothing is written without it")
+    if cat_name is not None and (download_dir is not None or as_json):
+        from spotcron.core.errors import SpotcronError
+
+        raise SpotcronError("--cat prints one file: leave out --download and --json")
     run = run_ref(run)
     where = describe(bucket, state_dir)
     with open_store(bucket, state_dir) as store:
@@ -227,6 +235,9 @@ def results(run: tuple[str, ...], job: str | None, attempt: int | None, download
         else:
             files = [ResultFile(name[len(prefix):]) for name in store.blobs.list(prefix)]
             source = "listing"
+        if cat_name is not None:
+            _cat(store.blobs, prefix, files, cat_name, f"{record.job}/{record.run_id}", number)
+            return
         if download_dir is not None and not force:
             _check_destination(download_dir, files)
         written = _download(store.blobs, prefix, files, download_dir) if download_dir is not None else None
@@ -281,6 +292,34 @@ def _check_destination(dest: Path, files: list[ResultFile]) -> None:
         raise SpotcronError(f"--download {dest}: nothing written")
     raise SpotcronError(f"--download {dest}: the folder already holds files this run did not write ({listed}); "
                         "download into a new or empty folder, or pass --force to write beside them")
+
+
+def _cat(blobs: Blobs, prefix: str, files: list[ResultFile], name: str, run: str, number: int) -> None:
+    """Stream results file `name` to stdout in pieces; a sha256 that differs from the manifest's
+    is an error (after the bytes, which are already out)."""
+    import hashlib
+
+    from spotcron.core.catalog import suggest
+    from spotcron.core.errors import SpotcronError
+
+    name = name.removeprefix("results/").lstrip("/")
+    listed = {file.name: file for file in files}
+    if name not in listed:
+        hint = suggest(name, list(listed))
+        known = f"did you mean {hint!r}? " if hint else ""
+        raise SpotcronError(f"{run} attempt {number} wrote no results/{name}; {known}(`spotcron results {run}` "
+                            "lists its files)")
+    sys.stdout.flush()  # text already written goes first
+    out = sys.stdout.buffer
+    digest, offset = hashlib.sha256(), 0
+    while piece := blobs.read_range(prefix + name, offset, LOG_PIECE):
+        out.write(piece)
+        digest.update(piece)
+        offset += len(piece)
+    out.flush()
+    expected = listed[name].sha256
+    if expected and digest.hexdigest() != expected:
+        raise SpotcronError(f"{prefix}{name}: sha256 is {digest.hexdigest()}, the manifest says {expected}")
 
 
 def _download(blobs: Blobs, prefix: str, files: list[ResultFile], dest: Path) -> int:

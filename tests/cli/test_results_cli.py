@@ -118,6 +118,21 @@ def test_the_job_and_run_columns_copied_together_name_the_run_for_logs_and_resul
     assert invoke("logs", "a", "b", "c").exit_code == 2
 
 
+def test_results_cat_prints_one_file_as_it_is(invoke, bucket):
+    bucket.add(make_record("hello-bot", "20260302-1000", created=NOW - HOUR, exit_code=0))
+    bucket.results("hello-bot", "20260302-1000", 1, {"answer.json": b'{"answer": 42}\n', "deep/x.bin": b"\x00\xff"})
+    result = invoke("results", "hello-bot/20260302-1000", "--cat", "answer.json")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == '{"answer": 42}\n' and result.stderr == ""
+    assert invoke("results", "hello-bot/20260302-1000", "--cat", "deep/x.bin").stdout_bytes == b"\x00\xff"
+    missing = invoke("results", "hello-bot/20260302-1000", "--cat", "answer.jsn")
+    assert missing.exit_code == 2
+    assert ("error: hello-bot/20260302-1000 attempt 1 wrote no results/answer.jsn; did you mean 'answer.json'? "
+            "(`spotcron results hello-bot/20260302-1000` lists its files)") in missing.stderr
+    both = invoke("results", "hello-bot/20260302-1000", "--cat", "answer.json", "--json")
+    assert both.exit_code == 2 and "--cat prints one file" in both.stderr
+
+
 def test_runs_limit_says_how_many_are_hidden(invoke, bucket):
     fill_three_runs(bucket)
     result = invoke("runs", "-n", "1")
