@@ -503,6 +503,13 @@ def test_an_explicit_runtime_wins_over_the_local_history(tmp_path, monkeypatch, 
     assert job["vm_basis"] == {"hello-bot": "median of 1 recent run"}
 
 
+def test_cost_says_where_the_pages_different_projection_is_explained(run):
+    result = run("hello-bot", env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert ("The results page's \"projected for the month\" extrapolates recent runs instead; docs/cost.md, "
+            "\"The results page's month and spotcron cost\", says why the two differ.") in " ".join(result.output.split())
+
+
 def test_vm_time_per_run_is_labelled_per_configuration(run, tmp_path):
     history = tmp_path / "history"
     for variant, seconds in (("highcpu-16", 11), ("e2-std-4", 13), ("t4", 13)):

@@ -300,6 +300,8 @@ def print_stack(stack: StackProjection, table: PriceTable, region: str,
               f"${stack.classic_monthly_usd:.2f}/month.")
     out.print(f"Prices are indicative ({table.name}, as of {table.as_of}): see docs/cost.md; "
               f"override them with --prices FILE.")
+    out.print("The results page's \"projected for the month\" extrapolates recent runs instead; docs/cost.md, "
+              "\"The results page's month and spotcron cost\", says why the two differ.", markup=False)
 
 
 def scheduling_note(mode: str) -> str:

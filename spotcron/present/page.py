@@ -208,8 +208,10 @@ def _summary_section(summary: PageSummary) -> str:
                "<code>spotcron page</code> counts more. " if summary.sampled else "")
     return ('<h2 id="summary">Summary</h2>'
             f'<dl class="summary">{items}</dl>'
-            f'<p class="meta">{sampled}Spend is what the run records priced: every attempt\'s VM and disk. The '
-            "scheduler, functions and storage are on top; <code>spotcron cost</code> projects them.</p>")
+            f'<p class="meta">{sampled}Spend is what the run records priced: every attempt\'s VM and disk. '
+            "The projection extrapolates the recent runs (manual ones too) and prices only their VMs and disks; "
+            "<code>spotcron cost</code> projects the schedules and adds the rest. docs/cost.md, \"The results "
+            "page's month and spotcron cost\", says why the two differ.</p>")
 
 
 def _benchmark_charts(records_by_job: Mapping[str, Sequence[RunRecord]],

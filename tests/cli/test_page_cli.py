@@ -155,6 +155,21 @@ def test_a_job_no_longer_deployed_is_marked_and_its_runs_stay(page_cli, bucket, 
     assert "20260302-0700-cpu" in bench
 
 
+def test_the_pages_projection_and_spotcron_cost_point_to_one_explanation(page_cli, bucket, tmp_path):
+    """They measure different things (recent run rate vs the schedules), and one place says how."""
+    from tests.cli.conftest import ROOT
+
+    heading = "## The results page's month and `spotcron cost`"
+    assert heading in (ROOT / "docs" / "cost.md").read_text()
+    fill(bucket, runs=2)
+    (tmp_path / ".spotcron").mkdir()
+    html = Path(page_cli().output.strip()).read_text()
+    note = re.sub(r"<[^>]+>", "", html[html.index('id="summary"'):html.index('id="job-')])
+    assert ("The projection extrapolates the recent runs (manual ones too) and prices only their VMs and "
+            "disks; spotcron cost projects the schedules and adds the rest. docs/cost.md, \"The results page's "
+            "month and spotcron cost\", says why the two differ.") in " ".join(note.split())
+
+
 def test_local_page_without_a_local_bucket(tmp_path, monkeypatch):
     from spotcron.cli._bucket import RunsContext
 
