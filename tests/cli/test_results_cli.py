@@ -14,7 +14,7 @@ import pytest
 from spotcron.cli.runs import RunsContext
 from spotcron.core import layout
 from spotcron.core.errors import SpotcronError
-from spotcron.core.runs import RunState, vm_name
+from spotcron.core.runs import Outcome, RunState, vm_name
 from spotcron.engine.ports import Instance
 from spotcron.present import views
 from spotcron.testing.memory import MemoryCompute
@@ -289,10 +289,62 @@ def test_logs_of_a_running_attempt_come_from_the_parts_shipped_so_far(invoke, bu
     assert invoke("logs", f"{job}/{run}").stdout == "one\ntwo\nthree\n"
 
 
-def test_follow_reads_each_part_once_then_moves_on_to_the_whole_log(invoke, bucket, sleeps, monkeypatch):
-    from spotcron.cli import outputs
+class Ticking:
+    """A clock the test moves: the time each object reaches the bucket."""
 
-    monkeypatch.setattr(outputs, "LOG_PIECE", 3)  # parts longer than a piece are read in pieces
+    def __init__(self, at):
+        self.at = at
+
+    def now(self):
+        return self.at
+
+
+def test_logs_timestamps_say_when_each_line_reached_the_bucket(invoke, bucket):
+    clock = Ticking(NOW - timedelta(seconds=20))
+    bucket.blobs.clock = clock
+    job, run = "bot", "20260302-1155"
+    start = NOW - timedelta(seconds=25)
+    attempt = make_attempt(job, run, start=start, seconds=None).model_copy(
+        update={"finished_at": NOW - timedelta(seconds=2), "deleted_at": NOW, "outcome": Outcome.EXITED, "exit_code": 0})
+    bucket.add(make_record(job, run, created=start, attempts=(attempt,), exit_code=0))
+    bucket.part(job, run, 1, 0, "one\ntw")  # a line cut across two parts is stamped when it was whole
+    clock.at = NOW - timedelta(seconds=15)
+    bucket.part(job, run, 1, 6, "o\nthree\n")
+    clock.at = NOW
+    bucket.logs(job, run, 1, "one\ntwo\nthree\nlast words")  # the tail no part held: the attempt's end
+    result = invoke("logs", f"{job}/{run}", "--timestamps")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == ["2026-03-02T11:59:40Z one", "2026-03-02T11:59:45Z two",
+                                          "2026-03-02T11:59:45Z three", "2026-03-02T11:59:58Z last words"]
+    assert invoke("logs", f"{job}/{run}").stdout == "one\ntwo\nthree\nlast words"
+
+
+def test_follow_with_timestamps_stamps_lines_as_they_come(invoke, bucket, sleeps):
+    clock = Ticking(NOW - timedelta(seconds=30))
+    bucket.blobs.clock = clock
+    job, run = "bot", "20260302-1100"
+    bucket.add(make_record(job, run, "running", created=NOW - timedelta(minutes=1)))
+    bucket.part(job, run, 1, 0, "starting\n")
+
+    def finish() -> None:
+        clock.at = NOW
+        bucket.part(job, run, 1, 9, "done\n")
+        record = bucket.store.read(job, run)
+        ended = record.attempts[0].model_copy(update={"finished_at": NOW, "deleted_at": NOW, "outcome": Outcome.EXITED,
+                                                       "exit_code": 0})
+        bucket.store.blobs.write(layout.run_record(job, run), record.model_copy(
+            update={"state": RunState.SUCCEEDED, "attempts": (ended,), "exit_code": 0}).to_json())
+
+    sleeps.steps.append(finish)
+    result = invoke("logs", f"{job}/{run}", "-f", "-t")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == ["2026-03-02T11:59:30Z starting", "2026-03-02T12:00:00Z done"]
+
+
+def test_follow_reads_each_part_once_then_moves_on_to_the_whole_log(invoke, bucket, sleeps, monkeypatch):
+    from spotcron.cli import follow
+
+    monkeypatch.setattr(follow, "LOG_PIECE", 3)  # parts longer than a piece are read in pieces
     job, run = "bot", "20260302-1100"
     bucket.add(make_record(job, run, "running", created=NOW - timedelta(minutes=1)))
     bucket.part(job, run, 1, 0, "héllo\n")  # a character split across two pieces
@@ -706,9 +758,9 @@ def test_download_into_a_folder_with_other_files_asks_first(invoke, bucket, tmp_
 
 
 def test_logs_are_read_in_pieces_never_whole(invoke, bucket, monkeypatch):
-    from spotcron.cli import outputs
+    from spotcron.cli import follow
 
-    monkeypatch.setattr(outputs, "LOG_PIECE", 1000)
+    monkeypatch.setattr(follow, "LOG_PIECE", 1000)
     job, run = "bot", "20260302-1000"
     bucket.add(make_record(job, run, created=NOW - HOUR))
     text = "".join(f"line {n:05d} é\n" for n in range(2000))  # multi-byte characters cut across pieces
@@ -729,9 +781,9 @@ def test_logs_are_read_in_pieces_never_whole(invoke, bucket, monkeypatch):
 
 
 def test_follow_reads_only_what_is_new(invoke, bucket, sleeps, monkeypatch):
-    from spotcron.cli import outputs
+    from spotcron.cli import follow
 
-    monkeypatch.setattr(outputs, "LOG_PIECE", 64)
+    monkeypatch.setattr(follow, "LOG_PIECE", 64)
     job, run = "bot", "20260302-1100"
     bucket.add(make_record(job, run, "running", created=NOW - timedelta(minutes=1)))
     first = "x" * 300 + "\n"
