@@ -74,7 +74,7 @@ def _local_stack(state_dir: Path, limits: Any = None) -> Any:
 
     err = console(stderr=True)
     return LocalStack(state_dir, environ=os.environ, limits=limits,
-                      notify=lambda line: err.print(line, markup=False, highlight=False))
+                      notify=lambda line: err.print(line, markup=False, highlight=False, soft_wrap=True))
 
 
 def has_display(environ: Any = None, platform: str | None = None) -> bool:

@@ -7,6 +7,7 @@ the same in both worlds. `logs` and `results` live in spotcron.cli.outputs; COMM
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from datetime import datetime
 from pathlib import Path
@@ -189,15 +190,21 @@ def _print_vms(out: Any, instances: list[Any], live: set[tuple[str, str]], proje
 @click.option("--topic", help="With --cloud: the start topic (default: the stack's start_topic, spotcron-start).")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=1),
               help="Locally: seconds to wait for the run to end (default: the job's timeout + grace).")
+@click.option("-f", "--follow", is_flag=True,
+              help="Locally: print the job's output as it comes (stdout), then exit with the job's exit code.")
+@click.option("-t", "--timestamps", is_flag=True, help="With --follow: begin each line with when it was shipped.")
 @jobs_option
 @stack_option
 @bucket_options
 def run(job_or_file: str, cloud: bool, project: str | None, topic: str | None, timeout_s: float | None,
-        jobs_dir: Path, stack_path: Path, bucket: str | None, state_dir: Path) -> None:
+        follow: bool, timestamps: bool, jobs_dir: Path, stack_path: Path, bucket: str | None, state_dir: Path) -> None:
     """Run a job now, outside its schedule (every matrix entry).
 
     Locally (default) the run goes through the local stack and this command waits for it and
-    exits 0 only if every run succeeded. With --cloud it publishes the job's spec to the deployed
+    exits 0 only if every run succeeded. With --follow it prints the job's output as the runner
+    ships it (every few seconds; each line labelled with its run when a matrix runs several),
+    ends with each run's outcome on stderr, and exits with the job's exit code (1 for a run that
+    ended without one, such as a timeout). With --cloud it publishes the job's spec to the deployed
     start topic, marked manual, and returns: the run ids start with `m` and end in the nonce's
     first four characters (before any matrix suffix). A manual run never takes the place of a
     scheduled one.
@@ -205,6 +212,7 @@ def run(job_or_file: str, cloud: bool, project: str | None, topic: str | None, t
     \b
     Examples:
       spotcron run hello-bot
+      spotcron run hello-bot --follow
       spotcron run dl-benchmark --cloud --project my-project
     """
     from spotcron.core.errors import SpotcronError
@@ -217,12 +225,21 @@ def run(job_or_file: str, cloud: bool, project: str | None, topic: str | None, t
     elif given("timeout_s"):
         raise SpotcronError("--timeout goes without --cloud: a cloud run is not waited for; watch it with "
                             "`spotcron runs JOB --bucket ...`")
+    elif follow:
+        raise SpotcronError("--follow goes without --cloud: a cloud run is not waited for; follow it with "
+                            "`spotcron logs JOB/RUN --follow --bucket ...`")
+    if timestamps and not follow:
+        raise goes_with("--timestamps", "--follow", "without it the output is not printed")
     settings = load_stack(stack_path)
     spec = load_job_file(find_job_file(job_or_file, jobs_dir), grace=settings.grace)
     if cloud:
         _publish_start(spec, project or settings.project, topic or settings.start_topic, bucket)
         return
-    records = _run_locally(spec, state_dir, timeout_s or float(spec.timeout + settings.grace), settings.limits)
+    streams = Streams(timestamps) if follow else None
+    records = _run_locally(spec, state_dir, timeout_s or float(spec.timeout + settings.grace), settings.limits,
+                           streams)
+    if streams is not None:
+        raise click.exceptions.Exit(streams.outcome(records))
     out = stdout()
     print_runs_table(out, records, runs_context().now())
     for record in records:
@@ -233,7 +250,50 @@ def run(job_or_file: str, cloud: bool, project: str | None, topic: str | None, t
         raise click.exceptions.Exit(1)
 
 
-def _run_locally(spec: Any, state_dir: Path, timeout_s: float, limits: Any = None) -> list[RunRecord]:
+class Streams:
+    """`run --follow`: each run's output to stdout as it reaches the bucket, then the outcome."""
+
+    def __init__(self, timestamps: bool):
+        self.timestamps = timestamps
+        self.outputs: dict[tuple[str, str], Any] = {}
+        self.err = console(stderr=True)
+
+    def start(self, started: list[tuple[str, str]]) -> None:
+        from spotcron.cli.follow import RunOutput
+
+        several = len(started) > 1  # a matrix: each line says whose it is
+        for job, run_id in started:
+            self.outputs[(job, run_id)] = RunOutput(
+                job, run_id, label=run_id if several else "", timestamps=self.timestamps,
+                notice=lambda text, run=run_id: self.err.print(f"[dim]{run}: {text}[/dim]"))
+
+    def poll(self, blobs: Any, records: list[RunRecord]) -> None:
+        for record in records:
+            output = self.outputs.get((record.job, record.run_id))
+            if output is not None:
+                click.echo(output.poll(blobs, record), nl=False)
+
+    def outcome(self, records: list[RunRecord]) -> int:
+        """The last of the output, a line per run on stderr, and the exit status: the job's code."""
+        from spotcron.core.runs import RunState
+
+        for output in self.outputs.values():
+            click.echo(output.finish(), nl=False)
+        for record in records:
+            code = f", exit {record.exit_code}" if record.exit_code is not None else ""
+            why = f": {' '.join(record.reason.split())}" if record.reason and record.state != RunState.SUCCEEDED else ""
+            self.err.print(f"{record.job}/{record.run_id} {record.state}{code}{why}", markup=False, highlight=False,
+                           soft_wrap=True)
+        unfinished = len(records) < len(self.outputs) or any(not r.terminal for r in records)
+        failed = [r for r in records if r.state != RunState.SUCCEEDED]
+        if not failed and not unfinished:
+            return 0
+        codes = [r.exit_code for r in failed if r.exit_code]
+        return codes[0] if codes else 1
+
+
+def _run_locally(spec: Any, state_dir: Path, timeout_s: float, limits: Any = None,
+                 streams: Streams | None = None) -> list[RunRecord]:
     """Run every matrix entry now and wait for them all to end: on the `spotcron up` that owns
     `state_dir` when one runs (a second stack cannot share it), else on a local stack of its own."""
     err = console(stderr=True)
@@ -241,18 +301,26 @@ def _run_locally(spec: Any, state_dir: Path, timeout_s: float, limits: Any = Non
     if started is not None:
         for job, run_id in started:
             err.print(f"started {job}/{run_id} on the running `spotcron up`")
-        return _follow_runs(started, state_dir, timeout_s, err)
-    with err.status(f"starting the local stack in {state_dir}…") as spinner, \
-            runs_context().local_stack(state_dir, limits) as stack:
+        return _follow_runs(started, state_dir, timeout_s, err, streams)
+    # Following, the job's output is the screen: no spinner redrawn over it.
+    waiting = err.status(f"starting the local stack in {state_dir}…") if streams is None else contextlib.nullcontext()
+    with waiting as spinner, runs_context().local_stack(state_dir, limits) as stack:
         started = stack.run_now(spec)
         for job, run_id in started:
             err.print(f"started {job}/{run_id}")
+        if streams is not None:
+            streams.start(started)
 
         def progress(records: list[RunRecord]) -> None:
+            if streams is not None:
+                streams.poll(stack.deps.blobs, records)
+                return
             states = ", ".join(f"{r.run_id} {r.state}" for r in records)
             spinner.update(f"waiting for {spec.name}: {states}")
 
         records = list(stack.wait(started, timeout=timeout_s, progress=progress))
+        if streams is not None:
+            streams.poll(stack.deps.blobs, records)  # what the last upload added
     unfinished = [r for r in records if not r.terminal]
     if unfinished or len(records) < len(started):
         err.print(f"[yellow]gave up waiting after {timeout_s:.0f}s[/yellow]: the local stack stopped with the run "
@@ -260,21 +328,33 @@ def _run_locally(spec: Any, state_dir: Path, timeout_s: float, limits: Any = Non
     return records
 
 
-def _follow_runs(started: list[tuple[str, str]], state_dir: Path, timeout_s: float, err: Any) -> list[RunRecord]:
-    """Ask the running `up` for the runs' records until every run has ended (or `timeout_s`)."""
+def _follow_runs(started: list[tuple[str, str]], state_dir: Path, timeout_s: float, err: Any,
+                 streams: Streams | None = None) -> list[RunRecord]:
+    """Ask the running `up` for the runs' records until every run has ended (or `timeout_s`);
+    with `streams`, print their output from the bucket meanwhile (`up` serves it on disk)."""
     context = runs_context()
     records: list[RunRecord] = []
     waited = 0.0
-    with err.status(f"waiting for {', '.join(r for _, r in started)}…") as spinner:
+    if streams is not None:
+        streams.start(started)
+    bucket = context.open_blobs(None, state_dir) if streams is not None else contextlib.nullcontext(None)
+    waiting = err.status(f"waiting for {', '.join(r for _, r in started)}…") if streams is None \
+        else contextlib.nullcontext()
+    with waiting as spinner, bucket as blobs:
         while True:
             records = [r for r in context.handed_records(state_dir, started) if r is not None]
+            if streams is not None:
+                streams.poll(blobs, records)
             if len(records) == len(started) and all(r.terminal for r in records):
+                if streams is not None:
+                    streams.poll(blobs, records)  # what the last upload added
                 return records
             if waited >= timeout_s:
                 err.print(f"[yellow]gave up waiting after {timeout_s:.0f}s[/yellow]: the runs go on in the running "
                           "`spotcron up`; `spotcron runs` shows them")
                 return records
-            spinner.update(", ".join(f"{r.run_id} {r.state}" for r in records))
+            if spinner is not None:
+                spinner.update(", ".join(f"{r.run_id} {r.state}" for r in records))
             context.sleep(FOLLOW_POLL_S)
             waited += FOLLOW_POLL_S
 
