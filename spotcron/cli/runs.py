@@ -191,7 +191,7 @@ def _print_vms(out: Any, instances: list[Any], live: set[tuple[str, str]], proje
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=1),
               help="Locally: seconds to wait for the run to end (default: the job's timeout + grace).")
 @click.option("-f", "--follow", is_flag=True,
-              help="Locally: print the job's output as it comes (stdout), then exit with the job's exit code.")
+              help="Print the job's output as it comes (stdout), then exit with the job's exit code (--cloud too).")
 @click.option("-t", "--timestamps", is_flag=True, help="With --follow: begin each line with when it was shipped.")
 @jobs_option
 @stack_option
@@ -201,7 +201,8 @@ def run(job_or_file: str, cloud: bool, project: str | None, topic: str | None, t
     """Run a job now, outside its schedule (every matrix entry).
 
     Locally (default) the run goes through the local stack and this command waits for it and
-    exits 0 only if every run succeeded. With --follow it prints the job's output as the runner
+    exits 0 only if every run succeeded. With --follow (locally, or with --cloud from the stack's
+    bucket or --bucket) it prints the job's output as the runner
     ships it (every few seconds; each line labelled with its run when a matrix runs several),
     ends with each run's outcome on stderr, and exits with the job's exit code (1 for a run that
     ended without one, such as a timeout). With --cloud it publishes the job's spec to the deployed
@@ -225,15 +226,17 @@ def run(job_or_file: str, cloud: bool, project: str | None, topic: str | None, t
     elif given("timeout_s"):
         raise SpotcronError("--timeout goes without --cloud: a cloud run is not waited for; watch it with "
                             "`spotcron runs JOB --bucket ...`")
-    elif follow:
-        raise SpotcronError("--follow goes without --cloud: a cloud run is not waited for; follow it with "
-                            "`spotcron logs JOB/RUN --follow --bucket ...`")
     if timestamps and not follow:
         raise goes_with("--timestamps", "--follow", "without it the output is not printed")
     settings = load_stack(stack_path)
     spec = load_job_file(find_job_file(job_or_file, jobs_dir), grace=settings.grace)
     if cloud:
-        _publish_start(spec, project or settings.project, topic or settings.start_topic, bucket)
+        nonce = _publish_start(spec, project or settings.project, topic or settings.start_topic, bucket,
+                               quiet=follow)
+        if follow:
+            streams = Streams(timestamps)
+            records = _follow_cloud(spec, nonce, bucket or f"gs://{settings.bucket}", state_dir, streams)
+            raise click.exceptions.Exit(streams.outcome(records))
         return
     streams = Streams(timestamps) if follow else None
     records = _run_locally(spec, state_dir, timeout_s or float(spec.timeout + settings.grace), settings.limits,
@@ -359,7 +362,8 @@ def _follow_runs(started: list[tuple[str, str]], state_dir: Path, timeout_s: flo
             waited += FOLLOW_POLL_S
 
 
-def _publish_start(spec: Any, project: str, topic: str, bucket: str | None) -> None:
+def _publish_start(spec: Any, project: str, topic: str, bucket: str | None, *, quiet: bool = False) -> str:
+    """Publish a manual start of `spec`; its nonce (the run ids end in its first four characters)."""
     import os
 
     from spotcron.core.errors import SpotcronError
@@ -382,12 +386,57 @@ def _publish_start(spec: Any, project: str, topic: str, bucket: str | None) -> N
         # The body names the job and its spec's digest, exactly what the scheduler entry publishes:
         # start_job runs the deployed spec only, so a job file changed since deploy is refused.
         message_id = publisher.publish(path, encode_start(spec), trigger="manual", nonce=nonce).result(timeout=60)
-    out = stdout()
+    out = console(stderr=True) if quiet else stdout()  # following: stdout is the job's output
     out.print(f"published {spec.name} to {path}: message {message_id}")
     watch = f" --bucket {bucket}" if bucket else " --bucket gs://BUCKET"
     out.print(f"its run ids look like m<UTC time>-{nonce[:4]}; watch with: spotcron runs {spec.name}{watch}")
     out.print(f"start_job runs only the deployed spec: if jobs/{spec.name}.yaml changed since `spotcron deploy`, "
               f"the run is refused (see the start_job logs); deploy first")
+    return nonce
+
+
+CLOUD_POLL_S = 5.0  # the runner ships output every 5 s: looking more often finds nothing new
+CLOUD_START_S = 300.0  # how long start_job may take to create the runs before `run -f` gives up
+
+
+def _follow_cloud(spec: Any, nonce: str, bucket: str, state_dir: Path, streams: Streams) -> list[RunRecord]:
+    """Find the runs start_job creates for this request (ids ending in the nonce's first four
+    characters, before any matrix suffix) in the bucket, then print their output to their end."""
+    from spotcron.core.errors import SpotcronError
+    from spotcron.core.runs import tick_of
+    from spotcron.engine.store import RunStore
+
+    context = runs_context()
+    expected = len(spec.variants())
+    waited, started = 0.0, []
+    limit = CLOUD_START_S + spec.timeout + 600  # the runs' own deadline, with boot and upload
+    with context.open_blobs(bucket, state_dir) as blobs:
+        store = RunStore(blobs)
+        while len(started) < expected:
+            started = [(spec.name, r) for r in store.run_ids(spec.name)
+                       if r.startswith("m") and tick_of(r).endswith(f"-{nonce[:4]}")]
+            if len(started) >= expected:
+                break
+            if waited >= CLOUD_START_S:
+                raise SpotcronError(f"start_job created {len(started)} of {expected} runs in {CLOUD_START_S:.0f}s: "
+                                    f"see its logs (a job file changed since deploy is refused); "
+                                    f"`spotcron runs {spec.name} --bucket {bucket}` lists what started")
+            context.sleep(CLOUD_POLL_S)
+            waited += CLOUD_POLL_S
+        streams.start(started)
+        records: list[RunRecord] = []
+        while True:
+            records = [r for r in (store.read(j, r) for j, r in started) if r is not None]
+            streams.poll(blobs, records)
+            if len(records) == len(started) and all(r.terminal for r in records):
+                streams.poll(blobs, records)  # what the last upload added
+                return records
+            if waited >= limit:
+                streams.err.print(f"[yellow]gave up waiting after {waited:.0f}s[/yellow]: the runs go on; "
+                                  f"`spotcron runs {spec.name} --bucket {bucket}` shows them")
+                return records
+            context.sleep(CLOUD_POLL_S)
+            waited += CLOUD_POLL_S
 
 
 COMMANDS = [runs, logs, results, status, run]

@@ -128,6 +128,42 @@ def test_run_follow_on_its_own_stack_labels_each_runs_lines(invoke, bucket, cont
     assert invoke("run", "bot", "--timestamps").exit_code == 2
 
 
+class FakePublisher:
+    """Pub/Sub as `run --cloud` uses it: publish, then the message id."""
+
+    def __init__(self):
+        self.published: list[dict] = []
+
+    def publish(self, path, data, **attributes):
+        self.published.append({"path": path, "data": data, **attributes})
+        return type("Future", (), {"result": lambda self, timeout=None: "msg-1"})()
+
+
+def test_run_cloud_follow_finds_its_runs_in_the_bucket_and_exits_with_the_jobs_code(invoke, bucket, context, sleeps,
+                                                                                     tmp_path):
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "bot.yaml").write_text(JOB_FILE)
+    publisher = FakePublisher()
+    context.publisher = lambda host: publisher
+    bucket.add(make_record("bot", "m20260302-110000-zzzz", created=NOW))  # someone else's manual run
+
+    def created() -> None:  # start_job made the run of this request
+        nonce = publisher.published[0]["nonce"][:4]
+        run_id = f"m20260302-120000-{nonce}"
+        bucket.add(make_record("bot", run_id, "running", created=NOW, attempts=(
+            make_attempt("bot", run_id, start=NOW, seconds=None),)))
+        sleeps.steps += [lambda: bucket.part("bot", run_id, 1, 0, "working\n"),
+                         lambda: bucket.store.update("bot", run_id, lambda r: r.with_state(
+                             RunState.FAILED, NOW, reason="the container exited with code 4", exit_code=4))]
+
+    sleeps.steps = [lambda: None, created]
+    result = invoke("run", "bot", "--cloud", "--project", "acme-prod", "--bucket", "gs://my-bucket", "--follow")
+    assert result.exit_code == 4, result.output
+    assert result.stdout == "working\n"
+    assert "published bot to projects/acme-prod/topics/spotcron-start: message msg-1" in result.stderr
+    assert "failed, exit 4: the container exited with code 4" in result.stderr
+
+
 def test_handoff_server_takes_only_its_token(tmp_path):
     started: list[dict] = []
     record = make_record("bot", "m1", created=NOW)
