@@ -10,7 +10,7 @@ import click
 
 from spotcron.cli._bucket import bucket_options, describe, open_store, resolve, runs_context, stdout
 from spotcron.cli._common import console, given, goes_with
-from spotcron.cli.follow import LOG_PIECE, RunOutput
+from spotcron.present.logs import LOG_PIECE, RunOutput
 
 if TYPE_CHECKING:
     from spotcron.core.runs import RunRecord

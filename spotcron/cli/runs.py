@@ -262,7 +262,7 @@ class Streams:
         self.err = console(stderr=True)
 
     def start(self, started: list[tuple[str, str]]) -> None:
-        from spotcron.cli.follow import RunOutput
+        from spotcron.present.logs import RunOutput
 
         several = len(started) > 1  # a matrix: each line says whose it is
         for job, run_id in started:

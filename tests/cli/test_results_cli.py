@@ -342,7 +342,7 @@ def test_follow_with_timestamps_stamps_lines_as_they_come(invoke, bucket, sleeps
 
 
 def test_follow_reads_each_part_once_then_moves_on_to_the_whole_log(invoke, bucket, sleeps, monkeypatch):
-    from spotcron.cli import follow
+    from spotcron.present import logs as follow
 
     monkeypatch.setattr(follow, "LOG_PIECE", 3)  # parts longer than a piece are read in pieces
     job, run = "bot", "20260302-1100"
@@ -758,7 +758,7 @@ def test_download_into_a_folder_with_other_files_asks_first(invoke, bucket, tmp_
 
 
 def test_logs_are_read_in_pieces_never_whole(invoke, bucket, monkeypatch):
-    from spotcron.cli import follow
+    from spotcron.present import logs as follow
 
     monkeypatch.setattr(follow, "LOG_PIECE", 1000)
     job, run = "bot", "20260302-1000"
@@ -781,7 +781,7 @@ def test_logs_are_read_in_pieces_never_whole(invoke, bucket, monkeypatch):
 
 
 def test_follow_reads_only_what_is_new(invoke, bucket, sleeps, monkeypatch):
-    from spotcron.cli import follow
+    from spotcron.present import logs as follow
 
     monkeypatch.setattr(follow, "LOG_PIECE", 64)
     job, run = "bot", "20260302-1100"
