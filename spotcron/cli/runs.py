@@ -223,9 +223,9 @@ def run(job_or_file: str, cloud: bool, project: str | None, topic: str | None, t
         for name, why in (("project", "a local run needs no project"), ("topic", "a local run publishes to no topic")):
             if given(name):
                 raise goes_with(f"--{name}", "--cloud", why)
-    elif given("timeout_s"):
-        raise SpotcronError("--timeout goes without --cloud: a cloud run is not waited for; watch it with "
-                            "`spotcron runs JOB --bucket ...`")
+    elif given("timeout_s") and not follow:
+        raise SpotcronError("--timeout goes without --cloud: a cloud run is not waited for (add --follow to wait); "
+                            "watch it with `spotcron runs JOB --bucket ...`")
     if timestamps and not follow:
         raise goes_with("--timestamps", "--follow", "without it the output is not printed")
     settings = load_stack(stack_path)
@@ -235,7 +235,7 @@ def run(job_or_file: str, cloud: bool, project: str | None, topic: str | None, t
                                quiet=follow)
         if follow:
             streams = Streams(timestamps)
-            records = _follow_cloud(spec, nonce, bucket or f"gs://{settings.bucket}", state_dir, streams)
+            records = _follow_cloud(spec, nonce, bucket or f"gs://{settings.bucket}", state_dir, streams, timeout_s)
             raise click.exceptions.Exit(streams.outcome(records))
         return
     streams = Streams(timestamps) if follow else None
@@ -399,7 +399,8 @@ CLOUD_POLL_S = 5.0  # the runner ships output every 5 s: looking more often find
 CLOUD_START_S = 300.0  # how long start_job may take to create the runs before `run -f` gives up
 
 
-def _follow_cloud(spec: Any, nonce: str, bucket: str, state_dir: Path, streams: Streams) -> list[RunRecord]:
+def _follow_cloud(spec: Any, nonce: str, bucket: str, state_dir: Path, streams: Streams,
+                  timeout_s: float | None = None) -> list[RunRecord]:
     """Find the runs start_job creates for this request (ids ending in the nonce's first four
     characters, before any matrix suffix) in the bucket, then print their output to their end."""
     from spotcron.core.errors import SpotcronError
@@ -409,7 +410,7 @@ def _follow_cloud(spec: Any, nonce: str, bucket: str, state_dir: Path, streams: 
     context = runs_context()
     expected = len(spec.variants())
     waited, started = 0.0, []
-    limit = CLOUD_START_S + spec.timeout + 600  # the runs' own deadline, with boot and upload
+    limit = timeout_s or CLOUD_START_S + spec.timeout + 600  # default: the runs' own deadline, with boot and upload
     with context.open_blobs(bucket, state_dir) as blobs:
         store = RunStore(blobs)
         while len(started) < expected:

@@ -157,7 +157,8 @@ def test_run_cloud_follow_finds_its_runs_in_the_bucket_and_exits_with_the_jobs_c
                              RunState.FAILED, NOW, reason="the container exited with code 4", exit_code=4))]
 
     sleeps.steps = [lambda: None, created]
-    result = invoke("run", "bot", "--cloud", "--project", "acme-prod", "--bucket", "gs://my-bucket", "--follow")
+    result = invoke("run", "bot", "--cloud", "--project", "acme-prod", "--bucket", "gs://my-bucket", "--follow",
+                    "--timeout", "600")
     assert result.exit_code == 4, result.output
     assert result.stdout == "working\n"
     assert "published bot to projects/acme-prod/topics/spotcron-start: message msg-1" in result.stderr

@@ -814,7 +814,8 @@ def test_follow_reads_only_what_is_new(invoke, bucket, sleeps, monkeypatch):
     (["run", "bot", "--topic", "t"], "error: --topic goes with --cloud: a local run publishes to no topic; "
                                      "add --cloud or leave --topic out"),
     (["run", "bot", "--cloud", "--timeout", "60"], "error: --timeout goes without --cloud: a cloud run is not "
-                                                   "waited for; watch it with `spotcron runs JOB --bucket ...`"),
+                                                   "waited for (add --follow to wait); watch it with `spotcron runs "
+                                                   "JOB --bucket ...`"),
     (["results", "bot/r1", "--force"], "error: --force goes with --download DIR: nothing is written without it; "
                                        "add --download or leave --force out"),
     (["logs", "bot/r1", "--interval", "5"], "error: --interval goes with --follow: without it the logs are read "
