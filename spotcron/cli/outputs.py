@@ -41,7 +41,7 @@ def run_ref(words: tuple[str, ...]) -> str:
 @click.option("--interval", default=2.0, show_default=True, type=click.FloatRange(min=0.1),
               help="Seconds between polls with --follow.")
 @click.option("-t", "--timestamps", is_flag=True,
-              help="Begin each line with when it reached the bucket (UTC; within the runner's 5 s shipping).")
+              help="Begin each line with when it reached the bucket (UTC; the runner ships every 5 s, 1 s locally).")
 @bucket_options
 def logs(run: tuple[str, ...], job: str | None, attempt: int | None, follow: bool, interval: float,
          timestamps: bool, bucket: str | None, state_dir: Path) -> None:

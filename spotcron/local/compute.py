@@ -33,6 +33,7 @@ from spotcron.local.containment import Containment, detect
 log = logging.getLogger("spotcron.local")
 
 RUNNER = Path(__file__).resolve().parents[2] / "vm_images" / "runner" / "runner.sh"
+LOCAL_LOG_INTERVAL = "1"  # seconds between a local VM's shipments of new output
 PREEMPTION_NOTICE_S = 30.0
 # How long a deleted VM's processes may take to end after SIGKILL; only a process stuck in the
 # kernel (a hung disk or network filesystem) takes longer, and waiting more would not end it.
@@ -225,6 +226,30 @@ class LocalCompute:
             self._runtimes[image] = lookup
         return self._runtimes[image]
 
+    def runner_env(self, name: str, lookup: Lookup, workdir: Path) -> dict[str, str]:
+        """The environment a local VM's runner starts with: the user's, and where this VM's
+        metadata, storage and work directory are."""
+        return {
+            **self.base_env,
+            # The job's local.command runs with this Python first on PATH, so `python3` has our deps.
+            "PATH": os.pathsep.join([str(Path(sys.executable).parent), self.base_env.get("PATH", os.defpath)]),
+            "SPOTCRON_METADATA_URL": self.metadata.url_for(name),
+            "SPOTCRON_STORAGE_URL": self.storage_url,
+            "SPOTCRON_DOCKER": lookup.binary or "none",
+            "SPOTCRON_WORKDIR": str(workdir),
+            "SPOTCRON_CONTAINER_NAME": name,
+            # Said in the run's logs when the job can't run: no runtime and no local command.
+            "SPOTCRON_NO_RUNTIME": lookup.why_not,
+            # No metadata server address to wall off here: the local one listens on loopback,
+            # which a container on its own network doesn't reach.
+            "SPOTCRON_IPTABLES": "none",
+            # A VM ships new output every 5 s; here a request costs nothing, so `run --follow`
+            # and `logs --follow` see each line within a second.
+            "SPOTCRON_LOG_INTERVAL": self.base_env.get("SPOTCRON_LOG_INTERVAL", LOCAL_LOG_INTERVAL),
+            # Kept in the job's environment too, so a process can be told to be this VM's.
+            leftovers.MARKER: str(workdir),
+        }
+
     def _start_runner(self, request: InstanceRequest) -> tuple[subprocess.Popen, str | None, Path]:
         descriptor = RunDescriptor.from_metadata(request.metadata[METADATA_KEY])
         lookup = self.lookup(descriptor.image, descriptor.job)
@@ -233,23 +258,7 @@ class LocalCompute:
         # Recorded before it starts: a stack killed right after the start still leaves a record.
         record = leftovers.VmRecord(name=request.name, zone=request.zone, runtime=runtime)
         leftovers.write(workdir, record)
-        env = {
-            **self.base_env,
-            # The job's local.command runs with this Python first on PATH, so `python3` has our deps.
-            "PATH": os.pathsep.join([str(Path(sys.executable).parent), self.base_env.get("PATH", os.defpath)]),
-            "SPOTCRON_METADATA_URL": self.metadata.url_for(request.name),
-            "SPOTCRON_STORAGE_URL": self.storage_url,
-            "SPOTCRON_DOCKER": runtime or "none",
-            "SPOTCRON_WORKDIR": str(workdir),
-            "SPOTCRON_CONTAINER_NAME": request.name,
-            # Said in the run's logs when the local command runs instead, or can't.
-            "SPOTCRON_NO_RUNTIME": lookup.why_not,
-            # No metadata server address to wall off here: the local one listens on loopback,
-            # which a container on its own network doesn't reach.
-            "SPOTCRON_IPTABLES": "none",
-            # Kept in the job's environment too, so a process can be told to be this VM's.
-            leftovers.MARKER: str(workdir),
-        }
+        env = self.runner_env(request.name, lookup, workdir)
         command = self.containment.command(["bash", str(self.runner)], runtime=runtime)
         with open(workdir / "runner.log", "ab") as output:
             process = subprocess.Popen(command, env=env, cwd=self.cwd, stdout=output,

@@ -7,7 +7,8 @@ attempt, optionally with each line labelled (several runs in one stream) and tim
 
 A line's timestamp is when it reached the bucket: the time of the live part that completed it,
 or for the lines no part holds (the last seconds of an attempt, or a job too short for a part)
-the attempt's end. The runner ships a part every 5 seconds, so that is the precision.
+the attempt's end. The runner ships a part every 5 seconds on a VM (every second in local mode),
+so that is the precision.
 """
 
 from __future__ import annotations

@@ -91,3 +91,23 @@ def test_a_stopped_docker_daemon_is_said_once_not_per_run(tmp_path):
     for image in ("bot:1", "bot:1", "bench:2"):
         assert vms.lookup(image, "job").binary is None
     assert told == [f"{why}: jobs whose image no other runtime has run their local command instead"]
+
+
+def test_a_local_vm_ships_new_output_every_second_unless_told_otherwise(tmp_path):
+    from spotcron.engine.clock import SystemClock
+    from spotcron.local.compute import LocalCompute
+    from spotcron.local.containers import Lookup
+    from spotcron.local.containment import PROCESS_GROUP, Containment
+
+    class Metadata:
+        def url_for(self, name):
+            return f"http://127.0.0.1:1/{name}"
+
+    def env(base):
+        vms = LocalCompute(Metadata(), "http://127.0.0.1:2/", tmp_path, SystemClock(), base_env=base, cwd=tmp_path,
+                           containment=Containment(PROCESS_GROUP, (), "process group only"))
+        return vms.runner_env("sc-bot-a1", Lookup(None, "no container runtime"), tmp_path / "sc-bot-a1")
+
+    assert env({})["SPOTCRON_LOG_INTERVAL"] == "1"  # `run --follow` sees each line within a second
+    assert env({"SPOTCRON_LOG_INTERVAL": "5"})["SPOTCRON_LOG_INTERVAL"] == "5"
+    assert env({})["SPOTCRON_DOCKER"] == "none" and env({})["SPOTCRON_CONTAINER_NAME"] == "sc-bot-a1"
