@@ -20,3 +20,11 @@ def running(h):
     h.upload("bot", "20261122-1200")
     assert h.record("bot", "20261122-1200").state == "running"
     return h
+
+
+@pytest.fixture
+def example_jobs(tmp_path):
+    """A jobs folder holding a copy of the example jobs only (jobs/ is the user's to add to)."""
+    from tests.examples import copy_examples
+
+    return copy_examples(tmp_path / "example-jobs")

@@ -12,9 +12,9 @@ from click.testing import CliRunner
 
 from spotcron.cli import SpotcronGroup, cli
 from spotcron.core.errors import ConfigError, CronError, Problem
+from tests.examples import EXAMPLES, SCHEMA, example
 
 ROOT = Path(__file__).resolve().parents[1]
-JOBS = ROOT / "jobs"
 OK = 'schedule: "0 * * * *"\nimage: spotcron/bot:latest\n'
 
 
@@ -37,8 +37,8 @@ def write(folder: Path, name: str, text: str) -> Path:
     return folder / name
 
 
-def test_validate_the_example_jobs(run):
-    result = run("validate", str(JOBS))
+def test_validate_the_example_jobs(run, example_jobs):
+    result = run("validate", str(example_jobs))
     assert result.exit_code == 0, result.output
     assert "2 jobs valid" in result.stdout
     assert "hello-bot" in result.stdout and "dl-benchmark" in result.stdout
@@ -97,7 +97,7 @@ def test_validate_with_no_job_files(run, tmp_path):
 
 
 def test_next_json_has_exactly_the_documented_shape(run):
-    result = run("next", str(JOBS / "hello-bot.yaml"), "-n", "3", "--after", "2026-01-01T01:30:00+00:00",
+    result = run("next", str(example("hello-bot")), "-n", "3", "--after", "2026-01-01T01:30:00+00:00",
                  "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout) == {
@@ -152,21 +152,21 @@ def test_next_on_an_invalid_job_prints_its_problems(run, tmp_path):
 
 
 def test_next_rejects_a_bad_after(run):
-    result = run("next", str(JOBS / "hello-bot.yaml"), "--after", "tomorrow")
+    result = run("next", str(example("hello-bot")), "--after", "tomorrow")
     assert result.exit_code == 2 and "'tomorrow' is not an ISO-8601 time" in result.stderr
 
 
 def test_schema_output_is_the_committed_schema(run):
     result = run("schema")
     assert result.exit_code == 0
-    assert result.stdout == (JOBS / "schema.json").read_text(), "run: spotcron schema > jobs/schema.json"
+    assert result.stdout == SCHEMA.read_text(), "run: spotcron schema > jobs/schema.json"
     schema = json.loads(result.stdout)
     assert schema["title"] == "spotcron job" and "variant" not in schema["properties"]
 
 
 def test_example_jobs_point_editors_at_the_schema():
-    for name in ("hello-bot.yaml", "dl-benchmark.yaml"):
-        assert (JOBS / name).read_text().startswith("# yaml-language-server: $schema=./schema.json\n")
+    for name in EXAMPLES:
+        assert example(name).read_text().startswith("# yaml-language-server: $schema=./schema.json\n")
 
 
 @pytest.mark.parametrize("command", ["validate", "next", "schema"])

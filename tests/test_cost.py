@@ -26,7 +26,6 @@ from spotcron.cost.billing import (
 )
 from spotcron.cost.prices import load_prices
 
-ROOT = Path(__file__).resolve().parents[1]
 T0 = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 HOUR = 3600
 
@@ -356,15 +355,15 @@ def test_repeats_are_priced_as_runs_and_named_once(table):
 
 
 @pytest.fixture
-def run(tmp_path, monkeypatch):
+def run(tmp_path, monkeypatch, example_jobs):
     monkeypatch.chdir(tmp_path)
     for name in ("SPOTCRON_JOBS", "SPOTCRON_STACK", "SPOTCRON_PRICES", "SPOTCRON_REGION"):
         monkeypatch.delenv(name, raising=False)
     group = SpotcronGroup("spotcron")
     group.add_command(cost_command)
 
-    def invoke(*args: str, env: dict[str, str] | None = None, jobs: Path = ROOT / "jobs"):
-        return CliRunner().invoke(group, ["cost", "--jobs", str(jobs), *args], env=env)
+    def invoke(*args: str, env: dict[str, str] | None = None, jobs: Path | None = None):
+        return CliRunner().invoke(group, ["cost", "--jobs", str(jobs or example_jobs), *args], env=env)
 
     return invoke
 
@@ -469,6 +468,96 @@ def test_cost_reads_the_local_history_by_default_and_says_what_it_used(run, tmp_
     # Without a local bucket: every job says it was assumed.
     result = CliRunner().invoke(group, ["cost", "--jobs", str(jobs), "--state-dir", str(tmp_path / "none")])
     assert "bot 5m00s, assumed (--runtime 5m; no runs recorded)" in " ".join(result.output.split())
+
+
+def test_an_explicit_runtime_wins_over_the_local_history(tmp_path, monkeypatch, example_jobs):
+    """The README's recipe figure ($0.76) holds after `make run` has left local runs behind."""
+    import contextlib
+
+    from spotcron.cli._bucket import RunsContext
+    from spotcron.core import layout
+    from spotcron.testing.memory import MemoryBlobs
+
+    monkeypatch.chdir(tmp_path)
+    blobs = MemoryBlobs("spotcron-local")
+    done = record(attempt(1, 9), job="hello-bot").model_copy(update={"run_id": "20261122-1000"})
+    blobs.write(layout.run_record("hello-bot", done.run_id), done.to_json())
+    (tmp_path / ".spotcron" / "bucket").mkdir(parents=True)
+    group = SpotcronGroup("spotcron")
+    group.add_command(cost_command)
+    context = RunsContext(open_blobs=lambda bucket, state_dir: contextlib.nullcontext(blobs))
+
+    def cost(*args: str):
+        return CliRunner().invoke(group, ["cost", "hello-bot", "--jobs", str(example_jobs), "--prices", "recipe-2018",
+                                          *args], obj=context, terminal_width=200)
+
+    [job] = json.loads(cost("--runtime", "2m", "--json").output)
+    assert round(job["classic_monthly_usd"], 2) == 0.76
+    assert job["vm_seconds_per_run"] == {"hello-bot": 120.0}
+    said = " ".join(cost("--runtime", "2m").output.split())
+    assert "VM time per run: hello-bot 2m00s, as given (--runtime 2m)." in said
+    both = cost("--runtime", "2m", "--history", str(tmp_path))
+    assert both.exit_code == 2 and "--history and --runtime both give the VM time per run" in both.output
+    # Without --runtime the recorded runs still give it.
+    [job] = json.loads(cost("--json").output)
+    assert job["vm_basis"] == {"hello-bot": "median of 1 recent run"}
+
+
+def test_cost_says_where_the_pages_different_projection_is_explained(run):
+    result = run("hello-bot", env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert ("The results page's \"projected for the month\" extrapolates recent runs instead; docs/cost.md, "
+            "\"The results page's month and spotcron cost\", says why the two differ.") in " ".join(result.output.split())
+
+
+def test_vm_time_per_run_is_labelled_per_configuration(run, tmp_path):
+    history = tmp_path / "history"
+    for variant, seconds in (("highcpu-16", 11), ("e2-std-4", 13), ("t4", 13)):
+        folder = history / "runs" / "dl-benchmark" / f"20261122-1000-{variant}-r1"
+        folder.mkdir(parents=True)
+        done = record(attempt(1, seconds), job="dl-benchmark", variant=variant)
+        (folder / "run.json").write_bytes(done.model_copy(update={"run_id": folder.name}).to_json())
+    result = run("dl-benchmark", "hello-bot", "--history", str(history), env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    rows = {line.split()[0]: line.split() for line in result.output.splitlines() if line.strip()}
+    # the job's row carries its money; a row per configuration says its own VM time per run
+    assert rows["highcpu-16"][1] == "11s" and rows["e2-std-4"][1] == "13s" and rows["t4"][1] == "13s"
+    assert rows["hello-bot"][2] == "5m00s"
+    assert "11s,13s" not in result.output
+
+
+def test_cost_counts_each_schedule_once_and_opens_the_bucket_once(tmp_path, monkeypatch, example_jobs):
+    import contextlib
+
+    from spotcron.cli._bucket import RunsContext
+    from spotcron.cost import billing
+    from spotcron.testing.memory import MemoryBlobs
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".spotcron" / "bucket").mkdir(parents=True)
+    blobs = MemoryBlobs("spotcron-local")
+    opened, counted = [], []
+    count_fires = billing._count_fires
+
+    def counting(cron, tz, start, end, *args):
+        counted.append(start)
+        return count_fires(cron, tz, start, end, *args)
+
+    monkeypatch.setattr(billing, "_count_fires", counting)
+    billing.runs_per_month.cache_clear()
+
+    def open_blobs(bucket, state_dir):
+        opened.append(state_dir)
+        return contextlib.nullcontext(blobs)
+
+    group = SpotcronGroup("spotcron")
+    group.add_command(cost_command)
+    result = CliRunner().invoke(group, ["cost", "--jobs", str(example_jobs)], obj=RunsContext(open_blobs=open_blobs))
+    assert result.exit_code == 0, result.output
+    assert len(opened) == 1  # the run records and the Spot advice, in one opening
+    # both scheduling modes are priced from one count of each job's fire times: four weeks, then
+    # the rest of the year (neither example fires hourly)
+    assert len(counted) == 2 * 2
 
 
 def test_cost_projects_a_placed_job_with_and_without_placement(run, tmp_path):

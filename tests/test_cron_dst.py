@@ -256,7 +256,7 @@ def test_dst_notes_berlin_wildcard_job():
                         "02:30 happen on both passes (the schedule has '*' in its minute or hour field, so it "
                         "keeps its real-time cadence)")
     assert notes[1] == CAVEAT
-    assert len(notes) == 3  # the 2027 spring change is outside 100 days
+    assert len(notes) == 2  # the 2027 spring change is outside 100 days; every hour has runs: no hours to shift
 
 
 def test_dst_notes_wildcard_spring_forward_lists_many_runs_briefly():
@@ -292,3 +292,12 @@ def test_dst_notes_recommend_utc_for_early_local_jobs_even_without_dst():
     assert dst_notes(parse_schedule("0 3 * * *"), ZoneInfo("Asia/Tokyo"), at(2026, 1, 1)) == [
         "This job runs between 00:00 and 04:00 Asia/Tokyo time, when clocks usually change; Cloud Scheduler "
         "recommends UTC: consider time_zone: Etc/UTC with the hours shifted"]
+
+
+def test_no_hours_to_shift_for_a_job_that_runs_every_hour():
+    """The 00:00-04:00 advice is about moving a job's hours; a job that runs every hour has none to move."""
+    for expression in ("* * * * *", "*/5 * * * *", "0 * * * *"):
+        for zone in (ZoneInfo("Asia/Tokyo"), BERLIN):
+            assert not [n for n in dst_notes(parse_schedule(expression), zone, at(2026, 1, 1))
+                        if "00:00 and 04:00" in n], (expression, zone)
+    assert any("00:00 and 04:00" in n for n in dst_notes(parse_schedule("0 */2 * * *"), BERLIN, at(2026, 1, 1)))

@@ -22,8 +22,8 @@ from spotcron.present import exports
 from spotcron.present.charts import chart_name, chart_pngs, frontier, relative_chart, write_charts
 from spotcron.present.history import benchmark_history
 from spotcron.present.report import benchmark_report
+from tests.examples import copy_examples, example
 
-ROOT = Path(__file__).resolve().parents[1]
 T0 = datetime(2026, 11, 23, 3, 0, tzinfo=UTC)
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 MACHINES = {"highcpu-16": ("n1-highcpu-16", None), "e2-std-4": ("e2-standard-4", None),
@@ -68,7 +68,7 @@ def table():
 @pytest.fixture(scope="module")
 def spec():
     """The example job, timed by the container's wall time."""
-    spec = load_job_file(ROOT / "jobs" / "dl-benchmark.yaml")
+    spec = load_job_file(example("dl-benchmark"))
     return spec.model_copy(update={"benchmark": Benchmark(base="highcpu-16")})
 
 
@@ -113,7 +113,7 @@ def test_rows_follow_the_matrix_and_compare_with_the_base(table, spec, records):
 
 
 def test_work_units_time_metric_and_metrics_problems(table):
-    spec = load_job_file(ROOT / "jobs" / "dl-benchmark.yaml")  # benchmark.time_metric: train_seconds
+    spec = load_job_file(example("dl-benchmark"))  # benchmark.time_metric: train_seconds
     runs = [bench_run("highcpu-16", 900 + 10 * i, 0, repeat=i, metrics=trained(800 + 10 * i)) for i in (1, 2, 3)]
     runs += [bench_run("t4", 200, 0, repeat=1, metrics=trained(100, samples=6400)),
              bench_run("t4", 220, 0, repeat=2, metrics=trained(120, samples=6400)),
@@ -218,6 +218,22 @@ def test_history_per_tick_flags_a_regression(table, spec):
     assert json.loads(json.dumps(history.to_json()))["series"][0]["time_band"]["flag"] == "higher"
 
 
+def test_the_history_caption_does_not_call_too_few_ticks_free_of_regressions(table, spec):
+    from spotcron.present.charts import chart_captions
+
+    def caption(runs: list[RunRecord]) -> str:
+        result = benchmark_report("dl-benchmark", runs, table, "us-central1", spec=spec)
+        return chart_captions(result, benchmark_history(result, runs))["dl-benchmark-history.png"]
+
+    assert caption(weekly("highcpu-16", [1000, 1010])) == (
+        "dl-benchmark: time and cost per tick; regressions: not judged yet (2 ticks; the latest is judged "
+        "against at least 4 ticks before it)")
+    steady = weekly("highcpu-16", [1000, 1010, 990, 1005, 995, 1000])
+    assert caption(steady).endswith("; regressions: none")
+    assert caption(steady[:-1] + weekly("highcpu-16", [0, 0, 0, 0, 0, 1300])[-1:]).endswith(
+        "; regressions: highcpu-16 slower, costlier")
+
+
 def test_repeats_of_a_tick_are_one_point_of_the_history(table, spec):
     runs = [bench_run("t4", s, 0, repeat=i) for i, s in enumerate([300, 320, 340], 1)]
     result = benchmark_report("dl-benchmark", runs, table, "us-central1", spec=spec)
@@ -271,7 +287,7 @@ def test_report_command(tmp_path, records, monkeypatch):
     group.add_command(report_command)
 
     def run(*args):
-        return CliRunner().invoke(group, ["report", "dl-benchmark", "--jobs", str(ROOT / "jobs"), *args],
+        return CliRunner().invoke(group, ["report", "dl-benchmark", "--jobs", str(copy_examples(tmp_path / "jobs")), *args],
                                   terminal_width=200)
 
     result = run("--records", str(bucket), "--charts", str(tmp_path / "charts"), "--format", "json")
@@ -309,7 +325,41 @@ def test_report_command(tmp_path, records, monkeypatch):
     assert result.exit_code == 2 and "no local runs yet (.spotcron/bucket does not exist)" in result.output
 
 
-def test_report_reads_the_bucket_by_default(records):
+def test_report_tables_in_a_pipe_never_break_a_word(tmp_path, records, monkeypatch):
+    """A pipe (`| less`, a CI log, `make run`) gets the tables at their natural width: 80 columns
+    would fold `configuration` into `configurat` + `ion`."""
+    import contextlib
+
+    from spotcron.cli._bucket import RunsContext
+    from spotcron.testing.memory import MemoryBlobs
+
+    monkeypatch.chdir(tmp_path)
+    blobs = MemoryBlobs("spotcron-local")
+    for rec in records:
+        blobs.write(layout.run_record(rec.job, rec.run_id), rec.to_json())
+        if rec.state == "succeeded":
+            # as the example benchmark writes it: a time per task besides the training time
+            metrics = json.loads(trained(250 if rec.variant == "t4" else 1000))
+            metrics["metrics"].update({f"{task}_seconds": {"value": 80.5, "unit": "s"}
+                                       for task in ("mlp", "cnn", "lstm", "transformer")})
+            blobs.write(rec.results_prefix + "results/metrics.json", json.dumps(metrics).encode())
+    group = SpotcronGroup("spotcron")
+    group.add_command(report_command)
+    context = RunsContext(open_blobs=lambda bucket, state_dir: contextlib.nullcontext(blobs))
+    jobs = copy_examples(tmp_path / "jobs")
+
+    def words(*args: str, columns: int) -> set[str]:
+        result = CliRunner().invoke(group, ["report", "dl-benchmark", "--jobs", str(jobs), *args], obj=context,
+                                    env={"COLUMNS": str(columns)})
+        assert result.exit_code == 0, result.output
+        return {word for word in result.output.split() if word.strip("─")}
+
+    for args in ((), ("--history",)):
+        narrow, wide = words(*args, columns=80), words(*args, columns=1000)
+        assert "configuration" in narrow and narrow == wide, sorted(narrow ^ wide)
+
+
+def test_report_reads_the_bucket_by_default(records, tmp_path):
     import contextlib
 
     from spotcron.cli._bucket import RunsContext
@@ -322,7 +372,7 @@ def test_report_reads_the_bucket_by_default(records):
         blobs.write(layout.run_record(rec.job, rec.run_id), rec.to_json())
     group = SpotcronGroup("spotcron")
     group.add_command(report_command)
-    result = CliRunner().invoke(group, ["report", "dl-benchmark", "--jobs", str(ROOT / "jobs"), "--json"],
+    result = CliRunner().invoke(group, ["report", "dl-benchmark", "--jobs", str(copy_examples(tmp_path / "jobs")), "--json"],
                                 obj=RunsContext(open_blobs=lambda bucket, state_dir: contextlib.nullcontext(blobs)))
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
@@ -344,7 +394,7 @@ def test_an_unknown_time_metric_is_an_error_that_lists_the_metrics(records, tmp_
     group = SpotcronGroup("spotcron")
     group.add_command(report_command)
     context = RunsContext(open_blobs=lambda bucket, state_dir: contextlib.nullcontext(blobs))
-    job_text = (ROOT / "jobs" / "dl-benchmark.yaml").read_text()
+    job_text = example("dl-benchmark").read_text()
     job_file = tmp_path / "dl-benchmark.yaml"
 
     def run(time_metric):

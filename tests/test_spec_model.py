@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
 from spotcron.core.loader import load_jobs
 from spotcron.core.spec import JobSpec, job_file_schema
+from tests.examples import EXAMPLES, copy_examples, example
 
-ROOT = Path(__file__).resolve().parents[1]
 BASE = {"name": "bot", "schedule": "0 * * * *", "image": "spotcron/bot:latest"}
 
 
@@ -80,15 +79,15 @@ def test_short_timeouts_are_fine_for_the_model():
     assert JobSpec(**BASE, timeout="2s").timeout == 2
 
 
-def test_example_jobs_load_and_round_trip():
-    specs = load_jobs([ROOT / "jobs"])
+def test_example_jobs_load_and_round_trip(tmp_path):
+    specs = load_jobs([copy_examples(tmp_path)])
     assert {s.name for s in specs} >= {"hello-bot", "dl-benchmark"}
     for spec in specs:
         assert JobSpec.from_payload(json.loads(json.dumps(spec.to_payload()))) == spec
 
 
-def test_example_benchmark_compares_cpu_and_gpu():
-    bench = next(s for s in load_jobs([ROOT / "jobs"]) if s.name == "dl-benchmark")
+def test_example_benchmark_compares_cpu_and_gpu(tmp_path):
+    bench = next(s for s in load_jobs([copy_examples(tmp_path)]) if s.name == "dl-benchmark")
     machines = {v.variant: (v.machine.type, v.machine.gpu and v.machine.gpu.type) for v in bench.variants()}
     assert len(machines) >= 3
     assert ("n1-highcpu-16", None) in machines.values() and ("e2-standard-4", None) in machines.values()
@@ -115,7 +114,7 @@ def test_example_jobs_match_the_schema():
     jsonschema = pytest.importorskip("jsonschema", reason="jsonschema is not installed")
     import yaml
 
-    for path in sorted((ROOT / "jobs").glob("*.yaml")):
+    for path in (example(name) for name in EXAMPLES):
         jsonschema.validate(yaml.safe_load(path.read_text()), job_file_schema())
 
 

@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "spotcron.cli.up",
     "spotcron.cli.runs",
     "spotcron.cli.page",
+    "spotcron.cli.manage",
     "spotcron.cli.deploy",
 )
 

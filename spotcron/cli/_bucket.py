@@ -69,9 +69,38 @@ def _handed_records(state_dir: Path, runs: list[tuple[str, str]]) -> list[Any]:
 def _local_stack(state_dir: Path, limits: Any = None) -> Any:
     import os
 
+    from spotcron.cli._common import console
     from spotcron.local.stack import LocalStack
 
-    return LocalStack(state_dir, environ=os.environ, limits=limits)
+    err = console(stderr=True)
+    return LocalStack(state_dir, environ=os.environ, limits=limits,
+                      notify=lambda line: err.print(line, markup=False, highlight=False, soft_wrap=True))
+
+
+def has_display(environ: Any = None, platform: str | None = None) -> bool:
+    """Whether a browser can open here: macOS and Windows always; elsewhere an X or Wayland display."""
+    import os
+
+    environ = os.environ if environ is None else environ
+    platform = sys.platform if platform is None else platform
+    if platform == "darwin" or platform.startswith("win"):
+        return True
+    return bool(environ.get("DISPLAY") or environ.get("WAYLAND_DISPLAY"))
+
+
+def _launch(url: str) -> None:
+    """Open `url` in the user's browser; the opener's own complaints stay off the terminal."""
+    import os
+    import subprocess
+
+    if sys.platform.startswith("linux"):
+        try:
+            with open(os.devnull, "wb") as null:
+                subprocess.Popen(["xdg-open", url], stdout=null, stderr=null, start_new_session=True)
+        except OSError as exc:
+            click.echo(f"could not start a browser ({exc.strerror}); open {url} yourself", err=True)
+        return
+    click.launch(url)
 
 
 @dataclass
@@ -87,7 +116,8 @@ class RunsContext:
     hand_off: Callable[[Path, dict[str, Any]], list[tuple[str, str]] | None] = _hand_off  # to a running `up`
     handed_records: Callable[[Path, list[tuple[str, str]]], list[Any]] = _handed_records  # asked of that `up`
     interactive: Callable[[], bool] = field(default=lambda: sys.stdin.isatty())  # may we ask a question?
-    launch: Callable[[str], Any] = click.launch  # open a URL in the user's browser
+    launch: Callable[[str], Any] = _launch  # open a URL in the user's browser
+    has_display: Callable[[], bool] = has_display  # is there a screen for that browser?
 
 
 def runs_context() -> RunsContext:

@@ -4,7 +4,8 @@ A pipe (a file, `| cat`, `| grep`) gets every column and every value in full: th
 widened to the table's natural width for the print, so rich neither shortens nor wraps a cell.
 A terminal that is too narrow loses whole columns, lowest priority first, and a dim line says
 which ones and how to see them; a cell is never shortened with an ellipsis. `--json` stays the
-machine interface: these tables are for people.
+machine interface: these tables are for people. `print_whole` gives any other rich renderable (the
+benchmark report's tables, `next`'s fire times) the same natural width in a pipe.
 """
 
 from __future__ import annotations
@@ -82,3 +83,23 @@ def print_table(out: Any, columns: Columns, rows: Sequence[Sequence[str]], *,
         out.print(f"[dim]left out to fit {out.width} columns: {', '.join(hidden)} ({hint})[/dim]")
     return hidden
 
+
+
+def print_whole(out: Any, renderable: Any) -> None:
+    """Print any rich renderable (a table with a caption, a few lines) as `print_table` prints its
+    tables: in a terminal as it is, in a pipe at its natural width, so no word is folded in two."""
+    if out.is_terminal:
+        out.print(renderable)
+        return
+    from rich.measure import Measurement
+
+    saved = out.width
+    try:
+        out.width = 10_000
+        needed = Measurement.get(out, out.options, renderable).maximum
+        out.width = max(saved, needed)
+        with out.capture() as captured:
+            out.print(renderable)
+    finally:
+        out.width = saved
+    out.out("\n".join(line.rstrip() for line in captured.get().splitlines()), highlight=False)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from spotcron.cli._common import console, jobs_option, load_specs, load_stack, stack_option
+from spotcron.cli._common import console, given, jobs_option, load_specs, load_stack, stack_option
 
 if TYPE_CHECKING:
     from spotcron.core.runs import RunRecord
@@ -92,7 +92,8 @@ def load_table(prices: str | None) -> PriceTable:
 @jobs_option
 @stack_option
 @click.option("--runtime", default="5m", show_default=True,
-              help="VM time per run (boot to delete) where the history has no runs, e.g. 90s, 2m, 1h.")
+              help="VM time per run (boot to delete), e.g. 90s, 2m, 1h. Given, it prices every run and no "
+                   "run records are read; by default it stands in where the history has no runs.")
 @history_option
 @click.option("--bucket", metavar="gs://NAME", default=None,
               help="Take each job's VM time per run from the run records of a deployed stack's bucket.")
@@ -142,7 +143,11 @@ def cost(names: tuple[str, ...], jobs_dir: Path, stack_path: Path, runtime: str,
                                 f"jobs there: {', '.join(known) or 'none'}")
         specs = [known[n] for n in names]
     table = load_table(prices)
-    records, source = _history(history_dir, bucket, state_dir)
+    explicit = given("runtime")  # what the user asked for, never overridden by recorded runs
+    if explicit and history_dir:
+        raise SpotcronError("--history and --runtime both give the VM time per run: leave one out")
+    records, source, stored_advice = _from_bucket(history_dir, bucket, state_dir, records=not explicit,
+                                                  advice=advice_path is None)
     mode = scheduling or settings.scheduling
     now = datetime.now(UTC)
 
@@ -156,34 +161,23 @@ def cost(names: tuple[str, ...], jobs_dir: Path, stack_path: Path, runtime: str,
         click.echo(json.dumps([job.to_json() for job in stack.jobs], indent=2))
         return
     other = project("shared" if mode == "per-job" else "per-job")
-    print_stack(stack, table, region or settings.region, basis=(source, runtime), other=other)
-    print_placement(stack, specs, settings, table, _advice(advice_path, bucket, state_dir), now)
+    print_stack(stack, table, region or settings.region, basis=(source, runtime, explicit), other=other)
+    advice = _advice_file(advice_path) if advice_path is not None else stored_advice
+    print_placement(stack, specs, settings, table, advice, now)
 
 
-def _advice(path: Path | None, bucket: str | None, state_dir: Path) -> Any:
-    """The Spot advice to project placement with: --advice, else the stack's bucket's, else None."""
-    from spotcron.core import layout
+def _advice_file(path: Path) -> Any:
+    """The Spot advice object given with --advice."""
     from spotcron.core.advice import Advice
     from spotcron.core.errors import SpotcronError
 
-    if path is not None:
-        try:
-            return Advice.from_json(path.read_bytes())
-        except OSError as exc:
-            raise SpotcronError(f"--advice {path}: cannot read it ({exc.strerror}); give an advice/spot.json "
-                                f"copied from the stack's bucket") from None
-        except ValueError as exc:
-            raise SpotcronError(f"--advice {path}: not a Spot advice object ({str(exc).splitlines()[0]})") from None
-    if not bucket and not (state_dir / "bucket").is_dir():
-        return None
-    from spotcron.cli._bucket import open_store
-
-    with open_store(bucket, state_dir) as store:
-        blob = store.blobs.read(layout.ADVICE)
     try:
-        return Advice.from_json(blob.data) if blob is not None else None
-    except ValueError:
-        return None
+        return Advice.from_json(path.read_bytes())
+    except OSError as exc:
+        raise SpotcronError(f"--advice {path}: cannot read it ({exc.strerror}); give an advice/spot.json "
+                            f"copied from the stack's bucket") from None
+    except ValueError as exc:
+        raise SpotcronError(f"--advice {path}: not a Spot advice object ({str(exc).splitlines()[0]})") from None
 
 
 def print_placement(stack: StackProjection, specs: list[Any], settings: Any, table: PriceTable, advice: Any,
@@ -214,20 +208,34 @@ def print_placement(stack: StackProjection, specs: list[Any], settings: Any, tab
               f"preemptions and data transfer; the rest of the bill is the same): " + "; ".join(lines) + ".")
 
 
-def _history(history_dir: Path | None, bucket: str | None, state_dir: Path) -> tuple[list[RunRecord], str]:
-    """The run records that give VM time per run, and where they came from (said on screen)."""
+def _from_bucket(history_dir: Path | None, bucket: str | None, state_dir: Path, *, records: bool,
+                 advice: bool) -> tuple[list[RunRecord], str, Any]:
+    """The run records that give VM time per run, where they came from (said on screen), and the
+    stack's Spot advice: from --history, and --bucket or else the local bucket, opened once."""
     from spotcron.cli._bucket import describe, open_store
+    from spotcron.core import layout
+    from spotcron.core.advice import Advice
 
-    records = read_records(history_dir) if history_dir else []
-    source = str(history_dir) if history_dir else ""
-    if bucket or not history_dir and (state_dir / "bucket").is_dir():
+    found = read_records(history_dir) if history_dir and records else []
+    source = str(history_dir) if history_dir and records else ""
+    local = (state_dir / "bucket").is_dir()
+    need_records = records and (bool(bucket) or not history_dir and local)
+    need_advice = advice and (bool(bucket) or local)
+    stored = None
+    if need_records or need_advice:
         with open_store(bucket, state_dir) as store:
-            records += [r for job in store.jobs() for r in store.records(job)]
-        source = " and ".join(filter(None, (source, describe(bucket, state_dir))))
-    return records, source
+            if need_records:
+                found += [r for job in store.jobs() for r in store.records(job)]
+                source = " and ".join(filter(None, (source, describe(bucket, state_dir))))
+            blob = store.blobs.read(layout.ADVICE) if need_advice else None
+        try:
+            stored = Advice.from_json(blob.data) if blob is not None else None
+        except ValueError:
+            stored = None
+    return found, source, stored
 
 
-def basis_line(stack: StackProjection, source: str, runtime: str) -> str:
+def basis_line(stack: StackProjection, source: str, runtime: str, explicit: bool = False) -> str:
     """Which VM time per run each configuration's price comes from: recorded runs, or the assumption."""
     from spotcron.core.durations import format_duration
 
@@ -235,14 +243,18 @@ def basis_line(stack: StackProjection, source: str, runtime: str) -> str:
     for job in stack.jobs:
         for variant in job.variants:
             name = f"{job.job}/{variant.variant}" if variant.variant else job.job
-            said = (f"assumed (--runtime {runtime}; no runs recorded)" if variant.basis == "runtime"
-                    else f"{variant.basis} in {source}")
+            if variant.basis != "runtime":
+                said = f"{variant.basis} in {source}"
+            elif explicit:
+                said = f"as given (--runtime {runtime})"
+            else:
+                said = f"assumed (--runtime {runtime}; no runs recorded)"
             parts.append(f"{name} {format_duration(variant.vm_seconds)}, {said}")
     return "VM time per run: " + "; ".join(dict.fromkeys(parts)) + "."  # repeats: one VM each, said once
 
 
 def print_stack(stack: StackProjection, table: PriceTable, region: str,
-                basis: tuple[str, str] | None = None, other: StackProjection | None = None) -> None:
+                basis: tuple[str, str, bool] | None = None, other: StackProjection | None = None) -> None:
     from rich import box
 
     from spotcron.cli._tables import Columns, print_table
@@ -255,11 +267,14 @@ def print_stack(stack: StackProjection, table: PriceTable, region: str,
     names = ("job", "runs", "VM/run", *(headers.get(k, k) for k in items), "total", "classic")
     rows = []
     for job in stack.jobs:
-        times = ",".join(dict.fromkeys(format_duration(v.vm_seconds) for v in job.variants))
+        # A matrix job's configurations each have their own VM time: a row each, under the job's.
+        per_config = {v.variant: format_duration(v.vm_seconds) for v in job.variants if v.variant}
         runs = job.runs_per_month
-        rows.append((job.job, f"{runs:.1f}" if runs < 100 else f"{runs:.0f}", times,
+        rows.append((job.job, f"{runs:.1f}" if runs < 100 else f"{runs:.0f}",
+                     "" if per_config else format_duration(job.variants[0].vm_seconds) if job.variants else "",
                      *(_usd(_item(job.items, k)) for k in items), _usd(job.monthly_usd),
                      _usd(job.classic_monthly_usd)))
+        rows += [(f"  {name}", "", seconds, *("" for _ in items), "", "") for name, seconds in per_config.items()]
     for part, part_items in stack.overhead.items():
         rows.append((f"({part})", "", "", *(_usd(_item(part_items, k)) for k in items),
                      _usd(sum(part_items.values())), ""))
@@ -285,6 +300,8 @@ def print_stack(stack: StackProjection, table: PriceTable, region: str,
               f"${stack.classic_monthly_usd:.2f}/month.")
     out.print(f"Prices are indicative ({table.name}, as of {table.as_of}): see docs/cost.md; "
               f"override them with --prices FILE.")
+    out.print("The results page's \"projected for the month\" extrapolates recent runs instead; docs/cost.md, "
+              "\"The results page's month and spotcron cost\", says why the two differ.", markup=False)
 
 
 def scheduling_note(mode: str) -> str:

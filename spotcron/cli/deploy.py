@@ -193,7 +193,7 @@ def destroy(ctx: click.Context, stack_path: Path, dry_run: bool, assume_yes: boo
     bucket, with every run's logs and results, is kept unless --delete-results is given.
     """
     from spotcron.cli._common import load_stack
-    from spotcron.deploy.calls import Caller, DeployError
+    from spotcron.deploy.calls import Caller, DeployError, MissingCredentials
     from spotcron.deploy.destroy import format_destroy, run_destroy
     from spotcron.deploy.validate import preflight
 
@@ -201,7 +201,11 @@ def destroy(ctx: click.Context, stack_path: Path, dry_run: bool, assume_yes: boo
     out = console()
     settings = load_stack(stack_path)
     preflight(settings, [], stack_path)  # a placeholder project or bucket stops here, before any call
-    credentials = env.credentials(settings.project)
+    try:
+        credentials = env.credentials(settings.project)
+    except MissingCredentials as exc:  # deploy's text names the APIs it enables; destroy enables none
+        raise MissingCredentials(exc.cause, "destroy reads the project to list what it would delete, --dry-run "
+                                            "too") from None
     clients = env.clients(settings.project, credentials, concurrency)
     caller = env.caller(settings.project) if env.caller else Caller(settings.project)
     compute = env.compute(settings.project, credentials)

@@ -1,10 +1,11 @@
 """What `spotcron up` shows while it runs.
 
 In a terminal: a live panel (each job with its next fire time, the runs in flight with their
-elapsed time) under a scrolling log of one line per run start and end (state, duration, cost)
-and per job-file problem (file:line). In a pipe: the same log lines, plain, one per event, and
-no panel. The view only listens: run events come from the stack's event feed, reload results
-from the loader wrapper below; it never changes what the stack does.
+elapsed time) under a scrolling log of one line per run start and end (state, duration, cost),
+per job-file problem (file:line) and per job added, removed, paused or resumed. In a pipe: the
+same log lines, plain, one per event, and no panel. The view only listens: run events come from
+the stack's event feed, reload results from the loader wrapper below; it never changes what the
+stack does.
 """
 
 from __future__ import annotations
@@ -111,6 +112,19 @@ class UpView:
         else:
             self._line(now, "", "reloaded", f"job files fixed; jobs running: {', '.join(s.name for s in specs) or 'none'}")
 
+    def changed(self, before: Mapping[str, bool], after: Mapping[str, bool]) -> None:
+        """After a reload: one line per job added, removed, paused or resumed (name -> paused)."""
+        now = self.now()
+        for name in sorted(before.keys() | after.keys()):
+            if name not in before:
+                self._line(now, name, "added", "")
+            elif name not in after:
+                self._line(now, name, "removed", "its job file is gone; runs in flight finish")
+            elif after[name] and not before[name]:
+                self._line(now, name, "paused", "no tick starts it until it is resumed")
+            elif before[name] and not after[name]:
+                self._line(now, name, "resumed", "")
+
     # --- drawing ---------------------------------------------------------------------------------
     def _line(self, at: datetime, subject: str, what: str, detail: str) -> None:
         from rich.text import Text
@@ -183,10 +197,12 @@ class JobLoader:
         self.grace = grace
         self.view = view
         self.good: dict[str, JobSpec] = {}
+        self.loaded_once = False
 
     def __call__(self) -> list[JobSpec]:
         from spotcron.core.loader import check_jobs
 
+        before = {n: s.paused for n, s in self.good.items()}
         specs, problems = check_jobs([self.jobs_dir], grace=self.grace)
         loaded = {s.name: s for s in specs}
         broken = {Path(p.file).stem for p in problems}
@@ -195,4 +211,7 @@ class JobLoader:
         self.good = {**{n: self.good[n] for n in kept}, **loaded}
         if self.view is not None:
             self.view.reloaded(specs, problems, kept)
+            if self.loaded_once:  # the first load is listed by up itself
+                self.view.changed(before, {n: s.paused for n, s in self.good.items()})
+        self.loaded_once = True
         return sorted(self.good.values(), key=lambda s: s.name)

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import codecs
-from collections.abc import Iterator
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -11,6 +10,7 @@ import click
 
 from spotcron.cli._bucket import bucket_options, describe, open_store, resolve, runs_context, stdout
 from spotcron.cli._common import console, given, goes_with
+from spotcron.present.logs import LOG_PIECE, RunOutput
 
 if TYPE_CHECKING:
     from spotcron.core.runs import RunRecord
@@ -18,25 +18,37 @@ if TYPE_CHECKING:
     from spotcron.present.views import ResultFile
 
 
-LOG_PIECE = 8 << 20  # bytes per ranged read of a log: what `logs` holds in memory at once
+
+
+def run_ref(words: tuple[str, ...]) -> str:
+    """RUN as typed: one word (JOB/RUN, a bare id), or the runs table's job and run columns pasted."""
+    from spotcron.core.errors import SpotcronError
+
+    if len(words) > 2:
+        raise SpotcronError(f"{' '.join(words)!r} is not a run; write JOB/RUN, or paste the job and run columns "
+                            "of `spotcron runs`")
+    return " ".join(words)
 
 
 # --- spotcron logs -----------------------------------------------------------------------------
 
 
 @click.command("logs")
-@click.argument("run")
+@click.argument("run", nargs=-1, required=True)
 @click.option("--job", help="The job of a bare run id, when several jobs have one of that name.")
 @click.option("--attempt", type=click.IntRange(min=1), help="Show this attempt (default: the latest).")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new output until the run has ended.")
 @click.option("--interval", default=2.0, show_default=True, type=click.FloatRange(min=0.1),
               help="Seconds between polls with --follow.")
+@click.option("-t", "--timestamps", is_flag=True,
+              help="Begin each line with when it reached the bucket (UTC; the runner ships every 5 s, 1 s locally).")
 @bucket_options
-def logs(run: str, job: str | None, attempt: int | None, follow: bool, interval: float, bucket: str | None,
-         state_dir: Path) -> None:
+def logs(run: tuple[str, ...], job: str | None, attempt: int | None, follow: bool, interval: float,
+         timestamps: bool, bucket: str | None, state_dir: Path) -> None:
     """Print a run's container output (logs.txt of its latest attempt).
 
-    RUN is JOB/RUN or a bare run id, as `spotcron runs` lists them. While the job runs, the
+    RUN is JOB/RUN or a bare run id, as `spotcron runs` lists them; the table's job and run
+    columns copied together (`dl-benchmark/t4 20261122-1000-t4`) name a run too. While the job runs, the
     runner ships its new output every few seconds; with --follow, output is printed as it
     reaches the bucket, attempt after attempt, until the run ends.
 
@@ -45,6 +57,7 @@ def logs(run: str, job: str | None, attempt: int | None, follow: bool, interval:
       spotcron logs hello-bot/20261122-1000
       spotcron logs 20261122-1000 --attempt 1
       spotcron logs hello-bot/20261122-1000 --follow
+      spotcron logs hello-bot/20261122-1000 --timestamps
     """
     from spotcron.core import layout
     from spotcron.core.errors import SpotcronError
@@ -52,21 +65,19 @@ def logs(run: str, job: str | None, attempt: int | None, follow: bool, interval:
 
     if not follow and given("interval"):
         raise goes_with("--interval", "--follow", "without it the logs are read once")
+    run = run_ref(run)
     where = describe(bucket, state_dir)
     if follow:
-        _follow(run, job, attempt, interval, bucket, state_dir)
+        _follow(run, job, attempt, interval, bucket, state_dir, timestamps)
         return
     with open_store(bucket, state_dir) as store:
         record = resolve(store, run, job, where)
         number = pick_attempt(record, attempt)
         name = layout.logs(record.job, record.run_id, number)
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        shown = 0
-        for piece in log_pieces(store.blobs, record.job, record.run_id, number):
-            click.echo(decoder.decode(piece), nl=False)
-            shown += len(piece)
-        if shown:
-            click.echo(decoder.decode(b"", final=True), nl=False)
+        output = RunOutput(record.job, record.run_id, attempt=number, timestamps=timestamps)
+        click.echo(output.poll(store.blobs, record), nl=False)
+        if output.printed_any:
+            click.echo(output.finish(), nl=False)
             return
         if store.blobs.read_range(name, 0, 1) is not None:
             return  # an empty log
@@ -79,33 +90,8 @@ def logs(run: str, job: str | None, attempt: int | None, follow: bool, interval:
                         f"to wait")
 
 
-def log_pieces(blobs: Blobs, job: str, run_id: str, attempt: int, offset: int = 0) -> Iterator[bytes]:
-    """An attempt's log from byte `offset` on, piece by piece (memory stays one piece).
-
-    The whole logs.txt once the runner stored it at the end of the attempt; until then the live
-    parts it ships while the job runs, each named by the byte of the log where it starts, read in
-    order: a poll reads only new bytes and lists nothing. Both hold the same bytes at the same
-    offsets, so a reader moves from the parts to logs.txt without a seam.
-    """
-    from spotcron.core import layout
-
-    whole = layout.logs(job, run_id, attempt)
-    start = offset  # where the part being read starts
-    while True:
-        piece = blobs.read_range(whole, offset, LOG_PIECE)
-        if piece is None:  # the attempt is still running (or its VM was lost): the live parts
-            piece = blobs.read_range(layout.log_part(job, run_id, attempt, start), offset - start, LOG_PIECE)
-            if piece == b"" and start != offset:  # that part is read: the next one starts here
-                start = offset
-                continue
-        if not piece:
-            return
-        yield piece
-        offset += len(piece)
-
-
 def _follow(ref: str, job: str | None, attempt: int | None, interval: float, bucket: str | None,
-            state_dir: Path) -> None:
+            state_dir: Path, timestamps: bool) -> None:
     from spotcron.core.errors import SpotcronError
     from spotcron.engine.store import RunStore
     from spotcron.present.views import pick_attempt
@@ -113,40 +99,21 @@ def _follow(ref: str, job: str | None, attempt: int | None, interval: float, buc
     context = runs_context()
     where = describe(bucket, state_dir)
     err = console(stderr=True)
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    shown: dict[int, int] = {}  # attempt → bytes printed so far
-    current: int | None = None
-
-    def emit(blobs: Blobs, number: int) -> None:
-        """Print what attempt `number`'s log gained since the last poll, piece by piece."""
-        for piece in log_pieces(blobs, *key, number, shown.get(number, 0)):
-            click.echo(decoder.decode(piece), nl=False)
-            shown[number] = shown.get(number, 0) + len(piece)
-
-    key: tuple[str, str] | None = None
+    output: RunOutput | None = None
     ended_seen = False
     # One bucket for every poll: each read goes to the bucket (or the local storage server's
     # files), so what the runner writes later is seen.
     with err.status(f"following {ref} in {where}…") as spinner, context.open_blobs(bucket, state_dir) as blobs:
         store = RunStore(blobs)
         while True:
-            if key is None:
+            if output is None:
                 found = resolve(store, ref, job, where)
-                key = (found.job, found.run_id)
-            record = store.read(*key)
+                output = RunOutput(found.job, found.run_id, attempt=attempt, timestamps=timestamps,
+                                   notice=lambda text: err.print(f"[dim]{text}[/dim]"))
+            record = store.read(output.job, output.run_id)
             if record is None:
-                raise SpotcronError(f"run {key[0]}/{key[1]} disappeared from {where} (pruned?)")
-            target = attempt if attempt is not None else (record.current_attempt.number
-                                                          if record.current_attempt else None)
-            if current is not None and target != current:
-                # The previous attempt may have uploaded its last lines while being preempted.
-                emit(blobs, current)
-                click.echo(decoder.decode(b"", final=True), nl=False)
-                decoder.reset()
-                err.print(f"[dim]-- attempt {target} --[/dim]")
-            current = target
-            if current is not None:
-                emit(blobs, current)
+                raise SpotcronError(f"run {output.job}/{output.run_id} disappeared from {where} (pruned?)")
+            click.echo(output.poll(blobs, record), nl=False)
             if record.terminal and not ended_seen:
                 # One more look once the run has ended: the last upload may have landed between
                 # this poll's log read and its record read, or a reader may lag by one write.
@@ -155,22 +122,19 @@ def _follow(ref: str, job: str | None, attempt: int | None, interval: float, buc
             if record.terminal:
                 if attempt is not None:
                     pick_attempt(record, attempt)  # an attempt that will never come is an error
-                tail = decoder.decode(b"", final=True)
-                if tail:
-                    click.echo(tail, nl=False)
+                click.echo(output.finish(), nl=False)
                 break
-            spinner.update(f"{key[0]}/{key[1]} is {record.state}; waiting for more output…")
+            spinner.update(f"{output.job}/{output.run_id} is {record.state}; waiting for more output…")
             context.sleep(interval)
     ended = record.state + (f": {record.reason}" if record.reason else "")
-    err.print(f"{key[0]}/{key[1]} ended {ended}" + ("" if current is not None and shown.get(current) else
-                                                    " (no logs)"))
+    err.print(f"{output.job}/{output.run_id} ended {ended}" + ("" if output.printed_any else " (no logs)"))
 
 
 # --- spotcron results --------------------------------------------------------------------------
 
 
 @click.command("results")
-@click.argument("run")
+@click.argument("run", nargs=-1, required=True)
 @click.option("--job", help="The job of a bare run id, when several jobs have one of that name.")
 @click.option("--attempt", type=click.IntRange(min=1),
               help="Use this attempt (default: the one that succeeded, else the latest).")
@@ -179,9 +143,11 @@ def _follow(ref: str, job: str | None, attempt: int | None, interval: float, buc
 @click.option("--force", is_flag=True,
               help="With --download: write into a folder that holds other files, without asking.")
 @click.option("--json", "as_json", is_flag=True, help="Print the listing as JSON.")
+@click.option("--cat", "cat_name", metavar="FILE",
+              help="Print one file's bytes to stdout (a name the listing shows), checked against the manifest.")
 @bucket_options
-def results(run: str, job: str | None, attempt: int | None, download_dir: Path | None, force: bool,
-            as_json: bool, bucket: str | None, state_dir: Path) -> None:
+def results(run: tuple[str, ...], job: str | None, attempt: int | None, download_dir: Path | None, force: bool,
+            as_json: bool, cat_name: str | None, bucket: str | None, state_dir: Path) -> None:
     """List (and download) the files a run wrote to /results.
 
     The list comes from the attempt's manifest.json (name, size, sha256), which the runner writes
@@ -192,12 +158,18 @@ def results(run: str, job: str | None, attempt: int | None, download_dir: Path |
     Examples:
       spotcron results hello-bot/20261122-1000
       spotcron results 20261122-1000-t4 --download ./out
+      spotcron results hello-bot/20261122-1000 --cat answer.json | jq .
     """
     from spotcron.core import layout
     from spotcron.present.views import RESULT_COLUMNS, ResultFile, manifest_files, pick_attempt, results_json
 
     if force and download_dir is None:
         raise goes_with("--force", "--download DIR", "nothing is written without it")
+    if cat_name is not None and (download_dir is not None or as_json):
+        from spotcron.core.errors import SpotcronError
+
+        raise SpotcronError("--cat prints one file: leave out --download and --json")
+    run = run_ref(run)
     where = describe(bucket, state_dir)
     with open_store(bucket, state_dir) as store:
         record = resolve(store, run, job, where)
@@ -214,6 +186,9 @@ def results(run: str, job: str | None, attempt: int | None, download_dir: Path |
         else:
             files = [ResultFile(name[len(prefix):]) for name in store.blobs.list(prefix)]
             source = "listing"
+        if cat_name is not None:
+            _cat(store.blobs, prefix, files, cat_name, f"{record.job}/{record.run_id}", number)
+            return
         if download_dir is not None and not force:
             _check_destination(download_dir, files)
         written = _download(store.blobs, prefix, files, download_dir) if download_dir is not None else None
@@ -268,6 +243,34 @@ def _check_destination(dest: Path, files: list[ResultFile]) -> None:
         raise SpotcronError(f"--download {dest}: nothing written")
     raise SpotcronError(f"--download {dest}: the folder already holds files this run did not write ({listed}); "
                         "download into a new or empty folder, or pass --force to write beside them")
+
+
+def _cat(blobs: Blobs, prefix: str, files: list[ResultFile], name: str, run: str, number: int) -> None:
+    """Stream results file `name` to stdout in pieces; a sha256 that differs from the manifest's
+    is an error (after the bytes, which are already out)."""
+    import hashlib
+
+    from spotcron.core.catalog import suggest
+    from spotcron.core.errors import SpotcronError
+
+    name = name.removeprefix("results/").lstrip("/")
+    listed = {file.name: file for file in files}
+    if name not in listed:
+        hint = suggest(name, list(listed))
+        known = f"did you mean {hint!r}? " if hint else ""
+        raise SpotcronError(f"{run} attempt {number} wrote no results/{name}; {known}(`spotcron results {run}` "
+                            "lists its files)")
+    sys.stdout.flush()  # text already written goes first
+    out = sys.stdout.buffer
+    digest, offset = hashlib.sha256(), 0
+    while piece := blobs.read_range(prefix + name, offset, LOG_PIECE):
+        out.write(piece)
+        digest.update(piece)
+        offset += len(piece)
+    out.flush()
+    expected = listed[name].sha256
+    if expected and digest.hexdigest() != expected:
+        raise SpotcronError(f"{prefix}{name}: sha256 is {digest.hexdigest()}, the manifest says {expected}")
 
 
 def _download(blobs: Blobs, prefix: str, files: list[ResultFile], dest: Path) -> int:

@@ -54,7 +54,9 @@ def page(open_page: bool, limit: int, out_dir: Path | None, bucket: str | None, 
     else:
         target = _local_page(state_dir, out_dir or Path(state_dir) / "page", limit)
     click.echo(target)
-    if open_page:
+    if open_page and not context.has_display():
+        click.echo(f"no display to open a browser on here; open {target} where you have one", err=True)
+    elif open_page:
         context.launch(target if "://" in target else Path(target).resolve().as_uri())
 
 

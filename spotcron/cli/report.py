@@ -91,7 +91,9 @@ def report(job: str, fmt: str, as_json: bool, show_history: bool, charts_dir: Pa
         elif fmt == "md":
             click.echo(exports.history_markdown(history), nl=False)
         else:
-            console().print(exports.history_table(history))
+            from spotcron.cli._tables import print_whole
+
+            print_whole(console(), exports.history_table(history))
     elif fmt == "json":
         click.echo(exports.json_text(result, charts=charts))
     elif fmt == "csv":
@@ -101,9 +103,11 @@ def report(job: str, fmt: str, as_json: bool, show_history: bool, charts_dir: Pa
     elif fmt == "md":
         click.echo(exports.markdown(result), nl=False)
     else:
+        from spotcron.cli._tables import print_whole
+
         out = console()
         for table in exports.rich_tables(result):
-            out.print(table)
+            print_whole(out, table)
         for line in exports.problem_lines(result):
             out.print(f"metrics.json problem: {line}", markup=False)
         for line in exports.unmeasured_lines(result):

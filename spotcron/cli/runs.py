@@ -7,6 +7,7 @@ the same in both worlds. `logs` and `results` live in spotcron.cli.outputs; COMM
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from datetime import datetime
 from pathlib import Path
@@ -80,9 +81,11 @@ def runs(job: str | None, as_json: bool, limit: int, bucket: str | None, state_d
                 raise unknown_job(job_name, store, where)
         else:
             pairs = all_run_ids(store)
-        if variant:  # a matrix entry's run ids end in -VARIANT; the records say it exactly
+        if variant:  # a matrix entry's run ids end in -VARIANT or -VARIANT-rN; the records say it exactly
+            from spotcron.core.runs import of_variant
+
             every = pairs
-            pairs = [(j, r) for j, r in pairs if r.endswith(f"-{variant}")]
+            pairs = [(j, r) for j, r in pairs if of_variant(r, variant)]
             if not pairs:
                 raise unknown_variant(job_name, variant, _variants(store, every), where)
         # A read per record: read only the newest `limit` of them.
@@ -100,7 +103,7 @@ def runs(job: str | None, as_json: bool, limit: int, bucket: str | None, state_d
     print_runs_table(out, records, context.now())
     total = len(pairs)
     if limit and total > len(records):
-        out.print(f"[dim]showing the newest {len(records)} of {total} runs; --limit 0 shows all[/dim]")
+        console(stderr=True).print(f"[dim]showing the newest {len(records)} of {total} runs; --limit 0 shows all[/dim]")
 
 
 def _variants(store: Any, pairs: list[tuple[str, str]]) -> list[str]:
@@ -187,15 +190,22 @@ def _print_vms(out: Any, instances: list[Any], live: set[tuple[str, str]], proje
 @click.option("--topic", help="With --cloud: the start topic (default: the stack's start_topic, spotcron-start).")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=1),
               help="Locally: seconds to wait for the run to end (default: the job's timeout + grace).")
+@click.option("-f", "--follow", is_flag=True,
+              help="Print the job's output as it comes (stdout), then exit with the job's exit code (--cloud too).")
+@click.option("-t", "--timestamps", is_flag=True, help="With --follow: begin each line with when it was shipped.")
 @jobs_option
 @stack_option
 @bucket_options
 def run(job_or_file: str, cloud: bool, project: str | None, topic: str | None, timeout_s: float | None,
-        jobs_dir: Path, stack_path: Path, bucket: str | None, state_dir: Path) -> None:
+        follow: bool, timestamps: bool, jobs_dir: Path, stack_path: Path, bucket: str | None, state_dir: Path) -> None:
     """Run a job now, outside its schedule (every matrix entry).
 
     Locally (default) the run goes through the local stack and this command waits for it and
-    exits 0 only if every run succeeded. With --cloud it publishes the job's spec to the deployed
+    exits 0 only if every run succeeded. With --follow (locally, or with --cloud from the stack's
+    bucket or --bucket) it prints the job's output as the runner
+    ships it (every few seconds; each line labelled with its run when a matrix runs several),
+    ends with each run's outcome on stderr, and exits with the job's exit code (1 for a run that
+    ended without one, such as a timeout). With --cloud it publishes the job's spec to the deployed
     start topic, marked manual, and returns: the run ids start with `m` and end in the nonce's
     first four characters (before any matrix suffix). A manual run never takes the place of a
     scheduled one.
@@ -203,6 +213,7 @@ def run(job_or_file: str, cloud: bool, project: str | None, topic: str | None, t
     \b
     Examples:
       spotcron run hello-bot
+      spotcron run hello-bot --follow
       spotcron run dl-benchmark --cloud --project my-project
     """
     from spotcron.core.errors import SpotcronError
@@ -212,15 +223,26 @@ def run(job_or_file: str, cloud: bool, project: str | None, topic: str | None, t
         for name, why in (("project", "a local run needs no project"), ("topic", "a local run publishes to no topic")):
             if given(name):
                 raise goes_with(f"--{name}", "--cloud", why)
-    elif given("timeout_s"):
-        raise SpotcronError("--timeout goes without --cloud: a cloud run is not waited for; watch it with "
-                            "`spotcron runs JOB --bucket ...`")
+    elif given("timeout_s") and not follow:
+        raise SpotcronError("--timeout goes without --cloud: a cloud run is not waited for (add --follow to wait); "
+                            "watch it with `spotcron runs JOB --bucket ...`")
+    if timestamps and not follow:
+        raise goes_with("--timestamps", "--follow", "without it the output is not printed")
     settings = load_stack(stack_path)
     spec = load_job_file(find_job_file(job_or_file, jobs_dir), grace=settings.grace)
     if cloud:
-        _publish_start(spec, project or settings.project, topic or settings.start_topic, bucket)
+        nonce = _publish_start(spec, project or settings.project, topic or settings.start_topic, bucket,
+                               quiet=follow)
+        if follow:
+            streams = Streams(timestamps)
+            records = _follow_cloud(spec, nonce, bucket or f"gs://{settings.bucket}", state_dir, streams, timeout_s)
+            raise click.exceptions.Exit(streams.outcome(records))
         return
-    records = _run_locally(spec, state_dir, timeout_s or float(spec.timeout + settings.grace), settings.limits)
+    streams = Streams(timestamps) if follow else None
+    records = _run_locally(spec, state_dir, timeout_s or float(spec.timeout + settings.grace), settings.limits,
+                           streams)
+    if streams is not None:
+        raise click.exceptions.Exit(streams.outcome(records))
     out = stdout()
     print_runs_table(out, records, runs_context().now())
     for record in records:
@@ -231,7 +253,50 @@ def run(job_or_file: str, cloud: bool, project: str | None, topic: str | None, t
         raise click.exceptions.Exit(1)
 
 
-def _run_locally(spec: Any, state_dir: Path, timeout_s: float, limits: Any = None) -> list[RunRecord]:
+class Streams:
+    """`run --follow`: each run's output to stdout as it reaches the bucket, then the outcome."""
+
+    def __init__(self, timestamps: bool):
+        self.timestamps = timestamps
+        self.outputs: dict[tuple[str, str], Any] = {}
+        self.err = console(stderr=True)
+
+    def start(self, started: list[tuple[str, str]]) -> None:
+        from spotcron.present.logs import RunOutput
+
+        several = len(started) > 1  # a matrix: each line says whose it is
+        for job, run_id in started:
+            self.outputs[(job, run_id)] = RunOutput(
+                job, run_id, label=run_id if several else "", timestamps=self.timestamps,
+                notice=lambda text, run=run_id: self.err.print(f"[dim]{run}: {text}[/dim]"))
+
+    def poll(self, blobs: Any, records: list[RunRecord]) -> None:
+        for record in records:
+            output = self.outputs.get((record.job, record.run_id))
+            if output is not None:
+                click.echo(output.poll(blobs, record), nl=False)
+
+    def outcome(self, records: list[RunRecord]) -> int:
+        """The last of the output, a line per run on stderr, and the exit status: the job's code."""
+        from spotcron.core.runs import RunState
+
+        for output in self.outputs.values():
+            click.echo(output.finish(), nl=False)
+        for record in records:
+            code = f", exit {record.exit_code}" if record.exit_code is not None else ""
+            why = f": {' '.join(record.reason.split())}" if record.reason and record.state != RunState.SUCCEEDED else ""
+            self.err.print(f"{record.job}/{record.run_id} {record.state}{code}{why}", markup=False, highlight=False,
+                           soft_wrap=True)
+        unfinished = len(records) < len(self.outputs) or any(not r.terminal for r in records)
+        failed = [r for r in records if r.state != RunState.SUCCEEDED]
+        if not failed and not unfinished:
+            return 0
+        codes = [r.exit_code for r in failed if r.exit_code]
+        return codes[0] if codes else 1
+
+
+def _run_locally(spec: Any, state_dir: Path, timeout_s: float, limits: Any = None,
+                 streams: Streams | None = None) -> list[RunRecord]:
     """Run every matrix entry now and wait for them all to end: on the `spotcron up` that owns
     `state_dir` when one runs (a second stack cannot share it), else on a local stack of its own."""
     err = console(stderr=True)
@@ -239,18 +304,26 @@ def _run_locally(spec: Any, state_dir: Path, timeout_s: float, limits: Any = Non
     if started is not None:
         for job, run_id in started:
             err.print(f"started {job}/{run_id} on the running `spotcron up`")
-        return _follow_runs(started, state_dir, timeout_s, err)
-    with err.status(f"starting the local stack in {state_dir}…") as spinner, \
-            runs_context().local_stack(state_dir, limits) as stack:
+        return _follow_runs(started, state_dir, timeout_s, err, streams)
+    # Following, the job's output is the screen: no spinner redrawn over it.
+    waiting = err.status(f"starting the local stack in {state_dir}…") if streams is None else contextlib.nullcontext()
+    with waiting as spinner, runs_context().local_stack(state_dir, limits) as stack:
         started = stack.run_now(spec)
         for job, run_id in started:
             err.print(f"started {job}/{run_id}")
+        if streams is not None:
+            streams.start(started)
 
         def progress(records: list[RunRecord]) -> None:
+            if streams is not None:
+                streams.poll(stack.deps.blobs, records)
+                return
             states = ", ".join(f"{r.run_id} {r.state}" for r in records)
             spinner.update(f"waiting for {spec.name}: {states}")
 
         records = list(stack.wait(started, timeout=timeout_s, progress=progress))
+        if streams is not None:
+            streams.poll(stack.deps.blobs, records)  # what the last upload added
     unfinished = [r for r in records if not r.terminal]
     if unfinished or len(records) < len(started):
         err.print(f"[yellow]gave up waiting after {timeout_s:.0f}s[/yellow]: the local stack stopped with the run "
@@ -258,26 +331,39 @@ def _run_locally(spec: Any, state_dir: Path, timeout_s: float, limits: Any = Non
     return records
 
 
-def _follow_runs(started: list[tuple[str, str]], state_dir: Path, timeout_s: float, err: Any) -> list[RunRecord]:
-    """Ask the running `up` for the runs' records until every run has ended (or `timeout_s`)."""
+def _follow_runs(started: list[tuple[str, str]], state_dir: Path, timeout_s: float, err: Any,
+                 streams: Streams | None = None) -> list[RunRecord]:
+    """Ask the running `up` for the runs' records until every run has ended (or `timeout_s`);
+    with `streams`, print their output from the bucket meanwhile (`up` serves it on disk)."""
     context = runs_context()
     records: list[RunRecord] = []
     waited = 0.0
-    with err.status(f"waiting for {', '.join(r for _, r in started)}…") as spinner:
+    if streams is not None:
+        streams.start(started)
+    bucket = context.open_blobs(None, state_dir) if streams is not None else contextlib.nullcontext(None)
+    waiting = err.status(f"waiting for {', '.join(r for _, r in started)}…") if streams is None \
+        else contextlib.nullcontext()
+    with waiting as spinner, bucket as blobs:
         while True:
             records = [r for r in context.handed_records(state_dir, started) if r is not None]
+            if streams is not None:
+                streams.poll(blobs, records)
             if len(records) == len(started) and all(r.terminal for r in records):
+                if streams is not None:
+                    streams.poll(blobs, records)  # what the last upload added
                 return records
             if waited >= timeout_s:
                 err.print(f"[yellow]gave up waiting after {timeout_s:.0f}s[/yellow]: the runs go on in the running "
                           "`spotcron up`; `spotcron runs` shows them")
                 return records
-            spinner.update(", ".join(f"{r.run_id} {r.state}" for r in records))
+            if spinner is not None:
+                spinner.update(", ".join(f"{r.run_id} {r.state}" for r in records))
             context.sleep(FOLLOW_POLL_S)
             waited += FOLLOW_POLL_S
 
 
-def _publish_start(spec: Any, project: str, topic: str, bucket: str | None) -> None:
+def _publish_start(spec: Any, project: str, topic: str, bucket: str | None, *, quiet: bool = False) -> str:
+    """Publish a manual start of `spec`; its nonce (the run ids end in its first four characters)."""
     import os
 
     from spotcron.core.errors import SpotcronError
@@ -300,12 +386,58 @@ def _publish_start(spec: Any, project: str, topic: str, bucket: str | None) -> N
         # The body names the job and its spec's digest, exactly what the scheduler entry publishes:
         # start_job runs the deployed spec only, so a job file changed since deploy is refused.
         message_id = publisher.publish(path, encode_start(spec), trigger="manual", nonce=nonce).result(timeout=60)
-    out = stdout()
+    out = console(stderr=True) if quiet else stdout()  # following: stdout is the job's output
     out.print(f"published {spec.name} to {path}: message {message_id}")
     watch = f" --bucket {bucket}" if bucket else " --bucket gs://BUCKET"
     out.print(f"its run ids look like m<UTC time>-{nonce[:4]}; watch with: spotcron runs {spec.name}{watch}")
     out.print(f"start_job runs only the deployed spec: if jobs/{spec.name}.yaml changed since `spotcron deploy`, "
               f"the run is refused (see the start_job logs); deploy first")
+    return nonce
+
+
+CLOUD_POLL_S = 5.0  # the runner ships output every 5 s: looking more often finds nothing new
+CLOUD_START_S = 300.0  # how long start_job may take to create the runs before `run -f` gives up
+
+
+def _follow_cloud(spec: Any, nonce: str, bucket: str, state_dir: Path, streams: Streams,
+                  timeout_s: float | None = None) -> list[RunRecord]:
+    """Find the runs start_job creates for this request (ids ending in the nonce's first four
+    characters, before any matrix suffix) in the bucket, then print their output to their end."""
+    from spotcron.core.errors import SpotcronError
+    from spotcron.core.runs import tick_of
+    from spotcron.engine.store import RunStore
+
+    context = runs_context()
+    expected = len(spec.variants())
+    waited, started = 0.0, []
+    limit = timeout_s or CLOUD_START_S + spec.timeout + 600  # default: the runs' own deadline, with boot and upload
+    with context.open_blobs(bucket, state_dir) as blobs:
+        store = RunStore(blobs)
+        while len(started) < expected:
+            started = [(spec.name, r) for r in store.run_ids(spec.name)
+                       if r.startswith("m") and tick_of(r).endswith(f"-{nonce[:4]}")]
+            if len(started) >= expected:
+                break
+            if waited >= CLOUD_START_S:
+                raise SpotcronError(f"start_job created {len(started)} of {expected} runs in {CLOUD_START_S:.0f}s: "
+                                    f"see its logs (a job file changed since deploy is refused); "
+                                    f"`spotcron runs {spec.name} --bucket {bucket}` lists what started")
+            context.sleep(CLOUD_POLL_S)
+            waited += CLOUD_POLL_S
+        streams.start(started)
+        records: list[RunRecord] = []
+        while True:
+            records = [r for r in (store.read(j, r) for j, r in started) if r is not None]
+            streams.poll(blobs, records)
+            if len(records) == len(started) and all(r.terminal for r in records):
+                streams.poll(blobs, records)  # what the last upload added
+                return records
+            if waited >= limit:
+                streams.err.print(f"[yellow]gave up waiting after {waited:.0f}s[/yellow]: the runs go on; "
+                                  f"`spotcron runs {spec.name} --bucket {bucket}` shows them")
+                return records
+            context.sleep(CLOUD_POLL_S)
+            waited += CLOUD_POLL_S
 
 
 COMMANDS = [runs, logs, results, status, run]

@@ -134,7 +134,9 @@ def next_(job_or_file: str, count: int, after: str | None, as_json: bool, jobs_d
     for number, fire in enumerate(fires, 1):
         local = fire.astimezone(zone)
         table.add_row(str(number), f"{local:%a %Y-%m-%d %H:%M %Z (%z)}", f"{fire.astimezone(UTC):%a %Y-%m-%d %H:%M}")
-    out.print(table)
+    from spotcron.cli._tables import print_whole
+
+    print_whole(out, table)
     if len(fires) < count:
         out.print(f"only {len(fires)} fire time(s) found")
     for note in dst_notes(schedule, zone, start):

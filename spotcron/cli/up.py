@@ -37,7 +37,8 @@ def up(jobs_dir: Path, stack_path: Path, once: bool, state_dir: Path, timeout: f
     Without --once, fires each job at its cron times (in its time zone) until Ctrl-C, re-reading
     jobs/ when a file changes or on SIGHUP; a broken job file is shown with file:line and the
     other jobs keep running. In a terminal a live view shows each job's next run and the runs in
-    flight; in a pipe, one line per run start and end. `spotcron run JOB` meanwhile hands its
+    flight; in a pipe, one line per run start and end. Either way a line says when a job
+    is added, removed, paused or resumed. `spotcron run JOB` meanwhile hands its
     run to this stack. VMs are runner processes: the job's container under
     docker or podman when the image exists locally, else the job's `local.command`, contained so
     that deleting the VM ends every process it started (a PID namespace on Linux; the first lines
@@ -53,7 +54,8 @@ def up(jobs_dir: Path, stack_path: Path, once: bool, state_dir: Path, timeout: f
         raise goes_with("--timeout", "--once", "without it up runs until Ctrl-C")
     out = console()
     specs = load_jobs([jobs_dir]) if once else []  # --once fails before starting anything
-    stack = LocalStack(state_dir, environ=os.environ, sweep_interval=sweep_interval, limits=load_stack(stack_path).limits)
+    stack = LocalStack(state_dir, environ=os.environ, sweep_interval=sweep_interval, limits=load_stack(stack_path).limits,
+                       notify=lambda line: out.print(f"  {line}", markup=False, highlight=False, soft_wrap=True))
     with _stopped_however_it_ends(stack.stop):
         stack.start()
         out.print(f"[bold]spotcron up[/] — local bucket {stack.bucket.url}, state in {state_dir}/")

@@ -97,6 +97,13 @@ def tick_of(run_id: str) -> str:
     return "-".join(parts[:3] if run_id.startswith("m") else parts[:2])
 
 
+def of_variant(run_id: str, variant: str) -> bool:
+    """Whether `run_id` is a run of matrix entry `variant`: its id ends in `-VARIANT` or, with
+    `repeat`, in `-VARIANT-rN`. The record's `variant` says it exactly; this reads only the id."""
+    rest = run_id[len(tick_of(run_id)) + 1:]
+    return rest == variant or re.fullmatch(rf"{re.escape(variant)}-r\d+", rest) is not None
+
+
 def vm_name(job: str, run_id: str, attempt: int) -> str:
     """A valid Compute Engine name (<= 63 chars) unique per job, run and attempt."""
     name = f"sc-{job}-{run_id}-a{attempt}"

@@ -14,6 +14,7 @@ persistent disk billed all month), started and stopped by two scheduler rules pe
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import statistics
@@ -181,6 +182,7 @@ def _attempt_region(attempt: Attempt, table: PriceTable, default: str) -> str:
 # --- runs per month ----------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=256)  # `cost` prices both scheduling modes: one count per schedule
 def runs_per_month(schedule: str, time_zone: str, start: datetime) -> float:
     """Fire times per 30 days, averaged over the 365 days after `start`.
 

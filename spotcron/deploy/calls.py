@@ -39,6 +39,15 @@ class DeployError(SpotcronError):
     """Deploy cannot go on; the message says what failed and what to do about it."""
 
 
+class MissingCredentials(DeployError):
+    """No Application Default Credentials: how to log in, what the command needs them for, and
+    what Google's library said."""
+
+    def __init__(self, cause: str, needs: str):
+        super().__init__(f"no Google credentials found: {LOGIN_HINT}. {needs}. ({cause})")
+        self.cause = cause
+
+
 def enable_command(project: str) -> str:
     return f"gcloud services enable {' '.join(REQUIRED_APIS)} --project {project}"
 

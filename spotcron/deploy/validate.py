@@ -15,7 +15,7 @@ from typing import Any
 from spotcron.core.errors import ConfigError, Problem
 from spotcron.core.settings import Settings
 from spotcron.core.spec import JobSpec
-from spotcron.deploy.calls import LOGIN_HINT, REQUIRED_APIS, DeployError
+from spotcron.deploy.calls import REQUIRED_APIS, MissingCredentials
 from spotcron.deploy.clients import SCOPES
 from spotcron.deploy.naming import Names, scheduler_id_problem
 
@@ -158,7 +158,7 @@ def default_credentials(project: str) -> Any:
     try:
         credentials, _ = google.auth.default(scopes=list(SCOPES))
     except DefaultCredentialsError as exc:
-        raise DeployError(f"no Google credentials found: {LOGIN_HINT}. {apis_hint()}. ({exc})") from None
+        raise MissingCredentials(str(exc), apis_hint()) from None
     # User credentials from `gcloud auth application-default login` carry no quota project,
     # and some APIs refuse such calls: bill them to the project being deployed.
     if getattr(credentials, "quota_project_id", None) is None and hasattr(credentials, "with_quota_project"):

@@ -249,8 +249,8 @@ def verdict(outcome: Outcome, exit_code: int | None, *, complete: bool, callback
         return RunState.TIMED_OUT, f"the container ran past its timeout and was killed{lost}"
     if exit_code is None and problem:
         return RunState.FAILED, f"the job did not start: {problem}"
-    if exit_code is None:
-        return RunState.FAILED, f"the job did not start (see the attempt's logs){lost}"
+    if exit_code is None:  # the runner reports no code when setup failed or the container would not start
+        return RunState.FAILED, f"the container did not start, so it has no exit code{lost}; the attempt's logs say why"
     if exit_code != 0:
         return RunState.FAILED, f"the container exited with code {exit_code}{lost}"
     if not complete:

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +35,7 @@ from spotcron.local.gpus import GpuPool, host_gpus
 log = logging.getLogger("spotcron.local")
 
 RUNNER = Path(__file__).resolve().parents[2] / "vm_images" / "runner" / "runner.sh"
+LOCAL_LOG_INTERVAL = "1"  # seconds between a local VM's shipments of new output
 PREEMPTION_NOTICE_S = 30.0
 # How long a deleted VM's processes may take to end after SIGKILL; only a process stuck in the
 # kernel (a hung disk or network filesystem) takes longer, and waiting more would not end it.
@@ -61,7 +62,8 @@ class LocalCompute:
     def __init__(self, metadata, storage_url: str, state_dir: Path, clock, *, base_env: Mapping[str, str],
                  cwd: Path, runtime_for=find_runtime, runner: Path = RUNNER,
                  preemption_notice_s: float = PREEMPTION_NOTICE_S, containment: Containment | None = None,
-                 gpus: Sequence[str] | None = None, host: str | None = None):
+                 gpus: Sequence[str] | None = None, host: str | None = None,
+                 notify: Callable[[str], None] | None = None):
         self.metadata = metadata
         self.storage_url = storage_url
         self.vms_dir = Path(state_dir) / "vms"
@@ -74,6 +76,8 @@ class LocalCompute:
         self.containment = containment or detect()
         self.gpus = GpuPool(host_gpus() if gpus is None else gpus)
         self.host = host or socket.gethostname()
+        self.notify = notify  # says to the user, once, why containers are not used (a stopped daemon)
+        self._told: set[str] = set()
         self._vms: dict[tuple[str, str], _Vm] = {}
         self._runtimes: dict[str, Lookup] = {}
         self._ids = 5000
@@ -252,36 +256,43 @@ class LocalCompute:
             reaper.join(timeout=GROUP_EXIT_S + 20)
 
     # --- helpers -------------------------------------------------------------------------------
-    def _start_runner(self, request: InstanceRequest,
-                      gpus: tuple[str, ...]) -> tuple[subprocess.Popen, str | None, Path]:
-        descriptor = RunDescriptor.from_metadata(request.metadata[METADATA_KEY])
-        if descriptor.image not in self._runtimes:
-            found = self.runtime_for(descriptor.image)
+    def lookup(self, image: str, job: str) -> Lookup:
+        """The runtime that runs `image`, looked up once per image. A stopped docker daemon is
+        said once to the user (`notify`), not in every run's logs."""
+        if image not in self._runtimes:
+            found = self.runtime_for(image)
             # A plain binary (or None) from a caller's own lookup is fine too.
-            lookup = found if isinstance(found, Lookup) else Lookup(found, f"no container runtime has {descriptor.image}")
+            lookup = found if isinstance(found, Lookup) else Lookup(found, f"no container runtime has {image}")
             if lookup.daemon_missing:
-                log.warning("%s; %s runs its local command instead", lookup.why_not, descriptor.job)
-            self._runtimes[descriptor.image] = lookup
-        lookup = self._runtimes[descriptor.image]
-        runtime = lookup.binary
-        workdir = self.vms_dir / request.name
-        # Recorded before it starts: a stack killed right after the start still leaves a record.
-        record = leftovers.VmRecord(name=request.name, zone=request.zone, runtime=runtime)
-        leftovers.write(workdir, record)
-        env = {
+                log.warning("%s; %s runs its local command instead", lookup.why_not, job)
+                # Once per stopped daemon, not per image: the rest of the reason names the image.
+                stopped = "; ".join(part for part in lookup.why_not.split("; ") if "daemon is not running" in part)
+                if self.notify is not None and stopped not in self._told:
+                    self._told.add(stopped)
+                    self.notify(f"{stopped}: jobs whose image no other runtime has run their local command instead")
+            self._runtimes[image] = lookup
+        return self._runtimes[image]
+
+    def runner_env(self, name: str, lookup: Lookup, workdir: Path, gpus: tuple[str, ...] = ()) -> dict[str, str]:
+        """The environment a local VM's runner starts with: the user's, where this VM's metadata,
+        storage and work directory are, and what of this host the job may use."""
+        return {
             **self.base_env,
             # The job's local.command runs with this Python first on PATH, so `python3` has our deps.
             "PATH": os.pathsep.join([str(Path(sys.executable).parent), self.base_env.get("PATH", os.defpath)]),
-            "SPOTCRON_METADATA_URL": self.metadata.url_for(request.name),
+            "SPOTCRON_METADATA_URL": self.metadata.url_for(name),
             "SPOTCRON_STORAGE_URL": self.storage_url,
-            "SPOTCRON_DOCKER": runtime or "none",
+            "SPOTCRON_DOCKER": lookup.binary or "none",
             "SPOTCRON_WORKDIR": str(workdir),
-            "SPOTCRON_CONTAINER_NAME": request.name,
-            # Said in the run's logs when the local command runs instead, or can't.
+            "SPOTCRON_CONTAINER_NAME": name,
+            # Said in the run's logs when the job can't run: no runtime and no local command.
             "SPOTCRON_NO_RUNTIME": lookup.why_not,
             # No metadata server address to wall off here: the local one listens on loopback,
             # which a container on its own network doesn't reach.
             "SPOTCRON_IPTABLES": "none",
+            # A VM ships new output every 5 s; here a request costs nothing, so `run --follow`
+            # and `logs --follow` see each line within a second.
+            "SPOTCRON_LOG_INTERVAL": self.base_env.get("SPOTCRON_LOG_INTERVAL", LOCAL_LOG_INTERVAL),
             # Kept in the job's environment too, so a process can be told to be this VM's.
             leftovers.MARKER: str(workdir),
             # What the job may use of this host: the runner records the host as the run's hardware
@@ -289,6 +300,17 @@ class LocalCompute:
             "SPOTCRON_LOCAL_HOST": self.host,
             "SPOTCRON_LOCAL_GPUS": ",".join(gpus),
         }
+
+    def _start_runner(self, request: InstanceRequest,
+                      gpus: tuple[str, ...]) -> tuple[subprocess.Popen, str | None, Path]:
+        descriptor = RunDescriptor.from_metadata(request.metadata[METADATA_KEY])
+        lookup = self.lookup(descriptor.image, descriptor.job)
+        runtime = lookup.binary
+        workdir = self.vms_dir / request.name
+        # Recorded before it starts: a stack killed right after the start still leaves a record.
+        record = leftovers.VmRecord(name=request.name, zone=request.zone, runtime=runtime)
+        leftovers.write(workdir, record)
+        env = self.runner_env(request.name, lookup, workdir, gpus)
         env.pop("SPOTCRON_GPU_PROBLEM", None)  # only ever ours
         if request.gpu is not None and (shortage := self.gpus.shortage(request.gpu.count)):
             env["SPOTCRON_GPU_PROBLEM"] = shortage

@@ -43,7 +43,8 @@ def local_settings(job_done_url: str, credentials_url: str = "", *, sweep_interv
 class LocalStack:
     def __init__(self, state_dir: Path, *, environ: Mapping[str, str], cwd: Path | None = None,
                  sweep_interval: int = 30, grace: int = 60, runtime_for: Callable[[str], str | None] | None = None,
-                 prices: Any = None, limits: Limits | None = None, containment: Any = None):
+                 prices: Any = None, limits: Limits | None = None, containment: Any = None,
+                 notify: Callable[[str], None] | None = None):
         self.state_dir = Path(state_dir)
         self.environ = dict(environ)
         self.cwd = Path(cwd or Path.cwd())
@@ -53,6 +54,7 @@ class LocalStack:
         self.prices = prices
         self.limits = limits  # the stack file's `limits:`, as the functions enforce them on Google Cloud
         self.containment = containment  # local/containment.py's; None: the strongest this machine gives
+        self.notify = notify  # a line for the user (up prints it): why containers are not used
         self._stack: list[Callable[[], None]] = []
         self._stop_reason = "the local stack was stopped"
         self.deps: Deps | None = None
@@ -107,7 +109,8 @@ class LocalStack:
                                        service_account=settings.vm_service_account_email).start()
         self._stack.append(metadata.stop)
         compute = LocalCompute(metadata, bucket.url, self.state_dir, clock, base_env=self.environ, cwd=self.cwd,
-                               runtime_for=self.runtime_for or find_runtime, containment=self.containment)
+                               runtime_for=self.runtime_for or find_runtime, containment=self.containment,
+                               notify=self.notify)
         self._stack.append(compute.close)
         # Before any message is handled: the first sweep would take a crashed stack's VMs for
         # vanished ones and start their runs again while the old attempts still ran.

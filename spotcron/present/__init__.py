@@ -1,2 +1,2 @@
-"""Read-only views of runs for people: CLI tables and JSON, the benchmark report, charts and the
-results page. Nothing here changes a run."""
+"""Read-only views of runs for people: CLI tables and JSON, a run's output as it reaches the bucket
+(logs), the benchmark report, charts and the results page. Nothing here changes a run."""

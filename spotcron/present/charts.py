@@ -11,7 +11,7 @@ import io
 from pathlib import Path
 from typing import Literal
 
-from spotcron.present.history import BenchmarkHistory
+from spotcron.present.history import BenchmarkHistory, regressions
 from spotcron.present.report import BenchmarkReport, ConfigRow
 
 Metric = Literal["time", "cost"]
@@ -164,9 +164,7 @@ def chart_captions(report: BenchmarkReport, history: BenchmarkHistory | None = N
     captions[chart_name(report.job, "cost-vs-time")] = (f"{report.job}: cost per run against time per run; "
                                                         f"frontier: {names or 'none'}")
     if history is not None:
-        flagged = "; ".join(f"{s.variant} {s.flag_text().removeprefix('! ')}" for s in history.flagged)
-        captions[chart_name(report.job, "history")] = (f"{report.job}: time and cost per tick; "
-                                                       f"regressions: {flagged or 'none'}")
+        captions[chart_name(report.job, "history")] = f"{report.job}: time and cost per tick; {regressions(history)}"
     return captions
 
 

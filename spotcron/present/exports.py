@@ -309,9 +309,11 @@ def history_cells(history: BenchmarkHistory) -> list[list[str]]:
 
 
 def history_caption(history: BenchmarkHistory) -> str:
+    from spotcron.present.history import regressions
+
     return (f"median per tick; time: {history.time_basis}; flag: the latest tick outside the band of the ticks "
             f"before it (median ± max(5.19 MAD, 5%), at least 4 earlier ticks), and any tick whose hardware "
-            f"(measured by the runner) differs from the tick before")
+            f"(measured by the runner) differs from the tick before; {regressions(history)}")
 
 
 def history_markdown(history: BenchmarkHistory) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 
 from spotcron.core.runs import RunRecord
 from spotcron.present.report import BenchmarkReport
-from spotcron.present.stats import Band, regression_band
+from spotcron.present.stats import MIN_HISTORY, Band, regression_band
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,20 @@ class BenchmarkHistory:
 
 
 _MANUAL = re.compile(r"^m(\d{8}-\d{6})-([0-9a-f]+)")
+
+
+def regressions(history: BenchmarkHistory) -> str:
+    """`regressions: ...` for the history's caption: the flagged configurations, `none` when the
+    latest tick was judged and passed, and `not judged yet` when too few ticks came before it."""
+
+    flagged = "; ".join(f"{s.variant} {s.flag_text().removeprefix('! ')}" for s in history.flagged)
+    if flagged:
+        return f"regressions: {flagged}"
+    if any(s.time_band or s.cost_band for s in history.series):
+        return "regressions: none"
+    ticks = max((len(s.points) for s in history.series), default=0)
+    return (f"regressions: not judged yet ({ticks} tick{'s' if ticks != 1 else ''}; the latest is judged against "
+            f"at least {MIN_HISTORY} ticks before it)")
 
 
 def tick_label(record: RunRecord) -> str:

@@ -13,16 +13,15 @@ the bucket, from a download or from a file. Links are relative object paths
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from html import escape
 from typing import Any
 
 from spotcron.core import layout
-from spotcron.core.durations import format_duration
 from spotcron.core.runs import RunRecord, RunState
 from spotcron.present.summary import PageSummary, ids_since, summarize, window_start
-from spotcron.present.views import format_usd
+from spotcron.present.views import duration_text, format_usd
 
 DEFAULT_LIMIT = 20
 SUMMARY_READS = 2000  # per job: the newest runs of the summary's window that `spotcron page` reads
@@ -45,7 +44,35 @@ dl.summary { display: grid; grid-template-columns: max-content auto; gap: .2em 1
 dl.summary dt { color: #666; } dl.summary dd { margin: 0; font-weight: 600; }
 figure { display: inline-block; margin: 1em 1em 0 0; }
 figure img { max-width: 100%; border: 1px solid #e3e3e3; }
+/* A phone (390 px) shows each run as a card: a line per cell, labelled, nothing wider than the
+   screen, and a reason wrapped across the card's whole width. */
+@media (max-width: 44em) {
+  body { margin: 1em auto; }
+  table.runs, table.runs tbody, table.runs tr, table.runs td { display: block; width: auto; }
+  table.runs thead { display: none; }
+  table.runs tr { border-bottom: 1px solid #e3e3e3; padding: .5em 0; }
+  table.runs td { border: 0; padding: .05em 0; white-space: normal; text-align: left; overflow-wrap: anywhere; }
+  table.runs td::before { color: #666; }
+  table.runs td.reason { max-width: none; }
+  table.runs td:empty { display: none; }
+  figure { display: block; margin: 1em 0 0; }
+}
 """
+RUN_HEADERS = ("run", "configuration", "state", "started (UTC)", "duration", "zone", "attempts", "cost", "exit",
+               "reason", "links")
+
+
+def _card_labels() -> str:
+    """Each cell's header before it on a phone, by position (a matrix job's table has one column more)."""
+    rules = []
+    for matrix in (False, True):
+        headers = [h for h in RUN_HEADERS if matrix or h != "configuration"]
+        table = "table.runs.matrix" if matrix else "table.runs:not(.matrix)"
+        rules += [f'{table} td:nth-child({n})::before {{ content: "{h}: "; }}' for n, h in enumerate(headers, 1)]
+    return "@media (max-width: 44em) {\n" + "\n".join(rules) + "\n}\n"
+
+
+_CSS += _card_labels()
 _CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 
 
@@ -53,8 +80,13 @@ def render_index(records_by_job: Mapping[str, Sequence[RunRecord]], charts: Mapp
                  *, generated_at: datetime | None = None, limit: int = DEFAULT_LIMIT,
                  title: str = "spotcron runs", captions: Mapping[str, str] | None = None,
                  summary: PageSummary | None = None, totals: Mapping[str, int] | None = None,
-                 sampled: int | None = None, tables: Mapping[str, str] | None = None) -> str:
+                 sampled: int | None = None, tables: Mapping[str, str] | None = None,
+                 missing: Collection[str] = frozenset(), removed: Collection[str] = frozenset()) -> str:
     """The page: the `limit` most recent runs of each job, newest first, then the charts.
+
+    `missing` names the logs objects not in the bucket (an attempt cancelled or lost before its
+    runner wrote logs.txt): their rows say so instead of linking to nothing. `removed` names the
+    jobs no longer deployed (their file was removed): their section says so; their runs stay.
 
     `captions` describes a chart in words (its alt text too); the file name stands in without one.
     `totals` counts each job's runs on record (the records given may be only the newest ones);
@@ -80,7 +112,8 @@ def render_index(records_by_job: Mapping[str, Sequence[RunRecord]], charts: Mapp
         if summary is not None:
             parts.append(_summary_section(summary))
     for job in sorted(records_by_job):
-        parts.append(_job_section(job, records_by_job[job], limit, (totals or {}).get(job)))
+        parts.append(_job_section(job, records_by_job[job], limit, (totals or {}).get(job), missing, generated_at,
+                                  removed=job in removed))
     if charts or tables:
         parts.append('<h2 id="charts">Benchmarks</h2>')
         parts.extend((tables or {}).values())
@@ -117,9 +150,21 @@ def build_page(store: Any, now: datetime, region: str, *, limit: int = DEFAULT_L
         pngs, captions, tables = _benchmark_charts(_benchmark_records(store, records_by_job, summary_reads), region)
     else:
         tables = {}
+    shown = {job: shown_runs(records, limit) for job, records in records_by_job.items()}
+    missing = absent_logs(store.blobs, [r for records in shown.values() for r in records])
     html = render_index(records_by_job, pngs, generated_at=now, limit=limit, captions=captions, totals=totals,
-                        sampled=summary_reads if capped else None, tables=tables)
-    return html, {job: shown_runs(records, limit) for job, records in records_by_job.items()}
+                        sampled=summary_reads if capped else None, tables=tables, missing=missing,
+                        removed=removed_jobs(store.blobs, records_by_job))
+    return html, shown
+
+
+def removed_jobs(blobs: Any, jobs: Collection[str]) -> set[str]:
+    """The jobs with runs on record but no deployed spec: their file was removed and the stack
+    deployed (or `up` reloaded) since. A bucket with no deployed specs at all marks none."""
+    from spotcron.engine.deployed import SpecStore
+
+    deployed = set(SpecStore(blobs).jobs())
+    return {job for job in jobs if job not in deployed} if deployed else set()
 
 
 def _benchmark_records(store: Any, records_by_job: Mapping[str, Sequence[RunRecord]],
@@ -167,8 +212,10 @@ def _summary_section(summary: PageSummary) -> str:
                "<code>spotcron page</code> counts more. " if summary.sampled else "")
     return ('<h2 id="summary">Summary</h2>'
             f'<dl class="summary">{items}</dl>'
-            f'<p class="meta">{sampled}Spend is what the run records priced: every attempt\'s VM and disk. The '
-            "scheduler, functions and storage are on top; <code>spotcron cost</code> projects them.</p>")
+            f'<p class="meta">{sampled}Spend is what the run records priced: every attempt\'s VM and disk. '
+            "The projection extrapolates the recent runs (manual ones too) and prices only their VMs and disks; "
+            "<code>spotcron cost</code> projects the schedules and adds the rest. docs/cost.md, \"The results "
+            "page's month and spotcron cost\", says why the two differ.</p>")
 
 
 def benchmark_table(report: Any) -> str:
@@ -223,43 +270,44 @@ def _benchmark_charts(records_by_job: Mapping[str, Sequence[RunRecord]],
     return pngs, captions, tables
 
 
-def _job_section(job: str, records: Sequence[RunRecord], limit: int, total: int | None = None) -> str:
+def _job_section(job: str, records: Sequence[RunRecord], limit: int, total: int | None = None,
+                 missing: Collection[str] = frozenset(), now: datetime | None = None, removed: bool = False) -> str:
     recent = shown_runs(records, limit)
     total = max(total if total is not None else 0, len(records))
     succeeded = sum(1 for r in recent if r.state == RunState.SUCCEEDED)
     ended = sum(1 for r in recent if r.terminal)
     shown_cost = sum(r.cost_usd or 0.0 for r in recent)
     matrix = any(r.variant for r in recent)  # a configuration column only for matrix jobs
-    rows = "\n".join(_run_row(r, matrix) for r in recent)
+    rows = "\n".join(_run_row(r, matrix, missing, now) for r in recent)
     configuration = "<th>configuration</th>" if matrix else ""
+    table_class = "runs matrix" if matrix else "runs"
+    gone = ' <span class="meta">(removed: no longer deployed; its runs and results stay)</span>' if removed else ""
     shown = f"all {total} runs" if len(recent) == total else f"the {len(recent)} most recent of {total} runs"
     return (
-        f'<h2 id="job-{escape(job)}">{escape(job)}</h2>'
+        f'<h2 id="job-{escape(job)}">{escape(job)}{gone}</h2>'
         f'<p class="meta">Showing {shown}; of these, {succeeded} of {ended} ended runs succeeded; '
         f"they cost {format_usd(shown_cost)}.</p>"
-        f"<table><thead><tr><th>run</th>{configuration}<th>state</th><th>started (UTC)</th>"
+        f'<table class="{table_class}"><thead><tr><th>run</th>{configuration}<th>state</th><th>started (UTC)</th>'
         '<th class="num">duration</th><th>zone</th><th class="num">attempts</th><th class="num">cost</th>'
         '<th class="num">exit</th><th>reason</th><th>links</th>'
         f"</tr></thead><tbody>\n{rows}\n</tbody></table>"
     )
 
 
-def _run_row(record: RunRecord, matrix: bool) -> str:
-    duration = record.duration_seconds
-    if duration is None and record.billed_vm_seconds:
-        duration = record.billed_vm_seconds
+def _run_row(record: RunRecord, matrix: bool, missing: Collection[str] = frozenset(),
+             now: datetime | None = None) -> str:
     cells = [
         escape(record.run_id),
         escape(record.variant or ""),
         f'<span class="state {escape(record.state)}">{escape(record.state.replace("_", " "))}</span>',
         escape(record.created_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M")),
-        escape(format_duration(duration)) if duration is not None else "-",
+        escape(duration_text(record, now)),  # the CLI's figure
         _zone_cell(record),
         str(len(record.attempts)),
         format_usd(record.cost_usd),
         str(record.exit_code) if record.exit_code is not None else "-",
         escape(record.reason or "") if record.state != RunState.SUCCEEDED else "",
-        " ".join(_links(record)),
+        " ".join(_links(record, missing)),
     ]
     classes = ["", "", "", "", "num", "", "num", "num", "num", "reason", ""]
     if not matrix:
@@ -298,8 +346,34 @@ def shown_runs(records: Sequence[RunRecord], limit: int = DEFAULT_LIMIT) -> list
     return sorted(records, key=lambda r: r.created_at, reverse=True)[:limit]
 
 
-def _links(record: RunRecord) -> list[str]:
-    return [_link(name, label) for name, label in run_links(record)]
+def _links(record: RunRecord, missing: Collection[str] = frozenset()) -> list[str]:
+    return [_link(name, label) if name not in missing else _no_logs(record, label)
+            for name, label in run_links(record)]
+
+
+def _no_logs(record: RunRecord, label: str) -> str:
+    """In place of a logs link whose object was never written."""
+    text = label.replace("logs", "no logs" if record.terminal else "no logs yet")
+    why = ("the attempt ended before its runner wrote logs.txt" if record.terminal
+           else "logs.txt is written when the attempt ends")
+    return f'<span class="meta" title="{why}; spotcron logs {escape(record.job)}/{escape(record.run_id)} ' \
+           f'shows what was shipped">{escape(text)}</span>'
+
+
+def absent_logs(blobs: Any, records: Sequence[RunRecord]) -> set[str]:
+    """The logs objects the rows of `records` would link to that are not in the bucket.
+
+    A succeeded run's logs are in its manifest, so only other runs are looked at: one listing of
+    the exact name per attempt.
+    """
+    missing = set()
+    for record in records:
+        if record.state == RunState.SUCCEEDED:
+            continue
+        for name, label in run_links(record):
+            if label.startswith("logs") and name not in blobs.list(name):
+                missing.add(name)
+    return missing
 
 
 def _result_attempt(record: RunRecord) -> int | None:

@@ -7,6 +7,7 @@ the environment or the terminal, so every cell can be tested without click or ri
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -33,17 +34,25 @@ RUN_COLUMNS = ("job", "run", "status", "attempts", "started (UTC)", "duration", 
 # --- cells -------------------------------------------------------------------------------------
 
 
+TINY_USD = 1e-7
+
+
 def format_usd(value: float | None) -> str:
     """Dollars, wherever people read them: $12.35, $0.0508, $0.00022, $0; '-' when not known (yet).
 
-    Cents for dollars, four decimals for cents, two significant digits below a tenth of a cent."""
+    Cents for dollars, four decimals for cents, two significant digits below a tenth of a cent,
+    always in plain decimals (never 8.2e-05); below a ten-millionth of a dollar, `<$0.0000001`."""
     if value is None:
         return UNKNOWN
     if value >= 1:
         return f"${value:,.2f}"
     if value >= 0.001:
         return f"${value:.4f}"
-    return f"${value:.2g}" if value > 0 else "$0"
+    if value <= 0:
+        return "$0"
+    if value < TINY_USD:
+        return f"<${TINY_USD:.7f}"
+    return f"${value:.{1 - math.floor(math.log10(value))}f}".rstrip("0")  # as .2g did: $0.0001, not $0.00010
 
 
 def format_time(at: datetime | None) -> str:
@@ -81,16 +90,30 @@ def started_at(record: RunRecord) -> datetime:
     return min(starts) if starts else record.created_at
 
 
-def duration_text(record: RunRecord, now: datetime) -> str:
-    """The run's work time; for a live run, the time since its container started, marked `+`."""
+def work_seconds(record: RunRecord) -> float | None:
+    """An ended run's work time: first container start to last container end. A container cut
+    off before it ended (the run cancelled, lost or timed out) counts until its VM was deleted,
+    else until the run ended. None when no container started."""
     seconds = record.duration_seconds
-    if seconds is not None and record.terminal:
-        return format_duration(seconds)
-    if not record.terminal:
-        starts = [a.started_at for a in record.attempts if a.started_at]
-        if starts:
-            return format_duration(max(0.0, (now - min(starts)).total_seconds())) + "+"
-    return format_duration(seconds) if seconds is not None else UNKNOWN
+    if seconds is not None or not record.terminal:
+        return seconds
+    starts = [a.started_at for a in record.attempts if a.started_at]
+    if not starts:
+        return None
+    ends = [a.deleted_at for a in record.attempts if a.deleted_at] or [record.updated_at]
+    return max(0.0, (max(ends) - min(starts)).total_seconds())
+
+
+def duration_text(record: RunRecord, now: datetime | None) -> str:
+    """The run's work time (`work_seconds`), the same in every table and on the page; for a live
+    run, the time since its container started, marked `+` (unknown without `now`)."""
+    if record.terminal:
+        seconds = work_seconds(record)
+        return format_duration(seconds) if seconds is not None else UNKNOWN
+    starts = [a.started_at for a in record.attempts if a.started_at]
+    if starts and now is not None:
+        return format_duration(max(0.0, (now - min(starts)).total_seconds())) + "+"
+    return UNKNOWN
 
 
 def gpu_text(gpu: str) -> str:
@@ -232,19 +255,39 @@ def live_row(record: RunRecord, now: datetime) -> LiveRow:
 
 
 def parse_run_ref(ref: str, job: str | None) -> tuple[str | None, str]:
-    """`JOB/RUN` or a bare `RUN` (with `--job JOB`) → (job or None, run id)."""
-    text = ref.strip().strip("/")
-    if text.count("/") > 1:
+    """`JOB/RUN`, `JOB/VARIANT/RUN` (the runs table's job and run columns, copied together; a
+    space stands for the last slash) or a bare `RUN` (with `--job JOB`) → (job or None, run id)."""
+    from spotcron.core.runs import of_variant
+
+    text = "/".join(ref.split()).strip("/")
+    parts = text.split("/")
+    if len(parts) > 3 or not all(parts) or len(parts) == 3 and _variant_of(parts[2]) is None:
         raise SpotcronError(f"{ref!r} is not a run; write RUN (e.g. 20261122-1000) or JOB/RUN "
                             f"(e.g. hello-bot/20261122-1000), as `spotcron runs` lists them")
-    if "/" in text:
-        ref_job, run_id = text.split("/")
+    if len(parts) == 3:
+        ref_job, variant, run_id = parts
+        if not of_variant(run_id, variant):
+            raise SpotcronError(f"{run_id} is a run of {ref_job}/{_variant_of(run_id)}, not {ref_job}/{variant}; "
+                                f"write {ref_job}/{run_id}")
+        parts = [ref_job, run_id]
+    if len(parts) == 2:
+        ref_job, run_id = parts
         if job and job != ref_job:
             raise SpotcronError(f"{ref!r} names job {ref_job!r} but --job says {job!r}; give the job once")
         return ref_job, run_id
     if not text:
         raise SpotcronError("the run is empty; write RUN or JOB/RUN as `spotcron runs` lists them")
     return job, text
+
+
+def _variant_of(run_id: str) -> str | None:
+    """The matrix entry a run id names (its suffix without a repeat's `-rN`), or None."""
+    import re
+
+    from spotcron.core.runs import tick_of
+
+    rest = run_id[len(tick_of(run_id)) + 1:]
+    return re.sub(r"^r\d+$|-r\d+$", "", rest) or None
 
 
 def pick_match(run_id: str, matches: Sequence[str], where: str) -> str:

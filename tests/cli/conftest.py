@@ -11,6 +11,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,6 +26,7 @@ from spotcron.testing.memory import MemoryBlobs
 from tests.gcp.fixtures import PubSubTopic, pubsub_host, pubsub_topic  # noqa: F401
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def make_attempt(job: str, run_id: str, number: int = 1, *, start: datetime, seconds: float | None = 60,

@@ -34,7 +34,7 @@ def page_cli(context, tmp_path, monkeypatch):
     for command in COMMANDS:
         group.add_command(command)
     opened: list[str] = []
-    ctx = dataclasses.replace(context, launch=opened.append)
+    ctx = dataclasses.replace(context, launch=opened.append, has_display=lambda: True)
 
     def run(*args: str):
         return CliRunner().invoke(group, ["page", *args], obj=ctx, catch_exceptions=False)
@@ -86,6 +86,88 @@ def test_local_page_is_a_folder_whose_links_resolve(page_cli, bucket, tmp_path):
     reads = bucket.blobs.calls["read_range"]
     assert page_cli().exit_code == 0
     assert bucket.blobs.calls["read_range"] == reads
+
+
+def test_an_attempt_that_wrote_no_logs_is_marked_not_linked(page_cli, bucket, tmp_path):
+    # `up` stopped mid-run: the run is cancelled and its runner never wrote logs.txt
+    run_id = f"{NOW - HOUR:%Y%m%d-%H%M}"
+    bucket.add(make_record("hello-bot", run_id, "cancelled", created=NOW - HOUR, reason="spotcron up was stopped"))
+    (tmp_path / ".spotcron").mkdir()
+    index = Path(page_cli().output.strip())
+    html = index.read_text()
+    assert "logs.txt\"" not in html  # no link to it
+    assert 'shows what was shipped">no logs</span>' in html and f"spotcron logs hello-bot/{run_id}" in html
+    for href in re.findall(r'href="([^"]+)"', html):
+        assert (index.parent / href).is_file(), href
+
+
+def test_a_cancelled_run_has_one_duration_in_the_cli_and_on_the_page(page_cli, invoke, bucket, tmp_path):
+    # the container started, `up` was stopped 15s later: no container end, a VM deletion
+    run_id = f"{NOW - HOUR:%Y%m%d-%H%M}"
+    start = NOW - HOUR + timedelta(seconds=40)
+    attempt = make_attempt("hello-bot", run_id, start=start, seconds=None).model_copy(
+        update={"deleted_at": start + timedelta(seconds=15)})
+    bucket.add(make_record("hello-bot", run_id, "cancelled", created=NOW - HOUR, attempts=(attempt,),
+                           reason="spotcron up was stopped"))
+    row = next(line for line in invoke("runs").stdout.splitlines() if run_id in line)
+    assert "cancelled" in row and " 15s " in row
+    (tmp_path / ".spotcron").mkdir()
+    html = Path(page_cli().output.strip()).read_text()
+    assert re.search(rf"{run_id}</td>.*?<td class=\"num\">15s</td>", html, flags=re.DOTALL)
+
+
+def test_open_on_a_box_without_a_display_says_so_in_one_line(context, bucket, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SPOTCRON_STATE_DIR", raising=False)
+    fill(bucket, runs=2)
+    (tmp_path / ".spotcron").mkdir()
+    group = SpotcronGroup("spotcron")
+    for command in COMMANDS:
+        group.add_command(command)
+    opened: list[str] = []
+    ctx = dataclasses.replace(context, launch=opened.append, has_display=lambda: False)
+    result = CliRunner().invoke(group, ["page", "--open"], obj=ctx, catch_exceptions=False)
+    assert result.exit_code == 0 and opened == []
+    assert result.stdout == ".spotcron/page/index.html\n"
+    assert result.stderr.splitlines() == [
+        "no display to open a browser on here; open .spotcron/page/index.html where you have one"]
+
+
+def test_a_display_is_looked_for_the_way_browsers_are_opened():
+    from spotcron.cli._bucket import has_display
+
+    assert has_display({}, "linux") is False
+    assert has_display({"DISPLAY": ":0"}, "linux") and has_display({"WAYLAND_DISPLAY": "wayland-0"}, "linux")
+    assert has_display({}, "darwin") and has_display({}, "win32")
+
+
+def test_a_job_no_longer_deployed_is_marked_and_its_runs_stay(page_cli, bucket, tmp_path):
+    from spotcron.engine.deployed import SpecStore
+    from spotcron.testing.harness import make_spec
+
+    fill(bucket, runs=2)
+    SpecStore(bucket.blobs).write(make_spec(name="hello-bot"))  # bench's job file was removed, then deployed
+    (tmp_path / ".spotcron").mkdir()
+    html = Path(page_cli().output.strip()).read_text()
+    bench = html[html.index('id="job-bench"'):html.index('id="job-hello-bot"')]
+    assert "removed: no longer deployed; its runs and results stay" in bench
+    assert "no longer deployed" not in html[html.index('id="job-hello-bot"'):]
+    assert "20260302-0700-cpu" in bench
+
+
+def test_the_pages_projection_and_spotcron_cost_point_to_one_explanation(page_cli, bucket, tmp_path):
+    """They measure different things (recent run rate vs the schedules), and one place says how."""
+    from tests.cli.conftest import ROOT
+
+    heading = "## The results page's month and `spotcron cost`"
+    assert heading in (ROOT / "docs" / "cost.md").read_text()
+    fill(bucket, runs=2)
+    (tmp_path / ".spotcron").mkdir()
+    html = Path(page_cli().output.strip()).read_text()
+    note = re.sub(r"<[^>]+>", "", html[html.index('id="summary"'):html.index('id="job-')])
+    assert ("The projection extrapolates the recent runs (manual ones too) and prices only their VMs and "
+            "disks; spotcron cost projects the schedules and adds the rest. docs/cost.md, \"The results page's "
+            "month and spotcron cost\", says why the two differ.") in " ".join(note.split())
 
 
 def test_local_page_without_a_local_bucket(tmp_path, monkeypatch):
@@ -172,6 +254,42 @@ def test_the_page_in_headless_chromium(page_cli, bucket, tmp_path):
     red = np.all(np.abs(pixels - np.array((0xC9, 0x2A, 0x2A))) <= 3, axis=-1).sum()
     assert red > 50  # the failed run's state is drawn in red
     print(f"screenshot: {shot}")
+
+
+MEASURE = """<script>
+const reasons = [...document.querySelectorAll('td.reason')].map(e => e.getBoundingClientRect().height);
+const line = parseFloat(getComputedStyle(document.body).lineHeight);
+document.title = JSON.stringify({viewport: window.innerWidth, page: document.documentElement.scrollWidth,
+                                 reason_lines: Math.max(...reasons) / line});
+</script>"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH; `make tools` installs it")
+def test_the_page_on_a_phone_has_no_sideways_scroll_and_reasons_wrap_across_the_screen(tmp_path):
+    """On a 390 px phone each run is a card: nothing is wider than the screen. (Headless Chromium lays
+    out no narrower than 500 px, still a phone's layout here: the cards start below 44em.)"""
+    import json
+    from html import unescape
+
+    from spotcron.present.page import render_index
+
+    reason = "the container exited with code 127: python3: can't open file '/app/bot.py': [Errno 2] No such file"
+    runs = {"hello-bot": [make_record("hello-bot", f"20260302-{h:02d}00", "failed", created=NOW - h * HOUR, cost=0.0004,
+                                      exit_code=127, reason=reason) for h in range(1, 4)],
+            "bench": [make_record("bench", "20260302-1000-t4", variant="t4", created=NOW, cost=0.01, exit_code=0)]}
+    html = render_index(runs, generated_at=NOW)
+    # A copy for measuring only: the page's policy forbids scripts, which is right for the page.
+    html = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", html).replace("</body>", MEASURE + "</body>")
+    index = tmp_path / "phone.html"
+    index.write_text(html)
+    dom = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--window-size=390,844",
+                          "--dump-dom", index.as_uri()], capture_output=True, text=True, timeout=120, check=False)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    measured = json.loads(unescape(re.search(r"<title>([^<]*)</title>", dom.stdout).group(1)))
+    assert measured["viewport"] < 44 * 16  # the phone layout
+    assert measured["page"] <= measured["viewport"], measured
+    assert measured["reason_lines"] <= 4, measured
 
 
 def test_local_options_with_a_bucket_are_errors(page_cli, bucket):

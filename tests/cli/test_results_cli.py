@@ -14,7 +14,7 @@ import pytest
 from spotcron.cli.runs import RunsContext
 from spotcron.core import layout
 from spotcron.core.errors import SpotcronError
-from spotcron.core.runs import RunState, vm_name
+from spotcron.core.runs import Outcome, RunState, vm_name
 from spotcron.engine.ports import Instance
 from spotcron.present import views
 from spotcron.testing.memory import MemoryCompute
@@ -86,11 +86,60 @@ def test_runs_of_one_job_and_one_variant(invoke, bucket):
     assert [r["run_id"] for r in only_t4] == ["20260302-1100-t4"]
 
 
+def test_runs_of_one_variant_with_repeats(invoke, bucket):
+    # `repeat: 3` makes run ids end in -VARIANT-rN: the entry is still the one named
+    for variant in ("t4", "cpu"):
+        for repeat in (1, 2):
+            bucket.add(make_record("dl-benchmark", f"20260302-1100-{variant}-r{repeat}", variant=variant,
+                                   created=NOW - HOUR))
+    result = invoke("runs", "dl-benchmark/t4", "--json")
+    assert result.exit_code == 0, result.output
+    assert sorted(r["run_id"] for r in json.loads(result.stdout)) == ["20260302-1100-t4-r1", "20260302-1100-t4-r2"]
+    wrong = invoke("runs", "dl-benchmark/t5")
+    assert wrong.exit_code == 2
+    assert "job dl-benchmark has no matrix entry 't5' with runs; its entries: cpu, t4" in wrong.stderr
+
+
+def test_the_job_and_run_columns_copied_together_name_the_run_for_logs_and_results(invoke, bucket):
+    bucket.add(make_record("dl-benchmark", "20260302-1100-t4-r1", variant="t4", created=NOW - HOUR, exit_code=0))
+    bucket.logs("dl-benchmark", "20260302-1100-t4-r1", 1, "trained\n")
+    bucket.results("dl-benchmark", "20260302-1100-t4-r1", 1, {"metrics.json": b"{}"})
+    row = next(line for line in invoke("runs").stdout.splitlines() if "20260302-1100-t4-r1" in line)
+    job_cell, run_cell = row.split()[:2]
+    assert (job_cell, run_cell) == ("dl-benchmark/t4", "20260302-1100-t4-r1")
+    for pasted in ([job_cell, run_cell], [f"{job_cell}/{run_cell}"], [f"dl-benchmark/{run_cell}"]):
+        result = invoke("logs", *pasted)
+        assert result.exit_code == 0, (pasted, result.output)
+        assert result.stdout == "trained\n"
+        assert "metrics.json" in invoke("results", *pasted).stdout
+    wrong = invoke("logs", "dl-benchmark/e2-std-4", run_cell)
+    assert wrong.exit_code == 2
+    assert "20260302-1100-t4-r1 is a run of dl-benchmark/t4, not dl-benchmark/e2-std-4" in wrong.stderr
+    assert invoke("logs", "a", "b", "c").exit_code == 2
+
+
+def test_results_cat_prints_one_file_as_it_is(invoke, bucket):
+    bucket.add(make_record("hello-bot", "20260302-1000", created=NOW - HOUR, exit_code=0))
+    bucket.results("hello-bot", "20260302-1000", 1, {"answer.json": b'{"answer": 42}\n', "deep/x.bin": b"\x00\xff"})
+    result = invoke("results", "hello-bot/20260302-1000", "--cat", "answer.json")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == '{"answer": 42}\n' and result.stderr == ""
+    assert invoke("results", "hello-bot/20260302-1000", "--cat", "deep/x.bin").stdout_bytes == b"\x00\xff"
+    missing = invoke("results", "hello-bot/20260302-1000", "--cat", "answer.jsn")
+    assert missing.exit_code == 2
+    assert ("error: hello-bot/20260302-1000 attempt 1 wrote no results/answer.jsn; did you mean 'answer.json'? "
+            "(`spotcron results hello-bot/20260302-1000` lists its files)") in missing.stderr
+    both = invoke("results", "hello-bot/20260302-1000", "--cat", "answer.json", "--json")
+    assert both.exit_code == 2 and "--cat prints one file" in both.stderr
+
+
 def test_runs_limit_says_how_many_are_hidden(invoke, bucket):
     fill_three_runs(bucket)
     result = invoke("runs", "-n", "1")
     assert "20260302-1100-t4" in result.stdout and "20260302-0800" not in result.stdout
-    assert "showing the newest 1 of 3 runs; --limit 0 shows all" in result.stdout
+    # the footer is for people: on stderr, so `spotcron runs | wc -l` counts runs (and the header)
+    assert "showing the newest 1 of 3 runs; --limit 0 shows all" in result.stderr
+    assert "showing the newest" not in result.stdout
 
 
 def test_runs_on_an_empty_bucket_is_a_friendly_line(invoke):
@@ -240,10 +289,62 @@ def test_logs_of_a_running_attempt_come_from_the_parts_shipped_so_far(invoke, bu
     assert invoke("logs", f"{job}/{run}").stdout == "one\ntwo\nthree\n"
 
 
-def test_follow_reads_each_part_once_then_moves_on_to_the_whole_log(invoke, bucket, sleeps, monkeypatch):
-    from spotcron.cli import outputs
+class Ticking:
+    """A clock the test moves: the time each object reaches the bucket."""
 
-    monkeypatch.setattr(outputs, "LOG_PIECE", 3)  # parts longer than a piece are read in pieces
+    def __init__(self, at):
+        self.at = at
+
+    def now(self):
+        return self.at
+
+
+def test_logs_timestamps_say_when_each_line_reached_the_bucket(invoke, bucket):
+    clock = Ticking(NOW - timedelta(seconds=20))
+    bucket.blobs.clock = clock
+    job, run = "bot", "20260302-1155"
+    start = NOW - timedelta(seconds=25)
+    attempt = make_attempt(job, run, start=start, seconds=None).model_copy(
+        update={"finished_at": NOW - timedelta(seconds=2), "deleted_at": NOW, "outcome": Outcome.EXITED, "exit_code": 0})
+    bucket.add(make_record(job, run, created=start, attempts=(attempt,), exit_code=0))
+    bucket.part(job, run, 1, 0, "one\ntw")  # a line cut across two parts is stamped when it was whole
+    clock.at = NOW - timedelta(seconds=15)
+    bucket.part(job, run, 1, 6, "o\nthree\n")
+    clock.at = NOW
+    bucket.logs(job, run, 1, "one\ntwo\nthree\nlast words")  # the tail no part held: the attempt's end
+    result = invoke("logs", f"{job}/{run}", "--timestamps")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == ["2026-03-02T11:59:40Z one", "2026-03-02T11:59:45Z two",
+                                          "2026-03-02T11:59:45Z three", "2026-03-02T11:59:58Z last words"]
+    assert invoke("logs", f"{job}/{run}").stdout == "one\ntwo\nthree\nlast words"
+
+
+def test_follow_with_timestamps_stamps_lines_as_they_come(invoke, bucket, sleeps):
+    clock = Ticking(NOW - timedelta(seconds=30))
+    bucket.blobs.clock = clock
+    job, run = "bot", "20260302-1100"
+    bucket.add(make_record(job, run, "running", created=NOW - timedelta(minutes=1)))
+    bucket.part(job, run, 1, 0, "starting\n")
+
+    def finish() -> None:
+        clock.at = NOW
+        bucket.part(job, run, 1, 9, "done\n")
+        record = bucket.store.read(job, run)
+        ended = record.attempts[0].model_copy(update={"finished_at": NOW, "deleted_at": NOW, "outcome": Outcome.EXITED,
+                                                       "exit_code": 0})
+        bucket.store.blobs.write(layout.run_record(job, run), record.model_copy(
+            update={"state": RunState.SUCCEEDED, "attempts": (ended,), "exit_code": 0}).to_json())
+
+    sleeps.steps.append(finish)
+    result = invoke("logs", f"{job}/{run}", "-f", "-t")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == ["2026-03-02T11:59:30Z starting", "2026-03-02T12:00:00Z done"]
+
+
+def test_follow_reads_each_part_once_then_moves_on_to_the_whole_log(invoke, bucket, sleeps, monkeypatch):
+    from spotcron.present import logs as follow
+
+    monkeypatch.setattr(follow, "LOG_PIECE", 3)  # parts longer than a piece are read in pieces
     job, run = "bot", "20260302-1100"
     bucket.add(make_record(job, run, "running", created=NOW - timedelta(minutes=1)))
     bucket.part(job, run, 1, 0, "héllo\n")  # a character split across two pieces
@@ -518,6 +619,14 @@ def test_runs_reads_the_local_bucket(tmp_path, monkeypatch):
 # --- views ---------------------------------------------------------------------------------------------
 
 
+def test_dollars_are_never_in_scientific_notation():
+    assert [views.format_usd(v) for v in (8.2e-05, 0.000219, 0.00099, 3e-7, 1e-12)] == \
+        ["$0.000082", "$0.00022", "$0.00099", "$0.0000003", "<$0.0000001"]
+    assert views.format_usd(0.0001) == "$0.0001"
+    for value in (10 ** -k * m for k in range(1, 12) for m in (1, 2.5, 9.99)):
+        assert "e" not in views.format_usd(value), value
+
+
 def test_cells_for_unknowns_sizes_and_long_text():
     assert views.format_usd(None) == "-" and views.format_usd(0.0) == "$0" and views.format_usd(1.23456) == "$1.23"
     assert [views.format_size(n) for n in (None, 0, 1023, 1024, 5 * 1024**2, 3 * 1024**4)] == \
@@ -649,9 +758,9 @@ def test_download_into_a_folder_with_other_files_asks_first(invoke, bucket, tmp_
 
 
 def test_logs_are_read_in_pieces_never_whole(invoke, bucket, monkeypatch):
-    from spotcron.cli import outputs
+    from spotcron.present import logs as follow
 
-    monkeypatch.setattr(outputs, "LOG_PIECE", 1000)
+    monkeypatch.setattr(follow, "LOG_PIECE", 1000)
     job, run = "bot", "20260302-1000"
     bucket.add(make_record(job, run, created=NOW - HOUR))
     text = "".join(f"line {n:05d} é\n" for n in range(2000))  # multi-byte characters cut across pieces
@@ -672,9 +781,9 @@ def test_logs_are_read_in_pieces_never_whole(invoke, bucket, monkeypatch):
 
 
 def test_follow_reads_only_what_is_new(invoke, bucket, sleeps, monkeypatch):
-    from spotcron.cli import outputs
+    from spotcron.present import logs as follow
 
-    monkeypatch.setattr(outputs, "LOG_PIECE", 64)
+    monkeypatch.setattr(follow, "LOG_PIECE", 64)
     job, run = "bot", "20260302-1100"
     bucket.add(make_record(job, run, "running", created=NOW - timedelta(minutes=1)))
     first = "x" * 300 + "\n"
@@ -705,7 +814,8 @@ def test_follow_reads_only_what_is_new(invoke, bucket, sleeps, monkeypatch):
     (["run", "bot", "--topic", "t"], "error: --topic goes with --cloud: a local run publishes to no topic; "
                                      "add --cloud or leave --topic out"),
     (["run", "bot", "--cloud", "--timeout", "60"], "error: --timeout goes without --cloud: a cloud run is not "
-                                                   "waited for; watch it with `spotcron runs JOB --bucket ...`"),
+                                                   "waited for (add --follow to wait); watch it with `spotcron runs "
+                                                   "JOB --bucket ...`"),
     (["results", "bot/r1", "--force"], "error: --force goes with --download DIR: nothing is written without it; "
                                        "add --download or leave --force out"),
     (["logs", "bot/r1", "--interval", "5"], "error: --interval goes with --follow: without it the logs are read "

@@ -86,6 +86,31 @@ def test_a_broken_job_file_is_reported_with_file_and_line_and_the_others_keep_ru
     assert "reloaded  job files fixed; jobs running: hello-bot, other" in buffer.getvalue()
 
 
+def test_a_pipe_hears_of_jobs_added_removed_paused_and_resumed(tmp_path: Path):
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    (jobs / "hello-bot.yaml").write_text(GOOD)
+    (jobs / "other.yaml").write_text(GOOD)
+    buffer = io.StringIO()
+    loader = JobLoader(jobs, 60, view_on(buffer))
+    loader()
+    assert buffer.getvalue() == ""  # the first load: up lists the jobs itself
+    (jobs / "other.yaml").unlink()
+    (jobs / "new.yaml").write_text(GOOD)
+    (jobs / "hello-bot.yaml").write_text(GOOD + "paused: true\n")
+    loader()
+    assert buffer.getvalue().splitlines() == [
+        "12:00:00 hello-bot paused  no tick starts it until it is resumed",
+        "12:00:00 new added",
+        "12:00:00 other removed  its job file is gone; runs in flight finish",
+    ]
+    (jobs / "hello-bot.yaml").write_text(GOOD)
+    loader()
+    assert buffer.getvalue().splitlines()[-1] == "12:00:00 hello-bot resumed"
+    loader()  # nothing changed: nothing said
+    assert len(buffer.getvalue().splitlines()) == 4
+
+
 def test_up_timeout_without_once_is_an_error(tmp_path, monkeypatch):
     from click.testing import CliRunner
 

@@ -150,3 +150,18 @@ def test_a_placeholder_project_fails_before_any_call(run, workdir, cloud: FakeCl
     result = run("destroy", "--dry-run")
     assert result.exit_code == 2 and "'my-project' is the placeholder" in result.output
     assert cloud.log == []
+
+
+def test_dry_run_without_credentials_says_how_to_log_in_not_which_apis_deploy_needs(
+        run, context: DeployContext, tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    from spotcron.cli.deploy import _default_credentials
+
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "no-such-key.json"))
+    context.credentials = _default_credentials
+    result = run("destroy", "--dry-run")
+    assert result.exit_code == 2
+    message = result.output.splitlines()[-1]
+    assert message.startswith("error: no Google credentials found: run `gcloud auth application-default login` "
+                              "(or set GOOGLE_APPLICATION_CREDENTIALS). destroy reads the project to list what "
+                              "it would delete, --dry-run too")
+    assert "APIs" not in message and "no-such-key.json" in message

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.examples import example
+
 REPO = Path(__file__).resolve().parents[2]
 JOB = "hello-bot"
 WAIT_S = 20 * 60  # boot, pull, run, upload, callback: minutes, not hours
@@ -48,14 +50,18 @@ class Config:
 
 
 def config_or_skip_reason(environ: Mapping[str, str], has_credentials: Callable[[], str | None]) -> Config | str:
-    """The run's settings, or the one line that says why it is skipped."""
+    """The run's settings, or the one line that says why it is skipped (no project asked for).
+
+    A project set without credentials is a failure (E2EFailed), not a skip: whoever set it asked for
+    the run, and a green `make e2e` that ran nothing would mislead them."""
     project = environ.get("SPOTCRON_E2E_PROJECT", "").strip()
     if not project:
         return ("e2e: skipped: set SPOTCRON_E2E_PROJECT to a throwaway Google Cloud project (all of spotcron's "
                 "resources in it are deleted at the end); see docs/deploy.md")
     problem = has_credentials()
     if problem:
-        return f"e2e: skipped: no Google credentials ({problem}); run `gcloud auth application-default login`"
+        raise E2EFailed(f"SPOTCRON_E2E_PROJECT is {project} but there are no Google credentials ({problem}); "
+                        "run `gcloud auth application-default login`, or unset SPOTCRON_E2E_PROJECT to skip")
     return Config(project=project, region=environ.get("SPOTCRON_E2E_REGION", "us-central1"),
                   image=environ.get("SPOTCRON_E2E_IMAGE") or None, keep=environ.get("SPOTCRON_E2E_KEEP") == "1")
 
@@ -80,7 +86,7 @@ def write_stack(config: Config, root: Path) -> tuple[Path, Path]:
     stack.write_text(f"project: {config.project}\nregion: {config.region}\nbucket: {config.bucket}\n")
     jobs = root / "jobs"
     jobs.mkdir()
-    text = (REPO / "jobs" / f"{JOB}.yaml").read_text()
+    text = example(JOB).read_text()
     if config.image:
         text = "\n".join(f"image: {config.image}" if line.startswith("image:") else line
                          for line in text.splitlines()) + "\n"
@@ -172,11 +178,11 @@ def run_e2e(config: Config, run: Run = spotcron_cli, check_leftovers: Callable[[
 
 
 def main() -> int:
-    found = config_or_skip_reason(os.environ, default_credentials_problem)
-    if isinstance(found, str):
-        print(found)
-        return 0
     try:
+        found = config_or_skip_reason(os.environ, default_credentials_problem)
+        if isinstance(found, str):
+            print(found)
+            return 0
         run_e2e(found)
     except E2EFailed as exc:
         print(f"e2e: FAILED: {exc}", file=sys.stderr)

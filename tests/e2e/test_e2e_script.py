@@ -22,16 +22,28 @@ from tests.e2e.__main__ import (
 CONFIG = Config(project="throwaway-123", region="us-central1", image=None, keep=False)
 
 
-def test_without_a_project_or_credentials_it_skips_with_one_line(tmp_path):
+def test_without_a_project_it_skips_with_one_line(tmp_path):
     assert config_or_skip_reason({}, lambda: None).startswith(
         "e2e: skipped: set SPOTCRON_E2E_PROJECT to a throwaway Google Cloud project")
-    assert config_or_skip_reason({"SPOTCRON_E2E_PROJECT": "p-123456"}, lambda: "File x was not found") == (
-        "e2e: skipped: no Google credentials (File x was not found); run `gcloud auth application-default login`")
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "GOOGLE_APPLICATION_CREDENTIALS": str(tmp_path / "none")}
     done = subprocess.run([sys.executable, "-m", "tests.e2e"], cwd=REPO, env=env, capture_output=True, text=True,
                           check=False, timeout=120)
     assert done.returncode == 0 and done.stderr == ""
     assert done.stdout.count("\n") == 1 and done.stdout.startswith("e2e: skipped: set SPOTCRON_E2E_PROJECT")
+
+
+def test_a_project_without_credentials_fails_with_what_to_do(tmp_path):
+    """Asked for (the project is set), the run cannot be skipped quietly: a green `make e2e` would lie."""
+    with pytest.raises(E2EFailed, match=r"^SPOTCRON_E2E_PROJECT is p-123456 but there are no Google credentials "
+                                        r"\(File x was not found\); run `gcloud auth application-default login`"):
+        config_or_skip_reason({"SPOTCRON_E2E_PROJECT": "p-123456"}, lambda: "File x was not found")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "GOOGLE_APPLICATION_CREDENTIALS": str(tmp_path / "none"),
+           "SPOTCRON_E2E_PROJECT": "p-123456"}
+    done = subprocess.run([sys.executable, "-m", "tests.e2e"], cwd=REPO, env=env, capture_output=True, text=True,
+                          check=False, timeout=120)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.startswith("e2e: FAILED: SPOTCRON_E2E_PROJECT is p-123456 but there are no Google credentials")
+    assert done.stderr.count("\n") == 1
 
 
 class ScriptedCli:

@@ -168,3 +168,11 @@ def test_a_state_given_as_text_becomes_the_enum():
     assert ended.state is RunState.SUCCEEDED and ended.history[-1].state is RunState.SUCCEEDED
     with pytest.raises(ValueError, match="'finished' is not a valid RunState"):
         RUNNING.with_state("finished", LATER)
+
+
+def test_a_container_that_never_started_says_so_not_code_none():
+    # the runner's setup failed (GPU driver, metadata wall-off) or the container would not start
+    state, reason = t.verdict(Outcome.EXITED, None, complete=False, callback=True)
+    assert state == RunState.FAILED
+    assert reason == "the container did not start, so it has no exit code; the attempt's logs say why"
+    assert "None" not in t.verdict(Outcome.EXITED, None, complete=False, callback=False)[1]

@@ -74,3 +74,40 @@ def test_validate_warns_about_a_job_local_mode_cannot_run_and_still_exits_0(tmp_
             "run it on this machine. Add local: {command: ...} to its job file (see docs/jobs.md) or make the "
             "image available.") in warning
     assert "local-ok" not in result.stderr
+
+
+def test_a_stopped_docker_daemon_is_said_once_not_per_run(tmp_path):
+    from spotcron.engine.clock import SystemClock
+    from spotcron.local.compute import LocalCompute
+    from spotcron.local.containers import Lookup
+    from spotcron.local.containment import PROCESS_GROUP, Containment
+
+    told: list[str] = []
+    why = "docker is installed but its daemon is not running (start it, e.g. `sudo systemctl start docker`)"
+    vms = LocalCompute(None, "http://127.0.0.1:1/", tmp_path, SystemClock(), base_env={}, cwd=tmp_path,
+                       containment=Containment(PROCESS_GROUP, (), "process group only"),
+                       runtime_for=lambda image: Lookup(None, f"{why}; podman has no image {image} (build or pull it)"),
+                       notify=told.append)
+    for image in ("bot:1", "bot:1", "bench:2"):
+        assert vms.lookup(image, "job").binary is None
+    assert told == [f"{why}: jobs whose image no other runtime has run their local command instead"]
+
+
+def test_a_local_vm_ships_new_output_every_second_unless_told_otherwise(tmp_path):
+    from spotcron.engine.clock import SystemClock
+    from spotcron.local.compute import LocalCompute
+    from spotcron.local.containers import Lookup
+    from spotcron.local.containment import PROCESS_GROUP, Containment
+
+    class Metadata:
+        def url_for(self, name):
+            return f"http://127.0.0.1:1/{name}"
+
+    def env(base):
+        vms = LocalCompute(Metadata(), "http://127.0.0.1:2/", tmp_path, SystemClock(), base_env=base, cwd=tmp_path,
+                           containment=Containment(PROCESS_GROUP, (), "process group only"))
+        return vms.runner_env("sc-bot-a1", Lookup(None, "no container runtime"), tmp_path / "sc-bot-a1")
+
+    assert env({})["SPOTCRON_LOG_INTERVAL"] == "1"  # `run --follow` sees each line within a second
+    assert env({"SPOTCRON_LOG_INTERVAL": "5"})["SPOTCRON_LOG_INTERVAL"] == "5"
+    assert env({})["SPOTCRON_DOCKER"] == "none" and env({})["SPOTCRON_CONTAINER_NAME"] == "sc-bot-a1"

@@ -9,7 +9,6 @@ of the others ends.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 
 from spotcron.engine.store import RunStore
 from spotcron.local.blobs import open_bucket
+from tests.examples import copy_examples
 
 from .conftest import python_job, write_job
 
@@ -27,8 +27,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_examples_and_one_more_every_minute_job_all_succeed_at_the_old_limit(tmp_path):
-    jobs = tmp_path / "jobs"
-    shutil.copytree(REPO / "jobs", jobs)  # a copy: the test never reads a user's own jobs/ as theirs
+    jobs = copy_examples(tmp_path / "jobs")  # the examples only: jobs/ is the user's to add to
     write_job(jobs, "every-minute", python_job("print('one more job')").replace('"0 3 * * *"', '"* * * * *"'))
     stack = tmp_path / "stack.yaml"
     stack.write_text("limits: {max_live_vms: 10}\n")

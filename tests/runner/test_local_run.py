@@ -34,3 +34,15 @@ def test_results_and_checkpoint_placeholders_in_the_local_command_name_the_runs_
     assert result.rc == 0, result.stderr
     stored = harness.bucket.read("runs/hello/20260101-1000/attempt-1/results/out.txt")
     assert stored == f"ckpt={harness.workdir / 'checkpoint'}".encode()
+
+
+@pytest.mark.slow
+def test_a_stopped_docker_daemon_is_not_in_every_local_log(harness):
+    # `spotcron up` and `validate` say once that docker's daemon is down; the job's logs hold its output
+    harness.extra_env["SPOTCRON_NO_RUNTIME"] = "docker is installed but its daemon is not running"
+    result = harness.run(harness.descriptor(local_command=[sys.executable, "-c", "print('hello')"]))
+
+    assert result.rc == 0, result.stderr
+    logs = harness.bucket.read("runs/hello/20260101-1000/attempt-1/logs.txt").decode()
+    assert logs == "hello\n"
+    assert "daemon is not running: running the job's local command" in result.stderr

@@ -11,7 +11,6 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
@@ -150,12 +149,12 @@ def test_limits_are_read_from_the_stack_file_and_the_functions_environment(tmp_p
     assert load_settings(None, env).limits == settings.limits
 
 
-def test_default_limits_are_safe_and_fit_the_examples():
+def test_default_limits_are_safe_and_fit_the_examples(example_jobs):
     from spotcron.core.loader import load_jobs
 
     limits = Limits()
     assert (limits.max_live_vms, limits.max_gpus, limits.max_vm_hours_per_day) == (20, 4, 48.0)
-    jobs = load_jobs([str(Path(__file__).resolve().parents[2] / "jobs")])
+    jobs = load_jobs([example_jobs])
     vms = sum(len(j.variants()) for j in jobs)
     gpus = sum(v.machine.gpu.count for j in jobs for v in j.variants() if v.machine.gpu)
     # The examples leave room for a user's own jobs beside them (a run over a limit would wait).

@@ -92,7 +92,8 @@ start_job() {
         "to run instead: add local: {command: ...} to its job file, or make its image available"
       return 1
     fi
-    [[ ${SPOTCRON_NO_RUNTIME-} == *"daemon is not running"* ]] && note "$SPOTCRON_NO_RUNTIME: running the job's local command"
+    # Said once by `spotcron up`; the runner's own log, not the job's, keeps it for each VM.
+    [[ ${SPOTCRON_NO_RUNTIME-} == *"daemon is not running"* ]] && log "$SPOTCRON_NO_RUNTIME: running the job's local command"
     # {results} and {checkpoint} in the local command name this attempt's directories.
     for item in "${D_LOCAL_COMMAND[@]}"; do item=${item//\{results\}/$RESULTS_DIR} cmd+=("${item//\{checkpoint\}/$CKPT_DIR}"); done
     results=$RESULTS_DIR ckpt=${ckpt:+$CKPT_DIR}

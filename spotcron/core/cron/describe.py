@@ -57,7 +57,7 @@ def dst_notes(schedule: CronSchedule, tz: zoneinfo.ZoneInfo, after: datetime, da
     if notes:
         notes.append("Cloud Scheduler documents only that jobs at such times 'may observe execution "
                      "anomalies'; these notes follow classic cron (Vixie/Debian) rules")
-    if schedule.hours & {0, 1, 2, 3}:
+    if schedule.hours & {0, 1, 2, 3} and len(schedule.hours) < 24:  # a job in every hour has no hours to shift
         notes.append(f"This job runs between 00:00 and 04:00 {tz.key} time, when clocks usually change; "
                      f"Cloud Scheduler recommends UTC: consider time_zone: Etc/UTC with the hours shifted")
     return notes
