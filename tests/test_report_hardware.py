@@ -15,6 +15,7 @@ from spotcron.core.hardware import Gpu, Hardware
 from spotcron.core.loader import load_job_file
 from spotcron.core.spec import Benchmark
 from spotcron.cost.prices import load_prices
+from tests.examples import example
 from spotcron.present import exports
 from spotcron.present.history import benchmark_history
 from spotcron.present.report import benchmark_report, verdict
@@ -36,7 +37,7 @@ def on(record, hardware: Hardware):
 
 @pytest.fixture(scope="module")
 def spec():
-    spec = load_job_file(ROOT / "jobs" / "dl-benchmark.yaml")
+    spec = load_job_file(example("dl-benchmark"))
     return spec.model_copy(update={"benchmark": Benchmark(base="highcpu-16", time_metric="train_seconds")})
 
 

@@ -125,12 +125,18 @@ def _once(stack, specs, timeout: float, out) -> int:
     out.print()  # Live leaves the cursor at the end of its last row
     from spotcron.core.runs import RunState
 
-    failed = [r for r in records if r.state != RunState.SUCCEEDED]
+    # A skipped run did not fail: this host lacks what its configuration names (a GPU entry on a
+    # machine without one), or its job was paused or busy. It is said, and the exit code stays 0.
+    skipped = [r for r in records if r.state == RunState.SKIPPED]
+    failed = [r for r in records if r.state not in (RunState.SUCCEEDED, RunState.SKIPPED)]
     missing = len(runs) - len(records)
     unfinished = [r for r in records if not r.terminal]
     if unfinished or missing:
         out.print(f"[red]{len(unfinished) + missing} run(s) did not finish within {timeout:.0f}s[/]")
-    ok = len(records) - len(failed)
+    ok = len(records) - len(failed) - len(skipped)
+    if skipped:
+        out.print(f"[yellow]{len(skipped)} run(s) skipped[/]: " + "; ".join(
+            sorted({r.reason or "skipped" for r in skipped})))
     out.print(f"{ok}/{len(runs)} runs succeeded. Results: `spotcron runs`, `spotcron results RUN`, "
               "or the results page: `spotcron page --open`.")
     return 0 if not failed and not missing else 1

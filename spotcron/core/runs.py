@@ -47,6 +47,7 @@ class Outcome(StrEnum):
     TIMED_OUT = "timed_out"
     CREATE_FAILED = "create_failed"
     CANCELLED = "cancelled"
+    UNAVAILABLE = "unavailable"  # never ran: the (local) host lacks the hardware its configuration names
 
 
 State = RunState  # the name older modules import

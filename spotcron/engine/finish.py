@@ -40,7 +40,8 @@ class CallbackBody(BaseModel):
     job: str = Field(max_length=64)
     run_id: str = Field(max_length=64)
     attempt: int = Field(ge=1, le=100)
-    status: Literal["exited", "preempted"]
+    # unavailable: local mode's host lacks the hardware the configuration names; the job never ran
+    status: Literal["exited", "preempted", "unavailable"]
     exit_code: int | None = None
     timed_out: bool = False
     uploaded: bool = False

@@ -153,7 +153,7 @@ class AttemptReported:
     """job_done: the runner's report of how attempt `number` ended (`zone` from the verified token)."""
 
     number: int
-    status: str  # exited | preempted
+    status: str  # exited | preempted | unavailable
     exit_code: int | None
     timed_out: bool
     uploaded: bool
@@ -239,6 +239,8 @@ def verdict(outcome: Outcome, exit_code: int | None, *, complete: bool, callback
     """The run's state after an attempt ended this way. `complete`: its manifest is there;
     `problem`: the runner's reason when the job did not start at all."""
     lost = "" if callback else " (callback lost)"
+    if outcome == Outcome.UNAVAILABLE:
+        return RunState.SKIPPED, f"not run on this host: {problem or 'it lacks the hardware the configuration names'}"
     if outcome == Outcome.PREEMPTED:
         return RunState.PREEMPTED, "Spot VM preempted"
     if outcome == Outcome.LOST:
@@ -399,6 +401,8 @@ def attempt_reported(record: RunRecord, event: AttemptReported, now: datetime) -
         return Refused(f"attempt {event.number} already reported {attempt.outcome}")
     if event.status == "preempted":
         outcome = Outcome.PREEMPTED
+    elif event.status == "unavailable":
+        outcome = Outcome.UNAVAILABLE
     elif event.timed_out:
         outcome = Outcome.TIMED_OUT
     else:

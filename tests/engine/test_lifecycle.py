@@ -50,6 +50,21 @@ def test_a_job_that_did_not_start_fails_with_the_runners_reason(h):
     assert h.callback("bot", RUN, body=over).status_code == 400  # the runner's words are bounded
 
 
+def test_a_run_the_local_host_cannot_give_its_hardware_is_skipped_with_the_reason(h):
+    """A GPU entry on a host without a GPU (local mode): the runner reports `unavailable` and the
+    run is skipped, not failed, and not run on the CPU either; `up --once` does not fail for it."""
+    h.start(make_spec(retries={"failure": 2}))
+    body = {"job": "bot", "run_id": RUN, "attempt": 1, "status": "unavailable", "exit_code": None, "uploaded": True,
+            "problem": "the configuration asks for nvidia-tesla-t4 x1, and this host has no NVIDIA GPU; "
+                       "not run on the CPU"}
+    assert h.callback("bot", RUN, body=body).status_code == 200
+    record = h.record("bot", RUN)
+    assert record.state == "skipped" and len(record.attempts) == 1  # no retry: the host will not change
+    assert record.reason == ("not run on this host: the configuration asks for nvidia-tesla-t4 x1, and this "
+                             "host has no NVIDIA GPU; not run on the CPU")
+    assert record.attempts[0].outcome == "unavailable" and h.live_vms() == []
+
+
 def test_failure_retries_when_the_spec_allows(h):
     h.start(make_spec(retries={"failure": 1}))
     h.upload("bot", RUN, exit_code=1)

@@ -78,5 +78,6 @@ def test_a_gpu_configuration_on_a_host_without_one_ends_with_the_reason(harness,
     [call] = harness.receiver.accepted
     reason = ("the configuration asks for nvidia-tesla-t4 x1, and this host has no NVIDIA GPU (nvidia-smi lists "
               "none); not run on the CPU")
-    assert (call.body["exit_code"], call.body["started_at"], call.body["problem"]) == (None, None, reason)
+    assert (call.body["status"], call.body["exit_code"], call.body["started_at"], call.body["problem"]) == (
+        "unavailable", None, None, reason)
     assert f"spotcron: {reason}" in harness.bucket.read(ATTEMPT1 + "logs.txt").decode()

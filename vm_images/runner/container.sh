@@ -18,7 +18,8 @@ setup_gpu() {
   fi
   if [[ -n $LOCAL_HOST ]]; then
     if [[ -n $GPU_PROBLEM || -z $LOCAL_GPUS ]]; then
-      PROBLEM="the configuration asks for $D_GPU_TYPE x$D_GPU_COUNT, and ${GPU_PROBLEM:-no host GPU was assigned to it}; not run on the CPU"
+      # Not a failure of the job: this host lacks what its configuration names, so it is not run.
+      STATUS=unavailable PROBLEM="the configuration asks for $D_GPU_TYPE x$D_GPU_COUNT, and ${GPU_PROBLEM:-no host GPU was assigned to it}; not run on the CPU"
       note "$PROBLEM"
       return 1
     fi
