@@ -15,10 +15,10 @@ from spotcron.core.hardware import Gpu, Hardware
 from spotcron.core.loader import load_job_file
 from spotcron.core.spec import Benchmark
 from spotcron.cost.prices import load_prices
-from tests.examples import example
 from spotcron.present import exports
 from spotcron.present.history import benchmark_history
 from spotcron.present.report import benchmark_report, verdict
+from tests.examples import example
 from tests.test_report import bench_run, trained
 
 ROOT = Path(__file__).resolve().parents[1]
