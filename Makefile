@@ -25,6 +25,7 @@ run: $(STAMP) ## run every example job once, end to end, locally; then show the 
 	$(BIN)/spotcron runs
 	$(BIN)/spotcron report dl-benchmark --jobs $(JOBS)
 	$(BIN)/spotcron cost --jobs $(JOBS)
+	@echo "spotcron is in $(BIN)/: '. $(BIN)/activate' puts it on PATH (or run $(BIN)/spotcron); 'pipx install .' installs it as a tool for any folder"
 
 test: $(STAMP) ## run the whole test suite
 	$(BIN)/python -m pytest -q
