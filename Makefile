@@ -31,7 +31,7 @@ test: $(STAMP) ## run the whole test suite
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP) ## ruff on the code, shellcheck on the VM scripts
-	$(BIN)/ruff check spotcron functions tests bench vm_images
+	$(BIN)/ruff check spotcron functions tests bench vm_images setup.py
 	$(BIN)/shellcheck vm_images/runner/*.sh
 
 bench: $(STAMP) ## print speed and cost figures, each beside its baseline

@@ -35,3 +35,8 @@ def test_the_readme_quickstart_says_how_to_get_spotcron_on_path_and_as_a_tool():
     quickstart = readme[readme.index("## Quickstart"):readme.index("## How it works")]
     for words in ("`. .venv/bin/activate`", "`.venv/bin/spotcron`", "pipx install .", "spotcron init"):
         assert words in quickstart, words
+
+
+def test_make_lint_covers_setup_py():
+    lint = re.search(r"^lint:.*\n((?:\t.*\n)+)", (ROOT / "Makefile").read_text(), flags=re.MULTILINE).group(1)
+    assert re.search(r"ruff check .*\bsetup\.py\b", lint)
