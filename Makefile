@@ -25,12 +25,13 @@ run: $(STAMP) ## run every example job once, end to end, locally; then show the 
 	$(BIN)/spotcron runs
 	$(BIN)/spotcron report dl-benchmark --jobs $(JOBS)
 	$(BIN)/spotcron cost --jobs $(JOBS)
+	@echo "spotcron is in $(BIN)/: '. $(BIN)/activate' puts it on PATH (or run $(BIN)/spotcron); 'pipx install .' installs it as a tool for any folder"
 
 test: $(STAMP) ## run the whole test suite
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP) ## ruff on the code, shellcheck on the VM scripts
-	$(BIN)/ruff check spotcron functions tests bench vm_images
+	$(BIN)/ruff check spotcron functions tests bench vm_images setup.py
 	$(BIN)/shellcheck vm_images/runner/*.sh
 
 bench: $(STAMP) ## print speed and cost figures, each beside its baseline

@@ -18,6 +18,7 @@ from spotcron.core.errors import ConfigError, SpotcronError
 
 # One line per command module. Each module exposes COMMANDS: a list of click commands/groups.
 COMMAND_MODULES = (
+    "spotcron.cli.scaffold",
     "spotcron.cli.specs",
     "spotcron.cli.cost",
     "spotcron.cli.report",
@@ -63,8 +64,9 @@ class SpotcronGroup(click.Group):
 def cli() -> None:
     """Run scheduled containers on Google Cloud Spot VMs, for cents a month.
 
-    A job is a YAML file in jobs/ (see docs/jobs.md). Start with `spotcron validate`, preview a
-    schedule with `spotcron next JOB`, then run everything locally with `spotcron up`.
+    A job is a YAML file in jobs/ (see docs/jobs.md); `spotcron init` starts a folder with one.
+    Check them with `spotcron validate`, preview a schedule with `spotcron next JOB`, then run
+    everything locally with `spotcron up`.
     """
 
 

@@ -23,14 +23,6 @@ if TYPE_CHECKING:
     from spotcron.deploy.planner import Action
 
 
-def _source_root() -> Path:
-    """The checkout that holds functions/: the package's parent when installed in place."""
-    import spotcron
-
-    root = Path(spotcron.__file__).resolve().parent.parent
-    return root if (root / "functions" / "main.py").is_file() else Path.cwd()
-
-
 def _default_clients(project: str, credentials: Any, concurrency: int) -> Clients:
     from spotcron.deploy.clients import Clients
 
@@ -53,7 +45,8 @@ def _default_credentials(project: str) -> Any:
 class DeployContext:
     credentials: Callable[[str], Any] = _default_credentials
     clients: Callable[[str, Any, int], Clients] = _default_clients
-    source_root: Callable[[], Path] = _source_root
+    # The checkout whose code deploy ships; None: this installation's own (runtime/assets.py).
+    source_root: Callable[[], Path | None] = field(default=lambda: None)
     caller: Callable[[str], Caller] | None = None  # None: the default retry policy
     interactive: Callable[[], bool] = field(default=lambda: sys.stdin.isatty())
     poll_initial: float = 2.0

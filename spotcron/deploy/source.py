@@ -1,5 +1,6 @@
 """The functions' source archive: functions/ at the root, the runtime part of spotcron/, and
-vm_images/runner/ (start_job renders the VM's cloud-init from it).
+vm_images/runner/ (start_job renders the VM's cloud-init from it), in a checkout's layout
+whether they come from a checkout or from a wheel's packaged copies (runtime/assets.py).
 
 What goes in is an allowlist (`SHIPPED`): a new package ships only once it is named here, so
 test support, presentation, local mode and the deployer can never reach the functions by
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from spotcron.core.errors import ConfigError, Problem
 from spotcron.deploy.resources import SOURCE_PREFIX
+from spotcron.runtime import assets
 
 # The functions run core, cost, engine, gcp and runtime, and render the runner's cloud-init.
 # Everything else (cli, deploy, local, present, testing) stays out: smaller archive, faster cold
@@ -52,9 +54,31 @@ def _shipped(rel: str) -> bool:
                                      for entry in SHIPPED)
 
 
-def _collect(root: Path) -> dict[str, bytes]:
+@dataclass(frozen=True)
+class SourceTree:
+    """Where the archive's three parts are read from: the functions' folder (its files go to the
+    archive's root), the spotcron package, and the VM runner. Their archive names are the same
+    whichever layout they come from, so a wheel install and a checkout of the same code upload
+    the same archive."""
+
+    functions: Path
+    package: Path
+    runner: Path
+
+    @classmethod
+    def checkout(cls, root: Path) -> SourceTree:
+        """functions/, spotcron/ and vm_images/runner/ side by side under `root`."""
+        return cls(root / assets.FUNCTIONS, root / "spotcron", root / assets.RUNNER)
+
+    @classmethod
+    def installed(cls) -> SourceTree:
+        """This installation's: the wheel's packaged copies, or the checkout it runs from."""
+        return cls(assets.functions_dir(), assets.PACKAGE, assets.runner_dir())
+
+
+def _collect(tree: SourceTree) -> dict[str, bytes]:
     """Archive name → bytes for every file that goes into the archive."""
-    functions = root / "functions"
+    functions = tree.functions
     if not (functions / "main.py").is_file():
         raise ConfigError([Problem(str(functions / "main.py"), None, "",
                                    "missing: the functions' entry points (start_job, sweep, job_done) live there")])
@@ -66,17 +90,20 @@ def _collect(root: Path) -> dict[str, bytes]:
         rel = path.relative_to(functions).as_posix()
         if path.is_file() and not _skipped(rel):
             entries[rel] = path.read_bytes()
-    for folder in ("spotcron", "vm_images/runner"):
-        for path in sorted((root / folder).rglob("*")):
-            rel = path.relative_to(root).as_posix()
+    for folder, name in ((tree.package, "spotcron"), (tree.runner, assets.RUNNER)):
+        for path in sorted(folder.rglob("*")):
+            rel = f"{name}/{path.relative_to(folder).as_posix()}"
             if path.is_file() and _shipped(rel):
                 entries[rel] = path.read_bytes()
     return entries
 
 
-def build_source(root: Path) -> SourceBundle:
-    """The archive for the project checked out at `root`; ConfigError if functions/main.py is missing."""
-    entries = _collect(root)
+def build_source(root: Path | SourceTree | None = None) -> SourceBundle:
+    """The archive for the checkout at `root` (a SourceTree: its parts wherever they are; left out:
+    this installation's own code); ConfigError if functions/main.py is missing."""
+    tree = SourceTree.installed() if root is None else root if isinstance(root, SourceTree) \
+        else SourceTree.checkout(root)
+    entries = _collect(tree)
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         for name in sorted(entries):

@@ -31,10 +31,10 @@ from spotcron.local import leftovers
 from spotcron.local.containers import Lookup, find_runtime
 from spotcron.local.containment import Containment, detect
 from spotcron.local.gpus import GpuPool, host_gpus
+from spotcron.runtime import assets
 
 log = logging.getLogger("spotcron.local")
 
-RUNNER = Path(__file__).resolve().parents[2] / "vm_images" / "runner" / "runner.sh"
 LOCAL_LOG_INTERVAL = "1"  # seconds between a local VM's shipments of new output
 PREEMPTION_NOTICE_S = 30.0
 # How long a deleted VM's processes may take to end after SIGKILL; only a process stuck in the
@@ -60,7 +60,7 @@ class LocalCompute:
     """
 
     def __init__(self, metadata, storage_url: str, state_dir: Path, clock, *, base_env: Mapping[str, str],
-                 cwd: Path, runtime_for=find_runtime, runner: Path = RUNNER,
+                 cwd: Path, runtime_for=find_runtime, runner: Path | None = None,
                  preemption_notice_s: float = PREEMPTION_NOTICE_S, containment: Containment | None = None,
                  gpus: Sequence[str] | None = None, host: str | None = None,
                  notify: Callable[[str], None] | None = None):
@@ -71,7 +71,7 @@ class LocalCompute:
         self.base_env = dict(base_env)
         self.cwd = Path(cwd)
         self.runtime_for = runtime_for
-        self.runner = runner
+        self.runner = runner or assets.runner_dir() / "runner.sh"
         self.preemption_notice_s = preemption_notice_s
         self.containment = containment or detect()
         self.gpus = GpuPool(host_gpus() if gpus is None else gpus)

@@ -22,11 +22,10 @@ from spotcron.core.settings import Limits, Settings
 from spotcron.core.spec import JobSpec
 from spotcron.engine.deps import Deps
 from spotcron.local.feed import EventFeed
-from spotcron.runtime import entrypoints
+from spotcron.runtime import assets, entrypoints
 
 log = logging.getLogger("spotcron.local")
 
-FUNCTIONS_SOURCE = Path(__file__).resolve().parents[2] / "functions" / "main.py"
 LOCAL_ZONES = ("local-zone1-a", "local-zone1-b")
 
 
@@ -85,6 +84,8 @@ class LocalStack:
         from spotcron.local.containers import find_runtime
         from spotcron.local.metadata import LocalMetadataServer
 
+        # The same main.py deploy ships: the wheel's copy or the checkout's (runtime/assets.py).
+        source = str(assets.functions_dir() / "main.py")
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self._stack.append(_lock_state_dir(self.state_dir))
         self._stack.append(_log_to_file(self.state_dir / "spotcron.log"))
@@ -94,12 +95,12 @@ class LocalStack:
         # Unset only once job_done and the bus are stopped (closers run newest first): a message
         # or callback handled after it would build Google's backends from the environment.
         self._stack.append(lambda: entrypoints.use(None))
-        job_done = _HttpServer(functions_framework.create_app(target="job_done", source=str(FUNCTIONS_SOURCE)),
+        job_done = _HttpServer(functions_framework.create_app(target="job_done", source=source),
                                "spotcron-job-done")
         self._stack.append(job_done.stop)
         # The credentials broker, as deployed: the runner trades its VM's identity token for a
         # storage token of its own attempt (engine/broker.py), minted by the bucket's grants.
-        broker = _HttpServer(functions_framework.create_app(target="credentials", source=str(FUNCTIONS_SOURCE)),
+        broker = _HttpServer(functions_framework.create_app(target="credentials", source=source),
                              "spotcron-credentials")
         self._stack.append(broker.stop)
         settings = local_settings(job_done.url, broker.url, sweep_interval=self.sweep_interval, grace=self.grace,
@@ -126,8 +127,8 @@ class LocalStack:
                          run_cost=cost_function(self.prices, settings.region), minter=LocalMinter(bucket))
         self.compute, self.metadata, self.bucket = compute, metadata, bucket
         entrypoints.use(self.deps)
-        start = functions_framework.create_app(target="start_job", source=str(FUNCTIONS_SOURCE)).test_client()
-        sweep = functions_framework.create_app(target="sweep", source=str(FUNCTIONS_SOURCE)).test_client()
+        start = functions_framework.create_app(target="start_job", source=source).test_client()
+        sweep = functions_framework.create_app(target="sweep", source=source).test_client()
         self.bus.subscribe(settings.start_topic, _poster(start))
         self.bus.subscribe(settings.sweep_topic, _poster(sweep))
         log.info("local stack up: bucket %s, job_done %s, credentials %s", bucket.url, job_done.url, broker.url)

@@ -1,4 +1,5 @@
-"""The `user-data` a job VM boots with: vm_images/runner/cloud-init.yaml with the runner inside.
+"""The `user-data` a job VM boots with: vm_images/runner/cloud-init.yaml with the runner inside
+(found by runtime/assets.py: the wheel's copy or the checkout's).
 
 Pure and deterministic: the same files give the same bytes, so a deploy plan can compare it and
 tests can parse it. The engine puts it in the instance metadata under `user-data`, beside the
@@ -10,7 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-RUNNER_DIR = Path(__file__).resolve().parents[2] / "vm_images" / "runner"
+from spotcron.runtime import assets
+
 TEMPLATE = "cloud-init.yaml"
 SCRIPT = "runner.sh"
 MARKER = "{{RUNNER_FILES}}"
@@ -20,8 +22,9 @@ USER_DATA_KEY = "user-data"
 MAX_VALUE_BYTES = 256 * 1024
 
 
-def runner_files(runner_dir: Path = RUNNER_DIR) -> list[Path]:
-    """runner.sh first, then the parts it sources, by name."""
+def runner_files(runner_dir: Path | None = None) -> list[Path]:
+    """runner.sh first, then the parts it sources, by name (left out: the runner this installation runs)."""
+    runner_dir = runner_dir or assets.runner_dir()
     parts = sorted(p for p in runner_dir.glob("*.sh") if p.name != SCRIPT)
     return [runner_dir / SCRIPT, *parts]
 
@@ -36,8 +39,9 @@ def _entry(path: Path, indent: str) -> str:
             f"{indent}  owner: root\n{indent}  content: |\n{body}")
 
 
-def render_user_data(runner_dir: Path = RUNNER_DIR) -> str:
+def render_user_data(runner_dir: Path | None = None) -> str:
     """The #cloud-config text with every runner file embedded as a YAML literal block."""
+    runner_dir = runner_dir or assets.runner_dir()
     template = (runner_dir / TEMPLATE).read_text(encoding="utf-8")
     lines = template.splitlines(keepends=True)
     marked = [i for i, line in enumerate(lines) if line.strip() == MARKER]

@@ -20,7 +20,6 @@ import json
 import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from spotcron.core import layout
@@ -33,11 +32,10 @@ from spotcron.engine.deps import Deps
 from spotcron.engine.dispatch_specs import write_deployed
 from spotcron.engine.messages import TICK_ATTRIBUTE, format_tick
 from spotcron.local.signer import instance_claims
-from spotcron.runtime import entrypoints
+from spotcron.runtime import assets, entrypoints
 from spotcron.testing.identity import ClockedIdentity
 from spotcron.testing.memory import FakeClock, MemoryBlobs, MemoryCompute, MemoryEvents, MemoryMinter
 
-SOURCE = Path(__file__).resolve().parents[2] / "functions" / "main.py"
 JOB_DONE_URL = "https://us-central1-proj.cloudfunctions.net/job_done"
 CREDENTIALS_URL = "https://us-central1-proj.cloudfunctions.net/credentials"
 ZONES = ("us-central1-a", "us-central1-b", "us-central1-c")
@@ -51,9 +49,8 @@ def app(target: str):
     if target not in _apps:
         import functions_framework
 
-        if not SOURCE.exists():
-            raise FileNotFoundError(f"{SOURCE} not found: the harness runs from a spotcron checkout")
-        _apps[target] = functions_framework.create_app(target=target, source=str(SOURCE)).test_client()
+        source = assets.functions_dir() / "main.py"
+        _apps[target] = functions_framework.create_app(target=target, source=str(source)).test_client()
     return _apps[target]
 
 

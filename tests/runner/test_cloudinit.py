@@ -8,7 +8,8 @@ import subprocess
 import pytest
 import yaml
 
-from spotcron.runtime.cloudinit import INSTALL_DIR, MARKER, RUNNER_DIR, render_user_data, runner_files
+from spotcron.runtime.assets import runner_dir
+from spotcron.runtime.cloudinit import INSTALL_DIR, MARKER, render_user_data, runner_files
 
 
 def test_user_data_is_cloud_config_carrying_every_runner_file_byte_for_byte():
@@ -16,12 +17,12 @@ def test_user_data_is_cloud_config_carrying_every_runner_file_byte_for_byte():
     assert text.startswith("#cloud-config\n")
     config = yaml.safe_load(text)
     files = {f["path"]: f for f in config["write_files"]}
-    names = sorted(p.name for p in RUNNER_DIR.glob("*.sh"))
+    names = sorted(p.name for p in runner_dir().glob("*.sh"))
     assert names == ["checkpoint.sh", "container.sh", "hardware.sh", "http.sh", "metadata.sh", "preemption.sh",
                      "runner.sh", "storage.sh"]
     for name in names:
         entry = files[f"{INSTALL_DIR}/{name}"]
-        assert entry["content"] == (RUNNER_DIR / name).read_text()
+        assert entry["content"] == (runner_dir() / name).read_text()
         assert entry["permissions"] == ("0755" if name == "runner.sh" else "0644")
     assert runner_files()[0].name == "runner.sh"
     assert MARKER not in text
@@ -54,7 +55,7 @@ def test_rendering_is_deterministic():
 
 
 def test_a_template_without_the_marker_is_refused(tmp_path):
-    shutil.copy(RUNNER_DIR / "runner.sh", tmp_path / "runner.sh")
+    shutil.copy(runner_dir() / "runner.sh", tmp_path / "runner.sh")
     (tmp_path / "cloud-init.yaml").write_text("#cloud-config\nruncmd: []\n")
     with pytest.raises(ValueError, match=r"cloud-init.yaml: expected one line holding only \{\{RUNNER_FILES\}\}, found 0"):
         render_user_data(tmp_path)

@@ -1,0 +1,100 @@
+"""`spotcron init [DIR]`: a jobs folder with one example, a stack file and a .gitignore; never over a file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from spotcron.cli import cli as spotcron
+from spotcron.core.loader import load_jobs
+from spotcron.core.settings import load_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    for name in ("SPOTCRON_JOBS", "SPOTCRON_STACK", "SPOTCRON_STATE_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    return tmp_path
+
+
+def run(*args: str):
+    return CliRunner().invoke(spotcron, list(args), env={"COLUMNS": "200"}, catch_exceptions=False)
+
+
+def test_init_writes_a_job_a_stack_file_and_a_gitignore(here: Path) -> None:
+    done = run("init")
+    assert done.exit_code == 0, done.output
+    assert done.output == ("wrote jobs/hello.yaml, infra/stack.yaml, .gitignore\n"
+                           "next: spotcron validate && spotcron up --once && spotcron runs\n")
+    assert (here / ".gitignore").read_text().splitlines()[-1] == ".spotcron/"
+    [job] = load_jobs([here / "jobs"], grace=300, retention_days=90)
+    assert job.name == "hello" and job.local is not None
+    assert "$SPOTCRON_RESULTS_DIR" in " ".join(job.local.command)
+    settings = load_settings(here / "infra" / "stack.yaml", {})
+    assert settings.project == "my-project"
+    validated = run("validate")
+    assert validated.exit_code == 0, validated.output
+    assert "1 job valid" in validated.output
+
+
+def test_init_dir_creates_the_folder_and_says_to_cd_into_it(here: Path) -> None:
+    done = run("init", "my-jobs")
+    assert done.exit_code == 0, done.output
+    assert done.output.splitlines() == [
+        "wrote my-jobs/jobs/hello.yaml, my-jobs/infra/stack.yaml, my-jobs/.gitignore",
+        "next: cd my-jobs && spotcron validate && spotcron up --once && spotcron runs"]
+    assert sorted(p.relative_to(here).as_posix() for p in (here / "my-jobs").rglob("*") if p.is_file()) == [
+        "my-jobs/.gitignore", "my-jobs/infra/stack.yaml", "my-jobs/jobs/hello.yaml"]
+
+
+@pytest.mark.parametrize("existing", ["jobs/hello.yaml", "infra/stack.yaml"])
+def test_init_never_writes_over_a_file_and_writes_nothing_then(here: Path, existing: str) -> None:
+    (here / existing).parent.mkdir(parents=True)
+    (here / existing).write_text("# mine\n")
+    done = run("init")
+    assert done.exit_code == 2
+    assert done.output == (f"error: {existing} already exists; spotcron init never writes over a file: move it "
+                           "away, or init another folder (spotcron init DIR)\n")
+    assert (here / existing).read_text() == "# mine\n"
+    assert sorted(p.relative_to(here).as_posix() for p in here.rglob("*") if p.is_file()) == [existing]
+
+
+def test_a_second_init_is_refused_naming_both_files(here: Path) -> None:
+    assert run("init").exit_code == 0
+    again = run("init")
+    assert again.exit_code == 2
+    assert again.output.startswith("error: jobs/hello.yaml and infra/stack.yaml already exist; ")
+    assert "move them away" in again.output
+
+
+def test_an_existing_gitignore_gets_the_state_line_once(here: Path) -> None:
+    (here / ".gitignore").write_text("__pycache__/")
+    done = run("init")
+    assert done.exit_code == 0, done.output
+    assert done.output.startswith("wrote jobs/hello.yaml, infra/stack.yaml, .gitignore (added .spotcron/)\n")
+    text = (here / ".gitignore").read_text()
+    assert text.startswith("__pycache__/\n") and text.endswith("\n.spotcron/\n")
+    (here / "other").mkdir()
+    (here / "other" / ".gitignore").write_text("/.spotcron\n")
+    assert run("init", "other").exit_code == 0
+    assert (here / "other" / ".gitignore").read_text() == "/.spotcron\n"
+
+
+def test_the_stack_file_names_every_setting_the_repositorys_does() -> None:
+    from spotcron.cli.scaffold import STACK_TEXT
+
+    ours = yaml.safe_load((ROOT / "infra" / "stack.yaml").read_text())
+    scaffold = yaml.safe_load(STACK_TEXT)
+    assert scaffold == ours
+
+
+def test_the_help_points_a_new_user_at_init() -> None:
+    shown = run("--help").output
+    assert "`spotcron init` starts a folder with one" in " ".join(shown.split())
+    assert "  init " in shown
