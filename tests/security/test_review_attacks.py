@@ -1,0 +1,168 @@
+"""A review of the issue #24 fixes by someone who had not seen them: job-written data, publishers, limits.
+
+Each test here is one finding, driven through the real entry points (functions/main.py through the
+harness in spotcron.testing, the CLI through click's CliRunner). Every test fails on the code it was
+written against; its docstring says what it shows.
+
+A job's container that reaches the metadata server (`metadata_access`, or a job with its own
+service account, where it is implied) holds its VM's identity token: docs/security.md says it "can
+also ... call job_done and the broker as its own attempt: that reaches its own run and nothing
+else". The harness's `h.token(...)` is that token, and `h.callback(body=...)` posts what the
+container chooses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from spotcron.cli._bucket import RunsContext
+from spotcron.core import layout
+from spotcron.core.metrics import METRICS_FILE
+from tests.engine.harness import make_spec
+
+RUN = "20261122-1200"
+NOW = datetime(2026, 11, 22, 13, 0, tzinfo=UTC)
+
+
+def spotcron(blobs, *args: str, cwd: Path | None = None):
+    """`spotcron ARGS` on the harness's bucket, as a user runs it (exceptions kept, not raised)."""
+    from spotcron.cli import cli
+
+    context = RunsContext(open_blobs=lambda bucket, state_dir: contextlib.nullcontext(blobs), now=lambda: NOW,
+                          interactive=lambda: False, launch=lambda url: None)
+    return CliRunner().invoke(cli, list(args), obj=context, env={"COLUMNS": "220"}, catch_exceptions=True)
+
+
+def crashed(result) -> str | None:
+    """The exception a command died of (a traceback for the user), None when it ended normally."""
+    if result.exception is None or isinstance(result.exception, SystemExit):
+        return None
+    return f"{type(result.exception).__name__}: {result.exception}"
+
+
+def a_quiet_neighbour(h) -> None:
+    """Another job of the stack whose run ended normally: what the user wants to see."""
+    h.start(make_spec(name="neighbour"))
+    h.finish_ok("neighbour", RUN)
+
+
+def hostile_callback(h, job: str, run_id: str, **fields):
+    """The container posts job_done itself with its VM's identity token and the fields it chooses."""
+    body = {"job": job, "run_id": run_id, "attempt": 1, "status": "exited", "exit_code": 0, "uploaded": True,
+            "timed_out": False, **fields}
+    return h.callback(job, run_id, body=body)
+
+
+# --- (1) what a job writes: the callback body's times ------------------------------------------------
+
+
+def test_a_naive_started_at_in_the_callback_breaks_spotcron_runs_for_every_job(h):
+    """job_done takes `started_at`/`finished_at` as any datetime pydantic accepts, naive ones too,
+    and stores them. One attempt with a naive start and an aware end makes `duration_seconds`
+    subtract offset-naive from offset-aware: `spotcron runs` (every job's table) dies with a
+    TypeError, so one job's container hides every other job's runs."""
+    a_quiet_neighbour(h)
+    h.start(make_spec())
+    h.upload("bot", RUN)
+    answer = hostile_callback(h, "bot", RUN, started_at="2026-11-22T12:00:10", finished_at="2026-11-22T12:01:00Z")
+    assert answer.status_code == 200, answer.get_data(as_text=True)
+    result = spotcron(h.blobs, "runs")
+    assert crashed(result) is None, f"`spotcron runs` crashed: {crashed(result)}"
+    assert "neighbour" in result.output
+
+
+def test_a_naive_started_at_in_the_callback_breaks_spotcron_page_for_every_job(h, tmp_path):
+    """The same stored record makes `spotcron page` (the page of every job) die with a TypeError in
+    `_run_row` → `RunRecord.duration_seconds`: no page is written for anyone."""
+    a_quiet_neighbour(h)
+    h.start(make_spec())
+    h.upload("bot", RUN)
+    hostile_callback(h, "bot", RUN, started_at="2026-11-22T12:00:10", finished_at="2026-11-22T12:01:00Z")
+    result = spotcron(h.blobs, "page", "--out", str(tmp_path / "page"))
+    assert crashed(result) is None, f"`spotcron page` crashed: {crashed(result)}"
+    assert (tmp_path / "page" / "index.html").is_file()
+
+
+def test_a_start_time_at_the_edge_of_the_calendar_breaks_spotcron_runs(h):
+    """`started_at: 0001-01-01T00:00:00+01:00` is a valid aware datetime, stored as is; its UTC
+    reading is before year 1, so `format_time` (`astimezone(UTC)`) raises OverflowError and
+    `spotcron runs` dies for every job."""
+    a_quiet_neighbour(h)
+    h.start(make_spec())
+    h.upload("bot", RUN)
+    answer = hostile_callback(h, "bot", RUN, started_at="0001-01-01T00:00:00+01:00",
+                              finished_at="2026-11-22T12:01:00Z")
+    assert answer.status_code == 200, answer.get_data(as_text=True)
+    result = spotcron(h.blobs, "runs")
+    assert crashed(result) is None, f"`spotcron runs` crashed: {crashed(result)}"
+    assert "neighbour" in result.output
+
+
+# --- (1) what a job writes: manifest and metrics.json, read by the CLI --------------------------------
+
+
+def test_a_manifest_size_of_1e999_crashes_spotcron_results(h):
+    """The bounded parser lets `1e999` through as a float (inf) on purpose ("the callers' own checks
+    name the field"), but `manifest_files` does `int(size)` for any float: OverflowError, a
+    traceback instead of the listing (NaN gives ValueError the same way)."""
+    h.start(make_spec())
+    h.upload("bot", RUN)
+    h.blobs.write(layout.manifest("bot", RUN, 1),
+                  b'{"exit_code": 0, "files": [{"name": "results/out.json", "size": 1e999, "sha256": "00"}]}')
+    assert h.callback("bot", RUN).status_code == 200
+    result = spotcron(h.blobs, "results", f"bot/{RUN}")
+    assert crashed(result) is None, f"`spotcron results` crashed: {crashed(result)}"
+
+
+def metrics_run(h, metrics: dict, job: str = "bot") -> None:
+    h.start(make_spec(name=job))
+    h.upload(job, RUN)
+    h.blobs.write(layout.results_prefix(job, RUN, 1) + METRICS_FILE, json.dumps(metrics).encode())
+    # What the runner reports: its container ran for a minute.
+    answer = hostile_callback(h, job, RUN, started_at="2026-11-22T12:00:10Z", finished_at="2026-11-22T12:01:10Z")
+    assert answer.status_code == 200
+    assert h.record(job, RUN).metrics is not None  # accepted by the contract
+
+
+def test_a_work_unit_with_square_brackets_crashes_spotcron_report(h, tmp_path, monkeypatch):
+    """metrics.json's `work.unit` is any string of at most 32 characters. `spotcron report` puts it
+    into rich Table titles and headers, which rich reads as markup: a unit of `[/]` raises
+    MarkupError and the report dies (the cells of `print_table` are Text for this very reason;
+    the report's tables are not)."""
+    monkeypatch.chdir(tmp_path)
+    metrics_run(h, {"work": {"value": 100, "unit": "[/]"}})
+    result = spotcron(h.blobs, "report", "bot", "--jobs", str(tmp_path))
+    assert crashed(result) is None, f"`spotcron report` crashed: {crashed(result)}"
+
+
+def test_a_tiny_positive_work_value_crashes_spotcron_report(h, tmp_path, monkeypatch):
+    """`work.value` must be finite and > 0: 5e-324 is both. The report's time per unit is then
+    60 s / 5e-324 = inf, and `format_seconds(inf)` → `format_duration` → `int(round(inf))` raises
+    OverflowError: the report dies."""
+    monkeypatch.chdir(tmp_path)
+    metrics_run(h, {"work": {"value": 5e-324, "unit": "samples"}})
+    result = spotcron(h.blobs, "report", "bot", "--jobs", str(tmp_path))
+    assert crashed(result) is None, f"`spotcron report` crashed: {crashed(result)}"
+
+
+def test_a_time_metric_that_overflows_to_inf_breaks_spotcron_page_for_every_job(h, tmp_path):
+    """A matrix job timed by `benchmark.time_metric`: one run writes `{"value": 1e305, "unit": "h"}`,
+    finite and accepted. In seconds that is inf; the results page draws every matrix job's charts
+    while building the one page of every job, and nothing but ImportError is caught there."""
+    a_quiet_neighbour(h)
+    spec = make_spec(name="bench", matrix=[{"name": "a"}, {"name": "b"}], benchmark={"time_metric": "train_seconds"})
+    h.start(spec)
+    for variant, value, unit in (("a", 41.0, "s"), ("b", 1e305, "h")):
+        run_id = f"{RUN}-{variant}"
+        h.upload("bench", run_id)
+        metrics = {"metrics": {"train_seconds": {"value": value, "unit": unit}}}
+        h.blobs.write(layout.results_prefix("bench", run_id, 1) + METRICS_FILE, json.dumps(metrics).encode())
+        assert h.callback("bench", run_id).status_code == 200
+        assert h.record("bench", run_id).metrics is not None
+    result = spotcron(h.blobs, "page", "--out", str(tmp_path / "page"))
+    assert crashed(result) is None, f"`spotcron page` crashed: {crashed(result)}"
