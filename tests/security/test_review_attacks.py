@@ -166,3 +166,68 @@ def test_a_time_metric_that_overflows_to_inf_breaks_spotcron_page_for_every_job(
         assert h.record("bench", run_id).metrics is not None
     result = spotcron(h.blobs, "page", "--out", str(tmp_path / "page"))
     assert crashed(result) is None, f"`spotcron page` crashed: {crashed(result)}"
+
+
+# --- (3) stack limits ---------------------------------------------------------------------------------
+
+
+def test_max_vm_hours_per_day_lets_a_utc_day_run_far_more_vm_hours_than_the_limit():
+    """Each admission reserves timeout + grace on the UTC day it was admitted, and only there. VMs
+    admitted late on day 1 run into day 2, where they count for nothing, so day 2's own budget is
+    spent again on top of them. With max_vm_hours_per_day 10.2 and jobs of 5 h: two VMs at 22:00,
+    two more at 00:00 (all admitted), and day 2 runs ~16.3 VM-hours (up to 20.3 by the
+    reservations): the bill of one UTC day is up to twice the limit, with no retry or race needed."""
+    from spotcron.core.settings import Limits
+    from spotcron.runtime import entrypoints
+    from spotcron.testing.harness import Harness
+
+    h = Harness(now=datetime(2026, 11, 22, 22, 0, 5, tzinfo=UTC), limits=Limits(max_vm_hours_per_day=10.2))
+    try:
+        late = [make_spec(name=name, schedule="0 22 * * *", timeout="5h") for name in ("a", "b")]
+        early = [make_spec(name=name, schedule="0 0 * * *", timeout="5h") for name in ("c", "d")]
+        for spec in late:
+            h.start(spec)
+        h.clock.set(datetime(2026, 11, 23, 0, 0, 5, tzinfo=UTC))
+        for spec in early:
+            h.start(spec)
+        day2 = datetime(2026, 11, 23, tzinfo=UTC)
+        hours = 0.0
+        for spec in (*late, *early):
+            [record] = h.records(spec.name)
+            assert record.state == "running", (spec.name, record.state, record.reason)
+            created = record.current_attempt.created_at
+            # Each VM may run until its deadline (what its reservation stands for): its share of day 2.
+            hours += max(0.0, (min(record.deadline, day2.replace(day=24)) - max(created, day2)).total_seconds()) / 3600
+        assert hours <= 10.2, (f"max_vm_hours_per_day 10.2, but the VMs admitted may run {hours:.1f} VM-hours "
+                               f"within 2026-11-23 (UTC): those admitted on the 22nd count only there")
+    finally:
+        entrypoints.use(None)
+
+
+# --- (2) publishers on the start topic ---------------------------------------------------------------
+
+
+def test_manual_runs_that_got_a_vm_erase_the_scheduled_history(h):
+    """A publisher on the start topic sends `trigger=manual` messages for a deployed job at quiet
+    times (no live run, so even `concurrency: forbid` gives each a VM). Each such run did work, so
+    it counts with the scheduled runs towards history_limit, and each one's end prunes the oldest
+    genuine scheduled tick: record, logs, results and checkpoint. history_limit messages erase the
+    job's whole scheduled history; the victim also pays for the VMs. Pruning tells runs with and
+    without a VM apart, but not runs the schedule asked for from runs anyone could ask for."""
+    spec = make_spec(history_limit=3, concurrency="forbid")
+    scheduled = []
+    for _ in range(3):
+        h.start(spec)
+        [run] = [r for r in h.records("bot") if r.state == "running"]
+        h.finish_ok("bot", run.run_id)
+        scheduled.append(run.run_id)
+        h.clock.advance(4 * 3600)
+    h.clock.set(h.clock.now().replace(minute=30))  # between two ticks: nothing live
+    for nonce in ("aa01", "aa02", "aa03"):
+        h.run_now(spec, nonce=nonce)
+        [manual] = [r for r in h.records("bot") if r.state == "running"]
+        h.finish_ok("bot", manual.run_id)
+        h.clock.advance(60)
+    gone = [run_id for run_id in scheduled if h.blobs.peek(layout.results_prefix("bot", run_id, 1) + "out.json") is None]
+    assert gone == [], (f"3 manual-run messages pruned the results of the scheduled runs {gone}; "
+                        f"left: {sorted(r.run_id for r in h.records('bot'))}")
