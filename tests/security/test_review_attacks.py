@@ -231,3 +231,132 @@ def test_manual_runs_that_got_a_vm_erase_the_scheduled_history(h):
     gone = [run_id for run_id in scheduled if h.blobs.peek(layout.results_prefix("bot", run_id, 1) + "out.json") is None]
     assert gone == [], (f"3 manual-run messages pruned the results of the scheduled runs {gone}; "
                         f"left: {sorted(r.run_id for r in h.records('bot'))}")
+
+
+# --- (1) what a job writes: bytes on the wire vs bytes in memory ------------------------------------
+
+
+def test_a_gzip_encoded_metrics_file_is_read_far_past_the_cap():
+    """`read_capped` asks for cap + 1 bytes ("memory stays that size whatever the object holds"),
+    but google-cloud-storage sends `Accept-Encoding: gzip` and inflates what it gets. A container
+    that uploads its metrics.json with `contentEncoding: gzip` (its attempt token may set any
+    metadata) gets the Range applied to the *compressed* bytes, and the functions hold the inflated
+    ones: here 48 MiB for a 1 MiB cap; 1 MiB of deflate inflates to about 1 GiB in production,
+    past the functions' 256 MB, so job_done and every sweep pass that reaches the run are killed.
+    Driven on the local storage server (which models Cloud Storage's transcoding, see
+    tests/contracts) with GcsBlobs, the adapter the functions use on Google Cloud and in local mode."""
+    import gzip
+
+    from spotcron.core.metrics import MAX_BYTES
+    from spotcron.engine.broker import boundary_rules
+    from spotcron.engine.results import read_capped
+    from spotcron.core.jobdata import JobDataProblem
+    from spotcron.local.bucket import LocalBucket
+    from tests.contracts.storage_servers import StorageApi
+    from tests.contracts.test_storage_cloud_behaviour_contract import _multipart
+
+    name = layout.results_prefix("bot", RUN, 1) + METRICS_FILE
+    bomb = gzip.compress(b'{"work": {"value": 1, "unit": "s"}, "pad": "' + b" " * (48 << 20) + b'"}', 6)
+    assert len(bomb) < MAX_BYTES  # what is stored, and what a ranged read of cap + 1 fetches
+    with LocalBucket(None, "spotcron-review") as bucket:
+        job_token = bucket.downscoped_token(boundary_rules(bucket.bucket, "bot", RUN, 1))
+        job = StorageApi("local-server", bucket.url, bucket.bucket, job_token)
+        assert _multipart(job, {"name": name, "contentEncoding": "gzip"}, bomb).status == 200
+        blobs = bucket.blobs()
+        held = []
+        read_range = blobs.read_range
+
+        def measured(object_name, start, size):
+            data = read_range(object_name, start, size)
+            held.append(len(data or b""))
+            return data
+
+        blobs.read_range = measured
+        try:
+            read_capped(blobs, name, MAX_BYTES, "results/metrics.json")
+        except JobDataProblem:
+            pass
+    assert max(held) <= MAX_BYTES + 1, (f"a ranged read of {MAX_BYTES + 1} bytes put {max(held) >> 20} MiB in memory "
+                                        f"(the job stored {len(bomb) >> 10} KiB, gzip-encoded)")
+
+
+@contextlib.contextmanager
+def harness_on_the_local_storage_server():
+    """The harness with its bucket on the local storage server, read and written through GcsBlobs
+    (google-cloud-storage): the storage path of the functions on Google Cloud and in local mode.
+    Yields (harness, bucket); `job_api(bucket, job, run)` speaks for a job with its attempt's token."""
+    import dataclasses
+
+    from spotcron.local.bucket import LocalBucket
+    from spotcron.runtime import entrypoints
+    from spotcron.testing.harness import Harness
+
+    with LocalBucket(None, "proj-results") as bucket:
+        h = Harness()
+        blobs = bucket.blobs()
+        blobs.peek = blobs.read  # the harness's look that counts no call; GcsBlobs counts none anyway
+        h.blobs = blobs
+        h.deps = dataclasses.replace(h.deps, blobs=blobs)
+        entrypoints.use(h.deps)
+        try:
+            yield h, bucket
+        finally:
+            entrypoints.use(None)
+
+
+def job_api(bucket, job: str, run_id: str, attempt: int = 1):
+    """The local storage server as the job's container reaches it: with its attempt's own token."""
+    from spotcron.engine.broker import boundary_rules
+    from tests.contracts.storage_servers import StorageApi
+
+    token = bucket.downscoped_token(boundary_rules(bucket.bucket, job, run_id, attempt))
+    return StorageApi("local-server", bucket.url, bucket.bucket, token)
+
+
+def test_a_manifest_stored_as_broken_gzip_leaves_its_run_running_forever_and_skips_every_later_tick():
+    """A container with its attempt's token rewrites its manifest.json with `contentEncoding: gzip`
+    over bytes that are not gzip. google-cloud-storage asks for gzip and fails to inflate:
+    requests' ContentDecodingError, which neither engine/results.py (JobDataProblem only) nor
+    gcp/errors.translate knows. The VM is gone, so every sweep pass tries `manifest_document`, gets
+    the same exception (caught by the per-run guard, logged, nothing recorded) and the run stays
+    `running` for ever: under `concurrency: forbid` every later tick of the job is skipped. The
+    promise "whatever is wrong becomes a message on the run" does not hold for this encoding."""
+    from tests.contracts.test_storage_cloud_behaviour_contract import _multipart
+
+    with harness_on_the_local_storage_server() as (h, bucket):
+        spec = make_spec(concurrency="forbid")
+        h.start(spec)
+        h.upload("bot", RUN)
+        reply = _multipart(job_api(bucket, "bot", RUN), {"name": layout.manifest("bot", RUN, 1),
+                                                        "contentEncoding": "gzip"}, b"not gzip at all")
+        assert reply.status == 200, reply.body
+        attempt = h.record("bot", RUN).current_attempt
+        h.compute.preempt(attempt.zone, attempt.vm_name)  # the VM is gone without a callback
+        for _ in range(3):
+            h.clock.advance(5 * 60)
+            assert h.sweep().status_code == 200
+        stuck = h.record("bot", RUN)
+        h.clock.set(datetime(2026, 11, 22, 16, 0, 5, tzinfo=UTC))
+        h.start(spec)  # the next tick
+        nxt = h.record("bot", "20261122-1600")
+        assert stuck.state != "running" and nxt.state != "skipped", (
+            f"three sweeps later the run is still {stuck.state}; the 16:00 tick was {nxt.state}: {nxt.reason}")
+
+
+def test_a_metrics_file_stored_as_broken_gzip_makes_job_done_answer_500_after_deleting_the_vm():
+    """The same trick on results/metrics.json, reported through job_done: the VM is deleted first,
+    then `metrics_changes` raises ContentDecodingError and job_done answers 500 with nothing
+    recorded (the run is `running` with no VM); the runner's retries meet the same error."""
+    from tests.contracts.test_storage_cloud_behaviour_contract import _multipart
+
+    with harness_on_the_local_storage_server() as (h, bucket):
+        h.start(make_spec())
+        h.upload("bot", RUN)
+        name = layout.results_prefix("bot", RUN, 1) + METRICS_FILE
+        reply = _multipart(job_api(bucket, "bot", RUN), {"name": name, "contentEncoding": "gzip"}, b"{not gzip}")
+        assert reply.status == 200, reply.body
+        answer = h.callback("bot", RUN)
+        record = h.record("bot", RUN)
+        assert answer.status_code < 500 and record.state == "succeeded", (
+            f"job_done answered {answer.status_code}; the run is {record.state} and its VM was deleted "
+            f"(live VMs: {h.live_vms()})")
