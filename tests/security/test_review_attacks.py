@@ -360,3 +360,21 @@ def test_a_metrics_file_stored_as_broken_gzip_makes_job_done_answer_500_after_de
         assert answer.status_code < 500 and record.state == "succeeded", (
             f"job_done answered {answer.status_code}; the run is {record.state} and its VM was deleted "
             f"(live VMs: {h.live_vms()})")
+
+
+def test_a_log_stored_as_broken_gzip_breaks_the_local_results_page_for_every_job(tmp_path):
+    """`spotcron page` in local mode copies every shown run's logs.txt next to index.html, through
+    GcsBlobs. A run whose container stored its logs.txt with `contentEncoding: gzip` over bytes
+    that are not gzip makes that copy raise ContentDecodingError: no page for any job."""
+    from tests.contracts.test_storage_cloud_behaviour_contract import _multipart
+
+    with harness_on_the_local_storage_server() as (h, bucket):
+        a_quiet_neighbour(h)
+        h.start(make_spec())
+        h.upload("bot", RUN)
+        reply = _multipart(job_api(bucket, "bot", RUN), {"name": layout.logs("bot", RUN, 1), "contentEncoding": "gzip"},
+                           b"not gzip at all")
+        assert reply.status == 200, reply.body
+        assert h.callback("bot", RUN).status_code == 200
+        result = spotcron(h.blobs, "page", "--out", str(tmp_path / "page"))
+    assert crashed(result) is None, f"`spotcron page` crashed: {crashed(result)}"
