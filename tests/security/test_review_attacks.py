@@ -378,3 +378,36 @@ def test_a_log_stored_as_broken_gzip_breaks_the_local_results_page_for_every_job
         assert h.callback("bot", RUN).status_code == 200
         result = spotcron(h.blobs, "page", "--out", str(tmp_path / "page"))
     assert crashed(result) is None, f"`spotcron page` crashed: {crashed(result)}"
+
+
+def test_a_deeply_nested_callback_body_makes_job_done_answer_500_before_any_token_check(h):
+    """functions/main.py parses job_done's body with `request.get_json(silent=True)` before the
+    identity token is looked at; `silent` covers ValueError only, so 100,000 `[` raise
+    RecursionError and job_done answers 500 with a traceback in the functions' log, for any caller
+    that can reach the URL (a job VM holds run.invoker on it), with no token at all. Everything a
+    job sends must go through the bounded parser; this body does not."""
+    h.start(make_spec())
+    answer = h.functions.post("job_done", data=b"[" * 100_000, content_type="application/json")
+    assert answer.status_code < 500, f"job_done answered {answer.status_code} to a body with no token"
+
+
+def test_manual_runs_of_one_job_hold_the_stack_limits_and_fail_every_other_jobs_runs(h):
+    """max_live_vms is stack-wide. A publisher sends `trigger=manual` messages for one deployed job
+    (`concurrency: allow`): each gets a VM until the limit, and then every other job's genuine
+    scheduled tick is refused by the limit and ends `failed`. The publisher does more than "run a
+    deployed job at an unscheduled time": it stops the rest of the stack, for as long as it keeps
+    sending (each manual run may last the job's whole timeout)."""
+    from spotcron.core.settings import Limits
+    from spotcron.runtime import entrypoints
+    from spotcron.testing.harness import Harness
+
+    h = Harness(limits=Limits(max_live_vms=3))
+    try:
+        busy = make_spec(name="anyjob", timeout="6h", concurrency="allow")
+        for nonce in ("ab01", "ab02", "ab03"):
+            h.run_now(busy, nonce=nonce)
+        h.start(make_spec(name="victim"))
+        [victim] = h.records("victim")
+        assert victim.state != "failed", f"the victim's scheduled tick ended {victim.state}: {victim.reason}"
+    finally:
+        entrypoints.use(None)
