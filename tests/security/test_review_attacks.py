@@ -411,3 +411,51 @@ def test_manual_runs_of_one_job_hold_the_stack_limits_and_fail_every_other_jobs_
         assert victim.state != "failed", f"the victim's scheduled tick ended {victim.state}: {victim.reason}"
     finally:
         entrypoints.use(None)
+
+
+def test_a_manifest_naming_a_file_and_a_folder_alike_crashes_spotcron_results_download(h, tmp_path):
+    """The manifest a job may rewrite lists `results/a` and `results/a/b`: both pass
+    `safe_relative`, `--download` writes the file `a`, then `mkdir a/` raises FileExistsError (or
+    NotADirectoryError) and the user gets a traceback instead of an error naming the manifest."""
+    h.start(make_spec())
+    h.upload("bot", RUN)
+    prefix = layout.results_prefix("bot", RUN, 1)
+    h.blobs.write(prefix + "a", b"1")
+    h.blobs.write(prefix + "a/b", b"2")
+    h.blobs.write(layout.manifest("bot", RUN, 1), json.dumps(
+        {"exit_code": 0, "files": [{"name": "results/a"}, {"name": "results/a/b"}]}).encode())
+    assert h.callback("bot", RUN).status_code == 200
+    result = spotcron(h.blobs, "results", f"bot/{RUN}", "--download", str(tmp_path / "out"))
+    assert crashed(result) is None, f"`spotcron results --download` crashed: {crashed(result)}"
+
+
+def test_spotcron_results_download_holds_each_result_file_whole_in_memory(h, tmp_path):
+    """`spotcron logs` and the local page read a job's objects in 8 MiB pieces; `results --download`
+    reads each result file whole (`blobs.read`) and hashes and writes it from memory. A job that
+    writes one 20 GB file (or a manifest that names one) makes the download need 20 GB of RAM.
+    Shown with a 24 MiB file: the most bytes one read returned."""
+    h.start(make_spec())
+    h.upload("bot", RUN)
+    prefix = layout.results_prefix("bot", RUN, 1)
+    big = b"x" * (24 << 20)
+    h.blobs.write(prefix + "big.bin", big)
+    h.blobs.write(layout.manifest("bot", RUN, 1), json.dumps({"exit_code": 0, "files": [
+        {"name": "results/big.bin", "size": len(big)}]}).encode())
+    assert h.callback("bot", RUN).status_code == 200
+    held = []
+    read, read_range = h.blobs.read, h.blobs.read_range
+
+    def whole(name):
+        blob = read(name)
+        held.append(len(blob.data) if blob else 0)
+        return blob
+
+    def piece(name, start, size):
+        data = read_range(name, start, size)
+        held.append(len(data or b""))
+        return data
+
+    h.blobs.read, h.blobs.read_range = whole, piece
+    result = spotcron(h.blobs, "results", f"bot/{RUN}", "--download", str(tmp_path / "out"))
+    assert crashed(result) is None, crashed(result)
+    assert max(held) <= 8 << 20, f"one read held {max(held) >> 20} MiB of a job's file"
