@@ -459,3 +459,35 @@ def test_spotcron_results_download_holds_each_result_file_whole_in_memory(h, tmp
     result = spotcron(h.blobs, "results", f"bot/{RUN}", "--download", str(tmp_path / "out"))
     assert crashed(result) is None, crashed(result)
     assert max(held) <= 8 << 20, f"one read held {max(held) >> 20} MiB of a job's file"
+
+
+def test_a_huge_metric_name_is_copied_whole_into_the_run_record(h):
+    """`parse_metrics` names a bad metric with `{name!r}`, unbounded (values are cut to 40
+    characters by `_shown`, names are not). A metrics.json whose one metric name is 900,000
+    characters long puts a 900 kB `metrics_problem` into the run record: every later read of the
+    record (runs, page, report, the sweep) carries it, and the "user-readable problem" is not."""
+    h.start(make_spec())
+    h.upload("bot", RUN)
+    name = "x" * 900_000
+    h.blobs.write(layout.results_prefix("bot", RUN, 1) + METRICS_FILE,
+                  json.dumps({"metrics": {name: {"value": 1, "unit": "s"}}}).encode())
+    assert h.callback("bot", RUN).status_code == 200
+    record = h.record("bot", RUN)
+    size = len(h.blobs.peek(layout.run_record("bot", RUN)).data)
+    assert len(record.metrics_problem or "") <= 1000, (
+        f"metrics_problem is {len(record.metrics_problem)} characters; the record is {size >> 10} KiB")
+
+
+def test_line_breaks_in_a_metric_name_or_unit_rewrite_the_markdown_report(h, tmp_path, monkeypatch):
+    """Metric names must match `^[A-Za-z_][A-Za-z0-9_.-]{0,63}$`, but `$` also matches before a
+    final newline, so `"acc\\n"` passes; units are any 32 characters, line breaks included (only
+    the ends are stripped). `spotcron report --format md`, meant for pasting into a PR or an issue,
+    then carries lines the job wrote: here a heading and a fake table row of its own."""
+    monkeypatch.chdir(tmp_path)
+    metrics_run(h, {"work": {"value": 100, "unit": "x\n\n# all green |"},
+                    "metrics": {"acc\n": {"value": 0.9, "unit": "1"}}})
+    result = spotcron(h.blobs, "report", "bot", "--jobs", str(tmp_path), "--format", "md")
+    assert crashed(result) is None, crashed(result)
+    injected = [line for line in result.output.splitlines() if line.startswith("# ")]
+    assert not injected and "acc\n" not in h.record("bot", RUN).metrics.metrics, (
+        f"lines the job wrote in the Markdown report: {injected}")
