@@ -491,3 +491,29 @@ def test_line_breaks_in_a_metric_name_or_unit_rewrite_the_markdown_report(h, tmp
     injected = [line for line in result.output.splitlines() if line.startswith("# ")]
     assert not injected and "acc\n" not in h.record("bot", RUN).metrics.metrics, (
         f"lines the job wrote in the Markdown report: {injected}")
+
+
+def test_concurrency_replace_on_a_full_stack_kills_the_running_run_and_then_refuses_its_replacement():
+    """`concurrency: replace` deletes the live run's VM (Compute Engine deletes asynchronously: it
+    is STOPPING) and marks that run failed, *then* admits the new run, whose count includes the
+    STOPPING VM. On a stack at max_live_vms the new run is refused: both runs end failed and
+    nothing runs. A retry waits for its own STOPPING predecessor (AdmissionBusy); a replacement does
+    not. Anyone who may publish a manual run can do this to a `replace` job whenever the stack is
+    full."""
+    from spotcron.core.settings import Limits
+    from spotcron.runtime import entrypoints
+    from spotcron.testing.harness import Harness
+    from tests.security.test_guards import AsynchronousDeletes
+
+    h = Harness(limits=Limits(max_live_vms=1))
+    try:
+        AsynchronousDeletes(h.compute)
+        spec = make_spec(concurrency="replace", timeout="3h")
+        h.start(spec)
+        h.clock.advance(4 * 3600)
+        h.start(spec)  # the next tick replaces the running one
+        states = {r.run_id: (str(r.state), r.reason) for r in h.records("bot")}
+        assert states["20261122-1600"][0] != "failed", (
+            f"the old run was replaced and the new one refused: {states}")
+    finally:
+        entrypoints.use(None)
