@@ -517,3 +517,56 @@ def test_concurrency_replace_on_a_full_stack_kills_the_running_run_and_then_refu
             f"the old run was replaced and the new one refused: {states}")
     finally:
         entrypoints.use(None)
+
+
+def test_a_retry_admitted_while_the_list_lags_does_not_count_its_predecessor():
+    """The guard counts every VM the list shows, plus others' admissions of the last five minutes
+    the list does not show yet ("an insert may take that long to appear"). A run's *own* earlier
+    attempts are left out of those admissions on the ground that "one that is not listed is gone".
+    But a VM created moments ago is not listed yet either (the sweep waits LIST_LAG, 2 minutes,
+    before it believes a list). A container that reaches the metadata server reports `preempted`
+    a minute after boot: job_done deletes the VM (STOPPING) and admits the retry, whose count does
+    not see the predecessor; each retry does the same. Modelled: the list shows a VM 90 s after
+    its creation, deletes take 3 minutes. With max_live_vms 1, 2 VMs are alive at once."""
+    from datetime import timedelta
+
+    from spotcron.core.settings import Limits
+    from spotcron.runtime import entrypoints
+    from spotcron.testing.harness import Harness
+
+    h = Harness(limits=Limits(max_live_vms=1))
+    try:
+        listed, stopping = h.compute.list_managed, {}
+
+        def lagging_list():
+            now = h.clock.now()
+            return [i for i in listed() if now - i.created_at >= timedelta(seconds=90)]
+
+        def slow_delete(zone, name):
+            instance = h.compute.peek(zone, name)
+            if instance is None:
+                return False
+            h.compute.set_status(zone, name, "STOPPING")
+            stopping[(zone, name)] = h.clock.now() + timedelta(minutes=3)
+            return True
+
+        def settle_deletes():
+            for (zone, name), gone_at in list(stopping.items()):
+                if h.clock.now() >= gone_at:
+                    h.compute.preempt(zone, name)
+                    del stopping[(zone, name)]
+
+        h.compute.list_managed, h.compute.delete_instance = lagging_list, slow_delete
+        h.start(make_spec(retries={"preemption": 3}))
+        most = 1
+        for attempt in (1, 2, 3):
+            h.clock.advance(60)
+            settle_deletes()
+            record = h.records("bot")[0]
+            if record.state != "running" or record.current_attempt.number != attempt:
+                break
+            h.callback("bot", record.run_id, attempt, status="preempted", exit_code=None, uploaded=False)
+            most = max(most, sum(1 for i in h.compute.all_instances() if i.status in ("RUNNING", "STOPPING")))
+        assert most <= 1, f"{most} VMs alive at once with max_live_vms 1"
+    finally:
+        entrypoints.use(None)
