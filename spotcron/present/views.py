@@ -7,6 +7,7 @@ the environment or the terminal, so every cell can be tested without click or ri
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -318,9 +319,17 @@ def manifest_files(data: bytes, where: str, under: str = RESULTS_FOLDER) -> list
             continue
         size = entry.get("size", entry.get("bytes"))
         sha = entry.get("sha256")
-        listed.append(ResultFile(name[len(under):], int(size) if isinstance(size, int | float) else None,
-                                 sha if isinstance(sha, str) else None))
+        listed.append(ResultFile(name[len(under):], _size(size), sha if isinstance(sha, str) else None))
     return sorted(listed, key=lambda f: f.name)
+
+
+def _size(value: object) -> int | None:
+    """A manifest's size as a byte count; None for anything else (1e999, NaN, -1, true, "12")."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return int(value) if value >= 0 else None
 
 
 def results_json(files: Sequence[ResultFile], source: str, prefix: str) -> str:
