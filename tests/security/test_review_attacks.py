@@ -70,7 +70,9 @@ def test_a_naive_started_at_in_the_callback_breaks_spotcron_runs_for_every_job(h
     h.start(make_spec())
     h.upload("bot", RUN)
     answer = hostile_callback(h, "bot", RUN, started_at="2026-11-22T12:00:10", finished_at="2026-11-22T12:01:00Z")
-    assert answer.status_code == 200, answer.get_data(as_text=True)
+    # Refused (the review expected it stored): a naive time is no time of the attempt's.
+    assert answer.status_code == 400, answer.get_data(as_text=True)
+    assert h.record("bot", RUN).state == "running" and h.live_vms(), "a refused callback changes nothing"
     result = spotcron(h.blobs, "runs")
     assert crashed(result) is None, f"`spotcron runs` crashed: {crashed(result)}"
     assert "neighbour" in result.output
@@ -97,7 +99,8 @@ def test_a_start_time_at_the_edge_of_the_calendar_breaks_spotcron_runs(h):
     h.upload("bot", RUN)
     answer = hostile_callback(h, "bot", RUN, started_at="0001-01-01T00:00:00+01:00",
                               finished_at="2026-11-22T12:01:00Z")
-    assert answer.status_code == 200, answer.get_data(as_text=True)
+    # Refused (the review expected it stored): no time before the attempt's VM existed is its start.
+    assert answer.status_code == 400, answer.get_data(as_text=True)
     result = spotcron(h.blobs, "runs")
     assert crashed(result) is None, f"`spotcron runs` crashed: {crashed(result)}"
     assert "neighbour" in result.output
@@ -581,3 +584,23 @@ def test_a_retry_admitted_while_the_list_lags_does_not_count_its_predecessor():
         assert most <= 1, f"{most} VMs alive at once with max_live_vms 1"
     finally:
         entrypoints.use(None)
+
+
+def test_times_stored_before_job_done_refused_them_break_no_command(h, tmp_path):
+    """Records written before job_done refused naive and out-of-calendar times may hold them: the
+    record reads a naive time as UTC and one that is no UTC time as unknown, so `spotcron runs` and
+    `spotcron page` show every job."""
+    a_quiet_neighbour(h)
+    for variant, started in (("a", "2026-11-22T12:00:10"), ("b", "0001-01-01T00:00:00+01:00")):
+        job = f"bot{variant}"
+        h.start(make_spec(name=job))
+        h.finish_ok(job, RUN)
+        name = layout.run_record(job, RUN)
+        stored = json.loads(h.blobs.peek(name).data)
+        stored["attempts"][0]["started_at"] = started
+        h.blobs.write(name, json.dumps(stored).encode())
+    runs = spotcron(h.blobs, "runs")
+    assert crashed(runs) is None and runs.exit_code == 0, crashed(runs) or runs.output
+    assert "neighbour" in runs.output and "bota" in runs.output
+    page = spotcron(h.blobs, "page", "--out", str(tmp_path / "page"))
+    assert crashed(page) is None and (tmp_path / "page" / "index.html").is_file(), crashed(page) or page.output
