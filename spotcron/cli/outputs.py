@@ -164,7 +164,7 @@ def _follow(ref: str, job: str | None, attempt: int | None, interval: float, buc
             context.sleep(interval)
     ended = record.state + (f": {record.reason}" if record.reason else "")
     err.print(f"{key[0]}/{key[1]} ended {ended}" + ("" if current is not None and shown.get(current) else
-                                                    " (no logs)"))
+                                                    " (no logs)"), markup=False)  # a reason may quote a job
 
 
 # --- spotcron results --------------------------------------------------------------------------

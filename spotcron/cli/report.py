@@ -111,7 +111,7 @@ def report(job: str, fmt: str, as_json: bool, show_history: bool, charts_dir: Pa
 def with_metrics(records: list[RunRecord], read: Callable[[str], bytes | None]) -> list[RunRecord]:
     """Records from before the run end checked metrics.json, with it checked now, the same way."""
     from spotcron.core import layout
-    from spotcron.core.jobdata import JobDataProblem
+    from spotcron.core.jobdata import JobDataProblem, problem_text
     from spotcron.core.metrics import METRICS_FILE, MetricsProblem, parse_metrics
 
     checked = []
@@ -125,7 +125,7 @@ def with_metrics(records: list[RunRecord], read: Callable[[str], bytes | None]) 
                 if data is not None:
                     record = record.model_copy(update={"metrics": parse_metrics(data, where)})
             except (MetricsProblem, JobDataProblem) as problem:
-                record = record.model_copy(update={"metrics_problem": str(problem)})
+                record = record.model_copy(update={"metrics_problem": problem_text(problem)})
         checked.append(record)
     return checked
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from spotcron.core import layout
 from spotcron.core.errors import EncodedObject
-from spotcron.core.jobdata import MANIFEST_MAX_BYTES, JobDataProblem, load_job_json
+from spotcron.core.jobdata import MANIFEST_MAX_BYTES, JobDataProblem, load_job_json, problem_text
 from spotcron.core.metrics import MAX_BYTES, METRICS_FILE, MetricsProblem, check_time_metric, parse_metrics
 from spotcron.core.spec import JobSpec
 from spotcron.engine.deps import Deps
@@ -58,7 +58,7 @@ def metrics_changes(deps: Deps, job: str, run_id: str, attempt: int, spec: JobSp
         if spec.benchmark.time_metric is not None:
             check_time_metric(metrics, spec.benchmark.time_metric, where)
     except (MetricsProblem, JobDataProblem) as problem:
-        return {"metrics_problem": str(problem)}
+        return {"metrics_problem": problem_text(problem)}
     return {"metrics": metrics}
 
 
@@ -80,7 +80,7 @@ def manifest_document(deps: Deps, job: str, run_id: str, attempt: int) -> tuple[
             return None, None
         document = load_job_json(data, where, max_bytes=MANIFEST_MAX_BYTES)
     except JobDataProblem as problem:
-        return None, str(problem)
+        return None, problem_text(problem)
     if not isinstance(document, dict):
         return None, f"{where}: not a JSON object; ignored"
     return document, None

@@ -13,6 +13,7 @@ the bucket, from a download or from a file. Links are relative object paths
 from __future__ import annotations
 
 import base64
+import logging
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from html import escape
@@ -23,6 +24,8 @@ from spotcron.core.durations import format_duration
 from spotcron.core.runs import RunRecord, RunState
 from spotcron.present.summary import PageSummary, ids_since, summarize, window_start
 from spotcron.present.views import format_usd
+
+log = logging.getLogger("spotcron.present")
 
 DEFAULT_LIMIT = 20
 SUMMARY_READS = 2000  # per job: the newest runs of the summary's window that `spotcron page` reads
@@ -180,13 +183,19 @@ def _benchmark_charts(records_by_job: Mapping[str, Sequence[RunRecord]],
     captions: dict[str, str] = {}
     for job, records in records_by_job.items():
         if any(r.variant for r in records):
-            report = benchmark_report(job, records, None, region)
-            history = benchmark_history(report, records)
             try:
-                pngs.update(chart_pngs(report, history))
+                report = benchmark_report(job, records, None, region)
+                history = benchmark_history(report, records)
+                drawn = chart_pngs(report, history)
+                named = chart_captions(report, history)
             except ImportError:
                 return pngs, captions
-            captions.update(chart_captions(report, history))
+            except Exception:  # one job's figures (its jobs wrote them) must not cost every job its page
+                log.warning("page: the charts of %s could not be drawn; the page goes on without them", job,
+                            exc_info=True)
+                continue
+            pngs.update(drawn)
+            captions.update(named)
     return pngs, captions
 
 

@@ -12,6 +12,7 @@ metrics.json. Pure: records and prices come in as values.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -131,6 +132,11 @@ def benchmark_report(job: str, records: Iterable[RunRecord], table: PriceTable |
                            table.name if table is not None else "as recorded", tuple(rows))
 
 
+def _append_finite(values: list[float], value: float) -> None:
+    if math.isfinite(value):
+        values.append(value)
+
+
 def run_seconds(record: RunRecord, time_metric: str | None) -> float | None:
     """A succeeded run's time: its metric `time_metric` in seconds, else the container's wall time."""
     if time_metric is not None:
@@ -153,12 +159,13 @@ def _row(name: str, spec: JobSpec | None, records: list[RunRecord], table: Price
         work = works.get(run_id)
         if work is None or work.unit != unit:
             continue
+        # A job's work may be tiny (5e-324 is finite and > 0): a quotient that is no number is left out.
         if seconds is not None:
-            per_time.append(seconds / work.value)
+            _append_finite(per_time, seconds / work.value)
             if seconds > 0:
-                rates.append(work.value / seconds)
+                _append_finite(rates, work.value / seconds)
         if cost is not None:
-            per_cost.append(cost / work.value)
+            _append_finite(per_cost, cost / work.value)
     return ConfigRow(
         variant=name, machine=_machine(spec, name, records), runs=len(done), other_runs=len(other),
         time=spread([t for _, t, _ in samples if t is not None]),
