@@ -20,6 +20,7 @@ from pydantic_core import PydanticCustomError
 
 from spotcron.core import layout
 from spotcron.core.errors import PreconditionFailed, Transient
+from spotcron.core.jobdata import JobDataProblem, load_job_json
 from spotcron.core.runs import RunRecord, RunState, vm_name
 from spotcron.engine import transitions as t
 from spotcron.engine.attempts import create_attempt
@@ -78,6 +79,20 @@ def times_problem(callback: CallbackBody, record: RunRecord, now: datetime) -> s
             return (f"{field} {value.isoformat()} is outside the attempt's life: it must lie between "
                     f"{earliest.isoformat()} (a day before its VM was created) and {latest.isoformat()} (now)")
     return None
+
+
+# The runner's body is a few hundred bytes; anything a caller sends is parsed as hostile input.
+MAX_CALLBACK_BYTES = 16 << 10
+UNPARSABLE = {"_unparsable": True}  # what a body that is no JSON object validates as: a 400 after the token
+
+
+def parse_callback_body(data: bytes) -> Any:
+    """The callback's JSON, parsed by the bounded parser (depth, digits, bytes: core/jobdata.py), or
+    UNPARSABLE. Never raises: whatever the body, the token is checked first and the answer is a 4xx."""
+    try:
+        return load_job_json(data, "the callback body", max_bytes=MAX_CALLBACK_BYTES)
+    except JobDataProblem:
+        return UNPARSABLE
 
 
 @dataclass(frozen=True)

@@ -18,11 +18,12 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from spotcron.cli._bucket import RunsContext
 from spotcron.core import layout
-from spotcron.core.metrics import METRICS_FILE
+from spotcron.core.metrics import METRICS_FILE, MetricsProblem, parse_metrics
 from tests.engine.harness import make_spec
 
 RUN = "20261122-1200"
@@ -122,14 +123,15 @@ def test_a_manifest_size_of_1e999_crashes_spotcron_results(h):
     assert crashed(result) is None, f"`spotcron results` crashed: {crashed(result)}"
 
 
-def metrics_run(h, metrics: dict, job: str = "bot") -> None:
+def metrics_run(h, metrics: dict, job: str = "bot", *, accepted: bool = True) -> None:
     h.start(make_spec(name=job))
     h.upload(job, RUN)
     h.blobs.write(layout.results_prefix(job, RUN, 1) + METRICS_FILE, json.dumps(metrics).encode())
     # What the runner reports: its container ran for a minute.
     answer = hostile_callback(h, job, RUN, started_at="2026-11-22T12:00:10Z", finished_at="2026-11-22T12:01:10Z")
     assert answer.status_code == 200
-    assert h.record(job, RUN).metrics is not None  # accepted by the contract
+    if accepted:
+        assert h.record(job, RUN).metrics is not None  # accepted by the contract
 
 
 def test_a_work_unit_with_square_brackets_crashes_spotcron_report(h, tmp_path, monkeypatch):
@@ -498,13 +500,19 @@ def test_line_breaks_in_a_metric_name_or_unit_rewrite_the_markdown_report(h, tmp
     the ends are stripped). `spotcron report --format md`, meant for pasting into a PR or an issue,
     then carries lines the job wrote: here a heading and a fake table row of its own."""
     monkeypatch.chdir(tmp_path)
+    # The contract now refuses both (the review expected them accepted): the run keeps the problem.
     metrics_run(h, {"work": {"value": 100, "unit": "x\n\n# all green |"},
-                    "metrics": {"acc\n": {"value": 0.9, "unit": "1"}}})
+                    "metrics": {"acc\n": {"value": 0.9, "unit": "1"}}}, accepted=False)
     result = spotcron(h.blobs, "report", "bot", "--jobs", str(tmp_path), "--format", "md")
     assert crashed(result) is None, crashed(result)
     injected = [line for line in result.output.splitlines() if line.startswith("# ")]
-    assert not injected and "acc\n" not in h.record("bot", RUN).metrics.metrics, (
+    record = h.record("bot", RUN)
+    assert not injected and (record.metrics is None or "acc\n" not in record.metrics.metrics), (
         f"lines the job wrote in the Markdown report: {injected}")
+    assert record.metrics_problem and "work.unit" in record.metrics_problem, record.metrics_problem
+    for name in ("acc\n", "acc\r", "acc\u2028"):  # the name alone is refused too
+        with pytest.raises(MetricsProblem, match="metrics name"):
+            parse_metrics(json.dumps({"metrics": {name: {"value": 1, "unit": "1"}}}).encode())
 
 
 def test_concurrency_replace_on_a_full_stack_kills_the_running_run_and_then_refuses_its_replacement():
