@@ -92,3 +92,37 @@ def test_a_matrix_job_keeps_at_least_twelve_ticks_by_default():
     assert nine.history_limit >= 12 * 9
     assert make_spec().history_limit == 50  # a plain job keeps what it always kept
     assert make_spec(history_limit=20).history_limit == 20  # a limit written down is the limit
+
+
+def test_manual_runs_that_ran_prune_only_manual_runs_and_never_move_the_mark(h):
+    """Manual runs are anyone's who may publish a start: those that ran are kept up to history_limit
+    among themselves, the scheduled ticks' history stays whole, and the pruning mark stays where only
+    scheduled ticks put it (a held-back delivery of a genuine tick still starts)."""
+    spec = make_spec(history_limit=2, concurrency="forbid")
+    scheduled = genuine_runs(h, spec, 2)
+    h.clock.set(h.clock.now().replace(minute=30))  # between two ticks: nothing live, each manual run gets a VM
+    manual = []
+    for index in range(5):
+        h.run_now(spec, nonce=f"cc{index:02d}")
+        [run] = [r for r in h.records("bot") if r.state == "running"]
+        h.finish_ok("bot", run.run_id)
+        manual.append(run.run_id)
+        h.clock.advance(60)
+    left = sorted(r.run_id for r in h.records("bot"))
+    assert left == sorted([*scheduled, *manual[-2:]]), left
+    assert all(h.blobs.peek(layout.results_prefix("bot", run_id, 1) + "out.json") for run_id in scheduled)
+    assert h.deps.store.pruned_through("bot") is None
+
+
+def test_scheduled_ticks_past_history_still_prune_and_raise_the_mark(h):
+    """The other side: scheduled ticks beyond history_limit go, manual runs or not, and the mark
+    follows the newest scheduled tick pruned."""
+    spec = make_spec(history_limit=2, schedule="0 * * * *")
+    h.run_now(spec, nonce="dd01")
+    [run] = [r for r in h.records("bot") if r.state == "running"]
+    h.finish_ok("bot", run.run_id)
+    h.clock.advance(3600)
+    scheduled = genuine_runs(h, spec, 4)
+    left = sorted(r.run_id for r in h.records("bot"))
+    assert left == sorted([run.run_id, *scheduled[-2:]]), left
+    assert h.deps.store.pruned_through("bot") == scheduled[1]
