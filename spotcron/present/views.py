@@ -48,7 +48,13 @@ def format_usd(value: float | None) -> str:
 
 
 def format_time(at: datetime | None) -> str:
-    return UNKNOWN if at is None else at.astimezone(UTC).strftime("%Y-%m-%d %H:%M")
+    """`2026-11-22 10:00` in UTC; a naive time is taken as UTC, one that is no UTC time shown as is."""
+    if at is None:
+        return UNKNOWN
+    try:
+        return (at if at.tzinfo is None else at.astimezone(UTC)).strftime("%Y-%m-%d %H:%M")
+    except (OverflowError, ValueError):
+        return at.isoformat()
 
 
 def format_age(seconds: float) -> str:

@@ -619,3 +619,18 @@ def test_times_stored_before_job_done_refused_them_break_no_command(h, tmp_path)
     assert "neighbour" in runs.output and "bota" in runs.output
     page = spotcron(h.blobs, "page", "--out", str(tmp_path / "page"))
     assert crashed(page) is None and (tmp_path / "page" / "index.html").is_file(), crashed(page) or page.output
+
+
+def test_formatting_never_raises_on_what_a_record_may_hold():
+    """The last line of defence under runs, page and report: times and durations of any value."""
+    from datetime import timedelta, timezone
+
+    from spotcron.core.durations import format_duration
+    from spotcron.present.exports import format_seconds
+    from spotcron.present.views import format_time
+
+    assert format_time(datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=1)))) == "0001-01-01T00:00:00+01:00"
+    assert format_time(datetime(2026, 11, 22, 12, 0)) == "2026-11-22 12:00"  # naive: taken as UTC
+    for value in (float("inf"), float("-inf"), float("nan")):
+        assert format_duration(value) == "?" and format_seconds(value)
+    assert format_duration(1e300)  # finite, however large
