@@ -238,8 +238,9 @@ class RunStore:
         (skipped, refused by a limit). Anyone who may publish a start can ask for manual runs, so
         a flood of them, skipped or run, prunes only other manual runs, never a scheduled tick's
         record, logs, results or checkpoint; and skipped runs never evict runs that did work.
-        Only pruning scheduled ticks that did work raises the pruning mark, so neither a manual
-        nor a skipped run can make a genuine tick look older than history.
+        Only pruning scheduled ticks raises the pruning mark (a skipped tick too: a redelivery of
+        it must not come back as a new run), so no manual run can make a genuine tick look older
+        than history.
         """
         by_run: dict[str, list[str]] = {}
         for name in self.blobs.list(layout.job_prefix(job)):
@@ -267,7 +268,7 @@ class RunStore:
 
         kept: dict[tuple[bool, bool], int] = {}  # (manual, did work) → runs kept
         doomed: list[str] = []
-        marking: list[str] = []  # scheduled runs that did work: only they move the pruning mark
+        marking: list[str] = []  # scheduled ticks: only they move the pruning mark
         for tick, runs in ticks.items():  # newest tick first
             kind = (tick.startswith("m"), any(had_a_vm(run_id) for run_id in runs))
             if kept.get(kind, 0) < keep or any((r := record_of(run_id)) is not None and not r.terminal
@@ -275,7 +276,7 @@ class RunStore:
                 kept[kind] = kept.get(kind, 0) + len(runs)  # within history, or in flight: never part of it
                 continue
             doomed.extend(runs)
-            if kind == (False, True):
+            if not kind[0]:
                 marking.extend(runs)
         if not doomed:
             return []

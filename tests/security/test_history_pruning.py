@@ -126,3 +126,24 @@ def test_scheduled_ticks_past_history_still_prune_and_raise_the_mark(h):
     left = sorted(r.run_id for r in h.records("bot"))
     assert left == sorted([run.run_id, *scheduled[-2:]]), left
     assert h.deps.store.pruned_through("bot") == scheduled[1]
+
+
+def test_a_redelivered_skipped_tick_that_was_pruned_does_not_come_back(h):
+    """Skipped scheduled ticks are genuine ticks: pruning one raises the mark, so Pub/Sub's late
+    redelivery of it is dropped instead of making a new run of a tick that already ended (found by
+    the seeded month: a tick ended `skipped` twice)."""
+    spec = make_spec(history_limit=1, schedule="0 * * * *", concurrency="forbid", timeout="6h")
+    h.start(spec)  # 12:00, running through the next ticks
+    for _ in range(3):
+        h.clock.advance(3600)
+        h.start(spec)  # 13:00, 14:00, 15:00: skipped
+    assert h.deps.store.read("bot", "20261122-1300") is None  # pruned: one skipped tick is kept
+    written, write = [], h.blobs.write
+
+    def recording(name, *args, **kwargs):
+        written.append(name)
+        return write(name, *args, **kwargs)
+
+    h.blobs.write = recording
+    h.start(spec, publish_time=datetime(2026, 11, 22, 13, 0, 5, tzinfo=UTC))  # its delivery, again
+    assert layout.run_record("bot", "20261122-1300") not in written, "the pruned tick was recorded again"
