@@ -40,8 +40,11 @@ CASES = [
     ("work-bool", b'{"work": {"value": true, "unit": "steps"}}', f"{W}: work.value is true; write a finite number"),
     ("work-nan", b'{"work": {"value": NaN, "unit": "steps"}}', f"{W}: work.value is NaN; write a finite number"),
     ("no-unit", b'{"metrics": {"loss": {"value": 0.3}}}',
-     f'{W}: metrics.loss.unit is missing; name the unit in at most 32 characters, e.g. "s", "samples", "1" for '
-     f"a ratio"),
+     f'{W}: metrics.loss.unit is missing; name the unit in at most 32 printable characters, e.g. "s", "samples", '
+     f'"1" for a ratio'),
+    ("unit-line-break", b'{"metrics": {"loss": {"value": 0.3, "unit": "s\\n# x"}}}',
+     f'{W}: metrics.loss.unit is "s\\n# x"; name the unit in at most 32 printable characters, e.g. "s", '
+     f'"samples", "1" for a ratio'),
     ("metrics-list", b'{"metrics": [1]}',
      f'{W}: metrics is [1]; write an object of named values, e.g. {{"train_seconds": {{"value": 41.2, '
      f'"unit": "s"}}}}'),

@@ -75,8 +75,12 @@ def folder_reader(root: Path) -> Callable[[str], bytes | None]:
 
 
 def blobs_reader(blobs: Any) -> Callable[[str], bytes | None]:
+    """A job's metrics.json as the control plane reads it (engine/results.read_capped): one ranged read
+    of the cap plus one byte; JobDataProblem when it is stored compressed or is too big."""
     def read(name: str) -> bytes | None:
-        return blobs.read_range(name, 0, READ_CAP)
+        from spotcron.engine.results import read_capped
+
+        return read_capped(blobs, name, READ_CAP - 1, name)
 
     return read
 

@@ -12,6 +12,8 @@ from spotcron.cli._bucket import bucket_options, describe, open_store, resolve, 
 from spotcron.cli._common import console, given, goes_with
 from spotcron.present.logs import LOG_PIECE, RunOutput
 
+DOWNLOAD_PIECE = 8 << 20  # bytes per ranged read of a result file with --download
+
 if TYPE_CHECKING:
     from spotcron.core.runs import RunRecord
     from spotcron.engine.ports import Blobs
@@ -127,7 +129,8 @@ def _follow(ref: str, job: str | None, attempt: int | None, interval: float, buc
             spinner.update(f"{output.job}/{output.run_id} is {record.state}; waiting for more output…")
             context.sleep(interval)
     ended = record.state + (f": {record.reason}" if record.reason else "")
-    err.print(f"{output.job}/{output.run_id} ended {ended}" + ("" if output.printed_any else " (no logs)"))
+    err.print(f"{output.job}/{output.run_id} ended {ended}" + ("" if output.printed_any else " (no logs)"),
+              markup=False)  # a reason may quote a job
 
 
 # --- spotcron results --------------------------------------------------------------------------
@@ -178,9 +181,14 @@ def results(run: tuple[str, ...], job: str | None, attempt: int | None, download
             pick_attempt(record, attempt)
         prefix = layout.results_prefix(record.job, record.run_id, number)
         manifest_name = layout.manifest(record.job, record.run_id, number)
-        from spotcron.core.jobdata import MANIFEST_MAX_BYTES
+        from spotcron.core.errors import SpotcronError
+        from spotcron.core.jobdata import MANIFEST_MAX_BYTES, JobDataProblem
+        from spotcron.engine.results import read_capped
 
-        manifest = store.blobs.read_range(manifest_name, 0, MANIFEST_MAX_BYTES + 1)  # never a whole hostile file
+        try:  # never a whole hostile file, never inflated
+            manifest = read_capped(store.blobs, manifest_name, MANIFEST_MAX_BYTES, manifest_name)
+        except JobDataProblem as problem:
+            raise SpotcronError(f"{problem}; the upload may be corrupt or rewritten by the job") from None
         if manifest is not None:
             files, source = manifest_files(manifest, manifest_name), "manifest"
         else:
@@ -274,29 +282,50 @@ def _cat(blobs: Blobs, prefix: str, files: list[ResultFile], name: str, run: str
 
 
 def _download(blobs: Blobs, prefix: str, files: list[ResultFile], dest: Path) -> int:
-    """Write every file under `dest`; nothing is written unless every name stays inside `dest`."""
+    """Write every file under `dest`; nothing is written unless every name stays inside `dest` and no
+    name is both a file and a folder. Each file is read, hashed and written in pieces of
+    DOWNLOAD_PIECE bytes: memory stays one piece whatever size a job's file has."""
     import hashlib
 
-    from spotcron.core.errors import SpotcronError
+    from spotcron.core.errors import EncodedObject, SpotcronError
     from spotcron.present.views import safe_relative
 
     root = dest.resolve()
     targets = []
+    names = {safe_relative(file.name).as_posix(): file.name for file in files}
     for file in files:
-        target = (root / safe_relative(file.name)).resolve()
+        relative = safe_relative(file.name)
+        for parent in relative.parents:
+            if parent.as_posix() in names and parent.as_posix() != ".":
+                raise SpotcronError(f"refusing to download: the manifest names {names[parent.as_posix()]!r} as a "
+                                    f"file and as the folder of {file.name!r}; nothing written")
+        target = (root / relative).resolve()
         if not target.is_relative_to(root):  # a symlink inside dest pointing elsewhere
             raise SpotcronError(f"refusing to download {file.name!r}: {target} is outside {root}")
+        if target.is_dir():
+            raise SpotcronError(f"refusing to download {file.name!r}: {target} is a folder; nothing written")
         targets.append(target)
     total = 0
     for file, target in zip(files, targets, strict=True):
-        blob = blobs.read(prefix + file.name)
-        if blob is None:
-            raise SpotcronError(f"the manifest lists {file.name!r} but {prefix}{file.name} does not exist")
-        digest = hashlib.sha256(blob.data).hexdigest()
-        if file.sha256 and digest != file.sha256:
-            raise SpotcronError(f"{prefix}{file.name}: sha256 is {digest}, the manifest says {file.sha256}; "
-                                "not written")
+        object_name = prefix + file.name
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(blob.data)
-        total += len(blob.data)
+        partial = target.with_name(target.name + ".partial")
+        digest, offset = hashlib.sha256(), 0
+        try:
+            with open(partial, "wb") as handle:
+                while piece := blobs.read_range(object_name, offset, DOWNLOAD_PIECE):
+                    digest.update(piece)
+                    handle.write(piece)
+                    offset += len(piece)
+                if offset == 0 and blobs.read_range(object_name, 0, 1) is None:
+                    raise SpotcronError(f"the manifest lists {file.name!r} but {object_name} does not exist")
+            if file.sha256 and digest.hexdigest() != file.sha256:
+                raise SpotcronError(f"{object_name}: sha256 is {digest.hexdigest()}, the manifest says "
+                                    f"{file.sha256}; not written")
+            partial.replace(target)
+        except EncodedObject as problem:
+            raise SpotcronError(f"{problem}; not written") from None
+        finally:
+            partial.unlink(missing_ok=True)
+        total += offset
     return total

@@ -98,6 +98,7 @@ def _copy(blobs: Blobs, name: str, out: Path, *, keep: bool) -> None:
 
     An object not written (yet) is left out: its link will not resolve until it is.
     """
+    from spotcron.core.errors import EncodedObject
     from spotcron.present.views import safe_relative
 
     target = out / safe_relative(name)
@@ -108,7 +109,14 @@ def _copy(blobs: Blobs, name: str, out: Path, *, keep: bool) -> None:
     offset, exists = 0, True
     with open(partial, "wb") as handle:
         while True:
-            piece = blobs.read_range(name, offset, COPY_PIECE)
+            try:
+                piece = blobs.read_range(name, offset, COPY_PIECE)
+            except EncodedObject as problem:
+                # A job uploaded it compressed: the link shows why instead, and the page is written.
+                handle.seek(0)
+                handle.truncate()
+                handle.write(f"spotcron: not copied: {problem}\n".encode())
+                break
             if piece is None:
                 exists = offset > 0
                 break

@@ -120,6 +120,7 @@ def report(job: str, fmt: str, as_json: bool, show_history: bool, charts_dir: Pa
 def with_metrics(records: list[RunRecord], read: Callable[[str], bytes | None]) -> list[RunRecord]:
     """Records from before the run end checked metrics.json, with it checked now, the same way."""
     from spotcron.core import layout
+    from spotcron.core.jobdata import JobDataProblem, problem_text
     from spotcron.core.metrics import METRICS_FILE, MetricsProblem, parse_metrics
 
     checked = []
@@ -127,13 +128,13 @@ def with_metrics(records: list[RunRecord], read: Callable[[str], bytes | None]) 
         if record.state == "succeeded" and record.metrics is None and record.metrics_problem is None \
                 and record.attempts:
             number = record.attempts[-1].number
-            data = read(layout.results_prefix(record.job, record.run_id, number) + METRICS_FILE)
-            if data is not None:
-                try:
-                    record = record.model_copy(update={"metrics": parse_metrics(
-                        data, f"results/{METRICS_FILE} of attempt {number}")})
-                except MetricsProblem as problem:
-                    record = record.model_copy(update={"metrics_problem": str(problem)})
+            where = f"results/{METRICS_FILE} of attempt {number}"
+            try:
+                data = read(layout.results_prefix(record.job, record.run_id, number) + METRICS_FILE)
+                if data is not None:
+                    record = record.model_copy(update={"metrics": parse_metrics(data, where)})
+            except (MetricsProblem, JobDataProblem) as problem:
+                record = record.model_copy(update={"metrics_problem": problem_text(problem)})
         checked.append(record)
     return checked
 

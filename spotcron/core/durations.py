@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -24,7 +25,9 @@ def parse_duration(value: object) -> int:
 
 
 def format_duration(seconds: float) -> str:
-    """Short human form: 45s, 12m05s, 3h02m."""
+    """Short human form: 45s, 12m05s, 3h02m; `?` for what is no number of seconds (inf, NaN)."""
+    if not math.isfinite(seconds):
+        return "?"
     seconds = int(round(seconds))
     if seconds < 60:
         return f"{seconds}s"

@@ -54,6 +54,12 @@ class Transient(SpotcronError):
     """A timeout or 5xx: the call may or may not have happened; safe to retry idempotently."""
 
 
+class EncodedObject(SpotcronError):
+    """An object stored with a Content-Encoding (gzip, deflate, ...), or one whose encoding could not be
+    decoded. Objects are read as the bytes stored, never inflated: a few KiB of gzip a job uploads
+    inflate to gigabytes, and a ranged read's cap counts stored bytes."""
+
+
 class CreateFailed(SpotcronError):
     """Compute Engine refused to create an instance. `kind` says whether another zone may help."""
 

@@ -25,6 +25,7 @@ from spotcron.core.errors import SpotcronError
 MANIFEST_MAX_BYTES = 4 << 20
 MAX_DEPTH = 64  # far more than any metrics or manifest needs, far less than Python's recursion limit
 MAX_NUMBER_CHARS = 40  # digits of an integer: more is no measurement, and would overflow a float
+MAX_PROBLEM_CHARS = 500  # a problem kept on a run record
 # A string, where brackets do not count towards depth (escapes kept inside). Possessive, and an
 # unterminated string runs to the end: one pass, however many quotes the input holds.
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*+"?', re.DOTALL)
@@ -77,6 +78,12 @@ def _integer(where: str):
         return int(text)
 
     return parse
+
+
+def problem_text(problem: Exception | str) -> str:
+    """A problem as a run record keeps it: at most MAX_PROBLEM_CHARS characters, whatever a job's
+    names and values made of its message (every record read after carries it)."""
+    return _short(str(problem), MAX_PROBLEM_CHARS)
 
 
 def _short(text: str, limit: int = 120) -> str:

@@ -31,7 +31,8 @@ METRICS_FILE = "metrics.json"  # inside the results folder: /results/metrics.jso
 MAX_BYTES = 1 << 20
 MAX_METRICS = 64
 UNIT_MAX = 32
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
+# \Z, not $: `$` also matches before a final line break, and "acc\n" is no metric name.
+_NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_.-]{0,63}\Z")
 EXAMPLE = '{"work": {"value": 6400, "unit": "samples"}, "metrics": {"train_seconds": {"value": 41.2, "unit": "s"}}}'
 # Units a time metric may be written in, as seconds.
 TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "min": 60.0, "h": 3600.0}
@@ -61,7 +62,8 @@ class RunMetrics(BaseModel):
         measure = self.metrics.get(name)
         if measure is None or measure.unit not in TIME_UNITS:
             return None
-        return measure.value * TIME_UNITS[measure.unit]
+        seconds = measure.value * TIME_UNITS[measure.unit]
+        return seconds if math.isfinite(seconds) else None  # 1e305 h is no time
 
 
 def parse_metrics(data: bytes, where: str = f"results/{METRICS_FILE}") -> RunMetrics:
@@ -86,7 +88,7 @@ def parse_metrics(data: bytes, where: str = f"results/{METRICS_FILE}") -> RunMet
     checked = {}
     for name, value in metrics.items():
         if not _NAME.match(name):
-            raise MetricsProblem(f"{where}: metrics name {name!r} is not allowed; use letters, digits, _ . - "
+            raise MetricsProblem(f"{where}: metrics name {_shown_name(name)} is not allowed; use letters, digits, _ . - "
                                  f"(at most 64, starting with a letter or _)")
         checked[name] = _measure(value, f"{where}: metrics.{name}", positive=False)
     return RunMetrics(work=work, metrics=checked)
@@ -114,10 +116,16 @@ def _measure(value: Any, where: str, *, positive: bool) -> Measure:
         raise MetricsProblem(f"{where}.value is {number}; the work done must be more than 0 (steps, samples, "
                              f"items processed)")
     unit = value.get("unit")
-    if not isinstance(unit, str) or not unit.strip() or len(unit) > UNIT_MAX:
-        raise MetricsProblem(f"{where}.unit is {_shown(unit)}; name the unit in at most {UNIT_MAX} characters, "
-                             f"e.g. \"s\", \"samples\", \"1\" for a ratio")
+    # Printable only: a unit is shown in tables and Markdown, where a line break would start lines of its own.
+    if not isinstance(unit, str) or not unit.strip() or len(unit) > UNIT_MAX or not unit.isprintable():
+        raise MetricsProblem(f"{where}.unit is {_shown(unit)}; name the unit in at most {UNIT_MAX} printable "
+                             f"characters, e.g. \"s\", \"samples\", \"1\" for a ratio")
     return Measure(value=float(number), unit=unit.strip())
+
+
+def _shown_name(name: str) -> str:
+    """A name a job wrote, as a message quotes it: at most 40 characters of it."""
+    return repr(name) if len(name) <= 40 else repr(name[:39]) + f"… ({len(name)} characters)"
 
 
 def _shown(value: Any) -> str:

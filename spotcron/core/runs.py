@@ -11,9 +11,9 @@ import hashlib
 import re
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from spotcron.core.hardware import Hardware
 from spotcron.core.metrics import RunMetrics
@@ -129,6 +129,22 @@ class StateChange(_Record):
     reason: str | None = None
 
 
+def _reported_time(value: datetime | None) -> datetime | None:
+    """A time a runner reported, as stored: read as UTC (a naive one, stored before job_done refused
+    them, is taken as UTC); one that is no UTC time at all (year 1 at +01:00) is unknown."""
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        return None
+
+
+ReportedTime = Annotated[datetime | None, AfterValidator(_reported_time)]
+
+
 class Attempt(_Record):
     number: int
     vm_name: str
@@ -143,8 +159,8 @@ class Attempt(_Record):
     # The service account the VM runs as: the job's own (`service_account:`), or None for
     # spotcron's VM account. job_done and the credentials broker accept only its identity tokens.
     service_account: str | None = None
-    started_at: datetime | None = None  # the container started (runner's report)
-    finished_at: datetime | None = None  # the container ended (runner's report)
+    started_at: ReportedTime = None  # the container started (runner's report)
+    finished_at: ReportedTime = None  # the container ended (runner's report)
     deleted_at: datetime | None = None  # VM deleted: billing ends here
     outcome: Outcome | None = None
     exit_code: int | None = None

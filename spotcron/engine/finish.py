@@ -12,13 +12,15 @@ import contextlib
 import hashlib
 import logging
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_core import PydanticCustomError
 
 from spotcron.core import layout
 from spotcron.core.errors import PreconditionFailed, Transient
+from spotcron.core.jobdata import JobDataProblem, load_job_json
 from spotcron.core.runs import RunRecord, RunState, vm_name
 from spotcron.engine import transitions as t
 from spotcron.engine.attempts import create_attempt
@@ -45,10 +47,56 @@ class CallbackBody(BaseModel):
     exit_code: int | None = None
     timed_out: bool = False
     uploaded: bool = False
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
+    # The container's start and end as the runner saw them: aware times only (a naive one cannot be
+    # compared with any other), read as UTC; finish() also holds them to the attempt's lifetime.
+    started_at: AwareDatetime | None = None
+    finished_at: AwareDatetime | None = None
     # Why the job did not start (the runner's words: no host GPU, the driver failed); the run's reason.
     problem: str | None = Field(None, max_length=500)
+
+    @field_validator("started_at", "finished_at")
+    @classmethod
+    def _in_utc(cls, value: datetime | None) -> datetime | None:
+        if value is None:
+            return None
+        try:
+            return value.astimezone(UTC)
+        except OverflowError:
+            raise PydanticCustomError("time_range", "a time outside the calendar once read as UTC") from None
+
+
+# How far the runner's reported times may lie outside the attempt's life: its VM's clock may be a
+# little ahead of ours, and the VM is created before its container starts.
+CLOCK_TOLERANCE = timedelta(minutes=10)
+BEFORE_VM = timedelta(days=1)
+
+
+def times_problem(callback: CallbackBody, record: RunRecord, now: datetime) -> str | None:
+    """Why the callback's times cannot be the attempt's, or None: each must lie between a day before
+    the attempt's VM was created and now (plus a little clock skew)."""
+    attempt = next((a for a in record.attempts if a.number == callback.attempt), None)
+    created = (attempt.created_at if attempt and attempt.created_at else None) or record.created_at
+    earliest, latest = created - BEFORE_VM, now + CLOCK_TOLERANCE
+    for field in ("started_at", "finished_at"):
+        value = getattr(callback, field)
+        if value is not None and not earliest <= value <= latest:
+            return (f"{field} {value.isoformat()} is outside the attempt's life: it must lie between "
+                    f"{earliest.isoformat()} (a day before its VM was created) and {latest.isoformat()} (now)")
+    return None
+
+
+# The runner's body is a few hundred bytes; anything a caller sends is parsed as hostile input.
+MAX_CALLBACK_BYTES = 16 << 10
+UNPARSABLE = {"_unparsable": True}  # what a body that is no JSON object validates as: a 400 after the token
+
+
+def parse_callback_body(data: bytes) -> Any:
+    """The callback's JSON, parsed by the bounded parser (depth, digits, bytes: core/jobdata.py), or
+    UNPARSABLE. Never raises: whatever the body, the token is checked first and the answer is a 4xx."""
+    try:
+        return load_job_json(data, "the callback body", max_bytes=MAX_CALLBACK_BYTES)
+    except JobDataProblem:
+        return UNPARSABLE
 
 
 @dataclass(frozen=True)
@@ -89,6 +137,10 @@ def finish(deps: Deps, authorization: str | None, body: Any) -> Reply:
             # zone the attempt moved away from): it must not run the attempt a second time.
             deps.compute.delete_instance(zone, instance_name)
         return Reply(403, {"error": mismatch.message})
+
+    problem = times_problem(callback, record, deps.clock.now())
+    if problem:
+        return Reply(400, {"error": "malformed callback body", "details": [problem]})
 
     deleted = deps.compute.delete_instance(zone, instance_name)
     record = _record_outcome(deps, record, callback, zone)

@@ -124,7 +124,9 @@ class Blobs(Protocol):
     def read_range(self, name: str, start: int, size: int) -> bytes | None:
         """Up to `size` bytes from offset `start` (a ranged download: memory stays that size);
         b"" at or past the end, None when the object does not exist. A growing object (a live
-        log rewritten longer) is read on from where the last piece ended."""
+        log rewritten longer) is read on from where the last piece ended. Bytes are counted and
+        returned as stored: an object stored with a Content-Encoding (a job may upload gzip) raises
+        EncodedObject, never an inflated body."""
         ...
 
     def list(self, prefix: str) -> list[str]:

@@ -14,9 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 from spotcron.core import layout
+from spotcron.core.errors import EncodedObject
 from spotcron.core.hardware import MAX_BYTES as HARDWARE_MAX_BYTES
 from spotcron.core.hardware import HardwareProblem, parse_hardware
-from spotcron.core.jobdata import MANIFEST_MAX_BYTES, JobDataProblem, load_job_json
+from spotcron.core.jobdata import MANIFEST_MAX_BYTES, JobDataProblem, load_job_json, problem_text
 from spotcron.core.metrics import MAX_BYTES, METRICS_FILE, MetricsProblem, check_time_metric, parse_metrics
 from spotcron.core.spec import JobSpec
 from spotcron.engine.deps import Deps
@@ -24,10 +25,16 @@ from spotcron.engine.ports import Blobs
 
 
 def read_capped(blobs: Blobs, name: str, cap: int, where: str) -> bytes | None:
-    """The object's bytes, None when it does not exist; JobDataProblem when it is bigger than `cap`.
+    """The object's bytes, None when it does not exist; JobDataProblem when it is bigger than `cap`
+    or stored compressed.
 
-    One ranged read of cap + 1 bytes: memory stays that size whatever the object holds."""
-    data = blobs.read_range(name, 0, cap + 1)
+    One ranged read of cap + 1 stored bytes: memory stays that size whatever the object holds
+    (the Blobs port never inflates a gzip- or deflate-encoded object; it refuses it)."""
+    try:
+        data = blobs.read_range(name, 0, cap + 1)
+    except EncodedObject:
+        raise JobDataProblem(f"{where}: stored compressed (with a Content-Encoding); ignored (upload it "
+                             f"uncompressed)") from None
     if data is not None and len(data) > cap:
         raise JobDataProblem(f"{where}: more than the {cap} allowed bytes; ignored (keep bulky figures in "
                              f"another results file)")
@@ -58,7 +65,7 @@ def _metrics_fields(deps: Deps, job: str, run_id: str, attempt: int, spec: JobSp
         if spec.benchmark.time_metric is not None:
             check_time_metric(metrics, spec.benchmark.time_metric, where)
     except (MetricsProblem, JobDataProblem) as problem:
-        return {"metrics_problem": str(problem)}
+        return {"metrics_problem": problem_text(problem)}
     return {"metrics": metrics}
 
 
@@ -76,8 +83,12 @@ def hardware_changes(deps: Deps, job: str, run_id: str, attempt: int) -> dict[st
 
 
 def manifest_present(deps: Deps, job: str, run_id: str, attempt: int) -> bool:
-    """Whether the attempt's manifest exists: one byte read, whatever its size."""
-    return deps.blobs.read_range(layout.manifest(job, run_id, attempt), 0, 1) is not None
+    """Whether the attempt's manifest exists: one byte read, whatever its size (or how it is stored:
+    a compressed one exists, and reading it later says what is wrong with it)."""
+    try:
+        return deps.blobs.read_range(layout.manifest(job, run_id, attempt), 0, 1) is not None
+    except EncodedObject:
+        return True
 
 
 def manifest_document(deps: Deps, job: str, run_id: str, attempt: int) -> tuple[dict | None, str | None]:
@@ -89,7 +100,7 @@ def manifest_document(deps: Deps, job: str, run_id: str, attempt: int) -> tuple[
             return None, None
         document = load_job_json(data, where, max_bytes=MANIFEST_MAX_BYTES)
     except JobDataProblem as problem:
-        return None, str(problem)
+        return None, problem_text(problem)
     if not isinstance(document, dict):
         return None, f"{where}: not a JSON object; ignored"
     return document, None

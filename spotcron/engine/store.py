@@ -253,11 +253,15 @@ class RunStore:
         """Delete everything of `job`'s oldest ended ticks beyond the newest `keep` runs.
 
         Whole ticks only (every matrix entry and repeat of a tick goes, or none), and at least
-        `keep` runs stay. Runs that did work (had a VM) and runs that never had one (skipped,
-        refused by a limit) are counted apart, each kept up to `keep`: a publisher's flood of
-        skipped manual runs then prunes only other skipped runs, never a run with logs, results
-        or a checkpoint, and only pruning runs that did work raises the pruning mark, so a
-        skipped run can never make a genuine tick look older than history.
+        `keep` runs stay. Runs are counted in four kinds apart, each kept up to `keep`: scheduled
+        or manual (a manual run's id starts with `m`), and did work (had a VM) or never had one
+        (skipped, refused by a limit). Anyone who may publish a start can ask for manual runs, so
+        a flood of them, skipped or run, prunes only other manual runs, never a scheduled tick's
+        record, logs, results or checkpoint; and skipped runs never evict runs that did work.
+        Only pruning scheduled ticks raises the pruning mark (a skipped tick too: a redelivery of
+        it must not come back as a new run), so no manual run can make a genuine tick look older
+        than history; pruned manual runs raise a mark of their own, which only manual requests
+        are held to. A run whose end still owes effects is never pruned.
         """
         by_run: dict[str, list[str]] = {}
         for name in self.blobs.list(layout.job_prefix(job)):
@@ -283,30 +287,30 @@ class RunStore:
             record = record_of(run_id)
             return record is not None and any(a.created_at is not None for a in record.attempts)
 
-        kept = {True: 0, False: 0}
+        kept: dict[tuple[bool, bool], int] = {}  # (manual, did work) → runs kept
         doomed: list[str] = []
-        worked_doomed: list[str] = []
-        for runs in ticks.values():  # newest tick first
-            worked = any(had_a_vm(run_id) for run_id in runs)
-            if kept[worked] < keep or any((r := record_of(run_id)) is not None and (not r.terminal or r.owed)
-                                          for run_id in runs):
-                kept[worked] += len(runs)  # within history, or still in flight: never prune part of it
+        marking: list[str] = []  # scheduled ticks: only they move the pruning mark
+        for tick, runs in ticks.items():  # newest tick first
+            kind = (tick.startswith("m"), any(had_a_vm(run_id) for run_id in runs))
+            # A tick is kept whole while it is within history, in flight, or its end still owes effects.
+            if kept.get(kind, 0) < keep or any((r := record_of(run_id)) is not None and (not r.terminal or r.owed)
+                                               for run_id in runs):
+                kept[kind] = kept.get(kind, 0) + len(runs)  # within history, or in flight: never part of it
                 continue
             doomed.extend(runs)
-            if worked:
-                worked_doomed.extend(runs)
+            if not kind[0]:
+                marking.extend(runs)
         if not doomed:
             return []
         # Remember how far history was cut before cutting it: a trigger for a pruned tick that
         # Pub/Sub redelivers later must not bring the run back (launch checks `pruned_through`).
-        if worked_doomed:
-            self._raise_pruned_mark(job, max(worked_doomed, key=run_sort_key))
-        # A manual run that never had a VM (skipped, or queued past its deadline) may be asked for
-        # again by a late redelivery of its message: its own mark keeps it from running after its
-        # record is gone. Only manual runs are held to it, so no flood can drop a scheduled tick.
-        manual_idle = [run_id for run_id in doomed if run_id.startswith("m") and run_id not in worked_doomed]
-        if manual_idle:
-            self._raise_pruned_mark(job, max(manual_idle, key=run_sort_key), manual=True)
+        if marking:
+            self._raise_pruned_mark(job, max(marking, key=run_sort_key))
+        # Manual runs have a mark of their own: a late redelivery of a pruned manual run's message
+        # must not start it again, and no flood of manual runs can make a scheduled tick look pruned.
+        manual = [run_id for run_id in doomed if run_id.startswith("m")]
+        if manual:
+            self._raise_pruned_mark(job, max(manual, key=run_sort_key), manual=True)
         for run_id in sorted(doomed, key=run_sort_key):
             for name in by_run[run_id]:
                 self.blobs.delete(name)

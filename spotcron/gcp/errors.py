@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from spotcron.core.errors import (
     AlreadyExists,
     CreateFailed,
+    EncodedObject,
     NotFound,
     PreconditionFailed,
     SpotcronError,
@@ -143,6 +144,9 @@ def translate(exc: BaseException, what: str) -> SpotcronError | None:
         import requests
     except ImportError:  # pragma: no cover - requests comes with google-auth
         requests = None
+    if requests is not None and isinstance(exc, requests.exceptions.ContentDecodingError):
+        # A body whose Content-Encoding does not decode: what the object holds, not a network fault.
+        return EncodedObject(f"{what}: its stored encoding could not be decoded ({type(exc).__name__})")
     if requests is not None and isinstance(exc, requests.exceptions.Timeout | requests.exceptions.ConnectionError):
         return Transient(f"{what}: {type(exc).__name__}: {exc}; it may still have happened")
 

@@ -8,13 +8,28 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from spotcron.core.errors import PreconditionFailed, Transient
+from spotcron.core.errors import EncodedObject, PreconditionFailed, Transient
 from spotcron.engine.ports import Blob
 from spotcron.gcp.errors import translated
 
 # A read is "metadata, then the bytes of exactly that generation"; if the object is replaced
 # in between, the download's precondition fails and the read starts over.
 _READ_ATTEMPTS = 3
+
+
+def _stored_bytes(blob: Any, name: str, data: bytes) -> bytes:
+    """`data` when the object was stored as is; EncodedObject when it carries a Content-Encoding.
+
+    Every download asks for the stored bytes (`raw_download=True`, with the client's
+    `Accept-Encoding: gzip`): Cloud Storage then serves a gzip object as stored, a Range counts
+    stored bytes, and nothing is inflated here. Nothing spotcron writes is encoded, so an encoded
+    object is one a job uploaded that way (a few KiB of gzip inflate to gigabytes): refused, not read.
+    """
+    encoding = (blob.content_encoding or "").strip().lower()
+    if encoding and encoding != "identity":
+        raise EncodedObject(f"{name}: stored compressed (Content-Encoding {encoding[:20]}); spotcron reads "
+                            f"objects only as stored, uncompressed")
+    return data
 
 
 class GcsBlobs:
@@ -54,8 +69,9 @@ class GcsBlobs:
                     # object's stored mediaLink. No `generation=` on it: once the object is
                     # replaced that generation is gone (404, read as "deleted"), while
                     # if_generation_match answers 412 and the read starts over.
-                    data = bucket.blob(name).download_as_bytes(if_generation_match=generation,
-                                                               timeout=self.timeout)
+                    handle = bucket.blob(name)
+                    data = _stored_bytes(handle, name, handle.download_as_bytes(
+                        if_generation_match=generation, timeout=self.timeout, raw_download=True))
                 except gexc.NotFound:
                     return None  # deleted between the two calls
                 except gexc.PreconditionFailed:
@@ -70,9 +86,10 @@ class GcsBlobs:
         what = f"read gs://{self.bucket}/{name} bytes {start}-{start + size - 1}"
         with translated(what):
             try:
-                # One ranged GET (Range: bytes=start-end); no metadata call first.
-                return self._handle().blob(name).download_as_bytes(start=start, end=start + size - 1,
-                                                                   timeout=self.timeout, checksum=None)
+                # One ranged GET (Range: bytes=start-end) of the stored bytes; no metadata call first.
+                handle = self._handle().blob(name)
+                return _stored_bytes(handle, name, handle.download_as_bytes(
+                    start=start, end=start + size - 1, timeout=self.timeout, checksum=None, raw_download=True))
             except gexc.NotFound:
                 return None
             except gexc.RequestRangeNotSatisfiable:

@@ -466,13 +466,24 @@ def _accepts_gzip(header: str) -> bool:
     return False
 
 
+class BodyCut(Exception):
+    """The body could not be sent whole after its headers went out (a stored gzip that does not
+    decode): the connection is closed without the body's end, so the reader sees an incomplete
+    body, never a shorter one that looks complete."""
+
+
 def _gunzip(data: Any) -> Any:
     inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    while chunk := data.read(_SEND_BLOCK):
-        if out := inflate.decompress(chunk):
-            yield out
-    if tail := inflate.flush():
-        yield tail
+    try:
+        while chunk := data.read(_SEND_BLOCK):
+            if out := inflate.decompress(chunk):
+                yield out
+        if tail := inflate.flush():
+            yield tail
+    except zlib.error as exc:
+        raise BodyCut(f"the stored gzip does not decode ({exc})") from None
+    if not inflate.eof:
+        raise BodyCut("the stored gzip ends before its end")
 
 
 def _byte_range(header: str | None, size: int) -> tuple[int, int] | None:
@@ -592,6 +603,9 @@ def _handler_for(server: StorageServer) -> type[BaseHTTPRequestHandler]:
             request = Request(self, self.command, split.path, dict(parse_qsl(split.query, keep_blank_values=True)))
             try:
                 server.handle(request)
+            except BodyCut as cut:  # headers are out: another reply would be read as body
+                log.warning("storage request %s %s: %s; connection closed", self.command, self.path, cut)
+                self.close_connection = True
             except StorageFault as fault:
                 request.fail(fault.status, str(fault), fault.reason)
             except (ValueError, KeyError) as exc:

@@ -145,20 +145,24 @@ def rich_tables(report: BenchmarkReport) -> list:
     """
     from rich import box
     from rich.table import Table
+    from rich.text import Text
 
+    # Units and metric names are what a job wrote: every title, header and cell is plain Text, so
+    # nothing in them is read as rich markup (a unit of "[/]" would raise MarkupError).
     def new_table(title: str | None) -> Table:
-        return Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 0, 0, 1))
+        return Table(title=Text(title) if title else None, box=box.SIMPLE_HEAD, pad_edge=False,
+                     padding=(0, 0, 0, 1))
 
     main = new_table(report_title(report))
-    main.caption = report_caption(report)
+    main.caption = Text(report_caption(report))
     width = min(max(len(row.variant) for row in report.rows) + 2, 16)
     for index, header in enumerate(report_headers(report, per_unit=False)):
         if index < 2:  # names fold; figures are short and never wrap
-            main.add_column(header, overflow="fold", min_width=width if index == 0 else 10)
+            main.add_column(Text(header), overflow="fold", min_width=width if index == 0 else 10)
         else:
-            main.add_column(header, justify="right", no_wrap=True)
+            main.add_column(Text(header), justify="right", no_wrap=True)
     for cells in report_cells(report, per_unit=False, sep="\n"):
-        main.add_row(*cells)
+        main.add_row(*map(Text, cells))
     tables = [main]
     what = new_table(f"{report.job}: what each configuration ran on, and the verdict")
     for header in HARDWARE_HEADERS:
@@ -170,18 +174,18 @@ def rich_tables(report: BenchmarkReport) -> list:
         units = new_table(f"{report.job}: per unit of work ({_unit(report)}s, from metrics.json)")
         units.add_column("configuration", overflow="fold")
         for header in _unit_headers(report):
-            units.add_column(header, overflow="fold", justify="right")
+            units.add_column(Text(header), overflow="fold", justify="right")
         for row in report.rows:
-            units.add_row(row.name, *unit_cells(report, row))
+            units.add_row(*map(Text, (row.name, *unit_cells(report, row))))
         tables.append(units)
     names, cells = metric_cells(report.rows)
     if names:
         extra = new_table(f"{report.job}: metrics.json, median per run")
         extra.add_column("configuration", overflow="fold")
         for name in names:
-            extra.add_column(name, justify="right", overflow="fold")
+            extra.add_column(Text(name), justify="right", overflow="fold")
         for row in cells:
-            extra.add_row(*row)
+            extra.add_row(*map(Text, row))
         tables.append(extra)
     return tables
 
@@ -342,13 +346,14 @@ def history_csv(history: BenchmarkHistory) -> str:
 def history_table(history: BenchmarkHistory):
     from rich import box
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table(title=f"{history.job}: each configuration per tick", box=box.SIMPLE_HEAD, pad_edge=False,
-                  padding=(0, 0, 0, 1), caption=history_caption(history))
+    table = Table(title=Text(f"{history.job}: each configuration per tick"), box=box.SIMPLE_HEAD, pad_edge=False,
+                  padding=(0, 0, 0, 1), caption=Text(history_caption(history)))
     for index, header in enumerate(HISTORY_HEADERS):
-        table.add_column(header, justify="right" if 2 <= index <= 4 else "left", no_wrap=index != 0)
+        table.add_column(Text(header), justify="right" if 2 <= index <= 4 else "left", no_wrap=index != 0)
     for cells in history_cells(history):
-        table.add_row(*cells)
+        table.add_row(*(Text(str(cell)) for cell in cells))
     return table
 
 

@@ -13,6 +13,7 @@ the bucket, from a download or from a file. Links are relative object paths
 from __future__ import annotations
 
 import base64
+import logging
 from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from html import escape
@@ -22,6 +23,8 @@ from spotcron.core import layout
 from spotcron.core.runs import RunRecord, RunState
 from spotcron.present.summary import PageSummary, ids_since, summarize, window_start
 from spotcron.present.views import duration_text, format_usd
+
+log = logging.getLogger("spotcron.present")
 
 DEFAULT_LIMIT = 20
 SUMMARY_READS = 2000  # per job: the newest runs of the summary's window that `spotcron page` reads
@@ -243,7 +246,7 @@ def benchmark_table(report: Any) -> str:
 def _benchmark_charts(records_by_job: Mapping[str, Sequence[RunRecord]],
                       region: str) -> tuple[dict[str, bytes], dict[str, str], dict[str, str]]:
     """Each matrix job's charts, their captions and its numeric table; the base is the one its
-    run records carry."""
+    run records carry. One job's figures (its jobs wrote them) never cost another job its page."""
     from spotcron.present.history import benchmark_history
     from spotcron.present.report import benchmark_report
 
@@ -255,18 +258,25 @@ def _benchmark_charts(records_by_job: Mapping[str, Sequence[RunRecord]],
     except ImportError:  # matplotlib is optional where the page is written: the numbers still show
         chart_captions = chart_pngs = None
     for job, records in records_by_job.items():
-        if any(r.variant for r in records):
+        if not any(r.variant for r in records):
+            continue
+        try:
             report = benchmark_report(job, records, None, region)
             tables[job] = benchmark_table(report)
             if chart_pngs is None or chart_captions is None:
                 continue
             history = benchmark_history(report, records)
-            try:
-                pngs.update(chart_pngs(report, history))
-            except ImportError:
-                chart_pngs = None
-                continue
-            captions.update(chart_captions(report, history))
+            drawn = chart_pngs(report, history)
+            named = chart_captions(report, history)
+        except ImportError:
+            chart_pngs = None
+            continue
+        except Exception:  # noqa: BLE001 - one job's figures must not cost every job its page
+            log.warning("page: the figures of %s could not be drawn; the page goes on without them", job,
+                        exc_info=True)
+            continue
+        pngs.update(drawn)
+        captions.update(named)
     return pngs, captions, tables
 
 

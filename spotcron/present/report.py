@@ -18,6 +18,7 @@ title that the machine types were priced, not measured, and on which host the ti
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -270,6 +271,11 @@ def _per_unit(report: BenchmarkReport, row: ConfigRow) -> str:
     return f"1M {unit}s"
 
 
+def _append_finite(values: list[float], value: float) -> None:
+    if math.isfinite(value):
+        values.append(value)
+
+
 def run_seconds(record: RunRecord, time_metric: str | None) -> float | None:
     """A succeeded run's time: its metric `time_metric` in seconds, else the container's wall time."""
     if time_metric is not None:
@@ -290,12 +296,13 @@ def _row(name: str, spec: JobSpec | None, done: list[RunRecord], other: list[Run
         work = works.get(run_id)
         if work is None or work.unit != unit:
             continue
+        # A job's work may be tiny (5e-324 is finite and > 0): a quotient that is no number is left out.
         if seconds is not None:
-            per_time.append(seconds / work.value)
+            _append_finite(per_time, seconds / work.value)
             if seconds > 0:
-                rates.append(work.value / seconds)
+                _append_finite(rates, work.value / seconds)
         if cost is not None:
-            per_cost.append(cost / work.value)
+            _append_finite(per_cost, cost / work.value)
     detail = tuple(
         RunSample(run_id, seconds, cost, works[run_id].value if run_id in works else None,
                   works[run_id].unit if run_id in works else None, record.hardware, is_local(record))

@@ -56,7 +56,13 @@ def format_usd(value: float | None) -> str:
 
 
 def format_time(at: datetime | None) -> str:
-    return UNKNOWN if at is None else at.astimezone(UTC).strftime("%Y-%m-%d %H:%M")
+    """`2026-11-22 10:00` in UTC; a naive time is taken as UTC, one that is no UTC time shown as is."""
+    if at is None:
+        return UNKNOWN
+    try:
+        return (at if at.tzinfo is None else at.astimezone(UTC)).strftime("%Y-%m-%d %H:%M")
+    except (OverflowError, ValueError):
+        return at.isoformat()
 
 
 def format_age(seconds: float) -> str:
@@ -361,9 +367,17 @@ def manifest_files(data: bytes, where: str, under: str = RESULTS_FOLDER) -> list
             continue
         size = entry.get("size", entry.get("bytes"))
         sha = entry.get("sha256")
-        listed.append(ResultFile(name[len(under):], int(size) if isinstance(size, int | float) else None,
-                                 sha if isinstance(sha, str) else None))
+        listed.append(ResultFile(name[len(under):], _size(size), sha if isinstance(sha, str) else None))
     return sorted(listed, key=lambda f: f.name)
+
+
+def _size(value: object) -> int | None:
+    """A manifest's size as a byte count; None for anything else (1e999, NaN, -1, true, "12")."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return int(value) if value >= 0 else None
 
 
 def results_json(files: Sequence[ResultFile], source: str, prefix: str) -> str:

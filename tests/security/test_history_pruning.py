@@ -92,3 +92,58 @@ def test_a_matrix_job_keeps_at_least_twelve_ticks_by_default():
     assert nine.history_limit >= 12 * 9
     assert make_spec().history_limit == 50  # a plain job keeps what it always kept
     assert make_spec(history_limit=20).history_limit == 20  # a limit written down is the limit
+
+
+def test_manual_runs_that_ran_prune_only_manual_runs_and_never_move_the_mark(h):
+    """Manual runs are anyone's who may publish a start: those that ran are kept up to history_limit
+    among themselves, the scheduled ticks' history stays whole, and the pruning mark stays where only
+    scheduled ticks put it (a held-back delivery of a genuine tick still starts)."""
+    spec = make_spec(history_limit=2, concurrency="forbid")
+    scheduled = genuine_runs(h, spec, 2)
+    h.clock.set(h.clock.now().replace(minute=30))  # between two ticks: nothing live, each manual run gets a VM
+    manual = []
+    for index in range(5):
+        h.run_now(spec, nonce=f"cc{index:02d}")
+        [run] = [r for r in h.records("bot") if r.state == "running"]
+        h.finish_ok("bot", run.run_id)
+        manual.append(run.run_id)
+        h.clock.advance(60)
+    left = sorted(r.run_id for r in h.records("bot"))
+    assert left == sorted([*scheduled, *manual[-2:]]), left
+    assert all(h.blobs.peek(layout.results_prefix("bot", run_id, 1) + "out.json") for run_id in scheduled)
+    assert h.deps.store.pruned_through("bot") is None
+
+
+def test_scheduled_ticks_past_history_still_prune_and_raise_the_mark(h):
+    """The other side: scheduled ticks beyond history_limit go, manual runs or not, and the mark
+    follows the newest scheduled tick pruned."""
+    spec = make_spec(history_limit=2, schedule="0 * * * *")
+    h.run_now(spec, nonce="dd01")
+    [run] = [r for r in h.records("bot") if r.state == "running"]
+    h.finish_ok("bot", run.run_id)
+    h.clock.advance(3600)
+    scheduled = genuine_runs(h, spec, 4)
+    left = sorted(r.run_id for r in h.records("bot"))
+    assert left == sorted([run.run_id, *scheduled[-2:]]), left
+    assert h.deps.store.pruned_through("bot") == scheduled[1]
+
+
+def test_a_redelivered_skipped_tick_that_was_pruned_does_not_come_back(h):
+    """Skipped scheduled ticks are genuine ticks: pruning one raises the mark, so Pub/Sub's late
+    redelivery of it is dropped instead of making a new run of a tick that already ended (found by
+    the seeded month: a tick ended `skipped` twice)."""
+    spec = make_spec(history_limit=1, schedule="0 * * * *", concurrency="forbid", timeout="6h")
+    h.start(spec)  # 12:00, running through the next ticks
+    for _ in range(3):
+        h.clock.advance(3600)
+        h.start(spec)  # 13:00, 14:00, 15:00: skipped
+    assert h.deps.store.read("bot", "20261122-1300") is None  # pruned: one skipped tick is kept
+    written, write = [], h.blobs.write
+
+    def recording(name, *args, **kwargs):
+        written.append(name)
+        return write(name, *args, **kwargs)
+
+    h.blobs.write = recording
+    h.start(spec, publish_time=datetime(2026, 11, 22, 13, 0, 5, tzinfo=UTC))  # its delivery, again
+    assert layout.run_record("bot", "20261122-1300") not in written, "the pruned tick was recorded again"
