@@ -78,13 +78,29 @@ def launch(deps: Deps, spec: JobSpec, *, requested_at: datetime, manual: bool = 
     if manual and nonce is None:
         # The same request always names the same run: a redelivery must not start a second one.
         nonce = hashlib.sha256(requested_at.isoformat().encode()).hexdigest()[:8]
-    pruned_through = deps.store.pruned_through(spec.name)
-    if manual:
-        # A manual run that never had a VM is pruned apart from the others (engine/store.prune).
-        pruned_through = max((m for m in (pruned_through, deps.store.pruned_through(spec.name, manual=True)) if m),
-                             key=run_sort_key, default=None)
+    pruned_through = _pruned_floor(deps, spec.name, manual=manual)
     return [_launch_one(deps, variant, tick, reading, requested_at, nonce, pruned_through)
             for variant in spec.variants()]
+
+
+def _pruned_floor(deps: Deps, job: str, *, manual: bool) -> str | None:
+    """The newest run id of `job` that history pruning deleted, as a request of this kind sees it:
+    manual runs are pruned apart and have a mark of their own (engine/store.prune)."""
+    marks = [deps.store.pruned_through(job)] + ([deps.store.pruned_through(job, manual=True)] if manual else [])
+    return max((m for m in marks if m), key=run_sort_key, default=None)
+
+
+def _pruned_meanwhile(deps: Deps, record: RunRecord) -> bool:
+    """Whether history pruning passed this run while its record was being created: pruning raises
+    its mark before it deletes, so a run at or under the mark now was pruned and is being brought
+    back by a late delivery. Its new record goes again, and the run does not start."""
+    floor = _pruned_floor(deps, record.job, manual=record.trigger == "manual")
+    if floor is None or run_sort_key(record.run_id) > run_sort_key(floor):
+        return False
+    log.warning("job %s: dropped a trigger for run %s, pruned while the trigger was handled (history_limit %s)",
+                record.job, record.run_id, record.history_limit)
+    deps.store.remove(record)
+    return True
 
 
 def _readable_schedule(spec: JobSpec) -> tuple[CronSchedule, ZoneInfo]:
@@ -166,6 +182,9 @@ def _launch_one(deps: Deps, spec: JobSpec, tick: datetime | None, reading: datet
         stored = record if created else deps.store.read(spec.name, run_id) or record
         return _outcome(finish_ending(deps, stored), duplicate=not created)
     created = deps.store.create(record)
+    if created and _pruned_meanwhile(deps, record):
+        return LaunchOutcome(job=spec.name, run_id=run_id, state="dropped",
+                             reason="older than the runs kept by history_limit", duplicate=True)
     if created:
         deps.publish("run.scheduled", record)
     return _outcome(advance(deps, spec.name, run_id), duplicate=not created)

@@ -171,6 +171,14 @@ class RunStore:
         if old is not None and old != new:
             self.blobs.delete(old)
 
+    def remove(self, record: RunRecord) -> None:
+        """Take back a record this handler has just created, and its marker (a run that must not
+        be, found right after its create-only write: engine/launch.py)."""
+        name = live_entry_name(record)
+        if name is not None:
+            self.blobs.delete(name)
+        self.blobs.delete(layout.run_record(record.job, record.run_id))
+
     def fix_markers(self, record: RunRecord, markers: list[str]) -> None:
         """Leave exactly the marker `record` calls for (none once it has ended), whatever `markers`
         a crash or a race left behind."""
