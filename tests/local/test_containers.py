@@ -111,3 +111,25 @@ def test_a_local_vm_ships_new_output_every_second_unless_told_otherwise(tmp_path
     assert env({})["SPOTCRON_LOG_INTERVAL"] == "1"  # `run --follow` sees each line within a second
     assert env({"SPOTCRON_LOG_INTERVAL": "5"})["SPOTCRON_LOG_INTERVAL"] == "5"
     assert env({})["SPOTCRON_DOCKER"] == "none" and env({})["SPOTCRON_CONTAINER_NAME"] == "sc-bot-a1"
+
+
+def test_local_vms_alive_at_once_share_the_hosts_cores_unless_the_user_says_otherwise(tmp_path, monkeypatch):
+    """Before: each job's thread pools took every core; six PyTorch runs at once (`make run`) ran
+    26 times slower than one after another, and the report showed those times."""
+    from spotcron.engine.clock import SystemClock
+    from spotcron.local.compute import LocalCompute
+    from spotcron.local.containers import Lookup
+    from spotcron.local.containment import PROCESS_GROUP, Containment
+
+    monkeypatch.setattr("os.cpu_count", lambda: 8)
+
+    def env(base, sharing):
+        vms = LocalCompute(None, "http://127.0.0.1:2/", tmp_path, SystemClock(), base_env=base, cwd=tmp_path,
+                           containment=Containment(PROCESS_GROUP, (), "process group only"))
+        vms.metadata = type("Metadata", (), {"url_for": lambda self, name: f"http://127.0.0.1:1/{name}"})()
+        return vms.runner_env("sc-bot-a1", Lookup(None, "no container runtime"), tmp_path / "vm", sharing=sharing)
+
+    assert env({}, 1)["OMP_NUM_THREADS"] == "8"  # alone: the whole host
+    assert env({}, 3)["OMP_NUM_THREADS"] == "2" and env({}, 3)["OPENBLAS_NUM_THREADS"] == "2"
+    assert env({}, 20)["MKL_NUM_THREADS"] == "1"
+    assert env({"OMP_NUM_THREADS": "6"}, 20)["OMP_NUM_THREADS"] == "6"  # the user's word wins

@@ -2,8 +2,9 @@
 
 Before: the examples exactly filled the default `max_live_vms: 10`, so one more job made
 `spotcron up --once` end that run `failed: refused by the stack limit max_live_vms`. Now the
-default leaves room, and even at the old limit the eleventh run is queued and started when one
-of the others ends.
+default leaves room, and even under a tighter limit than the old one the runs over it are queued
+and started as others end (how many wait depends on how fast the others end, so the test asks
+for a limit that makes some wait whatever the timing).
 """
 
 from __future__ import annotations
@@ -27,11 +28,11 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.timeout(900)  # nine PyTorch training runs at once on a small machine
-def test_the_examples_and_one_more_every_minute_job_all_succeed_at_the_old_limit(tmp_path):
+def test_the_examples_and_one_more_every_minute_job_all_succeed_under_a_tight_limit(tmp_path):
     jobs = copy_examples(tmp_path / "jobs")  # the examples only: jobs/ is the user's to add to
     write_job(jobs, "every-minute", python_job("print('one more job')").replace('"0 3 * * *"', '"* * * * *"'))
     stack = tmp_path / "stack.yaml"
-    stack.write_text("limits: {max_live_vms: 10}\n")
+    stack.write_text("limits: {max_live_vms: 4}\n")  # 11 runs: 7 wait, of which at most 3 (t4) end at once
     env = {k: v for k, v in os.environ.items() if k != "PUBSUB_EMULATOR_HOST"}
     done = subprocess.run([sys.executable, "-c", "from spotcron.cli import main; main()", "up", "--once", "--jobs", str(jobs),
                            "--stack", str(stack), "--state-dir", str(tmp_path / "state")],
@@ -46,4 +47,4 @@ def test_the_examples_and_one_more_every_minute_job_all_succeed_at_the_old_limit
         [(r.job, r.run_id, r.state, r.reason) for r in records]
     assert all(r.state == "succeeded" or (r.state == "skipped" and "not run on the CPU" in r.reason) for r in on_gpu)
     waited = [c.reason for r in records for c in r.history if c.state == "queued"]
-    assert len(waited) == 1 and "max_live_vms" in waited[0], waited
+    assert waited and all("max_live_vms" in why or "queued for room" in why for why in waited), waited
