@@ -124,6 +124,11 @@ def finish(deps: Deps, authorization: str | None, body: Any) -> Reply:
     if instance is not None and not (instance.managed and instance.labels.get("job") == callback.job
                                      and instance.labels.get("run") == callback.run_id):
         return Reply(403, {"error": f"VM {instance_name} is not a spotcron VM of this run; left alone"})
+    if instance is not None and caller.instance_id != str(instance.instance_id):
+        # The record may not hold the instance id yet (its start died right after the insert), so
+        # the live VM of that name is compared too, as the broker does.
+        return Reply(403, {"error": f"the token's instance id is not that of VM {instance_name} (a new VM of the "
+                                    f"same name?); left alone"})
     digest = _replay_key(caller.token)
     if deps.blobs.read(layout.accepted_token(digest)) is not None:
         return Reply(409, {"error": "this token was already used", "replay": True})

@@ -238,3 +238,28 @@ def test_a_delivery_held_between_its_claim_and_its_insert_makes_no_vm_for_a_run_
     assert h.compute.calls["create"] == 1 and h.live_vms() == []
     assert h.record("bot", RUN).state == "succeeded"
     assert h.blobs.peek(layout.results_prefix("bot", RUN, 1) + "out.json") == results
+
+
+def test_a_callback_with_another_instance_id_is_refused_while_the_record_has_none_yet(h):
+    """Found by the exploration's crash after an insert: start_job died right after the VM was
+    made, so the record holds no instance id yet; a token naming the VM but another instance id (a
+    VM made again under the same name) was accepted and ended the run."""
+    armed: list[bool] = []
+
+    def fault(call: str, name: str) -> bool:
+        if call == "create" and not armed:
+            armed.append(True)
+        elif armed and armed[0] is True:
+            armed[0] = False
+            raise Crash(f"killed before {call} {name}")
+        return False
+
+    h.compute.fault = fault
+    h.blobs.fault = fault
+    with pytest.raises(Crash):
+        h.start(make_spec())
+    h.compute.fault = h.blobs.fault = None
+    assert h.record("bot", RUN).attempts[0].instance_id is None and h.live_vms() == [VM]
+    forged = h.callback("bot", RUN, token=h.token("bot", RUN, instance_id="31337"))
+    assert forged.status_code == 403 and "instance id" in forged.json["error"]
+    assert h.record("bot", RUN).state == "starting" and h.live_vms() == [VM]
