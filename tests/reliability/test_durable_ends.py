@@ -20,36 +20,17 @@ from spotcron.engine.guards import read_day
 from spotcron.engine.store import LIVE
 from spotcron.runtime import entrypoints
 from spotcron.testing.harness import Harness, make_spec
+from tests.reliability.crashes import Crash, crash_after_write
 
 RUN = "20261122-1200"
 VM = f"sc-bot-{RUN}-a1"
 DAY = "2026-11-22"
 
 
-class Crash(BaseException):
-    """The function instance dies here: nothing after this line of the handler runs."""
-
-
 def crash_after_the_terminal_write(h, *, states=("succeeded", "failed", "timed_out", "skipped", "lost")):
     """Kill the handler at its first storage call after a run record was written in a terminal state."""
-    armed: list[bool] = []
-    real_write = h.blobs.write
-
-    def write(name, data, **kwargs):
-        generation = real_write(name, data, **kwargs)
-        if name.endswith("/run.json") and any(f'"state": "{s}"' in data.decode() for s in states) and not armed:
-            armed.append(True)
-        return generation
-
-    def fault(call: str, name: str) -> bool:
-        if armed and armed[0]:
-            armed[0] = False
-            raise Crash(f"killed before {call} {name}")
-        return False
-
-    h.blobs.write = write
-    h.blobs.fault = fault
-    return armed
+    return crash_after_write(h, lambda name, data: name.endswith("/run.json") and any(
+        f'"state": "{s}"'.encode() in data for s in states))
 
 
 @pytest.fixture

@@ -12,10 +12,7 @@ from spotcron.core.settings import Limits
 from spotcron.engine.store import LIVE
 from spotcron.runtime import entrypoints
 from spotcron.testing.harness import Harness, make_spec
-
-
-class Crash(BaseException):
-    """The function instance dies here: nothing after this line of the handler runs."""
+from tests.reliability.crashes import Crash, crash_after_write
 
 
 @pytest.fixture
@@ -121,25 +118,11 @@ def test_a_crash_right_after_a_queued_runs_expiry_leaves_its_end_owed_past_the_n
     h.start(make_spec(name="a", timeout="3h"))
     h.start(make_spec(name="b", starting_deadline="15m"))
     h.clock.advance(16 * 60)
-    real_write = h.blobs.write
-    armed: list[bool] = []
-
-    def write(name, data, **kwargs):
-        generation = real_write(name, data, **kwargs)
-        if name == layout.run_record("b", "20261122-1200") and b'"skipped"' in data and not armed:
-            armed.append(True)
-        return generation
-
-    def fault(call: str, name: str) -> bool:
-        if armed and armed[0]:
-            armed[0] = False
-            raise Crash(f"killed before {call} {name}")
-        return False
-
-    h.blobs.write, h.blobs.fault = write, fault
+    restore = crash_after_write(h, lambda name, data: name == layout.run_record("b", "20261122-1200")
+                                and b'"skipped"' in data)
     with pytest.raises(Crash):
         h.sweep()
-    h.blobs.write, h.blobs.fault = real_write, None
+    restore()
     assert state(h, "b", "20261122-1200") == RunState.SKIPPED and finished(h, "b", "20261122-1200") == []
     h.clock.advance(h.settings.sweep_interval)
     assert h.sweep().status_code == 200
@@ -314,25 +297,11 @@ def test_a_queued_marker_whose_record_is_gone_stays_in_the_live_index_for_good(m
     b = make_spec(name="b", schedule="* * * * *", starting_deadline="15m", history_limit=1)
     h.start(b)  # 12:00 tick: queued
     h.clock.advance(16 * 60)
-    real_write = h.blobs.write
-    armed: list[bool] = []
-
-    def write(name, data, **kwargs):
-        generation = real_write(name, data, **kwargs)
-        if name == layout.run_record("b", "20261122-1200") and b'"skipped"' in data and not armed:
-            armed.append(True)
-        return generation
-
-    def fault(call: str, name: str) -> bool:
-        if armed and armed[0]:
-            armed[0] = False
-            raise Crash(f"killed before {call} {name}")
-        return False
-
-    h.blobs.write, h.blobs.fault = write, fault
+    restore = crash_after_write(h, lambda name, data: name == layout.run_record("b", "20261122-1200")
+                                and b'"skipped"' in data)
     with pytest.raises(Crash):
         h.sweep()
-    h.blobs.write, h.blobs.fault = real_write, None
+    restore()
     # The 12:01 tick's message comes late: missed, skipped at once; its end prunes 12:00.
     h.start(b, publish_time=h.clock.now().replace(hour=12, minute=1, second=0))
     # (Pruning now spares a run whose end still owes effects, so the record stays until it is done.)
