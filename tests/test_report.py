@@ -428,3 +428,12 @@ def test_each_manual_request_is_a_tick_of_its_own(table, spec):
     points = benchmark_history(result, runs).series[2].points
     assert [(p.tick, p.runs, p.seconds) for p in points] == [
         ("2026-11-23 03:00:05 manual ab12", 2, 301.5), ("2026-11-23 03:00:40 manual cd34", 2, 331.5)]
+
+
+def test_figures_print_without_an_exponent_in_the_range_people_read():
+    """Before: a throughput of 14,800 samples/s printed as `1.48e+04 samples/s` in `make run`'s report."""
+    from spotcron.present.exports import significant
+
+    assert [significant(v) for v in (14800.3, 1470.2, 860.0, 58.14, 0.05723, 0.0)] == [
+        "14,800", "1,470", "860", "58.14", "0.05723", "0"]
+    assert significant(3.14159e20) == "3.142e+20" and significant(1e-7) == "1e-07"  # far out: the exponent

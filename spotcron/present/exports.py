@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from collections.abc import Sequence
 
 from spotcron.core.durations import format_duration
@@ -99,7 +100,7 @@ def unit_cells(report: BenchmarkReport, row: ConfigRow) -> list[str]:
     scale, _ = _cost_scale(report)
     return [with_spread(row.time_per_unit, format_seconds),
             with_spread(row.cost_per_unit, lambda v: format_usd(v * scale)),
-            with_spread(row.throughput, lambda v: f"{v:,.4g}")]
+            with_spread(row.throughput, significant)]
 
 
 def report_caption(report: BenchmarkReport) -> str:
@@ -198,8 +199,18 @@ def metric_cells(rows: Sequence[ConfigRow]) -> tuple[list[str], list[list[str]]]
     return names, cells
 
 
+def significant(value: float, digits: int = 4) -> str:
+    """`value` to `digits` significant digits, with thousands separators and no exponent in the
+    range people read (14,800 rather than 1.48e+04); far outside it, the exponent form."""
+    if not math.isfinite(value) or value == 0 or not 1e-4 <= abs(value) < 1e15:
+        return f"{value:,.{digits}g}"
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
+    text = f"{round(value, decimals):,.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
 def _measure(value: float, unit: str) -> str:
-    return f"{value:.4g}" if unit == "1" else f"{value:.4g} {unit}"
+    return significant(value) if unit == "1" else f"{significant(value)} {unit}"
 
 
 def markdown(report: BenchmarkReport) -> str:
