@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from spotcron.core.cron.describe import dst_notes
+from spotcron.core.cron.describe import describe, dst_notes
 from spotcron.core.cron.schedule import CronSchedule, load_time_zone, parse_schedule
 from spotcron.core.errors import CronError
 
@@ -287,7 +287,7 @@ DESCRIPTIONS = [
 
 @pytest.mark.parametrize(("expression", "text"), DESCRIPTIONS)
 def test_describe(expression, text):
-    assert parse_schedule(expression).describe() == text
+    assert describe(parse_schedule(expression)) == text
 
 
 # --- time zones -----------------------------------------------------------------------------------

@@ -104,7 +104,7 @@ def next_(job_or_file: str, count: int, after: str | None, as_json: bool, jobs_d
       spotcron next hello-bot
       spotcron next jobs/dl-benchmark.yaml -n 3 --after 2026-10-24T00:00:00Z --json
     """
-    from spotcron.core.cron.describe import dst_notes
+    from spotcron.core.cron.describe import describe, dst_notes
     from spotcron.core.cron.schedule import load_time_zone, parse_schedule
     from spotcron.core.loader import load_job_file
 
@@ -121,7 +121,7 @@ def next_(job_or_file: str, count: int, after: str | None, as_json: bool, jobs_d
     from rich.table import Table
 
     out = console()
-    out.print(f"[bold]{spec.name}[/bold]: {schedule.describe()}  ({spec.schedule}, {spec.time_zone})")
+    out.print(f"[bold]{spec.name}[/bold]: {describe(schedule)}  ({spec.schedule}, {spec.time_zone})")
     if spec.paused:
         out.print("[yellow]paused[/yellow]: deployed paused, so it will not fire until resumed; "
                   "these are the times it would fire")

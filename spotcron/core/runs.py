@@ -50,7 +50,6 @@ class Outcome(StrEnum):
     UNAVAILABLE = "unavailable"  # never ran: the (local) host lacks the hardware its configuration names
 
 
-State = RunState  # the name older modules import
 TERMINAL_STATES: frozenset[RunState] = frozenset({
     RunState.SUCCEEDED, RunState.FAILED, RunState.TIMED_OUT, RunState.PREEMPTED, RunState.LOST,
     RunState.SKIPPED, RunState.CANCELLED})
@@ -124,7 +123,7 @@ class _Record(BaseModel):
 
 
 class StateChange(_Record):
-    state: State
+    state: RunState
     at: datetime
     reason: str | None = None
 

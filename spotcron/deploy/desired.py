@@ -33,8 +33,7 @@ from spotcron.deploy.resources import (
     index,
     policy_name,
 )
-from spotcron.engine.deployed import canonical, digest_of, start_message
-from spotcron.engine.dispatch_specs import specs_version
+from spotcron.engine.deployed import canonical, digest_of, specs_version, start_message
 
 RUNTIME = "python312"
 PUBSUB_EVENT = "google.cloud.pubsub.topic.v1.messagePublished"

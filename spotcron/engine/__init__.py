@@ -1,12 +1,6 @@
 """The run engine: what happens between a scheduler tick and a deleted VM.
 
-`launch` (start_job), `finish` (job_done) and `sweep` are plain functions over `Deps`; the Cloud
-Functions in functions/main.py and local mode call the same code.
+`launch.launch` (start_job), `finish.finish` (job_done) and `sweep.sweep` are plain functions
+over `deps.Deps`; the Cloud Functions in functions/main.py and local mode call the same code.
+Nothing is re-exported here, so importing one module (the ports, say) loads only what it needs.
 """
-
-from spotcron.engine.deps import Deps
-from spotcron.engine.finish import CallbackBody, finish
-from spotcron.engine.launch import LaunchOutcome, launch
-from spotcron.engine.sweep import SweepReport, sweep
-
-__all__ = ["CallbackBody", "Deps", "LaunchOutcome", "SweepReport", "finish", "launch", "sweep"]

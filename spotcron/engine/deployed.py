@@ -50,7 +50,7 @@ def start_message(spec: JobSpec) -> bytes:
     return json.dumps(start_body(spec), sort_keys=True, separators=(",", ":")).encode()
 
 
-class Refused(SpotcronError):
+class NotDeployed(SpotcronError):
     """A start message that names no deployed job, or a digest other than the deployed one.
 
     `fields` go into the structured security log line; the message is acknowledged, not retried.
@@ -84,8 +84,6 @@ class SpecStore:
 
     def deploy(self, specs: Iterable[JobSpec]) -> None:
         """Make exactly `specs` the deployed ones: what deploy does, for local mode."""
-        from spotcron.engine.dispatch_specs import write_deployed
-
         write_deployed(self.blobs, specs)
 
     def jobs(self) -> list[str]:
@@ -112,21 +110,45 @@ class SpecStore:
         return Deployed(spec=spec, digest=digest_of(blob.data))
 
     def resolve(self, job: Any, wanted: Any) -> JobSpec:
-        """The spec a start message may run; Refused when `job` or `wanted` is not what is deployed."""
+        """The spec a start message may run; NotDeployed when `job` or `wanted` is not what is deployed."""
         if not isinstance(job, str) or not isinstance(wanted, str):
-            raise Refused("the message must name a job and its spec digest as strings",
+            raise NotDeployed("the message must name a job and its spec digest as strings",
                           job=_short(job), digest=_short(wanted))
         if "/" in job or not job or len(job) > 64 or job.startswith("_"):
-            raise Refused(f"{_short(job)!r} is not a job name", job=_short(job), digest=_short(wanted))
+            raise NotDeployed(f"{_short(job)!r} is not a job name", job=_short(job), digest=_short(wanted))
         deployed = self.read(job)
         if deployed is None:
-            raise Refused(f"no job {job!r} is deployed", job=job, digest=_short(wanted))
+            raise NotDeployed(f"no job {job!r} is deployed", job=job, digest=_short(wanted))
         if wanted != deployed.digest:
-            raise Refused(f"job {job!r}: digest {_short(wanted)!r} is not the deployed spec's "
+            raise NotDeployed(f"job {job!r}: digest {_short(wanted)!r} is not the deployed spec's "
                           f"({deployed.digest[:12]}...); only the deployed spec runs: run `spotcron deploy` "
                           f"to deploy a changed job",
                           job=job, digest=_short(wanted), deployed_digest=deployed.digest)
         return deployed.spec
+
+
+def specs_version(specs: Iterable[JobSpec]) -> str:
+    """A digest of the whole deployed set: each job's name and the sha256 of its canonical JSON."""
+    pairs = sorted((spec.name, hashlib.sha256(canonical(spec)).hexdigest()) for spec in specs)
+    return hashlib.sha256(json.dumps(pairs, separators=(",", ":")).encode()).hexdigest()
+
+
+def write_deployed(blobs: Blobs, specs: Iterable[JobSpec]) -> str:
+    """Store `specs` as the deployed set (deleting others); returns the set's version.
+
+    An unchanged spec is not written again: its object's time is when the job was deployed as it
+    is, and the dispatcher's catch-up for it starts there."""
+    specs = list(specs)
+    keep = {layout.deployed_spec(spec.name) for spec in specs}
+    for name in blobs.list(layout.DEPLOYED):
+        if name not in keep and name.endswith(".json"):
+            blobs.delete(name)
+    for spec in specs:
+        name, data = layout.deployed_spec(spec.name), canonical(spec)
+        current = blobs.read(name)
+        if current is None or current.data != data:
+            blobs.write(name, data, content_type="application/json")
+    return specs_version(specs)
 
 
 def _short(value: Any) -> str:

@@ -13,7 +13,6 @@ unpause). Catch-up for a job starts no earlier than that (engine/dispatch.py).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import threading
@@ -25,7 +24,7 @@ from pydantic import ValidationError
 
 from spotcron.core import layout
 from spotcron.core.spec import JobSpec
-from spotcron.engine.deployed import canonical
+from spotcron.engine.deployed import specs_version
 from spotcron.engine.ports import Blobs
 
 log = logging.getLogger("spotcron.engine")
@@ -41,30 +40,6 @@ class SpecSource(Protocol):
         """When each job of the last `current()` was deployed as it is now; a job missing here
         has no known time (its catch-up is bounded by its starting_deadline only)."""
         ...
-
-
-def specs_version(specs: Iterable[JobSpec]) -> str:
-    """A digest of the whole deployed set: each job's name and the sha256 of its canonical JSON."""
-    pairs = sorted((spec.name, hashlib.sha256(canonical(spec)).hexdigest()) for spec in specs)
-    return hashlib.sha256(json.dumps(pairs, separators=(",", ":")).encode()).hexdigest()
-
-
-def write_deployed(blobs: Blobs, specs: Iterable[JobSpec]) -> str:
-    """Store `specs` as the deployed set (deleting others); returns the set's version.
-
-    An unchanged spec is not written again: its object's time is when the job was deployed as it
-    is, and the dispatcher's catch-up for it starts there."""
-    specs = list(specs)
-    keep = {layout.deployed_spec(spec.name) for spec in specs}
-    for name in blobs.list(layout.DEPLOYED):
-        if name not in keep and name.endswith(".json"):
-            blobs.delete(name)
-    for spec in specs:
-        name, data = layout.deployed_spec(spec.name), canonical(spec)
-        current = blobs.read(name)
-        if current is None or current.data != data:
-            blobs.write(name, data, content_type="application/json")
-    return specs_version(specs)
 
 
 class BucketSpecs:

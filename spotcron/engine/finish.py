@@ -25,7 +25,7 @@ from spotcron.core.runs import RunRecord, RunState, vm_name
 from spotcron.engine import transitions as t
 from spotcron.engine.attempts import create_attempt
 from spotcron.engine.deps import Deps
-from spotcron.engine.identity import Refused, attempt_problem, vm_caller
+from spotcron.engine.identity import CallerRefused, attempt_problem, vm_caller
 from spotcron.engine.queue import start_queued
 from spotcron.engine.results import manifest_present, metrics_changes
 from spotcron.engine.steps import step
@@ -109,7 +109,7 @@ def finish(deps: Deps, authorization: str | None, body: Any) -> Reply:
     """Handle one callback. 2xx only when the callback was genuine and is now recorded."""
     try:
         caller = vm_caller(deps, authorization, deps.settings.job_done_url)
-    except Refused as exc:
+    except CallerRefused as exc:
         return Reply(exc.status, {"error": exc.message})
     try:
         callback = CallbackBody.model_validate(body)

@@ -24,7 +24,7 @@ from spotcron.core.settings import Settings
 from spotcron.engine.deps import Deps
 
 
-class Refused(Exception):
+class CallerRefused(Exception):
     """The caller is not believed: answer `status` (401 or 403) with this message, change nothing."""
 
     def __init__(self, status: int, message: str):
@@ -75,21 +75,21 @@ def expected_email(settings: Settings, record: RunRecord | None = None, attempt:
 
 
 def vm_caller(deps: Deps, authorization: str | None, audience: str) -> VmCaller:
-    """Step 1: the VM behind a request's `Authorization` header, or Refused (401 / 403)."""
+    """Step 1: the VM behind a request's `Authorization` header, or CallerRefused (401 / 403)."""
     token = bearer(authorization)
     if token is None:
-        raise Refused(401, "missing bearer token")
+        raise CallerRefused(401, "missing bearer token")
     try:
         claims = deps.identity.verify(token, audience)
     except InvalidToken as exc:
-        raise Refused(401, f"invalid token: {exc}") from None
+        raise CallerRefused(401, f"invalid token: {exc}") from None
     engine = (claims.get("google") or {}).get("compute_engine") or {}
     if not engine.get("instance_name") or not engine.get("zone"):
-        raise Refused(403, "token has no instance claims; request it with format=full")
+        raise CallerRefused(403, "token has no instance claims; request it with format=full")
     if engine.get("project_id") != deps.settings.project:
-        raise Refused(403, f"token is from project {engine.get('project_id')!r}, not {deps.settings.project!r}")
+        raise CallerRefused(403, f"token is from project {engine.get('project_id')!r}, not {deps.settings.project!r}")
     if not claims.get("email_verified", False):
-        raise Refused(403, f"token is for {claims.get('email')!r}, whose email is not verified")
+        raise CallerRefused(403, f"token is for {claims.get('email')!r}, whose email is not verified")
     return VmCaller(token=token, email=str(claims.get("email") or ""), instance_name=str(engine["instance_name"]),
                     zone=str(engine["zone"]).rsplit("/", 1)[-1], instance_id=str(engine.get("instance_id") or ""),
                     claims=dict(claims))

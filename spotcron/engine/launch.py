@@ -21,14 +21,14 @@ from zoneinfo import ZoneInfo
 from spotcron.core.cron.schedule import CronSchedule, load_time_zone, parse_schedule
 from spotcron.core.durations import format_duration
 from spotcron.core.errors import SpotcronError
-from spotcron.core.runs import RunRecord, RunState, StateChange, manual_run_id, scheduled_run_id
+from spotcron.core.runs import RunRecord, RunState, manual_run_id, scheduled_run_id
 from spotcron.core.spec import JobSpec
 from spotcron.engine import transitions as t
 from spotcron.engine.advice import placed
 from spotcron.engine.attempts import create_attempt
 from spotcron.engine.deps import Deps
 from spotcron.engine.queue import start_queued
-from spotcron.engine.steps import finish_ending, priced, step
+from spotcron.engine.steps import create, finish_ending, priced, step
 from spotcron.engine.store import run_sort_key
 
 log = logging.getLogger("spotcron.engine")
@@ -156,12 +156,7 @@ def _launch_one(deps: Deps, spec: JobSpec, tick: datetime | None, reading: datet
     # redelivered "run now" names the same run instead of starting a second one.
     suffix = spec.run_suffix  # the matrix entry and the repeat: each is a run of its own
     run_id = manual_run_id(requested_at, nonce, suffix) if manual else scheduled_run_id(tick, suffix)
-    record = RunRecord(
-        job=spec.name, run_id=run_id, variant=spec.variant, repeat=spec.repeat_index,
-        trigger="manual" if manual else "schedule",
-        tick=tick, created_at=now, updated_at=now, history=(StateChange(state=RunState.SCHEDULED, at=now),),
-        history_limit=spec.history_limit, spec=spec.to_payload(),
-    )
+    record = t.scheduled(spec, run_id, tick, now)
     if (pruned_through is not None and run_sort_key(run_id) <= run_sort_key(pruned_through)
             and deps.store.read(spec.name, run_id) is None):
         # A redelivery for a run that history pruning already deleted: recreating it would start
@@ -175,13 +170,13 @@ def _launch_one(deps: Deps, spec: JobSpec, tick: datetime | None, reading: datet
         read_as = f", read as {reading:%H:%M} UTC" if reading != tick else ""
         reason = (f"missed: the trigger arrived {late:.0f}s after its {tick:%H:%M} UTC tick{read_as} "
                   f"(starting_deadline {spec.starting_deadline}s)")
-        record = priced(deps, record.with_state(RunState.SKIPPED, now, reason))
-        created = deps.store.create(record)
+        record = priced(deps, t.skip(record, t.Skip(reason), now))
+        created = create(deps, record)
         # Its end is owed in the record just written; a duplicate finishes what a crashed first
         # delivery left owed.
         stored = record if created else deps.store.read(spec.name, run_id) or record
         return _outcome(finish_ending(deps, stored), duplicate=not created)
-    created = deps.store.create(record)
+    created = create(deps, record)
     if created and _pruned_meanwhile(deps, record):
         return LaunchOutcome(job=spec.name, run_id=run_id, state="dropped",
                              reason="older than the runs kept by history_limit", duplicate=True)

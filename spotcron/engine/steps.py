@@ -1,8 +1,10 @@
 """Apply one transition to a stored run record, then do what its new state calls for.
 
-`step` is the one writer of run records after their creation: it runs the pure transition inside
-`RunStore.update` (read, compute, write-if-unchanged, retried on conflict), prices a run that has
-just ended, and afterwards publishes the event and finishes the run's end.
+This module is the one writer of run records, and engine/transitions.py the one place that builds
+them: `create` stores a new record (`transitions.scheduled`, perhaps already skipped), and `step`
+runs a pure transition inside `RunStore.update` (read, compute, write-if-unchanged, retried on
+conflict), prices a run that has just ended, and afterwards publishes the event and finishes the
+run's end. tests/architecture/test_layers.py keeps it so.
 
 The end of a run is durable. Entering a terminal state records every end-of-run effect as owed
 in the same write (`RunRecord.with_state`): the `run.finished` event, settling the VM-hours
@@ -66,11 +68,16 @@ def step(deps: Deps, job: str, run_id: str, event: t.Event, *, now: datetime | N
     return Stepped(record, changed, refusal[0] if refusal else None)
 
 
+def create(deps: Deps, record: RunRecord) -> bool:
+    """Store a new run record; False when a record of that run already exists (a redelivery)."""
+    return deps.store.create(record)
+
+
 def priced(deps: Deps, record: RunRecord) -> RunRecord:
     if deps.run_cost is None:
         return record
     total, items = deps.run_cost(record)
-    return record.model_copy(update={"cost_usd": total, "cost_items": items})
+    return t.priced(record, total, items)
 
 
 def _after(deps: Deps, before: RunRecord, after: RunRecord, event: t.Event) -> None:

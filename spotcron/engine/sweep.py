@@ -21,6 +21,7 @@ names, one get each; without the index it deletes only stopped and overdue VMs.
 
 from __future__ import annotations
 
+import enum
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -131,18 +132,18 @@ def _sweep(deps: Deps, attention: Callable[..., bool]) -> SweepReport:
     for key, instance in list(instances.items()):
         run_key = (instance.labels.get("job", ""), instance.labels.get("run", ""))
         try:
-            reason = _reap_reason(deps, instance, records.get(run_key), markers.get(run_key, []), now,
-                                  run_known=index is not None and run_key not in unread)
-            if reason is None:
+            reap = _reap_reason(deps, instance, records.get(run_key), markers.get(run_key, []), now,
+                                run_known=index is not None and run_key not in unread)
+            if reap is None:
                 continue
             _deleted(deps, instance)
         except Exception as exc:  # noqa: BLE001 - one VM never stops the pass
             _failed(report, f"reaping {instance.name} (run {run_key[0]}/{run_key[1]})", exc)
             continue
         del instances[key]
-        report.deleted_vms.append((instance.name, reason))
-        log.info("sweep deleted %s: %s", instance.name, reason)
-        if reason.startswith("past its deadline"):
+        report.deleted_vms.append((instance.name, reap.reason))
+        log.info("sweep deleted %s: %s", instance.name, reap.reason)
+        if reap.why is ReapWhy.PAST_DEADLINE:
             timed_out.add(key)
 
     for record in records.values():
@@ -247,24 +248,39 @@ def needs_attention(deps: Deps, entries: list[LiveEntry], instances: dict[tuple[
     return entry.deadline is None or now > entry.deadline + DEADLINE_SLACK
 
 
+class ReapWhy(enum.Enum):
+    STOPPED = "stopped"
+    PAST_DEADLINE = "past its deadline"
+    RUN_ENDED = "run ended"
+    RUN_PRUNED = "run pruned"
+
+
+@dataclass(frozen=True)
+class Reap:
+    """Why the sweep deletes a VM: `why` for the code that branches on it, `reason` for people."""
+
+    why: ReapWhy
+    reason: str
+
+
 def _reap_reason(deps: Deps, instance: Instance, record: RunRecord | None, entries: list[LiveEntry],
-                 now: datetime, *, run_known: bool = True) -> str | None:
+                 now: datetime, *, run_known: bool = True) -> Reap | None:
     if instance.status in DEAD_STATUSES:
-        return f"{instance.status}: a stopped VM still bills its disk"
+        return Reap(ReapWhy.STOPPED, f"{instance.status}: a stopped VM still bills its disk")
     deadline = _deadline(deps, instance, record, entries)
     if deadline is not None and now > deadline + DEADLINE_SLACK:
-        return f"past its deadline {deadline:%Y-%m-%d %H:%M:%S} UTC"
+        return Reap(ReapWhy.PAST_DEADLINE, f"past its deadline {deadline:%Y-%m-%d %H:%M:%S} UTC")
     if not run_known or entries:
         return None  # its run is live (or its record could not be read): only status and deadline count
     if now - instance.created_at <= LIST_LAG:
         return None
     job, run_id = instance.labels.get("job", ""), instance.labels.get("run", "")
     if deps.store.read(job, run_id):
-        return "its run has already ended"
+        return Reap(ReapWhy.RUN_ENDED, "its run has already ended")
     # No record: an insert that hung until after its run ended and history_limit pruned it.
     floor = deps.store.pruned_through(job) if job and run_id else None
     if floor is not None and run_sort_key(run_id) <= run_sort_key(floor):
-        return "its run has ended and was pruned"
+        return Reap(ReapWhy.RUN_PRUNED, "its run has ended and was pruned")
     return None
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from spotcron.core import layout
-from spotcron.core.runs import Attempt, Effect, Outcome, Placement, RunRecord, RunState, vm_name
+from spotcron.core.runs import Attempt, Effect, Outcome, Placement, RunRecord, RunState, StateChange, vm_name
 from spotcron.core.spec import JobSpec
 
 
@@ -292,6 +292,21 @@ def begin(record: RunRecord, event: Begin, now: datetime) -> Result:
     if event.placement is not None:
         record = record.model_copy(update={"placement": event.placement})
     return record.with_attempt(event.attempt, now).with_state(RunState.STARTING, now)
+
+
+def scheduled(spec: JobSpec, run_id: str, tick: datetime | None, now: datetime) -> RunRecord:
+    """A new run of `spec` in `scheduled`: a tick's (`tick` set) or a manual one's (`tick` None)."""
+    return RunRecord(
+        job=spec.name, run_id=run_id, variant=spec.variant, repeat=spec.repeat_index,
+        trigger="schedule" if tick is not None else "manual",
+        tick=tick, created_at=now, updated_at=now, history=(StateChange(state=RunState.SCHEDULED, at=now),),
+        history_limit=spec.history_limit, spec=spec.to_payload(),
+    )
+
+
+def priced(record: RunRecord, total: float, items: dict[str, float]) -> RunRecord:
+    """What the ended run cost, as the engine's cost function worked it out."""
+    return record.model_copy(update={"cost_usd": total, "cost_items": items})
 
 
 def skip(record: RunRecord, event: Skip, now: datetime) -> Result:

@@ -14,7 +14,7 @@ from typing import Any
 
 from spotcron.core.errors import Transient
 from spotcron.engine.broker import grant
-from spotcron.engine.deployed import Refused, SpecStore
+from spotcron.engine.deployed import NotDeployed, SpecStore
 from spotcron.engine.deps import Deps
 from spotcron.engine.dispatch import DispatchState, dispatch
 from spotcron.engine.dispatch_specs import BucketSpecs, SpecSource
@@ -65,7 +65,7 @@ def handle_start(event_data: Any, event_time: datetime | None) -> None:
         spec = SpecStore(deps.blobs).resolve(request.job, request.digest)
         outcomes = launch(deps, spec, requested_at=request.requested_at, manual=request.manual,
                           nonce=request.nonce, tick=request.tick)
-    except Refused as exc:
+    except NotDeployed as exc:
         # Acknowledged: a message for a job or spec that was never deployed is someone else's doing
         # (a rogue publisher, an edited scheduler entry) or a stale one; it never starts anything.
         log.warning("start_job: refused a start message: %s", exc,

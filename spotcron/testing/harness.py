@@ -27,9 +27,8 @@ from spotcron.core.cron.schedule import load_time_zone, parse_schedule
 from spotcron.core.runs import RunRecord, vm_name
 from spotcron.core.settings import Settings
 from spotcron.core.spec import JobSpec
-from spotcron.engine.deployed import SpecStore, start_message
+from spotcron.engine.deployed import SpecStore, start_message, write_deployed
 from spotcron.engine.deps import Deps
-from spotcron.engine.dispatch_specs import write_deployed
 from spotcron.engine.messages import TICK_ATTRIBUTE, format_tick
 from spotcron.local.signer import instance_claims
 from spotcron.runtime import assets, entrypoints

@@ -7,7 +7,7 @@ import json
 from spotcron.deploy.desired import desired_state, function_environment
 from spotcron.deploy.planner import CREATE, DELETE, UPDATE
 from spotcron.deploy.resources import DEPLOYED_SPEC, FUNCTION, SCHEDULER_JOB, TOPIC
-from spotcron.engine.dispatch_specs import specs_version
+from spotcron.engine.deployed import specs_version
 from tests.deploy.conftest import JOBS_DIR, PROJECT, Deployer, make_settings
 from tests.deploy.fakes.cloud import FakeCloud
 

@@ -14,6 +14,7 @@ from spotcron.core import layout
 from spotcron.core.cron.schedule import load_time_zone, parse_schedule
 from spotcron.core.errors import Transient
 from spotcron.core.spec import JobSpec
+from spotcron.engine.deployed import specs_version, write_deployed
 from spotcron.engine.dispatch import (
     DispatchFailed,
     DispatchState,
@@ -22,7 +23,7 @@ from spotcron.engine.dispatch import (
     read_cursor,
     sweep_due,
 )
-from spotcron.engine.dispatch_specs import BucketSpecs, FixedSpecs, specs_version, write_deployed
+from spotcron.engine.dispatch_specs import BucketSpecs, FixedSpecs
 from spotcron.engine.launch import launch
 from spotcron.engine.messages import TICK_ATTRIBUTE, format_tick
 from spotcron.testing.harness import Harness, make_spec

@@ -271,12 +271,6 @@ class CronSchedule:
             out.append(after)
         return out
 
-    def describe(self) -> str:
-        """Plain English, e.g. "at 09:30 on Monday through Friday"."""
-        from spotcron.core.cron.describe import describe
-
-        return describe(self)
-
 
 # --- parsing ----------------------------------------------------------------------------------
 

@@ -1,0 +1,1 @@
+"""The rules docs/architecture.md states about the code's shape, checked on the source."""
