@@ -261,9 +261,9 @@ def print_stack(stack: StackProjection, table: PriceTable, region: str,
                 basis: tuple[str, str, bool] | None = None, other: StackProjection | None = None) -> None:
     from rich import box
 
-    from spotcron.cli._tables import Columns, print_table
     from spotcron.core.durations import format_duration
     from spotcron.cost.projection import MONTHLY_ITEMS
+    from spotcron.present.tables import Columns, print_table
 
     totals = stack.items()
     items = [k for k in MONTHLY_ITEMS if k != "gpu"]  # GPUs count under compute here; --json splits them
