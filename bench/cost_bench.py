@@ -1,7 +1,7 @@
 """Cost: the recipe's reference workload priced for spotcron's design and for the classic design.
 
 The workload is the one in Max Woolf's recipe: a bot on a Spot (preemptible) n1-standard-1,
-every 4 hours, 2 minutes of work. Both designs are priced by spotcron.cost.billing from the same price
+every 4 hours, 2 minutes of work. Both designs are priced by spotcron.cost.projection from the same price
 table, so the ratio shows the design, not a price change:
 
 - spotcron: a fresh VM per run, deleted when the work ends (its disk only while it exists),
@@ -20,16 +20,15 @@ from datetime import UTC, datetime
 
 from bench import Section
 from spotcron.core.spec import JobSpec
-from spotcron.cost.billing import (
-    DEFAULT_USAGE,
-    FunctionUse,
+from spotcron.cost.billing import DEFAULT_USAGE, FunctionUse
+from spotcron.cost.prices import PriceTable, load_prices
+from spotcron.cost.projection import (
     StackProjection,
     function_free_tier,
     project_job,
     project_stack,
     runs_per_month,
 )
-from spotcron.cost.prices import PriceTable, load_prices
 
 SCHEDULE = "0 */4 * * *"
 RUNTIME_S = 120.0

@@ -23,8 +23,8 @@ from bench import Section
 from bench.cost_bench import AS_OF, MACHINE, RUNTIME_S, classic_free_tier, reference_job, stack_of
 from spotcron.core.advice import Advice, ZoneAdvice
 from spotcron.core.settings import Settings
-from spotcron.cost.billing import runs_per_month
 from spotcron.cost.prices import PriceTable, load_prices
+from spotcron.cost.projection import runs_per_month
 from spotcron.engine.placement import place, region_of
 
 SNAPSHOT = Path(__file__).parent / "data" / "spot-us-2026-11-25.yaml"

@@ -13,18 +13,16 @@ from spotcron.cli import SpotcronGroup
 from spotcron.cli.cost import cost as cost_command
 from spotcron.core.runs import Attempt, RunRecord
 from spotcron.core.spec import JobSpec
-from spotcron.cost.billing import (
-    Usage,
-    billed_vm_seconds,
+from spotcron.cost.billing import Usage, billed_vm_seconds, run_cost
+from spotcron.cost.prices import load_prices
+from spotcron.cost.projection import (
     fire_minutes_per_month,
     project_job,
     project_specs,
     project_stack,
-    run_cost,
     runs_per_month,
     vm_seconds_from_history,
 )
-from spotcron.cost.prices import load_prices
 
 T0 = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 HOUR = 3600
@@ -530,21 +528,21 @@ def test_cost_counts_each_schedule_once_and_opens_the_bucket_once(tmp_path, monk
     import contextlib
 
     from spotcron.cli._bucket import RunsContext
-    from spotcron.cost import billing
+    from spotcron.cost import projection
     from spotcron.testing.memory import MemoryBlobs
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / ".spotcron" / "bucket").mkdir(parents=True)
     blobs = MemoryBlobs("spotcron-local")
     opened, counted = [], []
-    count_fires = billing._count_fires
+    count_fires = projection._count_fires
 
     def counting(cron, tz, start, end, *args):
         counted.append(start)
         return count_fires(cron, tz, start, end, *args)
 
-    monkeypatch.setattr(billing, "_count_fires", counting)
-    billing.runs_per_month.cache_clear()
+    monkeypatch.setattr(projection, "_count_fires", counting)
+    projection.runs_per_month.cache_clear()
 
     def open_blobs(bucket, state_dir):
         opened.append(state_dir)

@@ -205,7 +205,7 @@ def resolve(store: RunStore, ref: str, job: str | None, where: str) -> RunRecord
 
 
 def print_runs_table(out: Any, records: list[RunRecord], now: datetime) -> None:
-    from spotcron.cli._tables import Columns, print_table
+    from spotcron.present.tables import Columns, print_table
     from spotcron.present.views import DROP_ORDER, RUN_COLUMNS, run_row
 
     rows = [run_row(record, now) for record in records]

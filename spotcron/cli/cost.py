@@ -17,8 +17,8 @@ from spotcron.cli._common import console, given, jobs_option, load_specs, load_s
 
 if TYPE_CHECKING:
     from spotcron.core.runs import RunRecord
-    from spotcron.cost.billing import StackProjection
     from spotcron.cost.prices import PriceTable
+    from spotcron.cost.projection import StackProjection
 
 PRICES_ENV = "SPOTCRON_PRICES"
 
@@ -131,7 +131,7 @@ def cost(names: tuple[str, ...], jobs_dir: Path, stack_path: Path, runtime: str,
 
     from spotcron.core.durations import parse_duration
     from spotcron.core.errors import SpotcronError
-    from spotcron.cost.billing import project_specs
+    from spotcron.cost.projection import project_specs
 
     try:
         runtime_s = parse_duration(runtime)
@@ -261,9 +261,9 @@ def print_stack(stack: StackProjection, table: PriceTable, region: str,
                 basis: tuple[str, str, bool] | None = None, other: StackProjection | None = None) -> None:
     from rich import box
 
-    from spotcron.cli._tables import Columns, print_table
     from spotcron.core.durations import format_duration
-    from spotcron.cost.billing import MONTHLY_ITEMS
+    from spotcron.cost.projection import MONTHLY_ITEMS
+    from spotcron.present.tables import Columns, print_table
 
     totals = stack.items()
     items = [k for k in MONTHLY_ITEMS if k != "gpu"]  # GPUs count under compute here; --json splits them

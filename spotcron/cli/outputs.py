@@ -94,43 +94,22 @@ def logs(run: tuple[str, ...], job: str | None, attempt: int | None, follow: boo
 
 def _follow(ref: str, job: str | None, attempt: int | None, interval: float, bucket: str | None,
             state_dir: Path, timestamps: bool) -> None:
-    from spotcron.core.errors import SpotcronError
     from spotcron.engine.store import RunStore
-    from spotcron.present.views import pick_attempt
+    from spotcron.present.follow import ended_line, follow_run
 
     context = runs_context()
     where = describe(bucket, state_dir)
     err = console(stderr=True)
-    output: RunOutput | None = None
-    ended_seen = False
     # One bucket for every poll: each read goes to the bucket (or the local storage server's
     # files), so what the runner writes later is seen.
     with err.status(f"following {ref} in {where}…") as spinner, context.open_blobs(bucket, state_dir) as blobs:
         store = RunStore(blobs)
-        while True:
-            if output is None:
-                found = resolve(store, ref, job, where)
-                output = RunOutput(found.job, found.run_id, attempt=attempt, timestamps=timestamps,
-                                   notice=lambda text: err.print(f"[dim]{text}[/dim]"))
-            record = store.read(output.job, output.run_id)
-            if record is None:
-                raise SpotcronError(f"run {output.job}/{output.run_id} disappeared from {where} (pruned?)")
-            click.echo(output.poll(blobs, record), nl=False)
-            if record.terminal and not ended_seen:
-                # One more look once the run has ended: the last upload may have landed between
-                # this poll's log read and its record read, or a reader may lag by one write.
-                ended_seen = True
-                continue
-            if record.terminal:
-                if attempt is not None:
-                    pick_attempt(record, attempt)  # an attempt that will never come is an error
-                click.echo(output.finish(), nl=False)
-                break
-            spinner.update(f"{output.job}/{output.run_id} is {record.state}; waiting for more output…")
-            context.sleep(interval)
-    ended = record.state + (f": {record.reason}" if record.reason else "")
-    err.print(f"{output.job}/{output.run_id} ended {ended}" + ("" if output.printed_any else " (no logs)"),
-              markup=False)  # a reason may quote a job
+        found = resolve(store, ref, job, where)
+        output = RunOutput(found.job, found.run_id, attempt=attempt, timestamps=timestamps,
+                           notice=lambda text: err.print(f"[dim]{text}[/dim]"))
+        record = follow_run(store.read, blobs, output, where=where, write=lambda text: click.echo(text, nl=False),
+                            sleep=lambda: context.sleep(interval), waiting=spinner.update)
+    err.print(ended_line(output, record), markup=False)  # a reason may quote a job
 
 
 # --- spotcron results --------------------------------------------------------------------------
@@ -213,7 +192,7 @@ def results(run: tuple[str, ...], job: str | None, attempt: int | None, download
     if not files:
         out.print("no files")
     else:
-        from spotcron.cli._tables import Columns, print_table
+        from spotcron.present.tables import Columns, print_table
 
         print_table(out, Columns(RESULT_COLUMNS, ("sha256", "size"), frozenset({"size"})),
                     [file.cells() for file in files])

@@ -3,7 +3,6 @@ spread and interval; `--history` for each configuration per tick; tables, Markdo
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -52,7 +51,7 @@ def report(job: str, fmt: str, as_json: bool, show_history: bool, charts_dir: Pa
     interval. Run records come from the local bucket, --bucket gs://NAME or a --records folder."""
     from spotcron.core.errors import SpotcronError
     from spotcron.core.loader import load_job_file
-    from spotcron.present import exports
+    from spotcron.present.formats import render_report
     from spotcron.present.history import benchmark_history
     from spotcron.present.report import benchmark_report
 
@@ -82,36 +81,17 @@ def report(job: str, fmt: str, as_json: bool, show_history: bool, charts_dir: Pa
 
         written = write_charts(result, charts_dir, history)
     charts = [str(p) for p in written]
-    if show_history:
-        assert history is not None
-        if fmt == "json":
-            click.echo(json.dumps({**history.to_json(), "charts": charts}, indent=2))
-        elif fmt in ("csv", "csv-runs"):
-            click.echo(exports.history_csv(history), nl=False)
-        elif fmt == "md":
-            click.echo(exports.history_markdown(history), nl=False)
-        else:
-            from spotcron.cli._tables import print_whole
-
-            print_whole(console(), exports.history_table(history))
-    elif fmt == "json":
-        click.echo(exports.json_text(result, charts=charts))
-    elif fmt == "csv":
-        click.echo(exports.csv_text(result), nl=False)
-    elif fmt == "csv-runs":
-        click.echo(exports.runs_csv(result), nl=False)
-    elif fmt == "md":
-        click.echo(exports.markdown(result), nl=False)
+    rendered = render_report(result, fmt, history=history if show_history else None, charts=charts)
+    if isinstance(rendered, str):
+        click.echo(rendered, nl=False)
     else:
-        from spotcron.cli._tables import print_whole
+        from spotcron.present.tables import print_whole
 
         out = console()
-        for table in exports.rich_tables(result):
-            print_whole(out, table)
-        for line in exports.problem_lines(result):
-            out.print(f"metrics.json problem: {line}", markup=False)
-        for line in exports.unmeasured_lines(result):
-            out.print(f"not measured: {line}", markup=False)
+        for renderable in rendered.renderables:
+            print_whole(out, renderable)
+        for line in rendered.lines:
+            out.print(line, markup=False)
     if fmt in ("table", "md"):
         for path in charts:
             click.echo(f"chart: {path}", err=fmt == "md")  # keeps the Markdown on stdout clean

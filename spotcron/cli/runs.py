@@ -41,6 +41,7 @@ from spotcron.cli.outputs import logs, results
 
 if TYPE_CHECKING:
     from spotcron.core.runs import RunRecord
+    from spotcron.present.follow import Streams
 
 __all__ = ["COMMANDS", "RunsContext", "logs", "results", "run", "runs", "status"]
 
@@ -137,7 +138,7 @@ def status(project: str | None, bucket: str | None, state_dir: Path) -> None:
       spotcron status
       spotcron status --bucket gs://my-project-spotcron --project my-project
     """
-    from spotcron.cli._tables import Columns, print_table
+    from spotcron.present.tables import Columns, print_table
     from spotcron.present.views import LIVE_COLUMNS, LIVE_DROP_ORDER, STATE_STYLES, live_row, newest_first
 
     if project and not bucket and given("project"):
@@ -161,7 +162,7 @@ def status(project: str | None, bucket: str | None, state_dir: Path) -> None:
 
 
 def _print_vms(out: Any, instances: list[Any], live: set[tuple[str, str]], project: str, now: datetime) -> None:
-    from spotcron.cli._tables import Columns, print_table
+    from spotcron.present.tables import Columns, print_table
     from spotcron.present.views import format_age
 
     if not instances:
@@ -234,11 +235,11 @@ def run(job_or_file: str, cloud: bool, project: str | None, topic: str | None, t
         nonce = _publish_start(spec, project or settings.project, topic or settings.start_topic, bucket,
                                quiet=follow)
         if follow:
-            streams = Streams(timestamps)
+            streams = _streams(timestamps)
             records = _follow_cloud(spec, nonce, bucket or f"gs://{settings.bucket}", state_dir, streams, timeout_s)
             raise click.exceptions.Exit(streams.outcome(records))
         return
-    streams = Streams(timestamps) if follow else None
+    streams = _streams(timestamps) if follow else None
     records = _run_locally(spec, state_dir, timeout_s or float(spec.timeout + settings.grace), settings.limits,
                            streams)
     if streams is not None:
@@ -253,46 +254,14 @@ def run(job_or_file: str, cloud: bool, project: str | None, topic: str | None, t
         raise click.exceptions.Exit(1)
 
 
-class Streams:
-    """`run --follow`: each run's output to stdout as it reaches the bucket, then the outcome."""
+def _streams(timestamps: bool) -> Streams:
+    """`run --follow`'s output: the jobs' output on stdout, notices and outcomes on stderr."""
+    from spotcron.present.follow import Streams
 
-    def __init__(self, timestamps: bool):
-        self.timestamps = timestamps
-        self.outputs: dict[tuple[str, str], Any] = {}
-        self.err = console(stderr=True)
-
-    def start(self, started: list[tuple[str, str]]) -> None:
-        from spotcron.present.logs import RunOutput
-
-        several = len(started) > 1  # a matrix: each line says whose it is
-        for job, run_id in started:
-            self.outputs[(job, run_id)] = RunOutput(
-                job, run_id, label=run_id if several else "", timestamps=self.timestamps,
-                notice=lambda text, run=run_id: self.err.print(f"[dim]{run}: {text}[/dim]"))
-
-    def poll(self, blobs: Any, records: list[RunRecord]) -> None:
-        for record in records:
-            output = self.outputs.get((record.job, record.run_id))
-            if output is not None:
-                click.echo(output.poll(blobs, record), nl=False)
-
-    def outcome(self, records: list[RunRecord]) -> int:
-        """The last of the output, a line per run on stderr, and the exit status: the job's code."""
-        from spotcron.core.runs import RunState
-
-        for output in self.outputs.values():
-            click.echo(output.finish(), nl=False)
-        for record in records:
-            code = f", exit {record.exit_code}" if record.exit_code is not None else ""
-            why = f": {' '.join(record.reason.split())}" if record.reason and record.state != RunState.SUCCEEDED else ""
-            self.err.print(f"{record.job}/{record.run_id} {record.state}{code}{why}", markup=False, highlight=False,
-                           soft_wrap=True)
-        unfinished = len(records) < len(self.outputs) or any(not r.terminal for r in records)
-        failed = [r for r in records if r.state != RunState.SUCCEEDED]
-        if not failed and not unfinished:
-            return 0
-        codes = [r.exit_code for r in failed if r.exit_code]
-        return codes[0] if codes else 1
+    err = console(stderr=True)
+    return Streams(timestamps, write=lambda text: click.echo(text, nl=False),
+                   notice=lambda text: err.print(f"[dim]{text}[/dim]"),
+                   report=lambda line: err.print(line, markup=False, highlight=False, soft_wrap=True))
 
 
 def _run_locally(spec: Any, state_dir: Path, timeout_s: float, limits: Any = None,
@@ -335,31 +304,25 @@ def _follow_runs(started: list[tuple[str, str]], state_dir: Path, timeout_s: flo
                  streams: Streams | None = None) -> list[RunRecord]:
     """Ask the running `up` for the runs' records until every run has ended (or `timeout_s`);
     with `streams`, print their output from the bucket meanwhile (`up` serves it on disk)."""
+    from spotcron.present.follow import wait_for_runs
+
     context = runs_context()
-    records: list[RunRecord] = []
-    waited = 0.0
     if streams is not None:
         streams.start(started)
     bucket = context.open_blobs(None, state_dir) if streams is not None else contextlib.nullcontext(None)
     waiting = err.status(f"waiting for {', '.join(r for _, r in started)}…") if streams is None \
         else contextlib.nullcontext()
     with waiting as spinner, bucket as blobs:
-        while True:
-            records = [r for r in context.handed_records(state_dir, started) if r is not None]
-            if streams is not None:
-                streams.poll(blobs, records)
-            if len(records) == len(started) and all(r.terminal for r in records):
-                if streams is not None:
-                    streams.poll(blobs, records)  # what the last upload added
-                return records
-            if waited >= timeout_s:
-                err.print(f"[yellow]gave up waiting after {timeout_s:.0f}s[/yellow]: the runs go on in the running "
-                          "`spotcron up`; `spotcron runs` shows them")
-                return records
-            if spinner is not None:
-                spinner.update(", ".join(f"{r.run_id} {r.state}" for r in records))
-            context.sleep(FOLLOW_POLL_S)
-            waited += FOLLOW_POLL_S
+        followed = wait_for_runs(
+            lambda: [r for r in context.handed_records(state_dir, started) if r is not None], len(started),
+            sleep=context.sleep, every_s=FOLLOW_POLL_S, limit_s=timeout_s,
+            poll=(lambda records: streams.poll(blobs, records)) if streams is not None else lambda records: None,
+            waiting=(lambda records: spinner.update(", ".join(f"{r.run_id} {r.state}" for r in records)))
+            if spinner is not None else lambda records: None)
+    if not followed.ended:
+        err.print(f"[yellow]gave up waiting after {timeout_s:.0f}s[/yellow]: the runs go on in the running "
+                  "`spotcron up`; `spotcron runs` shows them")
+    return followed.records
 
 
 def _publish_start(spec: Any, project: str, topic: str, bucket: str | None, *, quiet: bool = False) -> str:
@@ -406,6 +369,7 @@ def _follow_cloud(spec: Any, nonce: str, bucket: str, state_dir: Path, streams: 
     from spotcron.core.errors import SpotcronError
     from spotcron.core.runs import tick_of
     from spotcron.engine.store import RunStore
+    from spotcron.present.follow import wait_for_runs
 
     context = runs_context()
     expected = len(spec.variants())
@@ -425,19 +389,14 @@ def _follow_cloud(spec: Any, nonce: str, bucket: str, state_dir: Path, streams: 
             context.sleep(CLOUD_POLL_S)
             waited += CLOUD_POLL_S
         streams.start(started)
-        records: list[RunRecord] = []
-        while True:
-            records = [r for r in (store.read(j, r) for j, r in started) if r is not None]
-            streams.poll(blobs, records)
-            if len(records) == len(started) and all(r.terminal for r in records):
-                streams.poll(blobs, records)  # what the last upload added
-                return records
-            if waited >= limit:
-                streams.err.print(f"[yellow]gave up waiting after {waited:.0f}s[/yellow]: the runs go on; "
-                                  f"`spotcron runs {spec.name} --bucket {bucket}` shows them")
-                return records
-            context.sleep(CLOUD_POLL_S)
-            waited += CLOUD_POLL_S
+        followed = wait_for_runs(
+            lambda: [r for r in (store.read(j, r) for j, r in started) if r is not None], len(started),
+            sleep=context.sleep, every_s=CLOUD_POLL_S, limit_s=limit, waited_s=waited,
+            poll=lambda records: streams.poll(blobs, records))
+    if not followed.ended:
+        console(stderr=True).print(f"[yellow]gave up waiting after {followed.waited_s:.0f}s[/yellow]: the runs go on; "
+                                   f"`spotcron runs {spec.name} --bucket {bucket}` shows them")
+    return followed.records
 
 
 COMMANDS = [runs, logs, results, status, run]

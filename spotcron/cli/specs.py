@@ -26,9 +26,9 @@ def validate(paths: tuple[Path, ...], jobs_dir: Path, stack_path: Path) -> None:
       spotcron validate
       spotcron validate jobs/hello-bot.yaml
     """
-    from spotcron.cli._tables import Columns, print_table
     from spotcron.core.durations import format_duration
     from spotcron.core.errors import ConfigError, Problem
+    from spotcron.present.tables import Columns, print_table
 
     targets = list(paths) or [jobs_dir]
     specs = load_specs(targets, stack_path)
@@ -134,7 +134,7 @@ def next_(job_or_file: str, count: int, after: str | None, as_json: bool, jobs_d
     for number, fire in enumerate(fires, 1):
         local = fire.astimezone(zone)
         table.add_row(str(number), f"{local:%a %Y-%m-%d %H:%M %Z (%z)}", f"{fire.astimezone(UTC):%a %Y-%m-%d %H:%M}")
-    from spotcron.cli._tables import print_whole
+    from spotcron.present.tables import print_whole
 
     print_whole(out, table)
     if len(fires) < count:

@@ -1,2 +1,2 @@
 """Money: `prices` loads dated, sourced price tables; `billing` is the arithmetic of what a run
-cost and what a job will cost a month."""
+cost (it ships to the functions); `projection` is what a job will cost a month (it does not)."""

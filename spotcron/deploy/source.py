@@ -25,8 +25,11 @@ from spotcron.runtime import assets
 
 # The functions run core, cost, engine, gcp and runtime, and render the runner's cloud-init.
 # Everything else (cli, deploy, local, present, testing) stays out: smaller archive, faster cold
-# starts, and no test double or deployer code on the runtime's import path.
-SHIPPED = ("spotcron/__init__.py", "spotcron/core/", "spotcron/cost/", "spotcron/engine/", "spotcron/gcp/",
+# starts, and no test double or deployer code on the runtime's import path. Of cost, only what
+# prices a run as it ends: the monthly projection (cost/projection.py) is for `spotcron cost`.
+RUN_COST = ("spotcron/cost/__init__.py", "spotcron/cost/billing.py", "spotcron/cost/prices.py",
+            "spotcron/cost/transfer.py", "spotcron/cost/data/")
+SHIPPED = ("spotcron/__init__.py", "spotcron/core/", *RUN_COST, "spotcron/engine/", "spotcron/gcp/",
            "spotcron/runtime/", "vm_images/runner/")
 _SKIPPED_PARTS = frozenset({"__pycache__", ".pytest_cache", ".ruff_cache"})
 _SKIPPED_SUFFIXES = (".pyc", ".pyo")

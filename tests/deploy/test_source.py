@@ -18,7 +18,7 @@ def tree(root: Path) -> Path:
     make_source_root(root)
     (root / "functions" / "requirements.txt").write_text("functions-framework\n")
     for rel in ("spotcron/core/spec.py", "spotcron/engine/launch.py", "spotcron/cost/data/prices.yaml",
-                "spotcron/cli/__init__.py", "spotcron/deploy/planner.py", "spotcron/__pycache__/spec.cpython-311.pyc",
+                "spotcron/cost/billing.py", "spotcron/cost/projection.py", "spotcron/cli/__init__.py", "spotcron/deploy/planner.py", "spotcron/__pycache__/spec.cpython-311.pyc",
                 "vm_images/runner/cloud-init.yaml", "vm_images/bot/Dockerfile"):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(f"# {rel}\n")
@@ -28,7 +28,7 @@ def tree(root: Path) -> Path:
 def test_archive_holds_the_runtime_and_not_the_deployer(tmp_path: Path) -> None:
     bundle = build_source(tree(tmp_path))
     assert bundle.files == (
-        "main.py", "requirements.txt", "spotcron/__init__.py", "spotcron/core/spec.py",
+        "main.py", "requirements.txt", "spotcron/__init__.py", "spotcron/core/spec.py", "spotcron/cost/billing.py",
         "spotcron/cost/data/prices.yaml", "spotcron/engine/launch.py", "vm_images/runner/cloud-init.yaml",
         "vm_images/runner/runner.sh")
     with zipfile.ZipFile(io.BytesIO(bundle.data)) as archive:
@@ -84,8 +84,10 @@ def test_the_real_checkout_builds(tmp_path: Path) -> None:
     assert not [f for f in bundle.files if f.startswith(("spotcron/cli/", "spotcron/deploy/", "tests/"))]
 
 
-# What must never reach the functions: test support, presentation, local mode, the deployer.
-NOT_SHIPPED = ("spotcron.testing", "spotcron.present", "spotcron.local", "spotcron.cli", "spotcron.deploy")
+# What must never reach the functions: test support, presentation, local mode, the deployer, and
+# the monthly projection (the functions price runs, never schedules).
+NOT_SHIPPED = ("spotcron.testing", "spotcron.present", "spotcron.local", "spotcron.cli", "spotcron.deploy",
+               "spotcron.cost.projection")
 
 
 def test_the_real_archive_holds_no_test_support_or_presentation_and_imports_none(tmp_path: Path) -> None:
@@ -96,6 +98,7 @@ def test_the_real_archive_holds_no_test_support_or_presentation_and_imports_none
     bundle = build_source(root)
     shipped_modules = {f.removesuffix(".py").replace("/", ".") for f in bundle.files if f.endswith(".py")}
     assert not [m for m in shipped_modules if m.startswith(NOT_SHIPPED)]
+    assert "spotcron.cost.billing" in shipped_modules  # what the engine prices a run's end with
     assert not [f for f in bundle.files if f.startswith("spotcron/") and f.endswith((".png", ".html", ".css"))]
     reaching = []
     with zipfile.ZipFile(io.BytesIO(bundle.data)) as archive:
@@ -105,6 +108,8 @@ def test_the_real_archive_holds_no_test_support_or_presentation_and_imports_none
             for node in ast.walk(ast.parse(archive.read(name))):
                 targets = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                     [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+                if isinstance(node, ast.ImportFrom) and node.module:  # `from spotcron.cost import projection`
+                    targets += [f"{node.module}.{a.name}" for a in node.names]
                 reaching += [f"{name}: {t}" for t in targets if t.startswith(NOT_SHIPPED)]
     assert reaching == []
     requirements = (root / "functions" / "requirements.txt").read_text()

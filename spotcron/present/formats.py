@@ -1,0 +1,55 @@
+"""A benchmark report, or its history, in the output format asked for.
+
+Every format but `table` is text, ready for a file or a pipe. `table` is for a terminal: rich
+tables, which only the caller's console can lay out (its width, whether it is a terminal), and the
+plain lines that follow them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from spotcron.present import exports
+from spotcron.present.history import BenchmarkHistory
+from spotcron.present.report import BenchmarkReport
+
+FORMATS = exports.FORMATS
+
+
+@dataclass(frozen=True)
+class Tables:
+    """The `table` format: renderables to print whole (never cut), then lines to print as they are."""
+
+    renderables: list[Any]
+    lines: list[str] = field(default_factory=list)
+
+
+def render_report(report: BenchmarkReport, fmt: str, *, history: BenchmarkHistory | None = None,
+                  charts: Sequence[str] = ()) -> str | Tables:
+    """`report` in `fmt` (one of FORMATS); with `history`, the history instead. `charts` are the
+    paths of the charts written, which JSON lists. Text ends with a newline."""
+    if fmt not in FORMATS:
+        raise ValueError(f"format {fmt!r}: use one of {', '.join(FORMATS)}")
+    charts = list(charts)
+    if history is not None:
+        if fmt == "json":
+            return json.dumps({**history.to_json(), "charts": charts}, indent=2) + "\n"
+        if fmt in ("csv", "csv-runs"):
+            return exports.history_csv(history)
+        if fmt == "md":
+            return exports.history_markdown(history)
+        return Tables([exports.history_table(history)])
+    if fmt == "json":
+        return exports.json_text(report, charts=charts) + "\n"
+    if fmt == "csv":
+        return exports.csv_text(report)
+    if fmt == "csv-runs":
+        return exports.runs_csv(report)
+    if fmt == "md":
+        return exports.markdown(report)
+    lines = [f"metrics.json problem: {line}" for line in exports.problem_lines(report)]
+    lines += [f"not measured: {line}" for line in exports.unmeasured_lines(report)]
+    return Tables(exports.rich_tables(report), lines)
