@@ -19,8 +19,8 @@ from typing import Any
 
 from spotcron.core.errors import NotFound
 from spotcron.core.layout import DEPLOYED
-from spotcron.deploy.calls import Caller, DeployError
-from spotcron.deploy.clients import Clients
+from spotcron.gcp.admin.calls import Caller, DeployError
+from spotcron.gcp.admin.clients import Clients
 from spotcron.deploy.iam import conditions, managed_members, managed_roles
 from spotcron.deploy.naming import Names, function_id, member
 from spotcron.deploy.policies import get_policy, managed_view

@@ -23,8 +23,8 @@ from spotcron.core.errors import NotFound, Transient
 from spotcron.core.settings import Settings
 from spotcron.deploy.actual import Actual, read_actual
 from spotcron.deploy.apply import retired_accounts
-from spotcron.deploy.calls import Caller, DeployError
-from spotcron.deploy.clients import Clients
+from spotcron.gcp.admin.calls import Caller, DeployError
+from spotcron.gcp.admin.clients import Clients
 from spotcron.deploy.desired import desired_state
 from spotcron.deploy.executor import ApiExecutor, Outcome
 from spotcron.deploy.handlers import Context

@@ -15,7 +15,7 @@ from spotcron.core.loader import load_jobs
 from spotcron.core.settings import Settings
 from spotcron.core.spec import JobSpec
 from spotcron.deploy.apply import DeployResult, PlanResult, SilentReporter, compute_plan, run_deploy
-from spotcron.deploy.calls import Caller
+from spotcron.gcp.admin.calls import Caller
 from spotcron.deploy.planner import Action
 from spotcron.deploy.source import SourceBundle, build_source
 from tests.deploy.fakes.cloud import FakeCloud

@@ -11,7 +11,7 @@ import pytest
 
 from spotcron.core.spec import JobSpec
 from spotcron.deploy.apply import DeployFailed
-from spotcron.deploy.calls import DeployError
+from spotcron.gcp.admin.calls import DeployError
 from spotcron.deploy.planner import DELETE, UPDATE
 from spotcron.deploy.resources import DEPLOYED_SPEC, FUNCTION, SCHEDULER_JOB, SOURCE
 from spotcron.deploy.source import build_source
