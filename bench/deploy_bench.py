@@ -39,7 +39,7 @@ def _apply(n_jobs: int, latency_s: float, concurrency: int, source: Any) -> tupl
     """(seconds, API calls) of a deploy from nothing; returns the fake, still running."""
     from spotcron.core.settings import Settings
     from spotcron.deploy.apply import SilentReporter, run_deploy
-    from spotcron.deploy.calls import Caller
+    from spotcron.gcp.admin.calls import Caller
     from tests.deploy.fakes.cloud import FakeCloud
 
     cloud = FakeCloud(PROJECT, latency_s=latency_s).start()
@@ -55,7 +55,7 @@ def _plan(cloud: Any, n_jobs: int, source: Any) -> tuple[float, int, int]:
     """(seconds, API calls, actions) of a plan over the deployed stack."""
     from spotcron.core.settings import Settings
     from spotcron.deploy.apply import compute_plan
-    from spotcron.deploy.calls import Caller
+    from spotcron.gcp.admin.calls import Caller
 
     settings = Settings(project=PROJECT, bucket=f"{PROJECT}-spotcron")
     clients = cloud.clients(pool_size=CONCURRENCY)

@@ -32,10 +32,25 @@ DEFAULT_STATE_DIR = ".spotcron"
 PIPE_WIDTH = 200
 
 
-def _open_bucket(bucket: str | None, state_dir: Path) -> AbstractContextManager[Blobs]:
-    from spotcron.local.blobs import open_bucket
+@contextlib.contextmanager
+def open_bucket(bucket: str | None, state_dir: Path) -> Iterator[Blobs]:
+    """The results bucket: `gs://NAME` on Google Cloud, else the local one under `state_dir`.
 
-    return open_bucket(bucket, state_dir)
+    The one place that tells the two apart; every command opens its bucket through
+    RunsContext.open_blobs, which defaults to this."""
+    if bucket:
+        from spotcron.core.errors import SpotcronError
+        from spotcron.gcp.storage import GcsBlobs
+
+        name = bucket.removeprefix("gs://").strip("/")
+        if not name or "/" in name:
+            raise SpotcronError(f"--bucket {bucket!r} is not a bucket; write gs://NAME")
+        yield GcsBlobs(name)
+        return
+    from spotcron.local.blobs import open_local_bucket
+
+    with open_local_bucket(state_dir) as blobs:
+        yield blobs
 
 
 def _google_compute(project: str) -> Compute:
@@ -45,13 +60,9 @@ def _google_compute(project: str) -> Compute:
 
 
 def _publisher(emulator_host: str | None) -> Any:
-    if emulator_host:
-        from spotcron.gcp.pubsub import emulator_publisher
+    from spotcron.gcp.pubsub import default_publisher, emulator_publisher
 
-        return emulator_publisher(emulator_host)
-    from google.cloud import pubsub_v1
-
-    return pubsub_v1.PublisherClient()
+    return emulator_publisher(emulator_host) if emulator_host else default_publisher()
 
 
 def _hand_off(state_dir: Path, payload: dict[str, Any]) -> list[tuple[str, str]] | None:
@@ -107,7 +118,7 @@ def _launch(url: str) -> None:
 class RunsContext:
     """Everything these commands touch outside the process; swap any part in tests."""
 
-    open_blobs: Callable[[str | None, Path], AbstractContextManager[Blobs]] = _open_bucket
+    open_blobs: Callable[[str | None, Path], AbstractContextManager[Blobs]] = open_bucket
     now: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
     sleep: Callable[[float], None] = time.sleep
     compute: Callable[[str], Compute] = _google_compute

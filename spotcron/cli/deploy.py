@@ -18,13 +18,13 @@ import click
 from spotcron.cli._common import console, jobs_option, stack_option
 
 if TYPE_CHECKING:
-    from spotcron.deploy.calls import Caller
-    from spotcron.deploy.clients import Clients
     from spotcron.deploy.planner import Action
+    from spotcron.gcp.admin.calls import Caller
+    from spotcron.gcp.admin.clients import Clients
 
 
 def _default_clients(project: str, credentials: Any, concurrency: int) -> Clients:
-    from spotcron.deploy.clients import Clients
+    from spotcron.gcp.admin.clients import Clients
 
     return Clients(project, credentials, pool_size=concurrency)
 
@@ -36,7 +36,7 @@ def _default_compute(project: str, credentials: Any) -> Any:
 
 
 def _default_credentials(project: str) -> Any:
-    from spotcron.deploy.validate import default_credentials
+    from spotcron.gcp.admin.credentials import default_credentials
 
     return default_credentials(project)
 
@@ -128,9 +128,9 @@ def deploy(ctx: click.Context, jobs_dir: Path, stack_path: Path, dry_run: bool, 
     from spotcron.cli._common import load_stack
     from spotcron.core.loader import load_jobs
     from spotcron.deploy.apply import run_deploy
-    from spotcron.deploy.calls import Caller, DeployError
     from spotcron.deploy.source import build_source
     from spotcron.deploy.validate import preflight
+    from spotcron.gcp.admin.calls import Caller, DeployError
 
     env: DeployContext = ctx.obj if isinstance(ctx.obj, DeployContext) else DeployContext()
     out = console()
@@ -186,9 +186,9 @@ def destroy(ctx: click.Context, stack_path: Path, dry_run: bool, assume_yes: boo
     bucket, with every run's logs and results, is kept unless --delete-results is given.
     """
     from spotcron.cli._common import load_stack
-    from spotcron.deploy.calls import Caller, DeployError, MissingCredentials
     from spotcron.deploy.destroy import format_destroy, run_destroy
     from spotcron.deploy.validate import preflight
+    from spotcron.gcp.admin.calls import Caller, DeployError, MissingCredentials
 
     env: DeployContext = ctx.obj if isinstance(ctx.obj, DeployContext) else DeployContext()
     out = console()

@@ -7,8 +7,8 @@
     apply.py     read → plan → confirm → apply → re-plan, the whole command
     iam.py       every IAM binding, with its reason; the security rules
     source.py    the functions' reproducible source archive
-    clients.py   Google's clients, created lazily; calls.py: retries and error translation
 
-Nothing here is imported by the deployed functions; Google's libraries are imported inside the
-functions that use them, so `spotcron --help` stays fast.
+Google's clients, the calls' error mapping and retries, and Google's typed messages live in
+spotcron/gcp/admin/; nothing here imports Google's libraries. Nothing here is imported by the
+deployed functions.
 """

@@ -19,8 +19,6 @@ from typing import Any
 
 from spotcron.core.errors import NotFound
 from spotcron.core.layout import DEPLOYED
-from spotcron.deploy.calls import Caller, DeployError
-from spotcron.deploy.clients import Clients
 from spotcron.deploy.iam import conditions, managed_members, managed_roles
 from spotcron.deploy.naming import Names, function_id, member
 from spotcron.deploy.policies import get_policy, managed_view
@@ -52,6 +50,8 @@ from spotcron.deploy.resources import (
     managed_lifecycle_rule,
     split_policy_name,
 )
+from spotcron.gcp.admin.calls import Caller, DeployError
+from spotcron.gcp.admin.clients import Clients
 
 # Variables Google adds to every 2nd gen function; not ours, never a difference.
 SERVER_ADDED_ENV = frozenset({"LOG_EXECUTION_ID"})

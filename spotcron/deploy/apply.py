@@ -18,8 +18,6 @@ from spotcron.core.errors import NotFound, Transient
 from spotcron.core.settings import Settings
 from spotcron.core.spec import JobSpec
 from spotcron.deploy.actual import Actual, read_actual
-from spotcron.deploy.calls import Caller, DeployError
-from spotcron.deploy.clients import Clients
 from spotcron.deploy.desired import desired_state
 from spotcron.deploy.executor import ApiExecutor, Outcome
 from spotcron.deploy.handlers import Context
@@ -27,6 +25,8 @@ from spotcron.deploy.naming import Names
 from spotcron.deploy.planner import UPDATE, Action
 from spotcron.deploy.resources import FUNCTION, State
 from spotcron.deploy.source import SourceBundle
+from spotcron.gcp.admin.calls import Caller, DeployError
+from spotcron.gcp.admin.clients import Clients
 from spotcron.gcp.errors import ApiError
 
 URL_VARIABLES = frozenset({"SPOTCRON_JOB_DONE_URL", "SPOTCRON_CREDENTIALS_URL"})

@@ -23,8 +23,6 @@ from spotcron.core.errors import NotFound, Transient
 from spotcron.core.settings import Settings
 from spotcron.deploy.actual import Actual, read_actual
 from spotcron.deploy.apply import retired_accounts
-from spotcron.deploy.calls import Caller, DeployError
-from spotcron.deploy.clients import Clients
 from spotcron.deploy.desired import desired_state
 from spotcron.deploy.executor import ApiExecutor, Outcome
 from spotcron.deploy.handlers import Context
@@ -50,6 +48,8 @@ from spotcron.deploy.resources import (
     State,
     split_policy_name,
 )
+from spotcron.gcp.admin.calls import Caller, DeployError
+from spotcron.gcp.admin.clients import Clients
 from spotcron.gcp.errors import ApiError
 
 ACCOUNT_DISPLAY_PREFIX = "spotcron "  # what deploy names the accounts it creates

@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from spotcron.core.errors import AlreadyExists, NotFound, PreconditionFailed
-from spotcron.deploy.calls import Caller
-from spotcron.deploy.clients import Clients
 from spotcron.deploy.naming import Names
 from spotcron.deploy.planner import CREATE, DELETE, Action
 from spotcron.deploy.policies import update_policy
@@ -35,6 +33,9 @@ from spotcron.deploy.resources import (
     TOPIC,
     managed_lifecycle_rule,
 )
+from spotcron.gcp.admin import messages
+from spotcron.gcp.admin.calls import Caller, DeployError
+from spotcron.gcp.admin.clients import Clients
 
 FUNCTION_MASK = {
     "entry_point": "build_config.entry_point",
@@ -71,15 +72,8 @@ class Context:
 
 
 def _wait(ctx: Context, what: str, operation: Any) -> None:
-    from google.api_core.future.polling import DEFAULT_POLLING
-    from google.api_core.retry import Retry
-
-    polling = DEFAULT_POLLING.with_delay(initial=ctx.poll_initial, maximum=ctx.poll_maximum) \
-        .with_timeout(ctx.operation_timeout)
-    # A failed poll must surface (ctx.call retries it with our policy); the operations client's
-    # own default would retry it for many minutes.
-    no_retry = Retry(predicate=lambda exc: False, timeout=ctx.timeout)
-    ctx.call(what, operation.result, timeout=ctx.operation_timeout, polling=polling, retry=no_retry)
+    messages.wait_operation(ctx.call, what, operation, initial=ctx.poll_initial, maximum=ctx.poll_maximum,
+                            timeout=ctx.operation_timeout, poll_timeout=ctx.timeout)
 
 
 def _ignore_missing(fn: Callable[[], Any]) -> None:
@@ -90,12 +84,10 @@ def _ignore_missing(fn: Callable[[], Any]) -> None:
 # --- bucket -------------------------------------------------------------------------------------
 
 def _configure_bucket(bucket: Any, fields: Mapping[str, Any]) -> None:
-    from google.cloud.storage.bucket import LifecycleRuleDelete
-
     bucket.iam_configuration.uniform_bucket_level_access_enabled = fields["uniform_access"]
     bucket.iam_configuration.public_access_prevention = fields["public_access_prevention"]
     bucket.labels = {**dict(bucket.labels or {}), **fields["labels"]}
-    ours = [LifecycleRuleDelete(age=age, matches_prefix=list(prefixes)) for _, age, prefixes in fields["lifecycle"]]
+    ours = [messages.lifecycle_delete(age, prefixes) for _, age, prefixes in fields["lifecycle"]]
     others = [dict(rule) for rule in bucket.lifecycle_rules if not managed_lifecycle_rule(dict(rule))]
     bucket.lifecycle_rules = others + ours
 
@@ -167,8 +159,6 @@ def _wait_rest(ctx: Context, what: str, operation: dict[str, Any], poll: Callabl
     """Poll a REST long-running operation until done; its error becomes a DeployError."""
     import time
 
-    from spotcron.deploy.calls import DeployError
-
     delay, waited = ctx.poll_initial, 0.0
     while not operation.get("done"):
         if waited >= ctx.operation_timeout:
@@ -218,8 +208,6 @@ def firewall_body(name: str, fields: Mapping[str, Any]) -> dict[str, Any]:
 def _wait_compute(ctx: Context, what: str, operation: dict[str, Any]) -> None:
     """Poll a Compute Engine operation (its selfLink-less name under the project) until DONE."""
     import time
-
-    from spotcron.deploy.calls import DeployError
 
     network, delay, waited = ctx.clients.network, ctx.poll_initial, 0.0
     scope = f"regions/{ctx.names.region}" if operation.get("region") else "global"
@@ -294,37 +282,7 @@ def deployed_spec(action: Action, ctx: Context) -> None:
 
 def function_message(name: str, fields: Mapping[str, Any], names: Names) -> Any:
     """The functions_v2.Function for desired `fields` (see desired._function)."""
-    from google.cloud import functions_v2 as f
-
-    bucket_name, _, object_name = fields["source"].removeprefix("gs://").partition("/")
-    trigger = fields["trigger"]
-    return f.Function(
-        name=names.function_path(name),
-        labels=dict(fields["labels"]),
-        build_config=f.BuildConfig(
-            runtime=fields["runtime"],
-            entry_point=fields["entry_point"],
-            source=f.Source(storage_source=f.StorageSource(bucket=bucket_name, object_=object_name)),
-            service_account=f"projects/{names.project}/serviceAccounts/{fields['build_account']}",
-            docker_repository=fields["docker_repository"],
-        ),
-        service_config=f.ServiceConfig(
-            service_account_email=fields["service_account"],
-            environment_variables=dict(fields["environment"]),
-            ingress_settings=f.ServiceConfig.IngressSettings[fields["ingress"]],
-            available_memory=fields["memory"],
-            timeout_seconds=fields["timeout"],
-            max_instance_count=fields["max_instances"],
-            all_traffic_on_latest_revision=True,
-        ),
-        event_trigger=f.EventTrigger(
-            event_type=trigger["event_type"],
-            pubsub_topic=trigger["pubsub_topic"],
-            service_account_email=trigger["service_account"],
-            retry_policy=f.EventTrigger.RetryPolicy[trigger["retry_policy"]],
-            trigger_region=names.region,
-        ) if trigger else None,
-    )
+    return messages.function_message(names.function_path(name), fields, project=names.project, region=names.region)
 
 
 def function(action: Action, ctx: Context) -> None:
@@ -358,24 +316,7 @@ def function(action: Action, ctx: Context) -> None:
 # --- scheduler entries ----------------------------------------------------------------------------
 
 def scheduler_message(name: str, fields: Mapping[str, Any], names: Names) -> Any:
-    from datetime import timedelta
-
-    from google.cloud import scheduler_v1
-
-    retry = fields["retry"]
-    return scheduler_v1.Job(
-        name=names.scheduler_path(name),
-        description=fields["description"],
-        schedule=fields["schedule"],
-        time_zone=fields["time_zone"],
-        pubsub_target=scheduler_v1.PubsubTarget(topic_name=fields["topic"], data=fields["data"].encode()),
-        retry_config=scheduler_v1.RetryConfig(
-            retry_count=retry["retry_count"],
-            min_backoff_duration=timedelta(seconds=retry["min_backoff_s"]),
-            max_backoff_duration=timedelta(seconds=retry["max_backoff_s"]),
-            max_doublings=retry["max_doublings"],
-        ),
-    )
+    return messages.scheduler_message(names.scheduler_path(name), fields)
 
 
 def scheduler_job(action: Action, ctx: Context) -> None:

@@ -1,4 +1,5 @@
-"""IAM policies of six kinds of resource, read and written as one plain-dict shape.
+"""IAM policies of six kinds of resource, read and written as one plain-dict shape
+(gcp/admin/policies.py talks to each API).
 
 The shape is the REST JSON of google.iam.v1.Policy: {"bindings": [{"role", "members",
 "condition"?}], "etag", "version"}. Changes are applied read-modify-write on a fresh copy
@@ -11,9 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from spotcron.core.errors import AlreadyExists, SpotcronError
-from spotcron.deploy.calls import Caller
-from spotcron.deploy.clients import Clients
+from spotcron.core.errors import AlreadyExists
 from spotcron.deploy.iam import CONDITION_SEPARATOR, PUBLIC_MEMBERS, conditions, split_key
 from spotcron.deploy.naming import Names
 from spotcron.deploy.resources import (
@@ -25,96 +24,39 @@ from spotcron.deploy.resources import (
     POLICY_TOPIC,
     split_policy_name,
 )
-
-Policy = dict[str, Any]
-
-
-def _pb_to_dict(message: Any) -> Policy:
-    from google.protobuf import json_format
-
-    return json_format.MessageToDict(message)
+from spotcron.gcp.admin import policies as gpolicies
+from spotcron.gcp.admin.calls import Caller
+from spotcron.gcp.admin.clients import Clients
+from spotcron.gcp.admin.policies import Policy
 
 
-def _dict_to_pb(policy: Policy) -> Any:
-    from google.iam.v1 import policy_pb2
-    from google.protobuf import json_format
-
-    return json_format.ParseDict(policy, policy_pb2.Policy(), ignore_unknown_fields=True)
-
-
-def _options() -> Any:
-    from google.iam.v1 import options_pb2
-
-    return options_pb2.GetPolicyOptions(requested_policy_version=3)
+def _where(names: Names, target: str) -> tuple[str, str]:
+    """(the API holding `target`'s policy, the resource's path there) for a "KIND:ID" target."""
+    kind, ident = split_policy_name(target)
+    if kind == POLICY_PROJECT:
+        return gpolicies.PROJECTS, f"projects/{ident}"
+    if kind == POLICY_TOPIC:
+        return gpolicies.TOPICS, names.topic_path(ident)
+    if kind == POLICY_SERVICE_ACCOUNT:
+        return gpolicies.SERVICE_ACCOUNTS, f"projects/{names.project}/serviceAccounts/{ident}"
+    if kind == POLICY_BUCKET:
+        return gpolicies.BUCKETS, ident
+    if kind == POLICY_FUNCTION:
+        return gpolicies.RUN_SERVICES, names.run_service_path(ident)
+    if kind == POLICY_REPOSITORY:
+        return gpolicies.REPOSITORIES, f"{names.location_path}/repositories/{ident}"
+    raise ValueError(f"unknown policy target {target!r}")
 
 
 def get_policy(clients: Clients, call: Caller, names: Names, target: str) -> Policy:
     """The current policy on `target` ("KIND:ID"); raises NotFound when the resource is missing."""
-    from google.iam.v1 import iam_policy_pb2
-
-    kind, ident = split_policy_name(target)
-    what = f"read the IAM policy of {target}"
-    if kind == POLICY_PROJECT:
-        request = iam_policy_pb2.GetIamPolicyRequest(resource=f"projects/{ident}", options=_options())
-        return _pb_to_dict(call(what, clients.projects.get_iam_policy, request=request, retry=None, timeout=clients.timeout))
-    if kind == POLICY_TOPIC:
-        request = iam_policy_pb2.GetIamPolicyRequest(resource=names.topic_path(ident), options=_options())
-        return _pb_to_dict(call(what, clients.publisher.get_iam_policy, request=request, retry=None, timeout=clients.timeout))
-    if kind == POLICY_SERVICE_ACCOUNT:
-        request = iam_policy_pb2.GetIamPolicyRequest(resource=f"projects/{names.project}/serviceAccounts/{ident}",
-                                                     options=_options())
-        return _pb_to_dict(call(what, clients.iam.get_iam_policy, request=request, retry=None, timeout=clients.timeout))
-    if kind == POLICY_BUCKET:
-        bucket = clients.storage.bucket(ident)
-        return dict(call(what, bucket.get_iam_policy, requested_policy_version=3, retry=None,
-                              timeout=clients.timeout).to_api_repr())
-    if kind == POLICY_FUNCTION:
-        return call(what, clients.run_iam.get_iam_policy, names.run_service_path(ident))
-    if kind == POLICY_REPOSITORY:
-        return call(what, clients.registry.get_iam_policy, f"{names.location_path}/repositories/{ident}")
-    raise ValueError(f"unknown policy target {target!r}")
+    api, resource = _where(names, target)
+    return gpolicies.get_policy(clients, call, f"read the IAM policy of {target}", api, resource)
 
 
 def set_policy(clients: Clients, call: Caller, names: Names, target: str, policy: Policy) -> None:
-    from google.iam.v1 import iam_policy_pb2
-
-    kind, ident = split_policy_name(target)
-    what = f"write the IAM policy of {target}"
-    # A stale etag answers 409/ABORTED: the caller re-reads and re-applies. A brand-new service
-    # account may not be visible to IAM for some seconds ("does not exist"): also worth a retry.
-    if kind == POLICY_PROJECT:
-        request = iam_policy_pb2.SetIamPolicyRequest(resource=f"projects/{ident}", policy=_dict_to_pb(policy))
-        call(what, clients.projects.set_iam_policy, request=request, retry=None, timeout=clients.timeout,
-             transient_if=_new_account_lag)
-    elif kind == POLICY_TOPIC:
-        request = iam_policy_pb2.SetIamPolicyRequest(resource=names.topic_path(ident), policy=_dict_to_pb(policy))
-        call(what, clients.publisher.set_iam_policy, request=request, retry=None, timeout=clients.timeout,
-             transient_if=_new_account_lag)
-    elif kind == POLICY_SERVICE_ACCOUNT:
-        request = iam_policy_pb2.SetIamPolicyRequest(
-            resource=f"projects/{names.project}/serviceAccounts/{ident}", policy=_dict_to_pb(policy))
-        call(what, clients.iam.set_iam_policy, request=request, retry=None, timeout=clients.timeout,
-             transient_if=_new_account_lag)
-    elif kind == POLICY_BUCKET:
-        from google.api_core.iam import Policy as ApiPolicy
-
-        bucket = clients.storage.bucket(ident)
-        call(what, bucket.set_iam_policy, ApiPolicy.from_api_repr(policy), retry=None, timeout=clients.timeout,
-             transient_if=_new_account_lag)
-    elif kind == POLICY_FUNCTION:
-        call(what, clients.run_iam.set_iam_policy, names.run_service_path(ident), policy,
-             transient_if=_new_account_lag)
-    elif kind == POLICY_REPOSITORY:
-        call(what, clients.registry.set_iam_policy, f"{names.location_path}/repositories/{ident}", policy,
-             transient_if=_new_account_lag)
-    else:
-        raise ValueError(f"unknown policy target {target!r}")
-
-
-def _new_account_lag(error: SpotcronError) -> bool:
-    # IAM answers "Service account X does not exist." for an account created seconds ago.
-    text = str(error)
-    return "does not exist" in text and "service account" in text.lower()
+    api, resource = _where(names, target)
+    gpolicies.set_policy(clients, call, f"write the IAM policy of {target}", api, resource, policy)
 
 
 def managed_view(policy: Policy, members: frozenset[str], roles: frozenset[str],

@@ -2,9 +2,9 @@
 vm_images/runner/ (start_job renders the VM's cloud-init from it), in a checkout's layout
 whether they come from a checkout or from a wheel's packaged copies (runtime/assets.py).
 
-What goes in is an allowlist (`SHIPPED`): a new package ships only once it is named here, so
-test support, presentation, local mode and the deployer can never reach the functions by
-accident.
+What goes in is an allowlist (`SHIPPED`, less `NOT_SHIPPED`): a new package ships only once it
+is named here, so test support, presentation, local mode and the deployer (its Google side in
+gcp/admin/ included) can never reach the functions by accident.
 
 The zip is byte-for-byte reproducible (sorted entries, fixed timestamps and modes), so its
 SHA-256 names it: `deploy/source-SHA.zip` exists in the bucket exactly when this code was
@@ -31,6 +31,8 @@ RUN_COST = ("spotcron/cost/__init__.py", "spotcron/cost/billing.py", "spotcron/c
             "spotcron/cost/transfer.py", "spotcron/cost/data/")
 SHIPPED = ("spotcron/__init__.py", "spotcron/core/", *RUN_COST, "spotcron/engine/", "spotcron/gcp/",
            "spotcron/runtime/", "vm_images/runner/")
+# Folders inside a shipped one that stay out all the same: gcp/admin is deploy's side of Google.
+NOT_SHIPPED = ("spotcron/gcp/admin/",)
 _SKIPPED_PARTS = frozenset({"__pycache__", ".pytest_cache", ".ruff_cache"})
 _SKIPPED_SUFFIXES = (".pyc", ".pyo")
 _FIXED_TIME = (1980, 1, 1, 0, 0, 0)
@@ -53,8 +55,8 @@ def _skipped(rel: str) -> bool:
 
 
 def _shipped(rel: str) -> bool:
-    return not _skipped(rel) and any(rel == entry or (entry.endswith("/") and rel.startswith(entry))
-                                     for entry in SHIPPED)
+    return not _skipped(rel) and not rel.startswith(NOT_SHIPPED) \
+        and any(rel == entry or (entry.endswith("/") and rel.startswith(entry)) for entry in SHIPPED)
 
 
 @dataclass(frozen=True)

@@ -1,22 +1,20 @@
-"""Checks that run before deploy makes any API call: settings, job names, credentials.
+"""Checks that run before deploy makes any API call: settings, job names, accounts, images.
 
 Job specs themselves are validated by spec_loader.load_jobs; these are the checks only deploy
 needs (a real project id, names Cloud Scheduler accepts). Every problem is reported at once.
+The credentials check asks Google's library, so it lives in gcp/admin/credentials.py.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from spotcron.core.errors import ConfigError, Problem
 from spotcron.core.settings import Settings
 from spotcron.core.spec import JobSpec
-from spotcron.deploy.calls import REQUIRED_APIS, MissingCredentials
-from spotcron.deploy.clients import SCOPES
 from spotcron.deploy.naming import Names, scheduler_id_problem
 
 PLACEHOLDER_PROJECT = "my-project"
@@ -141,26 +139,3 @@ def preflight(settings: Settings, jobs: Sequence[JobSpec], stack: Path | None,
                 + image_problems(settings, jobs, files))
     if problems:
         raise ConfigError(problems)
-
-
-CredentialsProvider = Callable[[str], Any]
-
-
-def apis_hint() -> str:
-    return "Deploy needs these APIs enabled: " + ", ".join(REQUIRED_APIS)
-
-
-def default_credentials(project: str) -> Any:
-    """Application Default Credentials, billed to `project`; DeployError says how to log in."""
-    import google.auth
-    from google.auth.exceptions import DefaultCredentialsError
-
-    try:
-        credentials, _ = google.auth.default(scopes=list(SCOPES))
-    except DefaultCredentialsError as exc:
-        raise MissingCredentials(str(exc), apis_hint()) from None
-    # User credentials from `gcloud auth application-default login` carry no quota project,
-    # and some APIs refuse such calls: bill them to the project being deployed.
-    if getattr(credentials, "quota_project_id", None) is None and hasattr(credentials, "with_quota_project"):
-        credentials = credentials.with_quota_project(project)
-    return credentials

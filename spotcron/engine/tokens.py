@@ -1,15 +1,15 @@
-"""RS256 identity tokens: decoding, and verification against a clock we are given.
+"""RS256 identity tokens: decoding, and the claims checked against a clock we are given.
 
 Local mode and the fault simulation sign their own instance identity tokens (Google signs them
-on a real VM). Verification here is real: signature against the issuer's keys, audience,
-expiry and issued-at against `now`, so a simulated month can run on a fake clock.
+on a real VM). Verification is real: the signature against the issuer's keys (gcp/tokens.py,
+with google-auth's crypt), then audience, expiry and issued-at against `now` here, so a
+simulated month can run on a fake clock.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -38,16 +38,10 @@ def decode_unverified(token: str) -> tuple[dict[str, Any], dict[str, Any], bytes
     return header, claims, f"{header_b64}.{claims_b64}".encode(), signature
 
 
-def verify_rs256(token: str, certs: Mapping[str, str], audience: str, now: datetime) -> dict[str, Any]:
-    """Verified claims of `token`, signed by one of `certs` (key id → PEM cert or public key)."""
-    from google.auth import crypt
+def check_claims(claims: dict[str, Any], audience: str, now: datetime) -> dict[str, Any]:
+    """`claims` when issued-at, expiry (against `now`) and audience hold; InvalidToken otherwise.
 
-    header, claims, signed, signature = decode_unverified(token)
-    if header.get("alg") != "RS256":
-        raise InvalidToken(f"unexpected algorithm {header.get('alg')!r}")
-    keys = [certs[header["kid"]]] if header.get("kid") in certs else list(certs.values())
-    if not any(crypt.RSAVerifier.from_string(pem).verify(signed, signature) for pem in keys):
-        raise InvalidToken("signature does not verify")
+    The signature is checked before this, by whoever holds the keys (gcp/tokens.verify_rs256)."""
     timestamp = now.timestamp()
     try:
         issued, expires = float(claims["iat"]), float(claims["exp"])

@@ -6,9 +6,10 @@ The client library (grpc) is imported on first use: functions cold-start on a sc
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import date, datetime
 from typing import Any
 
@@ -46,6 +47,54 @@ def emulator_publisher(host: str) -> Any:
     from google.pubsub_v1.services.publisher.transports import PublisherGrpcTransport
 
     return pubsub_v1.PublisherClient(transport=PublisherGrpcTransport(channel=grpc.insecure_channel(host)))
+
+
+def default_publisher() -> Any:
+    """A PublisherClient on Google Cloud with Application Default Credentials."""
+    from google.cloud import pubsub_v1
+
+    return pubsub_v1.PublisherClient()
+
+
+class EmulatorClients:
+    """A publisher and a subscriber on the Pub/Sub emulator at `host` ("127.0.0.1:8085"), anonymous.
+
+    Local mode's bus (local/bus.py) pulls with these; each topic gets one subscription it names.
+    """
+
+    def __init__(self, host: str, project: str):
+        from google.auth.credentials import AnonymousCredentials
+        from google.cloud import pubsub_v1
+
+        options = {"api_endpoint": host}
+        self.project = project
+        self._publisher = pubsub_v1.PublisherClient(credentials=AnonymousCredentials(), client_options=options)
+        self._subscriber = pubsub_v1.SubscriberClient(credentials=AnonymousCredentials(), client_options=options)
+
+    def ensure(self, topic: str, subscription: str) -> tuple[str, str]:
+        """(topic path, subscription path), both created unless they exist."""
+        from google.api_core.exceptions import AlreadyExists
+
+        topic_path = self._publisher.topic_path(self.project, topic)
+        subscription_path = self._subscriber.subscription_path(self.project, subscription)
+        with contextlib.suppress(AlreadyExists):
+            self._publisher.create_topic(name=topic_path)
+        with contextlib.suppress(AlreadyExists):
+            self._subscriber.create_subscription(name=subscription_path, topic=topic_path, ack_deadline_seconds=60)
+        return topic_path, subscription_path
+
+    def subscribe(self, subscription_path: str, callback: Callable[[Any], None]) -> Any:
+        """Streaming pull into `callback` (each message has data, attributes, message_id,
+        publish_time, ack(), nack()); answers the stream's future, to cancel."""
+        return self._subscriber.subscribe(subscription_path, callback=callback)
+
+    def publish(self, topic_path: str, data: bytes, attributes: Mapping[str, str] | None = None) -> str:
+        return self._publisher.publish(topic_path, data, **dict(attributes or {})).result(timeout=30)
+
+    def close(self) -> None:
+        self._subscriber.close()
+        self._publisher.stop()  # sends what is still batched, then refuses more
+        self._publisher.transport.close()
 
 
 class PubSubEvents:

@@ -6,6 +6,8 @@ The client library is imported on first use: functions cold-start on a schedule.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from spotcron.core.errors import EncodedObject, PreconditionFailed, Transient
@@ -131,3 +133,32 @@ class GcsBlobs:
             except gexc.NotFound:
                 return False
         return True
+
+
+def client_at(url: str, credentials: Any, project: str) -> Any:
+    """A google.cloud.storage.Client on the Cloud Storage server at `url` (local mode's own).
+
+    The server is on this machine: a proxy named in the environment must never carry these
+    requests (and looking the environment up again on every request costs more than the
+    request itself under load).
+    """
+    from google.auth.transport.requests import AuthorizedSession
+    from google.cloud import storage
+
+    session = AuthorizedSession(credentials)
+    session.trust_env = False
+    return storage.Client(project=project, credentials=credentials, _http=session,
+                          client_options={"api_endpoint": url})
+
+
+def minted_credentials(mint: Callable[[], str], valid_s: float) -> Any:
+    """google.auth credentials whose bearer token comes from `mint()`, renewed after `valid_s` seconds."""
+    from google.auth import credentials
+
+    class MintedCredentials(credentials.Credentials):
+        def refresh(self, request: Any) -> None:
+            self.token = mint()
+            # google.auth compares expiry with a naive UTC clock.
+            self.expiry = (datetime.now(UTC) + timedelta(seconds=valid_s)).replace(tzinfo=None)
+
+    return MintedCredentials()

@@ -1,4 +1,5 @@
-"""The bucket as local mode and the results CLI see it.
+"""The local bucket as local mode and the results CLI see it (cli/_bucket.py chooses between
+it and a deployed stack's bucket).
 
 Local mode stores everything in the local storage server through the same Cloud Storage client
 the functions use on Google Cloud; the server itself enforces generation preconditions, so the
@@ -19,16 +20,8 @@ STATE_DIR = Path(".spotcron")
 
 
 @contextlib.contextmanager
-def open_bucket(bucket: str | None, state_dir: Path = STATE_DIR) -> Iterator[Blobs]:
-    """The results bucket: `gs://NAME` on Google Cloud, else the local one under `state_dir`."""
-    if bucket:
-        from spotcron.gcp.storage import GcsBlobs
-
-        name = bucket.removeprefix("gs://").strip("/")
-        if not name or "/" in name:
-            raise SpotcronError(f"--bucket {bucket!r} is not a bucket; write gs://NAME")
-        yield GcsBlobs(name)
-        return
+def open_local_bucket(state_dir: Path = STATE_DIR) -> Iterator[Blobs]:
+    """The local results bucket under `state_dir`; SpotcronError when local mode has not run there."""
     from spotcron.local.bucket import LocalBucket
 
     data_dir = Path(state_dir) / "bucket"

@@ -17,7 +17,6 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -106,16 +105,9 @@ class LocalBucket:
 
     def client(self) -> Any:
         """A google.cloud.storage.Client on this server, with full access."""
-        from google.auth.transport.requests import AuthorizedSession
-        from google.cloud import storage
+        from spotcron.gcp.storage import client_at
 
-        session = AuthorizedSession(self.credentials())
-        # The server is on this machine: a proxy named in the environment must never carry these
-        # requests (and looking the environment up again on every request costs more than the
-        # request itself under load).
-        session.trust_env = False
-        return storage.Client(project="spotcron-local", credentials=self.credentials(), _http=session,
-                              client_options={"api_endpoint": self.url})
+        return client_at(self.url, self.credentials(), project="spotcron-local")
 
     def blobs(self, bucket: str | None = None) -> Any:
         """The Blobs port (GcsBlobs, as on Google Cloud) on one of this server's buckets."""
@@ -180,14 +172,7 @@ class LocalMinter:
 
 
 def _local_credentials(mint: Any) -> Any:
-    from google.auth import credentials
+    """Bearer tokens from the local grants, renewed a minute before they expire."""
+    from spotcron.gcp.storage import minted_credentials
 
-    class LocalCredentials(credentials.Credentials):
-        """Bearer tokens from the local grants, renewed a minute before they expire."""
-
-        def refresh(self, request: Any) -> None:
-            self.token = mint()
-            # google.auth compares expiry with a naive UTC clock.
-            self.expiry = (datetime.now(UTC) + timedelta(seconds=TOKEN_LIFETIME_S - 60)).replace(tzinfo=None)
-
-    return LocalCredentials()
+    return minted_credentials(mint, TOKEN_LIFETIME_S - 60)

@@ -95,25 +95,14 @@ class EmulatorBus:
     """Topics and subscriptions on the Pub/Sub emulator (PUBSUB_EMULATOR_HOST), streaming-pulled here."""
 
     def __init__(self, host: str, project: str = "spotcron-local"):
-        from google.auth.credentials import AnonymousCredentials
-        from google.cloud import pubsub_v1
+        from spotcron.gcp.pubsub import EmulatorClients
 
-        options = {"api_endpoint": host}
         self.project = project
-        self._publisher = pubsub_v1.PublisherClient(credentials=AnonymousCredentials(), client_options=options)
-        self._subscriber = pubsub_v1.SubscriberClient(credentials=AnonymousCredentials(), client_options=options)
+        self._clients = EmulatorClients(host, project)
         self._streams: list[Any] = []
 
     def _ensure(self, topic: str) -> tuple[str, str]:
-        from google.api_core.exceptions import AlreadyExists
-
-        topic_path = self._publisher.topic_path(self.project, topic)
-        subscription = self._subscriber.subscription_path(self.project, f"{topic}-local")
-        with contextlib.suppress(AlreadyExists):
-            self._publisher.create_topic(name=topic_path)
-        with contextlib.suppress(AlreadyExists):
-            self._subscriber.create_subscription(name=subscription, topic=topic_path, ack_deadline_seconds=60)
-        return topic_path, subscription
+        return self._clients.ensure(topic, f"{topic}-local")
 
     def subscribe(self, topic: str, handler: Handler) -> None:
         _, subscription = self._ensure(topic)
@@ -128,11 +117,11 @@ class EmulatorBus:
                 return
             message.ack()
 
-        self._streams.append(self._subscriber.subscribe(subscription, callback=on_message))
+        self._streams.append(self._clients.subscribe(subscription, on_message))
 
     def publish(self, topic: str, data: bytes, attributes: Mapping[str, str] | None = None) -> str:
         topic_path, _ = self._ensure(topic)
-        return self._publisher.publish(topic_path, data, **dict(attributes or {})).result(timeout=30)
+        return self._clients.publish(topic_path, data, attributes)
 
     def drain(self, timeout: float | None = None) -> None:
         """Streaming pull has no notion of "done"; callers poll the run records instead."""
@@ -142,9 +131,7 @@ class EmulatorBus:
             stream.cancel()
             with contextlib.suppress(Exception):  # a cancelled stream ends with CancelledError
                 stream.result(timeout=10)
-        self._subscriber.close()
-        self._publisher.stop()  # sends what is still batched, then refuses more
-        self._publisher.transport.close()
+        self._clients.close()
 
 
 def _deliver(handler: Handler, topic: str, message: dict[str, Any]) -> None:

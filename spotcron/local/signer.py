@@ -64,7 +64,8 @@ class LocalSigner:
         from cryptography.hazmat.primitives import hashes, serialization
         from cryptography.hazmat.primitives.asymmetric import rsa
         from cryptography.x509.oid import NameOID
-        from google.auth import crypt
+
+        from spotcron.gcp.tokens import RS256Signer
 
         self._clock = clock
         self.lifetime_s = lifetime_s
@@ -87,7 +88,7 @@ class LocalSigner:
         self._cert_pem = cert.public_bytes(serialization.Encoding.PEM).decode()
         key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                     serialization.NoEncryption())
-        self._signer = crypt.RSASigner.from_string(key_pem, key_id=self.key_id)
+        self._signer = RS256Signer(key_pem, self.key_id)
 
     def sign_identity(self, audience: str, claims: Mapping[str, Any]) -> str:
         """A signed JWT for `audience`; `claims` may override anything, iat and exp included.
@@ -95,8 +96,6 @@ class LocalSigner:
         Each token carries a random `jti`: Compute Engine mints a distinct token per request,
         and a replay guard keyed on the token must see retries as new tokens here too.
         """
-        from google.auth import jwt
-
         issued_at = int(self._clock())
         payload: dict[str, Any] = {
             "iss": ISSUER,
@@ -106,7 +105,7 @@ class LocalSigner:
             "jti": secrets.token_hex(8),
             **claims,
         }
-        return jwt.encode(self._signer, payload).decode()
+        return self._signer.encode(payload)
 
     def certs(self) -> dict[str, str]:
         """{key id: PEM certificate}, the format of Google's oauth2/v1/certs."""

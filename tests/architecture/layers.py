@@ -1,8 +1,8 @@
 """The layer map of docs/architecture.md as data: each package's floor, lowest first.
 
 A module may import its own package and packages on lower floors, never a higher floor and never
-a peer on its own floor. `spotcron/gcp/admin/` (deploy's Google clients) sits on gcp's floor but
-is not shipped to the functions, so only the deployer, the CLI and test support may import it.
+a peer on its own floor. `spotcron/gcp/admin/` (deploy's Google clients) sits above gcp, whose
+error mapping and retry loop it shares; it is not shipped to the functions, so only the deployer, the CLI and test support may import it.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ FLOORS: dict[str, int] = {
     "spotcron.cost": 2,     # prices, and what a run cost
     "spotcron.engine": 3,   # the run lifecycle over ports
     "spotcron.gcp": 4,      # adapters on Google's clients: the ports, for the functions
-    "spotcron.gcp.admin": 4,  # adapters on Google's clients: what deploy changes
+    "spotcron.gcp.admin": 5,  # adapters on Google's clients: what deploy changes (uses gcp's errors, retry)
     "spotcron.runtime": 5,  # what runs inside the functions
     "functions": 6,         # the functions' entry points
     "spotcron.local": 6,    # local mode

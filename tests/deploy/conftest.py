@@ -15,9 +15,9 @@ from spotcron.core.loader import load_jobs
 from spotcron.core.settings import Settings
 from spotcron.core.spec import JobSpec
 from spotcron.deploy.apply import DeployResult, PlanResult, SilentReporter, compute_plan, run_deploy
-from spotcron.deploy.calls import Caller
 from spotcron.deploy.planner import Action
 from spotcron.deploy.source import SourceBundle, build_source
+from spotcron.gcp.admin.calls import Caller
 from tests.deploy.fakes.cloud import FakeCloud
 from tests.gcp.fixtures import pubsub_host  # noqa: F401  (the shared Pub/Sub emulator, for test_topic_behaviour)
 

@@ -11,11 +11,11 @@ import pytest
 
 from spotcron.core.spec import JobSpec
 from spotcron.deploy.apply import DeployFailed
-from spotcron.deploy.calls import DeployError
 from spotcron.deploy.planner import DELETE, UPDATE
 from spotcron.deploy.resources import DEPLOYED_SPEC, FUNCTION, SCHEDULER_JOB, SOURCE
 from spotcron.deploy.source import build_source
 from spotcron.engine.deployed import digest, digest_of
+from spotcron.gcp.admin.calls import DeployError
 from tests.deploy.conftest import BUCKET, JOBS_DIR, PROJECT, Deployer, make_source_root, quick_caller
 from tests.deploy.fakes.cloud import FakeCloud
 

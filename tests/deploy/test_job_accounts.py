@@ -9,8 +9,8 @@ import pytest
 from google.cloud.iam_admin_v1 import types
 
 from spotcron.core.errors import ConfigError
-from spotcron.deploy.calls import DeployError
 from spotcron.deploy.validate import preflight
+from spotcron.gcp.admin.calls import DeployError
 from tests.deploy.conftest import PROJECT, Deployer, make_settings
 from tests.deploy.fakes.cloud import FakeCloud
 

@@ -18,7 +18,9 @@ def tree(root: Path) -> Path:
     make_source_root(root)
     (root / "functions" / "requirements.txt").write_text("functions-framework\n")
     for rel in ("spotcron/core/spec.py", "spotcron/engine/launch.py", "spotcron/cost/data/prices.yaml",
-                "spotcron/cost/billing.py", "spotcron/cost/projection.py", "spotcron/cli/__init__.py", "spotcron/deploy/planner.py", "spotcron/__pycache__/spec.cpython-311.pyc",
+                "spotcron/cost/billing.py", "spotcron/cost/projection.py", "spotcron/cli/__init__.py",
+                "spotcron/deploy/planner.py", "spotcron/gcp/compute.py", "spotcron/gcp/admin/__init__.py",
+                "spotcron/gcp/admin/clients.py", "spotcron/__pycache__/spec.cpython-311.pyc",
                 "vm_images/runner/cloud-init.yaml", "vm_images/bot/Dockerfile"):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(f"# {rel}\n")
@@ -29,7 +31,8 @@ def test_archive_holds_the_runtime_and_not_the_deployer(tmp_path: Path) -> None:
     bundle = build_source(tree(tmp_path))
     assert bundle.files == (
         "main.py", "requirements.txt", "spotcron/__init__.py", "spotcron/core/spec.py", "spotcron/cost/billing.py",
-        "spotcron/cost/data/prices.yaml", "spotcron/engine/launch.py", "vm_images/runner/cloud-init.yaml",
+        "spotcron/cost/data/prices.yaml", "spotcron/engine/launch.py", "spotcron/gcp/compute.py",
+        "vm_images/runner/cloud-init.yaml",
         "vm_images/runner/runner.sh")
     with zipfile.ZipFile(io.BytesIO(bundle.data)) as archive:
         assert archive.read("requirements.txt") == b"functions-framework\n"
@@ -81,13 +84,14 @@ def test_the_real_checkout_builds(tmp_path: Path) -> None:
         pytest.skip("functions/main.py is not in this checkout yet")
     bundle = build_source(root)
     assert "main.py" in bundle.files and "spotcron/core/settings.py" in bundle.files
-    assert not [f for f in bundle.files if f.startswith(("spotcron/cli/", "spotcron/deploy/", "tests/"))]
+    assert not [f for f in bundle.files if f.startswith(("spotcron/cli/", "spotcron/deploy/", "spotcron/gcp/admin/",
+                                                          "tests/"))]
 
 
-# What must never reach the functions: test support, presentation, local mode, the deployer, and
-# the monthly projection (the functions price runs, never schedules).
+# What must never reach the functions: test support, presentation, local mode, the deployer and
+# its Google side, and the monthly projection (the functions price runs, never schedules).
 NOT_SHIPPED = ("spotcron.testing", "spotcron.present", "spotcron.local", "spotcron.cli", "spotcron.deploy",
-               "spotcron.cost.projection")
+               "spotcron.gcp.admin", "spotcron.cost.projection")
 
 
 def test_the_real_archive_holds_no_test_support_or_presentation_and_imports_none(tmp_path: Path) -> None:
@@ -107,9 +111,8 @@ def test_the_real_archive_holds_no_test_support_or_presentation_and_imports_none
                 continue
             for node in ast.walk(ast.parse(archive.read(name))):
                 targets = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                    [node.module or ""] if isinstance(node, ast.ImportFrom) else []
-                if isinstance(node, ast.ImportFrom) and node.module:  # `from spotcron.cost import projection`
-                    targets += [f"{node.module}.{a.name}" for a in node.names]
+                    [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names] \
+                    if isinstance(node, ast.ImportFrom) else []
                 reaching += [f"{name}: {t}" for t in targets if t.startswith(NOT_SHIPPED)]
     assert reaching == []
     requirements = (root / "functions" / "requirements.txt").read_text()

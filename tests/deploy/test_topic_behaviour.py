@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from spotcron.core.errors import AlreadyExists, NotFound
-from spotcron.deploy.calls import Caller
+from spotcron.gcp.admin.calls import Caller
 from tests.deploy.fakes.cloud import FakeCloud
 
 PROJECT = "test-project"

@@ -10,8 +10,8 @@ from google.api_core import exceptions as gexc
 from spotcron.core.errors import AlreadyExists, ConfigError, NotFound, Transient
 from spotcron.core.settings import Settings
 from spotcron.core.spec import JobSpec
-from spotcron.deploy.calls import Caller, DeployError, enable_command, translate_deploy_error
 from spotcron.deploy.validate import job_problems, preflight, settings_problems
+from spotcron.gcp.admin.calls import Caller, DeployError, enable_command, translate_deploy_error
 from tests.deploy.conftest import make_settings
 
 

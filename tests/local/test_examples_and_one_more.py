@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from spotcron.engine.store import RunStore
-from spotcron.local.blobs import open_bucket
+from spotcron.local.blobs import open_local_bucket
 from tests.examples import copy_examples
 
 from .conftest import python_job, write_job
@@ -38,7 +38,7 @@ def test_the_examples_and_one_more_every_minute_job_all_succeed_under_a_tight_li
                            "--stack", str(stack), "--state-dir", str(tmp_path / "state")],
                           cwd=REPO, env={**env, "COLUMNS": "200"}, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    with open_bucket(None, tmp_path / "state") as blobs:
+    with open_local_bucket(tmp_path / "state") as blobs:
         store = RunStore(blobs)
         records = [record for job in store.jobs() for record in store.records(job)]
     # A GPU entry runs only on a host with a GPU; without one it is skipped, never run on the CPU.

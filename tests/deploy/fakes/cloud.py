@@ -6,7 +6,7 @@ import threading
 from collections import Counter
 from typing import Any
 
-from spotcron.deploy.clients import Clients, Endpoints
+from spotcron.gcp.admin.clients import Clients, Endpoints
 from tests.deploy.fakes.common import PolicyStore
 from tests.deploy.fakes.compute import FakeCompute
 from tests.deploy.fakes.functions import FakeFunctions

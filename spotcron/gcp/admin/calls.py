@@ -1,22 +1,14 @@
-"""One place where deploy calls Google: exceptions translated, transient failures retried.
-
-Retries are per API call, with capped exponential backoff and full jitter. A create whose
-answer was lost is retried too; the second try then answers "already exists", and the
-handler adopts the resource (see handlers.py), so a retry never duplicates anything.
+"""How deploy's calls to Google fail: errors.translate, refined for an administrator (an API
+not enabled, a missing role, rejected credentials), on the one retry loop of retry.py.
 """
 
 from __future__ import annotations
 
-import random
-import threading
-import time
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
-from spotcron.core.errors import SpotcronError, Transient
+from spotcron.core.errors import SpotcronError
+from spotcron.gcp import retry
 from spotcron.gcp.errors import LOGIN_HINT, translate
-
-T = TypeVar("T")
 
 # What `spotcron deploy` needs enabled; docs/deploy.md and every "not enabled" error list it.
 REQUIRED_APIS = (
@@ -84,40 +76,9 @@ def translate_deploy_error(exc: BaseException, what: str, project: str) -> Spotc
     return mapped
 
 
-class Caller:
-    """Calls a Google method with translation and retries; counts the calls it made."""
+class Caller(retry.Caller):
+    """retry.Caller with deploy's translation (translate_deploy_error) for one project."""
 
-    def __init__(self, project: str, *, attempts: int = 6, base_delay: float = 1.0, max_delay: float = 30.0,
-                 sleep: Callable[[float], None] = time.sleep, rng: random.Random | None = None):
+    def __init__(self, project: str, **policy: Any):
+        super().__init__(lambda exc, what: translate_deploy_error(exc, what, project), **policy)
         self.project = project
-        self.attempts = attempts
-        self.base_delay = base_delay
-        self.max_delay = max_delay
-        self._sleep = sleep
-        self._rng = rng or random.Random()
-        self._lock = threading.Lock()
-        self.calls = 0
-        self.retries = 0
-
-    def __call__(self, what: str, fn: Callable[..., T], *args: Any,
-                 transient_if: Callable[[SpotcronError], bool] | None = None, **kwargs: Any) -> T:
-        for attempt in range(1, self.attempts + 1):
-            with self._lock:
-                self.calls += 1
-            try:
-                return fn(*args, **kwargs)
-            except Exception as exc:  # every Google failure is translated, then maybe retried
-                error = translate_deploy_error(exc, what, self.project)
-                retry = isinstance(error, Transient) or (transient_if is not None and transient_if(error))
-                if not retry or attempt == self.attempts:
-                    if retry:
-                        error = type(error)(f"{error} (gave up after {attempt} attempts)") \
-                            if isinstance(error, Transient) else error
-                    if error is exc:
-                        raise
-                    raise error from exc
-            with self._lock:
-                self.retries += 1
-                delay = self._rng.uniform(0, min(self.max_delay, self.base_delay * 2 ** (attempt - 1)))
-            self._sleep(delay)
-        raise AssertionError("unreachable")  # pragma: no cover
