@@ -107,12 +107,14 @@ def _deployed_specs(jobs: list[JobSpec]) -> list[Resource]:
     resources.phase writes them before any scheduler entry and deletes a removed job's spec only
     after its entry is gone.
     """
-    out = []
-    for job in jobs:
-        data = canonical(job)
-        out.append(Resource(DEPLOYED_SPEC, deployed_spec(job.name), {"digest": digest_of(data)},
-                            meta={"data": data, "service_account": job.service_account}))
-    return out
+    return [deployed_spec_resource(job) for job in jobs]
+
+
+def deployed_spec_resource(job: JobSpec) -> Resource:
+    """deployed/JOB.json for `job`: its canonical bytes, their digest (compared), its account."""
+    data = canonical(job)
+    return Resource(DEPLOYED_SPEC, deployed_spec(job.name), {"digest": digest_of(data)},
+                    meta={"data": data, "service_account": job.service_account})
 
 
 def _bucket(settings: Settings) -> Resource:
@@ -287,7 +289,12 @@ def dispatch_data(jobs: Iterable[JobSpec]) -> str:
 def _shared_entries(names: Names, jobs: Iterable[JobSpec]) -> list[Resource]:
     """One entry every minute for every job and the sweep. A paused job stays deployed (the
     dispatcher skips it), so pausing needs no entry of its own."""
-    return [_scheduler(DISPATCH_ENTRY, names,
-                       description="spotcron dispatch: starts the jobs due each minute, and the sweep",
-                       schedule="* * * * *", time_zone=UTC, topic=names.dispatch_topic, data=dispatch_data(jobs),
-                       paused=False)]
+    return [dispatch_entry(names, jobs)]
+
+
+def dispatch_entry(names: Names, jobs: Iterable[JobSpec]) -> Resource:
+    """The dispatch entry of scheduling: shared, its message naming the version of `jobs`."""
+    return _scheduler(DISPATCH_ENTRY, names,
+                      description="spotcron dispatch: starts the jobs due each minute, and the sweep",
+                      schedule="* * * * *", time_zone=UTC, topic=names.dispatch_topic, data=dispatch_data(jobs),
+                      paused=False)

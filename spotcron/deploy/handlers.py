@@ -344,10 +344,21 @@ def scheduler_job(action: Action, ctx: Context) -> None:
         job = ctx.call(f"update scheduler job {name}", scheduler.update_job,
                        request={"job": message, "update_mask": {"paths": mask}}, retry=None, timeout=ctx.timeout)
         was_paused = job.state.name == "PAUSED"
-    if fields["paused"] and was_paused is not True:
+    set_entry_paused(ctx, name, fields["paused"], was_paused)
+
+
+def set_entry_paused(ctx: Context, name: str, paused: bool, was_paused: bool | None) -> bool:
+    """Pause or resume scheduler entry `name` unless it is known to be so already (`was_paused`
+    None: not known, so the call is made); whether a call was made. The entry's message is left
+    alone: deploy and `spotcron pause --cloud` both come here."""
+    scheduler, path = ctx.clients.scheduler, ctx.names.scheduler_path(name)
+    if paused and was_paused is not True:
         ctx.call(f"pause scheduler job {name}", scheduler.pause_job, name=path, retry=None, timeout=ctx.timeout)
-    elif not fields["paused"] and was_paused is not False:
+    elif not paused and was_paused is not False:
         ctx.call(f"resume scheduler job {name}", scheduler.resume_job, name=path, retry=None, timeout=ctx.timeout)
+    else:
+        return False
+    return True
 
 
 HANDLERS: dict[str, Callable[[Action, Context], None]] = {

@@ -144,9 +144,10 @@ class _Handler(BaseHTTPRequestHandler):
         request = Request(self.command, unquote(split.path), query, body,
                           {k.lower(): v for k, v in self.headers.items()})
         status, payload = self.router.dispatch(request)
-        data = b"" if payload is None else json.dumps(payload).encode()
+        raw = isinstance(payload, bytes)  # an object's media, served as stored
+        data = payload if raw else b"" if payload is None else json.dumps(payload).encode()
         self.send_response(status)
-        self.send_header("content-type", "application/json")
+        self.send_header("content-type", "application/octet-stream" if raw else "application/json")
         self.send_header("content-length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)

@@ -60,6 +60,9 @@ class FakeStorage:
         router.add("PUT", f"{BUCKET}/iam", api, self.set_policy)
         router.add("GET", f"{BUCKET}/o", api, self.list_objects)
         router.add("POST", r"/upload/storage/v1/b/(?P<bucket>[^/]+)/o", api, self.upload)
+        # Reads of one object: `spotcron pause --cloud` reads the deployed specs (GcsBlobs.read).
+        router.add("GET", f"{BUCKET}/o/(?P<object>.+)", api, self.get_object)
+        router.add("GET", r"/download/storage/v1/b/(?P<bucket>[^/]+)/o/(?P<object>.+)", api, self.download)
         router.add("DELETE", f"{BUCKET}/o/(?P<object>.+)", api, self.delete_object)
         router.add("DELETE", BUCKET, api, self.delete_bucket)
 
@@ -151,6 +154,29 @@ class FakeStorage:
             self.custom_metadata[(bucket, name)] = dict(meta.get("metadata") or {})
             return 200, {"kind": "storage#object", "bucket": bucket, "name": name,
                          "generation": str(self._generation), "size": str(len(data))}
+
+    def _object(self, request: Request) -> tuple[bytes, int]:
+        key = (request.match["bucket"], request.match["object"])
+        self._bucket(key[0])
+        if key not in self.objects:
+            raise ApiError(404, "No such object.")
+        data, generation = self.objects[key]
+        wanted = request.query.get("ifGenerationMatch")
+        if wanted is not None and int(wanted) != generation:
+            raise ApiError(412, "At least one of the pre-conditions you specified did not hold.")
+        return data, generation
+
+    def get_object(self, request: Request) -> tuple[int, Any]:
+        with self._lock:
+            data, generation = self._object(request)
+            return 200, {"kind": "storage#object", "bucket": request.match["bucket"], "name": request.match["object"],
+                         "generation": str(generation), "size": str(len(data)),
+                         "updated": "2026-01-01T00:00:00.000Z", "contentType": "application/json",
+                         **self._metadata(request.match["bucket"], request.match["object"])}
+
+    def download(self, request: Request) -> tuple[int, Any]:
+        with self._lock:
+            return 200, self._object(request)[0]
 
     def delete_bucket(self, request: Request) -> tuple[int, Any]:
         name = request.match["bucket"]
