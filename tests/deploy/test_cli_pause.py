@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Callable
@@ -88,6 +89,8 @@ def test_pause_cloud_shared_says_the_spec_and_the_version_changed(invoke, deploy
                                                                   workdir: Path) -> None:
     (workdir / "infra" / "stack.yaml").write_text(STACK + "scheduling: shared\n")
     deployer.deploy(deployer.jobs(JOBS_DIR), settings=make_settings(scheduling="shared"))
+    job_file = workdir / "jobs" / "bot.yaml"
+    job_file.write_text(job_file.read_text().replace('"0 */4 * * *"', '"5 * * * *"'))  # not deployed yet
     result = invoke("pause", "bot", "--cloud")
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
@@ -95,7 +98,9 @@ def test_pause_cloud_shared_says_the_spec_and_the_version_changed(invoke, deploy
     assert lines[1] == f"  - deployed spec gs://{BUCKET}/deployed/bot.json: paused: true"
     assert lines[2].startswith(f"  - scheduler entry {LOCATION}/jobs/spotcron-dispatch: its message names the "
                                "deployed specs' version ")
-    assert b'"paused":true' in cloud.storage.objects[(BUCKET, "deployed/bot.json")][0]
+    deployed = json.loads(cloud.storage.objects[(BUCKET, "deployed/bot.json")][0])
+    assert (deployed["paused"], deployed["schedule"]) == (True, "0 */4 * * *")  # the file's other edit waits for deploy
+    assert job_file.read_text().endswith("paused: true\n")
 
 
 def test_a_job_not_deployed_is_an_error_and_the_file_is_left_alone(invoke, cloud: FakeCloud, workdir: Path) -> None:
