@@ -1,0 +1,1 @@
+"""deploy's Google clients; never shipped to the functions."""
