@@ -229,7 +229,8 @@ def run(job_or_file: str, cloud: bool, project: str | None, topic: str | None, t
     if timestamps and not follow:
         raise goes_with("--timestamps", "--follow", "without it the output is not printed")
     settings = load_stack(stack_path)
-    spec = load_job_file(find_job_file(job_or_file, jobs_dir), grace=settings.grace)
+    job_file = find_job_file(job_or_file, jobs_dir)
+    spec = load_job_file(job_file, grace=settings.grace)
     if cloud:
         nonce = _publish_start(spec, project or settings.project, topic or settings.start_topic, bucket,
                                quiet=follow)
@@ -239,6 +240,7 @@ def run(job_or_file: str, cloud: bool, project: str | None, topic: str | None, t
             raise click.exceptions.Exit(streams.outcome(records))
         return
     streams = Streams(timestamps) if follow else None
+    spec = _local_image(spec, Path(job_file).resolve().parent.parent)
     records = _run_locally(spec, state_dir, timeout_s or float(spec.timeout + settings.grace), settings.limits,
                            streams)
     if streams is not None:
@@ -293,6 +295,15 @@ class Streams:
             return 0
         codes = [r.exit_code for r in failed if r.exit_code]
         return codes[0] if codes else 1
+
+
+def _local_image(spec: Any, root: Path) -> Any:
+    """The job with its build: built by podman or docker when one works here; a line on stderr says
+    whether its container or its local.command runs."""
+    from spotcron.local.images import LocalImages
+
+    err = console(stderr=True)
+    return LocalImages(root, lambda line: err.print(line, markup=False, highlight=False, soft_wrap=True))([spec])[0]
 
 
 def _run_locally(spec: Any, state_dir: Path, timeout_s: float, limits: Any = None,

@@ -144,21 +144,21 @@ def content_hash(tar: bytes, dockerfile: str, args: Mapping[str, str]) -> str:
     return digest.hexdigest()
 
 
-def build_problems(job: JobSpec, job_file: str, root: Path) -> list[Problem]:
-    """Build folders or Dockerfiles that do not exist, said with the job file and the field."""
-    problems = []
+def build_problems(job: JobSpec, root: Path) -> list[tuple[tuple[str | int, ...], str]]:
+    """Build folders or Dockerfiles that do not exist: (the field's location, what to do)."""
+    problems: list[tuple[tuple[str | int, ...], str]] = []
+    entries = [entry.name for entry in job.matrix]
     for variant, (build, _name) in build_targets(job).items():
-        where = "build" if variant is None else f"matrix[{[e.name for e in job.matrix].index(variant)}].build"
+        where: tuple[str | int, ...] = ("build",) if variant is None else ("matrix", entries.index(variant), "build")
         folder = root / build.context
         if not folder.is_dir():
-            problems.append(Problem(job_file, None, f"{where}.context" if variant else where,
-                                    f"{build.context!r}: no such folder under {root}; the build context is a "
-                                    f"folder relative to the folder that holds jobs/, with a Dockerfile in it, "
-                                    f"e.g. vm_images/bot"))
+            problems.append(((*where, "context"), f"{build.context!r}: no such folder in {root}; the build context "
+                                                  f"is a folder relative to the folder that holds jobs/, with a "
+                                                  f"Dockerfile in it, e.g. vm_images/bot"))
         elif not (folder / build.dockerfile).is_file():
-            problems.append(Problem(job_file, None, f"{where}.dockerfile",
-                                    f"{build.dockerfile!r}: no such file in {build.context}/; add a Dockerfile "
-                                    f"there or name it with dockerfile: (relative to the context)"))
+            problems.append(((*where, "dockerfile"), f"{build.dockerfile!r}: no such file in {build.context}/; add a "
+                                                     f"Dockerfile there or name yours with dockerfile: (relative to "
+                                                     f"the context)"))
     return problems
 
 
@@ -169,8 +169,10 @@ def plan_builds(jobs: Iterable[JobSpec], root: Path, *, only: str | None = None)
     for job in jobs:
         if only is not None and job.name != only:
             continue
-        problems += build_problems(job, f"jobs/{job.name}.yaml", root)
-        if problems:
+        found_problems = build_problems(job, root)
+        problems += [Problem(f"jobs/{job.name}.yaml", None, ".".join(str(part) for part in loc), message)
+                     for loc, message in found_problems]
+        if found_problems:
             continue
         for variant, (build, name) in build_targets(job).items():
             user = job.name if variant is None else f"{job.name}/{variant}"
@@ -210,8 +212,8 @@ def pin_job(job: JobSpec, image_for: Callable[[str | None], str | None]) -> JobS
     return job.model_copy(update=update) if update else job
 
 
-def pin_jobs(jobs: Iterable[JobSpec], builds: Iterable[ImageBuild], refs: Mapping[tuple[Any, ...], str],
-             root: Path) -> list[JobSpec]:
+def pin_jobs(jobs: Iterable[JobSpec], builds: Iterable[ImageBuild],
+             refs: Mapping[tuple[Any, ...], str]) -> list[JobSpec]:
     """The jobs with every image whose build has a ref in `refs` (by ImageBuild.key) pinned to it."""
     by_user = {user: refs.get(build.key) for build in builds for user in build.users}
 

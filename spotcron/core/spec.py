@@ -573,6 +573,7 @@ def job_file_schema() -> dict[str, Any]:
     props = schema["properties"]
     del props["variant"], props["repeat_index"]
     schema["required"] = [name for name in schema["required"] if name != "name"]
+    schema["anyOf"] = [{"required": ["image"]}, {"required": ["build"]}]  # one of them names what runs
     props["name"].update(pattern=_NAME.pattern, maxLength=JOB_NAME_MAX)
     defs["MatrixEntry"]["properties"]["name"].update(pattern=_NAME.pattern, maxLength=ENTRY_NAME_MAX)
     defs["MatrixEntry"]["properties"]["image"]["anyOf"][0]["pattern"] = _IMAGE.pattern

@@ -28,7 +28,9 @@ class BuildFailed(SpotcronError):
 def make_client(credentials: Any = None, *, endpoint: str | None = None) -> Any:
     """A CloudBuildClient over REST; `endpoint` (http://HOST:PORT) points it at a local fake."""
     from google.cloud.devtools import cloudbuild_v1
-    from google.cloud.devtools.cloudbuild_v1.services.cloud_build.transports.rest import CloudBuildRestTransport
+    from google.cloud.devtools.cloudbuild_v1.services.cloud_build.transports.rest import (
+        CloudBuildRestTransport,
+    )
 
     if endpoint is None:
         return cloudbuild_v1.CloudBuildClient(credentials=credentials, transport="rest")
