@@ -58,7 +58,7 @@ CASES: list[tuple[str, str, str | tuple[str, ...]]] = [
      'jobs/bot.yaml: schedule: required field is missing; add e.g. schedule: "0 */4 * * *"'),
     ("missing-image", 'schedule: "0 * * * *"\n',
      "jobs/bot.yaml: image: required field is missing; add e.g. image: "
-     "us-docker.pkg.dev/my-project/spotcron/bot:latest"),
+     "us-docker.pkg.dev/my-project/spotcron/bot:latest, or build: a folder with a Dockerfile"),
     ("missing-entry-name", OK + "matrix:\n  - machine: {type: e2-small}\n",
      "jobs/bot.yaml:4: matrix[0].name: required field is missing; add e.g. name: cpu"),
     ("missing-gpu-type", OK + "machine:\n  type: n1-standard-4\n  gpu: {count: 1}\n",

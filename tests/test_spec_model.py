@@ -103,7 +103,8 @@ def test_example_benchmark_compares_cpu_and_gpu(tmp_path):
 def test_schema_describes_the_file_not_the_resolved_copy():
     schema = job_file_schema()
     assert "variant" not in schema["properties"]
-    assert schema["required"] == ["schedule", "image"]
+    assert schema["required"] == ["schedule"]
+    assert schema["anyOf"] == [{"required": ["image"]}, {"required": ["build"]}]
     assert schema["additionalProperties"] is False
     assert all(prop.get("description") for prop in schema["properties"].values())
     gpu_types = schema["$defs"]["Gpu"]["properties"]["type"]["enum"]

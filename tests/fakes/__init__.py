@@ -1,0 +1,1 @@
+"""Fake Google services for tests: local servers that Google's real clients talk to."""
