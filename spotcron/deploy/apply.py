@@ -23,7 +23,7 @@ from spotcron.deploy.executor import ApiExecutor, Outcome
 from spotcron.deploy.handlers import Context
 from spotcron.deploy.naming import Names
 from spotcron.deploy.planner import DELETE, UPDATE, Action
-from spotcron.deploy.resources import DEPLOYED_SPEC, FUNCTION, SOURCE, State
+from spotcron.deploy.resources import DEPLOYED_SPEC, FUNCTION, SOURCE, Inventory
 from spotcron.deploy.source import SourceBundle
 from spotcron.gcp.admin.calls import Caller, DeployError
 from spotcron.gcp.admin.clients import Clients
@@ -62,7 +62,7 @@ class SilentReporter:
 
 @dataclass
 class PlanResult:
-    desired: State
+    desired: Inventory
     actual: Actual
     actions: list[Action]
 
