@@ -27,9 +27,9 @@ from spotcron.deploy.builds import build_missing, format_builds, look_up, pin
 from spotcron.gcp.admin.cloudbuild import BuildFailed, CloudBuilder, make_client
 from spotcron.testing.memory import MemoryBlobs
 from tests.deploy.conftest import BUCKET, JOBS_DIR, PROJECT, make_source_root, quick_caller
-from tests.deploy.fakes.cloud import FakeCloud
 from tests.fakes import cloudbuild_schema
 from tests.fakes.cloudbuild import FakeCloudBuild
+from tests.fakes.deploy.cloud import FakeCloud
 
 REGISTRY = f"us-central1-docker.pkg.dev/{PROJECT}/spotcron"
 BUILD_ACCOUNT = f"spotcron-build@{PROJECT}.iam.gserviceaccount.com"

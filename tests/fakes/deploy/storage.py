@@ -10,8 +10,8 @@ import json
 import threading
 from typing import Any
 
-from tests.deploy.fakes.common import PolicyStore, json_copy, page
-from tests.deploy.fakes.http import ApiError, Request, Router
+from tests.fakes.deploy.common import PolicyStore, json_copy, page
+from tests.fakes.deploy.http import ApiError, Request, Router
 
 BUCKET = r"/storage/v1/b/(?P<bucket>[^/]+)"
 

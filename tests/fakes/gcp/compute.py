@@ -2,7 +2,7 @@
 
 Speaks: instances insert / get / delete / aggregatedList (with an AIP-160 label filter and
 paging) and zoneOperations get / wait, for any project. Keeps instances in memory, records
-every request (see fake_rest.FakeRestServer) and can be told to refuse creates in a zone the
+every request (see rest.FakeRestServer) and can be told to refuse creates in a zone the
 way Compute Engine does: in the operation (stockout, quota) or in the HTTP answer (403, 404).
 
     with FakeComputeEngine(zones=["us-central1-a", "us-central1-b"]) as fake:
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from tests.gcp.fake_rest import FakeRestServer, RecordedRequest, Reply, google_error
+from tests.fakes.gcp.rest import FakeRestServer, RecordedRequest, Reply, google_error
 
 API = "https://www.googleapis.com/compute/v1"
 _PREFIX = r"/compute/v1/projects/(?P<project>[^/]+)"

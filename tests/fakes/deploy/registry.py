@@ -11,8 +11,8 @@ import itertools
 import threading
 from typing import Any
 
-from tests.deploy.fakes.common import LongRunningOperations, PolicyStore, json_copy, policy_from_body
-from tests.deploy.fakes.http import ApiError, Request, Router
+from tests.fakes.deploy.common import LongRunningOperations, PolicyStore, json_copy, policy_from_body
+from tests.fakes.deploy.http import ApiError, Request, Router
 
 PARENT = r"/v1/(?P<parent>projects/[^/]+/locations/[^/]+)"
 REPOSITORY = f"{PARENT}/repositories/(?P<repo>[^/:]+)"

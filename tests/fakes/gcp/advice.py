@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.gcp.fake_rest import FakeRestServer, RecordedRequest, Reply
+from tests.fakes.gcp.rest import FakeRestServer, RecordedRequest, Reply
 
 ADVICE = r"/compute/v1/projects/(?P<project>[^/]+)/regions/(?P<region>[^/]+)/advice/"
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from google.cloud import functions_v2
 
-from tests.deploy.fakes.common import (
+from tests.fakes.deploy.common import (
     LongRunningOperations,
     PolicyStore,
     canonical,
@@ -23,7 +23,7 @@ from tests.deploy.fakes.common import (
     page,
     policy_from_body,
 )
-from tests.deploy.fakes.http import ApiError, Request, Router
+from tests.fakes.deploy.http import ApiError, Request, Router
 
 PARENT = r"/v2/(?P<parent>projects/[^/]+/locations/[^/]+)"
 FUNCTION_TYPE = "type.googleapis.com/google.cloud.functions.v2.Function"

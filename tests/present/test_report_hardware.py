@@ -19,9 +19,9 @@ from spotcron.present import exports
 from spotcron.present.history import benchmark_history
 from spotcron.present.report import benchmark_report, verdict
 from tests.examples import example
-from tests.test_report import bench_run, trained
+from tests.present.test_report import bench_run, trained
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 XEON = Hardware(machine_type="n1-highcpu-16", zone="us-central1-a", cpu_model="Intel(R) Xeon(R) CPU @ 2.20GHz",
                 cpus=16, memory_mib=14700)
 T4 = Hardware(machine_type="n1-standard-8", zone="us-central1-b", cpu_model="Intel(R) Xeon(R) CPU @ 2.30GHz",

@@ -13,7 +13,7 @@ import pytest
 from spotcron.deploy.source import SourceTree, build_source
 from spotcron.runtime import assets
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _write(path: Path, text: str) -> Path:

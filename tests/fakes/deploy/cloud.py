@@ -7,16 +7,16 @@ from collections import Counter
 from typing import Any
 
 from spotcron.gcp.admin.clients import Clients, Endpoints
-from tests.deploy.fakes.common import PolicyStore
-from tests.deploy.fakes.compute import FakeCompute
-from tests.deploy.fakes.functions import FakeFunctions
-from tests.deploy.fakes.http import Call, Faults, HttpServer, Router
-from tests.deploy.fakes.iam_grpc import FakeIam
-from tests.deploy.fakes.pubsub import FakePubsub
-from tests.deploy.fakes.registry import FakeRegistry
-from tests.deploy.fakes.resourcemanager import FakeResourceManager
-from tests.deploy.fakes.scheduler import FakeScheduler
-from tests.deploy.fakes.storage import FakeStorage
+from tests.fakes.deploy.common import PolicyStore
+from tests.fakes.deploy.compute import FakeCompute
+from tests.fakes.deploy.functions import FakeFunctions
+from tests.fakes.deploy.http import Call, Faults, HttpServer, Router
+from tests.fakes.deploy.iam_grpc import FakeIam
+from tests.fakes.deploy.pubsub import FakePubsub
+from tests.fakes.deploy.registry import FakeRegistry
+from tests.fakes.deploy.resourcemanager import FakeResourceManager
+from tests.fakes.deploy.scheduler import FakeScheduler
+from tests.fakes.deploy.storage import FakeStorage
 
 
 class FakeCloud:

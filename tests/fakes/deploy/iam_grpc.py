@@ -13,8 +13,8 @@ from google.cloud.iam_admin_v1 import types
 from google.iam.v1 import iam_policy_pb2, policy_pb2
 from google.protobuf import empty_pb2, json_format
 
-from tests.deploy.fakes.common import PolicyStore
-from tests.deploy.fakes.http import ApiError, Call, Router
+from tests.fakes.deploy.common import PolicyStore
+from tests.fakes.deploy.http import ApiError, Call, Router
 
 SERVICE = "google.iam.admin.v1.IAM"
 _CODES = {400: grpc.StatusCode.INVALID_ARGUMENT, 404: grpc.StatusCode.NOT_FOUND,

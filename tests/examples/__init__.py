@@ -10,7 +10,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ("hello-bot", "dl-benchmark")
 SCHEMA = ROOT / "jobs" / "schema.json"  # `make schema` writes it; the examples point editors at it
 

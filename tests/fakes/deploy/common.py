@@ -10,7 +10,7 @@ from typing import Any
 
 from google.protobuf import json_format
 
-from tests.deploy.fakes.http import ApiError
+from tests.fakes.deploy.http import ApiError
 
 PUBLIC = {"allUsers", "allAuthenticatedUsers"}
 

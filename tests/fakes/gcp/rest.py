@@ -3,7 +3,7 @@
 Point a real Google client at it (`client_options={"api_endpoint": server.endpoint}` with
 `AnonymousCredentials()`, REST transport) and it answers from handlers you register, records
 every request (method, path, query, JSON body) and can be told to fail matching requests.
-Subclasses (fake_compute.FakeComputeEngine) add the API's routes and state.
+Subclasses (compute.FakeComputeEngine) add the API's routes and state.
 
 Only 127.0.0.1 is bound; nothing leaves the machine.
 """

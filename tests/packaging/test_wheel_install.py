@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # What a build reads: pyproject.toml's backend, setup.py's bundling, MANIFEST.in's sdist list.
 BUILD_INPUTS = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "spotcron", "functions", "vm_images/runner")
 SETUPTOOLS_NEEDED = (77,)  # pyproject.toml's build-system.requires

@@ -190,18 +190,34 @@ def test_cli_rejects_bad_arguments(capsys):
     assert "'yesterday' is not a date like 2026-10-20" in capsys.readouterr().err
 
 
-def test_coverage_counts_rows_that_name_a_test(tmp_path: Path):
+def _situations(tmp_path: Path) -> Path:
     page = tmp_path / "RELIABILITY.md"
     page.write_text("| # | situation | tests |\n|---|---|---|\n"
                     "| 1 | a tick twice | tests/engine/test_delivery.py::test_x |\n"
                     "| 2 | no public function | MISSING (tests/deploy/) |\n"
-                    "| 3 | a month of faults | tests/test_simulation.py::test_every_invariant_holds |\n")
-    assert reliability_coverage(page) == (2, 3)
+                    "| 3 | a month of faults | tests/reliability/test_simulation.py::test_every_invariant_holds |\n")
+    return page
+
+
+def test_coverage_counts_rows_that_name_a_test(tmp_path: Path):
+    assert reliability_coverage(_situations(tmp_path)) == (2, 3)
     assert reliability_coverage(tmp_path / "absent.md") is None
 
 
+def test_cli_reports_the_coverage_of_the_map_it_is_given_and_only_then(tmp_path: Path, capsys):
+    quick = ["--days", "1", "--jobs", "2", "--seed", "2", "--drain-hours", "1", "--quiet"]
+    assert main([*quick, "--reliability-map", str(_situations(tmp_path))]) == 0
+    assert "RELIABILITY.md situations covered by tests: 2/3" in capsys.readouterr().out
+    assert main(quick) == 0
+    assert "situations covered" not in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exit_info:
+        main([*quick, "--reliability-map", str(tmp_path / "absent.md")])
+    assert exit_info.value.code == 2
+    assert "absent.md: no such file" in capsys.readouterr().err
+
+
 def test_the_reliability_map_names_tests_that_exist():
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     page = (root / "tests" / "RELIABILITY.md").read_text()
     named = re.findall(r"(tests/[\w/]+\.py)::(\w+)(?:\[([^\]]*)\])?", page)
     assert len(named) > 100

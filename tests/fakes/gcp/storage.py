@@ -3,7 +3,7 @@ request, with failures injected on demand (fail_next). Behaviour is checked else
 the local storage server and fake-gcs-server (tests/contracts); this fake only records shapes.
 
 Enough for google-cloud-storage's get_blob / download / multipart upload / list_blobs / delete
-on one or more buckets. Objects live in memory; every request is recorded (fake_rest).
+on one or more buckets. Objects live in memory; every request is recorded (rest.py).
 
     with FakeCloudStorage("bkt", page_size=2) as fake:
         client = storage.Client(project="p", credentials=AnonymousCredentials(),
@@ -23,7 +23,7 @@ from email.policy import HTTP
 from typing import Any
 from urllib.parse import unquote
 
-from tests.gcp.fake_rest import FakeRestServer, RecordedRequest, Reply, google_error
+from tests.fakes.gcp.rest import FakeRestServer, RecordedRequest, Reply, google_error
 
 _BUCKET = r"/b/(?P<bucket>[^/]+)"
 OBJECTS_PATH = r"/storage/v1" + _BUCKET + r"/o"

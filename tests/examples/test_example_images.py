@@ -6,13 +6,14 @@ import importlib.util
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-IMAGES = Path(__file__).resolve().parent.parent / "vm_images"
+from spotcron.testing.waiting import wait_until
+
+IMAGES = Path(__file__).resolve().parents[2] / "vm_images"
 
 
 def _load(name: str, path: Path):
@@ -285,7 +286,7 @@ def test_the_gpu_busy_share_falls_back_to_nvidia_smi_for_the_visible_gpu(tmp_pat
     busy = torch_benchmark.GpuBusy(device=None, interval_s=0.02)
     busy.source = "nvidia-smi"
     with busy:
-        time.sleep(0.3)
+        wait_until(lambda: busy.samples, "a sample from nvidia-smi")
     assert busy.samples and busy.share == pytest.approx(0.87)
     assert (tmp_path / "asked").read_text().splitlines()[0] == \
         "-i 3 --query-gpu=utilization.gpu --format=csv,noheader,nounits"

@@ -8,8 +8,8 @@ from typing import Any
 
 from google.cloud import scheduler_v1
 
-from tests.deploy.fakes.common import canonical, json_copy, page
-from tests.deploy.fakes.http import ApiError, Request, Router
+from tests.fakes.deploy.common import canonical, json_copy, page
+from tests.fakes.deploy.http import ApiError, Request, Router
 
 PARENT = r"/v1/(?P<parent>projects/[^/]+/locations/[^/]+)"
 _OUTPUT_ONLY = ("state", "userUpdateTime", "status", "scheduleTime", "lastAttemptTime")

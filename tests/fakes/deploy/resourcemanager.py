@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.deploy.fakes.common import PolicyStore, policy_from_body
-from tests.deploy.fakes.http import ApiError, Request, Router
+from tests.fakes.deploy.common import PolicyStore, policy_from_body
+from tests.fakes.deploy.http import ApiError, Request, Router
 
 PROJECT = r"/v3/(?P<project>projects/[^/:]+)"
 

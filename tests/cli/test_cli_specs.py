@@ -14,7 +14,7 @@ from spotcron.cli import SpotcronGroup, cli
 from spotcron.core.errors import ConfigError, CronError, Problem
 from tests.examples import EXAMPLES, SCHEMA, example
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 OK = 'schedule: "0 * * * *"\nimage: spotcron/bot:latest\n'
 
 

@@ -7,8 +7,8 @@ from typing import Any
 
 from google import pubsub_v1
 
-from tests.deploy.fakes.common import PolicyStore, canonical, json_copy, page, policy_from_body
-from tests.deploy.fakes.http import ApiError, Request, Router
+from tests.fakes.deploy.common import PolicyStore, canonical, json_copy, page, policy_from_body
+from tests.fakes.deploy.http import ApiError, Request, Router
 
 TOPIC = r"/v1/(?P<name>projects/[^/]+/topics/[^/:]+)"
 

@@ -15,8 +15,8 @@ import itertools
 import threading
 from typing import Any
 
-from tests.deploy.fakes.common import json_copy
-from tests.deploy.fakes.http import ApiError, Request, Router
+from tests.fakes.deploy.common import json_copy
+from tests.fakes.deploy.http import ApiError, Request, Router
 
 PROJECT = r"/compute/v1/projects/(?P<project>[^/]+)"
 FIREWALL = f"{PROJECT}/global/firewalls/(?P<name>[^/]+)"
