@@ -93,8 +93,9 @@ def test_setup_py_bundles_exactly_the_folders_the_resolver_finds() -> None:
 
 
 def test_a_wheel_install_deploys_the_same_archive_as_the_checkout(tmp_path: Path) -> None:
-    from_checkout = build_source(checkout(tmp_path / "repo"))
-    package = wheel_install(tmp_path / "site-packages")
+    main = "import spotcron.core.spec, spotcron.runtime.assets\n"  # the archive holds what main imports
+    from_checkout = build_source(checkout(tmp_path / "repo", main))
+    package = wheel_install(tmp_path / "site-packages", main)
     from_wheel = build_source(SourceTree(functions=assets.functions_dir(package), package=package,
                                          runner=assets.runner_dir(package)))
     assert from_wheel.files == ("main.py", "requirements.txt", "spotcron/__init__.py", "spotcron/core/spec.py",
