@@ -40,7 +40,7 @@ def _apply(n_jobs: int, latency_s: float, concurrency: int, source: Any) -> tupl
     from spotcron.core.settings import Settings
     from spotcron.deploy.apply import SilentReporter, run_deploy
     from spotcron.gcp.admin.calls import Caller
-    from tests.deploy.fakes.cloud import FakeCloud
+    from tests.fakes.deploy.cloud import FakeCloud
 
     cloud = FakeCloud(PROJECT, latency_s=latency_s).start()
     settings = Settings(project=PROJECT, bucket=f"{PROJECT}-spotcron")

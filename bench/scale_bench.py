@@ -191,10 +191,10 @@ def sweep_section(quick: bool = False) -> Section:
         "spotcron.testing.memory.MemoryCompute(latency_s) only delays create and delete, so the bench wraps the ports itself.",
         "REST rows: spotcron.gcp.compute.GoogleCompute.list_managed (one filtered aggregatedList, 500 per page) "
         "against per-zone instances.list + instances.get, both through google-cloud-compute against "
-        "tests/gcp/fake_compute.py on 127.0.0.1 (the bench adds the per-zone list route).",
+        "tests/fakes/gcp/compute.py on 127.0.0.1 (the bench adds the per-zone list route).",
     ]
     if rest is None:
-        section.notes.append("REST rows skipped: tests/gcp/fake_compute.py is not importable from here.")
+        section.notes.append("REST rows skipped: tests/fakes/gcp/compute.py is not importable from here.")
     section.seconds = time.perf_counter() - started
     return section
 
@@ -202,7 +202,7 @@ def sweep_section(quick: bool = False) -> Section:
 def rest_listing(n: int) -> dict | None:
     """aggregatedList (spotcron's GoogleCompute) vs per-zone list + get, over the fake REST server."""
     try:
-        from tests.gcp import fake_compute
+        from tests.fakes.gcp import compute as fake_compute
     except ImportError:
         return None
     from google.auth.credentials import AnonymousCredentials

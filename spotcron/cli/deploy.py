@@ -41,6 +41,15 @@ def _default_credentials(project: str) -> Any:
     return default_credentials(project)
 
 
+def _default_builder(settings: Any, credentials: Any) -> Any:
+    from spotcron.deploy.naming import BUILD_ACCOUNT
+    from spotcron.gcp.admin.cloudbuild import CloudBuilder
+    from spotcron.gcp.storage import GcsBlobs
+
+    return CloudBuilder(settings.project, settings.region, GcsBlobs(settings.bucket), credentials=credentials,
+                        service_account=settings.account_email(BUILD_ACCOUNT))
+
+
 @dataclass
 class DeployContext:
     credentials: Callable[[str], Any] = _default_credentials
@@ -51,6 +60,7 @@ class DeployContext:
     interactive: Callable[[], bool] = field(default=lambda: sys.stdin.isatty())
     poll_initial: float = 2.0
     compute: Callable[[str, Any], Any] = _default_compute  # destroy: live VMs labelled spotcron=1
+    builder: Callable[[Any, Any], Any] = _default_builder  # (settings, credentials) -> deploy.builds.Builder
 
 
 class RichReporter:
@@ -154,8 +164,10 @@ def deploy(ctx: click.Context, jobs_dir: Path, stack_path: Path, dry_run: bool, 
     out.print(f"[bold]spotcron deploy[/] — project {settings.project}, region {settings.region}, "
               f"{len(jobs)} job{'s' if len(jobs) != 1 else ''} from {jobs_dir}/")
     started = time.monotonic()
+    jobs, prepare = _images(env, settings, credentials, jobs, jobs_dir, out)
     result = run_deploy(settings, jobs, source, clients, confirm=confirm, reporter=RichReporter(out),
-                        dry_run=dry_run, concurrency=concurrency, caller=caller, poll_initial=env.poll_initial)
+                        dry_run=dry_run, concurrency=concurrency, caller=caller, poll_initial=env.poll_initial,
+                        prepare=prepare)
     if dry_run:
         if result.plan:
             out.print("Dry run: nothing was changed. Apply with `make deploy` (spotcron deploy).")
@@ -165,6 +177,80 @@ def deploy(ctx: click.Context, jobs_dir: Path, stack_path: Path, dry_run: bool, 
         out.print(f"[green]Deployed[/]: {done} changes in {time.monotonic() - started:.1f}s "
                   f"({caller.calls} API calls). A re-plan now shows no changes.")
     out.print(f"Runs and results: spotcron runs --bucket gs://{settings.bucket}")
+
+
+def _images(env: DeployContext, settings: Any, credentials: Any, jobs: list[Any], jobs_dir: Path,
+            out: Any) -> tuple[list[Any], Callable[[], list[Any]] | None]:
+    """The jobs pinned to the images built before, and the step that builds the rest (None: nothing to build)."""
+    from rich.text import Text
+
+    from spotcron.core.images import plan_builds
+    from spotcron.deploy.builds import build_missing, format_builds, look_up, pin
+
+    builds = plan_builds(jobs, _repository_root(jobs_dir))
+    if not builds:
+        return jobs, None
+    builder = env.builder(settings, credentials)
+    statuses = look_up(builds, builder, settings.registry)
+    for line in format_builds(statuses):
+        out.print(Text(line, style="green" if line.startswith("+") else "dim"))
+    if all(status.digest for status in statuses):
+        return pin(jobs, statuses), None
+
+    def prepare() -> list[Any]:
+        done = build_missing(statuses, builder, on_built=lambda s: out.print(Text(format_builds([s])[0], style="green")))
+        return pin(jobs, done)
+
+    return pin(jobs, statuses), prepare
+
+
+def _repository_root(jobs_dir: Path) -> Path:
+    """Build contexts are relative to the folder holding jobs/, where `local.command` runs from too."""
+    return jobs_dir.resolve().parent
+
+
+@click.command("build")
+@click.argument("job", required=False)
+@jobs_option
+@stack_option
+@click.pass_context
+def build(ctx: click.Context, job: str | None, jobs_dir: Path, stack_path: Path) -> None:
+    """Build the images of the jobs that say build: (or of JOB) with Cloud Build.
+
+    No local Docker is needed: each build folder is uploaded to the stack's bucket as a
+    reproducible archive, Cloud Build runs `docker build` on it and pushes the image to the
+    stack's Artifact Registry repository, tagged with the hash of the folder. A folder that is
+    unchanged since its last successful build is not built again. Prints each image by digest,
+    the reference `spotcron deploy` pins the deployed spec to.
+    """
+    from rich.text import Text
+
+    from spotcron.cli._common import load_stack
+    from spotcron.core.errors import SpotcronError
+    from spotcron.core.images import plan_builds
+    from spotcron.core.loader import load_jobs
+    from spotcron.deploy.builds import build_missing, format_builds, look_up
+    from spotcron.deploy.validate import preflight
+
+    env: DeployContext = ctx.obj if isinstance(ctx.obj, DeployContext) else DeployContext()
+    out = console()
+    settings = load_stack(stack_path)
+    jobs = load_jobs([jobs_dir], grace=settings.grace, retention_days=settings.results_retention_days)
+    if job is not None and job not in {spec.name for spec in jobs}:
+        raise SpotcronError(f"no job {job!r} in {jobs_dir}/; jobs: {', '.join(sorted(s.name for s in jobs))}")
+    preflight(settings, jobs, stack_path, _job_paths(jobs_dir))
+    builds = plan_builds(jobs, _repository_root(jobs_dir), only=job)
+    if not builds:
+        out.print(f"nothing to build: {'job ' + job if job else 'no job'} says build: (a folder with a Dockerfile)")
+        return
+    builder = env.builder(settings, env.credentials(settings.project))
+    statuses = look_up(builds, builder, settings.registry)
+    for line in format_builds([s for s in statuses if s.digest]):
+        out.print(Text(line, style="dim"))
+    for status in statuses:
+        if status.digest is None:
+            out.print(f"building {status.image} from {status.build.relative}/ with Cloud Build …")
+    build_missing(statuses, builder, on_built=lambda s: out.print(Text(format_builds([s])[0], style="green")))
 
 
 @click.command("destroy")
@@ -232,4 +318,4 @@ def destroy(ctx: click.Context, stack_path: Path, dry_run: bool, assume_yes: boo
                      f"Results stay in gs://{settings.bucket}: spotcron runs --bucket gs://{settings.bucket}"))
 
 
-COMMANDS = [deploy, destroy]
+COMMANDS = [deploy, build, destroy]

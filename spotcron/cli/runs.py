@@ -230,7 +230,8 @@ def run(job_or_file: str, cloud: bool, project: str | None, topic: str | None, t
     if timestamps and not follow:
         raise goes_with("--timestamps", "--follow", "without it the output is not printed")
     settings = load_stack(stack_path)
-    spec = load_job_file(find_job_file(job_or_file, jobs_dir), grace=settings.grace)
+    job_file = find_job_file(job_or_file, jobs_dir)
+    spec = load_job_file(job_file, grace=settings.grace)
     if cloud:
         nonce = _publish_start(spec, project or settings.project, topic or settings.start_topic, bucket,
                                quiet=follow)
@@ -240,6 +241,7 @@ def run(job_or_file: str, cloud: bool, project: str | None, topic: str | None, t
             raise click.exceptions.Exit(streams.outcome(records))
         return
     streams = _streams(timestamps) if follow else None
+    spec = _local_image(spec, Path(job_file).resolve().parent.parent)
     records = _run_locally(spec, state_dir, timeout_s or float(spec.timeout + settings.grace), settings.limits,
                            streams)
     if streams is not None:
@@ -262,6 +264,15 @@ def _streams(timestamps: bool) -> Streams:
     return Streams(timestamps, write=lambda text: click.echo(text, nl=False),
                    notice=lambda text: err.print(f"[dim]{text}[/dim]"),
                    report=lambda line: err.print(line, markup=False, highlight=False, soft_wrap=True))
+
+
+def _local_image(spec: Any, root: Path) -> Any:
+    """The job with its build: built by podman or docker when one works here; a line on stderr says
+    whether its container or its local.command runs."""
+    from spotcron.local.images import LocalImages
+
+    err = console(stderr=True)
+    return LocalImages(root, lambda line: err.print(line, markup=False, highlight=False, soft_wrap=True))([spec])[0]
 
 
 def _run_locally(spec: Any, state_dir: Path, timeout_s: float, limits: Any = None,

@@ -63,9 +63,18 @@ def up(jobs_dir: Path, stack_path: Path, once: bool, state_dir: Path, timeout: f
         if stack.leftovers_ended:
             out.print(f"  ended {len(stack.leftovers_ended)} local VM(s) left running by a stack that did not stop: "
                       f"{', '.join(stack.leftovers_ended)}; the sweep settles their runs")
+        images = _local_images(jobs_dir, out)
         if once:
-            sys.exit(_once(stack, specs, timeout, out))
-        _forever(stack, jobs_dir, out)
+            sys.exit(_once(stack, images(specs), timeout, out))
+        _forever(stack, jobs_dir, out, images)
+
+
+def _local_images(jobs_dir: Path, out) -> Callable:
+    """Builds the images of jobs that say build: with podman or docker, saying for each what runs."""
+    from spotcron.local.images import LocalImages
+
+    return LocalImages(jobs_dir.resolve().parent,
+                       lambda line: out.print(f"  {line}", markup=False, highlight=False, soft_wrap=True))
 
 
 @contextlib.contextmanager
@@ -165,13 +174,14 @@ def _progress(records):
     return table
 
 
-def _forever(stack, jobs_dir: Path, out) -> None:
+def _forever(stack, jobs_dir: Path, out, images: Callable) -> None:
     from spotcron.cli.live import JobLoader, UpView
 
     view = UpView(out, now=stack.deps.clock.now, read_record=stack.deps.store.read,
                   upcoming=lambda: stack.scheduler.upcoming() if stack.scheduler is not None else {})
     stack.feed.listen(view.on_event)
-    stack.schedule(JobLoader(jobs_dir, stack.grace, view), watch=[jobs_dir])
+    loader = JobLoader(jobs_dir, stack.grace, view)
+    stack.schedule(lambda: images(loader()), watch=[jobs_dir])
     stack.accept_handoffs()
     hangup = getattr(signal, "SIGHUP", None)
     previous = signal.getsignal(hangup) if hangup is not None else None

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 from spotcron.core import catalog
 from spotcron.core.cron.schedule import load_time_zone, parse_schedule
 from spotcron.core.errors import ConfigError, CronError, Problem
+from spotcron.core.images import build_problems
 from spotcron.core.settings import Settings
 from spotcron.core.spec import JOB_NAME_MAX, MAX_RUN_SECONDS, MIN_RUN_SECONDS, JobSpec, name_problem
 
@@ -194,6 +195,8 @@ def check_job_file(path: Path, *, grace: int = DEFAULT_GRACE,
             _report(error, file)
     if spec is not None:
         _check_spec(spec, data, file, grace)
+        for loc, message in build_problems(spec, path.resolve().parent.parent):
+            file.add(loc, message)
         if retention_days is not None:
             _check_retention(spec, data, file, grace, retention_days)
     return (spec if not file.problems else None), file.problems
@@ -335,6 +338,9 @@ def _report(error: Mapping[str, Any], file: _File) -> None:
         loc = ("checkpoint",)
     elif kind == "value_error" and loc == () and message.startswith("history_limit"):
         loc = ("history_limit",)
+    elif kind == "value_error" and loc == () and message.startswith("the job names no image"):
+        loc = ("image",)
+        message = f"required field is missing; {_MISSING_HINTS[('image',)]}, or build: a folder with a Dockerfile"
     elif kind != "value_error":
         message = f"{message} (got {_kind(value)})"
     file.add(loc, message)

@@ -154,6 +154,11 @@ class Settings(BaseModel):
         return account if "@" in account else f"{account}@{self.project}.iam.gserviceaccount.com"
 
     @property
+    def registry(self) -> str:
+        """Where built job images are pushed: the stack's repository, REGION-docker.pkg.dev/PROJECT/REPOSITORY."""
+        return f"{self.region}-docker.pkg.dev/{self.project}/{self.repository}"
+
+    @property
     def vm_service_account_email(self) -> str:
         return self.account_email(self.vm_service_account)
 

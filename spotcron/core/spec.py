@@ -142,7 +142,25 @@ def _image_ref(value: str) -> str:
 
 
 Image = Annotated[str, AfterValidator(_image_ref)]
+
+
+def _build_context(value: str) -> str:
+    parts = value.replace("\\", "/").split("/")
+    if value.startswith("/") or ".." in parts or not value.strip():
+        raise ValueError(f"{value!r} is not a folder inside the repository; write a path relative to the folder "
+                         f"that holds jobs/, e.g. vm_images/bot")
+    return value
+
+
+def _build_shorthand(value: Any) -> Any:
+    """`build: vm_images/bot` is short for `build: {context: vm_images/bot}`."""
+    return {"context": value} if isinstance(value, str) else value
 Duration = Annotated[int, BeforeValidator(parse_duration, json_schema_input_type=int | str), PlainSerializer(int)]
+
+
+def built_image_name(name: str) -> str:
+    """The image name of a job (or entry) that says build: and no image:."""
+    return f"spotcron/{name}"
 
 
 def _with_bundled_gpu(data: Any) -> Any:
@@ -192,6 +210,20 @@ class MachineOverride(_Model):
         return _with_bundled_gpu(data)
 
 
+class Build(_Model):
+    """Where the job's image is built from: a folder with a Dockerfile, relative to the folder that
+    holds jobs/ (the repository root), like `local.command` runs from there."""
+
+    context: Annotated[str, AfterValidator(_build_context)] = Field(
+        description="the build context: a folder relative to the repository root, e.g. vm_images/bot")
+    dockerfile: Annotated[str, AfterValidator(_build_context)] = Field(
+        "Dockerfile", description="the Dockerfile, relative to the context folder")
+    args: EnvMap = Field({}, description="build arguments (docker build --build-arg NAME=VALUE)")
+
+
+BuildField = Annotated[Build, BeforeValidator(_build_shorthand, json_schema_input_type=str | Build)]
+
+
 class Retries(_Model):
     preemption: int = Field(3, ge=0, le=10, description="new attempts (in the next zone) after a Spot preemption")
     failure: int = Field(0, ge=0, le=5, description="new attempts after the container exits non-zero")
@@ -220,6 +252,8 @@ class MatrixEntry(_Model):
                                                                      "own VM; default: the job's repeat")
     image: Image | None = Field(None, description="replaces the job's image for this entry, e.g. a CUDA image "
                                                   "for an entry with a GPU")
+    build: BuildField | None = Field(None, description="builds this entry's image from a folder with a Dockerfile "
+                                                       "(e.g. a CUDA build), instead of the job's")
     local: LocalRun | None = Field(None, description="replaces the job's local block for this entry")
 
     @field_validator("name")
@@ -254,7 +288,12 @@ class JobSpec(_Model):
     time_zone: str = Field("Etc/UTC", description="IANA time zone the schedule is read in, e.g. Europe/Berlin")
     description: str = Field("", description="free text shown in listings and on the scheduler entry")
     paused: bool = Field(False, description="true: deploy the schedule paused; no runs until resumed")
-    image: Image = Field(description="container image to run, e.g. us-docker.pkg.dev/PROJECT/REPO/IMAGE:TAG")
+    image: Image | None = Field(None, description="container image to run, e.g. us-docker.pkg.dev/PROJECT/REPO/"
+                                                  "IMAGE:TAG; with build: the image's name (left out: the job's)")
+    build: BuildField | None = Field(None, description="build the image from a folder with a Dockerfile, e.g. "
+                                                       "vm_images/bot: `spotcron build` and deploy build it with "
+                                                       "Cloud Build and run it by digest; `spotcron up` builds it "
+                                                       "with podman or docker when present")
     command: Argv | None = Field(None, description="replaces the image's entrypoint (string or list)")
     args: Argv = Field((), description="arguments passed to the entrypoint (string or list)")
     env: EnvMap = Field({}, description="environment variables for the container")
@@ -373,6 +412,17 @@ class JobSpec(_Model):
         return entries
 
     @model_validator(mode="after")
+    def _image_or_build(self) -> JobSpec:
+        if self.image is None:
+            if self.build is None:
+                raise ValueError("the job names no image: write image: (an image to run, e.g. "
+                                 "us-docker.pkg.dev/PROJECT/REPO/IMAGE:TAG) or build: (a folder with a Dockerfile, "
+                                 "e.g. vm_images/bot)")
+            # A name for the image until it is built; what runs is the built, pinned reference.
+            object.__setattr__(self, "image", built_image_name(self.name))
+        return self
+
+    @model_validator(mode="after")
     def _distinct_dirs(self) -> JobSpec:
         if self.checkpoint is not None:
             a, b = self.results.rstrip("/") + "/", self.checkpoint.rstrip("/") + "/"
@@ -459,6 +509,10 @@ class JobSpec(_Model):
                 update["repeat"] = entry.repeat
             if entry.image is not None:
                 update["image"] = entry.image
+            if entry.build is not None:
+                update["build"] = entry.build
+                if entry.image is None:  # its own build: its own name, not the job's image
+                    update["image"] = built_image_name(f"{self.name}-{entry.name}")
             if entry.local is not None:
                 update["local"] = entry.local
             resolved.append(self.model_copy(update=update))
@@ -496,9 +550,11 @@ class JobSpec(_Model):
     def to_payload(self) -> dict[str, Any]:
         """The JSON that Cloud Scheduler publishes to the start topic for this job."""
         payload = self.model_dump(mode="json")
-        if payload.get("service_account") is None:
-            # Absent rather than null: the digests of specs deployed before the field existed stay valid.
-            payload.pop("service_account", None)
+        # Absent rather than null: the digests of specs deployed before these fields existed stay valid.
+        for holder, key in [(payload, "service_account"), (payload, "build"),
+                            *((entry, "build") for entry in payload.get("matrix") or ())]:
+            if holder.get(key) is None:
+                holder.pop(key, None)
         return payload
 
     @classmethod
@@ -517,6 +573,7 @@ def job_file_schema() -> dict[str, Any]:
     props = schema["properties"]
     del props["variant"], props["repeat_index"]
     schema["required"] = [name for name in schema["required"] if name != "name"]
+    schema["anyOf"] = [{"required": ["image"]}, {"required": ["build"]}]  # one of them names what runs
     props["name"].update(pattern=_NAME.pattern, maxLength=JOB_NAME_MAX)
     defs["MatrixEntry"]["properties"]["name"].update(pattern=_NAME.pattern, maxLength=ENTRY_NAME_MAX)
     defs["MatrixEntry"]["properties"]["image"]["anyOf"][0]["pattern"] = _IMAGE.pattern
@@ -534,7 +591,7 @@ def job_file_schema() -> dict[str, Any]:
     override["type"]["anyOf"][0]["enum"] = machine_types
     override["zones"]["anyOf"][0]["items"]["pattern"] = ZONE.pattern
     defs["Gpu"]["properties"]["type"]["enum"] = gpu_types
-    props["image"]["pattern"] = _IMAGE.pattern
+    props["image"]["anyOf"][0]["pattern"] = _IMAGE.pattern
     props["service_account"]["anyOf"][0]["pattern"] = SERVICE_ACCOUNT.pattern
     props["regions"]["anyOf"][0]["items"]["pattern"] = REGION.pattern
     return {

@@ -41,7 +41,7 @@ class Usage:
     # The recipe's start/stop functions wait for the operation: about 60 s each, as it says.
     classic_function_seconds: float = 60.0
     results_mb_per_run: float = 1.0  # logs, manifest and results of one run
-    # Storage operations of one run, as the engine makes them (tests/test_cost.py counts them through
+    # Storage operations of one run, as the engine makes them (tests/cost/test_cost.py counts them through
     # the functions on the in-memory bucket, so this cannot drift). Class A: run.json 5 writes
     # (scheduled, starting, running, ended with its effects owed, effects done), the live marker 3
     # (waiting, running, ending; deleting is free), the limits 5 (the admission and the listings of

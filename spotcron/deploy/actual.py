@@ -44,8 +44,8 @@ from spotcron.deploy.resources import (
     SOURCE_PREFIX,
     SUBNETWORK,
     TOPIC,
+    Inventory,
     Resource,
-    State,
     index,
     managed_lifecycle_rule,
     split_policy_name,
@@ -60,7 +60,7 @@ SCHEDULER_PAGE = 500  # the API's maximum
 
 @dataclass(frozen=True)
 class Actual:
-    state: State
+    state: Inventory
     job_done_url: str  # the deployed job_done's URL, "" while it does not exist
     credentials_url: str = ""  # the same for the credentials broker
     accounts: frozenset[str] = frozenset()  # every service account of the project (emails)
@@ -149,7 +149,7 @@ def scheduler_fields(job: Any) -> dict[str, Any]:
 
 
 class _Reader:
-    def __init__(self, clients: Clients, call: Caller, names: Names, desired: State):
+    def __init__(self, clients: Clients, call: Caller, names: Names, desired: Inventory):
         self.clients, self.call, self.names, self.desired = clients, call, names, desired
         self.timeout = clients.timeout
         self.listed_accounts: frozenset[str] = frozenset()
@@ -287,7 +287,7 @@ def _common_prefix(a: str, b: str) -> str:
     return a[:size]
 
 
-def _parent_exists(target: str, found: State, names: Names, accounts: frozenset[str] = frozenset()) -> bool:
+def _parent_exists(target: str, found: Inventory, names: Names, accounts: frozenset[str] = frozenset()) -> bool:
     """Whether the resource a policy sits on exists (else reading its policy is a wasted call)."""
     kind, ident = split_policy_name(target)
     if kind == POLICY_BUCKET:
@@ -303,7 +303,7 @@ def _parent_exists(target: str, found: State, names: Names, accounts: frozenset[
     return True
 
 
-def read_actual(clients: Clients, call: Caller, names: Names, desired: State, pool: ThreadPoolExecutor) -> Actual:
+def read_actual(clients: Clients, call: Caller, names: Names, desired: Inventory, pool: ThreadPoolExecutor) -> Actual:
     """Everything deploy manages that exists now, read in two parallel waves."""
     reader = _Reader(clients, call, names, desired)
     targets = [name for (kind, name) in desired if kind == IAM_POLICY]

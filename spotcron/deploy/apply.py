@@ -22,8 +22,8 @@ from spotcron.deploy.desired import desired_state
 from spotcron.deploy.executor import ApiExecutor, Outcome
 from spotcron.deploy.handlers import Context
 from spotcron.deploy.naming import Names
-from spotcron.deploy.planner import UPDATE, Action
-from spotcron.deploy.resources import FUNCTION, State
+from spotcron.deploy.planner import DELETE, UPDATE, Action
+from spotcron.deploy.resources import DEPLOYED_SPEC, FUNCTION, SOURCE, Inventory
 from spotcron.deploy.source import SourceBundle
 from spotcron.gcp.admin.calls import Caller, DeployError
 from spotcron.gcp.admin.clients import Clients
@@ -62,7 +62,7 @@ class SilentReporter:
 
 @dataclass
 class PlanResult:
-    desired: State
+    desired: Inventory
     actual: Actual
     actions: list[Action]
 
@@ -143,8 +143,14 @@ def _failure_message(outcome: Outcome) -> str:
 def run_deploy(settings: Settings, jobs: Sequence[JobSpec], source: SourceBundle, clients: Clients, *,
                confirm: Callable[[list[Action]], bool], reporter: Reporter, dry_run: bool = False,
                concurrency: int = 16, caller: Caller | None = None, poll_initial: float = 2.0,
-               max_passes: int = 3) -> DeployResult:
-    """Plan, show, confirm and apply; DeployFailed when an action fails after its retries."""
+               max_passes: int = 3, prepare: Callable[[], Sequence[JobSpec]] | None = None) -> DeployResult:
+    """Plan, show, confirm and apply; DeployFailed when an action fails after its retries.
+
+    `prepare` (images still to build): called after the confirmation, once the bucket, accounts,
+    repository and their IAM bindings exist (a build pushes to that repository as the build
+    account); it builds and returns the jobs pinned to the built digests, and the rest of the
+    plan is made from those, so no deployed spec ever names an unbuilt image.
+    """
     call = caller or Caller(settings.project)
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="deploy") as pool:
         try:
@@ -159,6 +165,26 @@ def run_deploy(settings: Settings, jobs: Sequence[JobSpec], source: SourceBundle
             raise DeployError("deploy cancelled: nothing was changed")
         ctx = Context(clients, call, Names.of(settings), source.data, poll_initial=poll_initial)
         actions = planned.actions
+        if prepare is not None:
+            foundation = [a for a in actions if a.kind != DELETE and a.phase <= 1
+                          and a.resource_type not in (SOURCE, DEPLOYED_SPEC)]
+            if foundation:
+                reporter.start(len(foundation), "preparing the images' repository")
+                try:
+                    outcome = ApiExecutor(ctx, pool, reporter.advance).execute(foundation)
+                finally:
+                    reporter.finish()
+                result.passes.append(outcome)
+                if not outcome.ok:
+                    raise DeployFailed(_failure_message(outcome), result)
+            jobs = prepare()
+            try:
+                actions = compute_plan(settings, jobs, source.object_name, clients, call, pool).actions
+            except (NotFound, Transient, ApiError) as exc:
+                raise DeployFailed(f"built the images, then reading the stack failed: {exc}. Run deploy again "
+                                   f"(the images are not built again).", result) from exc
+            if not actions:
+                return result
         for number in range(1, max_passes + 1):
             reporter.start(len(actions), "applying" if number == 1 else f"applying (pass {number})")
             try:

@@ -28,8 +28,8 @@ from spotcron.deploy.resources import (
     SOURCE,
     SUBNETWORK,
     TOPIC,
+    Inventory,
     Resource,
-    State,
     index,
     policy_name,
 )
@@ -246,7 +246,7 @@ def uses_placement(settings: Settings, jobs: Iterable[JobSpec]) -> bool:
 
 
 def desired_state(settings: Settings, jobs: Iterable[JobSpec], source_object: str, job_done_url: str,
-                  credentials_url: str = "", retired_accounts: Iterable[str] = ()) -> State:
+                  credentials_url: str = "", retired_accounts: Iterable[str] = ()) -> Inventory:
     """Everything that should exist. The URLs are "" until their functions have been deployed once.
 
     `retired_accounts`: jobs' own accounts that deployed specs named and no job names any more."""

@@ -44,8 +44,8 @@ from spotcron.deploy.resources import (
     SOURCE,
     SUBNETWORK,
     TOPIC,
+    Inventory,
     Resource,
-    State,
     split_policy_name,
 )
 from spotcron.gcp.admin.calls import Caller, DeployError
@@ -63,7 +63,7 @@ class DestroyPlan:
     vms: list[Any] = field(default_factory=list)  # Instances labelled spotcron=1
 
 
-def plan_destroy(actual: State, names: Names, *, delete_results: bool, vms: Sequence[Any] = ()) -> DestroyPlan:
+def plan_destroy(actual: Inventory, names: Names, *, delete_results: bool, vms: Sequence[Any] = ()) -> DestroyPlan:
     """The actions that remove spotcron's stack from `actual`, in execution order."""
     actions: list[Action] = []
     kept: list[str] = []

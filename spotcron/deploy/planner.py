@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from spotcron.deploy.resources import CREATE_ONLY, IAM_POLICY, NEVER_DELETED, Resource, State, phase
+from spotcron.deploy.resources import CREATE_ONLY, IAM_POLICY, NEVER_DELETED, Inventory, Resource, phase
 
 CREATE, UPDATE, DELETE = "create", "update", "delete"
 _MARK = {CREATE: "+", UPDATE: "~", DELETE: "-"}
@@ -56,7 +56,7 @@ def diff(want: Resource, have: Resource) -> dict[str, tuple[Any, Any]]:
             if name not in skip and have.fields.get(name) != value}
 
 
-def plan(desired: State, actual: State) -> list[Action]:
+def plan(desired: Inventory, actual: Inventory) -> list[Action]:
     """The actions that turn `actual` into `desired`, in execution order."""
     actions: list[Action] = []
     for key, want in desired.items():

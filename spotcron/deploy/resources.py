@@ -1,6 +1,6 @@
 """What deploy manages, as plain data: one `Resource` per Google Cloud object.
 
-Desired and actual state are both `State` (a dict keyed by (type, name)) holding `Resource`s
+Desired and actual state are both `Inventory` (a dict keyed by (type, name)) holding `Resource`s
 whose `fields` are plain comparable values (str, int, bool, tuples, dicts of those). The
 planner compares fields and nothing else; `meta` carries what the executor needs but the
 planner must ignore (server-assigned names, URLs).
@@ -80,12 +80,12 @@ class Resource:
         return (self.type, self.name)
 
 
-State = dict[tuple[str, str], Resource]
+Inventory = dict[tuple[str, str], Resource]
 
 
-def index(resources: Iterable[Resource]) -> State:
-    """The State for `resources`; a duplicate key is a bug in the caller, so it raises."""
-    state: State = {}
+def index(resources: Iterable[Resource]) -> Inventory:
+    """The Inventory for `resources`; a duplicate key is a bug in the caller, so it raises."""
+    state: Inventory = {}
     for resource in resources:
         if resource.key in state:
             raise ValueError(f"two resources named {resource.type} {resource.name}")

@@ -4,7 +4,10 @@ whether they come from a checkout or from a wheel's packaged copies (runtime/ass
 
 What goes in is an allowlist (`SHIPPED`, less `NOT_SHIPPED`): a new package ships only once it
 is named here, so test support, presentation, local mode and the deployer (its Google side in
-gcp/admin/ included) can never reach the functions by accident.
+gcp/admin/ included) can never reach the functions by accident. Of those packages' modules, only
+the ones the functions' entry points can import (at the top or inside a function, read by
+`deploy/imports.py`) go in: the job file loader, the cron describer and the file editor are the
+CLI's, and a cold start never pays to unpack them.
 
 The zip is byte-for-byte reproducible (sorted entries, fixed timestamps and modes), so its
 SHA-256 names it: `deploy/source-SHA.zip` exists in the bucket exactly when this code was
@@ -20,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spotcron.core.errors import ConfigError, Problem
+from spotcron.deploy.imports import imported_names
 from spotcron.deploy.resources import SOURCE_PREFIX
 from spotcron.runtime import assets
 
@@ -100,7 +104,36 @@ def _collect(tree: SourceTree) -> dict[str, bytes]:
             rel = f"{name}/{path.relative_to(folder).as_posix()}"
             if path.is_file() and _shipped(rel):
                 entries[rel] = path.read_bytes()
-    return entries
+    return _reachable(entries)
+
+
+def _module_of(name: str) -> str | None:
+    """The module an archive entry holds (`spotcron/core/__init__.py` → spotcron.core), or None."""
+    if not name.endswith(".py"):
+        return None
+    parts = name[: -len(".py")].split("/")
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _reachable(entries: dict[str, bytes]) -> dict[str, bytes]:
+    """`entries` less the spotcron modules no entry point in functions/ can import."""
+    modules = {module: name for name in entries if (module := _module_of(name)) is not None}
+    todo = [module for module, name in modules.items() if "/" not in name]  # functions/ at the root
+    seen: set[str] = set()
+    while todo:
+        module = todo.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        name = modules[module]
+        for imported, _ in imported_names(entries[name], module, is_package=name.endswith("/__init__.py"),
+                                          filename=name):
+            parts = imported.split(".")
+            # Importing a.b.c runs a, a.b and a.b.c: each of ours among them is needed.
+            todo += [m for i in range(1, len(parts) + 1) if (m := ".".join(parts[:i])) in modules]
+    return {name: data for name, data in entries.items()
+            if not name.startswith("spotcron/") or (_module_of(name) or "spotcron") in seen
+            or not name.endswith(".py")}
 
 
 def build_source(root: Path | SourceTree | None = None) -> SourceBundle:

@@ -120,6 +120,8 @@ def image_problems(settings: Settings, jobs: Sequence[JobSpec], files: Mapping[s
     ours = f"{settings.region}-docker.pkg.dev/{settings.project}/{settings.repository}/"
     problems = []
     for job in jobs:
+        if job.build is not None:
+            continue  # built into the stack's repository: `image` only names it
         host, _, path = job.image.partition("/")
         if not host.endswith("-docker.pkg.dev") or not path.startswith(f"{names.project}/") \
                 or job.image.startswith(ours):

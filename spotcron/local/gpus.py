@@ -34,6 +34,13 @@ class GpuPool:
         self.ids = tuple(ids)
         self._free = list(self.ids)
         self._changed = threading.Condition()
+        self._waiting = 0
+
+    @property
+    def waiting(self) -> int:
+        """How many VMs found too few GPUs free and wait for some: what `up` and tests can see."""
+        with self._changed:
+            return self._waiting
 
     @property
     def size(self) -> int:
@@ -60,13 +67,21 @@ class GpuPool:
 
         `give_up` is called without the pool's lock held: it may take its caller's own lock,
         which that caller holds while it calls `try_take` (one lock order, no deadlock)."""
-        while not give_up():
-            taken = self.try_take(count)
-            if taken is not None:
-                return taken
-            with self._changed:
-                self._changed.wait(poll_s)
-        return None
+        waited = False
+        try:
+            while not give_up():
+                taken = self.try_take(count)
+                if taken is not None:
+                    return taken
+                with self._changed:
+                    if not waited:
+                        waited, self._waiting = True, self._waiting + 1
+                    self._changed.wait(poll_s)
+            return None
+        finally:
+            if waited:
+                with self._changed:
+                    self._waiting -= 1
 
     def give_back(self, ids: Sequence[str]) -> None:
         with self._changed:

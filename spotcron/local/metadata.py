@@ -94,6 +94,7 @@ class LocalMetadataServer:
         self._vms: dict[str, FakeVm] = {}
         self._secret = secrets.token_bytes(32)
         self._changed = threading.Condition()
+        self._parked = 0  # requests waiting for a change right now
         self._stopping = False
         self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -259,6 +260,13 @@ class LocalMetadataServer:
             return text, self.signer.sign_identity(audience, claims)
         raise _Missing(f"no metadata path {path!r}")
 
+    @property
+    def long_polls(self) -> int:
+        """How many `wait_for_change` requests are parked now: what a caller waits on before it
+        changes a value, to know the change is what answers them."""
+        with self._changed:
+            return self._parked
+
     def wait_for_change(self, vm_name: str, path: str, query: Mapping[str, str],
                         last_etag: str | None, timeout_s: float) -> tuple[str, str]:
         """Block until the value's ETag differs from `last_etag` (or the current one), or timeout."""
@@ -266,12 +274,16 @@ class LocalMetadataServer:
         with self._changed:
             current = self.answer(vm_name, path, query)
             watched = last_etag or _etag(current[1])
-            while _etag(current[1]) == watched and not self._stopping:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                self._changed.wait(remaining)
-                current = self.answer(vm_name, path, query)
+            self._parked += 1
+            try:
+                while _etag(current[1]) == watched and not self._stopping:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self._changed.wait(remaining)
+                    current = self.answer(vm_name, path, query)
+            finally:
+                self._parked -= 1
             return current
 
 

@@ -7,11 +7,12 @@ prints the packages' arrows, the cycles and the modules importing Google's libra
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+
+from spotcron.deploy.imports import imported_names
 
 ROOT = Path(__file__).resolve().parents[2]
 FUNCTIONS = "functions"  # the Cloud Functions' entry points: a layer of their own, above runtime
@@ -32,20 +33,9 @@ def module_name(path: Path, root: Path = ROOT) -> str:
 
 
 def _imports_of(name: str, path: Path) -> Iterator[Import]:
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                yield Import(name, alias.name, node.lineno)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join([*anchor, base] if base else anchor)
-            yield Import(name, base, node.lineno)
-            for alias in node.names:  # `from spotcron.engine import steps` imports a module
-                yield Import(name, f"{base}.{alias.name}", node.lineno)
+    for imported, line in imported_names(path.read_text(encoding="utf-8"), name,
+                                         is_package=path.name == "__init__.py", filename=str(path)):
+        yield Import(name, imported, line)
 
 
 @dataclass

@@ -18,7 +18,7 @@ from spotcron.deploy.apply import DeployResult, PlanResult, SilentReporter, comp
 from spotcron.deploy.planner import Action
 from spotcron.deploy.source import SourceBundle, build_source
 from spotcron.gcp.admin.calls import Caller
-from tests.deploy.fakes.cloud import FakeCloud
+from tests.fakes.deploy.cloud import FakeCloud
 from tests.gcp.fixtures import pubsub_host  # noqa: F401  (the shared Pub/Sub emulator, for test_topic_behaviour)
 
 PROJECT = "demo-proj"

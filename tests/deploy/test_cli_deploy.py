@@ -13,7 +13,7 @@ from click.testing import CliRunner, Result
 from spotcron.cli import SpotcronGroup
 from spotcron.cli.deploy import COMMANDS, DeployContext, _default_credentials
 from tests.deploy.conftest import BUCKET, JOBS_DIR, PROJECT, make_source_root, quick_caller
-from tests.deploy.fakes.cloud import FakeCloud
+from tests.fakes.deploy.cloud import FakeCloud
 
 STACK = f"project: {PROJECT}\nregion: us-central1\nbucket: {BUCKET}\nsweep_interval: 5m\n"
 

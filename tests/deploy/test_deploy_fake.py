@@ -17,7 +17,7 @@ from spotcron.deploy.source import build_source
 from spotcron.engine.deployed import digest, digest_of
 from spotcron.gcp.admin.calls import DeployError
 from tests.deploy.conftest import BUCKET, JOBS_DIR, PROJECT, Deployer, make_source_root, quick_caller
-from tests.deploy.fakes.cloud import FakeCloud
+from tests.fakes.deploy.cloud import FakeCloud
 
 LOCATION = f"projects/{PROJECT}/locations/us-central1"
 VM = f"serviceAccount:spotcron-vm@{PROJECT}.iam.gserviceaccount.com"

@@ -14,8 +14,8 @@ from spotcron.deploy.destroy import plan_destroy
 from spotcron.deploy.naming import Names
 from spotcron.engine.ports import Instance
 from tests.deploy.conftest import BUCKET, PROJECT, make_settings
-from tests.deploy.fakes.cloud import FakeCloud
 from tests.deploy.test_cli_deploy import context, workdir  # noqa: F401 - the same fixtures as deploy's CLI
+from tests.fakes.deploy.cloud import FakeCloud
 
 
 class FakeVms:

@@ -12,7 +12,7 @@ from spotcron.core.errors import ConfigError
 from spotcron.deploy.validate import preflight
 from spotcron.gcp.admin.calls import DeployError
 from tests.deploy.conftest import PROJECT, Deployer, make_settings
-from tests.deploy.fakes.cloud import FakeCloud
+from tests.fakes.deploy.cloud import FakeCloud
 
 LOCATION = f"projects/{PROJECT}/locations/us-central1"
 REPOSITORY = f"{LOCATION}/repositories/spotcron"

@@ -9,7 +9,7 @@ from spotcron.deploy.planner import CREATE, DELETE, UPDATE
 from spotcron.deploy.resources import DEPLOYED_SPEC, FUNCTION, SCHEDULER_JOB, TOPIC
 from spotcron.engine.deployed import specs_version
 from tests.deploy.conftest import JOBS_DIR, PROJECT, Deployer, make_settings
-from tests.deploy.fakes.cloud import FakeCloud
+from tests.fakes.deploy.cloud import FakeCloud
 
 LOCATION = f"projects/{PROJECT}/locations/us-central1"
 FUNCTIONS_ACCOUNT = f"serviceAccount:spotcron-functions@{PROJECT}.iam.gserviceaccount.com"

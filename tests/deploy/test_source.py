@@ -13,9 +13,17 @@ from spotcron.core.errors import ConfigError
 from spotcron.deploy.source import build_source
 from tests.deploy.conftest import make_source_root
 
+# The entry points import what they use; the archive follows those imports (and never past the
+# allowlist: gcp/admin and cost/projection stay out even when something names them).
+MAIN = """def start_job(event):
+    import spotcron.core.spec, spotcron.engine.launch, spotcron.gcp.compute
+    from spotcron.cost import billing, projection
+    from spotcron.gcp.admin import clients
+"""
+
 
 def tree(root: Path) -> Path:
-    make_source_root(root)
+    make_source_root(root, MAIN)
     (root / "functions" / "requirements.txt").write_text("functions-framework\n")
     for rel in ("spotcron/core/spec.py", "spotcron/engine/launch.py", "spotcron/cost/data/prices.yaml",
                 "spotcron/cost/billing.py", "spotcron/cost/projection.py", "spotcron/cli/__init__.py",
@@ -60,6 +68,9 @@ def test_missing_requirements_is_a_config_error(tmp_path: Path) -> None:
 
 def test_the_archive_is_an_allowlist(tmp_path: Path) -> None:
     root = make_source_root(tmp_path)
+    (root / "functions" / "main.py").write_text(
+        "import spotcron.cli, spotcron.deploy, spotcron.local, spotcron.testing, spotcron.present\n"
+        "import spotcron.newly_added, spotcron.loose_module\n")
     for package in ("cli", "deploy", "local", "testing", "present", "newly_added"):
         (root / "spotcron" / package).mkdir()
         (root / "spotcron" / package / "__init__.py").write_text("")
@@ -69,6 +80,21 @@ def test_the_archive_is_an_allowlist(tmp_path: Path) -> None:
     with zipfile.ZipFile(io.BytesIO(build_source(root).data)) as archive:
         assert sorted(archive.namelist()) == ["main.py", "requirements.txt", "spotcron/__init__.py",
                                               "vm_images/runner/runner.sh"]
+
+
+def test_only_what_the_entry_points_can_import_ships(tmp_path: Path) -> None:
+    root = make_source_root(tmp_path, "def start_job(event):\n    from spotcron.engine import launch\n")
+    for rel, text in (("spotcron/engine/__init__.py", ""), ("spotcron/engine/launch.py", "from . import steps\n"),
+                      ("spotcron/engine/steps.py", "def later():\n    from spotcron.core.runs import RunRecord\n"),
+                      ("spotcron/core/__init__.py", ""), ("spotcron/core/runs.py", ""),
+                      ("spotcron/core/loader.py", "import spotcron.core.runs\n"),
+                      ("spotcron/cost/data/prices.yaml", "n1: 1\n")):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    assert build_source(root).files == (
+        "main.py", "requirements.txt", "spotcron/__init__.py", "spotcron/core/__init__.py", "spotcron/core/runs.py",
+        "spotcron/cost/data/prices.yaml", "spotcron/engine/__init__.py", "spotcron/engine/launch.py",
+        "spotcron/engine/steps.py", "vm_images/runner/runner.sh")
 
 
 def test_missing_entry_points_is_a_config_error(tmp_path: Path) -> None:

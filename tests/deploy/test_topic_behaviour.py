@@ -13,7 +13,7 @@ import pytest
 
 from spotcron.core.errors import AlreadyExists, NotFound
 from spotcron.gcp.admin.calls import Caller
-from tests.deploy.fakes.cloud import FakeCloud
+from tests.fakes.deploy.cloud import FakeCloud
 
 PROJECT = "test-project"
 

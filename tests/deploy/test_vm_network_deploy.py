@@ -3,13 +3,13 @@ their tag, for IPv4 and IPv6, ahead of the default network's allow rules, and Pr
 Access on the region's subnet so that VMs without an external address still reach Google.
 
 Request shapes are checked by the fake Compute Engine against the Firewall resource's fields
-(tests/deploy/fakes/compute.py)."""
+(tests/fakes/deploy/compute.py)."""
 
 from __future__ import annotations
 
 from spotcron.deploy.planner import UPDATE
 from tests.deploy.conftest import JOBS_DIR, PROJECT, Deployer
-from tests.deploy.fakes.cloud import FakeCloud
+from tests.fakes.deploy.cloud import FakeCloud
 
 
 def test_deploy_denies_all_ingress_to_job_vms_and_turns_on_private_google_access(deployer: Deployer,

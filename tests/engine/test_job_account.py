@@ -11,7 +11,7 @@ import pytest
 
 from spotcron.core.descriptor import RunDescriptor
 from spotcron.gcp.compute import instance_body
-from tests.engine.harness import CREDENTIALS_URL, app, make_spec
+from spotcron.testing.harness import CREDENTIALS_URL, app, make_spec
 
 RUN = "20261122-1200"
 VM = "sc-bot-20261122-1200-a1"

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from tests.fakes.gcp.compute import FakeComputeEngine
+from tests.fakes.gcp.storage import FakeCloudStorage
 from tests.gcp.emulators import (
     PROJECT,
     EmulatorMissing,
@@ -20,8 +22,6 @@ from tests.gcp.emulators import (
     grpc_clients,
     release_pubsub_emulator,
 )
-from tests.gcp.fake_compute import FakeComputeEngine
-from tests.gcp.fake_storage import FakeCloudStorage
 
 ZONES = ("us-central1-a", "us-central1-b", "us-central1-c")
 

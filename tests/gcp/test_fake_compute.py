@@ -9,7 +9,7 @@ import urllib.request
 import pytest
 
 from spotcron.core.errors import CreateFailed
-from tests.gcp.fake_compute import _parse_filter
+from tests.fakes.gcp.compute import _parse_filter
 from tests.gcp.samples import cpu_request
 
 

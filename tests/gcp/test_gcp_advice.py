@@ -7,7 +7,7 @@ import pytest
 from spotcron.core.errors import Transient
 from spotcron.engine.ports import ZoneHistory
 from spotcron.gcp.advice import capacity_body, history_body, parse_capacity, parse_history
-from tests.gcp.fake_advice import FakeAdvice
+from tests.fakes.gcp.advice import FakeAdvice
 
 PROJECT = "test-project"
 TABLE = {("e2-small", "us-west4-a"): (0.0021, 0.04, 0.9), ("e2-small", "us-west4-b"): (0.0030, None, 0.2)}

@@ -6,11 +6,11 @@ import contextlib
 import os
 import sys
 import threading
-import time
 
 import pytest
 
 from spotcron.local.bus import EmulatorBus
+from spotcron.testing.waiting import wait_until
 from tests.gcp.fixtures import pubsub_host  # noqa: F401  (the shared Pub/Sub emulator)
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counts sockets through /proc")
@@ -32,7 +32,8 @@ def test_a_message_reaches_its_handler_and_close_releases_both_clients(pubsub_ho
     bus.close()
     # Before: close() ended the streams and the subscriber but left the publisher's channel open,
     # a connection to the emulator for the life of the process.
-    assert wait_for(lambda: connections_to(pubsub_host) == 0), f"{connections_to(pubsub_host)} still open"
+    # gRPC closes its sockets on its own threads, just after close() returns.
+    wait_until(lambda: connections_to(pubsub_host) == 0, "every connection to the emulator closed")
 
 
 def connections_to(host: str) -> int:
@@ -53,13 +54,3 @@ def connections_to(host: str) -> int:
                 if remote_port == port and state == "01" and inode in mine:  # 01: ESTABLISHED
                     count += 1
     return count
-
-
-def wait_for(condition, timeout: float = 10.0) -> bool:
-    """gRPC closes its sockets on its own threads, just after close() returns."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
-    return True

@@ -17,6 +17,7 @@ from spotcron.engine.ports import GpuRequest, InstanceRequest
 from spotcron.local.compute import LocalCompute
 from spotcron.local.containment import PROCESS_GROUP, Containment
 from spotcron.local.gpus import GpuPool, host_gpus
+from spotcron.testing.waiting import wait_until
 
 T4 = GpuRequest("nvidia-tesla-t4", 1)
 
@@ -83,7 +84,8 @@ def test_a_gpu_configuration_waits_while_its_gpus_are_taken(gpu_host):
     assert runner_env(gpu_host, "both")["SPOTCRON_LOCAL_GPUS"] == "0,1"
     waiting = gpu_host.create_instance(request("next", T4))
     assert waiting.status == "RUNNING"  # exists, like a VM still booting
-    time.sleep(1.0)
+    # It has looked, found both GPUs held and parked; it can start only once one is given back.
+    wait_until(lambda: gpu_host.gpus.waiting == 1, "the VM to wait for a GPU")
     assert not (gpu_host.vms_dir / "next.env").exists(), "started on GPUs another VM holds"
     gpu_host.delete_instance("local-zone1-a", "both")
     assert runner_env(gpu_host, "next")["SPOTCRON_LOCAL_GPUS"] == "0"
@@ -95,9 +97,10 @@ def test_a_vm_deleted_while_it_waits_never_starts(gpu_host):
     gpu_host.create_instance(request("next", T4))
     assert gpu_host.delete_instance("local-zone1-a", "next")
     gpu_host.delete_instance("local-zone1-a", "both")
-    time.sleep(1.5)
+    wait_until(lambda: gpu_host.gpus.waiting == 0, "the deleted VM to stop waiting")
+    # Both free again (a waiter that took them as they freed gives them straight back).
+    assert wait_until(lambda: gpu_host.gpus.try_take(2), "both GPUs to be free") == ("0", "1")
     assert not (gpu_host.vms_dir / "next.env").exists()
-    assert gpu_host.gpus.try_take(2) == ("0", "1")  # both free again
 
 
 def test_a_host_without_gpus_tells_the_runner_why(tmp_path):

@@ -75,10 +75,8 @@ def test_a_nonzero_exit_fails_and_keeps_the_logs(make_stack, tmp_path):
 def test_a_run_past_its_timeout_is_killed(make_stack, tmp_path):
     stack = make_stack()
     spec = job(tmp_path, "sleeper", "import time; time.sleep(120)", timeout="1s")
-    started = time.monotonic()
-    [record] = stack.wait(stack.run_now(spec), timeout=60)
+    [record] = stack.wait(stack.run_now(spec), timeout=60)  # the job alone would take 120 s
     assert record.state == "timed_out", record.reason
-    assert time.monotonic() - started < 60
 
 
 def test_a_runner_killed_mid_run_is_retried_by_the_sweep(make_stack, tmp_path):

@@ -6,7 +6,6 @@ import logging
 import subprocess
 import sys
 import threading
-import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -16,6 +15,7 @@ from spotcron.core.errors import Transient
 from spotcron.core.runs import vm_labels
 from spotcron.engine.ports import InstanceRequest
 from spotcron.runtime import entrypoints
+from spotcron.testing.waiting import wait_until
 
 from .conftest import listening_here, spotcron_processes
 
@@ -61,7 +61,8 @@ def test_a_message_handled_while_stopping_still_sees_the_local_backends(make_sta
     assert entered.wait(10)
     stopper = threading.Thread(target=stack.stop)
     stopper.start()
-    time.sleep(0.5)  # stop() is now waiting for the bus to finish this message
+    # The bus, closed first, waits for this message: stop() has reached it once the bus is closing.
+    wait_until(stack.bus._closing.is_set, "stop() to reach the bus")
     release.set()
     stopper.join(30)
     assert not stopper.is_alive() and seen == [True]

@@ -8,13 +8,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
 import pytest
 
 from spotcron.local.containment import detect
+from spotcron.testing.waiting import wait_until
 
 from .conftest import python_job, spotcron_processes, write_job
 from .test_containment import processes_with
@@ -46,13 +46,6 @@ def up(tmp_path: Path, *args: str) -> subprocess.Popen:
                             stdin=subprocess.DEVNULL)
 
 
-def wait_until(condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert condition(), f"{what}: not within {timeout}s"
-
-
 def test_a_restart_after_kill_9_ends_the_old_stacks_vms_and_never_runs_a_run_twice_at_once(tmp_path):
     """Before: the runner and its job lived on after SIGKILL; the restarted stack's sweep took the
     old VM for vanished and started the run again beside it (the job ran twice at once), and even
@@ -64,7 +57,7 @@ def test_a_restart_after_kill_9_ends_the_old_stacks_vms_and_never_runs_a_run_twi
     first = up(tmp_path, "--once")
     restarted = None
     try:
-        wait_until(lambda: events.exists() and "start attempt 1" in events.read_text(), 90, "the job started")
+        wait_until(lambda: events.exists() and "start attempt 1" in events.read_text(), "the job started", timeout=90)
         first.kill()  # SIGKILL: no cleanup of any kind
         first.wait()
         old = set(spotcron_processes(state)) | set(processes_with(mark))
@@ -82,7 +75,7 @@ def test_a_restart_after_kill_9_ends_the_old_stacks_vms_and_never_runs_a_run_twi
             text = events.read_text()
             return "attempt 2" in text or "TWICE" in text or not processes_with(mark) and _run_ended(state)
 
-        wait_until(settled, 120, "the restarted stack settled the old run")
+        wait_until(settled, "the restarted stack settled the old run", timeout=120)
         assert "TWICE" not in events.read_text(), events.read_text()
 
         restarted.send_signal(signal.SIGTERM)

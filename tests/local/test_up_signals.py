@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from spotcron.testing.waiting import wait_until
+
 from .conftest import python_job, spotcron_processes, write_job
 
 pytestmark = pytest.mark.slow
@@ -60,8 +62,11 @@ def test_sighup_reloads_and_keeps_running(tmp_path):
     process = start_up(tmp_path)
     try:
         read_until(process, "Waiting for the next tick", timeout=60)
+        log = tmp_path / "state" / "spotcron.log"
+        loads = log.read_text().count("scheduler loaded")
         process.send_signal(signal.SIGHUP)
-        time.sleep(2)
+        wait_until(lambda: log.read_text().count("scheduler loaded") > loads or process.poll() is not None,
+                   "the reload after SIGHUP")
         assert process.poll() is None, "spotcron up exited on SIGHUP"
         process.send_signal(signal.SIGINT)
         assert ended(process, timeout=60) == 0
@@ -73,9 +78,7 @@ def test_sighup_reloads_and_keeps_running(tmp_path):
 
 
 def wait_for_a_runner(process: subprocess.Popen, state: Path) -> None:
-    deadline = time.monotonic() + 60
-    while not spotcron_processes(state) and time.monotonic() < deadline and process.poll() is None:
-        time.sleep(0.1)
+    wait_until(lambda: spotcron_processes(state) or process.poll() is not None, "a runner to start")
     assert spotcron_processes(state), "no runner started"
 
 

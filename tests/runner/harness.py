@@ -37,7 +37,7 @@ from spotcron.local.metadata import LocalMetadataServer
 REPO = Path(__file__).resolve().parents[2]
 RUNNER = REPO / "vm_images" / "runner" / "runner.sh"
 HERE = Path(__file__).resolve().parent
-FAKE_DOCKER = HERE / "fake_docker.py"
+FAKE_DOCKER = REPO / "tests" / "fakes" / "docker.py"
 JOB = HERE / "job.py"
 BUCKET = "test-bucket"
 
@@ -291,7 +291,7 @@ class RunnerHarness:
 
     @property
     def fake_docker(self) -> str:
-        """A `docker` for SPOTCRON_DOCKER: fake_docker.py run by this Python, whatever its file mode."""
+        """A `docker` for SPOTCRON_DOCKER: tests/fakes/docker.py run by this Python, whatever its file mode."""
         wrapper = self.tmp / "docker"
         if not wrapper.exists():
             wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_DOCKER}" "$@"\n')

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import socket
 import threading
-import time
 import urllib.error
 import urllib.request
 from datetime import UTC, datetime
@@ -14,6 +13,7 @@ import pytest
 
 from spotcron.local.bucket import LocalBucket
 from spotcron.local.metadata import LocalMetadataServer
+from spotcron.testing.waiting import wait_until
 
 
 def get(url: str, flavor: bool = True, timeout: float = 10) -> tuple[int, str, dict[str, str]]:
@@ -74,34 +74,32 @@ def test_standard_identity_tokens_leave_out_the_instance(metadata, signer):
 
 
 def test_wait_for_change_returns_when_the_vm_is_preempted(metadata):
-    url = f"{metadata.url_for('vm-a')}/instance/preempted?wait_for_change=true&timeout_sec=5"
+    # The poll would last 60 s; only the change can answer it within the join.
+    url = f"{metadata.url_for('vm-a')}/instance/preempted?wait_for_change=true&timeout_sec=60"
     answer = {}
-    waiter = threading.Thread(target=lambda: answer.update(value=get(url)[1]))
-    started = time.monotonic()
+    waiter = threading.Thread(target=lambda: answer.update(value=get(url, timeout=60)[1]), daemon=True)
     waiter.start()
-    time.sleep(0.3)
+    wait_until(lambda: metadata.long_polls == 1, "the long poll to park")
     assert waiter.is_alive()
     metadata.set_preempted("vm-a")
-    waiter.join(5)
-    assert answer["value"] == "TRUE"
-    assert time.monotonic() - started < 3
+    waiter.join(20)
+    assert not waiter.is_alive() and answer["value"] == "TRUE"
 
 
 def test_wait_for_change_with_a_stale_etag_answers_at_once(metadata):
     base = f"{metadata.url_for('vm-a')}/instance/preempted"
     _, _, headers = get(base)
     metadata.set_preempted("vm-a")
-    started = time.monotonic()
-    status, value, _ = get(f"{base}?wait_for_change=true&last_etag={headers['ETag']}&timeout_sec=5")
+    # A 60 s poll inside a 20 s client timeout: only an answer at once passes.
+    status, value, _ = get(f"{base}?wait_for_change=true&last_etag={headers['ETag']}&timeout_sec=60", timeout=20)
     assert (status, value) == (200, "TRUE")
-    assert time.monotonic() - started < 1
 
 
 def test_wait_for_change_times_out_with_the_current_value(metadata):
-    started = time.monotonic()
-    status, value, _ = get(f"{metadata.url_for('vm-a')}/instance/preempted?wait_for_change=true&timeout_sec=0.3")
+    status, value, _ = get(f"{metadata.url_for('vm-a')}/instance/preempted?wait_for_change=true&timeout_sec=0.3",
+                           timeout=20)
     assert (status, value) == (200, "FALSE")
-    assert 0.25 < time.monotonic() - started < 3
+    assert metadata.long_polls == 0
 
 
 def test_stop_releases_long_polls_and_leaves_no_thread_or_port(signer):
@@ -112,11 +110,10 @@ def test_stop_releases_long_polls_and_leaves_no_thread_or_port(signer):
     waiter = threading.Thread(target=lambda: get(
         f"{server.url_for('vm-a')}/instance/preempted?wait_for_change=true&timeout_sec=30", timeout=30))
     waiter.start()
-    time.sleep(0.3)
-    started = time.monotonic()
+    wait_until(lambda: server.long_polls == 1, "the long poll to park")
     server.stop()
-    waiter.join(5)
-    assert time.monotonic() - started < 3
+    waiter.join(20)  # inside the poll's 30 s: only stop can have released it
+    assert not waiter.is_alive()
     assert set(threading.enumerate()) == before
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", port), timeout=1)

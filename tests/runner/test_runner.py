@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from spotcron.testing.waiting import wait_until
 from tests.runner.harness import JOB, FaultProxy, RunnerHarness, live_group_members, needs_runner_tools
 
 PREFIX = "runs/hello/20260101-1000/"
@@ -43,6 +44,14 @@ def _assert_tidy(harness: RunnerHarness, result) -> None:
         pid_file = harness.workdir / "results" / name
         if pid_file.exists():
             assert not _alive(int(pid_file.read_text())), name
+
+
+def _tidy(harness: RunnerHarness, result) -> bool:
+    try:
+        _assert_tidy(harness, result)
+    except AssertionError:
+        return False
+    return True
 
 
 def _checkpoint(harness: RunnerHarness) -> dict[str, bytes]:
@@ -202,8 +211,8 @@ def test_killing_the_runners_process_group_ends_the_job_too(harness):
     result = harness.wait(proc, started)
 
     assert result.rc == -signal.SIGKILL
-    time.sleep(0.2)
-    _assert_tidy(harness, result)
+    # The kernel ends the group's members after the leader's exit status is already readable.
+    wait_until(lambda: _tidy(harness, result), "the killed group's processes to end")
 
 
 # --- failures around the job ---------------------------------------------------------------------

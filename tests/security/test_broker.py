@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from spotcron.engine.broker import boundary_rules
-from tests.engine.harness import CREDENTIALS_URL, JOB_DONE_URL, app, make_spec
+from spotcron.testing.harness import CREDENTIALS_URL, JOB_DONE_URL, app, make_spec
 
 RUN = "20261122-1200"
 VM = "sc-bot-20261122-1200-a1"

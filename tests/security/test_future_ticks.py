@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 from spotcron.engine.deployed import SpecStore, start_body
 from spotcron.engine.messages import TICK_ATTRIBUTE
-from tests.engine.harness import make_spec
+from spotcron.testing.harness import make_spec
 
 NOW = datetime(2026, 11, 22, 12, 0, 5, tzinfo=UTC)
 

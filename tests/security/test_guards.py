@@ -22,7 +22,7 @@ from spotcron.engine.deployed import SpecStore, canonical, digest_of
 from spotcron.engine.guards import AdmissionBusy, read_day
 from spotcron.engine.launch import launch
 from spotcron.runtime import entrypoints
-from tests.engine.harness import Harness, make_spec
+from spotcron.testing.harness import Harness, make_spec
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ from datetime import UTC, datetime, timedelta
 from spotcron.core import layout
 from spotcron.core.runs import RunRecord, RunState, scheduled_run_id
 from spotcron.engine.store import RunStore
+from spotcron.testing.harness import make_spec
 from spotcron.testing.memory import MemoryBlobs
-from tests.engine.harness import make_spec
 
 T0 = datetime(2026, 11, 22, 12, 0, 5, tzinfo=UTC)
 

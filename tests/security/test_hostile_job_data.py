@@ -14,7 +14,7 @@ import pytest
 
 from spotcron.core import layout
 from spotcron.core.metrics import MAX_BYTES, METRICS_FILE
-from tests.engine.harness import make_spec
+from spotcron.testing.harness import make_spec
 
 RUN = "20261122-1200"
 DEEP = b"[" * 50_000

@@ -10,8 +10,8 @@ from dataclasses import replace
 
 import pytest
 
+from spotcron.testing.harness import CREDENTIALS_URL, JOB_DONE_URL, app
 from spotcron.testing.identity import ClockedIdentity
-from tests.engine.harness import CREDENTIALS_URL, JOB_DONE_URL, app
 
 RUN = "20261122-1200"
 VM = "sc-bot-20261122-1200-a1"

@@ -14,7 +14,7 @@ import pytest
 
 from spotcron.engine.deployed import SpecStore, start_message
 from spotcron.engine.messages import TICK_ATTRIBUTE
-from tests.engine.harness import make_spec
+from spotcron.testing.harness import make_spec
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from click.testing import CliRunner
 from spotcron.cli._bucket import RunsContext
 from spotcron.core import layout
 from spotcron.core.metrics import METRICS_FILE, MetricsProblem, parse_metrics
-from tests.engine.harness import make_spec
+from spotcron.testing.harness import make_spec
 
 # Findings 18-21 (stack limits, VM-hours per day) are fixed with the queue work, in its own change.
 # The four stack-limit findings of this review are tests/security/test_limits_review.py.

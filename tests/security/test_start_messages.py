@@ -13,7 +13,7 @@ import pytest
 from spotcron.core import layout
 from spotcron.core.descriptor import RunDescriptor
 from spotcron.engine.deployed import SpecStore, digest, start_message
-from tests.engine.harness import make_spec
+from spotcron.testing.harness import make_spec
 
 MINER = {
     "name": "bot", "schedule": "* * * * *", "image": "docker.io/attacker/miner",

@@ -7,7 +7,7 @@ from __future__ import annotations
 from spotcron.cost.billing import run_cost
 from spotcron.cost.prices import load_prices
 from spotcron.gcp.compute import instance_body
-from tests.engine.harness import make_spec
+from spotcron.testing.harness import make_spec
 
 RUN = "20261122-1200"
 

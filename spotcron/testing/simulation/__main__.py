@@ -1,12 +1,14 @@
-"""python -m spotcron.testing.simulation --days 30 --jobs 60 --seed 7 (what `make reliability` runs)."""
+"""python -m spotcron.testing.simulation --days 30 --jobs 60 --seed 7 (what `make reliability` runs, with
+--reliability-map tests/RELIABILITY.md)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from datetime import UTC, datetime
+from pathlib import Path
 
-from spotcron.testing.simulation import SimConfig, simulate
+from spotcron.testing.simulation import SimConfig, reliability_coverage, simulate
 
 
 def _date(value: str) -> datetime:
@@ -29,9 +31,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--drain-hours", type=float, default=SimConfig().drain_hours,
                         help="hours without new ticks at the end, for retries and sweeps to settle (default 12)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    parser.add_argument("--reliability-map", type=Path, metavar="PATH",
+                        help="the table of reliability situations and their tests (tests/RELIABILITY.md); "
+                             "the report says how many of its rows name a test")
     args = parser.parse_args(argv)
     if args.days <= 0 or args.jobs < 1:
         parser.error("--days must be above 0 and --jobs at least 1")
+    if args.reliability_map is not None and not args.reliability_map.is_file():
+        parser.error(f"--reliability-map {args.reliability_map}: no such file")
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
@@ -39,6 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     config = SimConfig(days=args.days, jobs=args.jobs, seed=args.seed, start=args.start,
                        drain_hours=args.drain_hours)
     report = simulate(config, None if args.quiet else progress)
+    if args.reliability_map is not None:
+        report.coverage = reliability_coverage(args.reliability_map)
     print("\n".join(report.lines()))
     return 0 if report.ok else 1
 

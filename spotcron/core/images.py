@@ -1,0 +1,262 @@
+"""Images built from a job's `build:` folder: what to build, under which name, and how to pin it.
+
+The tag of a built image is content-addressed: a hash of the context as a reproducible tarball
+(sorted names, no timestamps or owners), the Dockerfile's path and the build arguments. The same
+folder always gives the same tag, so an unchanged context is found instead of built again, and a
+changed one never overwrites what runs. What a deployed spec runs is the pushed digest
+(`NAME@sha256:...`), never the tag, so a moved tag never changes what runs.
+
+Pure apart from reading the context folder: the Cloud Build request is a dict here (v1 REST JSON)
+and Google's client is touched only in spotcron/gcp/admin/cloudbuild.py.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import os
+import stat
+import tarfile
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from spotcron.core.errors import ConfigError, Problem
+from spotcron.core.spec import Build, JobSpec
+
+# Left out of every context: they change without the image changing, or hold what no image needs.
+SKIPPED = frozenset({".git", "__pycache__", ".venv", ".spotcron", ".pytest_cache", ".mypy_cache"})
+TAG_PREFIX = "ctx-"
+BUILDER = "gcr.io/cloud-builders/docker"  # what `gcloud builds submit --tag` runs
+BUILD_TIMEOUT_S = 1200
+SOURCE_PREFIX = "deploy/build-"  # under deploy/: the build account may read only that part of the bucket
+LABEL = "spotcron"  # a Cloud Build tag on every build deploy starts
+
+
+def image_name(image: str) -> str:
+    """The last path part of an image reference, without tag or digest: `bot` of `.../bot:latest`."""
+    last = image.split("@", 1)[0].rsplit("/", 1)[-1]
+    return last.split(":", 1)[0]
+
+
+def build_targets(job: JobSpec) -> dict[str | None, tuple[Build, str]]:
+    """Per variant (None: the job itself) that builds its image: the build and the image's name."""
+    out: dict[str | None, tuple[Build, str]] = {}
+    if job.build is not None and job.image is not None:
+        out[None] = (job.build, image_name(job.image))
+    for entry in job.matrix:
+        if entry.build is not None:
+            out[entry.name] = (entry.build, image_name(entry.image) if entry.image else f"{job.name}-{entry.name}")
+    return out
+
+
+@dataclass(frozen=True)
+class ImageBuild:
+    """One image to build: a context folder, its Dockerfile and arguments, and the image's name."""
+
+    context: Path  # absolute
+    relative: str  # as the job file says it
+    dockerfile: str
+    args: tuple[tuple[str, str], ...]
+    name: str
+    tarball: bytes = field(repr=False)  # gzip of the reproducible tar
+    content: str  # sha256 of the tar, the Dockerfile's path and the arguments
+    users: tuple[str, ...] = ()  # JOB or JOB/ENTRY
+
+    @property
+    def tag(self) -> str:
+        return TAG_PREFIX + self.content[:20]
+
+    def image(self, registry: str) -> str:
+        """The tagged name it is pushed under, e.g. us-central1-docker.pkg.dev/P/spotcron/bot:ctx-…"""
+        return f"{registry}/{self.name}:{self.tag}"
+
+    def local_image(self) -> str:
+        """The name a local podman/docker build gets."""
+        return f"localhost/spotcron/{self.name}:{self.tag}"
+
+    @property
+    def source_object(self) -> str:
+        return f"{SOURCE_PREFIX}{self.content[:32]}.tar.gz"
+
+    @property
+    def key(self) -> tuple[str, str, tuple[tuple[str, str], ...], str]:
+        return (str(self.context), self.dockerfile, self.args, self.name)
+
+
+def pinned(image: str, digest: str) -> str:
+    """`NAME@sha256:…` of a pushed image: what runs is exactly that, whatever its tags do later."""
+    if not digest.startswith("sha256:") or len(digest) != 71:
+        raise ValueError(f"{digest!r} is not an image digest (sha256:64 hex digits)")
+    head, _, last = image.split("@", 1)[0].rpartition("/")
+    last = last.split(":", 1)[0]  # the tag goes: the digest alone says what runs
+    return f"{head}/{last}@{digest}" if head else f"{last}@{digest}"
+
+
+def context_tar(folder: Path) -> bytes:
+    """The folder as an uncompressed tar that depends only on names, contents, links and the
+    executable bit: the same folder gives the same bytes on any machine."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for path in _walk(folder):
+            relative = path.relative_to(folder).as_posix()
+            info = tarfile.TarInfo(relative)
+            info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
+            mode = path.lstat().st_mode
+            if stat.S_ISLNK(mode):
+                # Kept as a link, never followed: a link out of the context must not ship the host's files.
+                info.type, info.linkname, info.mode = tarfile.SYMTYPE, os.readlink(path), 0o777
+                tar.addfile(info)
+            elif stat.S_ISDIR(mode):
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+                tar.addfile(info)
+            elif stat.S_ISREG(mode):
+                info.mode = 0o755 if mode & stat.S_IXUSR else 0o644
+                data = path.read_bytes()
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def _walk(folder: Path) -> Iterable[Path]:
+    for root, dirs, files in os.walk(folder, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if d not in SKIPPED)
+        base = Path(root)
+        for name in sorted([*dirs, *(f for f in files if not f.endswith(".pyc"))]):
+            yield base / name
+
+
+def gzip_bytes(data: bytes) -> bytes:
+    """Gzip without a timestamp or file name, so the archive is as reproducible as the tar."""
+    buffer = io.BytesIO()
+    with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0, filename="") as out:
+        out.write(data)
+    return buffer.getvalue()
+
+
+def content_hash(tar: bytes, dockerfile: str, args: Mapping[str, str]) -> str:
+    digest = hashlib.sha256(tar)
+    digest.update(json.dumps({"dockerfile": dockerfile, "args": dict(sorted(args.items()))},
+                             sort_keys=True).encode())
+    return digest.hexdigest()
+
+
+def build_problems(job: JobSpec, root: Path) -> list[tuple[tuple[str | int, ...], str]]:
+    """Build folders or Dockerfiles that do not exist: (the field's location, what to do)."""
+    problems: list[tuple[tuple[str | int, ...], str]] = []
+    entries = [entry.name for entry in job.matrix]
+    for variant, (build, _name) in build_targets(job).items():
+        where: tuple[str | int, ...] = ("build",) if variant is None else ("matrix", entries.index(variant), "build")
+        folder = root / build.context
+        if not folder.is_dir():
+            problems.append(((*where, "context"), f"{build.context!r}: no such folder in {root}; the build context "
+                                                  f"is a folder relative to the folder that holds jobs/, with a "
+                                                  f"Dockerfile in it, e.g. vm_images/bot"))
+        elif not (folder / build.dockerfile).is_file():
+            problems.append(((*where, "dockerfile"), f"{build.dockerfile!r}: no such file in {build.context}/; add a "
+                                                     f"Dockerfile there or name yours with dockerfile: (relative to "
+                                                     f"the context)"))
+    return problems
+
+
+def plan_builds(jobs: Iterable[JobSpec], root: Path, *, only: str | None = None) -> list[ImageBuild]:
+    """The distinct images the jobs build (one per folder, Dockerfile, arguments and name)."""
+    found: dict[tuple[Any, ...], ImageBuild] = {}
+    problems: list[Problem] = []
+    for job in jobs:
+        if only is not None and job.name != only:
+            continue
+        found_problems = build_problems(job, root)
+        problems += [Problem(f"jobs/{job.name}.yaml", None, ".".join(str(part) for part in loc), message)
+                     for loc, message in found_problems]
+        if found_problems:
+            continue
+        for variant, (build, name) in build_targets(job).items():
+            user = job.name if variant is None else f"{job.name}/{variant}"
+            args = tuple(sorted(build.args.items()))
+            key = (str((root / build.context).resolve()), build.dockerfile, args, name)
+            if key in found:
+                found[key] = _with_user(found[key], user)
+                continue
+            tar = context_tar(root / build.context)
+            found[key] = ImageBuild(context=(root / build.context).resolve(), relative=build.context,
+                                    dockerfile=build.dockerfile, args=args, name=name, tarball=gzip_bytes(tar),
+                                    content=content_hash(tar, build.dockerfile, build.args), users=(user,))
+    if problems:
+        raise ConfigError(problems)
+    return list(found.values())
+
+
+def _with_user(build: ImageBuild, user: str) -> ImageBuild:
+    from dataclasses import replace
+
+    return replace(build, users=(*build.users, user))
+
+
+def pin_job(job: JobSpec, image_for: Callable[[str | None], str | None]) -> JobSpec:
+    """`job` with each built image replaced by `image_for(variant)` (None: the job's own build),
+    where it gives one; what it does not know stays as it was."""
+    update: dict[str, Any] = {}
+    if job.build is not None and (image := image_for(None)) is not None:
+        update["image"] = image
+    entries = []
+    for entry in job.matrix:
+        if entry.build is not None and (image := image_for(entry.name)) is not None:
+            entry = entry.model_copy(update={"image": image})
+        entries.append(entry)
+    if entries != list(job.matrix):
+        update["matrix"] = tuple(entries)
+    return job.model_copy(update=update) if update else job
+
+
+def pin_jobs(jobs: Iterable[JobSpec], builds: Iterable[ImageBuild],
+             refs: Mapping[tuple[Any, ...], str]) -> list[JobSpec]:
+    """The jobs with every image whose build has a ref in `refs` (by ImageBuild.key) pinned to it."""
+    by_user = {user: refs.get(build.key) for build in builds for user in build.users}
+
+    def pin(job: JobSpec) -> JobSpec:
+        return pin_job(job, lambda variant: by_user.get(job.name if variant is None else f"{job.name}/{variant}"))
+
+    return [pin(job) for job in jobs]
+
+
+# --- the Cloud Build request (v1 REST JSON, the shape `gcloud builds submit --tag` sends) -------
+
+def build_request(build: ImageBuild, image: str, *, bucket: str, generation: int | None = None,
+                  service_account: str | None = None, project: str = "-") -> dict[str, Any]:
+    """The Build to create: the context from the bucket, one docker build step, the image pushed."""
+    args = ["build", "--network", "cloudbuild", "-t", image, "-f", build.dockerfile]
+    for name, value in build.args:
+        args += ["--build-arg", f"{name}={value}"]
+    args.append(".")
+    storage: dict[str, Any] = {"bucket": bucket, "object": build.source_object}
+    if generation is not None:
+        storage["generation"] = str(generation)  # int64 travels as a JSON string
+    body: dict[str, Any] = {
+        "source": {"storageSource": storage},
+        "steps": [{"name": BUILDER, "args": args}],
+        "images": [image],
+        "tags": [LABEL, build_tag(build)],
+        "timeout": f"{BUILD_TIMEOUT_S}s",
+    }
+    if service_account is not None:
+        # A build that runs as a chosen account must say where its logs go; Cloud Logging needs no bucket.
+        body["serviceAccount"] = f"projects/{project}/serviceAccounts/{service_account}"
+        body["options"] = {"logging": "CLOUD_LOGGING_ONLY"}
+    return body
+
+
+def build_tag(build: ImageBuild) -> str:
+    """The Cloud Build tag that finds earlier builds of this exact context."""
+    return f"{LABEL}-{build.tag}"
+
+
+def pushed_digest(result: Mapping[str, Any], image: str) -> str | None:
+    """The digest of `image` in a finished Build's `results.images`, if it was pushed."""
+    for pushed in (result.get("results") or {}).get("images") or ():
+        if pushed.get("name") == image and pushed.get("digest"):
+            return str(pushed["digest"])
+    return None

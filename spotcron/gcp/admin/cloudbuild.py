@@ -1,0 +1,122 @@
+"""Cloud Build: build a job's image from its context in the stack's bucket and read the pushed digest.
+
+What `gcloud builds submit --tag IMAGE` does, on the google-cloud-build client: the context (a
+reproducible .tar.gz, core/images.py) is uploaded to the bucket, a Build with one
+`docker build` step and `images: [IMAGE]` is created in the stack's region, its operation is
+waited on, and the digest comes from the Build's `results.images`. Before building, the builds
+of the same context are looked up by their Cloud Build tag: an unchanged context is not built
+again.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from spotcron.core.errors import SpotcronError
+from spotcron.core.images import ImageBuild, build_request, build_tag, pushed_digest
+from spotcron.engine.ports import Blobs
+from spotcron.gcp.errors import translated
+
+BUILD_WAIT_S = 1800.0  # the build's own timeout (core/images.py) plus queueing
+
+
+class BuildFailed(SpotcronError):
+    """Cloud Build ran the build and it did not push the image."""
+
+
+def make_client(credentials: Any = None, *, endpoint: str | None = None) -> Any:
+    """A CloudBuildClient over REST; `endpoint` (http://HOST:PORT) points it at a local fake."""
+    from google.cloud.devtools import cloudbuild_v1
+    from google.cloud.devtools.cloudbuild_v1.services.cloud_build.transports.rest import (
+        CloudBuildRestTransport,
+    )
+
+    if endpoint is None:
+        return cloudbuild_v1.CloudBuildClient(credentials=credentials, transport="rest")
+    scheme, _, host = endpoint.partition("://")
+    transport = CloudBuildRestTransport(host=host, credentials=credentials, url_scheme=scheme)
+    return cloudbuild_v1.CloudBuildClient(transport=transport)
+
+
+class CloudBuilder:
+    """Builds ImageBuilds in `project`/`region`, the sources going to `blobs` (the stack's bucket).
+
+    `service_account`: the email the builds run as (deploy's build account, which may write the
+    stack's repository and read the bucket's deploy/ objects, nothing else); None: Cloud Build's
+    default account.
+    """
+
+    def __init__(self, project: str, region: str, blobs: Blobs, *, client: Any = None, credentials: Any = None,
+                 service_account: str | None = None, wait_s: float = BUILD_WAIT_S):
+        self.project = project
+        self.region = region
+        self.blobs = blobs
+        self.service_account = service_account
+        self.wait_s = wait_s
+        self._client = client
+        self._credentials = credentials
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            with translated("open Cloud Build"):
+                self._client = make_client(self._credentials)
+        return self._client
+
+    @property
+    def parent(self) -> str:
+        return f"projects/{self.project}/locations/{self.region}"
+
+    def find(self, build: ImageBuild, image: str) -> str | None:
+        """The digest of an earlier successful build of this exact context pushed as `image`, if any."""
+        what = f"list the builds of {image}"
+        with translated(what):
+            pages = self.client.list_builds(request={
+                "parent": self.parent,
+                "filter": f'tags="{build_tag(build)}" AND status="SUCCESS"'})
+            for found in pages:
+                digest = pushed_digest(_as_json(found), image)
+                if digest is not None:
+                    return digest
+        return None
+
+    def build(self, build: ImageBuild, image: str) -> str:
+        """Upload the context, build and push `image`; its digest (sha256:…)."""
+        from google.cloud.devtools import cloudbuild_v1
+
+        generation = self.blobs.write(build.source_object, build.tarball, content_type="application/gzip")
+        body = build_request(build, image, bucket=self.blobs.bucket, generation=generation,
+                             service_account=self.service_account, project=self.project)
+        with translated(f"build {image}"):
+            operation = self.client.create_build(request={
+                "parent": self.parent,
+                "build": cloudbuild_v1.Build.from_json(json.dumps(body))})
+            try:
+                done = operation.result(timeout=self.wait_s)
+            except Exception as exc:
+                if _ended_with_error(operation):
+                    raise BuildFailed(f"the build of {image} from {build.relative}/ failed: {operation.operation.error.message}; its log is in "
+                                      f"Cloud Build's history (gcloud builds list --region {self.region})") from exc
+                raise
+        result = _as_json(done)
+        digest = pushed_digest(result, image)
+        if digest is None:
+            raise BuildFailed(f"the build of {image} ended {result.get('status', '?')} without pushing the image; "
+                              f"see {result.get('logUrl') or 'gcloud builds list --region ' + self.region}")
+        return digest
+
+
+def _as_json(build: Any) -> dict[str, Any]:
+    from google.cloud.devtools import cloudbuild_v1
+
+    return json.loads(cloudbuild_v1.Build.to_json(build, use_integers_for_enums=False))
+
+
+def _ended_with_error(operation: Any) -> bool:
+    # The build ran and failed (a Dockerfile error, a push refused): no retry mends that, unlike a
+    # failed poll, which `translated` reports as the API error it was.
+    try:
+        return bool(operation.done() and operation.operation.error.code)
+    except Exception:
+        return False

@@ -1,0 +1,166 @@
+"""A fake Cloud Build v1 REST API that the real google-cloud-build client talks to.
+
+It answers what spotcron's builder calls: create a build (an Operation, done on its first poll),
+get that operation, and list builds filtered by tag and status. Every create's body is checked
+against the published schema (cloudbuild_schema.py) and parsed strictly with the client's own
+Build message; a mismatch is a 400, as Google answers. A build "runs" by reading its source object
+from `sources` (the stack's bucket in tests) and pushing each of its images with a digest derived
+from the image's name and the source's bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import re
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from tests.fakes import cloudbuild_schema
+
+PARENT = r"/v1/(?P<parent>projects/(?P<project>[^/]+)/locations/[^/]+)"
+BUILD_TYPE = "type.googleapis.com/google.devtools.cloudbuild.v1.Build"
+METADATA_TYPE = "type.googleapis.com/google.devtools.cloudbuild.v1.BuildOperationMetadata"
+_FILTER = re.compile(r'^tags="(?P<tag>[^"]+)" AND status="(?P<status>[A-Z_]+)"$')
+
+
+class _Refused(Exception):
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+class FakeCloudBuild:
+    """`sources(bucket, object)`: the bytes of an uploaded context, or None."""
+
+    def __init__(self, project: str, sources: Callable[[str, str], bytes | None]):
+        self.project = project
+        self.sources = sources
+        self.builds: list[dict[str, Any]] = []
+        self.requests: list[dict[str, Any]] = []  # every create's body, as sent
+        self.operations: dict[str, dict[str, Any]] = {}
+        self.fail_next = False  # the next build ends FAILURE, as a Dockerfile with an error does
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+
+    # --- the server -------------------------------------------------------------------------
+    def start(self) -> str:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _answer(self, method: str) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                try:
+                    status, out = fake.handle(method, self.path, body)
+                except _Refused as exc:
+                    status, out = exc.code, {"error": {"code": exc.code, "message": exc.message,
+                                                       "status": "INVALID_ARGUMENT" if exc.code == 400 else
+                                                       "NOT_FOUND"}}
+                data = json.dumps(out).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                self._answer("GET")
+
+            def do_POST(self) -> None:
+                self._answer("POST")
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+    # --- the API ----------------------------------------------------------------------------
+    def handle(self, method: str, url: str, body: bytes) -> tuple[int, Any]:
+        parts = urlsplit(url)
+        query = {k: v[0] for k, v in parse_qs(parts.query).items()}
+        if method == "POST" and (m := re.fullmatch(f"{PARENT}/builds", parts.path)):
+            return self.create(m, json.loads(body or b"{}"))
+        if method == "GET" and (m := re.fullmatch(f"{PARENT}/builds", parts.path)):
+            return self.list(m, query)
+        if method == "GET" and (m := re.fullmatch(r"/v1/(?P<name>projects/[^/]+/locations/[^/]+/operations/[^/]+)",
+                                                  parts.path)):
+            if m["name"] not in self.operations:
+                raise _Refused(404, f"operation {m['name']} not found")
+            return 200, self.operations[m["name"]]
+        raise _Refused(404, f"no route for {method} {parts.path}")
+
+    def _check_project(self, match: re.Match[str]) -> None:
+        if match["project"] != self.project:
+            raise _Refused(403, f"permission denied on {match['parent']}")
+
+    def create(self, match: re.Match[str], body: dict[str, Any]) -> tuple[int, Any]:
+        self._check_project(match)
+        self.requests.append(body)
+        problems = cloudbuild_schema.problems(body)
+        problems += [f"build.{name}: required" for name in cloudbuild_schema.BUILD_REQUIRED if not body.get(name)]
+        problems += [f"build.tags: {tag!r} does not match {cloudbuild_schema.TAG_PATTERN}"
+                     for tag in body.get("tags", []) if not re.match(cloudbuild_schema.TAG_PATTERN, tag)]
+        if problems:
+            raise _Refused(400, "Invalid JSON payload received. " + "; ".join(problems))
+        _strict_parse(body)
+        storage = (body.get("source") or {}).get("storageSource") or {}
+        source = self.sources(storage.get("bucket", ""), storage.get("object", ""))
+        if source is None:
+            raise _Refused(400, f"the source gs://{storage.get('bucket')}/{storage.get('object')} does not exist")
+        number = next(self._ids)
+        build = {**body, "id": f"build-{number}", "projectId": self.project,
+                 "name": f"{match['parent']}/builds/build-{number}"}
+        operation = f"{match['parent']}/operations/op-{number}"
+        with self._lock:
+            failed, self.fail_next = self.fail_next, False
+            if failed:
+                build["status"] = "FAILURE"
+                done = {"name": operation, "done": True,
+                        "metadata": {"@type": METADATA_TYPE, "build": build},
+                        "error": {"code": 2, "message": f"Build failed; check build logs for build-{number}"}}
+            else:
+                build["status"] = "SUCCESS"
+                build["results"] = {"images": [{"name": image, "digest": _digest(image, source)}
+                                               for image in body.get("images", [])]}
+                done = {"name": operation, "done": True, "metadata": {"@type": METADATA_TYPE, "build": build},
+                        "response": {"@type": BUILD_TYPE, **build}}
+            self.builds.append(build)
+            self.operations[operation] = done
+        return 200, {"name": operation, "done": False,
+                     "metadata": {"@type": METADATA_TYPE, "build": {**body, "id": build["id"], "status": "QUEUED"}}}
+
+    def list(self, match: re.Match[str], query: dict[str, str]) -> tuple[int, Any]:
+        self._check_project(match)
+        wanted = _FILTER.match(query.get("filter", ""))
+        if query.get("filter") and wanted is None:
+            raise _Refused(400, f"the fake understands only tags=\"T\" AND status=\"S\" filters, not {query['filter']!r}")
+        found = [b for b in self.builds if wanted is None
+                 or (wanted["tag"] in b.get("tags", []) and b.get("status") == wanted["status"])]
+        return 200, {"builds": found} if found else {}
+
+
+def _strict_parse(body: dict[str, Any]) -> None:
+    from google.cloud.devtools import cloudbuild_v1
+    from google.protobuf import json_format
+
+    try:
+        json_format.ParseDict(body, cloudbuild_v1.Build.pb()())
+    except json_format.ParseError as exc:
+        raise _Refused(400, f"Invalid JSON payload received. {exc}") from None
+
+
+def _digest(image: str, source: bytes) -> str:
+    return "sha256:" + hashlib.sha256(image.encode() + b"\0" + source).hexdigest()

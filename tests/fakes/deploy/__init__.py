@@ -1,0 +1,1 @@
+"""FakeCloud (cloud.py) and the fake Google APIs it serves for deploy and destroy."""

@@ -1,0 +1,42 @@
+"""`make help` lists every target the Makefile documents (a `## ` comment after its name)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make on PATH")
+def test_make_help_lists_every_documented_target():
+    documented = re.findall(r"^([A-Za-z0-9_-]+):.*## ", (ROOT / "Makefile").read_text(), flags=re.MULTILINE)
+    assert "e2e" in documented
+    done = subprocess.run(["make", "--no-print-directory", "-s", "help"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60, check=True)
+    listed = re.findall(r"^  make (\S+)", done.stdout, flags=re.MULTILINE)
+    assert listed == documented
+
+
+def test_make_run_ends_by_saying_how_to_put_spotcron_on_path():
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = re.search(r"^run:.*\n((?:\t.*\n)+)", makefile, flags=re.MULTILINE).group(1).splitlines()
+    assert recipe[-1].startswith("\t@echo ")
+    assert "'. $(BIN)/activate'" in recipe[-1] and "$(BIN)/spotcron" in recipe[-1]
+    assert "'pipx install .'" in recipe[-1]
+
+
+def test_the_readme_quickstart_says_how_to_get_spotcron_on_path_and_as_a_tool():
+    readme = (ROOT / "README.md").read_text()
+    quickstart = readme[readme.index("## Quickstart"):readme.index("## How it works")]
+    for words in ("`. .venv/bin/activate`", "`.venv/bin/spotcron`", "pipx install .", "spotcron init"):
+        assert words in quickstart, words
+
+
+def test_make_lint_covers_setup_py():
+    lint = re.search(r"^lint:.*\n((?:\t.*\n)+)", (ROOT / "Makefile").read_text(), flags=re.MULTILINE).group(1)
+    assert re.search(r"ruff check .*\bsetup\.py\b", lint)
