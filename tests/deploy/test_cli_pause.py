@@ -17,7 +17,7 @@ from spotcron.cli.deploy import DeployContext
 from spotcron.cli.manage import COMMANDS
 from spotcron.gcp.admin.calls import MissingCredentials
 from tests.deploy.conftest import BUCKET, JOBS_DIR, PROJECT, Deployer, make_settings, quick_caller
-from tests.deploy.fakes.cloud import FakeCloud
+from tests.fakes.deploy.cloud import FakeCloud
 
 STACK = f"project: {PROJECT}\nregion: us-central1\nbucket: {BUCKET}\n"
 LOCATION = f"projects/{PROJECT}/locations/us-central1"

@@ -14,7 +14,7 @@ from spotcron.engine.deployed import canonical, digest_of, specs_version
 from spotcron.engine.dispatch_specs import BucketSpecs
 from spotcron.gcp.storage import GcsBlobs
 from tests.deploy.conftest import BUCKET, JOBS_DIR, PROJECT, Deployer, make_settings, quick_caller
-from tests.deploy.fakes.cloud import FakeCloud
+from tests.fakes.deploy.cloud import FakeCloud
 
 PER_JOB = make_settings()
 SHARED = make_settings(scheduling="shared")
