@@ -114,6 +114,13 @@ def _launch(url: str) -> None:
     click.launch(url)
 
 
+def _builder(settings: Any) -> Any:
+    from spotcron.cli.deploy import DeployContext
+
+    deploy = DeployContext()
+    return deploy.builder(settings, deploy.credentials(settings.project))
+
+
 @dataclass
 class RunsContext:
     """Everything these commands touch outside the process; swap any part in tests."""
@@ -129,6 +136,7 @@ class RunsContext:
     interactive: Callable[[], bool] = field(default=lambda: sys.stdin.isatty())  # may we ask a question?
     launch: Callable[[str], Any] = _launch  # open a URL in the user's browser
     has_display: Callable[[], bool] = has_display  # is there a screen for that browser?
+    builder: Callable[[Any], Any] = _builder  # settings → the image builder (deploy.builds.Builder)
 
 
 def runs_context() -> RunsContext:

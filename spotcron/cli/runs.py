@@ -233,6 +233,7 @@ def run(job_or_file: str, cloud: bool, project: str | None, topic: str | None, t
     job_file = find_job_file(job_or_file, jobs_dir)
     spec = load_job_file(job_file, grace=settings.grace)
     if cloud:
+        spec = _pinned_as_deployed(spec, settings, Path(job_file).resolve().parent.parent)
         nonce = _publish_start(spec, project or settings.project, topic or settings.start_topic, bucket,
                                quiet=follow)
         if follow:
@@ -334,6 +335,25 @@ def _follow_runs(started: list[tuple[str, str]], state_dir: Path, timeout_s: flo
         err.print(f"[yellow]gave up waiting after {timeout_s:.0f}s[/yellow]: the runs go on in the running "
                   "`spotcron up`; `spotcron runs` shows them")
     return followed.records
+
+
+def _pinned_as_deployed(spec: Any, settings: Any, root: Path) -> Any:
+    """`spec` with each image it builds pinned by digest, as `spotcron deploy` pinned the deployed
+    spec: the start message names the deployed spec's digest, so an unpinned one is refused."""
+    from spotcron.core.errors import SpotcronError
+    from spotcron.core.images import plan_builds
+    from spotcron.deploy.builds import look_up, pin
+
+    builds = plan_builds([spec], root)
+    if not builds:
+        return spec
+    statuses = look_up(builds, runs_context().builder(settings), settings.registry)
+    unbuilt = [status for status in statuses if status.digest is None]
+    if unbuilt:
+        raise SpotcronError(f"job {spec.name}: no image is built from {unbuilt[0].build.relative}/ as it is now, so "
+                            "what runs on Google Cloud is not this folder; run `spotcron deploy` (it builds the image "
+                            "and deploys the job pinned to it), then run it again")
+    return pin([spec], statuses)[0]
 
 
 def _publish_start(spec: Any, project: str, topic: str, bucket: str | None, *, quiet: bool = False) -> str:

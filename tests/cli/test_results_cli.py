@@ -870,3 +870,58 @@ def test_run_locally_takes_the_stack_files_limits(invoke, bucket, context, tmp_p
     result = invoke("run", "bot", "--stack", str(tmp_path / "stack.yaml"))
     assert result.exit_code == 0, result.output
     assert [(limits.max_live_vms, limits.max_gpus) for limits in given] == [(40, 2)]
+
+
+class _BuiltBefore:
+    """The image builder as `run --cloud` meets it: it may look builds up, never start one."""
+
+    def __init__(self, digest: str | None):
+        self.digest, self.looked_up = digest, []
+
+    def find(self, build, image):
+        self.looked_up.append(image)
+        return self.digest
+
+    def build(self, build, image):
+        raise AssertionError("run --cloud never builds an image")
+
+
+BUILT_JOB_FILE = JOB_FILE.replace("image: spotcron/bot:latest\n", "build: images/bot\n")
+
+
+def test_run_cloud_of_a_job_that_builds_names_the_spec_deploy_pinned(invoke, context, tmp_path, pubsub_topic):
+    from spotcron.core.images import pinned
+    from spotcron.core.loader import load_job_file
+    from spotcron.engine.messages import encode_start
+    from tests.gcp.emulators import PROJECT
+
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "bot.yaml").write_text(BUILT_JOB_FILE)
+    (tmp_path / "images" / "bot").mkdir(parents=True)
+    (tmp_path / "images" / "bot" / "Dockerfile").write_text("FROM scratch\n")
+    digest = "sha256:" + "ab" * 32
+    context.builder = lambda settings: builder
+    builder = _BuiltBefore(digest)
+    result = invoke("run", "bot", "--cloud", "--project", PROJECT, "--topic", pubsub_topic.topic,
+                    env={"PUBSUB_EMULATOR_HOST": pubsub_topic.host})
+    assert result.exit_code == 0, result.output
+    [image] = builder.looked_up
+    response = pubsub_topic.subscriber.pull(subscription=pubsub_topic.subscription, max_messages=5, timeout=10)
+    [received] = response.received_messages
+    pubsub_topic.subscriber.acknowledge(subscription=pubsub_topic.subscription, ack_ids=[received.ack_id])
+    # The digest of the spec as deploy deployed it: its image by digest, not the folder.
+    deployed = load_job_file(tmp_path / "jobs" / "bot.yaml").model_copy(update={"image": pinned(image, digest)})
+    assert received.message.data == encode_start(deployed)
+    assert received.message.data != encode_start(load_job_file(tmp_path / "jobs" / "bot.yaml"))
+
+
+def test_run_cloud_of_a_job_whose_folder_changed_since_its_build_says_deploy_first(invoke, context, tmp_path):
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "bot.yaml").write_text(BUILT_JOB_FILE)
+    (tmp_path / "images" / "bot").mkdir(parents=True)
+    (tmp_path / "images" / "bot" / "Dockerfile").write_text("FROM scratch\n")
+    context.builder = lambda settings: _BuiltBefore(None)
+    result = invoke("run", "bot", "--cloud", "--project", "acme-prod")
+    assert result.exit_code == 2
+    assert ("error: job bot: no image is built from images/bot/ as it is now, so what runs on Google Cloud is not "
+            "this folder; run `spotcron deploy`") in result.stderr
