@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -24,6 +25,25 @@ from tests.gcp.fixtures import pubsub_host  # noqa: F401  (the shared Pub/Sub em
 PROJECT = "demo-proj"
 BUCKET = "demo-proj-spotcron"
 JOBS_DIR = Path(__file__).parent / "jobs"
+STACK = f"project: {PROJECT}\nregion: us-central1\nbucket: {BUCKET}\n"
+
+
+def user_repository(root: Path, monkeypatch: pytest.MonkeyPatch, stack: str = STACK, *,
+                    jobs: tuple[str, ...] | None = None) -> Path:
+    """`root` as a user's repository the CLI runs in: infra/stack.yaml and jobs/ (the example jobs
+    here, or only the named files), with no SPOTCRON_* setting leaking in from this shell."""
+    monkeypatch.chdir(root)
+    for name in [n for n in os.environ if n.startswith("SPOTCRON_")]:
+        monkeypatch.delenv(name)
+    (root / "infra").mkdir()
+    (root / "infra" / "stack.yaml").write_text(stack)
+    if jobs is None:
+        shutil.copytree(JOBS_DIR, root / "jobs")
+    else:
+        (root / "jobs").mkdir()
+        for name in jobs:
+            shutil.copy(JOBS_DIR / name, root / "jobs" / name)
+    return root
 
 
 def make_settings(**changes: Any) -> Settings:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,7 +10,7 @@ from click.testing import CliRunner, Result
 
 from spotcron.cli import SpotcronGroup
 from spotcron.cli.deploy import COMMANDS, DeployContext, _default_credentials
-from tests.deploy.conftest import BUCKET, JOBS_DIR, PROJECT, make_source_root, quick_caller
+from tests.deploy.conftest import BUCKET, PROJECT, make_source_root, quick_caller, user_repository
 from tests.fakes.deploy.cloud import FakeCloud
 
 STACK = f"project: {PROJECT}\nregion: us-central1\nbucket: {BUCKET}\nsweep_interval: 5m\n"
@@ -24,12 +22,7 @@ def _no_credentials(project: str) -> None:
 
 @pytest.fixture
 def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    for name in [n for n in os.environ if n.startswith("SPOTCRON_")]:
-        monkeypatch.delenv(name)
-    (tmp_path / "infra").mkdir()
-    (tmp_path / "infra" / "stack.yaml").write_text(STACK)
-    shutil.copytree(JOBS_DIR, tmp_path / "jobs")
+    user_repository(tmp_path, monkeypatch, STACK)
     make_source_root(tmp_path / "src")
     return tmp_path
 

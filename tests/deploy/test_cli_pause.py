@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,22 +14,24 @@ from spotcron.cli import SpotcronGroup
 from spotcron.cli.deploy import DeployContext
 from spotcron.cli.manage import COMMANDS
 from spotcron.gcp.admin.calls import MissingCredentials
-from tests.deploy.conftest import BUCKET, JOBS_DIR, PROJECT, Deployer, make_settings, quick_caller
+from tests.deploy.conftest import (
+    BUCKET,
+    JOBS_DIR,
+    PROJECT,
+    STACK,
+    Deployer,
+    make_settings,
+    quick_caller,
+    user_repository,
+)
 from tests.fakes.deploy.cloud import FakeCloud
 
-STACK = f"project: {PROJECT}\nregion: us-central1\nbucket: {BUCKET}\n"
 LOCATION = f"projects/{PROJECT}/locations/us-central1"
 
 
 @pytest.fixture
 def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    for name in [n for n in os.environ if n.startswith("SPOTCRON_")]:
-        monkeypatch.delenv(name)
-    (tmp_path / "infra").mkdir()
-    (tmp_path / "infra" / "stack.yaml").write_text(STACK)
-    shutil.copytree(JOBS_DIR, tmp_path / "jobs")
-    return tmp_path
+    return user_repository(tmp_path, monkeypatch)
 
 
 @pytest.fixture

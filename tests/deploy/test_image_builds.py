@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ from spotcron.core.spec import JobSpec
 from spotcron.deploy.builds import build_missing, format_builds, look_up, pin
 from spotcron.gcp.admin.cloudbuild import BuildFailed, CloudBuilder, make_client
 from spotcron.testing.memory import MemoryBlobs
-from tests.deploy.conftest import BUCKET, JOBS_DIR, PROJECT, make_source_root, quick_caller
+from tests.deploy.conftest import BUCKET, PROJECT, make_source_root, quick_caller, user_repository
 from tests.fakes import cloudbuild_schema
 from tests.fakes.cloudbuild import FakeCloudBuild
 from tests.fakes.deploy.cloud import FakeCloud
@@ -194,13 +193,7 @@ class _Watched:
 
 @pytest.fixture
 def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    for name in [n for n in os.environ if n.startswith("SPOTCRON_")]:
-        monkeypatch.delenv(name)
-    (tmp_path / "infra").mkdir()
-    (tmp_path / "infra" / "stack.yaml").write_text(f"project: {PROJECT}\nregion: us-central1\nbucket: {BUCKET}\n")
-    (tmp_path / "jobs").mkdir()
-    shutil.copy(JOBS_DIR / "bot.yaml", tmp_path / "jobs" / "bot.yaml")
+    user_repository(tmp_path, monkeypatch, jobs=("bot.yaml",))
     text = (tmp_path / "jobs" / "bot.yaml").read_text().replace(
         "image: us-central1-docker.pkg.dev/demo-proj/spotcron/bot:latest", "build: images/bot")
     (tmp_path / "jobs" / "bot.yaml").write_text(text)
