@@ -214,12 +214,26 @@ def resolve(store: RunStore, ref: str, job: str | None, where: str) -> RunRecord
     ref_job, run_id = parse_run_ref(ref, job)
     if ref_job is None:
         matches = [j for j, r in all_run_ids(store) if r == run_id]
+        if not matches and (latest := _latest_run_of(store, run_id)) is not None:
+            return latest  # a job's name alone: its latest run, as `kubectl logs job/NAME` does
         ref_job = pick_match(run_id, matches, where)
     record = store.read(ref_job, run_id)
     if record is None:
         if ref_job not in store.jobs():
             raise unknown_job(ref_job, store, where)
         raise SpotcronError(f"no run {ref_job}/{run_id} in {where}; `spotcron runs {ref_job}` lists its runs")
+    return record
+
+
+def _latest_run_of(store: RunStore, job: str) -> RunRecord | None:
+    """The newest run of `job` (None when `job` is no job with runs), named on stderr so that the
+    output says which run it is."""
+    run_ids = store.run_ids(job) if "/" not in job else []
+    record = store.read(job, run_ids[-1]) if run_ids else None
+    if record is not None:
+        console(stderr=True).print(f"{job}: its latest run, {job}/{record.run_id} ({record.state}); "
+                                   f"name a run to see another (`spotcron runs {job}` lists them)",
+                                   markup=False, highlight=False, soft_wrap=True)
     return record
 
 

@@ -50,13 +50,15 @@ def logs(run: tuple[str, ...], job: str | None, attempt: int | None, follow: boo
     """Print a run's container output (logs.txt of its latest attempt).
 
     RUN is JOB/RUN or a bare run id, as `spotcron runs` lists them; the table's job and run
-    columns copied together (`dl-benchmark/t4 20261122-1000-t4`) name a run too. While the job runs, the
+    columns copied together (`dl-benchmark/t4 20261122-1000-t4`) name a run too, and a job's name
+    alone names its latest run. While the job runs, the
     runner ships its new output every few seconds; with --follow, output is printed as it
     reaches the bucket, attempt after attempt, until the run ends.
 
     \b
     Examples:
       spotcron logs hello-bot/20261122-1000
+      spotcron logs hello-bot                       # its latest run
       spotcron logs 20261122-1000 --attempt 1
       spotcron logs hello-bot/20261122-1000 --follow
       spotcron logs hello-bot/20261122-1000 --timestamps
@@ -139,6 +141,7 @@ def results(run: tuple[str, ...], job: str | None, attempt: int | None, download
     \b
     Examples:
       spotcron results hello-bot/20261122-1000
+      spotcron results hello-bot                    # its latest run
       spotcron results 20261122-1000-t4 --download ./out
       spotcron results hello-bot/20261122-1000 --cat answer.json | jq .
     """

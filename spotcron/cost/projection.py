@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from spotcron.core.runs import RunRecord
+from spotcron.core.runs import Outcome, RunRecord
 from spotcron.core.spec import JobSpec
 from spotcron.cost.billing import DEFAULT_USAGE, FunctionUse, Usage, vm_items
 from spotcron.cost.prices import FunctionPrice, PriceTable
@@ -166,10 +166,14 @@ def vm_seconds_from_history(records: Iterable[RunRecord], recent: int = RECENT_R
 
     A run's VM-alive time counts every attempt (boot to delete). The median, because one run
     stuck until its timeout should not set the price of every future run; the newest runs,
-    because a job that changed should be priced as it is now.
+    because a job that changed should be priced as it is now. A run whose host lacked its
+    hardware (a local GPU entry on a host without that GPU) never measured the configuration, so
+    its seconds price nothing.
     """
     ended: dict[tuple[str, str | None], list[RunRecord]] = {}
     for record in records:
+        if any(a.outcome == Outcome.UNAVAILABLE for a in record.attempts):
+            continue
         if record.terminal and any(a.vm_seconds is not None for a in record.attempts):
             ended.setdefault((record.job, record.variant), []).append(record)
     history = {}

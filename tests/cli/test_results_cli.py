@@ -186,6 +186,19 @@ def test_a_bare_run_id_is_found_in_its_job(invoke, bucket):
     assert invoke("logs", "20260302-1000").stdout == "attempt two started\nall done\n"
 
 
+def test_a_job_name_alone_is_its_latest_run_and_says_which(invoke, bucket):
+    preempted_then_ok(bucket)
+    bucket.add(make_record("hello-bot", "20260302-0800", created=NOW - 4 * HOUR))
+    result = invoke("logs", "hello-bot")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "attempt two started\nall done\n"
+    assert result.stderr.startswith("hello-bot: its latest run, hello-bot/20260302-1000 (succeeded); name a run")
+    listing = invoke("results", "hello-bot", "--json")
+    assert listing.exit_code == 0 and "hello-bot/20260302-1000" in listing.stderr
+    # A run id wins over a job of the same name; an unknown name is still an error.
+    assert invoke("logs", "nope").stderr.strip().startswith("error: no run 'nope'")
+
+
 def test_an_ambiguous_bare_run_id_lists_the_matches(invoke, bucket):
     preempted_then_ok(bucket)
     bucket.add(make_record("other", "20260302-1000", created=NOW - HOUR))

@@ -217,6 +217,14 @@ def test_history_replaces_the_runtime(table):
     assert job.items["compute"] == pytest.approx(720 * 0.01306 * 150 / HOUR)
 
 
+def test_runs_on_a_host_without_their_hardware_price_nothing():
+    from spotcron.core.runs import Outcome
+
+    unavailable = attempt(1, 1).model_copy(update={"outcome": Outcome.UNAVAILABLE})
+    records = [record(unavailable, state="skipped", variant="t4"), record(attempt(1, 90), variant="cpu")]
+    assert vm_seconds_from_history(records) == {("job", "cpu"): (90.0, 1)}
+
+
 def test_history_is_the_median_of_recent_runs():
     def at(hours: int, seconds: float) -> RunRecord:
         return record(attempt(1, seconds)).model_copy(update={"created_at": T0 + timedelta(hours=hours),
