@@ -80,14 +80,14 @@ def test_short_timeouts_are_fine_for_the_model():
 
 
 def test_example_jobs_load_and_round_trip(tmp_path):
-    specs = load_jobs([copy_examples(tmp_path)])
+    specs = load_jobs([copy_examples(tmp_path / "jobs")])
     assert {s.name for s in specs} >= {"hello-bot", "dl-benchmark"}
     for spec in specs:
         assert JobSpec.from_payload(json.loads(json.dumps(spec.to_payload()))) == spec
 
 
 def test_example_benchmark_compares_cpu_and_gpu(tmp_path):
-    bench = next(s for s in load_jobs([copy_examples(tmp_path)]) if s.name == "dl-benchmark")
+    bench = next(s for s in load_jobs([copy_examples(tmp_path / "jobs")]) if s.name == "dl-benchmark")
     machines = {v.variant: (v.machine.type, v.machine.gpu and v.machine.gpu.type) for v in bench.variants()}
     assert len(machines) >= 3
     assert ("n1-highcpu-16", None) in machines.values() and ("e2-standard-4", None) in machines.values()

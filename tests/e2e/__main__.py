@@ -8,7 +8,7 @@ step is the `spotcron` command a person would type, so this is what to run first
 Needs SPOTCRON_E2E_PROJECT (a throwaway project: everything spotcron-labelled in it is deleted
 at the end) and application-default credentials. Without them it prints one line saying what
 is missing and exits 0, so `make e2e` is safe anywhere. Optional: SPOTCRON_E2E_REGION
-(default us-central1), SPOTCRON_E2E_IMAGE (an image the VM account can pull, default the job's),
+(default us-central1), SPOTCRON_E2E_IMAGE (an image the VM account can pull; default: deploy builds the job's folder),
 SPOTCRON_E2E_KEEP=1 (skip the destroy, to look around).
 """
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -29,6 +30,7 @@ from tests.examples import example
 
 REPO = Path(__file__).resolve().parents[2]
 JOB = "hello-bot"
+BOT_FOLDER = "vm_images/bot"  # hello-bot's build folder
 WAIT_S = 20 * 60  # boot, pull, run, upload, callback: minutes, not hours
 POLL_S = 15.0
 
@@ -87,9 +89,11 @@ def write_stack(config: Config, root: Path) -> tuple[Path, Path]:
     jobs = root / "jobs"
     jobs.mkdir()
     text = example(JOB).read_text()
-    if config.image:
-        text = "\n".join(f"image: {config.image}" if line.startswith("image:") else line
+    if config.image:  # a prebuilt image instead of the build deploy would run
+        text = "\n".join(f"image: {config.image}" if line.startswith(("image:", "build:")) else line
                          for line in text.splitlines()) + "\n"
+    else:  # deploy builds the job's folder with Cloud Build, relative to the folder holding jobs/
+        shutil.copytree(REPO / BOT_FOLDER, root / BOT_FOLDER)
     (jobs / f"{JOB}.yaml").write_text(text)
     return stack, jobs
 

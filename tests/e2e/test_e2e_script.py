@@ -120,5 +120,16 @@ def test_the_stack_file_and_job(tmp_path):
     stack, jobs = write_stack(Config("p-123456", "europe-west1", "europe-docker.pkg.dev/p/r/bot:1", False), tmp_path)
     assert stack.read_text() == "project: p-123456\nregion: europe-west1\nbucket: p-123456-spotcron-e2e\n"
     text = (jobs / "hello-bot.yaml").read_text()
-    assert "image: europe-docker.pkg.dev/p/r/bot:1\n" in text and "spotcron/hello-bot" not in text
+    assert "image: europe-docker.pkg.dev/p/r/bot:1\n" in text and "build:" not in text
     assert Path(jobs).is_dir() and sorted(p.name for p in jobs.iterdir()) == ["hello-bot.yaml"]
+
+
+def test_without_an_image_deploy_builds_the_jobs_folder(tmp_path):
+    from spotcron.core.loader import load_jobs
+    from tests.e2e.__main__ import write_stack
+
+    _, jobs = write_stack(Config("p-123456", "europe-west1", None, False), tmp_path)
+    assert "build: vm_images/bot" in (jobs / "hello-bot.yaml").read_text()
+    assert (tmp_path / "vm_images" / "bot" / "Dockerfile").is_file()
+    [spec] = load_jobs([jobs])  # the build folder is found where the job says
+    assert spec.build is not None

@@ -12,6 +12,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ("hello-bot", "dl-benchmark")
+BUILDS = ("vm_images/bot",)  # the folders the examples build their images from (`build:`)
 SCHEMA = ROOT / "jobs" / "schema.json"  # `make schema` writes it; the examples point editors at it
 
 
@@ -21,8 +22,12 @@ def example(name: str) -> Path:
 
 
 def copy_examples(dest: Path) -> Path:
-    """A jobs folder at `dest` holding the example jobs and their schema, and nothing else."""
+    """A jobs folder at `dest` holding the example jobs and their schema, and nothing else; the
+    folders they build from go beside it (build paths are relative to the folder holding jobs/),
+    so `dest` is a folder of its own test's, never tmp_path itself."""
     dest.mkdir(parents=True, exist_ok=True)
+    for folder in BUILDS:
+        shutil.copytree(ROOT / folder, dest.parent / folder, dirs_exist_ok=True)
     for name in EXAMPLES:
         shutil.copy(example(name), dest / f"{name}.yaml")
     shutil.copy(SCHEMA, dest / "schema.json")
