@@ -1,4 +1,4 @@
-"""What the results commands share: where the bucket comes from, run lookup, the runs table.
+"""What the results commands share: where the bucket comes from, run lookup and the outside world.
 
 The outside world (bucket opener, clock, sleep, Compute Engine, Pub/Sub, the local stack) comes
 from a `RunsContext` in click's `ctx.obj`; tests pass their own, `spotcron` itself the defaults.

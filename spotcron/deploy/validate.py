@@ -1,6 +1,6 @@
 """Checks that run before deploy makes any API call: settings, job names, accounts, images.
 
-Job specs themselves are validated by spec_loader.load_jobs; these are the checks only deploy
+Job specs themselves are validated by core/loader.load_jobs; these are the checks only deploy
 needs (a real project id, names Cloud Scheduler accepts). Every problem is reported at once.
 The credentials check asks Google's library, so it lives in gcp/admin/credentials.py.
 """

@@ -114,7 +114,7 @@ class QueueExpired:
 
 @dataclass(frozen=True)
 class EffectsDone:
-    """Some of an ended run's owed effects are done (engine/ending.py)."""
+    """Some of an ended run's owed effects are done (engine/steps.finish_ending)."""
 
     done: tuple[Effect, ...]
 
