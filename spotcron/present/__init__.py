@@ -1,2 +1,4 @@
-"""Read-only views of runs for people: CLI tables and JSON, a run's output as it reaches the bucket
-(logs), the benchmark report, charts and the results page. Nothing here changes a run."""
+"""Read-only views of runs for people: rows, JSON and the one dollar formatter (`views`), tables
+that never cut a value (`tables`), a run's output as it reaches the bucket (`logs`) and the loops
+that follow runs to their end (`follow`), the benchmark report with its statistics, history,
+exports and output formats, charts, and the results page. Nothing here changes a run."""
