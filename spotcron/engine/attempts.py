@@ -33,7 +33,7 @@ from spotcron.engine.steps import step
 log = logging.getLogger("spotcron.engine")
 
 
-def build_request(record: RunRecord, spec: JobSpec, attempt: Attempt, deps: Deps) -> InstanceRequest:
+def instance_request(record: RunRecord, spec: JobSpec, attempt: Attempt, deps: Deps) -> InstanceRequest:
     settings = deps.settings
     now = deps.clock.now()
     # The container must end (and leave time to upload) before Compute Engine deletes the VM
@@ -117,7 +117,7 @@ def create_attempt(deps: Deps, record: RunRecord, *, claimed: bool = True) -> Ru
                 _withdraw(deps, admitted)
                 return step(deps, record.job, record.run_id, t.Queue(attempt, f"waiting for room: {refused}")).record or record
         try:
-            instance = _create_or_adopt(deps, build_request(record, spec, attempt, deps))
+            instance = _create_or_adopt(deps, instance_request(record, spec, attempt, deps))
         except CreateFailed as failure:
             record = _after_create_failure(deps, record, spec, attempt, failure)
             claimed = record.current_attempt is not None and record.current_attempt != attempt

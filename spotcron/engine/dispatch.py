@@ -140,11 +140,6 @@ def sweep_due(now: datetime, interval_s: int) -> bool:
     return now.minute % minutes == 0
 
 
-def start_message(spec: JobSpec) -> dict:
-    """The start message's body for `spec`: what its own scheduler entry would publish (name, digest)."""
-    return start_body(spec)
-
-
 def checked(cursor: Cursor, now: datetime) -> Cursor:
     """`cursor`, or a damaged one when it is later than `now` by more than a clock may be off."""
     if cursor.through is None or cursor.through <= now + TICK_TOLERANCE:
@@ -253,7 +248,7 @@ def _advance(deps: Deps, cursor: Cursor, through: datetime, now: datetime, repor
 
 def _publish(deps: Deps, due: Sequence[Due], report: DispatchReport) -> list[tuple[Due, Exception]]:
     def one(item: Due) -> tuple[str, datetime]:
-        deps.events.publish(deps.settings.start_topic, start_message(item.spec),
+        deps.events.publish(deps.settings.start_topic, start_body(item.spec),
                             {TICK_ATTRIBUTE: format_tick(item.tick)})
         return item.key
 

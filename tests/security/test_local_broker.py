@@ -55,7 +55,7 @@ def test_a_local_run_stores_everything_with_the_brokers_token(stack, tmp_path):
 
 
 def test_the_descriptors_credentials_url_is_the_stacks_broker(stack):
-    """Settings carry it into every descriptor (engine/attempts.build_request); the deployed
+    """Settings carry it into every descriptor (engine/attempts.instance_request); the deployed
     entry point answers there: no identity token, no storage token."""
     import urllib.error
     import urllib.request
