@@ -50,7 +50,7 @@ from spotcron.deploy.resources import (
     managed_lifecycle_rule,
     split_policy_name,
 )
-from spotcron.gcp.admin.calls import Caller, DeployError
+from spotcron.gcp.admin.calls import AccessDenied, Caller, DeployError
 from spotcron.gcp.admin.clients import Clients
 
 # Variables Google adds to every 2nd gen function; not ours, never a difference.
@@ -166,13 +166,11 @@ class _Reader:
                                self.names.bucket, retry=None, timeout=self.timeout)
         except NotFound:
             return []
-        except DeployError as exc:
-            if "permission denied" in str(exc):
-                raise DeployError(
-                    f"bucket {self.names.bucket!r} exists but this account cannot read it; bucket names are "
-                    f"global, so it probably belongs to another project: set another `bucket:` in the "
-                    f"stack file") from exc
-            raise
+        except AccessDenied as exc:
+            raise DeployError(
+                f"bucket {self.names.bucket!r} exists but this account cannot read it; bucket names are "
+                f"global, so it probably belongs to another project: set another `bucket:` in the "
+                f"stack file") from exc
         return [Resource(BUCKET, bucket.name, bucket_fields(bucket), owned=_owned(bucket.labels))]
 
     def objects(self) -> list[Resource]:

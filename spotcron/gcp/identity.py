@@ -26,17 +26,21 @@ GOOGLE_ISSUERS = ("https://accounts.google.com", "accounts.google.com")
 CERTS_TTL_S = 300.0
 CLOCK_SKEW_S = 10
 
+_UNKNOWN_KEY = re.compile(r"Certificate for key id (\S+) not found")
 _REASONS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]], ...] = (
     (re.compile(r"Token expired"), lambda m: "token expired"),
     (re.compile(r"Token used too early"), lambda m: "token issued in the future (iat)"),
     (re.compile(r"wrong audience (.*), expected one of \[(.*)\]"),
      lambda m: f"wrong audience {m.group(1)!r}, expected {m.group(2).strip(chr(39))!r}"),
     (re.compile(r"Could not verify token signature"), lambda m: "bad signature"),
-    (re.compile(r"Certificate for key id (\S+) not found"),
-     lambda m: f"signed by an unknown key (kid {m.group(1)})"),
+    (_UNKNOWN_KEY, lambda m: f"signed by an unknown key (kid {m.group(1)})"),
     (re.compile(r"Unsupported signature algorithm (.*)"), lambda m: f"unsupported algorithm {m.group(1)}"),
     (re.compile(r"does not contain required claim (\w+)"), lambda m: f"missing claim {m.group(1)!r}"),
 )
+
+
+class _UnknownKey(InvalidToken):
+    """Signed by a key the cached certificates lack: Google may have rotated its keys since."""
 
 
 def _reason(exc: BaseException) -> str:
@@ -106,9 +110,7 @@ class GoogleIdentity:
             raise InvalidToken("malformed token: a JWT has three dot-separated parts")
         try:
             claims = self._verify(token, audience)
-        except InvalidToken as exc:
-            if "unknown key" not in str(exc):
-                raise
+        except _UnknownKey:
             # Google may have rotated its keys since we cached them: look once more.
             self._request.forget(self.certs_url)
             claims = self._verify(token, audience)
@@ -127,4 +129,5 @@ class GoogleIdentity:
         except exceptions.TransportError as exc:
             raise Transient(f"could not fetch token certificates from {self.certs_url}: {exc}") from None
         except (ValueError, exceptions.GoogleAuthError) as exc:
-            raise InvalidToken(_reason(exc)) from None
+            unknown_key = _UNKNOWN_KEY.search(str(exc)) is not None
+            raise (_UnknownKey if unknown_key else InvalidToken)(_reason(exc)) from None

@@ -31,6 +31,10 @@ class DeployError(SpotcronError):
     """Deploy cannot go on; the message says what failed and what to do about it."""
 
 
+class AccessDenied(DeployError):
+    """Google refused the call for the account's permissions (not for an API left disabled)."""
+
+
 class MissingCredentials(DeployError):
     """No Application Default Credentials: how to log in, what the command needs them for, and
     what Google's library said."""
@@ -66,7 +70,7 @@ def translate_deploy_error(exc: BaseException, what: str, project: str) -> Spotc
         if service:
             return DeployError(f"{what}: {service} is not enabled in project {project}. "
                                f"Enable every API deploy needs with:\n  {enable_command(project)}")
-        return DeployError(f"{what}: permission denied: {getattr(exc, 'message', exc)}. The account running "
+        return AccessDenied(f"{what}: permission denied: {getattr(exc, 'message', exc)}. The account running "
                            f"deploy needs roles/owner on {project} (or the admin roles listed in docs/deploy.md).")
     if isinstance(exc, gexc.Unauthenticated | gexc.Unauthorized):
         return DeployError(f"{what}: Google did not accept the credentials: {LOGIN_HINT}")
