@@ -19,6 +19,7 @@ from typing import Any
 
 from spotcron.core.durations import format_duration
 from spotcron.core.errors import Problem
+from spotcron.core.runs import RunState
 from spotcron.core.spec import JobSpec
 
 STATE_STYLES = {"succeeded": "green", "failed": "red", "timed_out": "red", "lost": "red",
@@ -183,7 +184,7 @@ def ended_detail(record: Any, event: Mapping[str, Any]) -> str:
     if record.exit_code is not None:
         parts.append(f"exit {record.exit_code}")
     text = ", ".join(parts)
-    if record.state != "succeeded" and record.reason:
+    if record.state != RunState.SUCCEEDED and record.reason:
         text += f": {' '.join(record.reason.split())}"
     return text
 

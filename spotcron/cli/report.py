@@ -102,10 +102,11 @@ def with_metrics(records: list[RunRecord], read: Callable[[str], bytes | None]) 
     from spotcron.core import layout
     from spotcron.core.jobdata import JobDataProblem, problem_text
     from spotcron.core.metrics import METRICS_FILE, MetricsProblem, parse_metrics
+    from spotcron.core.runs import RunState
 
     checked = []
     for record in records:
-        if record.state == "succeeded" and record.metrics is None and record.metrics_problem is None \
+        if record.state == RunState.SUCCEEDED and record.metrics is None and record.metrics_problem is None \
                 and record.attempts:
             number = record.attempts[-1].number
             where = f"results/{METRICS_FILE} of attempt {number}"
@@ -123,10 +124,11 @@ def _check_time_metric(setting: str, job: str, name: str, records: list[RunRecor
     """The time metric must name a metric some run wrote; otherwise every time would be a dash."""
     from spotcron.core.catalog import suggest
     from spotcron.core.errors import SpotcronError
+    from spotcron.core.runs import RunState
 
     written = [r.metrics for r in records if r.metrics is not None]
     names = sorted({key for metrics in written for key in metrics.metrics})
-    if name in names or not [r for r in records if r.state == "succeeded"]:
+    if name in names or not [r for r in records if r.state == RunState.SUCCEEDED]:
         return
     where = f"{setting} {name!r}"
     if not written:

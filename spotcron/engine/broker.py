@@ -23,7 +23,7 @@ from typing import Any
 from spotcron.core import layout
 from spotcron.engine.deps import Deps
 from spotcron.engine.finish import Reply
-from spotcron.engine.identity import CallerRefused, attempt_problem, vm_caller
+from spotcron.engine.identity import CallerRefused, MissingToken, attempt_problem, vm_caller
 
 log = logging.getLogger("spotcron.engine")
 
@@ -68,9 +68,9 @@ def grant(deps: Deps, authorization: str | None) -> Reply:
                            "retry": True})
     try:
         caller = vm_caller(deps, authorization, audience)
+    except MissingToken:
+        return Reply(401, {"error": "missing bearer token: send the VM's identity token (audience = this URL)"})
     except CallerRefused as exc:
-        if exc.status == 401 and exc.message == "missing bearer token":
-            return Reply(401, {"error": "missing bearer token: send the VM's identity token (audience = this URL)"})
         return Reply(exc.status, {"error": exc.message})
     name, zone = caller.instance_name, caller.zone
     instance = deps.compute.get_instance(zone, name)

@@ -33,6 +33,10 @@ class CallerRefused(Exception):
         self.message = message
 
 
+class MissingToken(CallerRefused):
+    """No bearer token at all: a caller that forgot to send one, told how, unlike a bad one."""
+
+
 @dataclass(frozen=True)
 class VmCaller:
     """A verified instance identity token: the VM it was issued to."""
@@ -78,7 +82,7 @@ def vm_caller(deps: Deps, authorization: str | None, audience: str) -> VmCaller:
     """Step 1: the VM behind a request's `Authorization` header, or CallerRefused (401 / 403)."""
     token = bearer(authorization)
     if token is None:
-        raise CallerRefused(401, "missing bearer token")
+        raise MissingToken(401, "missing bearer token")
     try:
         claims = deps.identity.verify(token, audience)
     except InvalidToken as exc:

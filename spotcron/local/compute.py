@@ -267,7 +267,7 @@ class LocalCompute:
             if lookup.daemon_missing:
                 log.warning("%s; %s runs its local command instead", lookup.why_not, job)
                 # Once per stopped daemon, not per image: the rest of the reason names the image.
-                stopped = "; ".join(part for part in lookup.why_not.split("; ") if "daemon is not running" in part)
+                stopped = "; ".join(lookup.stopped)
                 if self.notify is not None and stopped not in self._told:
                     self._told.add(stopped)
                     self.notify(f"{stopped}: jobs whose image no other runtime has run their local command instead")

@@ -22,15 +22,16 @@ _NO_DAEMON = ("cannot connect to the docker daemon", "is the docker daemon runni
 class Lookup:
     binary: str | None  # the runtime that has the image
     why_not: str  # when binary is None: what each candidate said, for a person
+    stopped: tuple[str, ...] = ()  # what each runtime installed without a running daemon said
 
     @property
     def daemon_missing(self) -> bool:
-        return "daemon is not running" in self.why_not
+        return bool(self.stopped)
 
 
 def find_runtime(image: str, candidates: tuple[str, ...] = CANDIDATES, which: Callable = shutil.which,
                  run: Callable = subprocess.run) -> Lookup:
-    reasons = []
+    reasons, stopped = [], []
     for name in candidates:
         binary = which(name)
         if binary is None:
@@ -45,11 +46,12 @@ def find_runtime(image: str, candidates: tuple[str, ...] = CANDIDATES, which: Ca
             return Lookup(binary, "")
         said = (found.stderr or b"").decode("utf-8", "replace").strip()
         if any(marker in said.lower() for marker in _NO_DAEMON):
-            reasons.append(f"{name} is installed but its daemon is not running (start it, e.g. "
+            stopped.append(f"{name} is installed but its daemon is not running (start it, e.g. "
                            f"`sudo systemctl start {name}`)")
+            reasons.append(stopped[-1])
         else:
             reasons.append(f"{name} has no image {image} (build or pull it)")
-    return Lookup(None, "; ".join(reasons) or "no container runtime is configured")
+    return Lookup(None, "; ".join(reasons) or "no container runtime is configured", tuple(stopped))
 
 
 def container_runtime(image: str, candidates: tuple[str, ...] = CANDIDATES) -> str | None:

@@ -86,7 +86,8 @@ def test_a_stopped_docker_daemon_is_said_once_not_per_run(tmp_path):
     why = "docker is installed but its daemon is not running (start it, e.g. `sudo systemctl start docker`)"
     vms = LocalCompute(None, "http://127.0.0.1:1/", tmp_path, SystemClock(), base_env={}, cwd=tmp_path,
                        containment=Containment(PROCESS_GROUP, (), "process group only"),
-                       runtime_for=lambda image: Lookup(None, f"{why}; podman has no image {image} (build or pull it)"),
+                       runtime_for=lambda image: Lookup(None, f"{why}; podman has no image {image} (build or pull it)",
+                                                        (why,)),
                        notify=told.append)
     for image in ("bot:1", "bot:1", "bench:2"):
         assert vms.lookup(image, "job").binary is None
