@@ -17,6 +17,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import stat
 import tarfile
 from collections.abc import Callable, Iterable, Mapping
@@ -273,6 +274,7 @@ def build_tag(build: ImageBuild) -> str:
 def pushed_digest(result: Mapping[str, Any], image: str) -> str | None:
     """The digest of `image` in a finished Build's `results.images`, if it was pushed."""
     for pushed in (result.get("results") or {}).get("images") or ():
-        if pushed.get("name") == image and pushed.get("digest"):
-            return str(pushed["digest"])
+        found = str(pushed.get("digest") or "")
+        if pushed.get("name") == image and re.fullmatch(r"sha256:[0-9a-f]{64}", found):
+            return found
     return None

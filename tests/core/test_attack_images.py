@@ -84,3 +84,10 @@ def test_build_arguments_reach_docker_as_written_not_as_cloud_build_substitution
     # makes the build invalid); $$ is its literal dollar, which a local `docker build` gets as `$`.
     assert "PASSWORD=pa$$word" in args
     assert "WHO=$$PROJECT_ID" in args
+
+
+def test_a_build_result_whose_digest_is_not_a_digest_counts_as_not_pushed() -> None:
+    image = "us-central1-docker.pkg.dev/p/spotcron/bot:ctx-0"
+    result = {"status": "SUCCESS", "results": {"images": [{"name": image, "digest": "sha256:"}]}}
+    # Pinned later, it would end deploy with a ValueError traceback instead of "build it again".
+    assert images.pushed_digest(result, image) is None
