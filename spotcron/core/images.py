@@ -17,6 +17,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import stat
 import tarfile
 from collections.abc import Callable, Iterable, Mapping
@@ -151,7 +152,12 @@ def build_problems(job: JobSpec, root: Path) -> list[tuple[tuple[str | int, ...]
     for variant, (build, _name) in build_targets(job).items():
         where: tuple[str | int, ...] = ("build",) if variant is None else ("matrix", entries.index(variant), "build")
         folder = root / build.context
-        if not folder.is_dir():
+        if folder.exists() and not folder.resolve().is_relative_to(root.resolve()):
+            # A link (the folder or one above it) out of the repository would ship the host's files.
+            problems.append(((*where, "context"), f"{build.context!r} is a link to {folder.resolve()}, outside "
+                                                  f"{root}; the archive of it would go to the stack's bucket: "
+                                                  f"put the build context inside the repository"))
+        elif not folder.is_dir():
             problems.append(((*where, "context"), f"{build.context!r}: no such folder in {root}; the build context "
                                                   f"is a folder relative to the folder that holds jobs/, with a "
                                                   f"Dockerfile in it, e.g. vm_images/bot"))
@@ -159,6 +165,12 @@ def build_problems(job: JobSpec, root: Path) -> list[tuple[tuple[str | int, ...]
             problems.append(((*where, "dockerfile"), f"{build.dockerfile!r}: no such file in {build.context}/; add a "
                                                      f"Dockerfile there or name yours with dockerfile: (relative to "
                                                      f"the context)"))
+        elif not (folder / build.dockerfile).resolve().is_relative_to(folder.resolve()):
+            # The archive keeps links as links: Cloud Build would find no Dockerfile there.
+            problems.append(((*where, "dockerfile"), f"{build.dockerfile!r} is a link to "
+                                                     f"{(folder / build.dockerfile).resolve()}, outside "
+                                                     f"{build.context}/, which the archive does not follow; "
+                                                     f"copy the Dockerfile into the context"))
     return problems
 
 
@@ -228,9 +240,10 @@ def pin_jobs(jobs: Iterable[JobSpec], builds: Iterable[ImageBuild],
 def build_request(build: ImageBuild, image: str, *, bucket: str, generation: int | None = None,
                   service_account: str | None = None, project: str = "-") -> dict[str, Any]:
     """The Build to create: the context from the bucket, one docker build step, the image pushed."""
-    args = ["build", "--network", "cloudbuild", "-t", image, "-f", build.dockerfile]
+    # Cloud Build substitutes $NAME in step args; $$ is its literal $, so docker gets what the job says.
+    args = ["build", "--network", "cloudbuild", "-t", image, "-f", _literal(build.dockerfile)]
     for name, value in build.args:
-        args += ["--build-arg", f"{name}={value}"]
+        args += ["--build-arg", _literal(f"{name}={value}")]
     args.append(".")
     storage: dict[str, Any] = {"bucket": bucket, "object": build.source_object}
     if generation is not None:
@@ -249,6 +262,10 @@ def build_request(build: ImageBuild, image: str, *, bucket: str, generation: int
     return body
 
 
+def _literal(text: str) -> str:
+    return text.replace("$", "$$")
+
+
 def build_tag(build: ImageBuild) -> str:
     """The Cloud Build tag that finds earlier builds of this exact context."""
     return f"{LABEL}-{build.tag}"
@@ -257,6 +274,7 @@ def build_tag(build: ImageBuild) -> str:
 def pushed_digest(result: Mapping[str, Any], image: str) -> str | None:
     """The digest of `image` in a finished Build's `results.images`, if it was pushed."""
     for pushed in (result.get("results") or {}).get("images") or ():
-        if pushed.get("name") == image and pushed.get("digest"):
-            return str(pushed["digest"])
+        found = str(pushed.get("digest") or "")
+        if pushed.get("name") == image and re.fullmatch(r"sha256:[0-9a-f]{64}", found):
+            return found
     return None
