@@ -2,12 +2,11 @@
 
 What changes depends on the stack's scheduling (infra/stack.yaml):
 
-- per-job: the job's Cloud Scheduler entry is paused or resumed, nothing else. Its message names
-  the deployed spec's digest and start_job refuses any other, so the deployed spec must not
-  change without the entry's message: it keeps its old `paused`, which the next deploy (from the
-  edited job file) brings in line. A resume of a job deployed paused is the exception: start_job
-  ignores scheduled starts of a spec that says paused, so that spec is written again with
-  `paused: false` and the entry's message names its new digest.
+- per-job: the job's Cloud Scheduler entry is paused or resumed, and the deployed spec (as
+  deployed, not the job file) is written again with `paused` set, the entry's message naming its
+  new digest. The two go together: start_job runs only the spec whose digest the message names,
+  ignores a scheduled start of one that says paused (a resumed entry alone would start nothing),
+  and `spotcron run JOB --cloud` names the digest of the job file, which says paused now.
 - shared: there is no entry per job; the dispatcher reads `deployed/JOB.json` and skips a paused
   job. So the deployed spec, as deployed (not the job file: its other edits are not deployed by a
   pause), is written again with `paused` set, and the dispatch entry's message gets the set's new
@@ -86,35 +85,34 @@ def _per_job(ctx: handlers.Context, job: str, paused: bool) -> CloudPause:
             f"{job} is not deployed on Google Cloud: no scheduler entry {entry} in {ctx.names.location_path} "
             f"(the stack file says scheduling: per-job, where each job has its own entry), so there is nothing to "
             f"{'pause' if paused else 'resume'}; `spotcron deploy` deploys it, paused as its file says")
+    deployed = ctx.call(f"read the deployed spec of {job} in gs://{ctx.names.bucket}",
+                        SpecStore(_blobs(ctx)).read, job)
+    if deployed is None:
+        raise NotOnCloud(
+            f"{job} has a scheduler entry {entry} but no deployed spec in gs://{ctx.names.bucket}/deployed/ "
+            f"(or one that does not load), so start_job would refuse its every start; `spotcron deploy` "
+            f"deploys it again")
     changes = []
-    if not paused:
-        # start_job runs the spec the entry's message names, and ignores a scheduled start of one
-        # that says paused (a job deployed paused): resuming the entry alone would start nothing.
-        deployed = ctx.call(f"read the deployed spec of {job} in gs://{ctx.names.bucket}",
-                            SpecStore(_blobs(ctx)).read, job)
-        if deployed is None:
-            raise NotOnCloud(
-                f"{job} has a scheduler entry {entry} but no deployed spec in gs://{ctx.names.bucket}/deployed/ "
-                f"(or one that does not load), so start_job would refuse its every start; `spotcron deploy` "
-                f"deploys it again")
-        running = deployed.spec
-        if running.paused:
-            running = JobSpec.from_payload({**running.to_payload(), "paused": False})
-            resource = deployed_spec_resource(running)
-            handlers.deployed_spec(Action(UPDATE, DEPLOYED_SPEC, resource.name,
-                                          {"digest": (deployed.digest, resource.fields["digest"])},
-                                          resource=resource), ctx)
-            changes.append(f"deployed spec gs://{ctx.names.bucket}/{resource.name}: paused: false")
-        data = scheduler_data(running)
-        if fields["data"] != data:
-            # The message names the spec now deployed; the update resumes the entry too.
-            handlers.scheduler_job(Action(UPDATE, SCHEDULER_JOB, entry, {"data": (fields["data"], data)},
-                                          resource=Resource(SCHEDULER_JOB, entry, {**fields, "data": data,
-                                                                                   "paused": False}),
-                                          current=Resource(SCHEDULER_JOB, entry, fields)), ctx)
-            changes.append(f"scheduler entry {ctx.names.scheduler_path(entry)}: its message names the deployed "
-                           f"spec's digest {digest(running)[:12]}; resumed")
-            return CloudPause(job, paused, changes)
+    running = deployed.spec
+    if running.paused != paused:
+        # Only `paused` changes: whatever else the job file says now is for the next deploy.
+        running = JobSpec.from_payload({**running.to_payload(), "paused": paused})
+        resource = deployed_spec_resource(running)
+        handlers.deployed_spec(Action(UPDATE, DEPLOYED_SPEC, resource.name,
+                                      {"digest": (deployed.digest, resource.fields["digest"])},
+                                      resource=resource), ctx)
+        changes.append(f"deployed spec gs://{ctx.names.bucket}/{resource.name}: paused: {str(paused).lower()}")
+    data = scheduler_data(running)
+    # Also when the spec already was as wanted: an earlier pause may have stopped before this step.
+    if fields["data"] != data:
+        # The message names the spec now deployed; the update pauses or resumes the entry too.
+        handlers.scheduler_job(Action(UPDATE, SCHEDULER_JOB, entry, {"data": (fields["data"], data)},
+                                      resource=Resource(SCHEDULER_JOB, entry, {**fields, "data": data,
+                                                                               "paused": paused}),
+                                      current=Resource(SCHEDULER_JOB, entry, fields)), ctx)
+        changes.append(f"scheduler entry {ctx.names.scheduler_path(entry)}: its message names the deployed "
+                       f"spec's digest {digest(running)[:12]}; {'paused' if paused else 'resumed'}")
+        return CloudPause(job, paused, changes)
     if not handlers.set_entry_paused(ctx, entry, paused, fields["paused"]):
         return CloudPause(job, paused, changes)
     return CloudPause(job, paused, [*changes, f"scheduler entry {ctx.names.scheduler_path(entry)}: "

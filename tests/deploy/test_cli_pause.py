@@ -67,9 +67,11 @@ def test_pause_cloud_per_job_pauses_the_entry_and_edits_the_file(invoke, deploye
     assert result.exit_code == 0, result.output
     assert cloud.scheduler.entries()["spotcron-bot"]["state"] == "PAUSED"
     assert (workdir / "jobs" / "bot.yaml").read_text().endswith("paused: true\n")
-    assert result.output.splitlines()[:2] == [
-        f"paused bot on Google Cloud (project {PROJECT}, region us-central1, scheduling: per-job):",
-        f"  - scheduler entry {LOCATION}/jobs/spotcron-bot: paused"]
+    lines = result.output.splitlines()
+    assert lines[:2] == [f"paused bot on Google Cloud (project {PROJECT}, region us-central1, scheduling: per-job):",
+                         f"  - deployed spec gs://{BUCKET}/deployed/bot.json: paused: true"]
+    assert lines[2].startswith(f"  - scheduler entry {LOCATION}/jobs/spotcron-bot: its message names the deployed "
+                               "spec's digest ")
     assert "paused bot in jobs/bot.yaml (paused: true), so the next `spotcron deploy` keeps it paused." \
         in _said(result)
 

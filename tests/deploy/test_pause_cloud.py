@@ -4,6 +4,7 @@ the dispatch entry's version."""
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
@@ -27,27 +28,30 @@ def _paused(jobs: list[JobSpec], name: str, paused: bool = True) -> list[JobSpec
             for job in jobs]
 
 
-def test_per_job_pause_then_resume_sets_the_entry_state_and_nothing_else(deployer: Deployer,
+def test_per_job_pause_then_resume_sets_the_spec_and_the_entry_together(deployer: Deployer,
                                                                          cloud: FakeCloud) -> None:
+    from spotcron.engine.deployed import start_message
+
     jobs = deployer.jobs(JOBS_DIR)
     deployer.deploy(jobs, settings=PER_JOB)
     before = cloud.state()
-    spec_before = cloud.storage.objects[(BUCKET, "deployed/bot.json")][0]
     cloud.reset_log()
 
     paused = set_cloud_paused(PER_JOB, "bot", True, cloud.clients(), quick_caller())
-    assert paused.changes == [f"scheduler entry {ENTRY}: paused"]
-    assert [(c.method, c.path) for c in cloud.changing_calls()] == [("POST", f"/v1/{ENTRY}:pause")]
+    assert paused.changes[0] == f"deployed spec gs://{BUCKET}/deployed/bot.json: paused: true"
+    assert paused.changes[1].startswith(f"scheduler entry {ENTRY}: its message names the deployed spec's digest")
     assert cloud.scheduler.entries()["spotcron-bot"]["state"] == "PAUSED"
-    # The entry's message still names the deployed spec's digest, which start_job checks: unchanged both.
-    assert cloud.storage.objects[(BUCKET, "deployed/bot.json")][0] == spec_before
-    assert cloud.scheduler.entries()["spotcron-bot"]["pubsubTarget"] == before["jobs"]["spotcron-bot"]["pubsubTarget"]
-    # The next deploy, from the edited file, brings the spec and message in line and pauses nothing again.
-    assert sorted((a.name, tuple(sorted(a.changes))) for a in deployer.plan(_paused(jobs, "bot")).actions) == [
-        ("deployed/bot.json", ("digest",)), ("spotcron-bot", ("data",))]
+    # The deployed spec is the job file as paused (nothing else of the file), and the entry's message
+    # names its digest: `run --cloud` from the edited file, and the entry once resumed, both match it.
+    [edited] = [job for job in _paused(jobs, "bot") if job.name == "bot"]
+    assert cloud.storage.objects[(BUCKET, "deployed/bot.json")][0] == canonical(edited)
+    assert json.loads(base64.b64decode(cloud.scheduler.entries()["spotcron-bot"]["pubsubTarget"]["data"])) == \
+        json.loads(start_message(edited))
+    # The next deploy, from the edited file, has nothing left to do.
+    assert deployer.plan(_paused(jobs, "bot")).actions == []
 
     resumed = set_cloud_paused(PER_JOB, "bot", False, cloud.clients(), quick_caller())
-    assert resumed.changes == [f"scheduler entry {ENTRY}: resumed"]
+    assert resumed.changes[0] == f"deployed spec gs://{BUCKET}/deployed/bot.json: paused: false"
     assert cloud.state() == before
 
 
