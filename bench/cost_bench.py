@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 
 from bench import Section
 from spotcron.core.spec import JobSpec
-from spotcron.cost.billing import DEFAULT_USAGE, FunctionUse
+from spotcron.cost.billing import DEFAULT_OVERHEADS, FunctionUse
 from spotcron.cost.prices import PriceTable, load_prices
 from spotcron.cost.projection import (
     StackProjection,
@@ -51,7 +51,7 @@ def classic_free_tier(stack: StackProjection, table: PriceTable) -> float:
     rules = 2 * len(stack.jobs)
     scheduler = min(rules, table.scheduler.free_jobs) * table.scheduler.job_month
     calls = sum(2 * job.runs_per_month for job in stack.jobs)
-    use = FunctionUse.of(table.functions, calls, DEFAULT_USAGE.classic_function_seconds)
+    use = FunctionUse.of(table.functions, calls, DEFAULT_OVERHEADS.classic_function_seconds)
     return scheduler + function_free_tier(use, table.functions)
 
 
@@ -124,12 +124,12 @@ def run(quick: bool = False) -> Section:
             per_run = sum(j.items[k] for j in shared.jobs for k in ("compute", "gpu", "disk", "storage")) / n
             floor_ratio, goal_usd = per_run / classic, GOAL_RATIO * classic
             job = shared.jobs[0]
-            ops_usd = job.runs_per_month * (DEFAULT_USAGE.class_a_per_run * current.storage.class_a_per_10k
-                                            + DEFAULT_USAGE.class_b_per_run * current.storage.class_b_per_10k) / 10_000
+            ops_usd = job.runs_per_month * (DEFAULT_OVERHEADS.class_a_per_run * current.storage.class_a_per_10k
+                                            + DEFAULT_OVERHEADS.class_b_per_run * current.storage.class_b_per_10k) / 10_000
             kept_usd = job.items["storage"] - ops_usd
             shared_usd = shared.monthly_after_free_tier_usd / n - per_run
     idle_s, fire_s = dispatch_cpu_seconds(1 if quick else 1000)
-    usage = DEFAULT_USAGE
+    usage = DEFAULT_OVERHEADS
 
     section.notes += [
         f"{runs:.0f} runs a month, {RUNTIME_S:.0f} s of VM time per run in both designs; prices "
@@ -150,7 +150,7 @@ def run(quick: bool = False) -> Section:
         f"{GOAL_RATIO}x there for this workload. The goal is ${goal_usd:.4f} per job-month; the VM is "
         f"${job.items['compute']:.4f}, its disk ${job.items['disk']:.4f}, the results kept "
         f"${kept_usd:.4f} and the Storage operations of its runs ${ops_usd:.4f} "
-        f"({DEFAULT_USAGE.class_a_per_run} Class A and {DEFAULT_USAGE.class_b_per_run} Class B per run, counted "
+        f"({DEFAULT_OVERHEADS.class_a_per_run} Class A and {DEFAULT_OVERHEADS.class_b_per_run} Class B per run, counted "
         f"from the engine); what the jobs share adds ${shared_usd:.4f} (the sweep's listing and the dispatcher's "
         "Storage operations; its one entry and every function call fall inside the free tiers).",
         f"Goal: shared at most {GOAL_RATIO}x the classic design per job-month from 10 jobs up; measured "

@@ -362,7 +362,7 @@ def _publish_start(spec: Any, project: str, topic: str, bucket: str | None, *, q
 
     from spotcron.core.errors import SpotcronError
     from spotcron.core.settings import Settings
-    from spotcron.engine.messages import encode_start
+    from spotcron.engine.deployed import start_message
     from spotcron.gcp.errors import translated
     from spotcron.gcp.pubsub import topic_path
 
@@ -379,7 +379,7 @@ def _publish_start(spec: Any, project: str, topic: str, bucket: str | None, *, q
         publisher = runs_context().publisher(os.environ.get("PUBSUB_EMULATOR_HOST") or None)
         # The body names the job and its spec's digest, exactly what the scheduler entry publishes:
         # start_job runs the deployed spec only, so a job file changed since deploy is refused.
-        message_id = publisher.publish(path, encode_start(spec), trigger="manual", nonce=nonce).result(timeout=60)
+        message_id = publisher.publish(path, start_message(spec), trigger="manual", nonce=nonce).result(timeout=60)
     out = console(stderr=True) if quiet else stdout()  # following: stdout is the job's output
     out.print(f"published {spec.name} to {path}: message {message_id}")
     watch = f" --bucket {bucket}" if bucket else " --bucket gs://BUCKET"

@@ -32,7 +32,7 @@ RUN_ITEMS = ("compute", "gpu", "disk", "functions")
 
 
 @dataclass(frozen=True)
-class Usage:
+class Overheads:
     """What the system does around a VM: assumptions, not prices. Override per call."""
 
     start_seconds: float = 2.0  # start_job: validate, insert the VM without waiting, write the record
@@ -68,7 +68,7 @@ class Usage:
     classic_disk_type: str = "pd-standard"
 
 
-DEFAULT_USAGE = Usage()
+DEFAULT_OVERHEADS = Overheads()
 
 
 @dataclass(frozen=True)
@@ -135,7 +135,7 @@ def vm_items(machine_type: str, spot: bool, gpu: str | None, disk_gb: float, sec
     return items
 
 
-def run_cost(record: RunRecord, table: PriceTable, region: str, *, usage: Usage = DEFAULT_USAGE,
+def run_cost(record: RunRecord, table: PriceTable, region: str, *, usage: Overheads = DEFAULT_OVERHEADS,
              now: datetime | None = None, sweep_invocations: float = 0.0) -> RunCost:
     """The cost of one run: every attempt's VM, plus its function invocations.
 

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 
 from spotcron.core.runs import Outcome, RunRecord
 from spotcron.core.spec import JobSpec
-from spotcron.cost.billing import DEFAULT_USAGE, FunctionUse, Usage, vm_items
+from spotcron.cost.billing import DEFAULT_OVERHEADS, FunctionUse, Overheads, vm_items
 from spotcron.cost.prices import FunctionPrice, PriceTable
 
 MONTH_DAYS = 30
@@ -110,7 +110,7 @@ class JobProjection:
 
 def project_job(spec: JobSpec, *, runs_per_month: float, runtime_s: float, table: PriceTable, region: str,
                 history: Mapping[tuple[str, str | None], tuple[float, int]] | None = None,
-                usage: Usage = DEFAULT_USAGE, retention_days: int = 90) -> JobProjection:
+                usage: Overheads = DEFAULT_OVERHEADS, retention_days: int = 90) -> JobProjection:
     """Monthly cost of `spec` and of the classic design, itemised.
 
     VM seconds per run come from `history` ((job, variant) → (median seconds, runs), see
@@ -225,7 +225,7 @@ class StackProjection:
 
 
 def project_stack(jobs: Sequence[JobProjection], *, table: PriceTable, sweep_interval_s: int,
-                  usage: Usage = DEFAULT_USAGE, scheduling: str = "per-job",
+                  usage: Overheads = DEFAULT_OVERHEADS, scheduling: str = "per-job",
                   fire_minutes: float | None = None) -> StackProjection:
     """The jobs plus what they share: the sweep, and in shared mode the dispatcher.
 
@@ -293,7 +293,7 @@ def function_free_tier(use: FunctionUse, price: FunctionPrice) -> float:
 
 def project_specs(specs: Sequence[JobSpec], *, table: PriceTable, region: str, now: datetime,
                   runtime_s: float, records: Iterable[RunRecord] = (), sweep_interval_s: int = 300,
-                  retention_days: int = 90, usage: Usage = DEFAULT_USAGE,
+                  retention_days: int = 90, usage: Overheads = DEFAULT_OVERHEADS,
                   scheduling: str = "per-job") -> StackProjection:
     """The monthly projection of a whole stack: each job from its schedule, then what they share.
 

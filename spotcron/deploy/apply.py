@@ -19,7 +19,7 @@ from spotcron.core.settings import Settings
 from spotcron.core.spec import JobSpec
 from spotcron.deploy.actual import Actual, read_actual
 from spotcron.deploy.desired import desired_state
-from spotcron.deploy.executor import ApiExecutor, Outcome
+from spotcron.deploy.executor import ApiExecutor, Applied
 from spotcron.deploy.handlers import Context
 from spotcron.deploy.naming import Names
 from spotcron.deploy.planner import DELETE, UPDATE, Action
@@ -70,7 +70,7 @@ class PlanResult:
 @dataclass
 class DeployResult:
     plan: list[Action]  # what the user saw (and confirmed)
-    passes: list[Outcome] = field(default_factory=list)
+    passes: list[Applied] = field(default_factory=list)
 
 
 class DeployFailed(DeployError):
@@ -129,7 +129,7 @@ def _only_url_followups(actions: list[Action]) -> bool:
     return True
 
 
-def _failure_message(outcome: Outcome) -> str:
+def _failure_message(outcome: Applied) -> str:
     total = len(outcome.done) + len(outcome.failed) + len(outcome.skipped)
     lines = [f"deploy stopped: {len(outcome.failed)} of {total} changes failed"
              + (f", {len(outcome.skipped)} not started" if outcome.skipped else "") + ":"]

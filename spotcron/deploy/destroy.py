@@ -24,7 +24,7 @@ from spotcron.core.settings import Settings
 from spotcron.deploy.actual import Actual, read_actual
 from spotcron.deploy.apply import retired_accounts
 from spotcron.deploy.desired import desired_state
-from spotcron.deploy.executor import ApiExecutor, Outcome
+from spotcron.deploy.executor import ApiExecutor, Applied
 from spotcron.deploy.handlers import Context
 from spotcron.deploy.naming import Names
 from spotcron.deploy.planner import DELETE, UPDATE, Action
@@ -157,7 +157,7 @@ def read_for_destroy(settings: Settings, clients: Clients, call: Caller, pool: T
 def run_destroy(settings: Settings, clients: Clients, *, compute: Any, confirm: Callable[[DestroyPlan], bool],
                 show: Callable[[DestroyPlan], None], delete_results: bool, dry_run: bool = False,
                 concurrency: int = 16, caller: Caller | None = None, poll_initial: float = 2.0,
-                on_done: Callable[[Action, str | None], None] | None = None) -> tuple[DestroyPlan, Outcome | None]:
+                on_done: Callable[[Action, str | None], None] | None = None) -> tuple[DestroyPlan, Applied | None]:
     """Read, plan, show, confirm, delete the VMs, then apply the plan; DeployError when something failed."""
     call = caller or Caller(settings.project)
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="destroy") as pool:
@@ -181,9 +181,9 @@ def run_destroy(settings: Settings, clients: Clients, *, compute: Any, confirm: 
 
 
 def _execute(ctx: Context, pool: ThreadPoolExecutor, actions: list[Action],
-             on_done: Callable[[Action, str | None], None] | None) -> Outcome:
+             on_done: Callable[[Action, str | None], None] | None) -> Applied:
     """Step by step in destroy's order (one step's actions concurrently), stopping at a failure."""
-    outcome = Outcome()
+    outcome = Applied()
     for step in sorted({_ORDER[a.resource_type] for a in actions}):
         batch = [a for a in actions if _ORDER[a.resource_type] == step]
         done = ApiExecutor(ctx, pool, on_done).execute([_in_one_phase(a) for a in batch])

@@ -24,7 +24,7 @@ OnDone = Callable[[Action, str | None], None]
 
 
 @dataclass
-class Outcome:
+class Applied:
     done: list[Action] = field(default_factory=list)
     failed: list[tuple[Action, str]] = field(default_factory=list)
     skipped: list[Action] = field(default_factory=list)  # not started: an earlier phase failed
@@ -43,8 +43,8 @@ class ApiExecutor:
     def _run(self, action: Action) -> None:
         HANDLERS[action.resource_type](action, self.ctx)
 
-    def execute(self, actions: list[Action]) -> Outcome:
-        outcome = Outcome()
+    def execute(self, actions: list[Action]) -> Applied:
+        outcome = Applied()
         phases = [list(group) for _, group in groupby(sorted(actions, key=lambda a: a.phase), key=lambda a: a.phase)]
         for number, batch in enumerate(phases):
             futures: dict[Future[None], Action] = {self.pool.submit(self._run, a): a for a in batch}
@@ -63,7 +63,7 @@ class ApiExecutor:
                 break
         return outcome
 
-    def _record(self, action: Action, future: Future[None], outcome: Outcome) -> None:
+    def _record(self, action: Action, future: Future[None], outcome: Applied) -> None:
         error = future.exception()
         if error is None:
             outcome.done.append(action)

@@ -11,8 +11,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from spotcron.core.jobdata import JobDataProblem, load_job_json
-from spotcron.core.spec import JobSpec
-from spotcron.engine.deployed import start_message
 from spotcron.engine.launch import BadTrigger
 
 MAX_MESSAGE_BYTES = 4 * 1024  # a job name and a digest; anything bigger is not ours
@@ -103,6 +101,3 @@ def format_tick(tick: datetime) -> str:
     return tick.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def encode_start(spec: JobSpec) -> bytes:
-    """The message body a scheduler entry (or `spotcron run`) publishes for `spec`: name and digest."""
-    return start_message(spec)

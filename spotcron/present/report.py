@@ -29,7 +29,7 @@ from spotcron.core.errors import SpotcronError
 from spotcron.core.hardware import Hardware
 from spotcron.core.runs import RunRecord, RunState
 from spotcron.core.spec import JobSpec
-from spotcron.cost.billing import DEFAULT_USAGE, Usage, run_cost
+from spotcron.cost.billing import DEFAULT_OVERHEADS, Overheads, run_cost
 from spotcron.cost.prices import PriceTable, gpu_key, parse_gpu
 from spotcron.present.stats import CONFIDENCE, Ratio, Spread, ratio_of_medians, spread
 
@@ -163,7 +163,7 @@ class BenchmarkReport:
 
 
 def benchmark_report(job: str, records: Iterable[RunRecord], table: PriceTable | None, region: str, *,
-                     spec: JobSpec | None = None, usage: Usage = DEFAULT_USAGE) -> BenchmarkReport:
+                     spec: JobSpec | None = None, usage: Overheads = DEFAULT_OVERHEADS) -> BenchmarkReport:
     """Rows in matrix order (spec given), else the base first and the rest by name.
 
     The base and the time metric are the job's `benchmark:` settings: from `spec` when given,
@@ -284,7 +284,7 @@ def run_seconds(record: RunRecord, time_metric: str | None) -> float | None:
 
 
 def _row(name: str, spec: JobSpec | None, done: list[RunRecord], other: list[RunRecord], table: PriceTable | None,
-         region: str, usage: Usage, time_metric: str | None) -> ConfigRow:
+         region: str, usage: Overheads, time_metric: str | None) -> ConfigRow:
     samples = []
     for record in done:
         cost = run_cost(record, table, region, usage=usage).total_usd if table is not None else record.cost_usd

@@ -543,7 +543,8 @@ def test_run_cloud_needs_a_project(invoke, tmp_path):
 
 def test_run_cloud_publishes_the_job_and_digest_to_the_start_topic(invoke, tmp_path, pubsub_topic):
     from spotcron.core.loader import load_job_file
-    from spotcron.engine.messages import encode_start, parse_start
+    from spotcron.engine.deployed import start_message
+    from spotcron.engine.messages import parse_start
     from tests.gcp.emulators import PROJECT
 
     (tmp_path / "jobs").mkdir()
@@ -557,7 +558,7 @@ def test_run_cloud_publishes_the_job_and_digest_to_the_start_topic(invoke, tmp_p
     pubsub_topic.subscriber.acknowledge(subscription=pubsub_topic.subscription,
                                         ack_ids=[response.received_messages[0].ack_id])
     # The job's name and digest, what its scheduler entry publishes; never the spec itself.
-    assert message.data == encode_start(load_job_file(tmp_path / "jobs" / "bot.yaml"))
+    assert message.data == start_message(load_job_file(tmp_path / "jobs" / "bot.yaml"))
     attributes = dict(message.attributes)
     assert attributes["trigger"] == "manual" and len(attributes["nonce"]) == 16
     assert f"published bot to projects/{PROJECT}/topics/{pubsub_topic.topic}: message {message.message_id}" \
@@ -905,7 +906,7 @@ BUILT_JOB_FILE = JOB_FILE.replace("image: spotcron/bot:latest\n", "build: images
 def test_run_cloud_of_a_job_that_builds_names_the_spec_deploy_pinned(invoke, context, tmp_path, pubsub_topic):
     from spotcron.core.images import pinned
     from spotcron.core.loader import load_job_file
-    from spotcron.engine.messages import encode_start
+    from spotcron.engine.deployed import start_message
     from tests.gcp.emulators import PROJECT
 
     (tmp_path / "jobs").mkdir()
@@ -924,8 +925,8 @@ def test_run_cloud_of_a_job_that_builds_names_the_spec_deploy_pinned(invoke, con
     pubsub_topic.subscriber.acknowledge(subscription=pubsub_topic.subscription, ack_ids=[received.ack_id])
     # The digest of the spec as deploy deployed it: its image by digest, not the folder.
     deployed = load_job_file(tmp_path / "jobs" / "bot.yaml").model_copy(update={"image": pinned(image, digest)})
-    assert received.message.data == encode_start(deployed)
-    assert received.message.data != encode_start(load_job_file(tmp_path / "jobs" / "bot.yaml"))
+    assert received.message.data == start_message(deployed)
+    assert received.message.data != start_message(load_job_file(tmp_path / "jobs" / "bot.yaml"))
 
 
 def test_run_cloud_of_a_job_whose_folder_changed_since_its_build_says_deploy_first(invoke, context, tmp_path):

@@ -13,7 +13,7 @@ from spotcron.cli import SpotcronGroup
 from spotcron.cli.cost import cost as cost_command
 from spotcron.core.runs import Attempt, RunRecord
 from spotcron.core.spec import JobSpec
-from spotcron.cost.billing import Usage, billed_vm_seconds, run_cost
+from spotcron.cost.billing import Overheads, billed_vm_seconds, run_cost
 from spotcron.cost.prices import load_prices
 from spotcron.cost.projection import (
     fire_minutes_per_month,
@@ -320,7 +320,7 @@ def test_the_model_counts_every_storage_operation_a_run_makes(scheduling):
         h.finish_ok("bot", "20261122-1200")
         assert h.record("bot", "20261122-1200", count=False).state == "succeeded"
         reads_of_the_harness = 1  # h.start checks the deployed spec before publishing, as deploy would
-        usage = Usage()
+        usage = Overheads()
         assert (counted.class_a, counted.class_b - reads_of_the_harness) == (usage.class_a_per_run,
                                                                              usage.class_b_per_run)
     finally:
@@ -340,7 +340,7 @@ def test_fire_minutes_count_each_minute_once_however_many_jobs_fire_in_it():
 def test_project_specs_uses_the_schedule_and_history(table):
     spec = hello_bot()
     stack = project_specs([spec], table=table, region="us-central1", now=T0, runtime_s=120,
-                          usage=Usage(start_seconds=1.0))
+                          usage=Overheads(start_seconds=1.0))
     assert stack.jobs[0].runs_per_month == 180
     assert stack.jobs[0].to_json()["vm_seconds_per_run"] == {"hello-bot": 120.0}
 

@@ -17,9 +17,8 @@ from datetime import datetime, timedelta
 from spotcron.core.cron.schedule import load_time_zone, parse_schedule
 from spotcron.core.runs import scheduled_run_id
 from spotcron.core.settings import Limits, Settings
-from spotcron.engine.deployed import SpecStore
+from spotcron.engine.deployed import SpecStore, start_message
 from spotcron.engine.deps import Deps
-from spotcron.engine.messages import encode_start
 from spotcron.engine.ports import Instance, InstanceRequest
 from spotcron.engine.sweep import LIST_LAG
 from spotcron.runtime import entrypoints
@@ -209,7 +208,7 @@ class Simulation:
                 self._deliver_at(at + timedelta(seconds=rng.uniform(1, 300)), manual)
 
     def _message(self, job: SimJob, published: datetime, attributes: dict[str, str]) -> Message:
-        return Message(job, encode_start(job.spec), published, attributes, f"m{next(self._messages)}")
+        return Message(job, start_message(job.spec), published, attributes, f"m{next(self._messages)}")
 
     def _deliver_at(self, at: datetime, message: Message) -> None:
         self.schedule(at, lambda: self._deliver(message))
