@@ -1,13 +1,12 @@
 """`spotcron cost`: what the jobs will cost a month, itemised, beside the classic design.
 
-Also holds what `report` shares with it: the --prices/--region options and reading run records
-(and results files) from a folder laid out like the bucket.
+Also holds the options `report` shares with it (--prices, --region); both read run records from a
+folder laid out like the bucket with spotcron.present.records.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,50 +38,6 @@ def history_option(function: Any) -> Any:
         "--history", "history_dir", type=click.Path(path_type=Path, exists=True, file_okay=False), default=None,
         help="A folder of run records laid out like the bucket (runs/JOB/RUN/run.json), e.g. a copy of it.",
     )(function)
-
-
-def read_records(root: Path) -> list[RunRecord]:
-    """Every run.json under `root`, oldest first; a file that does not parse is an error naming it."""
-    from pydantic import ValidationError
-
-    from spotcron.core.errors import SpotcronError
-    from spotcron.core.runs import RunRecord
-
-    records = []
-    for path in sorted(root.rglob("run.json")):
-        try:
-            records.append(RunRecord.from_json(path.read_bytes()))
-        except (ValidationError, ValueError) as exc:
-            first = str(exc).splitlines()[0]
-            raise SpotcronError(f"{path}: not a run record ({first})") from None
-    return sorted(records, key=lambda r: r.created_at)
-
-
-# Job-written files are read up to their cap plus one byte, never whole: the parser then names
-# the file as too big (core/jobdata.py) without the report holding it in memory.
-READ_CAP = (1 << 20) + 1  # spotcron.core.metrics.MAX_BYTES + 1 (not imported: `--help` stays light)
-
-
-def folder_reader(root: Path) -> Callable[[str], bytes | None]:
-    def read(name: str) -> bytes | None:
-        path = root / name
-        if not path.is_file():
-            return None
-        with path.open("rb") as file:
-            return file.read(READ_CAP)
-
-    return read
-
-
-def blobs_reader(blobs: Any) -> Callable[[str], bytes | None]:
-    """A job's metrics.json as the control plane reads it (engine/results.read_capped): one ranged read
-    of the cap plus one byte; JobDataProblem when it is stored compressed or is too big."""
-    def read(name: str) -> bytes | None:
-        from spotcron.engine.results import read_capped
-
-        return read_capped(blobs, name, READ_CAP - 1, name)
-
-    return read
 
 
 def load_table(prices: str | None) -> PriceTable:
@@ -219,6 +174,7 @@ def _from_bucket(history_dir: Path | None, bucket: str | None, state_dir: Path, 
     from spotcron.cli._bucket import describe, open_store
     from spotcron.core import layout
     from spotcron.core.advice import Advice
+    from spotcron.present.records import read_records
 
     found = read_records(history_dir) if history_dir and records else []
     source = str(history_dir) if history_dir and records else ""
@@ -239,87 +195,19 @@ def _from_bucket(history_dir: Path | None, bucket: str | None, state_dir: Path, 
     return found, source, stored
 
 
-def basis_line(stack: StackProjection, source: str, runtime: str, explicit: bool = False) -> str:
-    """Which VM time per run each configuration's price comes from: recorded runs, or the assumption."""
-    from spotcron.core.durations import format_duration
-
-    parts = []
-    for job in stack.jobs:
-        for variant in job.variants:
-            name = f"{job.job}/{variant.variant}" if variant.variant else job.job
-            if variant.basis != "runtime":
-                said = f"{variant.basis} in {source}"
-            elif explicit:
-                said = f"as given (--runtime {runtime})"
-            else:
-                said = f"assumed (--runtime {runtime}; no runs recorded)"
-            parts.append(f"{name} {format_duration(variant.vm_seconds)}, {said}")
-    return "VM time per run: " + "; ".join(dict.fromkeys(parts)) + "."  # repeats: one VM each, said once
-
-
 def print_stack(stack: StackProjection, table: PriceTable, region: str,
                 basis: tuple[str, str, bool] | None = None, other: StackProjection | None = None) -> None:
     from rich import box
 
-    from spotcron.core.durations import format_duration
-    from spotcron.cost.projection import MONTHLY_ITEMS
-    from spotcron.present.tables import Columns, print_table
+    from spotcron.present.projection import COLUMNS, stack_notes, stack_rows, stack_title
+    from spotcron.present.tables import print_table
 
-    totals = stack.items()
-    items = [k for k in MONTHLY_ITEMS if k != "gpu"]  # GPUs count under compute here; --json splits them
-    headers = {"scheduler": "sched", "functions": "fns", "storage": "store"}
-    names = ("job", "runs", "VM/run", *(headers.get(k, k) for k in items), "total", "classic")
-    rows = []
-    for job in stack.jobs:
-        # A matrix job's configurations each have their own VM time: a row each, under the job's.
-        per_config = {v.variant: format_duration(v.vm_seconds) for v in job.variants if v.variant}
-        runs = job.runs_per_month
-        rows.append((job.job, f"{runs:.1f}" if runs < 100 else f"{runs:.0f}",
-                     "" if per_config else format_duration(job.variants[0].vm_seconds) if job.variants else "",
-                     *(_usd(_item(job.items, k)) for k in items), _usd(job.monthly_usd),
-                     _usd(job.classic_monthly_usd)))
-        rows += [(f"  {name}", "", seconds, *("" for _ in items), "", "") for name, seconds in per_config.items()]
-    for part, part_items in stack.overhead.items():
-        rows.append((f"({part})", "", "", *(_usd(_item(part_items, k)) for k in items),
-                     _usd(sum(part_items.values())), ""))
-    rows.append(("stack", "", "", *(_usd(_item(totals, k)) for k in items), _usd(stack.monthly_usd),
-                 _usd(stack.classic_monthly_usd)))
+    rows = stack_rows(stack)
     out = console()
-    # A narrow terminal drops whole columns (the itemised ones first); no figure is ever cut.
-    print_table(out, Columns(names, ("store", "fns", "disk", "sched", "VM/run", "compute", "classic", "runs"),
-                             frozenset(names[1:])), rows,
-                title=f"USD per 30-day month; prices {table.name} ({table.as_of}), {region}",
-                styles=[{"total": "bold"}] * len(rows), sections=frozenset({len(rows) - 1}),
-                box=box.SIMPLE_HEAD, hint="--json has every item")
-    if basis is not None:
-        out.print(basis_line(stack, *basis))
-    if totals["gpu"] > 0:
-        out.print(f"compute includes GPUs: {totals['gpu']:.3f}")
-    out.print(f"After one billing account's free tiers (3 scheduler jobs, function calls): "
-              f"${stack.monthly_after_free_tier_usd:.2f}/month with scheduling: {stack.scheduling}.")
-    if other is not None:
-        out.print(f"With scheduling: {other.scheduling} it would be ${other.monthly_after_free_tier_usd:.2f}/month "
-                  f"after free tiers ({scheduling_note(other.scheduling)}).")
-    out.print(f"Classic design (a stopped VM whose disk bills all month, start and stop rules): "
-              f"${stack.classic_monthly_usd:.2f}/month.")
-    out.print(f"Prices are indicative ({table.name}, as of {table.as_of}): see docs/cost.md; "
-              f"override them with --prices FILE.")
-    out.print("The results page's \"projected for the month\" extrapolates recent runs instead; docs/cost.md, "
-              "\"The results page's month and spotcron cost\", says why the two differ.", markup=False)
-
-
-def scheduling_note(mode: str) -> str:
-    if mode == "shared":
-        return "one scheduler entry and a dispatcher every minute; set scheduling: shared in the stack file"
-    return "a scheduler entry per job; set scheduling: per-job in the stack file"
-
-
-def _item(items: dict[str, float], key: str) -> float:
-    return items[key] + items["gpu"] if key == "compute" else items[key]
-
-
-def _usd(value: float) -> str:
-    return f"{value:.3f}"
+    print_table(out, COLUMNS, rows, title=stack_title(table, region), styles=[{"total": "bold"}] * len(rows),
+                sections=frozenset({len(rows) - 1}), box=box.SIMPLE_HEAD, hint="--json has every item")
+    for line in stack_notes(stack, table, basis, other):
+        out.print(line, markup=False)
 
 
 COMMANDS = [cost]

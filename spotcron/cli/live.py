@@ -5,35 +5,21 @@ elapsed time) under a scrolling log of one line per run start and end (state, du
 per job-file problem (file:line) and per job added, removed, paused or resumed. In a pipe: the
 same log lines, plain, one per event, and no panel. The view only listens: run events come from
 the stack's event feed, reload results from the loader wrapper below; it never changes what the
-stack does.
+stack does. What the lines and the panel look like is spotcron.present.live's.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from spotcron.core.durations import format_duration
 from spotcron.core.errors import Problem
-from spotcron.core.runs import RunState
 from spotcron.core.spec import JobSpec
-
-STATE_STYLES = {"succeeded": "green", "failed": "red", "timed_out": "red", "lost": "red",
-                "preempted": "yellow", "skipped": "yellow", "scheduled": "cyan", "starting": "cyan",
-                "running": "cyan", "queued": "magenta"}
-
-
-@dataclass
-class InFlight:
-    job: str
-    run_id: str
-    state: str
-    since: datetime
-    vm: str = ""
+from spotcron.present.live import InFlight, ended_detail, log_line
+from spotcron.present.live import panel as draw_panel
 
 
 class UpView:
@@ -128,65 +114,16 @@ class UpView:
 
     # --- drawing ---------------------------------------------------------------------------------
     def _line(self, at: datetime, subject: str, what: str, detail: str) -> None:
-        from rich.text import Text
-
-        text = Text(f"{at.astimezone(UTC):%H:%M:%S} ", style="dim")
-        if subject:
-            text.append(subject + " ")
-        style = STATE_STYLES.get(what, "red" if what == "error" else "yellow" if what == "warning" else "")
-        text.append(what, style=style)
-        if detail:
-            text.append(f"  {detail}")
+        text = log_line(at, subject, what, detail)
         # Printed above the panel in a terminal; a plain line in a pipe. Never cut: it wraps.
         (self._live.console if self._live is not None else self.out).print(text, soft_wrap=not self.out.is_terminal)
 
     def panel(self) -> Any:
-        from rich.console import Group
-        from rich.table import Table
-        from rich.text import Text
-
         now = self.now()
-        jobs = Table(box=None, pad_edge=False, header_style="bold", title="jobs", title_justify="left")
-        for column in ("job", "next run (UTC)", "in"):
-            jobs.add_column(column, no_wrap=True)
-        for name, fire in sorted(self.upcoming().items(), key=lambda item: item[1]):
-            jobs.add_row(name, f"{fire.astimezone(UTC):%Y-%m-%d %H:%M}",
-                         format_duration(max(0.0, (fire - now).total_seconds())))
-        parts: list[Any] = [jobs]
         with self._lock:
-            flying = sorted(self.flying.values(), key=lambda f: f.since)
+            flying = list(self.flying.values())
             problems = len(self.problems)
-        if flying:
-            runs = Table(box=None, pad_edge=False, header_style="bold", title="runs in flight", title_justify="left")
-            for column in ("run", "state", "for", "vm"):
-                runs.add_column(column, no_wrap=True)
-            for flight in flying:
-                runs.add_row(f"{flight.job}/{flight.run_id}", Text(flight.state, style=STATE_STYLES.get(
-                    flight.state, "")), format_duration(max(0.0, (now - flight.since).total_seconds())), flight.vm)
-            parts.append(runs)
-        footer = "Ctrl-C stops everything."
-        if problems:
-            footer = f"[red]{problems} problem(s) in the job files (above).[/red] " + footer
-        parts.append(Text.from_markup(f"[dim]{footer}[/dim]"))
-        return Group(*parts)
-
-
-def ended_detail(record: Any, event: Mapping[str, Any]) -> str:
-    """`in 12s, $0.0001, exit 0` (+ the reason when it did not succeed)."""
-    from spotcron.present.views import format_usd
-
-    if record is None:
-        return str(event.get("reason") or "")
-    parts = []
-    if record.duration_seconds is not None:
-        parts.append(f"in {format_duration(record.duration_seconds)}")
-    parts.append(format_usd(record.cost_usd))
-    if record.exit_code is not None:
-        parts.append(f"exit {record.exit_code}")
-    text = ", ".join(parts)
-    if record.state != RunState.SUCCEEDED and record.reason:
-        text += f": {' '.join(record.reason.split())}"
-    return text
+        return draw_panel(self.upcoming(), flying, problems, now)
 
 
 class JobLoader:

@@ -11,14 +11,7 @@ import click
 
 from spotcron.cli._bucket import bucket_options, open_store
 from spotcron.cli._common import console, find_job_file, jobs_option, load_stack, stack_option
-from spotcron.cli.cost import (
-    blobs_reader,
-    folder_reader,
-    load_table,
-    prices_option,
-    read_records,
-    region_option,
-)
+from spotcron.cli.cost import load_table, prices_option, region_option
 
 if TYPE_CHECKING:
     from spotcron.core.runs import RunRecord
@@ -53,6 +46,7 @@ def report(job: str, fmt: str, as_json: bool, show_history: bool, charts_dir: Pa
     from spotcron.core.loader import load_job_file
     from spotcron.present.formats import render_report
     from spotcron.present.history import benchmark_history
+    from spotcron.present.records import blobs_reader, folder_reader, read_records
     from spotcron.present.report import benchmark_report
 
     fmt = "json" if as_json else fmt

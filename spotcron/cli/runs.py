@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -139,7 +138,16 @@ def status(project: str | None, bucket: str | None, state_dir: Path) -> None:
       spotcron status --bucket gs://my-project-spotcron --project my-project
     """
     from spotcron.present.tables import Columns, print_table
-    from spotcron.present.views import LIVE_COLUMNS, LIVE_DROP_ORDER, STATE_STYLES, live_row, newest_first
+    from spotcron.present.views import (
+        LIVE_COLUMNS,
+        LIVE_DROP_ORDER,
+        STATE_STYLES,
+        VM_COLUMNS,
+        VM_DROP_ORDER,
+        live_row,
+        newest_first,
+        vm_rows,
+    )
 
     if project and not bucket and given("project"):
         raise goes_with("--project", "--bucket gs://NAME", "local mode has no Compute Engine VMs to list")
@@ -158,26 +166,12 @@ def status(project: str | None, bucket: str | None, state_dir: Path) -> None:
         out.print(f"No runs in progress in {where}.")
     if not project or not bucket:
         return
-    _print_vms(out, context.compute(project).list_managed(), {(r.job, r.run_id) for r in records}, project, now)
-
-
-def _print_vms(out: Any, instances: list[Any], live: set[tuple[str, str]], project: str, now: datetime) -> None:
-    from spotcron.present.tables import Columns, print_table
-    from spotcron.present.views import format_age
-
-    if not instances:
+    vms = vm_rows(context.compute(project).list_managed(), {(r.job, r.run_id) for r in records}, now)
+    if not vms:
         out.print(f"No spotcron VMs in project {project}.")
         return
-    rows, styles = [], []
-    for vm in sorted(instances, key=lambda i: i.created_at):
-        job, run_id = vm.labels.get("job", "?"), vm.labels.get("run", "?")
-        tracked = (job, run_id) in live
-        rows.append((vm.name, vm.zone, vm.status, f"{vm.machine_type} {vm.provisioning_model}",
-                     format_age((now - vm.created_at).total_seconds()),
-                     f"{job}/{run_id}" + ("" if tracked else " (run not in progress)")))
-        styles.append({} if tracked else {"run": "yellow"})
-    print_table(out, Columns(("vm", "zone", "status", "machine", "age", "run"), ("machine", "age", "zone")), rows,
-                styles=styles, title=f"spotcron VMs in project {project}")
+    print_table(out, Columns(VM_COLUMNS, VM_DROP_ORDER), [vm.cells for vm in vms], styles=[vm.styles for vm in vms],
+                title=f"spotcron VMs in project {project}")
 
 
 # --- spotcron run ------------------------------------------------------------------------------

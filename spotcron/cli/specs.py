@@ -118,7 +118,8 @@ def next_(job_or_file: str, count: int, after: str | None, as_json: bool, jobs_d
                                "next": [t.astimezone(zone).isoformat() for t in fires]}))
         return
 
-    from rich.table import Table
+    from spotcron.present.schedule import fire_table
+    from spotcron.present.tables import print_whole
 
     out = console()
     out.print(f"[bold]{spec.name}[/bold]: {describe(schedule)}  ({spec.schedule}, {spec.time_zone})")
@@ -127,16 +128,7 @@ def next_(job_or_file: str, count: int, after: str | None, as_json: bool, jobs_d
                   "these are the times it would fire")
     if spec.matrix:
         out.print(f"each tick runs {len(spec.matrix)} matrix entries: {', '.join(e.name for e in spec.matrix)}")
-    table = Table(box=None, pad_edge=False)
-    table.add_column("#", justify="right")
-    table.add_column(f"local ({spec.time_zone})")
-    table.add_column("UTC")
-    for number, fire in enumerate(fires, 1):
-        local = fire.astimezone(zone)
-        table.add_row(str(number), f"{local:%a %Y-%m-%d %H:%M %Z (%z)}", f"{fire.astimezone(UTC):%a %Y-%m-%d %H:%M}")
-    from spotcron.present.tables import print_whole
-
-    print_whole(out, table)
+    print_whole(out, fire_table(fires, zone, spec.time_zone))
     if len(fires) < count:
         out.print(f"only {len(fires)} fire time(s) found")
     for note in dst_notes(schedule, zone, start):

@@ -155,23 +155,9 @@ def _progress(records):
     """A live table while --once waits: one row per run."""
     from datetime import UTC, datetime
 
-    from rich.table import Table
+    from spotcron.present.live import wait_table
 
-    from spotcron.core.durations import format_duration
-    from spotcron.core.runs import RunState
-
-    table = Table(box=None, pad_edge=False)
-    for column in ("run", "state", "attempt", "for"):
-        table.add_column(column)
-    now = datetime.now(UTC)
-    colours = {RunState.SUCCEEDED: "green", RunState.RUNNING: "cyan", RunState.STARTING: "yellow",
-               RunState.QUEUED: "magenta"}
-    for record in records:
-        colour = colours.get(record.state, "red" if record.terminal else "white")
-        age = (record.updated_at if record.terminal else now) - record.created_at
-        table.add_row(f"{record.job}/{record.run_id}", f"[{colour}]{record.state}[/]",
-                      str(len(record.attempts)), format_duration(age.total_seconds()))
-    return table
+    return wait_table(records, datetime.now(UTC))
 
 
 def _forever(stack, jobs_dir: Path, out, images: Callable) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import PurePosixPath
@@ -16,6 +16,7 @@ from pathlib import PurePosixPath
 from spotcron.core.durations import format_duration
 from spotcron.core.errors import SpotcronError
 from spotcron.core.runs import RunRecord, RunState
+from spotcron.engine.ports import Instance
 from spotcron.engine.store import run_sort_key
 
 UNKNOWN = "-"
@@ -255,6 +256,37 @@ def live_row(record: RunRecord, now: datetime) -> LiveRow:
         age=format_age((now - record.created_at).total_seconds()),
         deadline=deadline_text(record.deadline, now),
     )
+
+
+# --- the project's VMs -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VmRow:
+    """A VM labelled spotcron=1; `tracked` when its run is in progress (else the sweep deletes it)."""
+
+    cells: tuple[str, ...]
+    tracked: bool
+
+    @property
+    def styles(self) -> Mapping[str, str]:
+        return {} if self.tracked else {"run": "yellow"}
+
+
+VM_COLUMNS = ("vm", "zone", "status", "machine", "age", "run")
+VM_DROP_ORDER = ("machine", "age", "zone")
+
+
+def vm_rows(instances: Iterable[Instance], live: Set[tuple[str, str]], now: datetime) -> list[VmRow]:
+    """One row per VM, oldest first; `live` holds the (job, run) pairs in progress."""
+    rows = []
+    for vm in sorted(instances, key=lambda i: i.created_at):
+        job, run_id = vm.labels.get("job", "?"), vm.labels.get("run", "?")
+        tracked = (job, run_id) in live
+        rows.append(VmRow((vm.name, vm.zone, vm.status, f"{vm.machine_type} {vm.provisioning_model}",
+                           format_age((now - vm.created_at).total_seconds()),
+                           f"{job}/{run_id}" + ("" if tracked else " (run not in progress)")), tracked))
+    return rows
 
 
 # --- run references ----------------------------------------------------------------------------

@@ -346,7 +346,7 @@ def test_project_specs_uses_the_schedule_and_history(table):
 
 
 def test_repeats_are_priced_as_runs_and_named_once(table):
-    from spotcron.cli.cost import basis_line
+    from spotcron.present.projection import basis_line
 
     once = project_specs([hello_bot()], table=table, region="us-central1", now=T0, runtime_s=120)
     spec = hello_bot().model_copy(update={"repeat": 3})
