@@ -363,14 +363,13 @@ def _check_raw(data: dict[str, Any], file: _File) -> None:
         try:
             parse_schedule(schedule)
         except CronError as exc:
-            file.add(("schedule",), str(exc).removeprefix("schedule "))
+            file.add(("schedule",), exc.detail)
     zone = data.get("time_zone")
     if isinstance(zone, str):
         try:
             load_time_zone(zone)
         except CronError as exc:
-            message = re.sub(r"^unknown time_zone ('[^']*')", r"\1 is not a known time zone", str(exc))
-            file.add(("time_zone",), message.removeprefix("time_zone "))
+            file.add(("time_zone",), exc.detail)
     _check_machine(data.get("machine"), ("machine",), file)
     entries = data.get("matrix")
     if isinstance(entries, list):

@@ -375,3 +375,15 @@ def test_a_reworded_gpu_problem_keeps_its_field(tmp_path, monkeypatch):
                 "      gpu: {type: nvidia-tesla-a100, count: 2}\n"
     assert problems(tmp_path, monkeypatch, {"bot.yaml": text}) == [
         "jobs/bot.yaml:7: matrix[0].machine.gpu.count: the words changed"]
+
+
+def test_a_reworded_cron_error_keeps_its_field(tmp_path, monkeypatch):
+    from spotcron.core import loader
+    from spotcron.core.errors import CronError
+
+    def refuse(name: str) -> None:
+        raise CronError(f"time_zone {name!r} was refused", detail="the words changed")
+
+    monkeypatch.setattr(loader, "load_time_zone", refuse)
+    assert problems(tmp_path, monkeypatch, {"bot.yaml": OK + "time_zone: Mars/Olympus\n"}) == [
+        "jobs/bot.yaml:3: time_zone: the words changed"]
