@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Literal
 
 
 @dataclass(frozen=True)
@@ -166,49 +167,57 @@ def _bundled_types(gpu_name: str) -> list[str]:
     return [m.name for m in MACHINE_TYPES.values() if m.gpu_type == gpu_name]
 
 
-def gpu_problem(machine_type: str, gpu_type: str, count: int) -> str | None:
-    """What is wrong with attaching `count` x `gpu_type` to `machine_type`, or None if it works.
+@dataclass(frozen=True)
+class GpuProblem:
+    """Why a GPU cannot attach, and which of the gpu block's fields the fix belongs to."""
 
-    The message names the bad value and says what would work; the caller adds where it is.
-    """
+    field: Literal["type", "count"]
+    message: str  # names the bad value and says what would work; the caller adds where it is
+
+
+def gpu_problem(machine_type: str, gpu_type: str, count: int) -> GpuProblem | None:
+    """What is wrong with attaching `count` x `gpu_type` to `machine_type`, or None if it works."""
     gpu = GPU_TYPES.get(gpu_type)
     if gpu is None:
         hint = suggest(gpu_type, GPU_TYPES)
         known = ", ".join(name for name, g in GPU_TYPES.items() if not g.retired)
         did_you_mean = f"did you mean {hint!r}? " if hint and not GPU_TYPES[hint].retired else ""
-        return f"{gpu_type!r} is not a GPU type; {did_you_mean}known GPU types: {known}"
+        return GpuProblem("type", f"{gpu_type!r} is not a GPU type; {did_you_mean}known GPU types: {known}")
     if gpu.retired:
-        return f"{gpu_type!r}: {gpu.retired}"
+        return GpuProblem("type", f"{gpu_type!r}: {gpu.retired}")
     machine = MACHINE_TYPES.get(machine_type)
     if machine is None:
         return None  # the machine type is reported on its own
     if machine.family not in gpu.families:
         if machine.bundled_gpu:
-            return (f"{machine.name} comes with {machine.gpu_count} x {machine.gpu_type} built in; "
-                    f"it cannot take {gpu_type}; set gpu.type to {machine.gpu_type!r} or leave gpu out")
+            return GpuProblem("type", f"{machine.name} comes with {machine.gpu_count} x {machine.gpu_type} built "
+                                      f"in; it cannot take {gpu_type}; set gpu.type to {machine.gpu_type!r} or "
+                                      f"leave gpu out")
         where = (f"use a machine type of the {_families_of(gpu)} family"
                  + (f", e.g. {_bundled_types(gpu_type)[0]}" if _bundled_types(gpu_type) else ""))
-        return (f"{gpu.label} ({gpu_type}) cannot attach to {machine.name} ({machine.family.upper()} family); "
-                f"{where}")
+        return GpuProblem("type", f"{gpu.label} ({gpu_type}) cannot attach to {machine.name} "
+                                  f"({machine.family.upper()} family); {where}")
     if machine.bundled_gpu:
         if count != machine.gpu_count:
             sizes = ", ".join(f"{name} ({MACHINE_TYPES[name].gpu_count})" for name in _bundled_types(gpu_type))
-            return (f"{machine.name} comes with exactly {machine.gpu_count} x {gpu_type}, not {count}; "
-                    f"set count to {machine.gpu_count} or pick another size: {sizes}")
+            return GpuProblem("count", f"{machine.name} comes with exactly {machine.gpu_count} x {gpu_type}, not "
+                                       f"{count}; set count to {machine.gpu_count} or pick another size: {sizes}")
         return None
     if machine.shared_core:
-        return (f"{machine.name} is a shared-core machine type and cannot take GPUs; "
-                f"use e.g. n1-standard-4 with {gpu_type}")
+        return GpuProblem("type", f"{machine.name} is a shared-core machine type and cannot take GPUs; "
+                                  f"use e.g. n1-standard-4 with {gpu_type}")
     limits = N1_GPU_LIMITS[gpu_type]
     if count not in limits:
         allowed = ", ".join(str(c) for c in limits)
-        return f"{count} x {gpu_type} cannot attach to an N1 VM; allowed counts: {allowed}"
+        return GpuProblem("count", f"{count} x {gpu_type} cannot attach to an N1 VM; allowed counts: {allowed}")
     max_vcpus, max_memory = limits[count]
     if machine.vcpus > max_vcpus or machine.memory_gb > max_memory:
         bigger = [c for c, (v, m) in limits.items() if machine.vcpus <= v and machine.memory_gb <= m]
+        # More GPUs raise the ceiling: when some count fits, the count is what to change.
         fix = (f"use count {bigger[0]} or a smaller machine type" if bigger
                else "use a smaller machine type")
-        return (f"{machine.name} has {machine.vcpus} vCPUs and {machine.memory_gb:g} GB; with {count} x "
-                f"{gpu_type} an N1 VM may have at most {max_vcpus} vCPUs and {max_memory:g} GB; {fix}")
+        return GpuProblem("count" if bigger else "type",
+                          f"{machine.name} has {machine.vcpus} vCPUs and {machine.memory_gb:g} GB; with {count} x "
+                          f"{gpu_type} an N1 VM may have at most {max_vcpus} vCPUs and {max_memory:g} GB; {fix}")
     return None
 

@@ -32,7 +32,15 @@ class ConfigError(SpotcronError):
 
 
 class CronError(SpotcronError, ValueError):
-    """A schedule Cloud Scheduler would reject, or one that can never fire."""
+    """A schedule Cloud Scheduler would reject, or one that can never fire.
+
+    `detail` says the same without naming the field (schedule, time_zone), for a caller that
+    shows the field apart, as the job loader does.
+    """
+
+    def __init__(self, message: str, *, detail: str | None = None):
+        super().__init__(message)
+        self.detail = message if detail is None else detail
 
 
 # --- cloud edges -----------------------------------------------------------------------------

@@ -22,7 +22,16 @@ from spotcron.core.cron.schedule import load_time_zone, parse_schedule
 from spotcron.core.errors import ConfigError, CronError, Problem
 from spotcron.core.images import build_problems
 from spotcron.core.settings import Settings
-from spotcron.core.spec import JOB_NAME_MAX, MAX_RUN_SECONDS, MIN_RUN_SECONDS, JobSpec, name_problem
+from spotcron.core.spec import (
+    ENTRY_NAME_REUSED,
+    IMAGE_MISSING,
+    JOB_NAME_MAX,
+    MAX_RUN_SECONDS,
+    MIN_RUN_SECONDS,
+    RULE_FIELDS,
+    JobSpec,
+    name_problem,
+)
 
 JOB_SUFFIXES = (".yaml", ".yml")
 DEFAULT_GRACE: int = Settings.model_fields["grace"].default
@@ -332,15 +341,13 @@ def _report(error: Mapping[str, Any], file: _File) -> None:
         hint = catalog.suggest(str(value), allowed)
         message = (f"{value!r} is not allowed; use one of {', '.join(allowed)}"
                    + (f" (did you mean {hint!r}?)" if hint else ""))
-    elif kind == "value_error" and loc == ("matrix",) and "used twice" in message:
+    elif kind == ENTRY_NAME_REUSED:
         return  # _check_raw reported it at the second entry's line
-    elif kind == "value_error" and loc == () and "checkpoint" in message:
-        loc = ("checkpoint",)
-    elif kind == "value_error" and loc == () and message.startswith("history_limit"):
-        loc = ("history_limit",)
-    elif kind == "value_error" and loc == () and message.startswith("the job names no image"):
-        loc = ("image",)
+    elif kind == IMAGE_MISSING:
+        loc = (*loc, RULE_FIELDS[kind])
         message = f"required field is missing; {_MISSING_HINTS[('image',)]}, or build: a folder with a Dockerfile"
+    elif kind in RULE_FIELDS:
+        loc = (*loc, RULE_FIELDS[kind])
     elif kind != "value_error":
         message = f"{message} (got {_kind(value)})"
     file.add(loc, message)
@@ -356,14 +363,13 @@ def _check_raw(data: dict[str, Any], file: _File) -> None:
         try:
             parse_schedule(schedule)
         except CronError as exc:
-            file.add(("schedule",), str(exc).removeprefix("schedule "))
+            file.add(("schedule",), exc.detail)
     zone = data.get("time_zone")
     if isinstance(zone, str):
         try:
             load_time_zone(zone)
         except CronError as exc:
-            message = re.sub(r"^unknown time_zone ('[^']*')", r"\1 is not a known time zone", str(exc))
-            file.add(("time_zone",), message.removeprefix("time_zone "))
+            file.add(("time_zone",), exc.detail)
     _check_machine(data.get("machine"), ("machine",), file)
     entries = data.get("matrix")
     if isinstance(entries, list):
@@ -396,7 +402,8 @@ def _gpu_type_problem(name: str) -> str | None:
     gpu = catalog.gpu_type(name)
     if gpu is not None and not gpu.retired:
         return None
-    return catalog.gpu_problem("", name, 1)
+    problem = catalog.gpu_problem("", name, 1)
+    return problem.message if problem else None
 
 
 def _check_machine_type(name: Any, loc: Loc, file: _File) -> None:
@@ -473,13 +480,14 @@ def _check_spec(spec: JobSpec, data: dict[str, Any], file: _File, grace: int) ->
         gpu = variant.machine.gpu
         if gpu is None or _gpu_type_problem(gpu.type):
             continue  # no GPU, or an unknown one that _check_raw reported
-        problem = catalog.gpu_problem(variant.machine.type, gpu.type, gpu.count)
-        if problem is None:
+        found = catalog.gpu_problem(variant.machine.type, gpu.type, gpu.count)
+        if found is None:
             continue
+        problem = found.message
         raw_machine = (raw_entries[index].get("machine") or {}) if spec.matrix else {}
         base: Loc = ("matrix", index, "machine") if spec.matrix else ("machine",)
         if "gpu" in raw_machine:
-            loc = (*base, "gpu", "count" if "count" in problem else "type")
+            loc = (*base, "gpu", found.field)
         elif "type" in raw_machine:
             loc = (*base, "type")
             if spec.machine.gpu is not None:

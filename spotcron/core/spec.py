@@ -24,6 +24,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from spotcron.core import catalog
 from spotcron.core.durations import parse_duration
@@ -52,6 +53,15 @@ MAX_REPEAT = 20  # runs per configuration and tick: enough for a spread, bounded
 _ACCOUNT_ID = r"[a-z](?:[a-z0-9-]{4,28})[a-z0-9]"
 SERVICE_ACCOUNT = re.compile(rf"^{_ACCOUNT_ID}@[a-z][a-z0-9.-]*[a-z0-9]\.iam\.gserviceaccount\.com$")
 _DEFAULT_ACCOUNT = re.compile(r"^(\d+-compute@developer|[^@]+@appspot)\.gserviceaccount\.com$")
+
+# Rules that span fields raise errors of their own pydantic type (errors()[i]["type"]), so the
+# loader places each problem without reading its words, which stay free to change. A model-level
+# error sits on the whole model: RULE_FIELDS names the field each such rule points at.
+ENTRY_NAME_REUSED = "entry_name_reused"
+IMAGE_MISSING = "image_missing"
+DIRS_OVERLAP = "dirs_overlap"
+HISTORY_BELOW_TICK = "history_below_tick"
+RULE_FIELDS: dict[str, str] = {IMAGE_MISSING: "image", DIRS_OVERLAP: "checkpoint", HISTORY_BELOW_TICK: "history_limit"}
 
 
 def service_account_problem(value: str) -> str | None:
@@ -406,8 +416,8 @@ class JobSpec(_Model):
         seen: set[str] = set()
         for entry in entries:
             if entry.name in seen:
-                raise ValueError(f"matrix entry name {entry.name!r} is used twice; names must be unique "
-                                 f"within the job")
+                raise PydanticCustomError(ENTRY_NAME_REUSED, f"matrix entry name {entry.name!r} is used twice; "
+                                                             f"names must be unique within the job")
             seen.add(entry.name)
         return entries
 
@@ -415,9 +425,9 @@ class JobSpec(_Model):
     def _image_or_build(self) -> JobSpec:
         if self.image is None:
             if self.build is None:
-                raise ValueError("the job names no image: write image: (an image to run, e.g. "
-                                 "us-docker.pkg.dev/PROJECT/REPO/IMAGE:TAG) or build: (a folder with a Dockerfile, "
-                                 "e.g. vm_images/bot)")
+                raise PydanticCustomError(IMAGE_MISSING, "the job names no image: write image: (an image to run, "
+                                                         "e.g. us-docker.pkg.dev/PROJECT/REPO/IMAGE:TAG) or build: "
+                                                         "(a folder with a Dockerfile, e.g. vm_images/bot)")
             # A name for the image until it is built; what runs is the built, pinned reference.
             object.__setattr__(self, "image", built_image_name(self.name))
         return self
@@ -427,8 +437,9 @@ class JobSpec(_Model):
         if self.checkpoint is not None:
             a, b = self.results.rstrip("/") + "/", self.checkpoint.rstrip("/") + "/"
             if a.startswith(b) or b.startswith(a):
-                raise ValueError(f"checkpoint {self.checkpoint!r} and results {self.results!r} overlap; "
-                                 f"use separate directories such as /checkpoint and /results")
+                raise PydanticCustomError(DIRS_OVERLAP, f"checkpoint {self.checkpoint!r} and results "
+                                                        f"{self.results!r} overlap; use separate directories such "
+                                                        f"as /checkpoint and /results")
         return self
 
     @model_validator(mode="after")
@@ -448,9 +459,10 @@ class JobSpec(_Model):
             what = f"{len(self.matrix)} matrix entries" if self.matrix else f"repeat {self.repeat}"
             if self.matrix and runs != len(self.matrix):
                 what += " with their repeats"
-            raise ValueError(f"history_limit {self.history_limit} is below the job's {what}: every tick makes "
-                             f"{runs} runs, so fresh results would be pruned as soon as they land; set "
-                             f"history_limit to at least {runs} (e.g. {runs * 10} to keep ten ticks)")
+            raise PydanticCustomError(HISTORY_BELOW_TICK, f"history_limit {self.history_limit} is below the job's "
+                                                          f"{what}: every tick makes {runs} runs, so fresh results "
+                                                          f"would be pruned as soon as they land; set history_limit "
+                                                          f"to at least {runs} (e.g. {runs * 10} to keep ten ticks)")
         return self
 
     @property

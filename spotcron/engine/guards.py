@@ -52,7 +52,7 @@ def catalog_problem(spec: JobSpec) -> str | None:
     if gpu is not None:
         problem = catalog.gpu_problem(machine.type, gpu.type, gpu.count)
         if problem:
-            return f"refused before any VM was created: {problem}"
+            return f"refused before any VM was created: {problem.message}"
     return None
 
 

@@ -151,6 +151,19 @@ def test_cron_error_is_a_value_error():
         parse_schedule("61 * * * *")
 
 
+@pytest.mark.parametrize("load, value, detail", [
+    (parse_schedule, "61 * * * *", "'61 * * * *': minute field '61': minute value 61 in '61' is out of range"),
+    (parse_schedule, "", "is empty: write "),
+    (load_time_zone, "CET", "'CET' is a legacy or abbreviation-style zone name"),
+    (load_time_zone, "Europe/Berlln", "'Europe/Berlln' is not a known time zone: did you mean 'Europe/Berlin'?"),
+])
+def test_cron_error_detail_is_the_message_without_its_field(load, value, detail):
+    with pytest.raises(CronError) as caught:
+        load(value)
+    assert caught.value.detail.startswith(detail)
+    assert str(caught.value).startswith(("schedule ", "time_zone ", "unknown time_zone "))
+
+
 def test_feb_29_is_valid():
     assert parse_schedule("0 0 29 2 *").days == {29}
     # Day 31 is fine as long as one listed month has it.

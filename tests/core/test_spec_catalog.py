@@ -43,17 +43,20 @@ def test_gpu_combinations_that_work(machine, gpu, count):
     assert catalog.gpu_problem(machine, gpu, count) is None
 
 
-@pytest.mark.parametrize("machine, gpu, count, expected", [
-    ("n1-standard-16", "nvidia-tesla-v100", 1, "at most 12 vCPUs and 78 GB; use count 2"),
-    ("a2-highgpu-1g", "nvidia-h100-80gb", 1, "a2-highgpu-1g comes with 1 x nvidia-tesla-a100 built in"),
-    ("n2-standard-8", "nvidia-h100-80gb", 1, "use a machine type of the a3-* family, e.g. a3-highgpu-1g"),
-    ("n1-standard-8", "nvidia-tesla-v100", 3, "allowed counts: 1, 2, 4, 8"),
-    ("f1-micro", "nvidia-tesla-t4", 1, "f1-micro is a shared-core machine type and cannot take GPUs"),
-    ("n1-standard-4", "nvidia-tesla-k80", 1, "end of support on Compute Engine on 1 May 2024"),
-    ("n1-standard-4", "tesla", 1, "'tesla' is not a GPU type; known GPU types:"),
+@pytest.mark.parametrize("machine, gpu, count, field, expected", [
+    ("n1-standard-16", "nvidia-tesla-v100", 1, "count", "at most 12 vCPUs and 78 GB; use count 2"),
+    ("a2-highgpu-1g", "nvidia-h100-80gb", 1, "type", "a2-highgpu-1g comes with 1 x nvidia-tesla-a100 built in"),
+    ("a3-highgpu-2g", "nvidia-h100-80gb", 1, "count", "a3-highgpu-2g comes with exactly 2 x nvidia-h100-80gb"),
+    ("n2-standard-8", "nvidia-h100-80gb", 1, "type", "use a machine type of the a3-* family, e.g. a3-highgpu-1g"),
+    ("n1-standard-8", "nvidia-tesla-v100", 3, "count", "allowed counts: 1, 2, 4, 8"),
+    ("f1-micro", "nvidia-tesla-t4", 1, "type", "f1-micro is a shared-core machine type and cannot take GPUs"),
+    ("n1-standard-4", "nvidia-tesla-k80", 1, "type", "end of support on Compute Engine on 1 May 2024"),
+    ("n1-standard-4", "tesla", 1, "type", "'tesla' is not a GPU type; known GPU types:"),
 ])
-def test_gpu_combinations_that_do_not(machine, gpu, count, expected):
-    assert expected in catalog.gpu_problem(machine, gpu, count)
+def test_gpu_combinations_that_do_not(machine, gpu, count, field, expected):
+    problem = catalog.gpu_problem(machine, gpu, count)
+    assert problem is not None and expected in problem.message
+    assert problem.field == field  # the loader points at gpu.<field> by this, never by the words
 
 
 def test_unknown_machine_type_is_left_to_the_machine_check():

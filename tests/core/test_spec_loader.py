@@ -329,3 +329,61 @@ def test_yaml_anchors_and_merge_keys_work(tmp_path):
                  "      spot: false\n")
     (spec,) = load_jobs_ok(tmp_path, {"bot.yaml": text})
     assert spec.variants()[0].machine.type == "n1-standard-8" and spec.variants()[0].machine.spot is False
+
+
+# Where a problem points comes from its kind, never its words: rewording a message must keep it
+# on its line. Each case: the file text, and the problem lines expected once every cross-field
+# rule of the spec says only "the words changed".
+REWORDED = [
+    ("checkpoint-overlaps", OK + "results: /data\ncheckpoint: /data/ckpt\n",
+     ["jobs/bot.yaml:4: checkpoint: the words changed"]),
+    ("history-below-a-tick", OK + "repeat: 6\nhistory_limit: 5\n",
+     ["jobs/bot.yaml:4: history_limit: the words changed"]),
+    ("no-image", 'schedule: "0 * * * *"\n',
+     ["jobs/bot.yaml: image: required field is missing; add e.g. image: "
+      "us-docker.pkg.dev/my-project/spotcron/bot:latest, or build: a folder with a Dockerfile"]),
+    ("entry-name-twice", OK + "matrix:\n  - name: cpu\n  - name: cpu\n",
+     ["jobs/bot.yaml:5: matrix[1].name: 'cpu' is already the name of matrix[0]; entry names must be unique "
+      "within the job"]),
+]
+
+
+@pytest.mark.parametrize("text, expected", [(t, e) for _, t, e in REWORDED], ids=[c for c, _, _ in REWORDED])
+def test_a_reworded_rule_keeps_its_place(tmp_path, monkeypatch, text, expected):
+    from pydantic_core import PydanticCustomError
+
+    from spotcron.core import spec
+
+    def reworded(kind: str, _message: str) -> PydanticCustomError:
+        return PydanticCustomError(kind, "the words changed")
+
+    monkeypatch.setattr(spec, "PydanticCustomError", reworded)
+    assert problems(tmp_path, monkeypatch, {"bot.yaml": text}) == expected
+
+
+def test_a_reworded_gpu_problem_keeps_its_field(tmp_path, monkeypatch):
+    from spotcron.core import catalog
+
+    real = catalog.gpu_problem
+
+    def reworded(*args: object) -> catalog.GpuProblem | None:
+        found = real(*args)
+        return found and catalog.GpuProblem(found.field, "the words changed")
+
+    monkeypatch.setattr(catalog, "gpu_problem", reworded)
+    text = OK + "matrix:\n  - name: a100\n    machine:\n      type: a2-highgpu-1g\n" \
+                "      gpu: {type: nvidia-tesla-a100, count: 2}\n"
+    assert problems(tmp_path, monkeypatch, {"bot.yaml": text}) == [
+        "jobs/bot.yaml:7: matrix[0].machine.gpu.count: the words changed"]
+
+
+def test_a_reworded_cron_error_keeps_its_field(tmp_path, monkeypatch):
+    from spotcron.core import loader
+    from spotcron.core.errors import CronError
+
+    def refuse(name: str) -> None:
+        raise CronError(f"time_zone {name!r} was refused", detail="the words changed")
+
+    monkeypatch.setattr(loader, "load_time_zone", refuse)
+    assert problems(tmp_path, monkeypatch, {"bot.yaml": OK + "time_zone: Mars/Olympus\n"}) == [
+        "jobs/bot.yaml:3: time_zone: the words changed"]

@@ -275,30 +275,36 @@ class CronSchedule:
 # --- parsing ----------------------------------------------------------------------------------
 
 
+def _schedule_error(detail: str) -> CronError:
+    return CronError(f"schedule {detail}", detail=detail)
+
+
 def parse_schedule(expression: str) -> CronSchedule:
     """Parse a Cloud Scheduler unix-cron string; CronError says what is wrong and what is allowed."""
     if not isinstance(expression, str):
-        raise CronError(f"schedule must be a string like '0 */4 * * *', not {expression!r}")
+        raise _schedule_error(f"must be a string like '0 */4 * * *', not {expression!r}")
     text = expression.strip()
-    where = f"schedule {text!r}"
+    where = repr(text)
     if not text:
-        raise CronError(f"schedule is empty: write {_FORMAT}")
+        raise _schedule_error(f"is empty: write {_FORMAT}")
     prefix = re.match(r"(?i)(CRON_TZ|TZ)=(\S*)", text)
     if prefix:
-        raise CronError(f"{where}: the {prefix.group(1)}= prefix is not accepted by Cloud Scheduler; "
-                        f"put the zone in time_zone: {prefix.group(2) or 'Etc/UTC'} and keep only the five fields")
+        raise _schedule_error(f"{where}: the {prefix.group(1)}= prefix is not accepted by Cloud Scheduler; put "
+                              f"the zone in time_zone: {prefix.group(2) or 'Etc/UTC'} and keep only the five "
+                              f"fields")
     if text.startswith("@"):
         macro = text.split()[0]
         hint = f"write '{_MACROS[macro.lower()]}' instead" if macro.lower() in _MACROS else f"write {_FORMAT}"
-        raise CronError(f"{where}: '{macro}' macros are not part of Cloud Scheduler's unix-cron format; {hint}")
+        raise _schedule_error(f"{where}: '{macro}' macros are not part of Cloud Scheduler's unix-cron format; "
+                              f"{hint}")
     parts = text.split()
     if parts[0].lower() == "every":
-        raise CronError(f"{where}: the App Engine 'every N minutes' form is not supported; write {_FORMAT}")
+        raise _schedule_error(f"{where}: the App Engine 'every N minutes' form is not supported; write {_FORMAT}")
     if len(parts) != 5:
         extra = (f"; Cloud Scheduler has no seconds or year field (is '{parts[0]}' seconds or "
                  f"'{parts[-1]}' a year?)" if len(parts) > 5 else "")
-        raise CronError(f"{where} has {len(parts)} field{'s' * (len(parts) != 1)}; it needs exactly "
-                        f"{_FORMAT}{extra}")
+        raise _schedule_error(f"{where} has {len(parts)} field{'s' * (len(parts) != 1)}; it needs exactly "
+                              f"{_FORMAT}{extra}")
     sets = [_parse_field(where, token, *spec) for token, spec in zip(parts, _FIELDS, strict=True)]
     weekdays = frozenset(v % 7 for v in sets[4])
     canonical = " ".join(p.upper() for p in parts)
@@ -318,34 +324,35 @@ def _parse_field(where: str, text: str, name: str, low: int, high: int, names: t
     for token in text.split(","):
         bad = f"{where}: {name} field '{text}'"
         if not token:
-            raise CronError(f"{bad} has an empty list item; separate values with single commas")
+            raise _schedule_error(f"{bad} has an empty list item; separate values with single commas")
         match = _TOKEN.match(token)
         if not match:
             _reject_special(bad, token)
-            raise CronError(f"{bad}: '{token}' is not a value, range (a-b), list (a,b) or step (*/n, a-b/n); "
-                            f"allowed values: {allowed}")
+            raise _schedule_error(f"{bad}: '{token}' is not a value, range (a-b), list (a,b) or step (*/n, a-b/n); "
+                                  f"allowed values: {allowed}")
         start, end, step = match.groups()
         if start == "*":
             if end is not None:
-                raise CronError(f"{bad}: '{token}' mixes '*' and a range; use '*' or a range a-b")
+                raise _schedule_error(f"{bad}: '{token}' mixes '*' and a range; use '*' or a range a-b")
             first, last = low, (6 if name == "day-of-week" else high)
         else:
             first = _value(bad, token, start, name, low, high, names, allowed)
             last = first if end is None else _value(bad, token, end, name, low, high, names, allowed)
             if last < first:
-                raise CronError(f"{bad}: range '{token}' is reversed; write the smaller value first "
-                                f"(wrap-around ranges are not supported)")
+                raise _schedule_error(f"{bad}: range '{token}' is reversed; write the smaller value first "
+                                      f"(wrap-around ranges are not supported)")
             if step is not None and end is None:
                 top = names[-1] if start.isalpha() else (6 if name == "day-of-week" else high)
-                raise CronError(f"{bad}: '{token}' puts a step after a single value; Cloud Scheduler takes "
-                                f"steps after '*' or a range: write '{start}-{top}/{step}'")
+                raise _schedule_error(f"{bad}: '{token}' puts a step after a single value; Cloud Scheduler takes "
+                                      f"steps after '*' or a range: write '{start}-{top}/{step}'")
         stride = 1
         if step is not None:
             if not step.isdigit():
-                raise CronError(f"{bad}: step '{step}' in '{token}' must be a whole number")
+                raise _schedule_error(f"{bad}: step '{step}' in '{token}' must be a whole number")
             stride = int(step)
             if not 1 <= stride <= high - low + 1:
-                raise CronError(f"{bad}: step {stride} in '{token}' is out of range: allowed 1-{high - low + 1}")
+                raise _schedule_error(f"{bad}: step {stride} in '{token}' is out of range: allowed "
+                                      f"1-{high - low + 1}")
         values.update(range(first, last + 1, stride))
     return values
 
@@ -355,27 +362,27 @@ def _value(bad: str, token: str, text: str, name: str, low: int, high: int, name
     if text.isdigit():
         number = int(text)
         if not low <= number <= high:
-            raise CronError(f"{bad}: {name} value {number} in '{token}' is out of range: allowed {allowed}")
+            raise _schedule_error(f"{bad}: {name} value {number} in '{token}' is out of range: allowed {allowed}")
         return number
     if text.upper() in names:
         return names.index(text.upper()) + (1 if name == "month" else 0)
     _reject_special(bad, token)
-    raise CronError(f"{bad}: '{text}' in '{token}' is not a {name} value: allowed {allowed}")
+    raise _schedule_error(f"{bad}: '{text}' in '{token}' is not a {name} value: allowed {allowed}")
 
 
 def _reject_special(bad: str, token: str) -> None:
     upper = token.upper()
     if "#" in token:
-        raise CronError(f"{bad}: '{token}' uses '#' (nth weekday of the month), which Cloud Scheduler does "
-                        f"not support; list days of the month and a weekday instead")
+        raise _schedule_error(f"{bad}: '{token}' uses '#' (nth weekday of the month), which Cloud Scheduler does "
+                              f"not support; list days of the month and a weekday instead")
     if "?" in token:
-        raise CronError(f"{bad}: '{token}' uses '?', which Cloud Scheduler does not accept; use '*'")
+        raise _schedule_error(f"{bad}: '{token}' uses '?', which Cloud Scheduler does not accept; use '*'")
     if re.fullmatch(r"L|LW|L-\d+|\d+L", upper):
-        raise CronError(f"{bad}: '{token}' uses 'L' (last day), which Cloud Scheduler does not support; "
-                        f"list the days instead, e.g. 28-31 with a check in the job")
+        raise _schedule_error(f"{bad}: '{token}' uses 'L' (last day), which Cloud Scheduler does not support; "
+                              f"list the days instead, e.g. 28-31 with a check in the job")
     if re.fullmatch(r"\d+W|W", upper):
-        raise CronError(f"{bad}: '{token}' uses 'W' (nearest weekday), which Cloud Scheduler does not "
-                        f"support; combine days of the month with MON-FRI instead")
+        raise _schedule_error(f"{bad}: '{token}' uses 'W' (nearest weekday), which Cloud Scheduler does not "
+                              f"support; combine days of the month with MON-FRI instead")
 
 
 def _check_can_fire(where: str, schedule: CronSchedule) -> None:
@@ -385,8 +392,8 @@ def _check_can_fire(where: str, schedule: CronSchedule) -> None:
         return
     months = join_words([MONTH_TEXT[m - 1] for m in sorted(schedule.months)])
     days = join_words([str(d) for d in sorted(schedule.days)])
-    raise CronError(f"{where} can never fire: {months} {'has' if len(schedule.months) == 1 else 'have'} "
-                    f"no day {days} (February 29 is fine)")
+    raise _schedule_error(f"{where} can never fire: {months} {'has' if len(schedule.months) == 1 else 'have'} "
+                          f"no day {days} (February 29 is fine)")
 
 
 # --- time zones -------------------------------------------------------------------------------
@@ -395,13 +402,13 @@ def _check_can_fire(where: str, schedule: CronSchedule) -> None:
 def load_time_zone(name: str) -> zoneinfo.ZoneInfo:
     """An IANA Area/Location zone (or UTC); CronError with a suggestion for anything else."""
     if not isinstance(name, str) or not name:
-        raise CronError(f"time_zone must be an IANA name like 'Europe/Berlin' or 'Etc/UTC', not {name!r}")
+        raise _zone_error(f"must be an IANA name like 'Europe/Berlin' or 'Etc/UTC', not {name!r}")
     if name in _LEGACY_ZONES or name in _UTC_ALIASES or (
             "/" not in name and name != "UTC" and re.fullmatch(r"[A-Za-z0-9+\-_]+", name)):
         hint = _LEGACY_ZONES.get(name) or ("'Etc/UTC'" if name in _UTC_ALIASES else None)
         suggestion = f"use {hint}" if hint else "use an Area/Location name like 'Europe/Berlin'"
-        raise CronError(f"time_zone '{name}' is a legacy or abbreviation-style zone name; {suggestion} "
-                        f"(or 'Etc/UTC', which never changes its clock)")
+        raise _zone_error(f"'{name}' is a legacy or abbreviation-style zone name; {suggestion} "
+                          f"(or 'Etc/UTC', which never changes its clock)")
     if not name.startswith(("posix/", "right/")) and re.fullmatch(r"[A-Za-z0-9+\-_]+(/[A-Za-z0-9+\-_]+)*", name):
         try:
             return zoneinfo.ZoneInfo(name)
@@ -411,7 +418,12 @@ def load_time_zone(name: str) -> zoneinfo.ZoneInfo:
     by_lower = {z.lower(): z for z in known}
     close = [by_lower[name.lower()]] if name.lower() in by_lower else difflib.get_close_matches(name, known, n=1)
     hint = f"did you mean '{close[0]}'? " if close else ""
-    raise CronError(f"unknown time_zone '{name}': {hint}use an IANA name such as 'Etc/UTC' or 'Europe/Berlin'")
+    advice = f"{hint}use an IANA name such as 'Etc/UTC' or 'Europe/Berlin'"
+    raise CronError(f"unknown time_zone '{name}': {advice}", detail=f"'{name}' is not a known time zone: {advice}")
+
+
+def _zone_error(detail: str) -> CronError:
+    return CronError(f"time_zone {detail}", detail=detail)
 
 
 def is_utc_like(tz: zoneinfo.ZoneInfo) -> bool:
