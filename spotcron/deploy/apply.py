@@ -140,6 +140,20 @@ def _failure_message(outcome: Applied) -> str:
     return "\n".join(lines)
 
 
+def _apply_pass(ctx: Context, pool: ThreadPoolExecutor, reporter: Reporter, actions: list[Action], label: str,
+                result: DeployResult) -> Applied:
+    """Apply `actions` with a progress bar, recorded in `result`; DeployFailed when any failed."""
+    reporter.start(len(actions), label)
+    try:
+        outcome = ApiExecutor(ctx, pool, reporter.advance).execute(actions)
+    finally:
+        reporter.finish()
+    result.passes.append(outcome)
+    if not outcome.ok:
+        raise DeployFailed(_failure_message(outcome), result)
+    return outcome
+
+
 def run_deploy(settings: Settings, jobs: Sequence[JobSpec], source: SourceBundle, clients: Clients, *,
                confirm: Callable[[list[Action]], bool], reporter: Reporter, dry_run: bool = False,
                concurrency: int = 16, caller: Caller | None = None, poll_initial: float = 2.0,
@@ -169,14 +183,7 @@ def run_deploy(settings: Settings, jobs: Sequence[JobSpec], source: SourceBundle
             foundation = [a for a in actions if a.kind != DELETE and a.phase <= 1
                           and a.resource_type not in (SOURCE, DEPLOYED_SPEC)]
             if foundation:
-                reporter.start(len(foundation), "preparing the images' repository")
-                try:
-                    outcome = ApiExecutor(ctx, pool, reporter.advance).execute(foundation)
-                finally:
-                    reporter.finish()
-                result.passes.append(outcome)
-                if not outcome.ok:
-                    raise DeployFailed(_failure_message(outcome), result)
+                _apply_pass(ctx, pool, reporter, foundation, "preparing the images' repository", result)
             jobs = prepare()
             try:
                 actions = compute_plan(settings, jobs, source.object_name, clients, call, pool).actions
@@ -186,14 +193,8 @@ def run_deploy(settings: Settings, jobs: Sequence[JobSpec], source: SourceBundle
             if not actions:
                 return result
         for number in range(1, max_passes + 1):
-            reporter.start(len(actions), "applying" if number == 1 else f"applying (pass {number})")
-            try:
-                outcome = ApiExecutor(ctx, pool, reporter.advance).execute(actions)
-            finally:
-                reporter.finish()
-            result.passes.append(outcome)
-            if not outcome.ok:
-                raise DeployFailed(_failure_message(outcome), result)
+            outcome = _apply_pass(ctx, pool, reporter, actions,
+                                  "applying" if number == 1 else f"applying (pass {number})", result)
             try:
                 actions = compute_plan(settings, jobs, source.object_name, clients, call, pool).actions
             except (NotFound, Transient, ApiError) as exc:
