@@ -58,13 +58,18 @@ def test_the_terminal_panel_shows_next_fire_times_and_runs_in_flight():
     assert "bot/r1" in text and "running" in text and "sc-bot-a1" in text
 
 
-def test_a_broken_job_file_is_reported_with_file_and_line_and_the_others_keep_running(tmp_path: Path):
+def two_jobs_watched(tmp_path: Path) -> tuple[Path, io.StringIO, JobLoader]:
+    """A jobs folder with hello-bot and other, and a loader whose view writes to a buffer."""
     jobs = tmp_path / "jobs"
     jobs.mkdir()
     (jobs / "hello-bot.yaml").write_text(GOOD)
     (jobs / "other.yaml").write_text(GOOD)
     buffer = io.StringIO()
-    loader = JobLoader(jobs, 60, view_on(buffer))
+    return jobs, buffer, JobLoader(jobs, 60, view_on(buffer))
+
+
+def test_a_broken_job_file_is_reported_with_file_and_line_and_the_others_keep_running(tmp_path: Path):
+    jobs, buffer, loader = two_jobs_watched(tmp_path)
     assert [s.name for s in loader()] == ["hello-bot", "other"]
     assert buffer.getvalue() == ""
     (jobs / "other.yaml").write_text(GOOD.replace('"*/5 * * * *"', '"*/5 * * *"'))
@@ -87,12 +92,7 @@ def test_a_broken_job_file_is_reported_with_file_and_line_and_the_others_keep_ru
 
 
 def test_a_pipe_hears_of_jobs_added_removed_paused_and_resumed(tmp_path: Path):
-    jobs = tmp_path / "jobs"
-    jobs.mkdir()
-    (jobs / "hello-bot.yaml").write_text(GOOD)
-    (jobs / "other.yaml").write_text(GOOD)
-    buffer = io.StringIO()
-    loader = JobLoader(jobs, 60, view_on(buffer))
+    jobs, buffer, loader = two_jobs_watched(tmp_path)
     loader()
     assert buffer.getvalue() == ""  # the first load: up lists the jobs itself
     (jobs / "other.yaml").unlink()
