@@ -39,18 +39,24 @@ def open_bucket(bucket: str | None, state_dir: Path) -> Iterator[Blobs]:
     The one place that tells the two apart; every command opens its bucket through
     RunsContext.open_blobs, which defaults to this."""
     if bucket:
-        from spotcron.core.errors import SpotcronError
         from spotcron.gcp.storage import GcsBlobs
 
-        name = bucket.removeprefix("gs://").strip("/")
-        if not name or "/" in name:
-            raise SpotcronError(f"--bucket {bucket!r} is not a bucket; write gs://NAME")
-        yield GcsBlobs(name)
+        yield GcsBlobs(bucket_name(bucket))
         return
     from spotcron.local.blobs import open_local_bucket
 
     with open_local_bucket(state_dir) as blobs:
         yield blobs
+
+
+def bucket_name(bucket: str) -> str:
+    """NAME of `--bucket gs://NAME` (or NAME); SpotcronError for anything that names no bucket."""
+    from spotcron.core.errors import SpotcronError
+
+    name = bucket.removeprefix("gs://").strip("/")
+    if not name or "/" in name:
+        raise SpotcronError(f"--bucket {bucket!r} is not a bucket; write gs://NAME")
+    return name
 
 
 def _google_compute(project: str) -> Compute:

@@ -83,6 +83,11 @@ def find_job_file(job_or_file: str, jobs_dir: Path) -> Path:
     raise SpotcronError(f"no job named {job_or_file!r} in {jobs_dir}/; {known}")
 
 
+def repository_root(jobs_dir: Path) -> Path:
+    """The folder that holds jobs/: where build contexts are relative to, and `local.command` runs from."""
+    return jobs_dir.resolve().parent
+
+
 def given(name: str) -> bool:
     """Whether the user typed option `name` (the click parameter name) on the command line;
     values from the environment or defaults do not count."""

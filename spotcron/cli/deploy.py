@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from spotcron.cli._common import console, jobs_option, stack_option
+from spotcron.cli._common import console, jobs_option, repository_root, stack_option
 
 if TYPE_CHECKING:
     from spotcron.deploy.planner import Action
@@ -187,7 +187,7 @@ def _images(env: DeployContext, settings: Any, credentials: Any, jobs: list[Any]
     from spotcron.core.images import plan_builds
     from spotcron.deploy.builds import build_missing, format_builds, look_up, pin
 
-    builds = plan_builds(jobs, _repository_root(jobs_dir))
+    builds = plan_builds(jobs, repository_root(jobs_dir))
     if not builds:
         return jobs, None
     builder = env.builder(settings, credentials)
@@ -202,11 +202,6 @@ def _images(env: DeployContext, settings: Any, credentials: Any, jobs: list[Any]
         return pin(jobs, done)
 
     return pin(jobs, statuses), prepare
-
-
-def _repository_root(jobs_dir: Path) -> Path:
-    """Build contexts are relative to the folder holding jobs/, where `local.command` runs from too."""
-    return jobs_dir.resolve().parent
 
 
 @click.command("build")
@@ -239,7 +234,7 @@ def build(ctx: click.Context, job: str | None, jobs_dir: Path, stack_path: Path)
     if job is not None and job not in {spec.name for spec in jobs}:
         raise SpotcronError(f"no job {job!r} in {jobs_dir}/; jobs: {', '.join(sorted(s.name for s in jobs))}")
     preflight(settings, jobs, stack_path, _job_paths(jobs_dir))
-    builds = plan_builds(jobs, _repository_root(jobs_dir), only=job)
+    builds = plan_builds(jobs, repository_root(jobs_dir), only=job)
     if not builds:
         out.print(f"nothing to build: {'job ' + job if job else 'no job'} says build: (a folder with a Dockerfile)")
         return

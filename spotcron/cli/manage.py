@@ -15,7 +15,14 @@ from typing import Any
 
 import click
 
-from spotcron.cli._bucket import BUCKET_ENV, PROJECT_ENV, runs_context
+from spotcron.cli._bucket import (
+    BUCKET_ENV,
+    DEFAULT_STATE_DIR,
+    PROJECT_ENV,
+    STATE_DIR_ENV,
+    bucket_name,
+    runs_context,
+)
 from spotcron.cli._common import (
     console,
     find_job_file,
@@ -31,8 +38,8 @@ DELETED = "deleted"  # under the state dir: the job files `spotcron delete` remo
 
 def _state_dir_option(function: Any) -> Any:
     return click.option(
-        "--state-dir", type=click.Path(path_type=Path, file_okay=False), default=".spotcron",
-        envvar="SPOTCRON_STATE_DIR", show_default=True, show_envvar=True,
+        "--state-dir", type=click.Path(path_type=Path, file_okay=False), default=DEFAULT_STATE_DIR,
+        envvar=STATE_DIR_ENV, show_default=True, show_envvar=True,
         help="The local stack's state (its bucket; where a removed job file is kept).")(function)
 
 
@@ -100,7 +107,6 @@ def _pause_on_cloud(settings: Any, job: str, paused: bool, project: str | None, 
                     stack_path: Path) -> Any:
     """Apply the pause to the deployed stack (deploy/pausing.py) and print what changed there."""
     from spotcron.cli.deploy import DeployContext
-    from spotcron.core.errors import SpotcronError
     from spotcron.deploy.pausing import set_cloud_paused
     from spotcron.deploy.validate import preflight
     from spotcron.gcp.admin.calls import Caller, MissingCredentials
@@ -109,10 +115,7 @@ def _pause_on_cloud(settings: Any, job: str, paused: bool, project: str | None, 
     if project:
         changes["project"] = project
     if bucket:
-        name = bucket.removeprefix("gs://").strip("/")
-        if not name or "/" in name:
-            raise SpotcronError(f"--bucket {bucket!r} is not a bucket; write gs://NAME")
-        changes["bucket"] = name
+        changes["bucket"] = bucket_name(bucket)
     settings = settings.model_copy(update=changes)
     preflight(settings, [], stack_path)  # a placeholder project or bucket stops here, before any call
     ctx = click.get_current_context()
@@ -206,9 +209,9 @@ def delete(job: str, delete_results: bool, assume_yes: bool, jobs_dir: Path, sta
     local = (state_dir / "bucket").is_dir()
     kept = state_dir / DELETED / path.name
     with context.open_blobs(None, state_dir) if local else _no_bucket() as blobs:
-        runs = RunStore(blobs).run_ids(name) if blobs is not None else []
-        flying = [run_id for job_name, run_id in RunStore(blobs).live_runs() if job_name == name] \
-            if blobs is not None else []
+        store = RunStore(blobs) if blobs is not None else None
+        runs = store.run_ids(name) if store is not None else []
+        flying = [run_id for job_name, run_id in store.live_runs() if job_name == name] if store is not None else []
         if delete_results and flying:
             raise SpotcronError(f"{name} has runs in flight ({', '.join(flying)}): deleting their results now "
                                 f"would race their uploads; wait for them to end (`spotcron status`), then "

@@ -10,9 +10,8 @@ import click
 
 from spotcron.cli._bucket import bucket_options, describe, open_store, resolve, runs_context, stdout
 from spotcron.cli._common import console, given, goes_with
-from spotcron.present.logs import LOG_PIECE, RunOutput
 
-DOWNLOAD_PIECE = 8 << 20  # bytes per ranged read of a result file with --download
+DOWNLOAD_PIECE = 8 << 20  # bytes per ranged read of a result file with --download or --cat
 
 if TYPE_CHECKING:
     from spotcron.core.runs import RunRecord
@@ -65,6 +64,7 @@ def logs(run: tuple[str, ...], job: str | None, attempt: int | None, follow: boo
     """
     from spotcron.core import layout
     from spotcron.core.errors import SpotcronError
+    from spotcron.present.logs import RunOutput
     from spotcron.present.views import pick_attempt
 
     if not follow and given("interval"):
@@ -98,6 +98,7 @@ def _follow(ref: str, job: str | None, attempt: int | None, interval: float, buc
             state_dir: Path, timestamps: bool) -> None:
     from spotcron.engine.store import RunStore
     from spotcron.present.follow import ended_line, follow_run
+    from spotcron.present.logs import RunOutput
 
     context = runs_context()
     where = describe(bucket, state_dir)
@@ -253,7 +254,7 @@ def _cat(blobs: Blobs, prefix: str, files: list[ResultFile], name: str, run: str
     sys.stdout.flush()  # text already written goes first
     out = sys.stdout.buffer
     digest, offset = hashlib.sha256(), 0
-    while piece := blobs.read_range(prefix + name, offset, LOG_PIECE):
+    while piece := blobs.read_range(prefix + name, offset, DOWNLOAD_PIECE):
         out.write(piece)
         digest.update(piece)
         offset += len(piece)

@@ -34,6 +34,7 @@ from spotcron.cli._common import (
     goes_with,
     jobs_option,
     load_stack,
+    repository_root,
     stack_option,
 )
 from spotcron.cli.outputs import logs, results
@@ -227,7 +228,7 @@ def run(job_or_file: str, cloud: bool, project: str | None, topic: str | None, t
     job_file = find_job_file(job_or_file, jobs_dir)
     spec = load_job_file(job_file, grace=settings.grace)
     if cloud:
-        spec = _pinned_as_deployed(spec, settings, Path(job_file).resolve().parent.parent)
+        spec = _pinned_as_deployed(spec, settings, repository_root(Path(job_file).resolve().parent))
         nonce = _publish_start(spec, project or settings.project, topic or settings.start_topic, bucket,
                                quiet=follow)
         if follow:
@@ -236,7 +237,7 @@ def run(job_or_file: str, cloud: bool, project: str | None, topic: str | None, t
             raise click.exceptions.Exit(streams.outcome(records))
         return
     streams = _streams(timestamps) if follow else None
-    spec = _local_image(spec, Path(job_file).resolve().parent.parent)
+    spec = _local_image(spec, repository_root(Path(job_file).resolve().parent))
     records = _run_locally(spec, state_dir, timeout_s or float(spec.timeout + settings.grace), settings.limits,
                            streams)
     if streams is not None:

@@ -13,7 +13,15 @@ from pathlib import Path
 
 import click
 
-from spotcron.cli._common import console, given, goes_with, jobs_option, load_stack, stack_option
+from spotcron.cli._common import (
+    console,
+    given,
+    goes_with,
+    jobs_option,
+    load_stack,
+    repository_root,
+    stack_option,
+)
 
 STATE_ENV = "SPOTCRON_STATE_DIR"
 
@@ -73,7 +81,7 @@ def _local_images(jobs_dir: Path, out) -> Callable:
     """Builds the images of jobs that say build: with podman or docker, saying for each what runs."""
     from spotcron.local.images import LocalImages
 
-    return LocalImages(jobs_dir.resolve().parent,
+    return LocalImages(repository_root(jobs_dir),
                        lambda line: out.print(f"  {line}", markup=False, highlight=False, soft_wrap=True))
 
 
