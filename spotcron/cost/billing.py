@@ -22,7 +22,7 @@ from typing import Any
 
 from spotcron.core.catalog import boot_disk_type
 from spotcron.core.errors import SpotcronError
-from spotcron.core.runs import Attempt, RunRecord
+from spotcron.core.runs import Attempt, Outcome, RunRecord
 from spotcron.cost.prices import FunctionPrice, PriceTable, gpu_key, load_prices, parse_gpu
 
 log = logging.getLogger("spotcron.cost")
@@ -139,7 +139,9 @@ def run_cost(record: RunRecord, table: PriceTable, region: str, *, usage: Overhe
              now: datetime | None = None, sweep_invocations: float = 0.0) -> RunCost:
     """The cost of one run: every attempt's VM, plus its function invocations.
 
-    Attempts whose VM was never created cost nothing. A VM not yet deleted is billed up to `now`
+    Attempts whose VM was never created cost nothing, nor does one that never ran its
+    configuration (a local host without the hardware it names: nothing of it was measured, so
+    nothing of it is priced). A VM not yet deleted is billed up to `now`
     when given, else left out. `sweep_invocations` is the share of sweep passes to charge to this
     run (the engine may pass sweeps per month / runs per month; default none).
     """
@@ -147,7 +149,7 @@ def run_cost(record: RunRecord, table: PriceTable, region: str, *, usage: Overhe
     vms = 0
     for attempt in record.attempts:
         seconds = attempt_seconds(attempt, now)
-        if seconds is None:
+        if seconds is None or attempt.outcome == Outcome.UNAVAILABLE:
             continue
         vms += 1
         where = _attempt_region(attempt, table, region)

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from spotcron.cli import SpotcronGroup
 from spotcron.cli.cost import cost as cost_command
-from spotcron.core.runs import Attempt, RunRecord
+from spotcron.core.runs import Attempt, Outcome, RunRecord
 from spotcron.core.spec import JobSpec
 from spotcron.cost.billing import Overheads, billed_vm_seconds, run_cost
 from spotcron.cost.prices import load_prices
@@ -122,6 +122,14 @@ def test_attempts_without_a_vm_cost_nothing_and_live_ones_count_until_now(table)
     assert later.items["compute"] == pytest.approx(0.01306 * 90 / HOUR)
 
 
+def test_a_configuration_the_host_could_not_run_costs_nothing(table):
+    """A local GPU entry on a host without the GPU: its VM lived 2 s and ran nothing of it."""
+    unrun = attempt(1, 2, machine="n1-standard-8", gpu="nvidia-tesla-t4 x1").model_copy(
+        update={"outcome": Outcome.UNAVAILABLE})
+    cost = run_cost(record(unrun, state="skipped"), table, "us-central1")
+    assert cost.items["compute"] == cost.items["gpu"] == cost.items["disk"] == 0
+
+
 def test_sweep_share_and_region(table):
     base = run_cost(record(attempt(1, 20)), table, "us-central1")
     shared = run_cost(record(attempt(1, 20)), table, "us-central1", sweep_invocations=2)
@@ -218,8 +226,6 @@ def test_history_replaces_the_runtime(table):
 
 
 def test_runs_on_a_host_without_their_hardware_price_nothing():
-    from spotcron.core.runs import Outcome
-
     unavailable = attempt(1, 1).model_copy(update={"outcome": Outcome.UNAVAILABLE})
     records = [record(unavailable, state="skipped", variant="t4"), record(attempt(1, 90), variant="cpu")]
     assert vm_seconds_from_history(records) == {("job", "cpu"): (90.0, 1)}
