@@ -325,8 +325,8 @@ class RunStore:
         return sorted(doomed, key=run_sort_key)
 
     def pruned_through(self, job: str, *, manual: bool = False) -> str | None:
-        """The newest run id of `job` that history pruning deleted (`manual`: of its manual runs that
-        never had a VM); None when nothing was pruned."""
+        """The newest run id of `job` that history pruning deleted (`manual`: of its manual runs);
+        None when nothing was pruned."""
         blob = self.blobs.read(pruned_marker(job, manual=manual))
         return blob.data.decode() if blob else None
 
