@@ -21,7 +21,7 @@ import re
 import stat
 import tarfile
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -191,7 +191,7 @@ def plan_builds(jobs: Iterable[JobSpec], root: Path, *, only: str | None = None)
             args = tuple(sorted(build.args.items()))
             key = (str((root / build.context).resolve()), build.dockerfile, args, name)
             if key in found:
-                found[key] = _with_user(found[key], user)
+                found[key] = replace(found[key], users=(*found[key].users, user))
                 continue
             tar = context_tar(root / build.context)
             found[key] = ImageBuild(context=(root / build.context).resolve(), relative=build.context,
@@ -200,12 +200,6 @@ def plan_builds(jobs: Iterable[JobSpec], root: Path, *, only: str | None = None)
     if problems:
         raise ConfigError(problems)
     return list(found.values())
-
-
-def _with_user(build: ImageBuild, user: str) -> ImageBuild:
-    from dataclasses import replace
-
-    return replace(build, users=(*build.users, user))
 
 
 def pin_job(job: JobSpec, image_for: Callable[[str | None], str | None]) -> JobSpec:

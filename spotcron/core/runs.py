@@ -249,6 +249,11 @@ class RunRecord(_Record):
         return self.attempts[-1] if self.attempts else None
 
     @property
+    def had_vm(self) -> bool:
+        """Whether any attempt of the run got a VM (did work), unlike one skipped or never admitted."""
+        return any(a.created_at is not None for a in self.attempts)
+
+    @property
     def duration_seconds(self) -> float | None:
         """Wall time of the work: first container start to last container end."""
         starts = [a.started_at for a in self.attempts if a.started_at]

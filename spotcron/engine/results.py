@@ -79,7 +79,7 @@ def hardware_changes(deps: Deps, job: str, run_id: str, attempt: int) -> dict[st
             return {}
         return {"hardware": parse_hardware(data, where)}
     except (HardwareProblem, JobDataProblem) as problem:
-        return {"hardware_problem": str(problem)}
+        return {"hardware_problem": problem_text(problem)}
 
 
 def manifest_present(deps: Deps, job: str, run_id: str, attempt: int) -> bool:

@@ -89,7 +89,7 @@ def queue_deadline(record: RunRecord) -> datetime:
     """Until when a queued run may still start: its starting_deadline after its tick (or its
     request), or, for a retry, after it was queued."""
     deadline = timedelta(seconds=int((record.spec or {}).get("starting_deadline") or 0))
-    if any(a.created_at is not None for a in record.attempts):
+    if record.had_vm:
         queued_at = next((c.at for c in reversed(record.history) if c.state == RunState.QUEUED), record.updated_at)
         return queued_at + deadline
     return (record.tick or record.created_at) + deadline
@@ -293,7 +293,7 @@ class RunStore:
             if any(len(name.split("/")) > 4 for name in by_run[run_id]):
                 return True
             record = record_of(run_id)
-            return record is not None and any(a.created_at is not None for a in record.attempts)
+            return record is not None and record.had_vm
 
         kept: dict[tuple[bool, bool], int] = {}  # (manual, did work) → runs kept
         doomed: list[str] = []
@@ -325,8 +325,8 @@ class RunStore:
         return sorted(doomed, key=run_sort_key)
 
     def pruned_through(self, job: str, *, manual: bool = False) -> str | None:
-        """The newest run id of `job` that history pruning deleted (`manual`: of its manual runs that
-        never had a VM); None when nothing was pruned."""
+        """The newest run id of `job` that history pruning deleted (`manual`: of its manual runs);
+        None when nothing was pruned."""
         blob = self.blobs.read(pruned_marker(job, manual=manual))
         return blob.data.decode() if blob else None
 

@@ -35,7 +35,7 @@ from spotcron.engine.advice import refresh_advice
 from spotcron.engine.attempts import create_attempt
 from spotcron.engine.deps import Deps
 from spotcron.engine.ports import DEAD_STATUSES, Instance
-from spotcron.engine.queue import in_tick_order, start_queued
+from spotcron.engine.queue import start_queued
 from spotcron.engine.results import manifest_document, metrics_changes
 from spotcron.engine.steps import finish_ending, step
 from spotcron.engine.store import ENDING, QUEUED, RUNNING, WAITING, LiveEntry, RecordConflict, run_sort_key
@@ -160,9 +160,9 @@ def _sweep(deps: Deps, attention: Callable[..., bool]) -> SweepReport:
 
 def _start_queued(deps: Deps, index: list[LiveEntry], unread: set[tuple[str, str]], report: SweepReport) -> None:
     """Queued runs, oldest tick first, once the VMs above are seen to (a reaped VM frees room)."""
-    queued = [entry for entry in in_tick_order(index) if (entry.job, entry.run_id) not in unread]
+    readable = [entry for entry in index if (entry.job, entry.run_id) not in unread]  # start_queued picks and orders
     try:
-        moved = start_queued(deps, queued, report.errors)
+        moved = start_queued(deps, readable, report.errors)
     except Exception as exc:  # noqa: BLE001 - the queue's own listing or a bug: the pass is done anyway
         _failed(report, "starting queued runs", exc)
         return

@@ -366,8 +366,7 @@ def queue_expired(record: RunRecord, event: QueueExpired, now: datetime) -> Resu
     updated = record.with_attempt(waited, now) if waited else record
     # A first attempt that never got room did no work: skipped, as a missed tick is. A retry's
     # run did work before, so not getting room again is a failure of the run.
-    worked = any(a.created_at is not None for a in record.attempts)
-    return updated.with_state(RunState.FAILED if worked else RunState.SKIPPED, now, event.reason)
+    return updated.with_state(RunState.FAILED if record.had_vm else RunState.SKIPPED, now, event.reason)
 
 
 def effects_done(record: RunRecord, event: EffectsDone, now: datetime) -> Result:
