@@ -86,7 +86,7 @@ def cost(names: tuple[str, ...], jobs_dir: Path, stack_path: Path, runtime: str,
 
     from spotcron.core.durations import parse_duration
     from spotcron.core.errors import SpotcronError
-    from spotcron.cost.projection import project_specs
+    from spotcron.cost.projection import fire_minutes_per_month, project_jobs, project_stack
 
     try:
         runtime_s = parse_duration(runtime)
@@ -110,10 +110,14 @@ def cost(names: tuple[str, ...], jobs_dir: Path, stack_path: Path, runtime: str,
     mode = scheduling or settings.scheduling
     now = datetime.now(UTC)
 
+    # Each job is projected once; the two scheduling modes differ only in what the jobs share.
+    jobs = project_jobs(specs, table=table, region=region or settings.region, now=now, runtime_s=runtime_s,
+                        records=records, retention_days=settings.results_retention_days)
+
     def project(mode: str) -> StackProjection:
-        return project_specs(specs, table=table, region=region or settings.region, now=now, runtime_s=runtime_s,
-                             records=records, sweep_interval_s=settings.sweep_interval,
-                             retention_days=settings.results_retention_days, scheduling=mode)
+        minutes = fire_minutes_per_month(specs, now) if mode == "shared" else None
+        return project_stack(jobs, table=table, sweep_interval_s=settings.sweep_interval, scheduling=mode,
+                             fire_minutes=minutes)
 
     stack = project(mode)
     if as_json:

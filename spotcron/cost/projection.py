@@ -9,7 +9,6 @@ it never ships to the functions.
 
 from __future__ import annotations
 
-import functools
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -28,7 +27,6 @@ MONTHLY_ITEMS = ("compute", "gpu", "disk", "scheduler", "functions", "storage")
 # --- runs per month ----------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=256)  # `cost` prices both scheduling modes: one count per schedule
 def runs_per_month(schedule: str, time_zone: str, start: datetime) -> float:
     """Fire times per 30 days, averaged over the 365 days after `start`.
 
@@ -299,12 +297,19 @@ def project_specs(specs: Sequence[JobSpec], *, table: PriceTable, region: str, n
 
     `records` (from the bucket, or none) replace `runtime_s` for the configurations they cover.
     """
-    history = vm_seconds_from_history(records)
-    jobs = [
-        project_job(spec, runs_per_month=runs_per_month(spec.schedule, spec.time_zone, now), runtime_s=runtime_s,
-                    table=table, region=region, history=history, usage=usage, retention_days=retention_days)
-        for spec in specs
-    ]
+    jobs = project_jobs(specs, table=table, region=region, now=now, runtime_s=runtime_s, records=records,
+                        retention_days=retention_days, usage=usage)
     minutes = fire_minutes_per_month(specs, now) if scheduling == "shared" else None
     return project_stack(jobs, table=table, sweep_interval_s=sweep_interval_s, usage=usage, scheduling=scheduling,
                          fire_minutes=minutes)
+
+
+def project_jobs(specs: Sequence[JobSpec], *, table: PriceTable, region: str, now: datetime, runtime_s: float,
+                 records: Iterable[RunRecord] = (), retention_days: int = 90,
+                 usage: Overheads = DEFAULT_OVERHEADS) -> list[JobProjection]:
+    """Each job's own monthly projection, whatever the scheduling mode (`project_stack` adds that)."""
+    history = vm_seconds_from_history(records)
+    return [project_job(spec, runs_per_month=runs_per_month(spec.schedule, spec.time_zone, now),
+                        runtime_s=runtime_s, table=table, region=region, history=history, usage=usage,
+                        retention_days=retention_days)
+            for spec in specs]

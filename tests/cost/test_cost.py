@@ -556,7 +556,6 @@ def test_cost_counts_each_schedule_once_and_opens_the_bucket_once(tmp_path, monk
         return count_fires(cron, tz, start, end, *args)
 
     monkeypatch.setattr(projection, "_count_fires", counting)
-    projection.runs_per_month.cache_clear()
 
     def open_blobs(bucket, state_dir):
         opened.append(state_dir)
