@@ -112,11 +112,15 @@ def work_seconds(record: RunRecord) -> float | None:
 
 
 def duration_text(record: RunRecord, now: datetime | None) -> str:
-    """The run's work time (`work_seconds`), the same in every table and on the page; for a live
-    run, the time since its container started, marked `+` (unknown without `now`)."""
+    """The run's work time (`work_seconds`), the same in every table and on the page: as the
+    runner measured it, or, for a container cut off before it reported, at most until its VM
+    went, marked `≤`; for a live run, the time since its container started, marked `+` (unknown
+    without `now`)."""
     if record.terminal:
         seconds = work_seconds(record)
-        return format_duration(seconds) if seconds is not None else UNKNOWN
+        if seconds is None:
+            return UNKNOWN
+        return format_duration(seconds) if record.duration_seconds is not None else "≤" + format_duration(seconds)
     starts = [a.started_at for a in record.attempts if a.started_at]
     if starts and now is not None:
         return format_duration(max(0.0, (now - min(starts)).total_seconds())) + "+"
