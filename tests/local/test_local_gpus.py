@@ -51,14 +51,15 @@ def request(name: str, gpu: GpuRequest | None = None) -> InstanceRequest:
                            metadata={METADATA_KEY: descriptor.to_metadata()}, gpu=gpu)
 
 
-def runner_env(local: LocalCompute, name: str, timeout: float = 15) -> dict[str, str]:
+def runner_env(local: LocalCompute, name: str) -> dict[str, str]:
     path = local.vms_dir / f"{name}.env"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists() and path.read_text().endswith("\n"):
-            return dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
-        time.sleep(0.05)
-    raise AssertionError(f"the runner of {name} did not start")
+
+    def written() -> str | None:
+        text = path.read_text() if path.exists() else ""
+        return text if text.endswith("\n") else None
+
+    text = wait_until(written, f"the runner of {name} started")
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
 
 
 @pytest.fixture

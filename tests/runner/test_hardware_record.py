@@ -66,3 +66,13 @@ def test_a_cpu_configuration_on_a_gpu_host_records_no_gpu(harness):
     assert result.rc == 0, result.stderr
     _, hardware = stored(harness)
     assert hardware.gpus == () and not (harness.tmp / "nvidia-smi.log").exists()
+
+
+def test_a_gpu_configuration_that_got_no_host_gpu_records_none(harness):
+    fake_nvidia_smi(harness)  # the host has a GPU, but none was assigned to this run: it never ran
+    harness.extra_env.update(SPOTCRON_LOCAL_HOST="gpu-host", SPOTCRON_LOCAL_GPUS="",
+                             SPOTCRON_GPU_PROBLEM="the host's GPUs are not nvidia-tesla-t4")
+    result = harness.run(harness.descriptor(gpu={"type": "nvidia-tesla-t4", "count": 1}))
+    assert result.rc == 0, result.stderr
+    _, hardware = stored(harness)
+    assert hardware.gpus == () and not (harness.tmp / "nvidia-smi.log").exists()

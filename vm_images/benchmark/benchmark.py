@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import math
 import os
 import platform
@@ -52,6 +51,10 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+if str(Path(__file__).resolve().parent) not in sys.path:  # however this file is loaded: its shared part beside it
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchmark_common import Progress, totals, write_metrics  # noqa: E402
 
 BENCHMARK = "spotcron-dl-torch"
 VERSION = 3  # of the models, data and timing: figures of another version are never restored
@@ -336,35 +339,6 @@ def run_task(task: str, *, size: dict[str, int], steps: int, warmup: int, device
 # --- the run ---------------------------------------------------------------------------------------
 
 
-def writable_dir(path: Path) -> Path | None:
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe = path / ".write-test"
-        probe.write_text("")
-        probe.unlink()
-        return path
-    except OSError:
-        return None
-
-
-def load_progress(checkpoint: Path | None, config: dict[str, Any]) -> dict[str, Any]:
-    if checkpoint is None or not (checkpoint / PROGRESS_FILE).exists():
-        return {}
-    try:
-        saved = json.loads((checkpoint / PROGRESS_FILE).read_text())
-    except (OSError, ValueError):
-        return {}
-    return saved.get("done", {}) if isinstance(saved, dict) and saved.get("config") == config else {}
-
-
-def save_progress(checkpoint: Path | None, config: dict[str, Any], done: dict[str, Any]) -> None:
-    if checkpoint is None:
-        return
-    tmp = checkpoint / (PROGRESS_FILE + ".tmp")
-    tmp.write_text(json.dumps({"config": config, "done": done}, indent=2))
-    tmp.replace(checkpoint / PROGRESS_FILE)  # atomic: a preemption never leaves half a file
-
-
 def figures_line(task: str, m: dict[str, Any]) -> str:
     rate = f"{m['samples_per_second']:>10.1f}" if m["samples_per_second"] else "         -"
     busy = f"  GPU busy {m['gpu_busy']:.0%}" if m.get("gpu_busy") is not None else ""
@@ -439,26 +413,15 @@ def main(argv: list[str] | None = None, environ: dict[str, str] | None = None) -
     config = {"benchmark": BENCHMARK, "version": VERSION, "device": name, "torch": torch.__version__, "sizes": sizes, "steps": args.steps,
               "warmup": args.warmup, "precision": args.precision, "pool": args.pool, "heldout": args.heldout,
               "seed": args.seed}
-    checkpoint = writable_dir(args.checkpoint)
-    done = load_progress(checkpoint, config)
-    restored = [t for t in args.task_list if t in done]
+    progress = Progress(args.checkpoint, PROGRESS_FILE, config)
     print(f"spotcron benchmark: {', '.join(args.task_list)} on {name} with torch {torch.__version__}, "
           f"{args.size} sizes, {args.warmup} warm-up + {args.steps} timed steps, {args.precision}"
-          + (f"; {', '.join(restored)} restored from {checkpoint}" if restored else ""), flush=True)
-    results: dict[str, Any] = {}
-    for task in args.task_list:
-        if task in done:
-            results[task] = {**done[task], "resumed": True}
-        else:
-            results[task] = run_task(task, size=sizes[task], steps=args.steps, warmup=args.warmup, device=device,
-                                     precision=args.precision, pool=args.pool, heldout_samples=args.heldout,
-                                     seed=args.seed)
-            done[task] = results[task]
-            save_progress(checkpoint, config, done)
-        print(figures_line(task, results[task]), flush=True)
+          + progress.restored(args.task_list), flush=True)
+    results = progress.run(args.task_list, lambda task: run_task(
+        task, size=sizes[task], steps=args.steps, warmup=args.warmup, device=device, precision=args.precision,
+        pool=args.pool, heldout_samples=args.heldout, seed=args.seed), figures_line)
 
-    train_seconds = sum(m["seconds"] for m in results.values())
-    samples = sum(m["steps"] * m["batch"] for m in results.values())
+    train_seconds, samples = totals(results)
     metrics = {
         "work": {"value": samples, "unit": "samples"},
         "metrics": contract_metrics(results, train_seconds, samples),
@@ -467,13 +430,9 @@ def main(argv: list[str] | None = None, environ: dict[str, str] | None = None) -
         "heldout_margin": HELDOUT_MARGIN, "tasks": results,
         "host": {"cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(), "machine": platform.machine(),
                  "python": platform.python_version()},
-        "run_id": environ.get("SPOTCRON_RUN_ID"), "attempt": int(environ.get("SPOTCRON_ATTEMPT", "1")),
-        "started_at": started_at.isoformat(timespec="seconds").replace("+00:00", "Z"),
-        "finished_at": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
     }
-    args.results.mkdir(parents=True, exist_ok=True)
-    (args.results / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
-    print(f"total {train_seconds:.3f} s for {samples} samples; wrote {args.results / 'metrics.json'}", flush=True)
+    path = write_metrics(args.results, metrics, environ, started_at)
+    print(f"total {train_seconds:.3f} s for {samples} samples; wrote {path}", flush=True)
     return 0
 
 

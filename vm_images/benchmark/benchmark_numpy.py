@@ -20,7 +20,6 @@ the checkpoint directory ($SPOTCRON_CHECKPOINT_DIR, else /checkpoint) across a p
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -30,6 +29,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+if str(Path(__file__).resolve().parent) not in sys.path:  # however this file is loaded: its shared part beside it
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchmark_common import Progress, totals, write_metrics  # noqa: E402
 
 TASKS = {
     "mlp": {"model": "Dense 128 ReLU, Dense 10", "dataset": "mnist", "input_shape": [784], "classes": 10},
@@ -296,35 +299,6 @@ def run_task(task: str, steps: int, batch: int, seed: int, heldout_batches: int 
             "heldout_fell": loss_end <= (1 - HELDOUT_MARGIN) * loss_start, "resumed": False}
 
 
-def writable_dir(path: Path) -> Path | None:
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe = path / ".write-test"
-        probe.write_text("")
-        probe.unlink()
-        return path
-    except OSError:
-        return None
-
-
-def load_progress(checkpoint: Path | None, config: dict[str, Any]) -> dict[str, Any]:
-    if checkpoint is None or not (checkpoint / PROGRESS_FILE).exists():
-        return {}
-    try:
-        saved = json.loads((checkpoint / PROGRESS_FILE).read_text())
-    except (OSError, ValueError):
-        return {}
-    return saved.get("done", {}) if saved.get("config") == config else {}
-
-
-def save_progress(checkpoint: Path | None, config: dict[str, Any], done: dict[str, Any]) -> None:
-    if checkpoint is None:
-        return
-    tmp = checkpoint / (PROGRESS_FILE + ".tmp")
-    tmp.write_text(json.dumps({"config": config, "done": done}, indent=2))
-    tmp.replace(checkpoint / PROGRESS_FILE)  # atomic: a preemption never leaves half a file
-
-
 def figures_line(task: str, m: dict[str, Any]) -> str:
     shape = "x".join(str(d) for d in m["input_shape"])
     rate = f"{m['samples_per_second']:>10.1f}" if m["samples_per_second"] else "         -"
@@ -365,41 +339,25 @@ def main(argv: list[str] | None = None, environ: dict[str, str] | None = None) -
     if args.steps < 1 or args.batch < 1:
         parser.error("--steps and --batch must be at least 1")
 
-    framework = "numpy"
     started_at = datetime.now(UTC)
     config = {"benchmark": BENCHMARK, "version": VERSION, "steps": args.steps, "batch": args.batch, "seed": args.seed}
-    checkpoint = writable_dir(args.checkpoint)
-    done = load_progress(checkpoint, config)
-    restored = [t for t in tasks if t in done]
-    print(f"spotcron benchmark: {', '.join(tasks)} with {framework}, {args.steps} steps of {args.batch}"
-          + (f"; {', '.join(restored)} restored from {checkpoint}" if restored else ""), flush=True)
-    results: dict[str, Any] = {}
-    for task in tasks:
-        if task in done:
-            results[task] = {**done[task], "resumed": True}
-        else:
-            results[task] = run_task(task, args.steps, args.batch, args.seed)
-            done[task] = results[task]
-            save_progress(checkpoint, config, done)
-        print(figures_line(task, results[task]), flush=True)
+    progress = Progress(args.checkpoint, PROGRESS_FILE, config)
+    print(f"spotcron benchmark: {', '.join(tasks)} with numpy, {args.steps} steps of {args.batch}"
+          + progress.restored(tasks), flush=True)
+    results = progress.run(tasks, lambda task: run_task(task, args.steps, args.batch, args.seed), figures_line)
 
-    devices = sorted({m["device"] for m in results.values()})
-    train_seconds = sum(m["seconds"] for m in results.values())
-    samples = sum(m["steps"] * m["batch"] for m in results.values())
+    train_seconds, samples = totals(results)
     metrics = {
         "work": {"value": samples, "unit": "samples"},
         "metrics": contract_metrics(results, train_seconds, samples),
-        "benchmark": BENCHMARK, "version": VERSION, "framework": framework, "heldout_margin": HELDOUT_MARGIN, "device": ",".join(devices),
+        "benchmark": BENCHMARK, "version": VERSION, "framework": "numpy", "heldout_margin": HELDOUT_MARGIN,
+        "device": ",".join(sorted({m["device"] for m in results.values()})),
         "steps": args.steps, "batch": args.batch, "tasks": results,
         "host": {"cpus": os.cpu_count(), "machine": platform.machine(), "python": platform.python_version(),
                  "numpy": np.__version__},
-        "run_id": environ.get("SPOTCRON_RUN_ID"), "attempt": int(environ.get("SPOTCRON_ATTEMPT", "1")),
-        "started_at": started_at.isoformat(timespec="seconds").replace("+00:00", "Z"),
-        "finished_at": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
     }
-    args.results.mkdir(parents=True, exist_ok=True)
-    (args.results / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
-    print(f"total {train_seconds:.3f} s for {samples} samples; wrote {args.results / 'metrics.json'}", flush=True)
+    path = write_metrics(args.results, metrics, environ, started_at)
+    print(f"total {train_seconds:.3f} s for {samples} samples; wrote {path}", flush=True)
     return 0
 
 

@@ -14,8 +14,10 @@ _hw_text() { local s=${1//[$'\x01'-$'\x1f']/}; json_quote "${s:0:120}"; }
 _hw_gpus() {
   local smi=nvidia-smi ids=() line name driver memory out="" sep=""
   [[ -x $NVIDIA_DIR/bin/nvidia-smi ]] && smi=$NVIDIA_DIR/bin/nvidia-smi
-  [[ -n $LOCAL_HOST && -n $LOCAL_GPUS ]] && ids=(-i "$LOCAL_GPUS")
-  if [[ -z $D_GPU_TYPE ]] || ! command -v "$smi" >/dev/null 2>&1; then printf '[]'; return; fi
+  # Locally, only the GPUs assigned to this run: none when setup_gpu found it none (it never ran).
+  if [[ -z $D_GPU_TYPE || ( -n $LOCAL_HOST && ( -n $GPU_PROBLEM || -z $LOCAL_GPUS ) ) ]] ||
+    ! command -v "$smi" >/dev/null 2>&1; then printf '[]'; return; fi
+  [[ -n $LOCAL_HOST ]] && ids=(-i "$LOCAL_GPUS")
   while IFS= read -r line; do
     IFS=, read -r name driver memory <<<"$line"
     name=${name# } driver=${driver# } memory=${memory// /}
