@@ -152,7 +152,14 @@ def build_problems(job: JobSpec, root: Path) -> list[tuple[tuple[str | int, ...]
     for variant, (build, _name) in build_targets(job).items():
         where: tuple[str | int, ...] = ("build",) if variant is None else ("matrix", entries.index(variant), "build")
         folder = root / build.context
-        if folder.exists() and not folder.resolve().is_relative_to(root.resolve()):
+        left_out = _left_out(folder, root)
+        if left_out is not None:
+            # Skipped inside every context, it would ship whole as the context itself: the local
+            # stack's state (its tokens), git's folder (its remotes' credentials).
+            problems.append(((*where, "context"), f"{build.context!r} is inside {left_out}/, a folder left out of "
+                                                  f"every build context (it holds state, not what an image "
+                                                  f"needs); put the build context elsewhere in the repository"))
+        elif folder.exists() and not folder.resolve().is_relative_to(root.resolve()):
             # A link (the folder or one above it) out of the repository would ship the host's files.
             problems.append(((*where, "context"), f"{build.context!r} is a link to {folder.resolve()}, outside "
                                                   f"{root}; the archive of it would go to the stack's bucket: "
@@ -172,6 +179,29 @@ def build_problems(job: JobSpec, root: Path) -> list[tuple[tuple[str | int, ...]
                                                      f"{build.context}/, which the archive does not follow; "
                                                      f"copy the Dockerfile into the context"))
     return problems
+
+
+def _left_out(folder: Path, root: Path) -> str | None:
+    """The SKIPPED folder that `folder` is or is under (as written, or once links are followed), if any."""
+    written = folder.relative_to(root).parts
+    resolved = folder.resolve()
+    actual = resolved.relative_to(root.resolve()).parts if resolved.is_relative_to(root.resolve()) else ()
+    for parts in (written, actual):
+        for index, part in enumerate(parts):
+            if part in SKIPPED:
+                return "/".join(parts[:index + 1])
+    return None
+
+
+def unpack(build: ImageBuild, destination: Path) -> None:
+    """The build's archive, as uploaded for Cloud Build, unpacked into `destination`: what a local
+    build gets, so that the content tag names what is in the image there too."""
+    with tarfile.open(fileobj=io.BytesIO(gzip.decompress(build.tarball))) as tar:
+        # Our own archive: relative names only; links stay links, as Cloud Build unpacks them.
+        if hasattr(tarfile, "tar_filter"):
+            tar.extractall(destination, filter="tar")
+        else:  # pragma: no cover - Python 3.11 before 3.11.4
+            tar.extractall(destination)
 
 
 def plan_builds(jobs: Iterable[JobSpec], root: Path, *, only: str | None = None) -> list[ImageBuild]:

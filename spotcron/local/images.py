@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import tarfile
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from spotcron.core.images import ImageBuild, pin_jobs, plan_builds
+from spotcron.core.images import ImageBuild, pin_jobs, plan_builds, unpack
 from spotcron.core.spec import JobSpec
 from spotcron.local.containers import CANDIDATES
 
@@ -76,11 +78,16 @@ class LocalImages:
         try:
             if self.run([runtime, "image", "inspect", image], capture_output=True, timeout=30).returncode == 0:
                 return image, f"{users}: runs in its container {image} ({tool}; {build.relative}/ unchanged)"
-            command = [runtime, "build", "-t", image, "-f", str(build.context / build.dockerfile)]
-            for name, value in build.args:
-                command += ["--build-arg", f"{name}={value}"]
-            done = self.run([*command, str(build.context)], capture_output=True, timeout=BUILD_TIMEOUT_S)
-        except (OSError, subprocess.TimeoutExpired) as exc:
+            # The archive Cloud Build gets, not the folder: the tag names exactly it, and the folder
+            # also holds what every archive leaves out (.git, .spotcron's tokens, caches).
+            with tempfile.TemporaryDirectory(prefix="spotcron-build-") as unpacked:
+                context = Path(unpacked)
+                unpack(build, context)
+                command = [runtime, "build", "-t", image, "-f", str(context / build.dockerfile)]
+                for name, value in build.args:
+                    command += ["--build-arg", f"{name}={value}"]
+                done = self.run([*command, str(context)], capture_output=True, timeout=BUILD_TIMEOUT_S)
+        except (OSError, subprocess.TimeoutExpired, tarfile.TarError) as exc:
             return None, f"{users}: {tool} build of {build.relative}/ did not finish ({exc}): {fallback}"
         if done.returncode != 0:
             said = (done.stderr or done.stdout or b"").decode("utf-8", "replace").strip().splitlines()
