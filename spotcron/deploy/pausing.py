@@ -25,11 +25,11 @@ from spotcron.core.settings import Settings
 from spotcron.core.spec import JobSpec
 from spotcron.deploy import handlers
 from spotcron.deploy.actual import scheduler_fields
-from spotcron.deploy.desired import deployed_spec_resource, dispatch_data, dispatch_entry, scheduler_data
+from spotcron.deploy.desired import deployed_spec_resource, dispatch_data, dispatch_entry
 from spotcron.deploy.naming import DISPATCH_ENTRY, Names, scheduler_entry
 from spotcron.deploy.planner import UPDATE, Action
 from spotcron.deploy.resources import DEPLOYED_SPEC, SCHEDULER_JOB, Resource
-from spotcron.engine.deployed import SpecStore, digest, specs_version
+from spotcron.engine.deployed import SpecStore, digest, specs_version, start_message_of
 from spotcron.engine.dispatch_specs import BucketSpecs
 from spotcron.engine.ports import Blobs
 from spotcron.gcp.admin.calls import Caller
@@ -93,7 +93,7 @@ def _per_job(ctx: handlers.Context, job: str, paused: bool) -> CloudPause:
             f"(or one that does not load), so start_job would refuse its every start; `spotcron deploy` "
             f"deploys it again")
     changes = []
-    running = deployed.spec
+    running, named = deployed.spec, deployed.digest  # the stored bytes' digest: what start_job compares
     if running.paused != paused:
         # Only `paused` changes: whatever else the job file says now is for the next deploy.
         running = JobSpec.from_payload({**running.to_payload(), "paused": paused})
@@ -101,8 +101,11 @@ def _per_job(ctx: handlers.Context, job: str, paused: bool) -> CloudPause:
         handlers.deployed_spec(Action(UPDATE, DEPLOYED_SPEC, resource.name,
                                       {"digest": (deployed.digest, resource.fields["digest"])},
                                       resource=resource), ctx)
+        named = resource.fields["digest"]
         changes.append(f"deployed spec gs://{ctx.names.bucket}/{resource.name}: paused: {str(paused).lower()}")
-    data = scheduler_data(running)
+    # Not scheduler_data(running): a spec left as stored (deployed by an earlier spotcron, say) may
+    # not be canonical() today, and a message naming another digest would have every start refused.
+    data = start_message_of(job, named).decode()
     # Also when the spec already was as wanted: an earlier pause may have stopped before this step.
     if fields["data"] != data:
         # The message names the spec now deployed; the update pauses or resumes the entry too.
@@ -111,7 +114,7 @@ def _per_job(ctx: handlers.Context, job: str, paused: bool) -> CloudPause:
                                                                                "paused": paused}),
                                       current=Resource(SCHEDULER_JOB, entry, fields)), ctx)
         changes.append(f"scheduler entry {ctx.names.scheduler_path(entry)}: its message names the deployed "
-                       f"spec's digest {digest(running)[:12]}; {'paused' if paused else 'resumed'}")
+                       f"spec's digest {named[:12]}; {'paused' if paused else 'resumed'}")
         return CloudPause(job, paused, changes)
     if not handlers.set_entry_paused(ctx, entry, paused, fields["paused"]):
         return CloudPause(job, paused, changes)

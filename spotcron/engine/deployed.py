@@ -47,7 +47,13 @@ def start_body(spec: JobSpec) -> dict[str, str]:
 
 def start_message(spec: JobSpec) -> bytes:
     """The start topic's message body for `spec`, as bytes (scheduler entries, `spotcron run`)."""
-    return json.dumps(start_body(spec), sort_keys=True, separators=(",", ":")).encode()
+    return start_message_of(spec.name, digest(spec))
+
+
+def start_message_of(job: str, spec_digest: str) -> bytes:
+    """The start message naming `spec_digest` as is: a stored spec's bytes' sha256, which start_job
+    compares, when they may not be what canonical() writes today."""
+    return json.dumps({"job": job, "digest": spec_digest}, sort_keys=True, separators=(",", ":")).encode()
 
 
 class NotDeployed(SpotcronError):
