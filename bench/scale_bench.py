@@ -102,8 +102,8 @@ def populated(n: int, *, dead_every: int | None = 50):
     from spotcron.core.settings import Limits, Settings
     from spotcron.core.spec import JobSpec
     from spotcron.engine.deps import Deps
-    from spotcron.engine.launch import launch
-    from spotcron.testing.identity import ClockedIdentity
+    from spotcron.engine.start_job import launch
+    from spotcron.testing.token_issuer import ClockedIdentity
     from spotcron.testing.memory import FakeClock, MemoryBlobs, MemoryCompute, MemoryEvents
 
     clock = FakeClock(T0)

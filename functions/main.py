@@ -10,7 +10,7 @@ from __future__ import annotations
 import functions_framework
 
 from spotcron.runtime import entrypoints
-from spotcron.runtime.logs import configure_json_logging
+from spotcron.runtime.structured_log import configure_json_logging
 
 configure_json_logging()
 

@@ -23,7 +23,7 @@ COMMAND_MODULES = (
     "spotcron.cli.cost",
     "spotcron.cli.report",
     "spotcron.cli.up",
-    "spotcron.cli.runs",
+    "spotcron.cli.run_commands",
     "spotcron.cli.page",
     "spotcron.cli.manage",
     "spotcron.cli.deploy",

@@ -131,7 +131,7 @@ def cost(names: tuple[str, ...], jobs_dir: Path, stack_path: Path, runtime: str,
 
 def _advice_file(path: Path) -> Any:
     """The Spot advice object given with --advice."""
-    from spotcron.core.advice import Advice
+    from spotcron.core.zone_advice import Advice
     from spotcron.core.errors import SpotcronError
 
     try:
@@ -177,7 +177,7 @@ def _from_bucket(history_dir: Path | None, bucket: str | None, state_dir: Path, 
     stack's Spot advice: from --history, and --bucket or else the local bucket, opened once."""
     from spotcron.cli._bucket import describe, open_store
     from spotcron.core import layout
-    from spotcron.core.advice import Advice
+    from spotcron.core.zone_advice import Advice
     from spotcron.present.records import read_records
 
     found = read_records(history_dir) if history_dir and records else []

@@ -118,7 +118,7 @@ def next_(job_or_file: str, count: int, after: str | None, as_json: bool, jobs_d
                                "next": [t.astimezone(zone).isoformat() for t in fires]}))
         return
 
-    from spotcron.present.schedule import fire_table
+    from spotcron.present.fire_times import fire_table
     from spotcron.present.tables import print_whole
 
     out = console()

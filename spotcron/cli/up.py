@@ -79,7 +79,7 @@ def up(jobs_dir: Path, stack_path: Path, once: bool, state_dir: Path, timeout: f
 
 def _local_images(jobs_dir: Path, out) -> Callable:
     """Builds the images of jobs that say build: with podman or docker, saying for each what runs."""
-    from spotcron.local.images import LocalImages
+    from spotcron.local.image_builder import LocalImages
 
     return LocalImages(repository_root(jobs_dir),
                        lambda line: out.print(f"  {line}", markup=False, highlight=False, soft_wrap=True))

@@ -268,7 +268,7 @@ class RunRecord(_Record):
 
     def with_state(self, state: RunState, at: datetime, reason: str | None = None, **changes) -> RunRecord:
         """A copy in `state`; a terminal record never changes state again, and entering one owes
-        every end-of-run effect (engine/steps.finish_ending does them)."""
+        every end-of-run effect (engine/writer.do_owed_effects does them)."""
         if self.terminal:
             raise ValueError(f"run {self.job}/{self.run_id} is already {self.state}")
         state = RunState(state)  # model_copy does not validate: text would stay text

@@ -27,7 +27,7 @@ from spotcron.deploy.resources import DEPLOYED_SPEC, FUNCTION, SOURCE, Inventory
 from spotcron.deploy.source import SourceBundle
 from spotcron.gcp.admin.calls import Caller, DeployError
 from spotcron.gcp.admin.clients import Clients
-from spotcron.gcp.errors import ApiError
+from spotcron.gcp.error_map import ApiError
 
 URL_VARIABLES = frozenset({"SPOTCRON_JOB_DONE_URL", "SPOTCRON_CREDENTIALS_URL"})
 MAX_LISTED_FAILURES = 10

@@ -50,7 +50,7 @@ from spotcron.deploy.resources import (
 )
 from spotcron.gcp.admin.calls import Caller, DeployError
 from spotcron.gcp.admin.clients import Clients
-from spotcron.gcp.errors import ApiError
+from spotcron.gcp.error_map import ApiError
 
 ACCOUNT_DISPLAY_PREFIX = "spotcron "  # what deploy names the accounts it creates
 VM = "vm"  # not a deploy resource: live job VMs, deleted by destroy through the Compute port

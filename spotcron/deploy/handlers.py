@@ -33,7 +33,7 @@ from spotcron.deploy.resources import (
     TOPIC,
     managed_lifecycle_rule,
 )
-from spotcron.gcp.admin import messages
+from spotcron.gcp.admin import request_messages
 from spotcron.gcp.admin.calls import Caller, DeployError
 from spotcron.gcp.admin.clients import Clients
 
@@ -72,7 +72,7 @@ class Context:
 
 
 def _wait(ctx: Context, what: str, operation: Any) -> None:
-    messages.wait_operation(ctx.call, what, operation, initial=ctx.poll_initial, maximum=ctx.poll_maximum,
+    request_messages.wait_operation(ctx.call, what, operation, initial=ctx.poll_initial, maximum=ctx.poll_maximum,
                             timeout=ctx.operation_timeout, poll_timeout=ctx.timeout)
 
 
@@ -87,7 +87,7 @@ def _configure_bucket(bucket: Any, fields: Mapping[str, Any]) -> None:
     bucket.iam_configuration.uniform_bucket_level_access_enabled = fields["uniform_access"]
     bucket.iam_configuration.public_access_prevention = fields["public_access_prevention"]
     bucket.labels = {**dict(bucket.labels or {}), **fields["labels"]}
-    ours = [messages.lifecycle_delete(age, prefixes) for _, age, prefixes in fields["lifecycle"]]
+    ours = [request_messages.lifecycle_delete(age, prefixes) for _, age, prefixes in fields["lifecycle"]]
     others = [dict(rule) for rule in bucket.lifecycle_rules if not managed_lifecycle_rule(dict(rule))]
     bucket.lifecycle_rules = others + ours
 
@@ -282,7 +282,7 @@ def deployed_spec(action: Action, ctx: Context) -> None:
 
 def function_message(name: str, fields: Mapping[str, Any], names: Names) -> Any:
     """The functions_v2.Function for desired `fields` (see desired._function)."""
-    return messages.function_message(names.function_path(name), fields, project=names.project, region=names.region)
+    return request_messages.function_message(names.function_path(name), fields, project=names.project, region=names.region)
 
 
 def function(action: Action, ctx: Context) -> None:
@@ -316,7 +316,7 @@ def function(action: Action, ctx: Context) -> None:
 # --- scheduler entries ----------------------------------------------------------------------------
 
 def scheduler_message(name: str, fields: Mapping[str, Any], names: Names) -> Any:
-    return messages.scheduler_message(names.scheduler_path(name), fields)
+    return request_messages.scheduler_message(names.scheduler_path(name), fields)
 
 
 def scheduler_job(action: Action, ctx: Context) -> None:

@@ -49,7 +49,7 @@ PROJECT_WIDE_FORBIDDEN = ("roles/storage.", "roles/artifactregistry.")
 _DEFAULT_ACCOUNT = re.compile(r"^serviceAccount:(\d+-compute@developer|[^@]+@appspot)\.gserviceaccount\.com$")
 
 
-# Placement's advice calls (engine/advice.py, from the sweep): regions.advice.capacity and
+# Placement's advice calls (engine/spot_advice.py, from the sweep): regions.advice.capacity and
 # regions.advice.capacityHistory need these two permissions on the project. Compute Viewer is the
 # narrowest predefined role that holds both; it is read-only and is granted only while placement
 # is on (a custom role with just the two would be narrower, at the cost of deploy managing roles).

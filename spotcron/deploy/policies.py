@@ -1,5 +1,5 @@
 """IAM policies of six kinds of resource, read and written as one plain-dict shape
-(gcp/admin/policies.py talks to each API).
+(gcp/admin/iam_calls.py talks to each API).
 
 The shape is the REST JSON of google.iam.v1.Policy: {"bindings": [{"role", "members",
 "condition"?}], "etag", "version"}. Changes are applied read-modify-write on a fresh copy
@@ -24,10 +24,10 @@ from spotcron.deploy.resources import (
     POLICY_TOPIC,
     split_policy_name,
 )
-from spotcron.gcp.admin import policies as gpolicies
+from spotcron.gcp.admin import iam_calls as gpolicies
 from spotcron.gcp.admin.calls import Caller
 from spotcron.gcp.admin.clients import Clients
-from spotcron.gcp.admin.policies import Policy
+from spotcron.gcp.admin.iam_calls import Policy
 
 
 def _where(names: Names, target: str) -> tuple[str, str]:

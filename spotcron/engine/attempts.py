@@ -16,9 +16,9 @@ from spotcron.core.descriptor import GpuSpec, RunDescriptor
 from spotcron.core.errors import AlreadyExists, CreateFailed, Transient
 from spotcron.core.runs import Attempt, RunRecord, RunState, vm_labels
 from spotcron.core.spec import JobSpec
-from spotcron.engine import transitions as t
+from spotcron.engine import transitions
 from spotcron.engine.deps import Deps
-from spotcron.engine.guards import (
+from spotcron.engine.limits import (
     ADMISSION_WINDOW,
     GPUS_LABEL,
     admit,
@@ -26,9 +26,9 @@ from spotcron.engine.guards import (
     never_fits,
     queued_ahead,
 )
-from spotcron.engine.identity import expected_email
+from spotcron.engine.callers import expected_email
 from spotcron.engine.ports import GpuRequest, Instance, InstanceRequest
-from spotcron.engine.steps import step
+from spotcron.engine.writer import step
 
 log = logging.getLogger("spotcron.engine")
 
@@ -53,7 +53,7 @@ def instance_request(record: RunRecord, spec: JobSpec, attempt: Attempt, deps: D
     # G2/A2/A3 machine types come with their GPUs; only N1 takes guestAccelerators.
     gpu = None if _bundled_gpu(attempt.machine_type) else spec.machine.gpu
     return InstanceRequest(
-        name=attempt.vm_name, zone=attempt.zone or t.zone_order(record, spec, deps.settings.zones)[0], machine_type=attempt.machine_type,
+        name=attempt.vm_name, zone=attempt.zone or transitions.zone_order(record, spec, deps.settings.zones)[0], machine_type=attempt.machine_type,
         spot=attempt.provisioning_model == "SPOT", max_run_duration_s=spec.timeout + settings.grace,
         disk_gb=attempt.disk_gb, disk_type=boot_disk_type(attempt.machine_type),
         labels={**vm_labels(record.job, record.run_id, attempt.number),
@@ -78,27 +78,27 @@ def create_attempt(deps: Deps, record: RunRecord, *, claimed: bool = True) -> Ru
     (a redelivery, the sweep) first claims it, so a sweep reading the record meanwhile sees it
     being worked on instead of stuck.
     """
-    spec = t.spec_of(record)
+    spec = transitions.spec_of(record)
     admitted: list[str] = []  # the admission this call wrote: withdrawn if the run moves on without it
     admitted_at = deps.clock.now()
     if record.state == RunState.STARTING and record.current_attempt is not None:
         # Once per attempt, before any insert: a move to the next zone keeps the VM's name and budget.
         problem = catalog_problem(spec) or never_fits(deps, spec)
         if problem:
-            return step(deps, record.job, record.run_id, t.CreateRefused(record.current_attempt, problem)).record or record
+            return step(deps, record.job, record.run_id, transitions.CreateRefused(record.current_attempt, problem)).record or record
         refused = queued_ahead(deps, record) or admit(deps, record, spec, record.current_attempt, written=admitted)
         admitted_at = deps.clock.now()
         if refused:
             # Not a failure: the run waits for room (engine/queue.py) until its starting_deadline.
-            event = t.Queue(record.current_attempt, f"waiting for room: {refused}")
+            event = transitions.Queue(record.current_attempt, f"waiting for room: {refused}")
             return step(deps, record.job, record.run_id, event).record or record
     while record.state == RunState.STARTING and record.current_attempt is not None:
         attempt = record.current_attempt
         if not claimed:
-            stepped = step(deps, record.job, record.run_id, t.Claim(attempt))
+            stepped = step(deps, record.job, record.run_id, transitions.Claim(attempt))
             record = stepped.record or record
             if not stepped.changed:
-                if stepped.record is None or not t.is_current_attempt(stepped.record, attempt):
+                if stepped.record is None or not transitions.is_current_attempt(stepped.record, attempt):
                     _withdraw(deps, admitted)  # the run moved on (ended, queued, another zone's delivery)
                 continue  # another writer moved the run on: look again at what it is now
         claimed = False
@@ -106,7 +106,7 @@ def create_attempt(deps: Deps, record: RunRecord, *, claimed: bool = True) -> Ru
         # while the attempt ran and ended makes no VM for it. (A stall inside the insert call itself
         # is answered after it: the VM is deleted at once below, and the broker and job_done refuse it.)
         latest = deps.store.read(record.job, record.run_id)
-        if latest is None or not t.is_current_attempt(latest, attempt):
+        if latest is None or not transitions.is_current_attempt(latest, attempt):
             _withdraw(deps, admitted)
             return latest or record
         if deps.clock.now() - admitted_at > ADMISSION_WINDOW / 2:
@@ -115,7 +115,7 @@ def create_attempt(deps: Deps, record: RunRecord, *, claimed: bool = True) -> Ru
             admitted_at = deps.clock.now()
             if refused:
                 _withdraw(deps, admitted)
-                return step(deps, record.job, record.run_id, t.Queue(attempt, f"waiting for room: {refused}")).record or record
+                return step(deps, record.job, record.run_id, transitions.Queue(attempt, f"waiting for room: {refused}")).record or record
         try:
             instance = _create_or_adopt(deps, instance_request(record, spec, attempt, deps))
         except CreateFailed as failure:
@@ -125,10 +125,10 @@ def create_attempt(deps: Deps, record: RunRecord, *, claimed: bool = True) -> Ru
         if not instance.managed:
             reason = (f"a VM named {instance.name} exists in {instance.zone} without the spotcron label; "
                       "it was left alone")
-            return step(deps, record.job, record.run_id, t.Fail(reason)).record or record
-        event = t.VmCreated(attempt=attempt, zone=instance.zone, created_at=instance.created_at,
+            return step(deps, record.job, record.run_id, transitions.Fail(reason)).record or record
+        event = transitions.VmCreated(attempt=attempt, zone=instance.zone, created_at=instance.created_at,
                             provisioning_model=instance.provisioning_model, instance_id=instance.instance_id,
-                            deadline=t.vm_deadline(spec, deps.settings.grace, instance.created_at))
+                            deadline=transitions.vm_deadline(spec, deps.settings.grace, instance.created_at))
         stepped = step(deps, record.job, record.run_id, event)
         if not stepped.changed and (stepped.record is None or not _runs_on(stepped.record, instance)):
             # The run moved on while this delivery stalled before its insert (it ended, went to
@@ -175,7 +175,7 @@ def _create_or_adopt(deps: Deps, request: InstanceRequest) -> Instance:
 
 def _after_create_failure(deps: Deps, record: RunRecord, spec: JobSpec, attempt: Attempt,
                           failure: CreateFailed) -> RunRecord:
-    zones = t.zone_order(record, spec, deps.settings.zones)
+    zones = transitions.zone_order(record, spec, deps.settings.zones)
     next_try: Attempt | None = None
     if failure.try_another_zone:
         position = zones.index(attempt.zone) if attempt.zone in zones else len(zones) - 1
@@ -188,10 +188,10 @@ def _after_create_failure(deps: Deps, record: RunRecord, spec: JobSpec, attempt:
             reason = f"no {kind}capacity for {attempt.machine_type} in {', '.join(zones)} ({failure.reason})"
             if attempt.provisioning_model == "SPOT":
                 reason += "; set on_demand_fallback: true to fall back to on-demand VMs"
-            return step(deps, record.job, record.run_id, t.CreateRefused(attempt, reason)).record or record
+            return step(deps, record.job, record.run_id, transitions.CreateRefused(attempt, reason)).record or record
     if next_try is None:
         reason = f"Compute Engine refused the VM ({failure.kind}): {failure.reason}"
-        return step(deps, record.job, record.run_id, t.CreateRefused(attempt, reason)).record or record
+        return step(deps, record.job, record.run_id, transitions.CreateRefused(attempt, reason)).record or record
     log.info("%s in %s for %s; trying %s %s", failure.kind, attempt.zone, attempt.vm_name, next_try.zone,
              next_try.provisioning_model)
-    return step(deps, record.job, record.run_id, t.MoveAttempt(attempt, next_try)).record or record
+    return step(deps, record.job, record.run_id, transitions.MoveAttempt(attempt, next_try)).record or record

@@ -8,7 +8,7 @@ descriptor), and gets a Credential Access Boundary token that can touch exactly:
 - its run's checkpoint, `runs/JOB/RUN/checkpoint/` (the same).
 
 Nothing else: not another run, not run records, markers, deployed specs or the results page.
-The caller is checked by engine/identity.py, the check job_done makes too (signature,
+The caller is checked by engine/callers.py, the check job_done makes too (signature,
 audience, issuer, expiry, project, the VM account), and the instance named in the token must be
 the managed VM of the run's current, live attempt (name, zone and instance id); a token for an
 ended or superseded attempt gets nothing. The rules are built here, once, and minted by Google's STS (gcp/downscoped.py) or by
@@ -22,8 +22,8 @@ from typing import Any
 
 from spotcron.core import layout
 from spotcron.engine.deps import Deps
-from spotcron.engine.finish import Reply
-from spotcron.engine.identity import CallerRefused, MissingToken, attempt_problem, vm_caller
+from spotcron.engine.job_done import Reply
+from spotcron.engine.callers import CallerRefused, MissingToken, attempt_problem, vm_caller
 
 log = logging.getLogger("spotcron.engine")
 

@@ -31,7 +31,7 @@ class Deps:
     run_cost: CostFn | None = None
     on_run_end: list[RunEndHook] = field(default_factory=list)
     minter: Minter | None = None  # the credentials broker's: storage tokens for one attempt's prefix
-    advisor: Advisor | None = None  # Spot advice, asked by the sweep only (engine/advice.py)
+    advisor: Advisor | None = None  # Spot advice, asked by the sweep only (engine/spot_advice.py)
     prices: PriceTable | None = None  # the table placement prices zones from; None: the packaged default
 
     @property
@@ -40,7 +40,7 @@ class Deps:
 
     def publish(self, event_type: str, record: RunRecord, *, strict: bool = False, **extra: Any) -> None:
         """Tell the events topic. A failure to publish never fails the run; `strict` raises it, for
-        an event that is owed until it is published (run.finished, see steps.finish_ending)."""
+        an event that is owed until it is published (run.finished, see steps.do_owed_effects)."""
         data: Mapping[str, Any] = {"type": event_type, "job": record.job, "run_id": record.run_id,
                                    "state": record.state, "reason": record.reason, **extra}
         try:

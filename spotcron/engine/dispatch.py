@@ -41,7 +41,7 @@ from spotcron.core.spec import JobSpec
 from spotcron.engine.deployed import start_body
 from spotcron.engine.deps import Deps
 from spotcron.engine.dispatch_specs import SpecSource
-from spotcron.engine.launch import TICK_TOLERANCE
+from spotcron.engine.start_job import TICK_TOLERANCE
 from spotcron.engine.messages import TICK_ATTRIBUTE, format_tick
 
 log = logging.getLogger("spotcron.engine")

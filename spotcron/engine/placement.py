@@ -10,7 +10,7 @@ among the zones where capacity advice does not say "no Spot capacity now". The r
 zones cheapest first; a stockout moves to the next in that order, as the fixed order did.
 
 What it can know: prices, daily preemption rates and capacity as of the last refresh of the
-advice object (core/advice.py). What it cannot: how long this run will take (it takes the job's
+advice object (core/zone_advice.py). What it cannot: how long this run will take (it takes the job's
 timeout, an upper bound), whether capacity is still there at the insert, or the future. Missing or
 stale advice, or a job that pins its zones, gets the fixed order and the record says why.
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from spotcron.core.advice import Advice
+from spotcron.core.zone_advice import Advice
 from spotcron.core.runs import Placement, ZoneChoice
 from spotcron.core.settings import Settings
 from spotcron.core.spec import JobSpec

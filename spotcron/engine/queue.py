@@ -3,7 +3,7 @@
 A start whose VM would cross a stack limit (live VMs, GPUs, VM-hours per day) is not a failure:
 the run is `queued`, with the limit in its reason, and keeps a `queued` live marker saying since
 when. Room frees when a run's VM goes, so `start_queued` runs after a callback ends a run
-(engine/finish.py) and in every sweep pass: it lists the queued markers, and in tick order (the
+(engine/job_done.py) and in every sweep pass: it lists the queued markers, and in tick order (the
 run ids sort by tick) admits each run against the limits again. One that fits goes back to
 `starting` (`Dequeue`, a conditional write, so of two queue passes only one creates the VM) and
 its attempt's VM is created as any start's is; one that does not stays queued, reserving nothing.
@@ -19,11 +19,11 @@ import logging
 
 from spotcron.core.errors import Transient
 from spotcron.core.runs import RunRecord, RunState
-from spotcron.engine import transitions as t
+from spotcron.engine import transitions
 from spotcron.engine.attempts import create_attempt
 from spotcron.engine.deps import Deps
-from spotcron.engine.guards import admit
-from spotcron.engine.steps import finish_ending, step
+from spotcron.engine.limits import admit
+from spotcron.engine.writer import do_owed_effects, step
 from spotcron.engine.store import QUEUED, LiveEntry, queue_deadline, run_sort_key
 
 log = logging.getLogger("spotcron.engine")
@@ -78,7 +78,7 @@ def _start_one(deps: Deps, entry: LiveEntry, *, admit_it: bool = True) -> tuple[
     if record.state != RunState.QUEUED:
         # It moved on while its marker still said queued (a crash before the rename): an end that
         # owes effects is finished here, not a sweep later.
-        record = finish_ending(deps, record)
+        record = do_owed_effects(deps, record)
         deps.store.fix_markers(record, [entry.name])
         return None, False
     now = deps.clock.now()
@@ -88,10 +88,10 @@ def _start_one(deps: Deps, entry: LiveEntry, *, admit_it: bool = True) -> tuple[
     if now >= queue_deadline(record):
         limit = (record.reason or "a stack limit").removeprefix("waiting for room: ")
         reason = f"no room before its starting_deadline passed: {limit}"
-        return step(deps, record.job, record.run_id, t.QueueExpired(reason)).record, False
-    if not admit_it or admit(deps, record, t.spec_of(record), attempt):
+        return step(deps, record.job, record.run_id, transitions.QueueExpired(reason)).record, False
+    if not admit_it or admit(deps, record, transitions.spec_of(record), attempt):
         return None, True  # still no room; it reserved nothing
-    stepped = step(deps, record.job, record.run_id, t.Dequeue(attempt))
+    stepped = step(deps, record.job, record.run_id, transitions.Dequeue(attempt))
     if not stepped.changed or stepped.record is None:
         return None, False  # another queue pass took it
     log.info("queue: room for %s/%s after %ss", record.job, record.run_id,

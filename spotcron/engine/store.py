@@ -11,7 +11,7 @@ the sweep looks at such a run only once it may be stuck. One listing then replac
 (engine/sweep.py). The marker is renamed when the run starts or stops running, so a run costs
 two marker writes (deletes are free). A run waiting for room under the stack's limits has a
 `queued` marker (since when), which the queue reads in tick order (engine/queue.py). An ended run
-keeps an `ending` marker while its end still owes effects (engine/steps.py), so the sweep finds
+keeps an `ending` marker while its end still owes effects (engine/writer.py), so the sweep finds
 them without reading every record. It is a hint, never the truth: a marker left behind by a
 crash or a race makes the sweep read the record and put the markers right. Markers named
 `live/JOB/RUN` (before the index carried anything) still count.
@@ -173,7 +173,7 @@ class RunStore:
 
     def remove(self, record: RunRecord) -> None:
         """Take back a record this handler has just created, and its marker (a run that must not
-        be, found right after its create-only write: engine/launch.py)."""
+        be, found right after its create-only write: engine/start_job.py)."""
         name = live_entry_name(record)
         if name is not None:
             self.blobs.delete(name)

@@ -5,7 +5,7 @@
   from its manifest when the upload completed, else retried or marked lost;
 - a run stuck in `starting` is adopted when its VM exists, else failed;
 - an ended run whose end still owes effects (a crash or a transient error after its terminal
-  write) has them done (engine/steps.finish_ending);
+  write) has them done (engine/writer.do_owed_effects);
 - queued runs are started when room has freed, or skipped past their deadline (engine/queue.py).
 Nothing without our label is ever touched, nor a managed VM still inside its deadline.
 
@@ -30,14 +30,14 @@ from datetime import datetime, timedelta
 from spotcron.core.descriptor import METADATA_KEY, RunDescriptor
 from spotcron.core.errors import Transient
 from spotcron.core.runs import RunRecord, RunState
-from spotcron.engine import transitions as t
-from spotcron.engine.advice import refresh_advice
+from spotcron.engine import transitions
+from spotcron.engine.spot_advice import refresh_advice
 from spotcron.engine.attempts import create_attempt
 from spotcron.engine.deps import Deps
 from spotcron.engine.ports import DEAD_STATUSES, Instance
 from spotcron.engine.queue import start_queued
 from spotcron.engine.results import manifest_document, metrics_changes
-from spotcron.engine.steps import finish_ending, step
+from spotcron.engine.writer import do_owed_effects, step
 from spotcron.engine.store import ENDING, QUEUED, RUNNING, WAITING, LiveEntry, RecordConflict, run_sort_key
 
 log = logging.getLogger("spotcron.engine")
@@ -75,7 +75,7 @@ class SweepReport:
 
 def sweep(deps: Deps) -> SweepReport:
     report = _sweep(deps, needs_attention)
-    # Once per interval, after the VMs are seen to: placement's advice (engine/advice.py). Its
+    # Once per interval, after the VMs are seen to: placement's advice (engine/spot_advice.py). Its
     # failure is reported and never stops a sweep; starts meanwhile use the fixed order.
     try:
         refresh_advice(deps)
@@ -112,7 +112,7 @@ def _sweep(deps: Deps, attention: Callable[..., bool]) -> SweepReport:
         try:
             record = deps.store.read(*key)
             if record is not None and record.terminal and record.owed:
-                record = finish_ending(deps, record)  # a crash or an error after its terminal write
+                record = do_owed_effects(deps, record)  # a crash or an error after its terminal write
                 deps.store.fix_markers(record, [entry.name for entry in entries])
                 if not record.owed:
                     report.finished_ends.append(key)
@@ -351,7 +351,7 @@ def _sweep_starting(deps: Deps, record: RunRecord, now: datetime, report: SweepR
         return
     minutes = int((now - starting_since).total_seconds() // 60)
     reason = f"stuck in {record.state} for {minutes} minutes: no VM could be created"
-    ended = step(deps, record.job, record.run_id, t.Stuck(seen_at=record.updated_at, reason=reason)).record
+    ended = step(deps, record.job, record.run_id, transitions.Stuck(seen_at=record.updated_at, reason=reason)).record
     if ended is not None and ended.terminal:
         report.ended_runs.append((record.job, record.run_id, ended.state))
 
@@ -368,11 +368,11 @@ def _vm_gone(deps: Deps, record: RunRecord, now: datetime, *, past_deadline: boo
     facts = _manifest_facts(manifest) if manifest is not None else None
     if problem is not None:
         # The upload finished (the manifest is there) but a job rewrote it: the exit code is unknown.
-        facts = t.ManifestFacts(exit_code=None, timed_out=False)
-    metrics = metrics_changes(deps, record.job, record.run_id, attempt.number, t.spec_of(record)) if facts else {}
+        facts = transitions.ManifestFacts(exit_code=None, timed_out=False)
+    metrics = metrics_changes(deps, record.job, record.run_id, attempt.number, transitions.spec_of(record)) if facts else {}
     if problem is not None:
         metrics = {**metrics, "metrics_problem": problem}
-    event = t.VmGone(number=attempt.number, manifest=facts, past_deadline=past_deadline, zones=deps.settings.zones,
+    event = transitions.VmGone(number=attempt.number, manifest=facts, past_deadline=past_deadline, zones=deps.settings.zones,
                      metrics=tuple(metrics.items()))
     stepped = step(deps, record.job, record.run_id, event, now=now)
     if stepped.record is None or not stepped.changed:
@@ -382,8 +382,8 @@ def _vm_gone(deps: Deps, record: RunRecord, now: datetime, *, past_deadline: boo
     return stepped.record
 
 
-def _manifest_facts(manifest: dict) -> t.ManifestFacts:
+def _manifest_facts(manifest: dict) -> transitions.ManifestFacts:
     """exit_code (int or None) and timed_out from a manifest the runner wrote."""
     code = manifest.get("exit_code")
-    return t.ManifestFacts(exit_code=code if isinstance(code, int) and not isinstance(code, bool) else None,
+    return transitions.ManifestFacts(exit_code=code if isinstance(code, int) and not isinstance(code, bool) else None,
                            timed_out=manifest.get("timed_out") is True)

@@ -2,7 +2,7 @@
 
 Each transition returns the new record or a `Refused` saying why the event does not apply to the
 record as it is now. Refusals are normal: deliveries, callbacks and sweeps race, and whichever
-writes second sees the first one's record and is refused. `engine.steps.step` is the only caller
+writes second sees the first one's record and is refused. `engine.writer.step` is the only caller
 that writes; it runs a transition inside the store's read-modify-write and then does the event's
 side effects (events, pruning, the next attempt's VM). The verdict on an ended attempt and the
 choice between retrying and finalizing each live here, once.
@@ -114,7 +114,7 @@ class QueueExpired:
 
 @dataclass(frozen=True)
 class EffectsDone:
-    """Some of an ended run's owed effects are done (engine/steps.finish_ending)."""
+    """Some of an ended run's owed effects are done (engine/writer.do_owed_effects)."""
 
     done: tuple[Effect, ...]
 

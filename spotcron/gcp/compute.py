@@ -17,7 +17,7 @@ from typing import Any
 
 from spotcron.core.errors import AlreadyExists, Transient
 from spotcron.engine.ports import MANAGED_LABEL, Instance, InstanceRequest
-from spotcron.gcp.errors import classify_create_error, create_error, translate, translated
+from spotcron.gcp.error_map import classify_create_error, create_error, translate, translated
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 # The filter that list_managed sends: AIP-160 syntax on a nested label field.

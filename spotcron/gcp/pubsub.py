@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from datetime import date, datetime
 from typing import Any
 
-from spotcron.gcp.errors import translated
+from spotcron.gcp.error_map import translated
 
 
 def topic_path(project: str, topic: str) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 
 from spotcron.core.errors import EncodedObject, PreconditionFailed, Transient
 from spotcron.engine.ports import Blob
-from spotcron.gcp.errors import translated
+from spotcron.gcp.error_map import translated
 
 # A read is "metadata, then the bytes of exactly that generation"; if the object is replaced
 # in between, the download's precondition fails and the read starts over.

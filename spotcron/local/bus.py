@@ -70,7 +70,7 @@ class InProcessBus:
                 _deliver(handler, topic, message)
                 return
             except Exception:  # noqa: BLE001 - logged by _deliver
-                # Jittered, so starts held back together (guards.AdmissionBusy) are not retried together.
+                # Jittered, so starts held back together (limits.AdmissionBusy) are not retried together.
                 backoff = min(self.max_backoff_s, self.backoff_s * 2 ** attempt) * random.uniform(0.5, 1.0)
                 if attempt == self.redeliveries or self._closing.wait(backoff):
                     return

@@ -65,7 +65,7 @@ class LocalSigner:
         from cryptography.hazmat.primitives.asymmetric import rsa
         from cryptography.x509.oid import NameOID
 
-        from spotcron.gcp.tokens import RS256Signer
+        from spotcron.gcp.rs256 import RS256Signer
 
         self._clock = clock
         self.lifetime_s = lifetime_s

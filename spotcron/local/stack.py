@@ -76,7 +76,7 @@ class LocalStack:
 
         from spotcron.cost.billing import cost_function
         from spotcron.engine.clock import SystemClock
-        from spotcron.gcp.identity import GoogleIdentity
+        from spotcron.gcp.id_tokens import GoogleIdentity
         from spotcron.local.blobs import LOCAL_BUCKET
         from spotcron.local.bucket import LocalBucket, LocalMinter
         from spotcron.local.bus import EmulatorBus, InProcessBus
@@ -151,7 +151,7 @@ class LocalStack:
 
     def _cancel_live_runs(self) -> None:
         from spotcron.engine import transitions
-        from spotcron.engine.steps import step
+        from spotcron.engine.writer import step
 
         deps = self.deps
         if deps is None:
@@ -327,7 +327,7 @@ def _log_to_file(path: Path) -> Callable[[], None]:
 
     Returns what stops it: the handler is removed and its file closed when the stack stops.
     """
-    from spotcron.runtime.logs import JsonFormatter
+    from spotcron.runtime.structured_log import JsonFormatter
 
     root = logging.getLogger("spotcron")
     for handler in list(root.handlers):

@@ -18,8 +18,8 @@ from spotcron.engine.deployed import NotDeployed, SpecStore
 from spotcron.engine.deps import Deps
 from spotcron.engine.dispatch import DispatchState, dispatch
 from spotcron.engine.dispatch_specs import BucketSpecs, SpecSource
-from spotcron.engine.finish import MAX_CALLBACK_BYTES, finish, parse_callback_body
-from spotcron.engine.launch import BadTrigger, launch
+from spotcron.engine.job_done import MAX_CALLBACK_BYTES, handle_callback, parse_callback_body
+from spotcron.engine.start_job import BadTrigger, launch
 from spotcron.engine.messages import format_tick, parse_start
 from spotcron.engine.store import RecordConflict
 from spotcron.engine.sweep import sweep
@@ -102,7 +102,7 @@ def callback_body(stream: Any) -> Any:
 
 def handle_job_done(authorization: str | None, body: Any) -> tuple[dict[str, Any], int]:
     try:
-        reply = finish(current(), authorization, body)
+        reply = handle_callback(current(), authorization, body)
     except (Transient, RecordConflict) as exc:
         # Google's certs, Compute Engine or Cloud Storage did not answer: the runner retries.
         log.warning("job_done: try again later: %s", exc)

@@ -16,10 +16,10 @@ from spotcron.engine.deps import Deps
 def google_deps(environ: Mapping[str, str]) -> Deps:
     from spotcron.cost.billing import cost_function
     from spotcron.engine.clock import SystemClock
-    from spotcron.gcp.advice import GoogleAdvisor
+    from spotcron.gcp.advisor import GoogleAdvisor
     from spotcron.gcp.compute import GoogleCompute
     from spotcron.gcp.downscoped import DownscopedMinter
-    from spotcron.gcp.identity import GoogleIdentity
+    from spotcron.gcp.id_tokens import GoogleIdentity
     from spotcron.gcp.pubsub import PubSubEvents
     from spotcron.gcp.storage import GcsBlobs
     from spotcron.runtime.cloudinit import render_user_data

@@ -78,13 +78,13 @@ def test_test_support_not_imported_by_production(graph: ImportGraph) -> None:
 # --- the run record's one writer ----------------------------------------------------------------
 
 # What changes a run record, and the one module allowed to do it. The transitions build every new
-# record; engine.steps alone writes one, inside the store's read-modify-write.
+# record; engine.writer alone writes one, inside the store's read-modify-write.
 RECORD_WRITERS = {
     "with_state": "spotcron.engine.transitions",
     "with_attempt": "spotcron.engine.transitions",
     "RunRecord": "spotcron.engine.transitions",
-    "store.update": "spotcron.engine.steps",
-    "store.create": "spotcron.engine.steps",
+    "store.update": "spotcron.engine.writer",
+    "store.create": "spotcron.engine.writer",
 }
 _DEFINED_IN = "spotcron.core.runs"
 
@@ -113,5 +113,5 @@ def test_run_records_change_only_through_the_transitions(graph: ImportGraph) -> 
         for change, line in _record_changes(ast.parse(path.read_text(encoding="utf-8"))):
             if module != RECORD_WRITERS[change]:
                 wrong.append(f"{module}:{line} calls {change} (only {RECORD_WRITERS[change]} may)")
-    assert not wrong, ("run records changed past engine/transitions.py and engine/steps.py:\n"
+    assert not wrong, ("run records changed past engine/transitions.py and engine/writer.py:\n"
                        + "\n".join(wrong))

@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from spotcron.cli import SpotcronGroup
-from spotcron.cli.runs import COMMANDS, RunsContext
+from spotcron.cli.run_commands import COMMANDS, RunsContext
 from spotcron.core import layout
 from spotcron.core.runs import Attempt, RunRecord, vm_name
 from spotcron.engine.store import RunStore

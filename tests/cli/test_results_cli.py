@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from spotcron.cli.runs import RunsContext
+from spotcron.cli.run_commands import RunsContext
 from spotcron.core import layout
 from spotcron.core.errors import SpotcronError
 from spotcron.core.runs import Outcome, RunState, vm_name

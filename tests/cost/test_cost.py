@@ -574,7 +574,7 @@ def test_cost_counts_each_schedule_once_and_opens_the_bucket_once(tmp_path, monk
 def test_cost_projects_a_placed_job_with_and_without_placement(run, tmp_path):
     from datetime import UTC, datetime
 
-    from spotcron.core.advice import Advice, ZoneAdvice
+    from spotcron.core.zone_advice import Advice, ZoneAdvice
 
     stack = tmp_path / "stack.yaml"
     stack.write_text("placement: {regions: [us-west4], image_gb: 0.0}\n")

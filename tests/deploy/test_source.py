@@ -16,7 +16,7 @@ from tests.deploy.conftest import make_source_root
 # The entry points import what they use; the archive follows those imports (and never past the
 # allowlist: gcp/admin and cost/projection stay out even when something names them).
 MAIN = """def start_job(event):
-    import spotcron.core.spec, spotcron.engine.launch, spotcron.gcp.compute
+    import spotcron.core.spec, spotcron.engine.start_job, spotcron.gcp.compute
     from spotcron.cost import billing, projection
     from spotcron.gcp.admin import clients
 """
@@ -25,7 +25,7 @@ MAIN = """def start_job(event):
 def tree(root: Path) -> Path:
     make_source_root(root, MAIN)
     (root / "functions" / "requirements.txt").write_text("functions-framework\n")
-    for rel in ("spotcron/core/spec.py", "spotcron/engine/launch.py", "spotcron/cost/data/prices.yaml",
+    for rel in ("spotcron/core/spec.py", "spotcron/engine/start_job.py", "spotcron/cost/data/prices.yaml",
                 "spotcron/cost/billing.py", "spotcron/cost/projection.py", "spotcron/cli/__init__.py",
                 "spotcron/deploy/planner.py", "spotcron/gcp/compute.py", "spotcron/gcp/admin/__init__.py",
                 "spotcron/gcp/admin/clients.py", "spotcron/__pycache__/spec.cpython-311.pyc",
@@ -39,7 +39,7 @@ def test_archive_holds_the_runtime_and_not_the_deployer(tmp_path: Path) -> None:
     bundle = build_source(tree(tmp_path))
     assert bundle.files == (
         "main.py", "requirements.txt", "spotcron/__init__.py", "spotcron/core/spec.py", "spotcron/cost/billing.py",
-        "spotcron/cost/data/prices.yaml", "spotcron/engine/launch.py", "spotcron/gcp/compute.py",
+        "spotcron/cost/data/prices.yaml", "spotcron/engine/start_job.py", "spotcron/gcp/compute.py",
         "vm_images/runner/cloud-init.yaml",
         "vm_images/runner/runner.sh")
     with zipfile.ZipFile(io.BytesIO(bundle.data)) as archive:
@@ -84,8 +84,8 @@ def test_the_archive_is_an_allowlist(tmp_path: Path) -> None:
 
 def test_only_what_the_entry_points_can_import_ships(tmp_path: Path) -> None:
     root = make_source_root(tmp_path, "def start_job(event):\n    from spotcron.engine import launch\n")
-    for rel, text in (("spotcron/engine/__init__.py", ""), ("spotcron/engine/launch.py", "from . import steps\n"),
-                      ("spotcron/engine/steps.py", "def later():\n    from spotcron.core.runs import RunRecord\n"),
+    for rel, text in (("spotcron/engine/__init__.py", ""), ("spotcron/engine/start_job.py", "from . import steps\n"),
+                      ("spotcron/engine/writer.py", "def later():\n    from spotcron.core.runs import RunRecord\n"),
                       ("spotcron/core/__init__.py", ""), ("spotcron/core/runs.py", ""),
                       ("spotcron/core/loader.py", "import spotcron.core.runs\n"),
                       ("spotcron/cost/data/prices.yaml", "n1: 1\n")):
@@ -93,8 +93,8 @@ def test_only_what_the_entry_points_can_import_ships(tmp_path: Path) -> None:
         (root / rel).write_text(text)
     assert build_source(root).files == (
         "main.py", "requirements.txt", "spotcron/__init__.py", "spotcron/core/__init__.py", "spotcron/core/runs.py",
-        "spotcron/cost/data/prices.yaml", "spotcron/engine/__init__.py", "spotcron/engine/launch.py",
-        "spotcron/engine/steps.py", "vm_images/runner/runner.sh")
+        "spotcron/cost/data/prices.yaml", "spotcron/engine/__init__.py", "spotcron/engine/start_job.py",
+        "spotcron/engine/writer.py", "vm_images/runner/runner.sh")
 
 
 def test_missing_entry_points_is_a_config_error(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ import pytest
 
 from spotcron.engine.ports import Instance
 from spotcron.testing.harness import make_spec
-from spotcron.testing.identity import ClockedIdentity
+from spotcron.testing.token_issuer import ClockedIdentity
 
 RUN = "20261122-1200"
 VM = "sc-bot-20261122-1200-a1"

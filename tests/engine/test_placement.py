@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from spotcron.core import layout
-from spotcron.core.advice import Advice, ZoneAdvice
+from spotcron.core.zone_advice import Advice, ZoneAdvice
 from spotcron.core.errors import CreateFailed
 from spotcron.core.settings import Settings
 from spotcron.cost.billing import run_cost

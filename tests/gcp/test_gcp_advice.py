@@ -6,7 +6,7 @@ import pytest
 
 from spotcron.core.errors import Transient
 from spotcron.engine.ports import ZoneHistory
-from spotcron.gcp.advice import capacity_body, history_body, parse_capacity, parse_history
+from spotcron.gcp.advisor import capacity_body, history_body, parse_capacity, parse_history
 from tests.fakes.gcp.advice import FakeAdvice
 
 PROJECT = "test-project"
@@ -64,7 +64,7 @@ def fake_advice():
 def advisor(fake_advice):
     from google.auth.credentials import AnonymousCredentials
 
-    from spotcron.gcp.advice import GoogleAdvisor
+    from spotcron.gcp.advisor import GoogleAdvisor
 
     return GoogleAdvisor(PROJECT, client_options={"api_endpoint": fake_advice.endpoint},
                          credentials=AnonymousCredentials(), timeout=10.0)

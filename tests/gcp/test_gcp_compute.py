@@ -10,7 +10,7 @@ import pytest
 
 from spotcron.core.errors import AlreadyExists, CreateFailed, Transient
 from spotcron.gcp.compute import MANAGED_FILTER, instance_body
-from spotcron.gcp.errors import ApiError
+from spotcron.gcp.error_map import ApiError
 from tests.gcp.fixtures import make_google_compute
 from tests.gcp.samples import VM_ACCOUNT, ZONE, cpu_request, gpu_request
 
@@ -343,7 +343,7 @@ def test_delete_twice_is_true_then_false(fake_compute, google_compute):
 
 
 def test_importing_the_adapters_does_not_import_the_google_clients():
-    code = ("import sys, spotcron.gcp.compute, spotcron.gcp.storage, spotcron.gcp.pubsub, spotcron.gcp.errors; "
+    code = ("import sys, spotcron.gcp.compute, spotcron.gcp.storage, spotcron.gcp.pubsub, spotcron.gcp.error_map; "
             "heavy = [m for m in ('google.cloud.compute_v1', 'google.cloud.storage', 'google.cloud.pubsub_v1', "
             "'grpc', 'google.api_core.exceptions') if m in sys.modules]; print(heavy)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -16,7 +16,7 @@ from spotcron.core.errors import (
     SpotcronError,
     Transient,
 )
-from spotcron.gcp.errors import ApiError, classify_create_error, translate, translated
+from spotcron.gcp.error_map import ApiError, classify_create_error, translate, translated
 
 
 @pytest.mark.parametrize(("code", "message", "status", "kind"), [

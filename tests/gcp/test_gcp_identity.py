@@ -13,7 +13,7 @@ import pytest
 
 from spotcron.core.errors import InvalidToken, Transient
 from spotcron.engine.ports import Identity
-from spotcron.gcp.identity import GoogleIdentity
+from spotcron.gcp.id_tokens import GoogleIdentity
 from spotcron.local.signer import LocalSigner, instance_claims
 
 AUDIENCE = "https://us-central1-p.cloudfunctions.net/job_done"

@@ -7,7 +7,7 @@ import pytest
 from google.api_core import exceptions as gexc
 
 from spotcron.core.errors import NotFound, SpotcronError, Transient
-from spotcron.gcp.errors import translate
+from spotcron.gcp.error_map import translate
 from spotcron.gcp.retry import Caller
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from spotcron.core.errors import PreconditionFailed
-from spotcron.gcp.errors import ApiError
+from spotcron.gcp.error_map import ApiError
 from tests.gcp.fixtures import BUCKET
 
 UPLOAD = f"/upload/storage/v1/b/{BUCKET}/o"

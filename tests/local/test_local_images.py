@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from spotcron.core.spec import JobSpec
-from spotcron.local.images import LocalImages
+from spotcron.local.image_builder import LocalImages
 
 
 def _job(**fields) -> JobSpec:

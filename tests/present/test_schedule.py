@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 
 from rich.console import Console
 
-from spotcron.present.schedule import fire_rows, fire_table
+from spotcron.present.fire_times import fire_rows, fire_table
 
 BERLIN = ZoneInfo("Europe/Berlin")
 

@@ -16,7 +16,7 @@ import pytest
 from spotcron.core import layout
 from spotcron.core.runs import RunState
 from spotcron.core.settings import Limits
-from spotcron.engine.guards import read_day
+from spotcron.engine.limits import read_day
 from spotcron.engine.store import LIVE
 from spotcron.runtime import entrypoints
 from spotcron.testing.harness import Harness, make_spec

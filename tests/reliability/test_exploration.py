@@ -29,9 +29,9 @@ from spotcron.core.descriptor import METADATA_KEY, RunDescriptor
 from spotcron.core.runs import RunRecord, RunState
 from spotcron.core.settings import Limits
 from spotcron.engine.deployed import SpecStore, start_message
-from spotcron.engine.guards import read_day
+from spotcron.engine.limits import read_day
 from spotcron.engine.ports import ALIVE_STATUSES
-from spotcron.engine.steps import finished_event_id
+from spotcron.engine.writer import finished_event_id
 from spotcron.engine.sweep import LIST_LAG
 from spotcron.testing.harness import Harness, make_spec
 

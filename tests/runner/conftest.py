@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from spotcron.gcp.identity import GoogleIdentity
+from spotcron.gcp.id_tokens import GoogleIdentity
 from spotcron.local.bucket import LocalBucket
 from spotcron.local.metadata import LocalMetadataServer
 from spotcron.local.signer import LocalSigner

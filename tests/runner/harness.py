@@ -30,7 +30,7 @@ import pytest
 
 from spotcron.core.descriptor import RunDescriptor
 from spotcron.core.errors import InvalidToken
-from spotcron.gcp.identity import GoogleIdentity
+from spotcron.gcp.id_tokens import GoogleIdentity
 from spotcron.local.bucket import LocalBucket
 from spotcron.local.metadata import LocalMetadataServer
 

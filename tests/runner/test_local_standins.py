@@ -66,7 +66,7 @@ def test_unknown_paths_vms_and_missing_audiences(metadata):
 
 
 def test_standard_identity_tokens_leave_out_the_instance(metadata, signer):
-    from spotcron.gcp.identity import GoogleIdentity
+    from spotcron.gcp.id_tokens import GoogleIdentity
 
     url = f"{metadata.url_for('vm-a')}/instance/service-accounts/default/identity?audience=x"
     claims = GoogleIdentity(metadata.certs_url).verify(get(url)[1], "x")

@@ -17,7 +17,7 @@ from urllib.parse import unquote
 
 import pytest
 
-from spotcron.gcp.identity import GoogleIdentity
+from spotcron.gcp.id_tokens import GoogleIdentity
 from tests.runner.harness import (
     JOB,
     CredentialsBroker,

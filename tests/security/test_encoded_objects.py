@@ -18,7 +18,7 @@ import requests
 
 from spotcron.core.errors import EncodedObject
 from spotcron.engine.broker import boundary_rules
-from spotcron.gcp.errors import translate
+from spotcron.gcp.error_map import translate
 from spotcron.local.bucket import LocalBucket
 from tests.contracts.storage_servers import StorageApi
 from tests.contracts.test_storage_cloud_behaviour_contract import _media, _multipart

@@ -19,8 +19,8 @@ from spotcron.core import layout
 from spotcron.core.settings import Limits
 from spotcron.core.spec import MAX_MATRIX_ENTRIES, JobSpec
 from spotcron.engine.deployed import SpecStore, canonical, digest_of
-from spotcron.engine.guards import AdmissionBusy, read_day
-from spotcron.engine.launch import launch
+from spotcron.engine.limits import AdmissionBusy, read_day
+from spotcron.engine.start_job import launch
 from spotcron.runtime import entrypoints
 from spotcron.testing.harness import Harness, make_spec
 
@@ -326,7 +326,7 @@ def test_a_held_back_redelivery_withdraws_only_its_own_admission_not_the_one_tha
     """Found by a reviewer who had not seen the guard: a second delivery of an admitted attempt
     (its VM not listed yet) that was held back deleted every admission of that VM, the granted
     one too, so the next start saw a free slot: two VMs live with a limit of one."""
-    from spotcron.engine.guards import admit
+    from spotcron.engine.limits import admit
     from spotcron.engine.transitions import spec_of
 
     h = limited(max_live_vms=1)

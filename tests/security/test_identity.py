@@ -1,4 +1,4 @@
-"""One verifier of instance identity tokens (engine/identity.py) behind job_done and the broker.
+"""One verifier of instance identity tokens (engine/callers.py) behind job_done and the broker.
 
 Each forged or misplaced token below is sent to both endpoints, each with its own audience:
 both refuse it, with the same status and the same words, and neither changes anything.
@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from spotcron.testing.harness import CREDENTIALS_URL, JOB_DONE_URL, app
-from spotcron.testing.identity import ClockedIdentity
+from spotcron.testing.token_issuer import ClockedIdentity
 
 RUN = "20261122-1200"
 VM = "sc-bot-20261122-1200-a1"

@@ -8,7 +8,7 @@ from typing import Any
 
 from spotcron.core.errors import SpotcronError
 from spotcron.gcp import retry
-from spotcron.gcp.errors import LOGIN_HINT, translate
+from spotcron.gcp.error_map import LOGIN_HINT, translate
 
 # What `spotcron deploy` needs enabled; docs/deploy.md and every "not enabled" error list it.
 REQUIRED_APIS = (

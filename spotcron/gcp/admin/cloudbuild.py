@@ -16,7 +16,7 @@ from typing import Any
 from spotcron.core.errors import SpotcronError
 from spotcron.core.images import ImageBuild, build_request, build_tag, pushed_digest
 from spotcron.engine.ports import Blobs
-from spotcron.gcp.errors import translated
+from spotcron.gcp.error_map import translated
 
 BUILD_WAIT_S = 1800.0  # the build's own timeout (core/images.py) plus queueing
 

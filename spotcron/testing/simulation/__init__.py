@@ -28,7 +28,7 @@ hands each part only what it uses.
 """
 
 from spotcron.testing.simulation.loop import Simulation, simulate
-from spotcron.testing.simulation.report import INVARIANTS, Report, reliability_coverage
+from spotcron.testing.simulation.figures import INVARIANTS, Report, reliability_coverage
 from spotcron.testing.simulation.world import FaultRates, SimConfig
 
 __all__ = ["INVARIANTS", "FaultRates", "Report", "SimConfig", "Simulation", "reliability_coverage", "simulate"]

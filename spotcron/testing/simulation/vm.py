@@ -23,7 +23,7 @@ from spotcron.core.descriptor import METADATA_KEY, RunDescriptor
 from spotcron.core.settings import Settings
 from spotcron.engine.ports import Instance, InstanceRequest
 from spotcron.local.signer import instance_claims
-from spotcron.testing.identity import ClockedIdentity
+from spotcron.testing.token_issuer import ClockedIdentity
 from spotcron.testing.simulation.jobs import SimJob
 from spotcron.testing.simulation.timeline import Timeline, Watch
 from spotcron.testing.simulation.world import FaultDice, Functions, SimBlobs, SimCompute

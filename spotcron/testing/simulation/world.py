@@ -24,7 +24,7 @@ from spotcron.testing.memory import MemoryBlobs, MemoryCompute
 
 STOCKOUT_REASONS = ("ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS")
 # How far off a function instance's clock may be, either way. Inside the 10 s that production's
-# token check allows (spotcron/gcp/identity.py): a clock further off refuses every token, by design.
+# token check allows (spotcron/gcp/id_tokens.py): a clock further off refuses every token, by design.
 CLOCK_JUMP_S = 8.0
 
 

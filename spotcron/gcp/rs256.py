@@ -1,6 +1,6 @@
 """RS256 tokens with google-auth's crypt: verification against keys we hold, and local signing.
 
-engine/tokens.py decodes a token and checks its claims against a clock we are given; this
+engine/token_claims.py decodes a token and checks its claims against a clock we are given; this
 module adds the signature (verify_rs256) and signs tokens for local mode's stand-in of Google's
 token service (local/signer.py).
 """
@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from spotcron.core.errors import InvalidToken
-from spotcron.engine.tokens import check_claims, decode_unverified
+from spotcron.engine.token_claims import check_claims, decode_unverified
 
 
 def verify_rs256(token: str, certs: Mapping[str, str], audience: str, now: datetime) -> dict[str, Any]:

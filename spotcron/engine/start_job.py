@@ -23,12 +23,12 @@ from spotcron.core.durations import format_duration
 from spotcron.core.errors import SpotcronError
 from spotcron.core.runs import RunRecord, RunState, manual_run_id, scheduled_run_id
 from spotcron.core.spec import JobSpec
-from spotcron.engine import transitions as t
-from spotcron.engine.advice import placed
+from spotcron.engine import transitions
+from spotcron.engine.spot_advice import placed
 from spotcron.engine.attempts import create_attempt
 from spotcron.engine.deps import Deps
 from spotcron.engine.queue import start_queued
-from spotcron.engine.steps import create, finish_ending, priced, step
+from spotcron.engine.writer import create, do_owed_effects, priced, step
 from spotcron.engine.store import run_sort_key
 
 log = logging.getLogger("spotcron.engine")
@@ -156,7 +156,7 @@ def _launch_one(deps: Deps, spec: JobSpec, tick: datetime | None, reading: datet
     # redelivered "run now" names the same run instead of starting a second one.
     suffix = spec.run_suffix  # the matrix entry and the repeat: each is a run of its own
     run_id = manual_run_id(requested_at, nonce, suffix) if manual else scheduled_run_id(tick, suffix)
-    record = t.scheduled(spec, run_id, tick, now)
+    record = transitions.scheduled(spec, run_id, tick, now)
     if (pruned_through is not None and run_sort_key(run_id) <= run_sort_key(pruned_through)
             and deps.store.read(spec.name, run_id) is None):
         # A redelivery for a run that history pruning already deleted: recreating it would start
@@ -170,12 +170,12 @@ def _launch_one(deps: Deps, spec: JobSpec, tick: datetime | None, reading: datet
         read_as = f", read as {reading:%H:%M} UTC" if reading != tick else ""
         reason = (f"missed: the trigger arrived {late:.0f}s after its {tick:%H:%M} UTC tick{read_as} "
                   f"(starting_deadline {spec.starting_deadline}s)")
-        record = priced(deps, t.skip(record, t.Skip(reason), now))
+        record = priced(deps, transitions.skip(record, transitions.Skip(reason), now))
         created = create(deps, record)
         # Its end is owed in the record just written; a duplicate finishes what a crashed first
         # delivery left owed.
         stored = record if created else deps.store.read(spec.name, run_id) or record
-        return _outcome(finish_ending(deps, stored), duplicate=not created)
+        return _outcome(do_owed_effects(deps, stored), duplicate=not created)
     created = create(deps, record)
     if created and _pruned_meanwhile(deps, record):
         return LaunchOutcome(job=spec.name, run_id=run_id, state="dropped",
@@ -194,16 +194,16 @@ def advance(deps: Deps, job: str, run_id: str) -> RunRecord:
     if record is None:
         raise SpotcronError(f"run {job}/{run_id} has no record")
     if record.terminal:
-        return finish_ending(deps, record)  # a redelivery finishes what a crashed end left owed
+        return do_owed_effects(deps, record)  # a redelivery finishes what a crashed end left owed
     if record.state == RunState.SCHEDULED:
         record = _apply_concurrency(deps, record)
     begun = False
     if record.state == RunState.SCHEDULED:
-        spec = t.spec_of(record)
+        spec = transitions.spec_of(record)
         placement = placed(deps, spec)
         staged = record.model_copy(update={"placement": placement}) if placement else record
-        first = t.new_attempt(staged, spec, deps.settings.zones)
-        stepped = step(deps, job, run_id, t.Begin(first, placement))
+        first = transitions.new_attempt(staged, spec, deps.settings.zones)
+        stepped = step(deps, job, run_id, transitions.Begin(first, placement))
         record, begun = stepped.record or record, stepped.changed
     if record.state == RunState.STARTING:
         record = create_attempt(deps, record, claimed=begun)
@@ -216,7 +216,7 @@ def advance(deps: Deps, job: str, run_id: str) -> RunRecord:
 
 
 def _apply_concurrency(deps: Deps, record: RunRecord) -> RunRecord:
-    spec = t.spec_of(record)
+    spec = transitions.spec_of(record)
     if spec.concurrency == "allow":
         return record
     others = [other for other in _live_runs_of(deps, record) if other.run_id != record.run_id]
@@ -229,7 +229,7 @@ def _apply_concurrency(deps: Deps, record: RunRecord) -> RunRecord:
     if spec.concurrency == "forbid":
         names = ", ".join(o.run_id for o in others)
         reason = f"previous run {names} is still running (concurrency: forbid)"
-        return step(deps, record.job, record.run_id, t.Skip(reason)).record or record
+        return step(deps, record.job, record.run_id, transitions.Skip(reason)).record or record
     for other in others:  # replace
         _replace(deps, other, by=record.run_id)
     return record
@@ -254,7 +254,7 @@ def _live_runs_of(deps: Deps, record: RunRecord) -> list[RunRecord]:
 def _replace(deps: Deps, other: RunRecord, *, by: str) -> None:
     # The run ends first, then its VM goes: a delivery of that run landing its insert in between
     # then finds it ended and deletes its own VM, instead of recording a VM that outlives its run.
-    ended = step(deps, other.job, other.run_id, t.Replaced(by=by)).record or other
+    ended = step(deps, other.job, other.run_id, transitions.Replaced(by=by)).record or other
     attempt = ended.current_attempt
     if attempt is not None and attempt.zone:
         deps.compute.delete_instance(attempt.zone, attempt.vm_name)

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from spotcron.engine.ports import ZoneHistory
-from spotcron.gcp.errors import translated
+from spotcron.gcp.error_map import translated
 
 # capacity's instanceFlexibilityPolicy.instanceSelections is a map keyed by a name we choose.
 SELECTION = "spotcron"

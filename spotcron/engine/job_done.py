@@ -2,7 +2,7 @@
 
 The instance to act on comes from the verified token's claims, never from the body; the body
 must name the same run and attempt (the VM name is derived from them). Who is calling is
-checked by engine/identity.py, the same check the credentials broker makes. A token is
+checked by engine/callers.py, the same check the credentials broker makes. A token is
 accepted once.
 """
 
@@ -22,14 +22,14 @@ from spotcron.core import layout
 from spotcron.core.errors import PreconditionFailed, Transient
 from spotcron.core.jobdata import JobDataProblem, load_job_json
 from spotcron.core.runs import RunRecord, RunState, vm_name
-from spotcron.engine import transitions as t
+from spotcron.engine import transitions
 from spotcron.engine.attempts import create_attempt
 from spotcron.engine.deps import Deps
-from spotcron.engine.identity import CallerRefused, attempt_problem, vm_caller
+from spotcron.engine.callers import CallerRefused, attempt_problem, vm_caller
 from spotcron.engine.queue import start_queued
 from spotcron.engine.results import manifest_present, metrics_changes
-from spotcron.engine.steps import step
-from spotcron.engine.tokens import decode_unverified
+from spotcron.engine.writer import step
+from spotcron.engine.token_claims import decode_unverified
 
 log = logging.getLogger("spotcron.engine")
 
@@ -48,7 +48,7 @@ class CallbackBody(BaseModel):
     timed_out: bool = False
     uploaded: bool = False
     # The container's start and end as the runner saw them: aware times only (a naive one cannot be
-    # compared with any other), read as UTC; finish() also holds them to the attempt's lifetime.
+    # compared with any other), read as UTC; handle_callback() also holds them to the attempt's lifetime.
     started_at: AwareDatetime | None = None
     finished_at: AwareDatetime | None = None
     # Why the job did not start (the runner's words: no host GPU, the driver failed); the run's reason.
@@ -105,7 +105,7 @@ class Reply:
     body: dict[str, Any]
 
 
-def finish(deps: Deps, authorization: str | None, body: Any) -> Reply:
+def handle_callback(deps: Deps, authorization: str | None, body: Any) -> Reply:
     """Handle one callback. 2xx only when the callback was genuine and is now recorded."""
     try:
         caller = vm_caller(deps, authorization, deps.settings.job_done_url)
@@ -182,8 +182,8 @@ def _record_outcome(deps: Deps, record: RunRecord, callback: CallbackBody, zone:
     complete = manifest_present(deps, callback.job, callback.run_id, callback.attempt)
     metrics: dict = {}
     if callback.status == "exited" and callback.uploaded and complete:
-        metrics = metrics_changes(deps, callback.job, callback.run_id, callback.attempt, t.spec_of(record))
-    event = t.AttemptReported(
+        metrics = metrics_changes(deps, callback.job, callback.run_id, callback.attempt, transitions.spec_of(record))
+    event = transitions.AttemptReported(
         number=callback.attempt, status=callback.status, exit_code=callback.exit_code,
         timed_out=callback.timed_out, uploaded=callback.uploaded, manifest_present=complete,
         started_at=callback.started_at, finished_at=callback.finished_at, zone=zone, zones=deps.settings.zones,

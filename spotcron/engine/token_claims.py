@@ -1,7 +1,7 @@
 """RS256 identity tokens: decoding, and the claims checked against a clock we are given.
 
 Local mode and the fault simulation sign their own instance identity tokens (Google signs them
-on a real VM). Verification is real: the signature against the issuer's keys (gcp/tokens.py,
+on a real VM). Verification is real: the signature against the issuer's keys (gcp/rs256.py,
 with google-auth's crypt), then audience, expiry and issued-at against `now` here, so a
 simulated month can run on a fake clock.
 """
@@ -41,7 +41,7 @@ def decode_unverified(token: str) -> tuple[dict[str, Any], dict[str, Any], bytes
 def check_claims(claims: dict[str, Any], audience: str, now: datetime) -> dict[str, Any]:
     """`claims` when issued-at, expiry (against `now`) and audience hold; InvalidToken otherwise.
 
-    The signature is checked before this, by whoever holds the keys (gcp/tokens.verify_rs256)."""
+    The signature is checked before this, by whoever holds the keys (gcp/rs256.verify_rs256)."""
     timestamp = now.timestamp()
     try:
         issued, expires = float(claims["iat"]), float(claims["exp"])

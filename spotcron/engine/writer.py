@@ -8,7 +8,7 @@ run's end. tests/architecture/test_layers.py keeps it so.
 
 The end of a run is durable. Entering a terminal state records every end-of-run effect as owed
 in the same write (`RunRecord.with_state`): the `run.finished` event, settling the VM-hours
-reservation, history pruning and the run-end hooks. `finish_ending` does what is still owed and
+reservation, history pruning and the run-end hooks. `do_owed_effects` does what is still owed and
 records it done (`EffectsDone`), so a function that dies, or meets a transient error, between the
 terminal write and an effect leaves the effect owed, not lost. The run keeps an `ending` live
 marker until nothing is owed, and whoever touches the run next finishes it: the same handler at
@@ -28,9 +28,9 @@ from datetime import datetime
 
 from spotcron.core.errors import Transient
 from spotcron.core.runs import Effect, RunRecord, RunState
-from spotcron.engine import transitions as t
+from spotcron.engine import transitions
 from spotcron.engine.deps import Deps
-from spotcron.engine.guards import settle
+from spotcron.engine.limits import settle
 from spotcron.engine.store import RecordConflict
 
 log = logging.getLogger("spotcron.engine")
@@ -43,7 +43,7 @@ class Stepped:
     refused: str | None = None  # why it was not, when the transition refused
 
 
-def step(deps: Deps, job: str, run_id: str, event: t.Event, *, now: datetime | None = None) -> Stepped:
+def step(deps: Deps, job: str, run_id: str, event: transitions.Event, *, now: datetime | None = None) -> Stepped:
     """Apply `event` to the stored record of job/run_id; publish and end the run as the result says."""
     now = now or deps.clock.now()
     before: dict[str, RunRecord] = {}
@@ -52,8 +52,8 @@ def step(deps: Deps, job: str, run_id: str, event: t.Event, *, now: datetime | N
     def change(current: RunRecord) -> RunRecord | None:
         before["record"] = current
         refusal.clear()
-        result = t.apply(current, event, now)
-        if isinstance(result, t.Refused):
+        result = transitions.apply(current, event, now)
+        if isinstance(result, transitions.Refused):
             refusal.append(result.why)
             return None
         if result.terminal and not current.terminal:
@@ -63,8 +63,8 @@ def step(deps: Deps, job: str, run_id: str, event: t.Event, *, now: datetime | N
     record, changed = deps.store.update(job, run_id, change)
     if changed and record is not None:
         _after(deps, before["record"], record, event)
-    if record is not None and record.owed and not isinstance(event, t.EffectsDone):
-        record = finish_ending(deps, record)
+    if record is not None and record.owed and not isinstance(event, transitions.EffectsDone):
+        record = do_owed_effects(deps, record)
     return Stepped(record, changed, refusal[0] if refusal else None)
 
 
@@ -77,11 +77,11 @@ def priced(deps: Deps, record: RunRecord) -> RunRecord:
     if deps.run_cost is None:
         return record
     total, items = deps.run_cost(record)
-    return t.priced(record, total, items)
+    return transitions.priced(record, total, items)
 
 
-def _after(deps: Deps, before: RunRecord, after: RunRecord, event: t.Event) -> None:
-    if isinstance(event, t.VmCreated):
+def _after(deps: Deps, before: RunRecord, after: RunRecord, event: transitions.Event) -> None:
+    if isinstance(event, transitions.VmCreated):
         deps.publish("run.started", after, vm=event.attempt.vm_name, zone=event.zone)
     if (after.state == RunState.STARTING and before.state not in (RunState.SCHEDULED, RunState.QUEUED)
             and len(after.attempts) > len(before.attempts)):
@@ -94,7 +94,7 @@ def finished_event_id(record: RunRecord) -> str:
     return f"{record.job}/{record.run_id}/finished"
 
 
-def finish_ending(deps: Deps, record: RunRecord) -> RunRecord:
+def do_owed_effects(deps: Deps, record: RunRecord) -> RunRecord:
     """Do what the end of `record` still owes, record what got done; the record as stored.
 
     An effect that fails stays owed for the next toucher (the sweep at the latest): nothing here
@@ -115,7 +115,7 @@ def finish_ending(deps: Deps, record: RunRecord) -> RunRecord:
     if not done:
         return record
     try:
-        return step(deps, record.job, record.run_id, t.EffectsDone(tuple(done))).record or record
+        return step(deps, record.job, record.run_id, transitions.EffectsDone(tuple(done))).record or record
     except (Transient, RecordConflict) as exc:
         log.warning("%s/%s: its end's effects were done but not recorded (%s); the sweep does them again",
                     record.job, record.run_id, exc)

@@ -15,7 +15,7 @@ from datetime import timedelta
 from pydantic import ValidationError
 
 from spotcron.core import layout
-from spotcron.core.advice import Advice, ZoneAdvice
+from spotcron.core.zone_advice import Advice, ZoneAdvice
 from spotcron.core.errors import SpotcronError
 from spotcron.core.runs import Placement
 from spotcron.core.spec import JobSpec

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from spotcron.gcp.tokens import verify_rs256
+from spotcron.gcp.rs256 import verify_rs256
 
 
 class ClockedIdentity:

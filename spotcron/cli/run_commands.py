@@ -265,7 +265,7 @@ def _streams(timestamps: bool) -> Streams:
 def _local_image(spec: Any, root: Path) -> Any:
     """The job with its build: built by podman or docker when one works here; a line on stderr says
     whether its container or its local.command runs."""
-    from spotcron.local.images import LocalImages
+    from spotcron.local.image_builder import LocalImages
 
     err = console(stderr=True)
     return LocalImages(root, lambda line: err.print(line, markup=False, highlight=False, soft_wrap=True))([spec])[0]
@@ -358,7 +358,7 @@ def _publish_start(spec: Any, project: str, topic: str, bucket: str | None, *, q
     from spotcron.core.errors import SpotcronError
     from spotcron.core.settings import Settings
     from spotcron.engine.deployed import start_message
-    from spotcron.gcp.errors import translated
+    from spotcron.gcp.error_map import translated
     from spotcron.gcp.pubsub import topic_path
 
     if not project or project == Settings.model_fields["project"].default:

@@ -27,7 +27,7 @@ from spotcron.core.metrics import METRICS_FILE, MetricsProblem, parse_metrics
 from spotcron.testing.harness import make_spec
 
 # Findings 18-21 (stack limits, VM-hours per day) are fixed with the queue work, in its own change.
-# The four stack-limit findings of this review are tests/security/test_limits_review.py.
+# The four stack-limit findings of this review are tests/security/test_limits_hold.py.
 
 RUN = "20261122-1200"
 NOW = datetime(2026, 11, 22, 13, 0, tzinfo=UTC)
@@ -301,7 +301,7 @@ def test_a_manifest_stored_as_broken_gzip_leaves_its_run_running_forever_and_ski
     """A container with its attempt's token rewrites its manifest.json with `contentEncoding: gzip`
     over bytes that are not gzip. google-cloud-storage asks for gzip and fails to inflate:
     requests' ContentDecodingError, which neither engine/results.py (JobDataProblem only) nor
-    gcp/errors.translate knows. The VM is gone, so every sweep pass tries `manifest_document`, gets
+    gcp/error_map.translate knows. The VM is gone, so every sweep pass tries `manifest_document`, gets
     the same exception (caught by the per-run guard, logged, nothing recorded) and the run stays
     `running` for ever: under `concurrency: forbid` every later tick of the job is skipped. The
     promise "whatever is wrong becomes a message on the run" does not hold for this encoding."""

@@ -15,7 +15,7 @@ import pytest
 from spotcron.core import images
 from spotcron.core.errors import ConfigError
 from spotcron.core.spec import JobSpec
-from spotcron.local.images import LocalImages
+from spotcron.local.image_builder import LocalImages
 
 DOCKERFILE = "FROM scratch\nCOPY . /app\n"
 
