@@ -73,8 +73,8 @@ def dispatch_cpu_seconds(n: int, repeats: int = 5) -> tuple[float, float]:
     from spotcron.engine.deps import Deps
     from spotcron.engine.dispatch import dispatch
     from spotcron.engine.dispatch_specs import FixedSpecs
-    from spotcron.testing.token_issuer import ClockedIdentity
     from spotcron.testing.memory import FakeClock, MemoryBlobs, MemoryCompute, MemoryEvents
+    from spotcron.testing.token_issuer import ClockedIdentity
 
     specs = FixedSpecs([reference_job(f"bot-{i:04d}") for i in range(n)])
     figures: dict[str, list[float]] = {"idle": [], "fire": []}

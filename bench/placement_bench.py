@@ -21,8 +21,8 @@ import yaml
 
 from bench import Section
 from bench.cost_bench import AS_OF, MACHINE, RUNTIME_S, classic_free_tier, reference_job, stack_of
-from spotcron.core.zone_advice import Advice, ZoneAdvice
 from spotcron.core.settings import Settings
+from spotcron.core.zone_advice import Advice, ZoneAdvice
 from spotcron.cost.prices import PriceTable, load_prices
 from spotcron.cost.projection import runs_per_month
 from spotcron.engine.placement import place, region_of

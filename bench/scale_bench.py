@@ -103,8 +103,8 @@ def populated(n: int, *, dead_every: int | None = 50):
     from spotcron.core.spec import JobSpec
     from spotcron.engine.deps import Deps
     from spotcron.engine.start_job import launch
-    from spotcron.testing.token_issuer import ClockedIdentity
     from spotcron.testing.memory import FakeClock, MemoryBlobs, MemoryCompute, MemoryEvents
+    from spotcron.testing.token_issuer import ClockedIdentity
 
     clock = FakeClock(T0)
     compute = MemoryCompute(clock)

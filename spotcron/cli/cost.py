@@ -131,8 +131,8 @@ def cost(names: tuple[str, ...], jobs_dir: Path, stack_path: Path, runtime: str,
 
 def _advice_file(path: Path) -> Any:
     """The Spot advice object given with --advice."""
-    from spotcron.core.zone_advice import Advice
     from spotcron.core.errors import SpotcronError
+    from spotcron.core.zone_advice import Advice
 
     try:
         return Advice.from_json(path.read_bytes())

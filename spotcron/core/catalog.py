@@ -221,3 +221,15 @@ def gpu_problem(machine_type: str, gpu_type: str, count: int) -> GpuProblem | No
                           f"{gpu_type} an N1 VM may have at most {max_vcpus} vCPUs and {max_memory:g} GB; {fix}")
     return None
 
+
+def machine_problem(machine) -> str | None:
+    """Why a job's `machine` (core/spec.Machine) cannot be created, per this catalog; None when it can."""
+    if machine_type(machine.type) is None:
+        return (f"machine type {machine.type!r} is not in spotcron's catalog; refused before any VM was "
+                f"created (spotcron validate names the known types)")
+    gpu = machine.gpu
+    if gpu is not None:
+        problem = gpu_problem(machine.type, gpu.type, gpu.count)
+        if problem:
+            return f"refused before any VM was created: {problem.message}"
+    return None

@@ -98,6 +98,7 @@ INDEX_PAGE = "index.html"
 
 LIVE = "live/"
 PRUNED = "pruned/"
+SEPARATOR = "~"  # in no job name, run id, zone or VM name
 
 DEPLOYED = "deployed/"
 
@@ -119,3 +120,7 @@ def parse_record_name(name: str) -> tuple[str, str] | None:
     if len(parts) == 4 and parts[0] == "runs" and parts[3] == "run.json":
         return parts[1], parts[2]
     return None
+
+
+def pruned_marker(job: str, *, manual: bool = False) -> str:
+    return f"{PRUNED}{job}{SEPARATOR}manual" if manual else f"{PRUNED}{job}"

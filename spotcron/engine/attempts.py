@@ -10,23 +10,22 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
-from spotcron.core import layout
+from spotcron.core import catalog, layout
 from spotcron.core.catalog import boot_disk_type
 from spotcron.core.descriptor import GpuSpec, RunDescriptor
 from spotcron.core.errors import AlreadyExists, CreateFailed, Transient
 from spotcron.core.runs import Attempt, RunRecord, RunState, vm_labels
 from spotcron.core.spec import JobSpec
 from spotcron.engine import transitions
+from spotcron.engine.callers import expected_email
 from spotcron.engine.deps import Deps
 from spotcron.engine.limits import (
     ADMISSION_WINDOW,
     GPUS_LABEL,
     admit,
-    catalog_problem,
     never_fits,
     queued_ahead,
 )
-from spotcron.engine.callers import expected_email
 from spotcron.engine.ports import GpuRequest, Instance, InstanceRequest
 from spotcron.engine.writer import step
 
@@ -83,7 +82,7 @@ def create_attempt(deps: Deps, record: RunRecord, *, claimed: bool = True) -> Ru
     admitted_at = deps.clock.now()
     if record.state == RunState.STARTING and record.current_attempt is not None:
         # Once per attempt, before any insert: a move to the next zone keeps the VM's name and budget.
-        problem = catalog_problem(spec) or never_fits(deps, spec)
+        problem = catalog.machine_problem(spec.machine) or never_fits(deps, spec)
         if problem:
             return step(deps, record.job, record.run_id, transitions.CreateRefused(record.current_attempt, problem)).record or record
         refused = queued_ahead(deps, record) or admit(deps, record, spec, record.current_attempt, written=admitted)

@@ -21,9 +21,9 @@ import logging
 from typing import Any
 
 from spotcron.core import layout
+from spotcron.engine.callers import CallerRefused, MissingToken, attempt_problem, vm_caller
 from spotcron.engine.deps import Deps
 from spotcron.engine.job_done import Reply
-from spotcron.engine.callers import CallerRefused, MissingToken, attempt_problem, vm_caller
 
 log = logging.getLogger("spotcron.engine")
 

@@ -41,8 +41,8 @@ from spotcron.core.spec import JobSpec
 from spotcron.engine.deployed import start_body
 from spotcron.engine.deps import Deps
 from spotcron.engine.dispatch_specs import SpecSource
-from spotcron.engine.start_job import TICK_TOLERANCE
 from spotcron.engine.messages import TICK_ATTRIBUTE, format_tick
+from spotcron.engine.ticks import TICK_TOLERANCE
 
 log = logging.getLogger("spotcron.engine")
 

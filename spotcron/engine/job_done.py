@@ -24,12 +24,12 @@ from spotcron.core.jobdata import JobDataProblem, load_job_json
 from spotcron.core.runs import RunRecord, RunState, vm_name
 from spotcron.engine import transitions
 from spotcron.engine.attempts import create_attempt
-from spotcron.engine.deps import Deps
 from spotcron.engine.callers import CallerRefused, attempt_problem, vm_caller
+from spotcron.engine.deps import Deps
 from spotcron.engine.queue import start_queued
 from spotcron.engine.results import manifest_present, metrics_changes
-from spotcron.engine.writer import step
 from spotcron.engine.token_claims import decode_unverified
+from spotcron.engine.writer import step
 
 log = logging.getLogger("spotcron.engine")
 

@@ -26,8 +26,9 @@ from spotcron.core.errors import PreconditionFailed, Transient
 from spotcron.core.runs import Attempt, RunRecord, RunState
 from spotcron.core.settings import Limits
 from spotcron.core.spec import JobSpec
+from spotcron.engine.live_index import QUEUED
 from spotcron.engine.ports import ALIVE_STATUSES, Instance
-from spotcron.engine.store import QUEUED, run_sort_key
+from spotcron.engine.store import run_sort_key
 
 log = logging.getLogger("spotcron.engine")
 
@@ -40,20 +41,6 @@ GPUS_LABEL = "gpus"  # on every job VM with GPUs, so the GPU limit can count the
 # (engine/attempts.py), so only an insert call itself hanging that long could still be missed.
 ADMISSION_WINDOW = timedelta(minutes=15)
 LIMITS_HINT = "raise it under `limits:` in infra/stack.yaml if this load is expected"
-
-
-def catalog_problem(spec: JobSpec) -> str | None:
-    """Why `spec`'s machine cannot be created, per spotcron's catalog; None when it can."""
-    machine = spec.machine
-    if catalog.machine_type(machine.type) is None:
-        return (f"machine type {machine.type!r} is not in spotcron's catalog; refused before any VM was "
-                f"created (spotcron validate names the known types)")
-    gpu = machine.gpu
-    if gpu is not None:
-        problem = catalog.gpu_problem(machine.type, gpu.type, gpu.count)
-        if problem:
-            return f"refused before any VM was created: {problem.message}"
-    return None
 
 
 def gpu_count(spec: JobSpec) -> int:
@@ -205,7 +192,7 @@ def admit(deps, record: RunRecord, spec: JobSpec, attempt: Attempt, *, written: 
     the same attempt neither counts its own VM nor reserves twice. `written` gets the admission
     this call wrote and left standing, for the caller to withdraw if the run moves on without it.
     """
-    problem = catalog_problem(spec)
+    problem = catalog.machine_problem(spec.machine)
     if problem:
         return problem
     limits: Limits = deps.settings.limits

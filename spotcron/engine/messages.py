@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from spotcron.core.jobdata import JobDataProblem, load_job_json
-from spotcron.engine.start_job import BadTrigger
+from spotcron.engine.ticks import BadTrigger
 
 MAX_MESSAGE_BYTES = 4 * 1024  # a job name and a digest; anything bigger is not ours
 # A manual run's nonce becomes part of its run id, object names and VM name: lowercase hex only.

@@ -22,10 +22,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from spotcron.core.zone_advice import Advice
 from spotcron.core.runs import Placement, ZoneChoice
 from spotcron.core.settings import Settings
 from spotcron.core.spec import JobSpec
+from spotcron.core.zone_advice import Advice
 from spotcron.cost.prices import PriceTable, PricingError, parse_gpu
 from spotcron.cost.transfer import run_transfer_usd
 

@@ -23,8 +23,9 @@ from spotcron.engine import transitions
 from spotcron.engine.attempts import create_attempt
 from spotcron.engine.deps import Deps
 from spotcron.engine.limits import admit
+from spotcron.engine.live_index import QUEUED, LiveEntry, queue_deadline
+from spotcron.engine.store import run_sort_key
 from spotcron.engine.writer import do_owed_effects, step
-from spotcron.engine.store import QUEUED, LiveEntry, queue_deadline, run_sort_key
 
 log = logging.getLogger("spotcron.engine")
 

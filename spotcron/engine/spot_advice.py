@@ -15,10 +15,10 @@ from datetime import timedelta
 from pydantic import ValidationError
 
 from spotcron.core import layout
-from spotcron.core.zone_advice import Advice, ZoneAdvice
 from spotcron.core.errors import SpotcronError
 from spotcron.core.runs import Placement
 from spotcron.core.spec import JobSpec
+from spotcron.core.zone_advice import Advice, ZoneAdvice
 from spotcron.cost.prices import PriceTable
 from spotcron.engine.deployed import SpecStore
 from spotcron.engine.deps import Deps

@@ -15,35 +15,22 @@ from __future__ import annotations
 import hashlib
 import logging
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from zoneinfo import ZoneInfo
+from datetime import datetime
 
-from spotcron.core.cron.schedule import CronSchedule, load_time_zone, parse_schedule
-from spotcron.core.durations import format_duration
 from spotcron.core.errors import SpotcronError
 from spotcron.core.runs import RunRecord, RunState, manual_run_id, scheduled_run_id
 from spotcron.core.spec import JobSpec
 from spotcron.engine import transitions
-from spotcron.engine.spot_advice import placed
 from spotcron.engine.attempts import create_attempt
+from spotcron.engine.concurrency import apply_concurrency
 from spotcron.engine.deps import Deps
 from spotcron.engine.queue import start_queued
-from spotcron.engine.writer import create, do_owed_effects, priced, step
+from spotcron.engine.spot_advice import placed
 from spotcron.engine.store import run_sort_key
+from spotcron.engine.ticks import BadTrigger, exact_tick, latest_fire, readable_schedule
+from spotcron.engine.writer import create, do_owed_effects, priced, step
 
 log = logging.getLogger("spotcron.engine")
-
-# How far apart two clocks may be: a tick (or a dispatch cursor) later than now by more is wrong.
-TICK_TOLERANCE = timedelta(seconds=60)
-# A named tick older than the job's starting_deadline by more than this is refused outright
-# (acknowledged, logged) instead of recorded as missed: Pub/Sub redelivers a message for at most
-# its subscription's retention (7 days at most), and a tick of year 1 must never reach the
-# schedule walk (it overflowed there, and the message was redelivered for a day).
-STALE_TICK_MARGIN = timedelta(days=7)
-
-
-class BadTrigger(SpotcronError):
-    """A start message that can never be acted on (acknowledge it, do not retry)."""
 
 
 @dataclass(frozen=True)
@@ -67,9 +54,9 @@ def launch(deps: Deps, spec: JobSpec, *, requested_at: datetime, manual: bool = 
     else:
         if tick is not None:
             tick = exact_tick(spec, tick, now=deps.clock.now())
-        schedule, zone = _readable_schedule(spec)
+        schedule, zone = readable_schedule(spec)
         if tick is None:
-            tick = _latest_fire(spec, schedule, zone, requested_at)
+            tick = latest_fire(spec, schedule, zone, requested_at)
         if tick is None:
             raise BadTrigger(f"job {spec.name}: schedule {spec.schedule!r} has no fire time before {requested_at}")
         # Lateness counts from the reading of the tick the message was published at: around a DST
@@ -101,51 +88,6 @@ def _pruned_meanwhile(deps: Deps, record: RunRecord) -> bool:
                 record.job, record.run_id, record.history_limit)
     deps.store.remove(record)
     return True
-
-
-def _readable_schedule(spec: JobSpec) -> tuple[CronSchedule, ZoneInfo]:
-    """The job's schedule and zone; BadTrigger when this runtime cannot read them.
-
-    A bad cron string, or a zone this runtime's tzdata lacks, fails the same way on every
-    redelivery: acknowledging it is the only way to stop Pub/Sub retrying until retention ends.
-    """
-    try:
-        return parse_schedule(spec.schedule), load_time_zone(spec.time_zone)
-    except SpotcronError as exc:
-        raise BadTrigger(f"job {spec.name}: cannot read its schedule {spec.schedule!r} in time zone "
-                         f"{spec.time_zone!r}: {exc}; fix the job file and deploy it again") from None
-
-
-def _latest_fire(spec: JobSpec, schedule: CronSchedule, zone: ZoneInfo, at: datetime) -> datetime | None:
-    """The schedule's latest fire time at or before `at`; BadTrigger when `at` is out of the
-    calendar's range (the walk overflows at year 1 or 9999): it would fail on every redelivery."""
-    try:
-        return schedule.latest_at_or_before(at, zone)
-    except (OverflowError, ValueError) as exc:
-        raise BadTrigger(f"job {spec.name}: no fire time of {spec.schedule!r} can be found before {at:%Y-%m-%dT%H:%M}Z "
-                         f"({exc})") from None
-
-
-def exact_tick(spec: JobSpec, tick: datetime, *, now: datetime) -> datetime:
-    """`tick` when it is one of the schedule's fire instants and is due by `now`; BadTrigger
-    otherwise, so a message naming any other minute cannot start a run the schedule never asked
-    for, nor one before its time."""
-    if tick > now + TICK_TOLERANCE:
-        raise BadTrigger(f"job {spec.name}: tick {tick:%Y-%m-%dT%H:%M}Z is {format_duration((tick - now).total_seconds())} "
-                         f"after now ({now:%Y-%m-%dT%H:%M:%S}Z), more than the {TICK_TOLERANCE.total_seconds():.0f}s "
-                         f"a clock may be off: a dispatcher publishes a tick only once it is due, so this message is "
-                         f"refused; check the clock of whatever published it")
-    oldest = now - timedelta(seconds=spec.starting_deadline) - STALE_TICK_MARGIN
-    if tick < oldest:
-        raise BadTrigger(f"job {spec.name}: tick {tick:%Y-%m-%dT%H:%M}Z is older than its starting_deadline "
-                         f"({format_duration(spec.starting_deadline)}) plus {format_duration(STALE_TICK_MARGIN.total_seconds())}: "
-                         f"no redelivery is that late, so this message is refused")
-    schedule, zone = _readable_schedule(spec)
-    fired = _latest_fire(spec, schedule, zone, tick)
-    if fired != tick:
-        raise BadTrigger(f"job {spec.name}: tick {tick:%Y-%m-%dT%H:%M}Z is not a fire time of schedule "
-                         f"{spec.schedule!r} in {spec.time_zone}")
-    return tick
 
 
 def _launch_one(deps: Deps, spec: JobSpec, tick: datetime | None, reading: datetime | None,
@@ -196,7 +138,7 @@ def advance(deps: Deps, job: str, run_id: str) -> RunRecord:
     if record.terminal:
         return do_owed_effects(deps, record)  # a redelivery finishes what a crashed end left owed
     if record.state == RunState.SCHEDULED:
-        record = _apply_concurrency(deps, record)
+        record = apply_concurrency(deps, record)
     begun = False
     if record.state == RunState.SCHEDULED:
         spec = transitions.spec_of(record)
@@ -213,51 +155,6 @@ def advance(deps: Deps, job: str, run_id: str) -> RunRecord:
             start_queued(deps)
             record = deps.store.read(job, run_id) or record
     return record
-
-
-def _apply_concurrency(deps: Deps, record: RunRecord) -> RunRecord:
-    spec = transitions.spec_of(record)
-    if spec.concurrency == "allow":
-        return record
-    others = [other for other in _live_runs_of(deps, record) if other.run_id != record.run_id]
-    if spec.concurrency == "forbid":
-        # Two runs still `scheduled` at once (a tick and a "run now") see each other: the older goes
-        # ahead and the younger is skipped, the same order read from either side, so never both.
-        others = [o for o in others if o.state != RunState.SCHEDULED or _order(o) < _order(record)]
-    if not others:
-        return record
-    if spec.concurrency == "forbid":
-        names = ", ".join(o.run_id for o in others)
-        reason = f"previous run {names} is still running (concurrency: forbid)"
-        return step(deps, record.job, record.run_id, transitions.Skip(reason)).record or record
-    for other in others:  # replace
-        _replace(deps, other, by=record.run_id)
-    return record
-
-
-def _order(record: RunRecord) -> tuple[datetime, str]:
-    return record.created_at, run_sort_key(record.run_id)
-
-
-def _live_runs_of(deps: Deps, record: RunRecord) -> list[RunRecord]:
-    runs = []
-    for job, run_id in deps.store.live_runs():
-        if job != record.job:
-            continue
-        other = deps.store.read(job, run_id)
-        if (other is not None and not other.terminal and other.variant == record.variant
-                and other.repeat == record.repeat):
-            runs.append(other)
-    return runs
-
-
-def _replace(deps: Deps, other: RunRecord, *, by: str) -> None:
-    # The run ends first, then its VM goes: a delivery of that run landing its insert in between
-    # then finds it ended and deletes its own VM, instead of recording a VM that outlives its run.
-    ended = step(deps, other.job, other.run_id, transitions.Replaced(by=by)).record or other
-    attempt = ended.current_attempt
-    if attempt is not None and attempt.zone:
-        deps.compute.delete_instance(attempt.zone, attempt.vm_name)
 
 
 def _outcome(record: RunRecord, *, duplicate: bool) -> LaunchOutcome:

@@ -4,139 +4,29 @@ Every change is read → compute → write-if-generation-unchanged, retried on c
 concurrent deliveries and callbacks safe without a database: the first writer wins and the
 others re-read and see what it did.
 
-The `live/` index holds one empty object per run not yet ended, and its name carries what the
-sweep needs to decide whether the run needs attention: for a running run its attempt, zone, VM
-and deadline; for one still waiting for its VM (scheduled or starting) only since when, because
-the sweep looks at such a run only once it may be stuck. One listing then replaces a read per run
-(engine/sweep.py). The marker is renamed when the run starts or stops running, so a run costs
-two marker writes (deletes are free). A run waiting for room under the stack's limits has a
-`queued` marker (since when), which the queue reads in tick order (engine/queue.py). An ended run
-keeps an `ending` marker while its end still owes effects (engine/writer.py), so the sweep finds
-them without reading every record. It is a hint, never the truth: a marker left behind by a
-crash or a race makes the sweep read the record and put the markers right. Markers named
-`live/JOB/RUN` (before the index carried anything) still count.
+The `live/` index of runs not yet ended is kept in step with every write (engine/live_index.py
+spells its names).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 
 from spotcron.core import layout
 from spotcron.core.errors import PreconditionFailed, SpotcronError, Transient
-from spotcron.core.layout import LIVE, PRUNED
-from spotcron.core.runs import RunRecord, RunState, tick_of
+from spotcron.core.layout import LIVE, pruned_marker
+from spotcron.core.runs import RunRecord, tick_of
+from spotcron.engine.live_index import ENDING, LiveEntry, live_entry_name, parse_live_name, same_but_time
 from spotcron.engine.ports import Blobs
 
 log = logging.getLogger("spotcron.engine")
 
 MAX_CONFLICTS = 20
-_SEP = "~"  # in no job name, run id, zone or VM name
-_NONE = "-"
 
 
 class RecordConflict(SpotcronError):
     """A record kept changing under us; the caller should let the delivery be retried."""
-
-
-def live_marker(job: str, run_id: str) -> str:
-    """The marker name before the index carried anything (still read, and removed when seen)."""
-    return f"{LIVE}{job}/{run_id}"
-
-
-WAITING, RUNNING, QUEUED, ENDING = "waiting", "running", "queued", "ending"
-KINDS = (WAITING, RUNNING, QUEUED, ENDING)
-
-
-@dataclass(frozen=True)
-class LiveEntry:
-    """One run not yet ended, as its marker's name describes it. `kind` None: a marker of the old
-    form, which says nothing more."""
-
-    job: str
-    run_id: str
-    name: str  # the marker's object name
-    kind: str | None = None  # WAITING (scheduled or starting), RUNNING, QUEUED or ENDING (effects owed)
-    attempt: int = 0
-    zone: str | None = None
-    vm: str | None = None
-    deadline: datetime | None = None  # of the running attempt's VM; of a queued run's wait
-    since: datetime | None = None  # when the run began waiting for a VM, was queued, or ended
-
-
-def live_entry_name(record: RunRecord, since: datetime | None = None) -> str | None:
-    """The marker name for `record` (None once it has ended and owes nothing); a waiting run's
-    says `since`, by default the record's last change."""
-    attempt = record.current_attempt
-    if record.terminal:
-        if not record.owed:
-            return None
-        fields = [ENDING, _NONE, _NONE, _NONE, _NONE, _epoch(record.updated_at)]
-    elif record.state == RunState.QUEUED:
-        # Its deadline (engine/queue.py) rides in the name, so a queue pass expires runs without reading them.
-        fields = [QUEUED, _NONE, _NONE, _NONE, _epoch(queue_deadline(record)),
-                  _epoch(record.history[-1].at if record.history else record.updated_at)]
-    elif record.state == RunState.RUNNING and attempt is not None:
-        fields = [RUNNING, str(attempt.number), attempt.zone or _NONE, attempt.vm_name, _epoch(record.deadline), _NONE]
-    else:
-        fields = [WAITING, _NONE, _NONE, _NONE, _NONE, _epoch(since or _began_waiting(record))]
-    return f"{LIVE}{record.job}/{record.run_id}/{_SEP.join(fields)}"
-
-
-def queue_deadline(record: RunRecord) -> datetime:
-    """Until when a queued run may still start: its starting_deadline after its tick (or its
-    request), or, for a retry, after it was queued."""
-    deadline = timedelta(seconds=int((record.spec or {}).get("starting_deadline") or 0))
-    if record.had_vm:
-        queued_at = next((c.at for c in reversed(record.history) if c.state == RunState.QUEUED), record.updated_at)
-        return queued_at + deadline
-    return (record.tick or record.created_at) + deadline
-
-
-def _began_waiting(record: RunRecord) -> datetime:
-    """When the run's current wait for a VM began. Not `updated_at`: a delivery claiming the attempt
-    (or Begin) changes that while the run keeps waiting, and the next rename must find the name."""
-    began = record.updated_at
-    for change in reversed(record.history):
-        if change.state not in (RunState.SCHEDULED, RunState.STARTING):
-            break
-        began = change.at
-    return began
-
-
-def parse_live_name(name: str) -> LiveEntry | None:
-    parts = name[len(LIVE):].split("/") if name.startswith(LIVE) else []
-    if len(parts) == 2 and all(parts):
-        return LiveEntry(parts[0], parts[1], name)
-    if len(parts) != 3 or not parts[0] or not parts[1]:
-        return None
-    try:
-        kind, attempt, zone, vm, deadline, since = parts[2].split(_SEP)
-        if kind not in KINDS:
-            raise ValueError(kind)
-        return LiveEntry(parts[0], parts[1], name, kind=kind, attempt=0 if attempt == _NONE else int(attempt),
-                         zone=None if zone == _NONE else zone, vm=None if vm == _NONE else vm,
-                         deadline=_from_epoch(deadline), since=_from_epoch(since))
-    except ValueError:
-        return LiveEntry(parts[0], parts[1], name)  # unreadable: the record says what it is
-
-
-def _same_but_time(a: str, b: str) -> bool:
-    return a.rsplit(_SEP, 1)[0] == b.rsplit(_SEP, 1)[0]
-
-
-def _epoch(at: datetime | None) -> str:
-    return _NONE if at is None else str(int(at.timestamp()))
-
-
-def _from_epoch(text: str) -> datetime | None:
-    return None if text == _NONE else datetime.fromtimestamp(int(text), UTC)
-
-
-def pruned_marker(job: str, *, manual: bool = False) -> str:
-    return f"{PRUNED}{job}{_SEP}manual" if manual else f"{PRUNED}{job}"
 
 
 class RunStore:
@@ -164,7 +54,7 @@ class RunStore:
         reads the record, whose `updated_at` says whether a delivery is still at work."""
         old = live_entry_name(before) if before is not None else None
         new = live_entry_name(after)
-        if old is not None and new is not None and _same_but_time(old, new):
+        if old is not None and new is not None and same_but_time(old, new):
             return
         if new is not None and new != old:
             self.blobs.write(new, b"", content_type="text/plain")
@@ -185,7 +75,7 @@ class RunStore:
         want = live_entry_name(record)
         if want is not None:
             # A waiting run's marker that differs only in since-when is as good as a new one.
-            want = next((name for name in markers if _same_but_time(name, want)), want)
+            want = next((name for name in markers if same_but_time(name, want)), want)
             if want not in markers:
                 self.blobs.write(want, b"", content_type="text/plain")
         for name in markers:

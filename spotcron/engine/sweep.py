@@ -31,14 +31,15 @@ from spotcron.core.descriptor import METADATA_KEY, RunDescriptor
 from spotcron.core.errors import Transient
 from spotcron.core.runs import RunRecord, RunState
 from spotcron.engine import transitions
-from spotcron.engine.spot_advice import refresh_advice
 from spotcron.engine.attempts import create_attempt
 from spotcron.engine.deps import Deps
+from spotcron.engine.live_index import ENDING, QUEUED, RUNNING, WAITING, LiveEntry
 from spotcron.engine.ports import DEAD_STATUSES, Instance
 from spotcron.engine.queue import start_queued
 from spotcron.engine.results import manifest_document, metrics_changes
+from spotcron.engine.spot_advice import refresh_advice
+from spotcron.engine.store import RecordConflict, run_sort_key
 from spotcron.engine.writer import do_owed_effects, step
-from spotcron.engine.store import ENDING, QUEUED, RUNNING, WAITING, LiveEntry, RecordConflict, run_sort_key
 
 log = logging.getLogger("spotcron.engine")
 

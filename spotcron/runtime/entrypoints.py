@@ -19,10 +19,11 @@ from spotcron.engine.deps import Deps
 from spotcron.engine.dispatch import DispatchState, dispatch
 from spotcron.engine.dispatch_specs import BucketSpecs, SpecSource
 from spotcron.engine.job_done import MAX_CALLBACK_BYTES, handle_callback, parse_callback_body
-from spotcron.engine.start_job import BadTrigger, launch
 from spotcron.engine.messages import format_tick, parse_start
+from spotcron.engine.start_job import launch
 from spotcron.engine.store import RecordConflict
 from spotcron.engine.sweep import sweep
+from spotcron.engine.ticks import BadTrigger
 
 log = logging.getLogger("spotcron.functions")
 _deps: Deps | None = None

@@ -32,8 +32,8 @@ from spotcron.engine.deps import Deps
 from spotcron.engine.messages import TICK_ATTRIBUTE, format_tick
 from spotcron.local.signer import instance_claims
 from spotcron.runtime import assets, entrypoints
-from spotcron.testing.token_issuer import ClockedIdentity
 from spotcron.testing.memory import FakeClock, MemoryBlobs, MemoryCompute, MemoryEvents, MemoryMinter
+from spotcron.testing.token_issuer import ClockedIdentity
 
 JOB_DONE_URL = "https://us-central1-proj.cloudfunctions.net/job_done"
 CREDENTIALS_URL = "https://us-central1-proj.cloudfunctions.net/credentials"

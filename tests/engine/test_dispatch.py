@@ -24,8 +24,8 @@ from spotcron.engine.dispatch import (
     sweep_due,
 )
 from spotcron.engine.dispatch_specs import BucketSpecs, FixedSpecs
-from spotcron.engine.start_job import launch
 from spotcron.engine.messages import TICK_ATTRIBUTE, format_tick
+from spotcron.engine.start_job import launch
 from spotcron.testing.harness import Harness, make_spec
 from spotcron.testing.memory import MemoryEvents
 

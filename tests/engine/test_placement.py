@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from spotcron.core import layout
-from spotcron.core.zone_advice import Advice, ZoneAdvice
 from spotcron.core.errors import CreateFailed
 from spotcron.core.settings import Settings
+from spotcron.core.zone_advice import Advice, ZoneAdvice
 from spotcron.cost.billing import run_cost
 from spotcron.cost.prices import load_prices
 from spotcron.engine.placement import place

@@ -5,8 +5,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 from spotcron.core import layout
+from spotcron.core.layout import LIVE
 from spotcron.core.runs import RunState
-from spotcron.engine.store import LIVE, live_entry_name, live_marker, parse_live_name
+from spotcron.engine.live_index import live_entry_name, live_marker, parse_live_name
 from spotcron.testing.harness import Harness, make_spec
 
 RUN = "20261122-1200"

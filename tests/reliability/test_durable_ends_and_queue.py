@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from spotcron.core import layout
+from spotcron.core.layout import LIVE
 from spotcron.core.runs import RunState
 from spotcron.core.settings import Limits
-from spotcron.engine.store import LIVE
 from spotcron.runtime import entrypoints
 from spotcron.testing.harness import Harness, make_spec
 from tests.reliability.crashes import Crash, crash_after_write

@@ -31,8 +31,8 @@ from spotcron.core.settings import Limits
 from spotcron.engine.deployed import SpecStore, start_message
 from spotcron.engine.limits import read_day
 from spotcron.engine.ports import ALIVE_STATUSES
-from spotcron.engine.writer import finished_event_id
 from spotcron.engine.sweep import LIST_LAG
+from spotcron.engine.writer import finished_event_id
 from spotcron.testing.harness import Harness, make_spec
 
 EXAMPLES = int(os.environ.get("SPOTCRON_EXPLORE_EXAMPLES", "12"))

@@ -6,7 +6,7 @@ already there and started nothing.
 Position (a): can publish on the start topic (or edit a scheduler entry's attributes). The
 message is the deployed job's own {job, digest} (the scheduler entry's body, also readable as
 deployed/JOB.json by a bucket reader), plus `tick`, which start_job accepts in every scheduling
-mode and checked only for being *a* fire time (launch.exact_tick), never for being in the past.
+mode and checked only for being *a* fire time (ticks.exact_tick), never for being in the past.
 """
 
 from __future__ import annotations

@@ -27,8 +27,8 @@ hands each part only what it uses.
     python -m spotcron.testing.simulation --days 30 --jobs 60 --seed 7
 """
 
-from spotcron.testing.simulation.loop import Simulation, simulate
 from spotcron.testing.simulation.figures import INVARIANTS, Report, reliability_coverage
+from spotcron.testing.simulation.loop import Simulation, simulate
 from spotcron.testing.simulation.world import FaultRates, SimConfig
 
 __all__ = ["INVARIANTS", "FaultRates", "Report", "SimConfig", "Simulation", "reliability_coverage", "simulate"]

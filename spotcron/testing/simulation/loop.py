@@ -22,12 +22,11 @@ from spotcron.engine.deps import Deps
 from spotcron.engine.ports import Instance, InstanceRequest
 from spotcron.engine.sweep import LIST_LAG
 from spotcron.runtime import entrypoints
-from spotcron.testing.token_issuer import ClockedIdentity
 from spotcron.testing.memory import FakeClock, MemoryMinter
 from spotcron.testing.simulation.adversary import HOSTILE, Adversary, hostile_job, victim_of
+from spotcron.testing.simulation.figures import Report
 from spotcron.testing.simulation.jobs import SimJob, make_jobs
 from spotcron.testing.simulation.ledger import Ledger
-from spotcron.testing.simulation.figures import Report
 from spotcron.testing.simulation.timeline import Timeline, Watch
 from spotcron.testing.simulation.vm import Checkpoints, SimVm, VmTokens, VmWorld
 from spotcron.testing.simulation.world import (
@@ -40,6 +39,7 @@ from spotcron.testing.simulation.world import (
     SimEvents,
     Stockouts,
 )
+from spotcron.testing.token_issuer import ClockedIdentity
 
 JOB_DONE_URL = "https://us-central1-sim-project.cloudfunctions.net/job_done"
 CREDENTIALS_URL = "https://us-central1-sim-project.cloudfunctions.net/credentials"

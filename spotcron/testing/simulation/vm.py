@@ -23,10 +23,10 @@ from spotcron.core.descriptor import METADATA_KEY, RunDescriptor
 from spotcron.core.settings import Settings
 from spotcron.engine.ports import Instance, InstanceRequest
 from spotcron.local.signer import instance_claims
-from spotcron.testing.token_issuer import ClockedIdentity
 from spotcron.testing.simulation.jobs import SimJob
 from spotcron.testing.simulation.timeline import Timeline, Watch
 from spotcron.testing.simulation.world import FaultDice, Functions, SimBlobs, SimCompute
+from spotcron.testing.token_issuer import ClockedIdentity
 
 PREEMPT_PHASES = (("boot", 0.25), ("run", 0.45), ("upload", 0.2), ("after_upload", 0.1))
 CALLBACK_TRIES = 5

@@ -1,0 +1,117 @@
+"""The `live/` index: one empty object per run not yet ended, whose name carries what the sweep
+needs to decide whether the run needs attention.
+
+For a running run the name holds its attempt, zone, VM and deadline; for one still waiting for its
+VM (scheduled or starting) only since when, because the sweep looks at such a run only once it may
+be stuck. One listing then replaces a read per run (engine/sweep.py). The marker is renamed when
+the run starts or stops running, so a run costs two marker writes (deletes are free). A run waiting
+for room under the stack's limits has a `queued` marker (since when, and its deadline), which the
+queue reads in tick order (engine/queue.py). An ended run keeps an `ending` marker while its end
+still owes effects (engine/writer.py), so the sweep finds them without reading every record. It is
+a hint, never the truth: a marker left behind by a crash or a race makes the sweep read the record
+and put the markers right.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from spotcron.core.layout import LIVE, SEPARATOR
+from spotcron.core.runs import RunRecord, RunState
+
+_NONE = "-"
+
+
+def live_marker(job: str, run_id: str) -> str:
+    """The marker name before the index carried anything (still read, and removed when seen)."""
+    return f"{LIVE}{job}/{run_id}"
+
+
+WAITING, RUNNING, QUEUED, ENDING = "waiting", "running", "queued", "ending"
+KINDS = (WAITING, RUNNING, QUEUED, ENDING)
+
+
+@dataclass(frozen=True)
+class LiveEntry:
+    """One run not yet ended, as its marker's name describes it. `kind` None: a marker of the old
+    form, which says nothing more."""
+
+    job: str
+    run_id: str
+    name: str  # the marker's object name
+    kind: str | None = None  # WAITING (scheduled or starting), RUNNING, QUEUED or ENDING (effects owed)
+    attempt: int = 0
+    zone: str | None = None
+    vm: str | None = None
+    deadline: datetime | None = None  # of the running attempt's VM; of a queued run's wait
+    since: datetime | None = None  # when the run began waiting for a VM, was queued, or ended
+
+
+def live_entry_name(record: RunRecord, since: datetime | None = None) -> str | None:
+    """The marker name for `record` (None once it has ended and owes nothing); a waiting run's
+    says `since`, by default the record's last change."""
+    attempt = record.current_attempt
+    if record.terminal:
+        if not record.owed:
+            return None
+        fields = [ENDING, _NONE, _NONE, _NONE, _NONE, _epoch(record.updated_at)]
+    elif record.state == RunState.QUEUED:
+        # Its deadline (engine/queue.py) rides in the name, so a queue pass expires runs without reading them.
+        fields = [QUEUED, _NONE, _NONE, _NONE, _epoch(queue_deadline(record)),
+                  _epoch(record.history[-1].at if record.history else record.updated_at)]
+    elif record.state == RunState.RUNNING and attempt is not None:
+        fields = [RUNNING, str(attempt.number), attempt.zone or _NONE, attempt.vm_name, _epoch(record.deadline), _NONE]
+    else:
+        fields = [WAITING, _NONE, _NONE, _NONE, _NONE, _epoch(since or _began_waiting(record))]
+    return f"{LIVE}{record.job}/{record.run_id}/{SEPARATOR.join(fields)}"
+
+
+def queue_deadline(record: RunRecord) -> datetime:
+    """Until when a queued run may still start: its starting_deadline after its tick (or its
+    request), or, for a retry, after it was queued."""
+    deadline = timedelta(seconds=int((record.spec or {}).get("starting_deadline") or 0))
+    if record.had_vm:
+        queued_at = next((c.at for c in reversed(record.history) if c.state == RunState.QUEUED), record.updated_at)
+        return queued_at + deadline
+    return (record.tick or record.created_at) + deadline
+
+
+def _began_waiting(record: RunRecord) -> datetime:
+    """When the run's current wait for a VM began. Not `updated_at`: a delivery claiming the attempt
+    (or Begin) changes that while the run keeps waiting, and the next rename must find the name."""
+    began = record.updated_at
+    for change in reversed(record.history):
+        if change.state not in (RunState.SCHEDULED, RunState.STARTING):
+            break
+        began = change.at
+    return began
+
+
+def parse_live_name(name: str) -> LiveEntry | None:
+    parts = name[len(LIVE):].split("/") if name.startswith(LIVE) else []
+    if len(parts) == 2 and all(parts):
+        return LiveEntry(parts[0], parts[1], name)
+    if len(parts) != 3 or not parts[0] or not parts[1]:
+        return None
+    try:
+        kind, attempt, zone, vm, deadline, since = parts[2].split(SEPARATOR)
+        if kind not in KINDS:
+            raise ValueError(kind)
+        return LiveEntry(parts[0], parts[1], name, kind=kind, attempt=0 if attempt == _NONE else int(attempt),
+                         zone=None if zone == _NONE else zone, vm=None if vm == _NONE else vm,
+                         deadline=_from_epoch(deadline), since=_from_epoch(since))
+    except ValueError:
+        return LiveEntry(parts[0], parts[1], name)  # unreadable: the record says what it is
+
+
+def same_but_time(a: str, b: str) -> bool:
+    return a.rsplit(SEPARATOR, 1)[0] == b.rsplit(SEPARATOR, 1)[0]
+
+
+def _epoch(at: datetime | None) -> str:
+    return _NONE if at is None else str(int(at.timestamp()))
+
+
+def _from_epoch(text: str) -> datetime | None:
+    return None if text == _NONE else datetime.fromtimestamp(int(text), UTC)
