@@ -6,6 +6,7 @@ the environment mapping in (the CLI and the functions pass os.environ).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -16,6 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from spotcron.core.durations import parse_duration
 from spotcron.core.errors import ConfigError, Problem
 from spotcron.core.names import REGION, ZONE
+
+# Compute Engine resource names (RFC 1035): networks and subnetworks.
+NETWORK_NAME = re.compile(r"^[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 class Limits(BaseModel):
@@ -107,6 +111,11 @@ class Settings(BaseModel):
     job_done_url: str = ""  # filled in by deploy once the function exists; local mode sets its own
     credentials_url: str = ""  # the credentials broker's URL, learned like job_done_url
     image_family: str = "projects/cos-cloud/global/images/family/cos-stable"
+    # The VPC network job VMs join, in this project, and its subnet in each region they run in
+    # (empty: the subnet named like the network, as an auto-mode network names its subnets).
+    # An organisation that skips the default network names its own here.
+    network: str = "default"
+    subnetwork: str = ""
     grace: int = Field(300, description="seconds a VM may outlive its job's timeout (boot, pull, upload)")
     results_retention_days: int = Field(90, ge=1)
     limits: Limits = Limits()
@@ -126,6 +135,16 @@ class Settings(BaseModel):
         if not zones:
             raise ValueError("at least one zone is needed")
         return zones
+
+    @field_validator("network", "subnetwork")
+    @classmethod
+    def _network_name(cls, name: str, info: Any) -> str:
+        if info.field_name == "subnetwork" and name == "":
+            return name
+        if not NETWORK_NAME.match(name):
+            raise ValueError(f"{name!r} is not a {info.field_name} name (1-63 characters: lower-case letters, digits "
+                             f"and '-', starting with a letter; the name only, not a path)")
+        return name
 
     @field_validator("region")
     @classmethod
@@ -152,6 +171,15 @@ class Settings(BaseModel):
 
     def account_email(self, account: str) -> str:
         return account if "@" in account else f"{account}@{self.project}.iam.gserviceaccount.com"
+
+    @property
+    def network_path(self) -> str:
+        """The VMs' network as Compute Engine names it in an instance or firewall body."""
+        return f"global/networks/{self.network}"
+
+    def subnetwork_path(self, region: str) -> str:
+        """The VMs' subnet in `region`, as an instance body names it."""
+        return f"regions/{region}/subnetworks/{self.subnetwork or self.network}"
 
     @property
     def registry(self) -> str:

@@ -231,10 +231,11 @@ class _Reader:
             except NotFound:
                 if kind == SUBNETWORK:
                     region = name.split("/regions/", 1)[-1].split("/", 1)[0]
-                    raise DeployError(f"{name} does not exist: job VMs use the default network, which needs a "
-                                      f"subnet in region {region}; create the default network (or its subnet "
-                                      f"there), or remove {region} from the stack's `region:` or "
-                                      f"`placement.regions`") from None
+                    raise DeployError(f"{name} does not exist: job VMs join the stack's network (`network:` and "
+                                      f"`subnetwork:` in the stack file), which needs that subnet in region "
+                                      f"{region}; create it, name another network or subnet, or remove {region} "
+                                      f"from the stack's `region:` or `placement.regions` (spotcron doctor "
+                                      f"checks this before deploy)") from None
                 continue
             if kind == FIREWALL:
                 found.append(Resource(FIREWALL, name, firewall_fields(got), owned=name.startswith(NAME_PREFIX)))

@@ -130,22 +130,26 @@ def _bucket(settings: Settings) -> Resource:
     })
 
 
-# Job VMs live on the default network (engine/ports.InstanceRequest) and carry this tag
+# Job VMs join the stack's `network:` (engine/attempts.instance_request) and carry this tag
 # (gcp/compute.NETWORK_TAG; not imported: deploy does not load the Compute adapter).
-VM_NETWORK = "global/networks/default"
 VM_TAG = "spotcron-vm"
 # Ahead of every allow rule of a default network (default-allow-ssh is 65534) and of most
 # rules people add (1000 by default): a lower number wins.
 DENY_PRIORITY = 100
 
 
-def _network(names: Names) -> list[Resource]:
+def subnetwork_name(settings: Settings, region: str) -> str:
+    """The full name of the VMs' subnet in `region`: what deploy reads and turns Private Google Access on."""
+    return f"projects/{settings.project}/{settings.subnetwork_path(region)}"
+
+
+def _network(settings: Settings, names: Names) -> list[Resource]:
     """No ingress to a job VM from anywhere (one rule per address family: Compute does not mix
     IPv4 and IPv6 ranges in one rule), and Private Google Access on the region's subnet, so that a
     VM without an external address still pulls its image and reaches Cloud Storage and the
     functions."""
     rules = [Resource(FIREWALL, f"spotcron-deny-ingress{suffix}", {
-        "network": VM_NETWORK,
+        "network": settings.network_path,
         "direction": "INGRESS",
         "priority": DENY_PRIORITY,
         "denied": ("all",),
@@ -153,8 +157,7 @@ def _network(names: Names) -> list[Resource]:
         "target_tags": (VM_TAG,),
         "description": "spotcron: job VMs take no connections; they only call out",
     }) for suffix, ranges in (("", "0.0.0.0/0"), ("-v6", "::/0"))]
-    subnet = Resource(SUBNETWORK, f"projects/{names.project}/regions/{names.region}/subnetworks/default",
-                      {"private_ip_google_access": True})
+    subnet = Resource(SUBNETWORK, subnetwork_name(settings, names.region), {"private_ip_google_access": True})
     return [*rules, subnet]
 
 
@@ -165,8 +168,7 @@ def _placement_subnets(settings: Settings, jobs: Iterable[JobSpec]) -> list[Reso
     from spotcron.engine.placement import regions_for
 
     regions = {r for job in jobs for variant in job.variants() for r in regions_for(variant, settings)}
-    return [Resource(SUBNETWORK, f"projects/{settings.project}/regions/{region}/subnetworks/default",
-                     {"private_ip_google_access": True})
+    return [Resource(SUBNETWORK, subnetwork_name(settings, region), {"private_ip_google_access": True})
             for region in sorted(regions - {settings.region})]
 
 
@@ -253,7 +255,7 @@ def desired_state(settings: Settings, jobs: Iterable[JobSpec], source_object: st
     names = Names.of(settings)
     env = function_environment(settings, job_done_url, credentials_url)
     jobs = list(jobs)
-    resources = [_bucket(settings), _repository(names), *_network(names), *_placement_subnets(settings, jobs)]
+    resources = [_bucket(settings), _repository(names), *_network(settings, names), *_placement_subnets(settings, jobs)]
     topics = (*names.topics, names.dispatch_topic) if names.shared else names.topics
     resources += [Resource(TOPIC, topic, {"labels": dict(MANAGED_LABELS)}) for topic in topics]
     resources += [Resource(SERVICE_ACCOUNT, email, {"display_name": f"spotcron {email.split('@')[0]}"})

@@ -51,8 +51,9 @@ def instance_request(record: RunRecord, spec: JobSpec, attempt: Attempt, deps: D
     )
     # G2/A2/A3 machine types come with their GPUs; only N1 takes guestAccelerators.
     gpu = None if _bundled_gpu(attempt.machine_type) else spec.machine.gpu
+    zone = attempt.zone or transitions.zone_order(record, spec, deps.settings.zones)[0]
     return InstanceRequest(
-        name=attempt.vm_name, zone=attempt.zone or transitions.zone_order(record, spec, deps.settings.zones)[0], machine_type=attempt.machine_type,
+        name=attempt.vm_name, zone=zone, machine_type=attempt.machine_type,
         spot=attempt.provisioning_model == "SPOT", max_run_duration_s=spec.timeout + settings.grace,
         disk_gb=attempt.disk_gb, disk_type=boot_disk_type(attempt.machine_type),
         labels={**vm_labels(record.job, record.run_id, attempt.number),
@@ -60,6 +61,8 @@ def instance_request(record: RunRecord, spec: JobSpec, attempt: Attempt, deps: D
         metadata={"spotcron-run": descriptor.to_metadata(), "user-data": deps.user_data()},
         service_account=expected_email(settings, record, attempt), image=settings.image_family,
         gpu=GpuRequest(type=gpu.type, count=gpu.count) if gpu else None, external_ip=attempt.external_ip,
+        network=settings.network_path, subnetwork=settings.subnetwork_path(zone.rsplit("-", 1)[0]),
+        secure_boot=spec.machine.gpu is None and not _bundled_gpu(attempt.machine_type),
     )
 
 

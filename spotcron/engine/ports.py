@@ -43,6 +43,10 @@ class InstanceRequest:
     disk_type: str = "pd-balanced"  # the engine picks per family: spotcron.core.catalog.boot_disk_type
     gpu: GpuRequest | None = None
     network: str = "global/networks/default"
+    subnetwork: str = ""  # regions/REGION/subnetworks/NAME; empty: Compute picks the network's subnet
+    # Shielded VM: vTPM and integrity monitoring always; Secure Boot where the job's GPU driver
+    # does not need to load (docs/deploy.md, "Shielded VM").
+    secure_boot: bool = True
     # An external IPv4 address only for a job that asks for one (`external_ip: true`): without it
     # the VM reaches Google's APIs, Artifact Registry, Cloud Storage and the functions through
     # Private Google Access, and nothing on the internet can reach it.

@@ -47,6 +47,8 @@ def instance_body(request: InstanceRequest) -> dict[str, Any]:
     zone = request.zone
     metadata = {**request.metadata, **FORCED_METADATA}
     interface: dict[str, Any] = {"network": request.network}
+    if request.subnetwork:
+        interface["subnetwork"] = request.subnetwork
     if request.external_ip:
         # Asked for by the job (it reaches the internet); Spot VMs pay for an in-use external IPv4.
         interface["accessConfigs"] = [{"name": "External NAT", "type": "ONE_TO_ONE_NAT"}]
@@ -67,6 +69,13 @@ def instance_body(request: InstanceRequest) -> dict[str, Any]:
         "tags": {"items": [NETWORK_TAG]},
         "networkInterfaces": [interface],
         "serviceAccounts": [{"email": request.service_account, "scopes": [CLOUD_PLATFORM_SCOPE]}],
+        # Shielded VM (COS images support it): what compute.requireShieldedVm asks for, with Secure
+        # Boot left off only for a job whose GPU driver must load (see InstanceRequest).
+        "shieldedInstanceConfig": {
+            "enableSecureBoot": request.secure_boot,
+            "enableVtpm": True,
+            "enableIntegrityMonitoring": True,
+        },
         "scheduling": {
             "provisioningModel": "SPOT" if request.spot else "STANDARD",
             # Spot's default termination action is STOP, which keeps billing the disk.

@@ -63,3 +63,29 @@ def test_the_build_accounts_bucket_binding_is_conditional_on_the_deploy_prefix(d
         f'resource.name.startsWith("projects/_/buckets/{BUCKET}/objects/deploy/")')
     assert policy["version"] == 3
     assert deployer.plan(deployer.jobs(JOBS_DIR)).actions == []
+
+
+def test_a_named_network_and_subnet_are_used_for_the_rules_and_private_google_access(
+        deployer: Deployer, cloud: FakeCloud) -> None:
+    """An organisation without a `default` network (compute.skipDefaultNetworkCreation) names its own."""
+    from tests.deploy.conftest import make_settings
+
+    cloud.compute.networks = {"jobs-vpc": {"auto": False, "subnets": {"us-central1": ["jobs-us"]}}}
+    settings = make_settings(network="jobs-vpc", subnetwork="jobs-us")
+    deployer.deploy(deployer.jobs(JOBS_DIR), settings=settings)
+    assert cloud.compute.firewalls["spotcron-deny-ingress"]["network"].endswith(
+        f"projects/{PROJECT}/global/networks/jobs-vpc")
+    assert cloud.compute.private_google_access == {"us-central1/jobs-us": True}
+    assert deployer.plan(deployer.jobs(JOBS_DIR), settings=settings).actions == []
+
+
+def test_without_the_subnet_deploy_stops_naming_the_settings(deployer: Deployer, cloud: FakeCloud) -> None:
+    import pytest
+
+    from spotcron.gcp.admin.calls import DeployError
+
+    cloud.compute.networks = {}  # compute.skipDefaultNetworkCreation: no default network
+    with pytest.raises(DeployError, match=r"subnetworks/default does not exist: job VMs join the stack's network "
+                                          r"\(`network:` and `subnetwork:` in the stack file\)"):
+        deployer.deploy(deployer.jobs(JOBS_DIR))
+    assert not cloud.changing_calls()

@@ -22,7 +22,7 @@ def cpu_request(**overrides) -> InstanceRequest:
 def gpu_request(**overrides) -> InstanceRequest:
     """An on-demand n1-standard-8 with one T4 for job `bench`."""
     values = dict(name="sc-bench-20261122-1000-t4-a1", machine_type="n1-standard-8", spot=False,
-                  max_run_duration_s=4200, disk_gb=50, gpu=GpuRequest("nvidia-tesla-t4", 1),
+                  max_run_duration_s=4200, disk_gb=50, gpu=GpuRequest("nvidia-tesla-t4", 1), secure_boot=False,
                   labels={"spotcron": "1", "job": "bench", "run": "20261122-1000-t4", "attempt": "1"})
     values.update(overrides)
     return cpu_request(**values)

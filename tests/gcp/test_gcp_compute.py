@@ -39,6 +39,7 @@ EXPECTED_CPU_BODY = {
     "tags": {"items": ["spotcron-vm"]},
     "networkInterfaces": [{"network": "global/networks/default"}],
     "serviceAccounts": [{"email": VM_ACCOUNT, "scopes": ["https://www.googleapis.com/auth/cloud-platform"]}],
+    "shieldedInstanceConfig": {"enableSecureBoot": True, "enableVtpm": True, "enableIntegrityMonitoring": True},
     "scheduling": {
         "provisioningModel": "SPOT",
         "instanceTerminationAction": "DELETE",
@@ -69,6 +70,7 @@ EXPECTED_GPU_BODY = {
     "tags": {"items": ["spotcron-vm"]},
     "networkInterfaces": [{"network": "global/networks/default"}],
     "serviceAccounts": [{"email": VM_ACCOUNT, "scopes": ["https://www.googleapis.com/auth/cloud-platform"]}],
+    "shieldedInstanceConfig": {"enableSecureBoot": False, "enableVtpm": True, "enableIntegrityMonitoring": True},
     "scheduling": {
         "provisioningModel": "STANDARD",
         "instanceTerminationAction": "DELETE",
@@ -360,3 +362,15 @@ def test_losing_sight_of_an_accepted_insert_is_transient(fake_compute, google_co
 
     assert "create instance sc-bot-20261122-1000-a1 in us-central1-a: wait for operation operation-" in str(caught.value)
     assert "not found" in str(caught.value)
+
+
+def test_the_vm_joins_the_named_subnet_and_is_shielded():
+    """The stack's `network`/`subnetwork` reach the body; Shielded VM is on (compute.requireShieldedVm),
+    Secure Boot off only where a GPU driver must load."""
+    body = instance_body(cpu_request(network="global/networks/jobs-vpc",
+                                     subnetwork="regions/us-central1/subnetworks/jobs-us"))
+    assert body["networkInterfaces"] == [{"network": "global/networks/jobs-vpc",
+                                          "subnetwork": "regions/us-central1/subnetworks/jobs-us"}]
+    assert body["shieldedInstanceConfig"] == {"enableSecureBoot": True, "enableVtpm": True,
+                                              "enableIntegrityMonitoring": True}
+    assert instance_body(cpu_request(secure_boot=False))["shieldedInstanceConfig"]["enableSecureBoot"] is False

@@ -33,6 +33,9 @@ class FakeCompute:
         self.project = project
         self.firewalls: dict[str, dict[str, Any]] = {}
         self.private_google_access: dict[str, bool] = {}  # region -> state of its default subnet
+        # The project's VPC networks: name -> {"auto": auto mode, "subnets": {region: [names]}}.
+        # An auto-mode network has a subnet named like itself in every region, as Google creates it.
+        self.networks: dict[str, dict[str, Any]] = {"default": {"auto": True, "subnets": {}}}
         self.operations: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
@@ -121,22 +124,36 @@ class FakeCompute:
             del self.firewalls[name]
             return 200, self._operation(name)
 
+    def subnet_network(self, region: str, subnet: str) -> str | None:
+        """The network holding `subnet` in `region`, None when there is no such subnet."""
+        for name, network in self.networks.items():
+            if (network["auto"] and subnet == name) or subnet in network["subnets"].get(region, ()):
+                return name
+        return None
+
     def get_subnet(self, request: Request) -> tuple[int, Any]:
         self._project(request)
-        if request.match["subnet"] != "default":
-            raise ApiError(404, f"The resource 'subnetworks/{request.match['subnet']}' was not found")
-        region = request.match["region"]
+        region, subnet = request.match["region"], request.match["subnet"]
+        network = self.subnet_network(region, subnet)
+        if network is None:
+            raise ApiError(404, f"The resource 'projects/{self.project}/regions/{region}/subnetworks/{subnet}' "
+                                "was not found")
+        key = region if subnet == "default" else f"{region}/{subnet}"
         with self._lock:
-            return 200, {"name": "default", "region": region, "fingerprint": "abc=",
-                         "privateIpGoogleAccess": self.private_google_access.get(region, False)}
+            return 200, {"name": subnet, "region": region, "fingerprint": "abc=",
+                         "network": f"https://www.googleapis.com/compute/v1/projects/{self.project}/global/networks/"
+                                    f"{network}",
+                         "privateIpGoogleAccess": self.private_google_access.get(key, False)}
 
     def set_private_google_access(self, request: Request) -> tuple[int, Any]:
         self.get_subnet(request)
         body = request.json()
         if set(body) != {"privateIpGoogleAccess"} or not isinstance(body["privateIpGoogleAccess"], bool):
             raise ApiError(400, f"Invalid JSON payload received: {body}")
+        region, subnet = request.match["region"], request.match["subnet"]
         with self._lock:
-            self.private_google_access[request.match["region"]] = body["privateIpGoogleAccess"]
+            self.private_google_access[region if subnet == "default" else f"{region}/{subnet}"] = \
+                body["privateIpGoogleAccess"]
             return 200, self._operation(f"subnetworks/{request.match['subnet']}", request.match["region"])
 
     def get_operation(self, request: Request) -> tuple[int, Any]:
