@@ -40,7 +40,7 @@ bench: $(STAMP) ## print speed and cost figures, each beside its baseline
 reliability: $(STAMP) ## a long seeded fault simulation; prints the figures
 	$(BIN)/python -m spotcron.testing.simulation --days 30 --jobs 60 --seed 7 --reliability-map tests/RELIABILITY.md
 
-e2e: $(STAMP) ## deploy to a throwaway project (SPOTCRON_E2E_PROJECT), run hello-bot once on a VM, check, destroy
+e2e: $(STAMP) ## on a throwaway project (SPOTCRON_E2E_PROJECT): doctor, deploy, no-change replan, one scheduled run, storage contracts, destroy
 	$(BIN)/python -m tests.e2e
 
 EXPLORE_EXAMPLES ?= 400

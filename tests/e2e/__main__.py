@@ -1,9 +1,12 @@
 """`make e2e`: the whole stack once, on a real Google Cloud project that is thrown away after.
 
-Deploys jobs/hello-bot.yaml with a stack file of its own, runs it once with
-`spotcron run --cloud`, waits for the run's record and manifest in the bucket, checks that the
-run's VM and its boot disk are gone, then destroys the stack (results bucket included). Every
-step is the `spotcron` command a person would type, so this is what to run first with an account.
+The first contact, step by step, with the `spotcron` commands a person would type:
+`spotcron doctor` (the project's APIs, permissions, quotas, policies and network), a first
+`deploy` of jobs/hello-bot.yaml with a stack file of its own, a second plan that must show no
+changes, then one run fired by the job's real Cloud Scheduler entry (`jobs:run`), its record and
+manifest in the bucket, its VM and boot disk waited out (job_done only asks for the deletion:
+the VM stays STOPPING a while), the storage contract suite (tests/contracts) against Cloud
+Storage itself, and `destroy`, after which a second destroy must find nothing.
 
 Needs SPOTCRON_E2E_PROJECT (a throwaway project: everything spotcron-labelled in it is deleted
 at the end) and application-default credentials. Without them it prints one line saying what
@@ -33,6 +36,17 @@ JOB = "hello-bot"
 BOT_FOLDER = "vm_images/bot"  # hello-bot's build folder
 WAIT_S = 20 * 60  # boot, pull, run, upload, callback: minutes, not hours
 POLL_S = 15.0
+# A deleted VM stays listed (STOPPING) until Compute Engine has shut it down and freed its disk;
+# "gone" is only checked after this long.
+GONE_WAIT_S = 6 * 60
+GONE_POLL_S = 10.0
+# The e2e's hello-bot fires daily at midnight UTC and may start up to a day late, so the run that
+# `jobs:run` forces at any hour maps to today's tick and starts (start_job takes the latest fire
+# time before the message as the tick, and skips a tick older than starting_deadline).
+E2E_SCHEDULE = '"0 0 * * *"'
+E2E_STARTING_DEADLINE = "1d"
+NO_CHANGES = "No changes: the deployed stack matches the job specs and settings."
+NOTHING_LEFT = "Nothing to destroy: no spotcron resources in this project."
 
 
 class E2EFailed(Exception):
@@ -92,7 +106,9 @@ def write_stack(config: Config, root: Path) -> tuple[Path, Path]:
     if config.image:  # a prebuilt image instead of the build deploy would run
         text = "\n".join(f"image: {config.image}" if line.startswith(("image:", "build:")) else line
                          for line in text.splitlines()) + "\n"
-    else:  # deploy builds the job's folder with Cloud Build, relative to the folder holding jobs/
+    text = "\n".join(f"schedule: {E2E_SCHEDULE}" if line.startswith("schedule:") else line
+                     for line in text.splitlines()) + f"\nstarting_deadline: {E2E_STARTING_DEADLINE}\n"
+    if not config.image:  # deploy builds the job's folder with Cloud Build, relative to the folder holding jobs/
         shutil.copytree(REPO / BOT_FOLDER, root / BOT_FOLDER)
     (jobs / f"{JOB}.yaml").write_text(text)
     return stack, jobs
@@ -113,12 +129,12 @@ def spotcron_cli(args: Sequence[str]) -> str:
 
 def wait_for_run(run: Run, bucket: str, before: set[str], *, now: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep, wait_s: float = WAIT_S) -> dict[str, Any]:
-    """The new manual run of hello-bot once it has ended (its record, as `runs --json` prints it)."""
+    """The new run of hello-bot once it has ended (its record, as `runs --json` prints it)."""
     deadline = now() + wait_s
     seen: dict[str, Any] | None = None
     while now() < deadline:
         records = json.loads(run(["runs", JOB, "--bucket", f"gs://{bucket}", "--json", "--limit", "0"]) or "[]")
-        fresh = [r for r in records if r["run_id"] not in before and r["run_id"].startswith("m")]
+        fresh = [r for r in records if r["run_id"] not in before]
         if fresh:
             seen = fresh[0]
             if seen["state"] in ("succeeded", "failed", "timed_out", "lost", "skipped", "cancelled", "preempted"):
@@ -137,8 +153,8 @@ def leftovers(project: str, vm_names: Sequence[str], list_instances: Callable[[]
         list_instances = GoogleCompute(project).list_managed
     if list_disks is None:
         list_disks = _disks(project)
-    alive = {vm.name for vm in list_instances()}
-    found = [f"VM {name}" for name in vm_names if name in alive]
+    alive = {vm.name: getattr(vm, "status", "") for vm in list_instances()}
+    found = [f"VM {name}" + (f" ({alive[name]})" if alive[name] else "") for name in vm_names if name in alive]
     found += [f"disk {name}" for name in vm_names if name in list_disks(name)]
     return found
 
@@ -153,31 +169,92 @@ def _disks(project: str) -> Callable[[str], list[str]]:
     return names
 
 
+def wait_until_gone(check: Callable[[], list[str]], *, now: Callable[[], float] = time.monotonic,
+                    sleep: Callable[[float], None] = time.sleep, wait_s: float = GONE_WAIT_S) -> None:
+    """Wait until `check` finds nothing left; E2EFailed naming what is still there after `wait_s`.
+
+    job_done asks Compute Engine to delete the VM and returns: the VM is listed (STOPPING) and its
+    boot disk exists until the deletion has finished, so one look right after the run ends would
+    report a leftover that is merely on its way out."""
+    deadline = now() + wait_s
+    left = check()
+    while left:
+        if now() >= deadline:
+            raise E2EFailed(f"still there {wait_s / 60:.0f} minutes after the run ended: {', '.join(left)}")
+        print(f"e2e: waiting for the deletion of {', '.join(left)}", flush=True)
+        sleep(GONE_POLL_S)
+        left = check()
+
+
+def fire_entry(config: Config, client: Any = None) -> str:
+    """Fire hello-bot's Cloud Scheduler entry now (`jobs:run`), as its schedule would; its name."""
+    from spotcron.deploy.naming import scheduler_entry
+
+    if client is None:
+        from google.cloud import scheduler_v1
+
+        client = scheduler_v1.CloudSchedulerClient()
+    name = f"projects/{config.project}/locations/{config.region}/jobs/{scheduler_entry(JOB)}"
+    print(f"$ gcloud scheduler jobs run {scheduler_entry(JOB)} --location {config.region} --project "
+          f"{config.project}", flush=True)
+    client.run_job(name=name)
+    return name
+
+
+def storage_contracts(config: Config) -> None:
+    """The storage contract suite (tests/contracts) on Cloud Storage in the project, fresh buckets
+    of its own that it deletes; E2EFailed when a contract does not hold there."""
+    from tests.contracts.storage_servers import CLOUD_LOCATION, CLOUD_PROJECT
+
+    env = {**os.environ, CLOUD_PROJECT: config.project, CLOUD_LOCATION: config.region}
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/contracts", "-k",
+               "cloud-storage"]
+    print(f"$ {CLOUD_PROJECT}={config.project} {' '.join(command[1:])}", flush=True)
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, check=False)
+    sys.stdout.write(done.stdout[-4000:])
+    if done.returncode != 0:
+        raise E2EFailed(f"the storage contract suite failed on Cloud Storage (exit {done.returncode}): "
+                        f"{(done.stdout + done.stderr).strip()[-2000:]}")
+
+
 def run_e2e(config: Config, run: Run = spotcron_cli, check_leftovers: Callable[[Config, list[str]], list[str]] |
-            None = None) -> dict[str, Any]:
+            None = None, *, fire: Callable[[Config], Any] = fire_entry,
+            contracts: Callable[[Config], None] = storage_contracts, now: Callable[[], float] = time.monotonic,
+            sleep: Callable[[float], None] = time.sleep) -> dict[str, Any]:
     check = check_leftovers or (lambda cfg, vms: leftovers(cfg.project, vms))
     with tempfile.TemporaryDirectory(prefix="spotcron-e2e-") as folder:
         stack, jobs = write_stack(config, Path(folder))
         common = ["--stack", str(stack)]
+        run(["doctor", "--jobs", str(jobs), *common])  # a project that cannot work stops here, before anything exists
+        destroyed = False
         try:
             run(["deploy", "--yes", "--jobs", str(jobs), *common])
+            again = run(["deploy", "--dry-run", "--jobs", str(jobs), *common])
+            if NO_CHANGES not in again:
+                raise E2EFailed(f"a second deploy right after the first plans changes:\n{again.strip()[-2000:]}")
             before = {r["run_id"] for r in json.loads(run(["runs", JOB, "--bucket", f"gs://{config.bucket}",
                                                             "--json", "--limit", "0"]) or "[]")}
-            run(["run", JOB, "--cloud", "--jobs", str(jobs), "--bucket", f"gs://{config.bucket}", *common])
-            record = wait_for_run(run, config.bucket, before)
+            fire(config)
+            record = wait_for_run(run, config.bucket, before, now=now, sleep=sleep)
             if record["state"] != "succeeded":
                 raise E2EFailed(f"{JOB}/{record['run_id']} ended {record['state']}: {record.get('reason')}")
             listing = json.loads(run(["results", f"{JOB}/{record['run_id']}", "--bucket", f"gs://{config.bucket}",
                                       "--json"]))
             if listing["source"] != "manifest":
                 raise E2EFailed(f"{JOB}/{record['run_id']} succeeded without a manifest in gs://{config.bucket}")
-            left = check(config, [a["vm_name"] for a in record["attempts"]])
-            if left:
-                raise E2EFailed(f"still there after the run ended: {', '.join(left)}")
+            vms = [a["vm_name"] for a in record["attempts"]]
+            wait_until_gone(lambda: check(config, vms), now=now, sleep=sleep)
             print(f"e2e: {JOB}/{record['run_id']} succeeded on {config.project}; its VM and disk are gone", flush=True)
+            contracts(config)
+            if not config.keep:
+                run(["destroy", "--yes", "--delete-results", *common])
+                destroyed = True
+                after = run(["destroy", "--dry-run", "--delete-results", *common])
+                if NOTHING_LEFT not in after:
+                    raise E2EFailed(f"destroy left spotcron resources behind:\n{after.strip()[-2000:]}")
             return record
         finally:
-            if not config.keep:
+            if not config.keep and not destroyed:
                 run(["destroy", "--yes", "--delete-results", *common])
 
 
@@ -191,7 +268,8 @@ def main() -> int:
     except E2EFailed as exc:
         print(f"e2e: FAILED: {exc}", file=sys.stderr)
         return 1
-    print("e2e: passed: deploy, one cloud run, results in the bucket, nothing left running, destroy")
+    print("e2e: passed: doctor, deploy, a second plan with no changes, one run fired by its scheduler entry, "
+          "results in the bucket, VM and disk gone, storage contracts on Cloud Storage, destroy left nothing")
     return 0
 
 

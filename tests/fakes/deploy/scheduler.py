@@ -1,4 +1,9 @@
-"""Fake Cloud Scheduler v1 (REST): jobs list/create/patch/delete/pause/resume."""
+"""Fake Cloud Scheduler v1 (REST): jobs list/create/patch/delete/pause/resume, and run.
+
+`jobs:run` dispatches the entry now, "even if the job is already running" (Google's reference for
+projects.locations.jobs.run): the fake records the Pub/Sub message the entry would publish
+(`fired`) and answers the job.
+"""
 
 from __future__ import annotations
 
@@ -25,6 +30,7 @@ class FakeScheduler:
         self.jobs: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
         self._topic_exists = topic_exists
+        self.fired: list[tuple[str, str, bytes]] = []  # (entry name, topic, data) per jobs:run
 
     def routes(self, router: Router) -> None:
         api = "scheduler"
@@ -35,6 +41,7 @@ class FakeScheduler:
         router.add("DELETE", f"{PARENT}/jobs/(?P<job>[^/:]+)", api, self.delete)
         router.add("POST", f"{PARENT}/jobs/(?P<job>[^/:]+):pause", api, lambda r: self.set_state(r, "PAUSED"))
         router.add("POST", f"{PARENT}/jobs/(?P<job>[^/:]+):resume", api, lambda r: self.set_state(r, "ENABLED"))
+        router.add("POST", f"{PARENT}/jobs/(?P<job>[^/:]+):run", api, self.run)
 
     def _validate(self, job: dict[str, Any]) -> None:
         if not job.get("schedule"):
@@ -112,6 +119,16 @@ class FakeScheduler:
                 raise ApiError(404, f"Job {name} not found.")
             self.jobs[name]["state"] = state
             return 200, json_copy(self.jobs[name])
+
+    def run(self, request: Request) -> tuple[int, Any]:
+        name = f"{request.match['parent']}/jobs/{request.match['job']}"
+        with self._lock:
+            if name not in self.jobs:
+                raise ApiError(404, f"Job {name} not found.")
+            job = self.jobs[name]
+            target = job["pubsubTarget"]
+            self.fired.append((name, target["topicName"], base64.b64decode(target.get("data", ""))))
+            return 200, json_copy(job)
 
     # --- for assertions -----------------------------------------------------------------------
 

@@ -73,6 +73,11 @@ class FakeComputeEngine(FakeRestServer):
         self.missing_images: set[str] = set()
         self.pending_waits = 0  # wait() answers RUNNING this many times before DONE
         self.ignore_filter = False  # answer aggregatedList as if the filter were not understood
+        # Compute Engine accepts a delete at once but the VM stays listed, STOPPING, until the
+        # deletion finishes (seconds to minutes; the instance life cycle page). With this on, a
+        # deleted instance stays STOPPING until finish_deletions().
+        self.deletion_lag = False
+        self._deleting: set[tuple[str, str, str]] = set()
         self._create_faults: dict[str, list[_CreateFault]] = {}
         self._ids = itertools.count(1000)
         self.route("POST", INSTANCES_PATH, self._insert)
@@ -186,8 +191,23 @@ class FakeComputeEngine(FakeRestServer):
             return google_error(404, f"The resource 'projects/{project}/zones/{zone}/instances/{name}' was not found")
         return 200, resource
 
+    def finish_deletions(self) -> list[str]:
+        """End every deletion in progress (deletion_lag): the instances go; their names."""
+        with self._lock:
+            gone = sorted(self._deleting)
+            for key in gone:
+                self.instances.pop(key, None)
+            self._deleting.clear()
+        return [name for _, _, name in gone]
+
     def _delete(self, request: RecordedRequest, project: str, zone: str, name: str) -> Reply:
-        resource = self.instances.pop((project, zone, name), None)
+        if self.deletion_lag:
+            resource = self.instances.get((project, zone, name))
+            if resource is not None:
+                resource["status"] = "STOPPING"
+                self._deleting.add((project, zone, name))
+        else:
+            resource = self.instances.pop((project, zone, name), None)
         if resource is None:
             return google_error(404, f"The resource 'projects/{project}/zones/{zone}/instances/{name}' was not found")
         return 200, self._new_operation(project, zone, "delete", name, target_id=resource["id"])
