@@ -41,6 +41,12 @@ def _default_credentials(project: str) -> Any:
     return default_credentials(project)
 
 
+def _default_project_reads(clients: Any, caller: Any) -> Any:
+    from spotcron.gcp.admin.project_reads import project_reads
+
+    return project_reads(clients, caller)
+
+
 def _default_builder(settings: Any, credentials: Any) -> Any:
     from spotcron.deploy.naming import BUILD_ACCOUNT
     from spotcron.gcp.admin.cloudbuild import CloudBuilder
@@ -61,6 +67,7 @@ class DeployContext:
     poll_initial: float = 2.0
     compute: Callable[[str, Any], Any] = _default_compute  # destroy: live VMs labelled spotcron=1
     builder: Callable[[Any, Any], Any] = _default_builder  # (settings, credentials) -> deploy.builds.Builder
+    project_reads: Callable[[Any, Any], Any] = _default_project_reads  # doctor: (clients, caller) -> ProjectFacts
 
 
 class RichReporter:
@@ -116,12 +123,15 @@ def _job_paths(jobs_dir: Path) -> dict[str, Path]:
 @click.command("deploy")
 @jobs_option
 @stack_option
-@click.option("--dry-run", is_flag=True, help="Show the plan and change nothing (what `make plan` runs).")
+@click.option("--dry-run", is_flag=True, help="Check the project (spotcron doctor), show the plan, change nothing "
+                                             "(what `make plan` runs); exit 1 when a check failed.")
+@click.option("--offline", is_flag=True, help="With --dry-run: list what a first deploy creates, with no credentials "
+                                             "and no call to Google.")
 @click.option("--yes", "-y", "assume_yes", is_flag=True, help="Apply without asking (needed without a terminal).")
 @click.option("--concurrency", type=click.IntRange(1, 64), default=16, show_default=True,
               help="API calls in flight at once while applying.")
 @click.pass_context
-def deploy(ctx: click.Context, jobs_dir: Path, stack_path: Path, dry_run: bool, assume_yes: bool,
+def deploy(ctx: click.Context, jobs_dir: Path, stack_path: Path, dry_run: bool, offline: bool, assume_yes: bool,
            concurrency: int) -> None:
     """Create or update the whole stack on Google Cloud from jobs/ and the stack file.
 
@@ -133,7 +143,8 @@ def deploy(ctx: click.Context, jobs_dir: Path, stack_path: Path, dry_run: bool, 
 
     Needs `gcloud auth application-default login` and these APIs enabled: compute,
     cloudscheduler, pubsub, cloudfunctions, run, cloudbuild, eventarc, storage, iam,
-    artifactregistry, logging, cloudresourcemanager (see docs/deploy.md).
+    artifactregistry, logging, cloudresourcemanager (see docs/deploy.md). `--dry-run` first
+    runs `spotcron doctor`'s checks; `--dry-run --offline` needs no credentials at all.
     """
     from spotcron.cli._common import load_stack
     from spotcron.core.loader import load_jobs
@@ -149,6 +160,13 @@ def deploy(ctx: click.Context, jobs_dir: Path, stack_path: Path, dry_run: bool, 
     jobs = load_jobs([jobs_dir], grace=settings.grace, retention_days=settings.results_retention_days)
     preflight(settings, jobs, stack_path, _job_paths(jobs_dir))
     source = build_source(env.source_root())
+    if offline:
+        if not dry_run:
+            from spotcron.cli._common import goes_with
+
+            raise goes_with("--offline", "--dry-run", "without credentials deploy can only show what it would create")
+        _offline_plan(settings, jobs, jobs_dir, source.object_name, out)
+        return
     credentials = env.credentials(settings.project)
     clients = env.clients(settings.project, credentials, concurrency)
     caller = env.caller(settings.project) if env.caller else Caller(settings.project)
@@ -163,6 +181,14 @@ def deploy(ctx: click.Context, jobs_dir: Path, stack_path: Path, dry_run: bool, 
 
     out.print(f"[bold]spotcron deploy[/] — project {settings.project}, region {settings.region}, "
               f"{len(jobs)} job{'s' if len(jobs) != 1 else ''} from {jobs_dir}/")
+    checks_failed = False
+    if dry_run:  # the project as doctor sees it, before the plan
+        from spotcron.cli._checks import print_checks, project_checks
+        from spotcron.deploy.doctor import failed
+
+        checks = project_checks(env, settings, jobs, credentials)
+        print_checks(out, checks)
+        checks_failed = failed(checks)
     started = time.monotonic()
     jobs, prepare = _images(env, settings, credentials, jobs, jobs_dir, out)
     result = run_deploy(settings, jobs, source, clients, confirm=confirm, reporter=RichReporter(out),
@@ -171,12 +197,36 @@ def deploy(ctx: click.Context, jobs_dir: Path, stack_path: Path, dry_run: bool, 
     if dry_run:
         if result.plan:
             out.print("Dry run: nothing was changed. Apply with `make deploy` (spotcron deploy).")
+        if checks_failed:
+            from spotcron.cli._checks import EXIT_CHECK_FAILED
+
+            out.print("[red]A check above failed: fix it before deploying.[/]")
+            ctx.exit(EXIT_CHECK_FAILED)
         return
     if result.passes:
         done = sum(len(p.done) for p in result.passes)
         out.print(f"[green]Deployed[/]: {done} changes in {time.monotonic() - started:.1f}s "
                   f"({caller.calls} API calls). A re-plan now shows no changes.")
     out.print(f"Runs and results: spotcron runs --bucket gs://{settings.bucket}")
+
+
+def _offline_plan(settings: Any, jobs: list[Any], jobs_dir: Path, source_object: str, out: Any) -> None:
+    """The plan of a first deploy on an empty project, read from nothing but the files here."""
+    from rich.text import Text
+
+    from spotcron.core.images import plan_builds
+    from spotcron.deploy.builds import ImageStatus, format_builds
+    from spotcron.deploy.offline import first_deploy_plan
+
+    out.print(f"[bold]spotcron deploy --dry-run --offline[/] — project {settings.project}, region "
+              f"{settings.region}, {len(jobs)} job{'s' if len(jobs) != 1 else ''} from {jobs_dir}/")
+    out.print("What a first deploy creates in an empty project (nothing was read from Google, nothing changed):")
+    builds = plan_builds(jobs, repository_root(jobs_dir))
+    for line in format_builds([ImageStatus(b, b.image(settings.registry), None) for b in builds]):
+        out.print(Text(line, style="green"))
+    RichReporter(out).show_plan(first_deploy_plan(settings, jobs, source_object))
+    out.print("Then a second, short pass sets the functions' URLs (SPOTCRON_JOB_DONE_URL, SPOTCRON_CREDENTIALS_URL). "
+              "With credentials, `spotcron doctor` checks the project and `make plan` reads what exists.")
 
 
 def _images(env: DeployContext, settings: Any, credentials: Any, jobs: list[Any], jobs_dir: Path,

@@ -12,6 +12,7 @@ from tests.fakes.deploy.compute import FakeCompute
 from tests.fakes.deploy.functions import FakeFunctions
 from tests.fakes.deploy.http import Call, Faults, HttpServer, Router
 from tests.fakes.deploy.iam_grpc import FakeIam
+from tests.fakes.deploy.project_reads import FakeProjectReads
 from tests.fakes.deploy.pubsub import FakePubsub
 from tests.fakes.deploy.registry import FakeRegistry
 from tests.fakes.deploy.resourcemanager import FakeResourceManager
@@ -37,8 +38,9 @@ class FakeCloud:
                                        self.pubsub.exists, PolicyStore(accounts))
         self.registry = FakeRegistry(project, PolicyStore(accounts))
         self.compute = FakeCompute(project)
+        self.project_reads = FakeProjectReads(project, self.compute)  # what `spotcron doctor` reads
         for api in (self.resourcemanager, self.pubsub, self.storage, self.scheduler, self.functions, self.registry,
-                    self.compute):
+                    self.compute, self.project_reads):
             api.routes(self.router)
         self.http = HttpServer(self.router)
         self.iam_target = ""
@@ -88,10 +90,11 @@ class FakeCloud:
             self.log.clear()
 
     def changing_calls(self) -> list[Call]:
-        """Calls that change something (reads, lists, polls and getIamPolicy left out)."""
+        """Calls that change something (reads, lists, polls, getIamPolicy and testIamPermissions left out)."""
         reads = ("List", "Get")
         return [c for c in self.calls() if c.method not in ("GET",)
-                and not c.path.endswith(":getIamPolicy") and not c.path.rsplit("/", 1)[-1].startswith(reads)]
+                and not c.path.endswith((":getIamPolicy", ":testIamPermissions"))
+                and not c.path.rsplit("/", 1)[-1].startswith(reads)]
 
     def count(self, api: str | None = None, method: str | None = None, contains: str = "") -> int:
         return sum(1 for c in self.calls() if (api is None or c.api == api) and (method is None or c.method == method)
