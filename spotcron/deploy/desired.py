@@ -37,7 +37,11 @@ from spotcron.engine.deployed import canonical, digest_of, specs_version, start_
 
 RUNTIME = "python312"
 PUBSUB_EVENT = "google.cloud.pubsub.topic.v1.messagePublished"
-MEMORY = "256M"
+# Each function's memory: its measured peak RSS through a cold start and first request
+# (bench/function_memory.py, BENCHMARKS.md "Function memory") with at least half again as headroom,
+# rounded up to a size Cloud Run functions offer. Those that load Google's Compute Engine client peak
+# near 195 MB, past what 256M leaves for the runtime and a second request's buffers.
+MEMORY = {"start_job": "512M", "sweep": "512M", "job_done": "512M", "credentials": "512M", "dispatch": "256M"}
 # start_job must answer well inside Cloud Scheduler's and Pub/Sub's deadlines; the sweep may
 # walk many VMs and records; job_done deletes one VM.
 # The dispatcher must be done well inside its minute; two may overlap, and its cursor's
@@ -201,7 +205,7 @@ def _function(logical: str, names: Names, source_object: str, env: dict[str, str
         # Reachable from anywhere (VMs call job_done over the internet) but every request needs
         # an identity token with run.invoker: nobody holds that except the accounts in iam.py.
         "ingress": "ALLOW_ALL",
-        "memory": MEMORY,
+        "memory": MEMORY[logical],
         "timeout": TIMEOUT_S[logical],
         "max_instances": MAX_INSTANCES[logical],
         "trigger": trigger,

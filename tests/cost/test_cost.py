@@ -52,7 +52,7 @@ def record(*attempts: Attempt, state: str = "succeeded", job: str = "job", varia
 
 def functions_usd(table, calls: list[float]) -> float:
     f = table.functions
-    return sum(0.40 / 1e6 + f.billed_seconds(s) * (0.167 * 0.000024 + 0.25 * 0.0000025) for s in calls)
+    return sum(0.40 / 1e6 + f.billed_seconds(s) * (0.333 * 0.000024 + 0.5 * 0.0000025) for s in calls)
 
 
 # --- one run ---------------------------------------------------------------------------------
@@ -266,7 +266,7 @@ def test_shared_scheduling_counts_the_dispatcher_and_drops_the_entries_per_job(t
     assert per_job.overhead["sweep"]["scheduler"] == 0.10 and "dispatch" not in per_job.overhead
     dispatch = shared.overhead["dispatch"]
     minutes = 30 * 1440
-    per_second = 0.167 * 0.000024 + 0.25 * 0.0000025
+    per_second = 0.333 * 0.000024 + 0.5 * 0.0000025
     assert dispatch["scheduler"] == 0.10
     # Every minute an invocation of 0.2 s; 0.005 s more for each of the 1,800 start messages.
     assert dispatch["functions"] == pytest.approx(minutes * 0.40 / 1e6 + (minutes * 0.2 + 1800 * 0.005) * per_second)

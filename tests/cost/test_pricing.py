@@ -103,7 +103,7 @@ def test_recipe_2018_table():
 def test_second_gen_functions_are_billed_as_cloud_run(table):
     f = table.functions
     assert f.generation == 2
-    assert f.per_second == pytest.approx(0.167 * 0.000024 + 0.25 * 0.0000025)
+    assert f.per_second == pytest.approx(0.333 * 0.000024 + 0.5 * 0.0000025)
     assert f.billed_seconds(0.25) == pytest.approx(0.3)
     assert f.billed_seconds(0.3) == pytest.approx(0.3)
     assert f.billed_seconds(0.0) == pytest.approx(0.1)

@@ -217,7 +217,7 @@ def test_a_gzip_encoded_metrics_file_is_read_far_past_the_cap(monkeypatch):
     that uploads its metrics.json with `contentEncoding: gzip` (its attempt token may set any
     metadata) gets the Range applied to the *compressed* bytes, and the functions hold the inflated
     ones: here 48 MiB for a 1 MiB cap; 1 MiB of deflate inflates to about 1 GiB in production,
-    past the functions' 256 MB, so job_done and every sweep pass that reaches the run are killed.
+    past the functions' memory (256-512 MB), so job_done and every sweep pass that reaches the run are killed.
     Driven on the local storage server (which models Cloud Storage's transcoding, see
     tests/contracts) with GcsBlobs, the adapter the functions use on Google Cloud and in local mode.
 
