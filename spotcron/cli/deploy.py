@@ -158,15 +158,18 @@ def deploy(ctx: click.Context, jobs_dir: Path, stack_path: Path, dry_run: bool, 
     # Everything that can be checked without Google is checked before the first call.
     settings = load_stack(stack_path)
     jobs = load_jobs([jobs_dir], grace=settings.grace, retention_days=settings.results_retention_days)
-    preflight(settings, jobs, stack_path, _job_paths(jobs_dir))
-    source = build_source(env.source_root())
     if offline:
         if not dry_run:
             from spotcron.cli._common import goes_with
 
             raise goes_with("--offline", "--dry-run", "without credentials deploy can only show what it would create")
-        _offline_plan(settings, jobs, jobs_dir, source.object_name, out)
+        placeholders = _preflight_but_placeholders(settings, jobs, stack_path, _job_paths(jobs_dir))
+        _offline_plan(settings, jobs, jobs_dir, build_source(env.source_root()).object_name, out)
+        for problem in placeholders:
+            out.print(f"[yellow]Before a real deploy: {problem}[/]")
         return
+    preflight(settings, jobs, stack_path, _job_paths(jobs_dir))
+    source = build_source(env.source_root())
     credentials = env.credentials(settings.project)
     clients = env.clients(settings.project, credentials, concurrency)
     caller = env.caller(settings.project) if env.caller else Caller(settings.project)
@@ -208,6 +211,22 @@ def deploy(ctx: click.Context, jobs_dir: Path, stack_path: Path, dry_run: bool, 
         out.print(f"[green]Deployed[/]: {done} changes in {time.monotonic() - started:.1f}s "
                   f"({caller.calls} API calls). A re-plan now shows no changes.")
     out.print(f"Runs and results: spotcron runs --bucket gs://{settings.bucket}")
+
+
+def _preflight_but_placeholders(settings: Any, jobs: list[Any], stack_path: Path, files: dict[str, Path]) -> list[Any]:
+    """preflight, except that the stack file's placeholders (a newcomer has not set a project yet)
+    are returned instead of raised: the offline plan shows what deploy would create all the same."""
+    from spotcron.core.errors import ConfigError
+    from spotcron.deploy.validate import preflight
+
+    try:
+        preflight(settings, jobs, stack_path, files)
+    except ConfigError as exc:
+        others = [p for p in exc.problems if "is the placeholder" not in p.message]
+        if others:
+            raise ConfigError(others) from None
+        return list(exc.problems)
+    return []
 
 
 def _offline_plan(settings: Any, jobs: list[Any], jobs_dir: Path, source_object: str, out: Any) -> None:

@@ -35,7 +35,8 @@ DEPLOY_PERMISSIONS: dict[str, str] = {
     **{p: "roles/run.admin" for p in ("run.services.getIamPolicy", "run.services.setIamPolicy")},
     **{p: "roles/cloudscheduler.admin" for p in (
         "cloudscheduler.jobs.create", "cloudscheduler.jobs.update", "cloudscheduler.jobs.list",
-        "cloudscheduler.jobs.delete", "cloudscheduler.jobs.pause", "cloudscheduler.jobs.enable")},
+        "cloudscheduler.jobs.delete", "cloudscheduler.jobs.pause", "cloudscheduler.jobs.enable",
+        "cloudscheduler.jobs.run")},
     **{p: "roles/artifactregistry.admin" for p in (
         "artifactregistry.repositories.create", "artifactregistry.repositories.get",
         "artifactregistry.repositories.update", "artifactregistry.repositories.getIamPolicy",
