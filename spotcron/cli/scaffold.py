@@ -46,6 +46,8 @@ bucket: my-project-spotcron      # results bucket (created by deploy)
 repository: spotcron             # Artifact Registry repository for job and function images (created by deploy, in region)
 functions_service_account: spotcron-functions
 vm_service_account: spotcron-vm
+network: default                 # the VPC network job VMs join (an organisation without `default` names its own)
+subnetwork: ""                   # its subnet in each region VMs run in; empty: named like the network (auto mode)
 scheduling: per-job              # per-job: a scheduler entry per job; shared: one entry for all (cheaper from 3 jobs)
 sweep_interval: 5m               # how often the sweep reaps leftovers
 grace: 5m                        # a VM may outlive its job's timeout by this much (boot, pull, upload)

@@ -195,8 +195,8 @@ def fire_entry(config: Config, client: Any = None) -> str:
 
         client = scheduler_v1.CloudSchedulerClient()
     name = f"projects/{config.project}/locations/{config.region}/jobs/{scheduler_entry(JOB)}"
-    print(f"$ gcloud scheduler jobs run {scheduler_entry(JOB)} --location {config.region} --project "
-          f"{config.project}", flush=True)
+    print(f"e2e: jobs:run on {name} (what `gcloud scheduler jobs run {scheduler_entry(JOB)} --location "
+          f"{config.region}` does)", flush=True)
     client.run_job(name=name)
     return name
 
