@@ -264,3 +264,24 @@ def test_offline_shows_a_newcomers_plan_with_the_placeholders_still_in(invoke) -
     Path("infra/stack.yaml").write_text("project: my-project\nregion: us-central1\nbucket: my-project-spotcron\n"
                                         "sweep_interval: 10s\n")
     assert invoke("deploy", "--dry-run", "--offline").exit_code == 2  # a real mistake still stops it
+
+
+def test_the_examples_t4_entry_on_a_new_project_without_gpu_quota(cloud: FakeCloud) -> None:
+    """The shipped dl-benchmark's T4 matrix entry would fail at every insert on a new project."""
+    from spotcron.core.loader import load_jobs
+    from tests.examples import ROOT
+
+    for region in cloud.project_reads.region_quotas.values():
+        region.update({"PREEMPTIBLE_NVIDIA_T4_GPUS": (0.0, 0.0), "NVIDIA_T4_GPUS": (0.0, 0.0)})
+    jobs = load_jobs([ROOT / "jobs"])
+    [quota] = [c for c in checks(cloud, jobs).values() if c.name.startswith("quota us-central1 nvidia-tesla-t4")]
+    assert quota.status == FAIL and quota.detail.startswith("dl-benchmark needs 1 x nvidia-tesla-t4 per VM")
+
+
+def test_with_compute_engine_off_its_checks_say_why_they_could_not_run(cloud: FakeCloud) -> None:
+    cloud.project_reads.enabled.discard("compute.googleapis.com")
+    found = checks(cloud, [gpu_job()])
+    assert found["APIs"].status == FAIL
+    network = found["network default"]
+    assert network.status == UNKNOWN and "compute.googleapis.com is not enabled" in network.detail
+    assert found["quota us-central1 nvidia-tesla-t4 (Spot)"].status == UNKNOWN
