@@ -36,7 +36,14 @@ def doctor(ctx: click.Context, jobs_dir: Path, stack_path: Path) -> None:
     settings = load_stack(stack_path)
     jobs = load_jobs([jobs_dir], grace=settings.grace, retention_days=settings.results_retention_days)
     preflight(settings, jobs, stack_path, _job_paths(jobs_dir))
-    credentials = env.credentials(settings.project)
+    from spotcron.gcp.admin.calls import MissingCredentials
+
+    try:
+        credentials = env.credentials(settings.project)
+    except MissingCredentials as exc:
+        raise MissingCredentials(exc.cause, "doctor reads the project (and changes nothing); without an account, "
+                                            "`spotcron deploy --dry-run --offline` shows what a first deploy creates") \
+            from None
     out.print(f"[bold]spotcron doctor[/] — project {settings.project}, region {settings.region}, "
               f"{len(jobs)} job{'s' if len(jobs) != 1 else ''} from {jobs_dir}/")
     checks = project_checks(env, settings, jobs, credentials)

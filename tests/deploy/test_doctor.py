@@ -285,3 +285,15 @@ def test_with_compute_engine_off_its_checks_say_why_they_could_not_run(cloud: Fa
     network = found["network default"]
     assert network.status == UNKNOWN and "compute.googleapis.com is not enabled" in network.detail
     assert found["quota us-central1 nvidia-tesla-t4 (Spot)"].status == UNKNOWN
+
+
+def test_doctor_without_credentials_says_how_to_log_in_and_what_works_without(invoke) -> None:
+    from spotcron.gcp.admin.calls import MissingCredentials
+
+    def none(project: str) -> None:
+        raise MissingCredentials("File x was not found", "deploy needs APIs")
+
+    result = invoke("doctor", obj=DeployContext(credentials=none))
+    assert result.exit_code == 2
+    assert "no Google credentials found" in result.output
+    assert "`spotcron deploy --dry-run --offline` shows what a first deploy creates" in result.output
