@@ -14,6 +14,7 @@ project is a healthy one: every API on, every permission held, GPU quota for one
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from tests.fakes.deploy.compute import FakeCompute
@@ -26,6 +27,7 @@ ALL_APIS = ("compute.googleapis.com", "cloudscheduler.googleapis.com", "pubsub.g
             "artifactregistry.googleapis.com", "logging.googleapis.com", "cloudresourcemanager.googleapis.com",
             "sts.googleapis.com", "serviceusage.googleapis.com", "orgpolicy.googleapis.com")
 MAX_PERMISSIONS = 100
+PERMISSION = re.compile(r"^[a-z][a-z0-9]*\.[a-zA-Z0-9]+\.[a-zA-Z0-9]+$")  # service.resource.verb
 SERVICES_PAGE = 200
 
 
@@ -103,6 +105,9 @@ class FakeProjectReads:
         asked = body.get("permissions") or []
         if len(asked) > MAX_PERMISSIONS:
             raise ApiError(400, f"The number of permissions in the request ({len(asked)}) exceeds the limit of 100.")
+        for permission in asked:  # Google refuses the whole call for one malformed permission
+            if not PERMISSION.match(permission):
+                raise ApiError(400, f"Permission {permission} is not valid for this resource.")
         held = [p for p in asked if self.granted is None or p in self.granted]
         return 200, {"permissions": held} if held else {}
 
