@@ -61,6 +61,8 @@ class DeployContext:
     poll_initial: float = 2.0
     compute: Callable[[str, Any], Any] = _default_compute  # destroy: live VMs labelled spotcron=1
     builder: Callable[[Any, Any], Any] = _default_builder  # (settings, credentials) -> deploy.builds.Builder
+    # How deploy waits out Google's propagation delays (gcp/admin/settling.py); tests pass a virtual clock's.
+    sleep: Callable[[float], None] = time.sleep
 
 
 class RichReporter:
@@ -131,9 +133,12 @@ def deploy(ctx: click.Context, jobs_dir: Path, stack_path: Path, dry_run: bool, 
     Running it again changes nothing; after an interruption it continues where it stopped.
     Entries of deleted job files are deleted; nothing without spotcron's label is touched.
 
-    Needs `gcloud auth application-default login` and these APIs enabled: compute,
-    cloudscheduler, pubsub, cloudfunctions, run, cloudbuild, eventarc, storage, iam,
-    artifactregistry, logging, cloudresourcemanager (see docs/deploy.md).
+    Needs `gcloud auth application-default login` as a project Owner (or the roles in
+    docs/deploy.md). APIs the stack needs and the project has not enabled are enabled first,
+    after you confirm: compute, cloudscheduler, pubsub, cloudfunctions, run, cloudbuild,
+    eventarc, storage, iam, artifactregistry, logging, cloudresourcemanager, sts, serviceusage.
+    On a new project Google takes minutes to propagate new accounts, grants and Eventarc's
+    agent; deploy waits for them by itself and says what it is waiting for.
     """
     from spotcron.cli._common import load_stack
     from spotcron.core.loader import load_jobs
@@ -141,6 +146,7 @@ def deploy(ctx: click.Context, jobs_dir: Path, stack_path: Path, dry_run: bool, 
     from spotcron.deploy.source import build_source
     from spotcron.deploy.validate import preflight
     from spotcron.gcp.admin.calls import Caller, DeployError
+    from spotcron.gcp.admin.settling import Settling
 
     env: DeployContext = ctx.obj if isinstance(ctx.obj, DeployContext) else DeployContext()
     out = console()
@@ -167,7 +173,7 @@ def deploy(ctx: click.Context, jobs_dir: Path, stack_path: Path, dry_run: bool, 
     jobs, prepare = _images(env, settings, credentials, jobs, jobs_dir, out)
     result = run_deploy(settings, jobs, source, clients, confirm=confirm, reporter=RichReporter(out),
                         dry_run=dry_run, concurrency=concurrency, caller=caller, poll_initial=env.poll_initial,
-                        prepare=prepare)
+                        prepare=prepare, settling=Settling(sleep=env.sleep))
     if dry_run:
         if result.plan:
             out.print("Dry run: nothing was changed. Apply with `make deploy` (spotcron deploy).")

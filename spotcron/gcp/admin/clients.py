@@ -20,6 +20,7 @@ SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 RUN_API = "https://run.googleapis.com"
 REGISTRY_API = "https://artifactregistry.googleapis.com"
 COMPUTE_API = "https://compute.googleapis.com"
+SERVICEUSAGE_API = "https://serviceusage.googleapis.com"
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,33 @@ class Network(RunIam):
     def set_private_google_access(self, subnetwork: str, enabled: bool) -> dict[str, Any]:
         return self._checked(self._session.post(self._url(f"{subnetwork}/setPrivateIpGoogleAccess"),
                                                 json={"privateIpGoogleAccess": enabled}, timeout=self._timeout))
+
+
+class ServiceUsage(RunIam):
+    """Service Usage v1: the project's enabled APIs, and enabling one (a long-running operation).
+
+    A listed service is named `projects/PROJECT_NUMBER/services/NAME`, which is also how deploy
+    learns the project's number (https://cloud.google.com/service-usage/docs/reference/rest/v1/services).
+    """
+
+    def enabled(self, project: str) -> list[dict[str, Any]]:
+        services: list[dict[str, Any]] = []
+        token = ""
+        while True:
+            params = {"filter": "state:ENABLED", "pageSize": 200, **({"pageToken": token} if token else {})}
+            page = self._checked(self._session.get(f"{self._base}/v1/projects/{project}/services", params=params,
+                                                   timeout=self._timeout))
+            services += page.get("services", [])
+            token = page.get("nextPageToken", "")
+            if not token:
+                return services
+
+    def enable(self, project: str, service: str) -> dict[str, Any]:
+        return self._checked(self._session.post(f"{self._base}/v1/projects/{project}/services/{service}:enable",
+                                                json={}, timeout=self._timeout))
+
+    def get_operation(self, name: str) -> dict[str, Any]:
+        return self._checked(self._session.get(f"{self._base}/v1/{name}", timeout=self._timeout))
 
 
 class Clients:
@@ -233,6 +261,17 @@ class Clients:
             return Registry(session, self.endpoints.rest or REGISTRY_API, self.timeout)
 
         return self._get("registry", make)
+
+    @property
+    def serviceusage(self) -> ServiceUsage:
+        def make() -> ServiceUsage:
+            from google.auth.transport.requests import AuthorizedSession
+
+            session = AuthorizedSession(self.credentials)
+            _widen_pool(session, self.pool_size)
+            return ServiceUsage(session, self.endpoints.rest or SERVICEUSAGE_API, self.timeout)
+
+        return self._get("serviceusage", make)
 
     @property
     def network(self) -> Network:
