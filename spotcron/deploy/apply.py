@@ -225,7 +225,8 @@ def run_deploy(settings: Settings, jobs: Sequence[JobSpec], source: SourceBundle
             try:
                 actions = replan("read the stack once the APIs are enabled")
             except (NotFound, Transient, ApiError) as exc:
-                raise DeployFailed(f"enabled the APIs, then reading the stack failed: {exc}. Run deploy again.",
+                raise DeployFailed(f"enabled the APIs, then reading the stack failed: {exc}. Run deploy again to "
+                                   "check and finish.",
                                    result) from exc
             if not actions:
                 return result

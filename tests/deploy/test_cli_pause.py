@@ -106,6 +106,7 @@ def test_pause_cloud_shared_says_the_spec_and_the_version_changed(invoke, deploy
 
 
 def test_a_job_not_deployed_is_an_error_and_the_file_is_left_alone(invoke, cloud: FakeCloud, workdir: Path) -> None:
+    cloud.enable_apis()
     before = (workdir / "jobs" / "bot.yaml").read_text()
     result = invoke("pause", "bot", "--cloud")
     assert result.exit_code == 2

@@ -30,6 +30,7 @@ def name_account(jobs_dir: Path, email: str = JOB_ACCOUNT) -> None:
 
 def create_account(cloud: FakeCloud, account_id: str = "bot-runner") -> None:
     """What the job's owner does before deploying (deploy never creates a job's account)."""
+    cloud.enable_apis()  # a project in use: its owner made the job's account
     cloud.clients().iam.create_service_account(request=types.CreateServiceAccountRequest(
         name=f"projects/{PROJECT}", account_id=account_id))
 
@@ -134,6 +135,7 @@ def test_project_wide_registry_roles_of_earlier_deploys_are_revoked(deployer: De
 
 
 def test_a_repository_of_another_format_stops_the_plan(deployer: Deployer, cloud: FakeCloud, jobs_dir) -> None:
+    cloud.enable_apis()
     cloud.registry.repositories[REPOSITORY] = {"name": REPOSITORY, "format": "MAVEN", "labels": {}}
     with pytest.raises(DeployError, match=f"repository {REPOSITORY} exists but holds MAVEN packages, not container "
                                           "images; set another `repository:` in the stack file"):
