@@ -197,6 +197,10 @@ def _images(env: DeployContext, settings: Any, credentials: Any, jobs: list[Any]
     if not builds:
         return jobs, None
     builder = env.builder(settings, credentials)
+    if hasattr(builder, "settling"):  # a push right after the build account's grant waits for it
+        from spotcron.gcp.admin.settling import Settling
+
+        builder.settling = Settling(sleep=env.sleep, say=lambda text: out.print(f"[cyan]{text}[/]"))
     statuses = look_up(builds, builder, settings.registry)
     for line in format_builds(statuses):
         out.print(Text(line, style="green" if line.startswith("+") else "dim"))
