@@ -210,6 +210,53 @@ def test_a_cloud_build_push_right_after_the_writer_grant_is_run_again(tmp_path: 
     assert clock.now() >= propagation
 
 
+def test_deploy_builds_a_jobs_image_once_the_build_accounts_push_grant_has_propagated(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The image build deploy makes right after granting artifactregistry.writer, against the
+    strict fake's IAM: refused while the grant propagates, then built, in one `spotcron deploy`."""
+    from google.auth.credentials import AnonymousCredentials
+
+    from spotcron.gcp.admin.cloudbuild import CloudBuilder, make_client
+    from spotcron.gcp.storage import GcsBlobs
+    from tests.fakes.cloudbuild import FakeCloudBuild
+
+    for cloud in fake(grant_delay_s=200):
+        user_repository(tmp_path, monkeypatch, jobs=("bot.yaml",))
+        bot = tmp_path / "jobs" / "bot.yaml"
+        bot.write_text(bot.read_text().replace("image: us-central1-docker.pkg.dev/demo-proj/spotcron/bot:latest",
+                                               "build: images/bot"))
+        (tmp_path / "images" / "bot").mkdir(parents=True)
+        (tmp_path / "images" / "bot" / "Dockerfile").write_text("FROM python:3.12-slim\n")
+        make_source_root(tmp_path / "src")
+
+        def source(bucket: str, name: str) -> bytes | None:
+            found = cloud.storage.objects.get((bucket, name))
+            return found[0] if found else None
+
+        server = FakeCloudBuild(PROJECT, source, may_push=cloud.may_push)
+        endpoint = server.start()
+        try:
+            blobs = GcsBlobs(BUCKET, client=cloud.clients().storage)
+            builder = CloudBuilder(PROJECT, "us-central1", blobs, service_account=BUILD, wait_s=30,
+                                   client=make_client(AnonymousCredentials(), endpoint=endpoint))
+            context = DeployContext(credentials=lambda project: AnonymousCredentials(),
+                                    clients=lambda project, credentials, concurrency: cloud.clients(concurrency),
+                                    source_root=lambda: tmp_path / "src", caller=lambda project: quick_caller(),
+                                    interactive=lambda: False, poll_initial=0.01, sleep=cloud.clock.sleep,
+                                    builder=lambda settings, credentials: builder)
+            group = SpotcronGroup("spotcron")
+            for command in COMMANDS:
+                group.add_command(command)
+            result = CliRunner().invoke(group, ["deploy", "--yes"], obj=context, env={"COLUMNS": "200"},
+                                        catch_exceptions=False)
+        finally:
+            server.stop()
+        assert result.exit_code == 0, result.output
+        assert [b["status"] for b in server.builds][0] == "FAILURE" and server.builds[-1]["status"] == "SUCCESS"
+        assert f"waiting for {GRANTS}; deploy goes on by itself" in result.output
+        assert all_active(cloud)
+
+
 # --- 4. the APIs: deploy enables them, STS among them ---------------------------------------------
 
 def test_deploy_enables_every_api_it_needs_first_sts_included(deployer: Deployer, cloud: FakeCloud) -> None:

@@ -104,6 +104,13 @@ class FakeCloud:
         """Clients that call as `member` (the project's Owner by default)."""
         return Clients(self.project, FakeCredentials(member), self.endpoints, pool_size=pool_size, timeout=30)
 
+    def may_push(self, account: str, repository: str) -> bool:
+        """Whether `account` may push to `repository` now, as Cloud Build's push is checked (for
+        tests/fakes/cloudbuild.py): the repository's policy and the project's, propagated grants only."""
+        return self.access.allowed(f"serviceAccount:{account}", "artifactregistry.repositories.uploadArtifacts",
+                                   repository, [self.registry.policies.policy(repository),
+                                                self.project_policies.policy(f"projects/{self.project}")])
+
     def enable_apis(self, services: Iterable[str] | None = None) -> None:
         """Every API deploy needs, enabled long ago (a project already in use)."""
         from spotcron.gcp.admin.calls import REQUIRED_APIS
