@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ COPY_BUCKET = f"gcf-v2-sources-{NUMBER}-us-central1"
 URLS = ("SPOTCRON_JOB_DONE_URL", "SPOTCRON_CREDENTIALS_URL")
 
 
+@contextmanager
 def fake(**delays: float) -> Iterator[FakeCloud]:
     cloud = FakeCloud(PROJECT, **delays).start()
     try:
@@ -83,7 +85,7 @@ def test_every_function_builds_from_the_source_copy_as_the_build_account(deploye
 
 def test_without_the_grant_the_fake_build_fails_as_google_reports_it(source: Any) -> None:
     """The fake's own check: a build account that may not read the copy ends the function FAILED."""
-    for cloud in fake():
+    with fake() as cloud:
         cloud.enable_apis()
         clients = cloud.clients()
         from google.cloud.iam_admin_v1 import types
@@ -110,7 +112,7 @@ def test_the_source_copy_grant_is_the_only_project_wide_storage_role_allowed() -
 # --- 2. Eventarc's service agent, created on the first trigger, is waited for --------------------
 
 def test_the_first_trigger_waits_for_eventarcs_service_agent(source: Any) -> None:
-    for cloud in fake(agent_delay_s=300):
+    with fake(agent_delay_s=300) as cloud:
         deployer = deployer_for(cloud, source)
         deployer.deploy(deployer.jobs(JOBS_DIR))
         assert all_active(cloud)
@@ -123,7 +125,7 @@ def test_the_first_trigger_waits_for_eventarcs_service_agent(source: Any) -> Non
 # --- 3. new accounts and grants take minutes; the wait is its own policy -----------------------------
 
 def test_new_accounts_and_grants_are_waited_out(source: Any) -> None:
-    for cloud in fake(account_delay_s=90, grant_delay_s=180):
+    with fake(account_delay_s=90, grant_delay_s=180) as cloud:
         deployer = deployer_for(cloud, source)
         deployer.deploy(deployer.jobs(JOBS_DIR))
         assert all_active(cloud)
@@ -220,7 +222,7 @@ def test_deploy_builds_a_jobs_image_once_the_build_accounts_push_grant_has_propa
     from spotcron.gcp.storage import GcsBlobs
     from tests.fakes.cloudbuild import FakeCloudBuild
 
-    for cloud in fake(grant_delay_s=200):
+    with fake(grant_delay_s=200) as cloud:
         user_repository(tmp_path, monkeypatch, jobs=("bot.yaml",))
         bot = tmp_path / "jobs" / "bot.yaml"
         bot.write_text(bot.read_text().replace("image: us-central1-docker.pkg.dev/demo-proj/spotcron/bot:latest",
@@ -315,7 +317,8 @@ def test_scheduler_entries_are_created_only_once_the_functions_know_their_urls(d
 @pytest.fixture
 def slow_cloud() -> Iterator[FakeCloud]:
     # Minutes, as Google documents them: accounts, grants (up to 7), Eventarc's agent, API enablement.
-    yield from fake(account_delay_s=120, grant_delay_s=420, agent_delay_s=300, api_delay_s=60)
+    with fake(account_delay_s=120, grant_delay_s=420, agent_delay_s=300, api_delay_s=60) as cloud:
+        yield cloud
 
 
 def invoke(cloud: FakeCloud, workdir: Path, *args: str) -> Result:
