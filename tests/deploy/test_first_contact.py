@@ -294,6 +294,21 @@ def test_a_caller_without_a_role_on_the_project_is_refused(deployer: Deployer, c
                      cloud.clients(member="user:stranger@example.com"), quick_caller(), pool)
 
 
+def test_every_call_carries_who_makes_it_rest_and_grpc(cloud: FakeCloud) -> None:
+    from google.api_core import exceptions
+
+    cloud.enable_apis()
+    stranger = cloud.clients(member="user:stranger@example.com")
+    with pytest.raises(exceptions.PermissionDenied, match="stranger@example.com does not have permission"):
+        list(stranger.iam.list_service_accounts(name=f"projects/{PROJECT}"))
+    with pytest.raises(exceptions.Forbidden, match="stranger@example.com does not have permission"):
+        stranger.storage.get_bucket(BUCKET)
+    import requests
+
+    assert requests.get(f"{cloud.endpoints.rest}/storage/v1/b/{BUCKET}", timeout=30).status_code == 401  # no identity
+    assert list(cloud.clients().iam.list_service_accounts(name=f"projects/{PROJECT}")) == []  # the Owner may
+
+
 # --- 5. no scheduler entry before the functions know their URLs --------------------------------------
 
 def test_scheduler_entries_are_created_only_once_the_functions_know_their_urls(deployer: Deployer,

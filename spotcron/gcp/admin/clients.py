@@ -148,6 +148,29 @@ class ServiceUsage(RunIam):
         return self._checked(self._session.get(f"{self._base}/v1/{name}", timeout=self._timeout))
 
 
+def _bearer_token(credentials: Any) -> Any:
+    """A gRPC interceptor adding `authorization: Bearer TOKEN` of `credentials` to every unary call
+    (plaintext endpoints only: Google's own channel carries the token over TLS itself)."""
+    import collections
+
+    import grpc
+
+    fields = ("method", "timeout", "metadata", "credentials", "wait_for_ready", "compression")
+    details_type = collections.namedtuple("details_type", fields)
+
+    class BearerToken(grpc.UnaryUnaryClientInterceptor):  # type: ignore[misc]
+        def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+            token = getattr(credentials, "token", None)
+            if not token:
+                return continuation(details, request)
+            metadata = [*(details.metadata or ()), ("authorization", f"Bearer {token}")]
+            return continuation(details_type(details.method, details.timeout, metadata, details.credentials,
+                                             getattr(details, "wait_for_ready", None),
+                                             getattr(details, "compression", None)), request)
+
+    return BearerToken()
+
+
 class Clients:
     """The clients one deploy uses; thread-safe, each built once on first use."""
 
@@ -234,7 +257,10 @@ class Clients:
                 import grpc
                 from google.cloud.iam_admin_v1.services.iam.transports import IAMGrpcTransport
 
-                channel = grpc.insecure_channel(self.endpoints.iam_grpc)
+                # A local fake has no TLS, so the credentials' token rides as plain metadata:
+                # the fake knows who calls, as Google does.
+                channel = grpc.intercept_channel(grpc.insecure_channel(self.endpoints.iam_grpc),
+                                                 _bearer_token(self.credentials))
                 return iam_admin_v1.IAMClient(transport=IAMGrpcTransport(channel=channel))
             return iam_admin_v1.IAMClient(credentials=self.credentials)
 

@@ -70,7 +70,7 @@ class Call:
 
 Handler = Callable[[Request], tuple[int, Any]]
 # The API each route group belongs to, as Service Usage names it.
-SERVICES = {"storage": "storage.googleapis.com", "pubsub": "pubsub.googleapis.com",
+SERVICES = {"iam": "iam.googleapis.com", "storage": "storage.googleapis.com", "pubsub": "pubsub.googleapis.com",
             "functions": "cloudfunctions.googleapis.com", "run": "run.googleapis.com",
             "artifactregistry": "artifactregistry.googleapis.com", "compute": "compute.googleapis.com",
             "resourcemanager": "cloudresourcemanager.googleapis.com", "scheduler": "cloudscheduler.googleapis.com"}

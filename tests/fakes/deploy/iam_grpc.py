@@ -15,10 +15,11 @@ from google.protobuf import empty_pb2, json_format
 
 from tests.fakes.deploy.access import Access
 from tests.fakes.deploy.common import PolicyStore
-from tests.fakes.deploy.http import ApiError, Call, Router
+from tests.fakes.deploy.http import TOKEN_PREFIX, ApiError, Call, Router
 
 SERVICE = "google.iam.admin.v1.IAM"
-_CODES = {400: grpc.StatusCode.INVALID_ARGUMENT, 403: grpc.StatusCode.PERMISSION_DENIED,
+_CODES = {400: grpc.StatusCode.INVALID_ARGUMENT, 401: grpc.StatusCode.UNAUTHENTICATED,
+          403: grpc.StatusCode.PERMISSION_DENIED,
           404: grpc.StatusCode.NOT_FOUND,
           409: grpc.StatusCode.ALREADY_EXISTS, 503: grpc.StatusCode.UNAVAILABLE}
 
@@ -60,7 +61,10 @@ class FakeIam:
             try:
                 if error:
                     raise error
-                self.access.require_api("iam.googleapis.com")
+                metadata = dict(context.invocation_metadata() or ())
+                token = str(metadata.get("authorization", "")).removeprefix("Bearer ").strip()
+                member = token.removeprefix(TOKEN_PREFIX) if token.startswith(TOKEN_PREFIX) else None
+                self.access.admit("iam", member)
                 response = fn(request)
                 if router.faults.lose_answer() and method.startswith(("Create", "Set")):
                     raise ApiError(503, "The answer was lost (injected); the change was made.")
