@@ -196,11 +196,7 @@ def _images(env: DeployContext, settings: Any, credentials: Any, jobs: list[Any]
     builds = plan_builds(jobs, repository_root(jobs_dir))
     if not builds:
         return jobs, None
-    builder = env.builder(settings, credentials)
-    if hasattr(builder, "settling"):  # a push right after the build account's grant waits for it
-        from spotcron.gcp.admin.settling import Settling
-
-        builder.settling = Settling(sleep=env.sleep, say=lambda text: out.print(f"[cyan]{text}[/]"))
+    builder = _patient(env.builder(settings, credentials), env, out)
     statuses = look_up(builds, builder, settings.registry)
     for line in format_builds(statuses):
         out.print(Text(line, style="green" if line.startswith("+") else "dim"))
@@ -212,6 +208,16 @@ def _images(env: DeployContext, settings: Any, credentials: Any, jobs: list[Any]
         return pin(jobs, done)
 
     return pin(jobs, statuses), prepare
+
+
+def _patient(builder: Any, env: DeployContext, out: Any) -> Any:
+    """`builder`, waiting out a push refused while the build account's grant propagates
+    (gcp/admin/settling.py) on `env`'s clock, with a line saying so."""
+    if hasattr(builder, "settling"):
+        from spotcron.gcp.admin.settling import Settling
+
+        builder.settling = Settling(sleep=env.sleep, say=lambda text: out.print(f"[cyan]{text}[/]"))
+    return builder
 
 
 @click.command("build")
@@ -248,7 +254,7 @@ def build(ctx: click.Context, job: str | None, jobs_dir: Path, stack_path: Path)
     if not builds:
         out.print(f"nothing to build: {'job ' + job if job else 'no job'} says build: (a folder with a Dockerfile)")
         return
-    builder = env.builder(settings, env.credentials(settings.project))
+    builder = _patient(env.builder(settings, env.credentials(settings.project)), env, out)
     statuses = look_up(builds, builder, settings.registry)
     for line in format_builds([s for s in statuses if s.digest]):
         out.print(Text(line, style="dim"))
