@@ -199,9 +199,12 @@ def run_deploy(settings: Settings, jobs: Sequence[JobSpec], source: SourceBundle
     plan is made from those, so no deployed spec ever names an unbuilt image.
     """
     call = caller or Caller(settings.project)
+    settle = (settling or Settling()).with_say(reporter.note)
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="deploy") as pool:
         try:
-            planned = compute_plan(settings, jobs, source.object_name, clients, call, pool)
+            # An earlier deploy may have enabled the APIs moments ago: their first calls can still fail.
+            planned = settle.run("read what is deployed", lambda: compute_plan(
+                settings, jobs, source.object_name, clients, call, pool))
         except (NotFound, Transient, ApiError) as exc:
             raise DeployError(f"could not read what is deployed, so nothing was changed: {exc}") from exc
         reporter.show_plan(planned.actions)
@@ -210,7 +213,6 @@ def run_deploy(settings: Settings, jobs: Sequence[JobSpec], source: SourceBundle
             return result
         if not confirm(planned.actions):
             raise DeployError("deploy cancelled: nothing was changed")
-        settle = (settling or Settling()).with_say(reporter.note)
         ctx = Context(clients, call, Names.of(settings), source.data, poll_initial=poll_initial, settling=settle)
         actions = planned.actions
 

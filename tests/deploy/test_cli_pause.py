@@ -40,7 +40,8 @@ def context(cloud: FakeCloud, workdir: Path) -> DeployContext:
 
     return DeployContext(credentials=lambda project: AnonymousCredentials(),
                          clients=lambda project, credentials, concurrency: cloud.clients(concurrency),
-                         caller=lambda project: quick_caller(), interactive=lambda: False)
+                         caller=lambda project: quick_caller(), interactive=lambda: False,
+                         sleep=cloud.clock.sleep)
 
 
 @pytest.fixture

@@ -52,11 +52,13 @@ class FakeCredentials(Credentials):  # type: ignore[misc]
 
 
 class FakeCloud:
-    def __init__(self, project: str, latency_s: float = 0.0, *, account_delay_s: float = 0.0,
-                 grant_delay_s: float = 0.0, agent_delay_s: float = 0.0, api_delay_s: float = 0.0,
+    def __init__(self, project: str, latency_s: float = 0.0, *, account_delay_s: float = 30.0,
+                 grant_delay_s: float = 120.0, agent_delay_s: float = 60.0, api_delay_s: float = 30.0,
                  apis: Iterable[str] | None = None):
         """An empty project: only Google's default APIs enabled (`apis` replaces that list), no
-        service agent yet, the deployer (`OWNER`) its Owner; delays in virtual seconds."""
+        service agent yet, the deployer (`OWNER`) its Owner. Delays in virtual seconds; by default
+        what Google calls typical (a grant: about 2 minutes). Whatever talks to it must sleep on
+        `clock` (deploy's `settling`), or it waits for real."""
         self.project = project
         self.log: list[Call] = []
         self.faults = Faults()
