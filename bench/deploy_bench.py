@@ -40,14 +40,19 @@ def _apply(n_jobs: int, latency_s: float, concurrency: int, source: Any) -> tupl
     from spotcron.core.settings import Settings
     from spotcron.deploy.apply import SilentReporter, run_deploy
     from spotcron.gcp.admin.calls import Caller
+    from spotcron.gcp.admin.settling import Settling
     from tests.fakes.deploy.cloud import FakeCloud
 
-    cloud = FakeCloud(PROJECT, latency_s=latency_s).start()
+    # The calls' cost only: no propagation delays (those are Google's minutes, not spotcron's work),
+    # and any wait on the fake's virtual clock.
+    cloud = FakeCloud(PROJECT, latency_s=latency_s, account_delay_s=0, grant_delay_s=0, agent_delay_s=0,
+                      api_delay_s=0).start()
     settings = Settings(project=PROJECT, bucket=f"{PROJECT}-spotcron")
     clients = cloud.clients(pool_size=concurrency)
     started = time.perf_counter()
     run_deploy(settings, _jobs(n_jobs), source, clients, confirm=lambda actions: True, reporter=SilentReporter(),
-               concurrency=concurrency, caller=Caller(PROJECT, attempts=3, sleep=lambda s: None), poll_initial=0.01)
+               concurrency=concurrency, caller=Caller(PROJECT, attempts=3, sleep=lambda s: None), poll_initial=0.01,
+               settling=Settling(sleep=cloud.clock.sleep))
     return time.perf_counter() - started, len(cloud.calls()), cloud
 
 

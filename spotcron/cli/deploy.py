@@ -68,6 +68,8 @@ class DeployContext:
     compute: Callable[[str, Any], Any] = _default_compute  # destroy: live VMs labelled spotcron=1
     builder: Callable[[Any, Any], Any] = _default_builder  # (settings, credentials) -> deploy.builds.Builder
     project_reads: Callable[[Any, Any], Any] = _default_project_reads  # doctor: (clients, caller) -> ProjectFacts
+    # How deploy waits out Google's propagation delays (gcp/admin/settling.py); tests pass a virtual clock's.
+    sleep: Callable[[float], None] = time.sleep
 
 
 class RichReporter:
@@ -141,10 +143,13 @@ def deploy(ctx: click.Context, jobs_dir: Path, stack_path: Path, dry_run: bool, 
     Running it again changes nothing; after an interruption it continues where it stopped.
     Entries of deleted job files are deleted; nothing without spotcron's label is touched.
 
-    Needs `gcloud auth application-default login` and these APIs enabled: compute,
-    cloudscheduler, pubsub, cloudfunctions, run, cloudbuild, eventarc, storage, iam,
-    artifactregistry, logging, cloudresourcemanager (see docs/deploy.md). `--dry-run` first
-    runs `spotcron doctor`'s checks; `--dry-run --offline` needs no credentials at all.
+    Needs `gcloud auth application-default login` as a project Owner (or the roles in
+    docs/deploy.md). APIs the stack needs and the project has not enabled are enabled first,
+    after you confirm: compute, cloudscheduler, pubsub, cloudfunctions, run, cloudbuild,
+    eventarc, storage, iam, artifactregistry, logging, cloudresourcemanager, sts, serviceusage.
+    On a new project Google takes minutes to propagate new accounts, grants and Eventarc's
+    agent; deploy waits for them by itself and says what it is waiting for.
+    `--dry-run` first runs `spotcron doctor`'s checks; `--dry-run --offline` needs no credentials at all.
     """
     from spotcron.cli._common import load_stack
     from spotcron.core.loader import load_jobs
@@ -152,6 +157,7 @@ def deploy(ctx: click.Context, jobs_dir: Path, stack_path: Path, dry_run: bool, 
     from spotcron.deploy.source import build_source
     from spotcron.deploy.validate import preflight
     from spotcron.gcp.admin.calls import Caller, DeployError
+    from spotcron.gcp.admin.settling import Settling
 
     env: DeployContext = ctx.obj if isinstance(ctx.obj, DeployContext) else DeployContext()
     out = console()
@@ -196,7 +202,7 @@ def deploy(ctx: click.Context, jobs_dir: Path, stack_path: Path, dry_run: bool, 
     jobs, prepare = _images(env, settings, credentials, jobs, jobs_dir, out)
     result = run_deploy(settings, jobs, source, clients, confirm=confirm, reporter=RichReporter(out),
                         dry_run=dry_run, concurrency=concurrency, caller=caller, poll_initial=env.poll_initial,
-                        prepare=prepare)
+                        prepare=prepare, settling=Settling(sleep=env.sleep))
     if dry_run:
         if result.plan:
             out.print("Dry run: nothing was changed. Apply with `make deploy` (spotcron deploy).")
@@ -259,7 +265,7 @@ def _images(env: DeployContext, settings: Any, credentials: Any, jobs: list[Any]
     builds = plan_builds(jobs, repository_root(jobs_dir))
     if not builds:
         return jobs, None
-    builder = env.builder(settings, credentials)
+    builder = _patient(env.builder(settings, credentials), env, out)
     statuses = look_up(builds, builder, settings.registry)
     for line in format_builds(statuses):
         out.print(Text(line, style="green" if line.startswith("+") else "dim"))
@@ -271,6 +277,16 @@ def _images(env: DeployContext, settings: Any, credentials: Any, jobs: list[Any]
         return pin(jobs, done)
 
     return pin(jobs, statuses), prepare
+
+
+def _patient(builder: Any, env: DeployContext, out: Any) -> Any:
+    """`builder`, waiting out a push refused while the build account's grant propagates
+    (gcp/admin/settling.py) on `env`'s clock, with a line saying so."""
+    if hasattr(builder, "settling"):
+        from spotcron.gcp.admin.settling import Settling
+
+        builder.settling = Settling(sleep=env.sleep, say=lambda text: out.print(f"[cyan]{text}[/]"))
+    return builder
 
 
 @click.command("build")
@@ -307,7 +323,7 @@ def build(ctx: click.Context, job: str | None, jobs_dir: Path, stack_path: Path)
     if not builds:
         out.print(f"nothing to build: {'job ' + job if job else 'no job'} says build: (a folder with a Dockerfile)")
         return
-    builder = env.builder(settings, env.credentials(settings.project))
+    builder = _patient(env.builder(settings, env.credentials(settings.project)), env, out)
     statuses = look_up(builds, builder, settings.registry)
     for line in format_builds([s for s in statuses if s.digest]):
         out.print(Text(line, style="dim"))

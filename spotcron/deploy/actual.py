@@ -24,6 +24,7 @@ from spotcron.deploy.naming import Names, function_id, member
 from spotcron.deploy.policies import get_policy, managed_view
 from spotcron.deploy.resources import (
     ACCOUNT_KEY,
+    API,
     BUCKET,
     DEPLOYED_SPEC,
     DIGEST_KEY,
@@ -65,6 +66,19 @@ class Actual:
     credentials_url: str = ""  # the same for the credentials broker
     accounts: frozenset[str] = frozenset()  # every service account of the project (emails)
     deployed_accounts: frozenset[str] = frozenset()  # the jobs' own accounts the deployed specs name
+    project_number: str = ""  # from Service Usage's names; "" if it could not tell
+    apis: frozenset[str] = frozenset()  # the APIs enabled in the project
+
+
+# The API each reader calls: while it is not enabled, nothing of that kind can exist yet, so the
+# reader is skipped (reading would fail with SERVICE_DISABLED) and deploy enables it first.
+READER_APIS = {"bucket": "storage.googleapis.com", "objects": "storage.googleapis.com",
+               "topics": "pubsub.googleapis.com", "accounts": "iam.googleapis.com",
+               "functions": "cloudfunctions.googleapis.com", "scheduler": "cloudscheduler.googleapis.com",
+               "repository": "artifactregistry.googleapis.com", "network": "compute.googleapis.com"}
+POLICY_APIS = {"project": "cloudresourcemanager.googleapis.com", POLICY_BUCKET: "storage.googleapis.com",
+               POLICY_TOPIC: "pubsub.googleapis.com", POLICY_SERVICE_ACCOUNT: "iam.googleapis.com",
+               POLICY_FUNCTION: "run.googleapis.com", POLICY_REPOSITORY: "artifactregistry.googleapis.com"}
 
 
 def _labels(labels: Any) -> dict[str, str]:
@@ -159,6 +173,16 @@ class _Reader:
             | {member(r.meta["retired"]) for (kind, _), r in desired.items() if kind == IAM_POLICY
                and r.meta.get("retired")}
         self.deployed_accounts: frozenset[str] = frozenset()
+
+    def apis(self) -> tuple[list[Resource], frozenset[str], str]:
+        """The wanted APIs that are enabled, every enabled API, and the project's number."""
+        services = self.call("list the enabled APIs", self.clients.serviceusage.enabled, self.names.project)
+        enabled = frozenset(str((s.get("config") or {}).get("name") or s.get("name", "").rsplit("/", 1)[-1])
+                            for s in services)
+        number = next((s["name"].split("/")[1] for s in services
+                       if str(s.get("name", "")).startswith("projects/") and s["name"].split("/")[1].isdigit()), "")
+        found = [Resource(API, name, {}) for (kind, name) in self.desired if kind == API and name in enabled]
+        return found, enabled, number
 
     def bucket(self) -> list[Resource]:
         try:
@@ -303,23 +327,27 @@ def _parent_exists(target: str, found: Inventory, names: Names, accounts: frozen
 
 
 def read_actual(clients: Clients, call: Caller, names: Names, desired: Inventory, pool: ThreadPoolExecutor) -> Actual:
-    """Everything deploy manages that exists now, read in two parallel waves."""
+    """Everything deploy manages that exists now: the enabled APIs, then two parallel waves of
+    the kinds whose API is enabled."""
     reader = _Reader(clients, call, names, desired)
+    apis, enabled, number = reader.apis()
     targets = [name for (kind, name) in desired if kind == IAM_POLICY]
-    first: list[Callable[[], list[Resource]]] = [reader.bucket, reader.topics, reader.accounts,
-                                                 reader.functions, reader.scheduler, reader.repository,
-                                                 reader.network]
-    found = index(r for batch in pool.map(lambda f: f(), first) for r in batch)
+    first: list[Callable[[], list[Resource]]] = [
+        f for f in (reader.bucket, reader.topics, reader.accounts, reader.functions, reader.scheduler,
+                    reader.repository, reader.network) if READER_APIS[f.__name__] in enabled]
+    found = index([*apis, *(r for batch in pool.map(lambda f: f(), first) for r in batch)])
     second: list[Callable[[], list[Resource]]] = []
     if (BUCKET, names.bucket) in found:
         second.append(reader.objects)
     second += [lambda t=t: reader.policy(t) for t in targets
-               if _parent_exists(t, found, names, reader.listed_accounts)]
+               if POLICY_APIS[split_policy_name(t)[0]] in enabled
+               and _parent_exists(t, found, names, reader.listed_accounts)]
     for batch in pool.map(lambda f: f(), second):
         for resource in batch:
             found[resource.key] = resource
     job_done = found.get((FUNCTION, function_id("job_done")))
     broker = found.get((FUNCTION, function_id("credentials")))
     return Actual(found, str(job_done.meta.get("url", "")) if job_done else "",
-                  str(broker.meta.get("url", "")) if broker else "", reader.listed_accounts, reader.deployed_accounts)
+                  str(broker.meta.get("url", "")) if broker else "", reader.listed_accounts, reader.deployed_accounts,
+                  number, enabled)
 

@@ -2,9 +2,13 @@
 
 The second pass exists for one reason: job_done's URL (the audience of every VM's identity
 token) is known only once job_done exists, and all three functions need it. On a first deploy
-pass 1 creates everything and pass 2 updates SPOTCRON_JOB_DONE_URL; afterwards a re-plan has
-zero actions. Any other leftover after a pass means something changed the stack meanwhile, and
-deploy stops instead of looping.
+pass 1 creates everything but the scheduler entries, and pass 2 sets SPOTCRON_JOB_DONE_URL and
+SPOTCRON_CREDENTIALS_URL, then creates the entries: no tick can start a VM whose descriptor has
+no URL to call back. Afterwards a re-plan has zero actions. Any other leftover after a pass means
+something changed the stack meanwhile, and deploy stops instead of looping.
+
+APIs the project has not enabled come first, in a pass of their own right after the
+confirmation; then the stack is read again (the kinds behind a disabled API could not be read).
 """
 
 from __future__ import annotations
@@ -23,10 +27,11 @@ from spotcron.deploy.executor import ApiExecutor, Applied
 from spotcron.deploy.handlers import Context
 from spotcron.deploy.naming import Names
 from spotcron.deploy.planner import DELETE, UPDATE, Action
-from spotcron.deploy.resources import DEPLOYED_SPEC, FUNCTION, SOURCE, Inventory
+from spotcron.deploy.resources import API, DEPLOYED_SPEC, FUNCTION, SCHEDULER_JOB, SOURCE, Inventory
 from spotcron.deploy.source import SourceBundle
 from spotcron.gcp.admin.calls import Caller, DeployError
 from spotcron.gcp.admin.clients import Clients
+from spotcron.gcp.admin.settling import Settling
 from spotcron.gcp.error_map import ApiError
 
 URL_VARIABLES = frozenset({"SPOTCRON_JOB_DONE_URL", "SPOTCRON_CREDENTIALS_URL"})
@@ -92,7 +97,7 @@ def compute_plan(settings: Settings, jobs: Sequence[JobSpec], source_object: str
     retired = retired_accounts(actual, jobs)
     if retired:  # read again, with the policies and bindings of the accounts no job names any more
         desired = desired_state(settings, jobs, source_object, settings.job_done_url, settings.credentials_url,
-                                retired)
+                                retired, project_number=actual.project_number)
         actual = read_actual(clients, call, names, desired, pool)
     missing = {job.name: job.service_account for job in jobs
                if job.service_account and job.service_account not in actual.accounts}
@@ -104,8 +109,9 @@ def compute_plan(settings: Settings, jobs: Sequence[JobSpec], source_object: str
                           f"the job")
     url = settings.job_done_url or actual.job_done_url
     broker = settings.credentials_url or actual.credentials_url
-    if (url, broker) != (settings.job_done_url, settings.credentials_url):
-        desired = desired_state(settings, jobs, source_object, url, broker, retired)
+    # Again with what only the read could tell: the URLs, and the project's number (the build
+    # account's grant on Cloud Functions' source copy names it).
+    desired = desired_state(settings, jobs, source_object, url, broker, retired, project_number=actual.project_number)
     return PlanResult(desired, actual, plan(desired, actual.state))
 
 
@@ -117,9 +123,32 @@ def retired_accounts(actual: Actual, jobs: Sequence[JobSpec]) -> frozenset[str]:
     return frozenset(a for a in actual.deployed_accounts if a not in named and a in actual.accounts)
 
 
-def _only_url_followups(actions: list[Action]) -> bool:
-    """True when every action only sets the functions' job_done URL (see the module docstring)."""
+def _urls_unknown(actions: list[Action]) -> bool:
+    """Whether some function is deployed in this pass without the URLs it needs (a first deploy:
+    they exist only once job_done and the broker do)."""
     for action in actions:
+        if action.resource_type == FUNCTION and action.kind != DELETE and action.resource is not None:
+            environment = action.resource.fields.get("environment") or {}
+            if not all(environment.get(name) for name in URL_VARIABLES):
+                return True
+    return False
+
+
+def _hold_entries(actions: list[Action]) -> tuple[list[Action], list[Action]]:
+    """(what to apply now, the scheduler entries held back): while the functions do not know their
+    URLs, an entry that fires would start a VM with nowhere to report, so entries wait a pass."""
+    if not _urls_unknown(actions):
+        return actions, []
+    held = [a for a in actions if a.resource_type == SCHEDULER_JOB and a.kind != DELETE]
+    return [a for a in actions if a not in held], held
+
+
+def _only_url_followups(actions: list[Action], held: bool = False) -> bool:
+    """True when every action only sets the functions' job_done URL (see the module docstring),
+    or, after a pass that held them back (`held`), creates or updates a scheduler entry."""
+    for action in actions:
+        if held and action.resource_type == SCHEDULER_JOB and action.kind != DELETE:
+            continue
         if action.kind != UPDATE or action.resource_type != FUNCTION or set(action.changes) != {"environment"}:
             return False
         old, new = action.changes["environment"]
@@ -157,8 +186,12 @@ def _apply_pass(ctx: Context, pool: ThreadPoolExecutor, reporter: Reporter, acti
 def run_deploy(settings: Settings, jobs: Sequence[JobSpec], source: SourceBundle, clients: Clients, *,
                confirm: Callable[[list[Action]], bool], reporter: Reporter, dry_run: bool = False,
                concurrency: int = 16, caller: Caller | None = None, poll_initial: float = 2.0,
-               max_passes: int = 3, prepare: Callable[[], Sequence[JobSpec]] | None = None) -> DeployResult:
+               max_passes: int = 3, prepare: Callable[[], Sequence[JobSpec]] | None = None,
+               settling: Settling | None = None) -> DeployResult:
     """Plan, show, confirm and apply; DeployFailed when an action fails after its retries.
+
+    `settling`: how Google's propagation delays are waited out (default: minutes, real sleep);
+    its lines go to the reporter's notes.
 
     `prepare` (images still to build): called after the confirmation, once the bucket, accounts,
     repository and their IAM bindings exist (a build pushes to that repository as the build
@@ -166,9 +199,12 @@ def run_deploy(settings: Settings, jobs: Sequence[JobSpec], source: SourceBundle
     plan is made from those, so no deployed spec ever names an unbuilt image.
     """
     call = caller or Caller(settings.project)
+    settle = (settling or Settling()).with_say(reporter.note)
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="deploy") as pool:
         try:
-            planned = compute_plan(settings, jobs, source.object_name, clients, call, pool)
+            # An earlier deploy may have enabled the APIs moments ago: their first calls can still fail.
+            planned = settle.run("read what is deployed", lambda: compute_plan(
+                settings, jobs, source.object_name, clients, call, pool))
         except (NotFound, Transient, ApiError) as exc:
             raise DeployError(f"could not read what is deployed, so nothing was changed: {exc}") from exc
         reporter.show_plan(planned.actions)
@@ -177,8 +213,25 @@ def run_deploy(settings: Settings, jobs: Sequence[JobSpec], source: SourceBundle
             return result
         if not confirm(planned.actions):
             raise DeployError("deploy cancelled: nothing was changed")
-        ctx = Context(clients, call, Names.of(settings), source.data, poll_initial=poll_initial)
+        ctx = Context(clients, call, Names.of(settings), source.data, poll_initial=poll_initial, settling=settle)
         actions = planned.actions
+
+        def replan(what: str) -> list[Action]:
+            # Right after enabling APIs, their first calls may still be refused for a while.
+            return settle.run(what, lambda: compute_plan(settings, jobs, source.object_name, clients, call,
+                                                         pool).actions)
+
+        apis = [a for a in actions if a.resource_type == API and a.kind != DELETE]
+        if apis:
+            _apply_pass(ctx, pool, reporter, apis, "enabling the APIs", result)
+            try:
+                actions = replan("read the stack once the APIs are enabled")
+            except (NotFound, Transient, ApiError) as exc:
+                raise DeployFailed(f"enabled the APIs, then reading the stack failed: {exc}. Run deploy again to "
+                                   "check and finish.",
+                                   result) from exc
+            if not actions:
+                return result
         if prepare is not None:
             foundation = [a for a in actions if a.kind != DELETE and a.phase <= 1
                           and a.resource_type not in (SOURCE, DEPLOYED_SPEC)]
@@ -193,6 +246,7 @@ def run_deploy(settings: Settings, jobs: Sequence[JobSpec], source: SourceBundle
             if not actions:
                 return result
         for number in range(1, max_passes + 1):
+            actions, held = _hold_entries(actions)
             outcome = _apply_pass(ctx, pool, reporter, actions,
                                   "applying" if number == 1 else f"applying (pass {number})", result)
             try:
@@ -202,11 +256,12 @@ def run_deploy(settings: Settings, jobs: Sequence[JobSpec], source: SourceBundle
                                    "Run deploy again to check and finish.", result) from exc
             if not actions:
                 return result
-            if not _only_url_followups(actions):
+            if not _only_url_followups(actions, bool(held)):
                 raise DeployFailed(
                     f"after applying, {len(actions)} changes are still needed (did something else change the "
                     f"stack meanwhile?): " + ", ".join(a.title for a in actions[:MAX_LISTED_FAILURES])
                     + ". Run deploy again.", result)
             reporter.note("the functions' URLs are known now: setting SPOTCRON_JOB_DONE_URL and "
-                          "SPOTCRON_CREDENTIALS_URL on the functions")
+                          "SPOTCRON_CREDENTIALS_URL on the functions"
+                          + (", then creating the scheduler entries" if held else ""))
     raise DeployFailed(f"deploy did not converge in {max_passes} passes; run deploy again", result)

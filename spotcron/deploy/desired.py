@@ -12,9 +12,10 @@ from pydantic import BaseModel
 from spotcron.core.layout import LIMITS, RUNS, TOKENS, deployed_spec
 from spotcron.core.settings import ENV_PREFIX, Settings
 from spotcron.core.spec import JobSpec
-from spotcron.deploy.iam import Binding, bindings, job_accounts
+from spotcron.deploy.iam import Binding, bindings, conditions, job_accounts
 from spotcron.deploy.naming import DISPATCH_ENTRY, FUNCTIONS, SWEEP_ENTRY, Names, scheduler_entry
 from spotcron.deploy.resources import (
+    API,
     BUCKET,
     DEPLOYED_SPEC,
     FIREWALL,
@@ -34,6 +35,7 @@ from spotcron.deploy.resources import (
     policy_name,
 )
 from spotcron.engine.deployed import canonical, digest_of, specs_version, start_message
+from spotcron.gcp.admin.calls import REQUIRED_APIS
 
 RUNTIME = "python312"
 PUBSUB_EVENT = "google.cloud.pubsub.topic.v1.messagePublished"
@@ -227,12 +229,15 @@ def _scheduler(entry: str, names: Names, *, description: str, schedule: str, tim
     })
 
 
-def policies(granted: Iterable[Binding]) -> list[Resource]:
-    """One iam_policy resource per target: {role: sorted members}."""
+def policies(granted: Iterable[Binding], known: dict[str, dict[str, str]] | None = None) -> list[Resource]:
+    """One iam_policy resource per target: {role: sorted members}; `known`: the conditions a
+    conditional binding is written with, by title (meta: the planner does not compare them)."""
     by_target: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
     for b in granted:
         by_target[b.target][b.key].add(b.member)
-    return [Resource(IAM_POLICY, target, {role: tuple(sorted(members)) for role, members in sorted(roles.items())})
+    meta = {"conditions": known} if known else {}
+    return [Resource(IAM_POLICY, target, {role: tuple(sorted(members)) for role, members in sorted(roles.items())},
+                     meta=meta)
             for target, roles in sorted(by_target.items())]
 
 
@@ -252,19 +257,23 @@ def uses_placement(settings: Settings, jobs: Iterable[JobSpec]) -> bool:
 
 
 def desired_state(settings: Settings, jobs: Iterable[JobSpec], source_object: str, job_done_url: str,
-                  credentials_url: str = "", retired_accounts: Iterable[str] = ()) -> Inventory:
+                  credentials_url: str = "", retired_accounts: Iterable[str] = (), *,
+                  project_number: str = "") -> Inventory:
     """Everything that should exist. The URLs are "" until their functions have been deployed once.
 
-    `retired_accounts`: jobs' own accounts that deployed specs named and no job names any more."""
+    `retired_accounts`: jobs' own accounts that deployed specs named and no job names any more.
+    `project_number`: the project's number once read (the build account's source-copy grant names it)."""
     names = Names.of(settings)
     env = function_environment(settings, job_done_url, credentials_url)
     jobs = list(jobs)
-    resources = [_bucket(settings), _repository(names), *_network(settings, names), *_placement_subnets(settings, jobs)]
+    resources = [Resource(API, api, {}) for api in REQUIRED_APIS]
+    resources += [_bucket(settings), _repository(names), *_network(settings, names), *_placement_subnets(settings, jobs)]
     topics = (*names.topics, names.dispatch_topic) if names.shared else names.topics
     resources += [Resource(TOPIC, topic, {"labels": dict(MANAGED_LABELS)}) for topic in topics]
     resources += [Resource(SERVICE_ACCOUNT, email, {"display_name": f"spotcron {email.split('@')[0]}"})
                   for email in names.accounts if names.own_account(email)]
-    granted = policies(bindings(names, job_accounts(jobs), advice=uses_placement(settings, jobs)))
+    granted = policies(bindings(names, job_accounts(jobs), advice=uses_placement(settings, jobs),
+                                project_number=project_number), conditions(names, project_number))
     resources += granted
     resources += [r for r in retired_policies(names, retired_accounts) if r.name not in {g.name for g in granted}]
     resources.append(Resource(SOURCE, source_object, {}))

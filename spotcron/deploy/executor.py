@@ -41,7 +41,9 @@ class ApiExecutor:
         self.on_done = on_done or (lambda action, error: None)
 
     def _run(self, action: Action) -> None:
-        HANDLERS[action.resource_type](action, self.ctx)
+        # Every handler is idempotent, so an action that meets a propagation delay (a new account,
+        # a grant, Eventarc's first-use agent) is simply run again once it has had time to settle.
+        self.ctx.settling.run(action.title, lambda: HANDLERS[action.resource_type](action, self.ctx))
 
     def execute(self, actions: list[Action]) -> Applied:
         outcome = Applied()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from spotcron.core.errors import AlreadyExists, NotFound, PreconditionFailed
@@ -19,6 +19,7 @@ from spotcron.deploy.planner import CREATE, DELETE, Action
 from spotcron.deploy.policies import update_policy
 from spotcron.deploy.resources import (
     ACCOUNT_KEY,
+    API,
     BUCKET,
     DEPLOYED_SPEC,
     DIGEST_KEY,
@@ -36,6 +37,7 @@ from spotcron.deploy.resources import (
 from spotcron.gcp.admin import request_messages
 from spotcron.gcp.admin.calls import Caller, DeployError
 from spotcron.gcp.admin.clients import Clients
+from spotcron.gcp.admin.settling import Settling
 
 FUNCTION_MASK = {
     "entry_point": "build_config.entry_point",
@@ -65,6 +67,8 @@ class Context:
     operation_timeout: float = 1200.0  # a function build takes minutes
     poll_initial: float = 2.0  # seconds before the first look at a long-running operation
     poll_maximum: float = 15.0
+    # Waits out Google's propagation delays around each action (gcp/admin/settling.py).
+    settling: Settling = field(default_factory=Settling)
 
     @property
     def timeout(self) -> float:
@@ -252,7 +256,17 @@ def subnetwork(action: Action, ctx: Context) -> None:
 
 
 def iam_policy(action: Action, ctx: Context) -> None:
-    update_policy(ctx.clients, ctx.call, ctx.names, action.name, action.changes)
+    known = action.resource.meta.get("conditions") if action.resource is not None else None
+    update_policy(ctx.clients, ctx.call, ctx.names, action.name, action.changes, known=known)
+
+
+def api(action: Action, ctx: Context) -> None:
+    """Enable one API (Service Usage services.enable), waiting for its operation."""
+    if action.kind == DELETE:
+        return  # never planned: an API stays enabled (resources.NEVER_DELETED)
+    usage, what = ctx.clients.serviceusage, f"enable {action.name}"
+    operation = ctx.call(what, usage.enable, ctx.names.project, action.name)
+    _wait_rest(ctx, what, operation, usage.get_operation)
 
 
 def source(action: Action, ctx: Context) -> None:
@@ -362,6 +376,7 @@ def set_entry_paused(ctx: Context, name: str, paused: bool, was_paused: bool | N
 
 
 HANDLERS: dict[str, Callable[[Action, Context], None]] = {
+    API: api,
     BUCKET: bucket,
     TOPIC: topic,
     SERVICE_ACCOUNT: service_account,

@@ -73,19 +73,40 @@ class Binding:
 
 CONDITION_SEPARATOR = "|"  # in no role name
 DEPLOY_SOURCE = "spotcron-deploy-source-only"
+SOURCE_COPY = "spotcron-functions-source-copy"
+SOURCE_COPY_ROLE = "roles/storage.objectViewer"
 
 
-def conditions(names: Names) -> dict[str, dict[str, str]]:
+def source_copy_bucket(project_number: str, region: str) -> str:
+    """Where Cloud Functions (2nd gen) copies a function's source before building it
+    (https://cloud.google.com/functions/docs/building): one bucket per project and region,
+    created by Google on the first deploy there."""
+    return f"gcf-v2-sources-{project_number}-{region}"
+
+
+def conditions(names: Names, project_number: str = "") -> dict[str, dict[str, str]]:
     """The IAM conditions deploy writes, by title (Google's `Expr`: title, description, expression).
 
     The build account reads the functions' source archives and nothing else of the results
-    bucket: a Cloud Storage object's resource name is projects/_/buckets/BUCKET/objects/NAME.
+    bucket: a Cloud Storage object's resource name is projects/_/buckets/BUCKET/objects/NAME
+    (https://cloud.google.com/iam/docs/conditions-resource-attributes#resource-name).
+    It also reads Cloud Functions' copy of that source, and nothing else of the project's storage:
+    the one bucket of this project and region (the bucket itself, for a listing, and its objects).
+    The titles are fixed; the copy's expression needs the project's number ("" when unknown).
     """
-    return {DEPLOY_SOURCE: {
-        "title": DEPLOY_SOURCE,
-        "description": "spotcron: only the functions' source archives (deploy/)",
-        "expression": f'resource.name.startsWith("projects/_/buckets/{names.bucket}/objects/deploy/")',
-    }}
+    copy = f"projects/_/buckets/{source_copy_bucket(project_number or 'PROJECT_NUMBER', names.region)}"
+    return {
+        DEPLOY_SOURCE: {
+            "title": DEPLOY_SOURCE,
+            "description": "spotcron: only the functions' source archives (deploy/)",
+            "expression": f'resource.name.startsWith("projects/_/buckets/{names.bucket}/objects/deploy/")',
+        },
+        SOURCE_COPY: {
+            "title": SOURCE_COPY,
+            "description": "spotcron: only Cloud Functions' copy of the functions' source, which their build reads",
+            "expression": f'resource.name == "{copy}" || resource.name.startsWith("{copy}/objects/")',
+        },
+    }
 
 
 def split_key(key: str) -> tuple[str, str | None]:
@@ -93,9 +114,11 @@ def split_key(key: str) -> tuple[str, str | None]:
     return role, title or None
 
 
-def bindings(names: Names, job_accounts: Iterable[str] = (), *, advice: bool = False) -> list[Binding]:
+def bindings(names: Names, job_accounts: Iterable[str] = (), *, advice: bool = False,
+             project_number: str = "") -> list[Binding]:
     """Every binding deploy keeps in place, for the stack named by `names` and the jobs' own
-    service accounts `job_accounts` (emails); `advice`: some job is placed across regions."""
+    service accounts `job_accounts` (emails); `advice`: some job is placed across regions;
+    `project_number`: the project's number, once read ("": the source-copy binding is left out)."""
     functions, vm, build = member(names.functions_account), member(names.vm_account), member(names.build_account)
     project = policy_name(POLICY_PROJECT, names.project)
     bucket = policy_name(POLICY_BUCKET, names.bucket)
@@ -141,6 +164,16 @@ def bindings(names: Names, job_accounts: Iterable[str] = (), *, advice: bool = F
         Binding(bucket, "roles/storage.objectViewer", build, "read the functions' source archive to build them",
                 condition=DEPLOY_SOURCE),
     ]
+    if project_number:
+        # The one exception to "no storage role on the project". Cloud Functions copies the source
+        # into its own bucket and Cloud Build fetches it from there as the build account: Google's
+        # page on the build service account lists Storage Object Admin "for retrieving the function
+        # source" (https://cloud.google.com/run/docs/configuring/services/build-service-account).
+        # Object Viewer is enough to read, and the condition narrows it to that one bucket, which
+        # Google creates on the first function deploy (so it cannot carry a bucket policy before).
+        out.append(Binding(project, SOURCE_COPY_ROLE, build,
+                           "read Cloud Functions' copy of the functions' source, which their build fetches "
+                           f"(gs://{source_copy_bucket(project_number, names.region)} only)", condition=SOURCE_COPY))
     for email in sorted(set(job_accounts)):
         job = member(email)
         # Its VM runs as this account, so the runner's calls are made with it: exactly what the
@@ -191,7 +224,8 @@ def security_problems(granted: Iterable[Binding]) -> list[str]:
         if b.target.startswith(f"{POLICY_FUNCTION}:") and b.role in ("roles/run.invoker", "roles/cloudfunctions.invoker") \
                 and b.member in PUBLIC_MEMBERS:
             problems.append(f"{b.target}: the function would allow unauthenticated invocation")
-        if b.target.startswith(f"{POLICY_PROJECT}:") and b.role.startswith(PROJECT_WIDE_FORBIDDEN):
+        if b.target.startswith(f"{POLICY_PROJECT}:") and b.role.startswith(PROJECT_WIDE_FORBIDDEN) \
+                and not (b.role == SOURCE_COPY_ROLE and b.condition == SOURCE_COPY):
             problems.append(f"{b.target}: {b.member} would get {b.role} on the whole project; grant it on the "
                             f"one bucket or repository instead")
     return problems

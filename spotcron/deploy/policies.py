@@ -115,11 +115,13 @@ def apply_changes(policy: Policy, changes: Mapping[str, tuple[Iterable[str] | No
 
 
 def update_policy(clients: Clients, call: Caller, names: Names, target: str,
-                  changes: Mapping[str, tuple[Any, Any]], attempts: int = 5) -> bool:
-    """Read-modify-write `changes` into the policy on `target`; True when a write happened."""
+                  changes: Mapping[str, tuple[Any, Any]], attempts: int = 5,
+                  known: Mapping[str, Mapping[str, str]] | None = None) -> bool:
+    """Read-modify-write `changes` into the policy on `target`; True when a write happened.
+    `known`: the conditions new conditional bindings are written with (default: iam.conditions)."""
     for attempt in range(1, attempts + 1):
         policy = get_policy(clients, call, names, target)
-        if not apply_changes(policy, changes, conditions(names)):
+        if not apply_changes(policy, changes, known or conditions(names)):
             return False
         try:
             set_policy(clients, call, names, target, policy)

@@ -29,13 +29,14 @@ SCHEDULER_JOB = "scheduler_job"
 REPOSITORY = "repository"  # the Artifact Registry repository (Docker) of function and job images
 FIREWALL = "firewall"  # the rule that denies all ingress to job VMs (their network tag)
 SUBNETWORK = "subnetwork"  # the region's subnet of the VMs' network: Private Google Access on
+API = "api"  # a Google API the stack calls, enabled through Service Usage
 DEPLOYED_SPEC = "deployed_spec"  # deployed/JOB.json: the spec start_job runs (engine/deployed.py)
 DIGEST_KEY = "spotcron-digest"  # a deployed spec's custom metadata: its sha256, read back from listings
 # ... and the job's own service account, if it names one: a later deploy that no longer names it
 # learns from the listing whose bindings to revoke.
 ACCOUNT_KEY = "spotcron-account"
 
-TYPES = (BUCKET, TOPIC, SERVICE_ACCOUNT, REPOSITORY, FIREWALL, SUBNETWORK, IAM_POLICY, SOURCE, FUNCTION, SCHEDULER_JOB,
+TYPES = (API, BUCKET, TOPIC, SERVICE_ACCOUNT, REPOSITORY, FIREWALL, SUBNETWORK, IAM_POLICY, SOURCE, FUNCTION, SCHEDULER_JOB,
          DEPLOYED_SPEC)
 
 # Object prefixes whose lifecycle Delete rules deploy writes; every other rule on the bucket is
@@ -62,7 +63,8 @@ CREATE_ONLY: Mapping[str, frozenset[str]] = {
 # run's results, the repository the job images, and a deleted service account's name cannot
 # be reused cleanly (bindings follow the account's unique id, not its email).
 # The subnet is the network's, not ours: deploy only turns Private Google Access on.
-NEVER_DELETED = frozenset({BUCKET, SERVICE_ACCOUNT, REPOSITORY, IAM_POLICY, SUBNETWORK})
+# An API stays enabled: others in the project may use it.
+NEVER_DELETED = frozenset({API, BUCKET, SERVICE_ACCOUNT, REPOSITORY, IAM_POLICY, SUBNETWORK})
 
 
 @dataclass(frozen=True)
@@ -114,13 +116,16 @@ def split_policy_name(name: str) -> tuple[str, str]:
 def phase(resource_type: str, name: str, kind: str) -> int:
     """When an action runs: everything in phase N finishes before phase N+1 starts.
 
-    Creates and updates go bucket/topics/accounts/repository → IAM, source and deployed specs → functions →
+    Creates and updates go APIs (phase -1, before anything that needs them) →
+    bucket/topics/accounts/repository → IAM, source and deployed specs → functions →
     invoker bindings and scheduler entries (so no tick fires before its function and its spec can
     take it); deletions run last, scheduler entries and functions before topics, old sources and
     the deployed specs of removed jobs.
     """
     if kind == "delete":
         return 4 if resource_type in (SCHEDULER_JOB, FUNCTION) else 5
+    if resource_type == API:
+        return -1
     if resource_type in (BUCKET, TOPIC, SERVICE_ACCOUNT, REPOSITORY, FIREWALL, SUBNETWORK):
         return 0
     if resource_type == IAM_POLICY:

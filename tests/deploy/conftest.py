@@ -19,6 +19,7 @@ from spotcron.deploy.apply import DeployResult, PlanResult, SilentReporter, comp
 from spotcron.deploy.planner import Action
 from spotcron.deploy.source import SourceBundle, build_source
 from spotcron.gcp.admin.calls import Caller
+from spotcron.gcp.admin.settling import Settling
 from tests.fakes.deploy.cloud import FakeCloud
 from tests.gcp.fixtures import pubsub_host  # noqa: F401  (the shared Pub/Sub emulator, for test_topic_behaviour)
 
@@ -126,7 +127,8 @@ class Deployer:
                settings: Settings | None = None) -> DeployResult:
         return run_deploy(settings or self.settings, jobs, self.source, self.cloud.clients(), confirm=lambda a: True,
                           reporter=self.reporter, dry_run=dry_run, concurrency=self.concurrency,
-                          caller=caller or quick_caller(), poll_initial=0.01)
+                          caller=caller or quick_caller(), poll_initial=0.01,
+                          settling=Settling(sleep=self.cloud.clock.sleep))
 
     def plan(self, jobs: list[JobSpec], settings: Settings | None = None) -> PlanResult:
         with ThreadPoolExecutor(self.concurrency) as pool:

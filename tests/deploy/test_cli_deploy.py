@@ -34,7 +34,7 @@ def context(cloud: FakeCloud, workdir: Path) -> DeployContext:
     return DeployContext(credentials=lambda project: AnonymousCredentials(),
                          clients=lambda project, credentials, concurrency: cloud.clients(concurrency),
                          source_root=lambda: workdir / "src", caller=lambda project: quick_caller(),
-                         interactive=lambda: False, poll_initial=0.01)
+                         interactive=lambda: False, poll_initial=0.01, sleep=cloud.clock.sleep)
 
 
 @pytest.fixture
@@ -59,7 +59,8 @@ def test_dry_run_prints_the_diff_and_changes_nothing(invoke, cloud: FakeCloud) -
     assert "+ create scheduler_job spotcron-bot" in lines
     assert "~ update iam_policy function:spotcron-job-done" in lines
     assert f"    + roles/run.invoker serviceAccount:spotcron-vm@{PROJECT}.iam.gserviceaccount.com" in lines
-    assert "Plan: 22 to create, 10 to update, 0 to delete." in lines
+    assert "+ create api sts.googleapis.com" in lines  # an empty project: deploy enables what it needs first
+    assert "Plan: 34 to create, 9 to update, 0 to delete." in lines  # the subnet is not read before compute is on
     assert lines[-1] == "Dry run: nothing was changed. Apply with `make deploy` (spotcron deploy)."
     assert not cloud.changing_calls()
 
@@ -93,7 +94,7 @@ def test_yes_deploys_and_a_second_run_has_nothing_to_do(invoke, cloud: FakeCloud
     first = invoke("--yes", "--concurrency", "4")
     assert first.exit_code == 0, first.output
     assert "the functions' URLs are known now: setting SPOTCRON_JOB_DONE_URL and" in first.output
-    assert "Deployed: 36 changes in " in first.output
+    assert "Deployed: 47 changes in " in first.output  # 11 APIs, 28 in pass 1, 8 in pass 2 (the entries among them)
     assert first.output.splitlines()[-1] == f"Runs and results: spotcron runs --bucket gs://{BUCKET}"
     assert len(cloud.scheduler.jobs) == 4 and len(cloud.functions.functions) == 4
     cloud.reset_log()
@@ -156,11 +157,12 @@ def test_missing_credentials_say_how_to_log_in(invoke, context: DeployContext, w
 
 
 def test_failed_apply_exits_2_with_what_to_do(invoke, cloud: FakeCloud) -> None:
-    cloud.fail_after(25)
+    cloud.fail_after(45)
     result = invoke("--yes")
     assert result.exit_code == 2
-    assert "error: deploy stopped:" in result.output
-    assert result.output.rstrip().endswith("run deploy again to continue from where it stopped.")
+    assert "error: deploy stopped:" in result.output or "error: enabled the APIs, then" in result.output
+    assert result.output.rstrip().endswith(("run deploy again to continue from where it stopped.",
+                                            "Run deploy again to check and finish."))
     cloud.heal()
     assert invoke("--yes").exit_code == 0
     assert len(cloud.scheduler.jobs) == 4

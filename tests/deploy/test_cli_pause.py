@@ -40,7 +40,8 @@ def context(cloud: FakeCloud, workdir: Path) -> DeployContext:
 
     return DeployContext(credentials=lambda project: AnonymousCredentials(),
                          clients=lambda project, credentials, concurrency: cloud.clients(concurrency),
-                         caller=lambda project: quick_caller(), interactive=lambda: False)
+                         caller=lambda project: quick_caller(), interactive=lambda: False,
+                         sleep=cloud.clock.sleep)
 
 
 @pytest.fixture
@@ -106,6 +107,7 @@ def test_pause_cloud_shared_says_the_spec_and_the_version_changed(invoke, deploy
 
 
 def test_a_job_not_deployed_is_an_error_and_the_file_is_left_alone(invoke, cloud: FakeCloud, workdir: Path) -> None:
+    cloud.enable_apis()
     before = (workdir / "jobs" / "bot.yaml").read_text()
     result = invoke("pause", "bot", "--cloud")
     assert result.exit_code == 2

@@ -15,7 +15,7 @@ from spotcron.deploy.planner import DELETE, UPDATE
 from spotcron.deploy.resources import DEPLOYED_SPEC, FUNCTION, SCHEDULER_JOB, SOURCE
 from spotcron.deploy.source import build_source
 from spotcron.engine.deployed import digest, digest_of
-from spotcron.gcp.admin.calls import DeployError
+from spotcron.gcp.admin.calls import REQUIRED_APIS, DeployError
 from tests.deploy.conftest import BUCKET, JOBS_DIR, PROJECT, Deployer, make_source_root, quick_caller
 from tests.fakes.deploy.cloud import FakeCloud
 
@@ -34,13 +34,19 @@ def test_first_deploy_builds_the_whole_stack(deployer: Deployer, cloud: FakeClou
     jobs = deployer.jobs(JOBS_DIR)
     result = deployer.deploy(jobs)
 
-    # Pass 1 creates everything; pass 2 only gives the functions job_done's URL.
-    assert len(result.passes) == 2 and all(p.ok for p in result.passes)
-    assert sorted(a.title for a in result.passes[1].done) == [
+    # The APIs first; pass 1 creates everything but the scheduler entries; pass 2 gives the
+    # functions job_done's URL, then creates the entries.
+    assert len(result.passes) == 3 and all(p.ok for p in result.passes)
+    assert {a.resource_type for a in result.passes[0].done} == {"api"}
+    assert sorted(a.title for a in result.passes[2].done) == [
+        "create scheduler_job spotcron-benchmark", "create scheduler_job spotcron-bot",
+        "create scheduler_job spotcron-nightly", "create scheduler_job spotcron-sweep",
         "update function spotcron-credentials", "update function spotcron-job-done",
         "update function spotcron-start-job", "update function spotcron-sweep"]
-    assert deployer.reporter.notes == ["the functions' URLs are known now: setting SPOTCRON_JOB_DONE_URL and "
-                                       "SPOTCRON_CREDENTIALS_URL on the functions"]
+    *waits, urls = deployer.reporter.notes
+    assert urls == ("the functions' URLs are known now: setting SPOTCRON_JOB_DONE_URL and SPOTCRON_CREDENTIALS_URL "
+                    "on the functions, then creating the scheduler entries")
+    assert all(note.startswith("waiting for ") for note in waits)  # Google's propagation (the fake's delays)
 
     entries = cloud.scheduler.entries()
     assert sorted(entries) == ["spotcron-benchmark", "spotcron-bot", "spotcron-nightly", "spotcron-sweep"]
@@ -94,7 +100,15 @@ def test_deployed_iam_is_least_privilege(deployer: Deployer, cloud: FakeCloud) -
         "roles/owner": ["user:owner@example.com"],  # the deployer's own binding is left alone
         "roles/compute.instanceAdmin.v1": [FUNCTIONS],
         "roles/logging.logWriter": [f"serviceAccount:{BUILD}"],
-    }  # no storage or registry role on the project: those sit on the one bucket and the one repository
+        # Google's, granted when Eventarc first made its agent: deploy leaves it alone.
+        "roles/eventarc.serviceAgent": ["serviceAccount:service-123456789012@gcp-sa-eventarc.iam.gserviceaccount.com"],
+        # The one storage role on the project, conditional: Cloud Functions' source copy only.
+        "roles/storage.objectViewer": [f"serviceAccount:{BUILD}"],
+    }  # otherwise no storage or registry role on the project: those sit on the one bucket and the one repository
+    [copy] = [b for b in project["bindings"] if b["role"] == "roles/storage.objectViewer"]
+    bucket = "projects/_/buckets/gcf-v2-sources-123456789012-us-central1"
+    assert copy["condition"]["expression"] == (f'resource.name == "{bucket}" || '
+                                               f'resource.name.startsWith("{bucket}/objects/")')
     repository = cloud.registry.policies.all()[f"{LOCATION}/repositories/spotcron"]
     assert {b["role"]: sorted(b["members"]) for b in repository["bindings"]} == {
         "roles/artifactregistry.reader": [VM],
@@ -133,12 +147,18 @@ def test_request_shapes(deployer: Deployer, cloud: FakeCloud) -> None:
                                               "maxBackoffDuration": "60s", "maxDoublings": 3}
     [pause] = [c for c in calls if c.path.endswith(":pause")]
     assert pause.path == f"/v1/{LOCATION}/jobs/spotcron-nightly:pause"
-    [create_start] = [c for c in calls if c.method == "POST" and c.query.get("functionId") == "spotcron-start-job"]
+    # (The first creates of a project's first triggers are refused while Eventarc's agent is new.)
+    [create_start] = [c for c in calls if c.method == "POST" and c.query.get("functionId") == "spotcron-start-job"
+                      and c.status == 200]
     assert create_start.body["eventTrigger"]["serviceAccountEmail"] == FUNCTIONS.split(":")[1]
     assert create_start.body["eventTrigger"]["eventType"] == "google.cloud.pubsub.topic.v1.messagePublished"
     assert create_start.body["buildConfig"]["entryPoint"] == "start_job"
-    updates = [c for c in calls if c.method == "PATCH" and "/functions/" in c.path]
-    assert {c.query["updateMask"] for c in updates} == {"serviceConfig.environmentVariables"}
+    # Pass 2 sets the URLs alone. (A function whose first build failed while the build account's
+    # grants propagated is updated whole once before that: deploy runs its create again.)
+    updates = [c for c in calls if c.method == "PATCH" and "/functions/" in c.path and c.status == 200]
+    masks = [c.query["updateMask"] for c in updates]
+    assert masks.count("serviceConfig.environmentVariables") == 4
+    assert all("buildConfig.source" in m for m in masks if m != "serviceConfig.environmentVariables")
 
 
 def test_no_change_plan_lists_once_per_kind(deployer: Deployer, cloud: FakeCloud) -> None:
@@ -148,6 +168,7 @@ def test_no_change_plan_lists_once_per_kind(deployer: Deployer, cloud: FakeCloud
     assert deployer.plan(jobs).actions == []
     assert Counter((c.api, c.method, c.path.rsplit(":", 1)[-1] if ":" in c.path else c.path)
                    for c in cloud.calls()) == Counter({
+        ("serviceusage", "GET", f"/v1/projects/{PROJECT}/services"): 1,
         ("scheduler", "GET", f"/v1/{LOCATION}/jobs"): 1,
         ("functions", "GET", f"/v2/{LOCATION}/functions"): 1,
         ("pubsub", "GET", f"/v1/projects/{PROJECT}/topics"): 1,
@@ -171,6 +192,7 @@ def test_no_change_plan_lists_once_per_kind(deployer: Deployer, cloud: FakeCloud
 
 def test_many_jobs_cost_list_pages_not_gets(deployer: Deployer, cloud: FakeCloud) -> None:
     jobs = [JobSpec(name=f"job-{i:04d}", schedule="0 * * * *", image="busybox") for i in range(1001)]
+    cloud.enable_apis()
     for job in jobs:  # as if deployed earlier; the plan must still read them with list calls only
         cloud.scheduler.jobs[f"{LOCATION}/jobs/spotcron-{job.name}"] = {
             "name": f"{LOCATION}/jobs/spotcron-{job.name}", "schedule": "0 * * * *", "timeZone": "Etc/UTC",
@@ -246,7 +268,7 @@ def test_pausing_and_resuming_use_the_state_calls(deployer: Deployer, cloud: Fak
 
 
 def test_failure_while_reading_changes_nothing(deployer: Deployer, cloud: FakeCloud) -> None:
-    cloud.fail_after(2)
+    cloud.fail_after(1)  # the list of enabled APIs is read; the bucket's read fails
     with pytest.raises(DeployError, match=r"^could not read what is deployed, so nothing was changed: .*HTTP 503.*"
                                           r"\(gave up after 3 attempts\)$"):
         deployer.deploy(deployer.jobs(JOBS_DIR))
@@ -262,7 +284,7 @@ def test_interrupted_apply_converges_when_run_again(deployer: Deployer, cloud: F
         deployer.deploy(jobs)
     message = str(failed.value)
     assert "HTTP 503" in message and "gave up after 3 attempts" in message
-    assert message.startswith(("deploy stopped:", "applied "))
+    assert message.startswith(("deploy stopped:", "applied ", "enabled the APIs, then"))
     assert message.endswith(("What succeeded stays in place; run deploy again to continue from where it stopped.",
                              "Run deploy again to check and finish."))
     assert failed.value.result.passes  # something was applied before the failure
@@ -280,6 +302,7 @@ def test_interrupted_apply_converges_when_run_again(deployer: Deployer, cloud: F
 def test_lost_answers_are_adopted_not_duplicated(deployer: Deployer, cloud: FakeCloud) -> None:
     """Creates that took effect but whose answer was lost: the retry meets 409 and adopts."""
     jobs = deployer.jobs(JOBS_DIR)
+    cloud.enable_apis()  # enabling an API again is no conflict: the answers are lost on creates
     cloud.lose_answers(12)
     # Enough attempts that no single call can meet all 12 lost answers (which concurrent calls of a
     # phase get them depends on thread timing).
@@ -293,8 +316,9 @@ def test_new_accounts_not_yet_visible_to_iam_are_retried(deployer: Deployer, clo
     cloud.iam.visibility_lag = 2
     jobs = deployer.jobs(JOBS_DIR)
     deployer.deploy(jobs)
-    refused = [c for c in cloud.calls() if c.status == 400]
-    assert len(refused) == 2 and all(c.path.endswith(("setIamPolicy", "/iam")) or c.method == "GRPC" for c in refused)
+    refused = [c for c in cloud.calls() if c.status in (400, 404) and "Policy" in c.path]
+    assert refused and all(c.path.endswith(("setIamPolicy", "/iam", "getIamPolicy")) or c.method == "GRPC"
+                           for c in refused)
     assert deployer.plan(jobs).actions == []
 
 
@@ -386,6 +410,9 @@ def test_bucket_owned_by_someone_else_stops_the_plan(deployer: Deployer, cloud: 
 
 def test_dry_run_changes_nothing(deployer: Deployer, cloud: FakeCloud) -> None:
     result = deployer.deploy(deployer.jobs(JOBS_DIR), dry_run=True)
-    assert len(result.plan) == 32 and result.passes == []
+    assert len(result.plan) == 43 and result.passes == []
+    # The APIs an empty project lacks come first (logging, storage and Service Usage are on by default).
+    assert [a.name for a in result.plan[:11]] == sorted(set(REQUIRED_APIS) - {
+        "logging.googleapis.com", "storage.googleapis.com", "serviceusage.googleapis.com"})
     assert not cloud.changing_calls()
     assert cloud.state()["jobs"] == {}

@@ -210,7 +210,8 @@ def invoke(cloud: FakeCloud, workdir: Path, builder: CloudBuilder) -> Callable[.
     context = DeployContext(credentials=lambda project: AnonymousCredentials(),
                             clients=lambda project, credentials, concurrency: cloud.clients(concurrency),
                             source_root=lambda: workdir / "src", caller=lambda project: quick_caller(),
-                            interactive=lambda: False, poll_initial=0.01, builder=lambda settings, creds: watched)
+                            interactive=lambda: False, poll_initial=0.01, sleep=cloud.clock.sleep,
+                            builder=lambda settings, creds: watched)
     group = SpotcronGroup("spotcron")
     for command in COMMANDS:
         group.add_command(command)

@@ -25,6 +25,7 @@ def publisher(request: pytest.FixtureRequest) -> Iterator[Any]:
 
     if request.param == "fake":
         cloud = FakeCloud(PROJECT).start()
+        cloud.enable_apis()
         try:
             yield cloud.clients().publisher
         finally:

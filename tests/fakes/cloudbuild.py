@@ -37,9 +37,13 @@ class _Refused(Exception):
 class FakeCloudBuild:
     """`sources(bucket, object)`: the bytes of an uploaded context, or None."""
 
-    def __init__(self, project: str, sources: Callable[[str, str], bytes | None]):
+    def __init__(self, project: str, sources: Callable[[str, str], bytes | None],
+                 may_push: Callable[[str, str], bool] | None = None):
+        """`may_push(account, repository)`: whether the build's account may push there now (an
+        IAM check with its grant's propagation); None: always."""
         self.project = project
         self.sources = sources
+        self.may_push = may_push
         self.builds: list[dict[str, Any]] = []
         self.requests: list[dict[str, Any]] = []  # every create's body, as sent
         self.operations: dict[str, dict[str, Any]] = {}
@@ -126,7 +130,19 @@ class FakeCloudBuild:
         operation = f"{match['parent']}/operations/op-{number}"
         with self._lock:
             failed, self.fail_next = self.fail_next, False
-            if failed:
+            account = str(body.get("serviceAccount", "")).rsplit("/", 1)[-1]
+            repositories = {_repository(image, self.project) for image in body.get("images", [])}
+            refused = next((r for r in sorted(repositories)
+                            if self.may_push is not None and not self.may_push(account, r)), None)
+            if refused and not failed:
+                # As Cloud Build reports it: the build ran, the push was denied (Build.failureInfo).
+                detail = (f"denied: Permission \"artifactregistry.repositories.uploadArtifacts\" denied on resource "
+                          f"\"{refused}\" (or it may not exist)")
+                build["status"] = "FAILURE"
+                build["failureInfo"] = {"type": "PUSH_FAILED", "detail": detail}
+                done = {"name": operation, "done": True, "metadata": {"@type": METADATA_TYPE, "build": build},
+                        "error": {"code": 2, "message": f"Build failed; check build logs for build-{number}"}}
+            elif failed:
                 build["status"] = "FAILURE"
                 done = {"name": operation, "done": True,
                         "metadata": {"@type": METADATA_TYPE, "build": build},
@@ -160,6 +176,14 @@ def _strict_parse(body: dict[str, Any]) -> None:
         json_format.ParseDict(body, cloudbuild_v1.Build.pb()())
     except json_format.ParseError as exc:
         raise _Refused(400, f"Invalid JSON payload received. {exc}") from None
+
+
+def _repository(image: str, project: str) -> str:
+    """`REGION-docker.pkg.dev/PROJECT/REPO/NAME:TAG` → `projects/PROJECT/locations/REGION/repositories/REPO`."""
+    host, _, path = image.partition("/")
+    region = host.removesuffix("-docker.pkg.dev")
+    parts = path.split("/")
+    return f"projects/{parts[0] if parts else project}/locations/{region}/repositories/{parts[1] if len(parts) > 1 else ''}"
 
 
 def _digest(image: str, source: bytes) -> str:

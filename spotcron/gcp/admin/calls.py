@@ -10,7 +10,10 @@ from spotcron.core.errors import SpotcronError
 from spotcron.gcp import retry
 from spotcron.gcp.error_map import LOGIN_HINT, translate
 
-# What `spotcron deploy` needs enabled; docs/deploy.md and every "not enabled" error list it.
+# What spotcron calls, which deploy enables (Service Usage) as its plan's first step; docs/deploy.md
+# lists them. sts: the credentials broker mints every upload token with the Security Token Service
+# (https://cloud.google.com/iam/docs/create-downscoped-short-lived-credentials: "Enable the IAM and
+# Security Token Service APIs"); serviceusage: deploy's own list and enable calls.
 REQUIRED_APIS = (
     "compute.googleapis.com",
     "cloudscheduler.googleapis.com",
@@ -24,6 +27,8 @@ REQUIRED_APIS = (
     "artifactregistry.googleapis.com",
     "logging.googleapis.com",
     "cloudresourcemanager.googleapis.com",
+    "sts.googleapis.com",
+    "serviceusage.googleapis.com",
 )
 
 

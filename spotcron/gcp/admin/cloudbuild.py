@@ -16,6 +16,7 @@ from typing import Any
 from spotcron.core.errors import SpotcronError
 from spotcron.core.images import ImageBuild, build_request, build_tag, pushed_digest
 from spotcron.engine.ports import Blobs
+from spotcron.gcp.admin.settling import Settling
 from spotcron.gcp.error_map import translated
 
 BUILD_WAIT_S = 1800.0  # the build's own timeout (core/images.py) plus queueing
@@ -48,8 +49,11 @@ class CloudBuilder:
     """
 
     def __init__(self, project: str, region: str, blobs: Blobs, *, client: Any = None, credentials: Any = None,
-                 service_account: str | None = None, wait_s: float = BUILD_WAIT_S):
+                 service_account: str | None = None, wait_s: float = BUILD_WAIT_S, settling: Settling | None = None):
         self.project = project
+        # A push refused as the build account right after deploy granted it the repository is a
+        # grant still propagating: the build runs again (settling.py), for minutes.
+        self.settling = settling or Settling()
         self.region = region
         self.blobs = blobs
         self.service_account = service_account
@@ -83,6 +87,9 @@ class CloudBuilder:
 
     def build(self, build: ImageBuild, image: str) -> str:
         """Upload the context, build and push `image`; its digest (sha256:…)."""
+        return self.settling.run(f"build {image}", lambda: self._build_once(build, image))
+
+    def _build_once(self, build: ImageBuild, image: str) -> str:
         from google.cloud.devtools import cloudbuild_v1
 
         generation = self.blobs.write(build.source_object, build.tarball, content_type="application/gzip")
@@ -96,7 +103,8 @@ class CloudBuilder:
                 done = operation.result(timeout=self.wait_s)
             except Exception as exc:
                 if _ended_with_error(operation):
-                    raise BuildFailed(f"the build of {image} from {build.relative}/ failed: {operation.operation.error.message}; its log is in "
+                    raise BuildFailed(f"the build of {image} from {build.relative}/ failed{_failure(operation)}: "
+                                      f"{operation.operation.error.message}; its log is in "
                                       f"Cloud Build's history (gcloud builds list --region {self.region})") from exc
                 raise
         result = _as_json(done)
@@ -111,6 +119,20 @@ def _as_json(build: Any) -> dict[str, Any]:
     from google.cloud.devtools import cloudbuild_v1
 
     return json.loads(cloudbuild_v1.Build.to_json(build, use_integers_for_enums=False))
+
+
+def _failure(operation: Any) -> str:
+    """How Cloud Build classified the failure (Build.failureInfo), e.g. " (PUSH_FAILED: …)"; "" if it did not.
+    A PUSH_FAILED whose detail names artifactregistry.repositories.uploadArtifacts is a grant
+    that has not propagated yet (settling.awaited)."""
+    try:
+        info = operation.metadata.build.failure_info
+        kind = info.type_.name
+    except Exception:
+        return ""
+    if not kind or kind == "FAILURE_TYPE_UNSPECIFIED":
+        return ""
+    return f" ({kind}: {info.detail})" if info.detail else f" ({kind})"
 
 
 def _ended_with_error(operation: Any) -> bool:

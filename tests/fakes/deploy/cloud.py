@@ -1,46 +1,93 @@
-"""FakeCloud: every API deploy calls, served locally, behind Google's real client libraries."""
+"""FakeCloud: every API deploy calls, served locally, behind Google's real client libraries.
+
+It is strict the way Google is (access.py): every REST call carries the identity that makes it
+(`clients(member)` sends it as the bearer token; the deployer is the project's Owner), APIs
+other than Google's defaults are off until enabled through Service Usage, IAM policies are
+enforced where Google's own services act as an account (a function's build, Eventarc's agent),
+and new accounts, grants and service agents take effect after delays on a virtual clock
+(`cloud.clock`, which deploy's waiting policy sleeps on in tests).
+"""
 
 from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Iterable
 from typing import Any
 
+from google.auth.credentials import Credentials
+
 from spotcron.gcp.admin.clients import Clients, Endpoints
+from tests.fakes.deploy.access import DEFAULT_APIS, OWNER, Access
 from tests.fakes.deploy.common import PolicyStore
 from tests.fakes.deploy.compute import FakeCompute
 from tests.fakes.deploy.functions import FakeFunctions
-from tests.fakes.deploy.http import Call, Faults, HttpServer, Router
+from tests.fakes.deploy.http import TOKEN_PREFIX, Call, Faults, HttpServer, Router
 from tests.fakes.deploy.iam_grpc import FakeIam
 from tests.fakes.deploy.project_reads import FakeProjectReads
 from tests.fakes.deploy.pubsub import FakePubsub
 from tests.fakes.deploy.registry import FakeRegistry
 from tests.fakes.deploy.resourcemanager import FakeResourceManager
 from tests.fakes.deploy.scheduler import FakeScheduler
+from tests.fakes.deploy.serviceusage import FakeServiceUsage
 from tests.fakes.deploy.storage import FakeStorage
 
 
+class FakeCredentials(Credentials):  # type: ignore[misc]
+    """Sends `member` as the bearer token, so the fake knows who calls (never expires)."""
+
+    def __init__(self, member: str):
+        super().__init__()
+        self.token = TOKEN_PREFIX + member
+
+    def refresh(self, request: Any) -> None:
+        pass
+
+    @property
+    def expired(self) -> bool:
+        return False
+
+    @property
+    def valid(self) -> bool:
+        return True
+
+
 class FakeCloud:
-    def __init__(self, project: str, latency_s: float = 0.0):
+    def __init__(self, project: str, latency_s: float = 0.0, *, account_delay_s: float = 30.0,
+                 grant_delay_s: float = 120.0, agent_delay_s: float = 60.0, api_delay_s: float = 30.0,
+                 apis: Iterable[str] | None = None):
+        """An empty project: only Google's default APIs enabled (`apis` replaces that list), no
+        service agent yet, the deployer (`OWNER`) its Owner. Delays in virtual seconds; by default
+        what Google calls typical (a grant: about 2 minutes). Whatever talks to it must sleep on
+        `clock` (deploy's `settling`), or it waits for real."""
         self.project = project
         self.log: list[Call] = []
         self.faults = Faults()
         self._log_lock = threading.Lock()
+        self.access = Access(project, account_delay_s=account_delay_s, grant_delay_s=grant_delay_s,
+                             agent_delay_s=agent_delay_s, api_delay_s=api_delay_s,
+                             apis=DEFAULT_APIS if apis is None else apis)
+        self.clock = self.access.clock
         self.router = Router(latency_s, self.faults, self.log, self._log_lock)
-        self.iam = FakeIam(project, self.router)
-        accounts = self.iam.exists  # IAM refuses bindings for accounts of this project that do not exist
-        self.project_policies = PolicyStore(accounts)
-        self.resourcemanager = FakeResourceManager(project, self.project_policies)
-        self.pubsub = FakePubsub(PolicyStore(accounts))
-        self.storage = FakeStorage(project, PolicyStore(accounts))
+        self.router.gate = self.access
+        self.iam = FakeIam(project, self.router, self.access)
+        self.project_policies = PolicyStore(self.access)
+        self.access.project_policies = self.project_policies
+        self.resourcemanager = FakeResourceManager(project, self.project_policies, OWNER)
+        self.pubsub = FakePubsub(PolicyStore(self.access))
+        self.storage = FakeStorage(project, PolicyStore(self.access))
         self.scheduler = FakeScheduler(self.pubsub.exists)
-        self.functions = FakeFunctions(project, lambda b, o: (b, o) in self.storage.objects, accounts,
-                                       self.pubsub.exists, PolicyStore(accounts))
-        self.registry = FakeRegistry(project, PolicyStore(accounts))
+        self.registry = FakeRegistry(project, PolicyStore(self.access))
+        self.functions = FakeFunctions(project, lambda b, o: (b, o) in self.storage.objects, self.access.account_visible,
+                                       self.pubsub.exists, PolicyStore(self.access), access=self.access,
+                                       storage=self.storage, project_policies=self.project_policies,
+                                       registry_policies=self.registry.policies)
         self.compute = FakeCompute(project)
+        self.serviceusage = FakeServiceUsage(self.access)
         self.project_reads = FakeProjectReads(project, self.compute)  # what `spotcron doctor` reads
+        # Service Usage answers first: its list of enabled services is the access model's.
         for api in (self.resourcemanager, self.pubsub, self.storage, self.scheduler, self.functions, self.registry,
-                    self.compute, self.project_reads):
+                    self.compute, self.serviceusage, self.project_reads):
             api.routes(self.router)
         self.http = HttpServer(self.router)
         self.iam_target = ""
@@ -58,10 +105,22 @@ class FakeCloud:
     def endpoints(self) -> Endpoints:
         return Endpoints(rest=self.http.url, iam_grpc=self.iam_target)
 
-    def clients(self, pool_size: int = 16) -> Clients:
-        from google.auth.credentials import AnonymousCredentials
+    def clients(self, pool_size: int = 16, member: str = OWNER) -> Clients:
+        """Clients that call as `member` (the project's Owner by default)."""
+        return Clients(self.project, FakeCredentials(member), self.endpoints, pool_size=pool_size, timeout=30)
 
-        return Clients(self.project, AnonymousCredentials(), self.endpoints, pool_size=pool_size, timeout=30)
+    def may_push(self, account: str, repository: str) -> bool:
+        """Whether `account` may push to `repository` now, as Cloud Build's push is checked (for
+        tests/fakes/cloudbuild.py): the repository's policy and the project's, propagated grants only."""
+        return self.access.allowed(f"serviceAccount:{account}", "artifactregistry.repositories.uploadArtifacts",
+                                   repository, [self.registry.policies.policy(repository),
+                                                self.project_policies.policy(f"projects/{self.project}")])
+
+    def enable_apis(self, services: Iterable[str] | None = None) -> None:
+        """Every API deploy needs, enabled long ago (a project already in use)."""
+        from spotcron.gcp.admin.calls import REQUIRED_APIS
+
+        self.access.enable_all(REQUIRED_APIS if services is None else services)
 
     # --- fault injection ---------------------------------------------------------------------------
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 import base64
 import itertools
 import threading
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from google.protobuf import json_format
 
 from tests.fakes.deploy.http import ApiError
+
+if TYPE_CHECKING:
+    from tests.fakes.deploy.access import Access
 
 PUBLIC = {"allUsers", "allAuthenticatedUsers"}
 
@@ -44,22 +46,43 @@ def page(items: list[Any], query: dict[str, str], key: str, max_size: int = 1000
 
 
 class PolicyStore:
-    """IAM policies keyed by resource name, with etag checks like IAM's read-modify-write."""
+    """IAM policies keyed by resource name, with etag checks like IAM's read-modify-write.
 
-    def __init__(self, account_exists: Callable[[str], bool]):
+    Every write is recorded with `access` (access.py): a new binding takes effect only after the
+    fake's grant delay, and a binding naming a service account IAM does not see yet is refused."""
+
+    def __init__(self, access: Access):
         self._policies: dict[str, dict[str, Any]] = {}
         self._etags = itertools.count(1)
         self._lock = threading.Lock()
-        self._account_exists = account_exists
+        self.access = access
+        self._account_exists = access.account_visible
         self.writes = 0
 
     def _etag(self) -> str:
         return base64.b64encode(f"etag-{next(self._etags)}".encode()).decode()
 
     def create(self, resource: str, bindings: list[dict[str, Any]] | None = None) -> None:
+        """A resource's policy as its API creates it (`bindings`: Google's own, in effect at once)."""
         with self._lock:
-            self._policies.setdefault(resource, {"version": 1, "etag": self._etag(),
-                                                 "bindings": list(bindings or [])})
+            if resource in self._policies:
+                return
+            self._policies[resource] = {"version": 1, "etag": self._etag(), "bindings": list(bindings or [])}
+            self.access.record(resource, None, self._policies[resource])
+
+    def grant(self, resource: str, role: str, member: str) -> None:
+        """A binding Google adds by itself (a service agent's role), propagating like any grant."""
+        with self._lock:
+            policy = self._policies.setdefault(resource, {"version": 1, "etag": self._etag(), "bindings": []})
+            old = json_copy(policy)
+            policy["bindings"].append({"role": role, "members": [member]})
+            policy["etag"] = self._etag()
+            self.access.record(resource, old, policy)
+
+    def policy(self, resource: str) -> tuple[str, dict[str, Any]]:
+        """(name, policy) for Access.allowed; an empty policy when the resource has none."""
+        with self._lock:
+            return resource, json_copy(self._policies.get(resource, {"bindings": []}))
 
     def drop(self, resource: str) -> None:
         with self._lock:
@@ -87,6 +110,7 @@ class PolicyStore:
                                     "read-modify-write with exponential backoff.", "ABORTED")
             stored = {"version": policy.get("version", 1) or 1, "etag": self._etag(),
                       "bindings": [b for b in policy.get("bindings", []) if b.get("members")]}
+            self.access.record(resource, current, stored)
             self._policies[resource] = stored
             self.writes += 1
             return json_copy(stored)

@@ -4,6 +4,18 @@ Like the real service it checks what a build and a deploy need (the source objec
 service accounts, the trigger's topic), answers with an operation that is done on the first
 poll, adds LOG_EXECUTION_ID to every function's variables (Google does), and gives each
 function a Cloud Run service of the same name whose IAM policy starts empty.
+
+With an `Access` (FakeCloud always passes one) it builds the way 2nd gen does:
+- the uploaded source is copied into Google's own bucket `gcf-v2-sources-NUMBER-REGION`
+  (https://cloud.google.com/functions/docs/building), and the build fetches it from there as the
+  build service account: without `storage.objects.get` on that object (granted and propagated)
+  the function ends FAILED with Cloud Build's "Access to bucket … denied. You must grant Storage
+  Object Viewer permission to …" (the message of terraform-provider-google#20571);
+- the image is pushed to `buildConfig.dockerRepository` as the build account, which needs
+  `artifactregistry.repositories.uploadArtifacts` there;
+- a Pub/Sub trigger uses Eventarc's service agent, created on the project's first trigger; until
+  it has its role the create is refused with 400 FAILED_PRECONDITION "Permission denied while using
+  the Eventarc Service Agent …" (terraform-provider-google#25294, #14584).
 """
 
 from __future__ import annotations
@@ -11,7 +23,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from google.cloud import functions_v2
 
@@ -24,6 +36,10 @@ from tests.fakes.deploy.common import (
     policy_from_body,
 )
 from tests.fakes.deploy.http import ApiError, Request, Router
+
+if TYPE_CHECKING:
+    from tests.fakes.deploy.access import Access
+    from tests.fakes.deploy.storage import FakeStorage
 
 PARENT = r"/v2/(?P<parent>projects/[^/]+/locations/[^/]+)"
 FUNCTION_TYPE = "type.googleapis.com/google.cloud.functions.v2.Function"
@@ -48,8 +64,14 @@ def _set_path(target: dict[str, Any], source: dict[str, Any], path: str) -> None
 class FakeFunctions(LongRunningOperations):
     def __init__(self, project: str, object_exists: Callable[[str, str], bool],
                  account_exists: Callable[[str], bool], topic_exists: Callable[[str], bool],
-                 run_policies: PolicyStore):
+                 run_policies: PolicyStore, *, access: Access | None = None, storage: FakeStorage | None = None,
+                 project_policies: PolicyStore | None = None, registry_policies: PolicyStore | None = None):
         self.project = project
+        self.access = access
+        self.storage = storage
+        self.project_policies = project_policies
+        self.registry_policies = registry_policies
+        self.builds: list[tuple[str, str | None]] = []  # (function, the build's error or None), in order
         self.functions: dict[str, dict[str, Any]] = {}
         self.operations: dict[str, dict[str, Any]] = {}
         self.run_policies = run_policies
@@ -114,6 +136,62 @@ class FakeFunctions(LongRunningOperations):
             fn["eventTrigger"]["trigger"] = f"{parent}/triggers/{function_id}-000"
         return fn
 
+    # --- what the build and Eventarc check --------------------------------------------------------
+
+    def _policies(self, *stores: tuple[PolicyStore | None, str]) -> list[tuple[str, dict[str, Any]]]:
+        return [store.policy(resource) for store, resource in stores if store is not None]
+
+    def _build(self, fn: dict[str, Any], name: str) -> str | None:
+        """Cloud Build's run for `fn`: its error message, or None when it built and pushed."""
+        access, storage = self.access, self.storage
+        if access is None or storage is None:
+            return None
+        function_id = name.rsplit("/", 1)[-1]
+        region = name.split("/locations/", 1)[1].split("/", 1)[0]
+        build = fn.get("buildConfig", {})
+        source = build.get("source", {}).get("storageSource", {})
+        bucket, obj = f"gcf-v2-sources-{access.number}-{region}", f"{function_id}/function-source.zip"
+        # Cloud Functions' own service agent copies the upload (Google grants it its role).
+        storage.google_copy(source.get("bucket", ""), source.get("object", ""), bucket, obj)
+        account = build.get("serviceAccount", "").rsplit("/", 1)[-1] or f"{access.number}-compute@developer.gserviceaccount.com"
+        member = f"serviceAccount:{account}"
+        project = (self.project_policies, f"projects/{self.project}")
+        error = None
+        if not access.allowed(member, "storage.objects.get", f"projects/_/buckets/{bucket}/objects/{obj}",
+                              self._policies((storage.policies, f"projects/_/buckets/{bucket}"), project)):
+            error = (f"Build failed with status: FAILURE and message: failed to Fetch: failed to download archive "
+                     f"gs://{bucket}/{obj}: Access to bucket {bucket} denied. You must grant Storage Object Viewer "
+                     f"permission to {account}. If you are using VPC Service Controls, you must also grant it access "
+                     f"to your service perimeter.")
+        else:
+            repository = build.get("dockerRepository", "")
+            if not access.allowed(member, "artifactregistry.repositories.uploadArtifacts", repository,
+                                  self._policies((self.registry_policies, repository), project)):
+                error = (f"Build failed with status: FAILURE and message: denied: Permission "
+                         f"\"artifactregistry.repositories.uploadArtifacts\" denied on resource \"{repository}\" "
+                         f"(or it may not exist).")
+        with self._lock:
+            self.builds.append((function_id, error))
+        return error
+
+    def _eventarc(self, parent: str, function_id: str) -> None:
+        """The trigger's validation: Eventarc's service agent must exist and hold its role."""
+        access = self.access
+        if access is None or self.project_policies is None:
+            return
+        first = f"service-{access.number}@gcp-sa-eventarc.iam.gserviceaccount.com" not in access.agents
+        agent = access.agent("gcp-sa-eventarc")
+        project = f"projects/{self.project}"
+        if first:  # Google grants the agent its role when it creates it
+            self.project_policies.grant(project, "roles/eventarc.serviceAgent", f"serviceAccount:{agent}")
+        if not access.agent_ready(agent) or not access.allowed(
+                f"serviceAccount:{agent}", "eventarc.triggers.use", project, [self.project_policies.policy(project)]):
+            raise ApiError(400, f"Validation failed for trigger {parent}/triggers/{function_id}-{next(self._ids)}: "
+                                f"Invalid resource state for \"\": Permission denied while using the Eventarc Service "
+                                f"Agent. If you recently started to use Eventarc, it may take a few minutes before all "
+                                f"necessary permissions are propagated to the Service Agent. Otherwise, verify that it "
+                                f"has Eventarc Service Agent role.", "FAILED_PRECONDITION")
+
     def list(self, request: Request) -> tuple[int, Any]:
         parent = request.match["parent"]
         with self._lock:
@@ -130,12 +208,15 @@ class FakeFunctions(LongRunningOperations):
         with self._lock:
             if name in self.functions:
                 raise ApiError(409, f"Function {function_id} in region {parent} already exists")
+        if fn.get("eventTrigger"):
+            self._eventarc(parent, function_id)
+        error = "Build failed: injected build error" if self.fail_builds else self._build(fn, name)
+        with self._lock:
             deployed = self._deployed(fn, name)
-            if self.fail_builds:
+            if error:
                 deployed["state"] = "FAILED"
             self.functions[name] = deployed
         self.run_policies.create(deployed["serviceConfig"]["service"])
-        error = "Build failed: injected build error" if self.fail_builds else None
         return 200, self._operation(parent, {"@type": FUNCTION_TYPE, **json_copy(deployed)}, error)
 
     def patch(self, request: Request) -> tuple[int, Any]:
@@ -152,11 +233,13 @@ class FakeFunctions(LongRunningOperations):
         for path in mask:
             _set_path(fn, body, path)
         self._check(fn)
+        if fn.get("eventTrigger") and "eventTrigger" in mask:
+            self._eventarc(parent, request.match["fn"])
+        error = "Build failed: injected build error" if self.fail_builds else self._build(fn, name)
         with self._lock:
             fn = self._deployed(fn, name)
-            fn["state"] = "FAILED" if self.fail_builds else "ACTIVE"
+            fn["state"] = "FAILED" if error else "ACTIVE"
             self.functions[name] = fn
-        error = "Build failed: injected build error" if self.fail_builds else None
         return 200, self._operation(parent, {"@type": FUNCTION_TYPE, **json_copy(fn)}, error)
 
     def delete(self, request: Request) -> tuple[int, Any]:

@@ -4,6 +4,10 @@ Shared by every fake REST API: one server, one base URL (clients get it as api_e
 a log of every call, a per-call latency, and injected faults:
 - `fail_after=K`: after K calls every call answers 503 until `heal()` (an interrupted deploy);
 - `lose_answers=N`: the next N changing calls take effect but answer 503 (a lost response).
+
+With a `Gate` (FakeCloud's Access), every call must carry an identity (the bearer token
+`fake:MEMBER` that FakeCloud's credentials send), its API must be enabled, and the caller must
+hold a role on the project; the fake APIs then check the finer permissions themselves.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import parse_qs, unquote, urlsplit
 
 
@@ -25,15 +29,20 @@ class ApiError(Exception):
     STATUS = {400: "INVALID_ARGUMENT", 403: "PERMISSION_DENIED", 404: "NOT_FOUND", 409: "ALREADY_EXISTS",
               412: "FAILED_PRECONDITION", 429: "RESOURCE_EXHAUSTED", 503: "UNAVAILABLE"}
 
-    def __init__(self, code: int, message: str, status: str | None = None):
+    def __init__(self, code: int, message: str, status: str | None = None,
+                 details: list[dict[str, Any]] | None = None):
         super().__init__(message)
         self.code = code
         self.message = message
         self.status = status or self.STATUS.get(code, "UNKNOWN")
+        self.details = details or []
 
     def body(self) -> dict[str, Any]:
-        return {"error": {"code": self.code, "message": self.message, "status": self.status,
-                          "errors": [{"message": self.message, "reason": self.status.lower()}]}}
+        error = {"code": self.code, "message": self.message, "status": self.status,
+                 "errors": [{"message": self.message, "reason": self.status.lower()}]}
+        if self.details:
+            error["details"] = self.details
+        return {"error": error}
 
 
 @dataclass
@@ -60,6 +69,24 @@ class Call:
 
 
 Handler = Callable[[Request], tuple[int, Any]]
+# The API each route group belongs to, as Service Usage names it.
+SERVICES = {"iam": "iam.googleapis.com", "storage": "storage.googleapis.com", "pubsub": "pubsub.googleapis.com",
+            "functions": "cloudfunctions.googleapis.com", "run": "run.googleapis.com",
+            "artifactregistry": "artifactregistry.googleapis.com", "compute": "compute.googleapis.com",
+            "resourcemanager": "cloudresourcemanager.googleapis.com", "scheduler": "cloudscheduler.googleapis.com"}
+TOKEN_PREFIX = "fake:"
+
+
+def caller(request: Request) -> str | None:
+    """The member a request is made as (its bearer token), or None without one."""
+    header = request.headers.get("authorization", "")
+    token = header.removeprefix("Bearer ").strip()
+    return token.removeprefix(TOKEN_PREFIX) if token.startswith(TOKEN_PREFIX) else None
+
+
+class Gate(Protocol):
+    def admit(self, api: str, member: str | None) -> None:
+        """Raise ApiError unless `member` may call `api` at all."""
 
 
 @dataclass
@@ -92,6 +119,7 @@ class Router:
         self.faults = faults
         self.log = log
         self.log_lock = log_lock
+        self.gate: Gate | None = None
 
     def add(self, method: str, pattern: str, api: str, handler: Handler) -> None:
         self.routes.append((method, re.compile(f"^{pattern}$"), api, handler))
@@ -111,6 +139,8 @@ class Router:
         if injected:
             return self._record(api, request, injected.code, injected)
         try:
+            if self.gate is not None:
+                self.gate.admit(api, caller(request))
             status, body = handler(request)
         except ApiError as error:
             return self._record(api, request, error.code, error)

@@ -13,19 +13,24 @@ from google.cloud.iam_admin_v1 import types
 from google.iam.v1 import iam_policy_pb2, policy_pb2
 from google.protobuf import empty_pb2, json_format
 
+from tests.fakes.deploy.access import Access
 from tests.fakes.deploy.common import PolicyStore
-from tests.fakes.deploy.http import ApiError, Call, Router
+from tests.fakes.deploy.http import TOKEN_PREFIX, ApiError, Call, Router
 
 SERVICE = "google.iam.admin.v1.IAM"
-_CODES = {400: grpc.StatusCode.INVALID_ARGUMENT, 404: grpc.StatusCode.NOT_FOUND,
+_CODES = {400: grpc.StatusCode.INVALID_ARGUMENT, 401: grpc.StatusCode.UNAUTHENTICATED,
+          403: grpc.StatusCode.PERMISSION_DENIED,
+          404: grpc.StatusCode.NOT_FOUND,
           409: grpc.StatusCode.ALREADY_EXISTS, 503: grpc.StatusCode.UNAVAILABLE}
 
 
 class FakeIam:
-    def __init__(self, project: str, router: Router):
+    def __init__(self, project: str, router: Router, access: Access):
         self.project = project
+        self.access = access
         self.accounts: dict[str, dict[str, Any]] = {}
-        self.policies = PolicyStore(self.exists)
+        access.exists = self.exists
+        self.policies = PolicyStore(access)
         self.visibility_lag = 0
         self._router = router  # for latency, faults and the call log
         self._lock = threading.Lock()
@@ -56,6 +61,10 @@ class FakeIam:
             try:
                 if error:
                     raise error
+                metadata = dict(context.invocation_metadata() or ())
+                token = str(metadata.get("authorization", "")).removeprefix("Bearer ").strip()
+                member = token.removeprefix(TOKEN_PREFIX) if token.startswith(TOKEN_PREFIX) else None
+                self.access.admit("iam", member)
                 response = fn(request)
                 if router.faults.lose_answer() and method.startswith(("Create", "Set")):
                     raise ApiError(503, "The answer was lost (injected); the change was made.")
@@ -123,6 +132,7 @@ class FakeIam:
                        "project_id": self.project, "display_name": request.service_account.display_name,
                        "unique_id": str(100000 + len(self.accounts))}
             self.accounts[email] = account
+        self.access.account_created(email)
         self.policies.create(f"projects/{self.project}/serviceAccounts/{email}")
         return types.ServiceAccount(**account)
 
@@ -131,13 +141,22 @@ class FakeIam:
         with self._lock:
             if self.accounts.pop(email, None) is None:
                 raise ApiError(404, f"Service account {email} does not exist.")
+        self.access.account_deleted(email)
         return empty_pb2.Empty()
 
+    def _visible(self, resource: str) -> None:
+        # IAM reads are eventually consistent: a new account's policy reads 404 for a while.
+        email = resource.rsplit("/", 1)[-1]
+        if not self.access.account_visible(email):
+            raise ApiError(404, f"Service account {email} does not exist.")
+
     def get_policy(self, request: Any) -> Any:
+        self._visible(request.resource)
         policy = self.policies.get(request.resource)
         return json_format.ParseDict(policy, policy_pb2.Policy())
 
     def set_policy(self, request: Any) -> Any:
+        self._visible(request.resource)
         policy = json_format.MessageToDict(request.policy)
         stored = self.policies.set(request.resource, policy)
         return json_format.ParseDict(stored, policy_pb2.Policy())

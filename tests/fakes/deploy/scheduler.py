@@ -28,6 +28,8 @@ def _camel(path: str) -> str:
 class FakeScheduler:
     def __init__(self, topic_exists: Any):
         self.jobs: dict[str, dict[str, Any]] = {}
+        # Called with each entry's name as it is created: tests look at the rest of the stack then.
+        self.on_create: list[Any] = []
         self._lock = threading.Lock()
         self._topic_exists = topic_exists
         self.fired: list[tuple[str, str, bytes]] = []  # (entry name, topic, data) per jobs:run
@@ -75,6 +77,9 @@ class FakeScheduler:
                 raise ApiError(409, f"Job {name} already exists.")
             job["state"] = "ENABLED"
             self.jobs[name] = job
+        for observe in self.on_create:
+            observe(name)
+        with self._lock:
             return 200, json_copy(job)
 
     def get(self, request: Request) -> tuple[int, Any]:

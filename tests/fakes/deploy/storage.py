@@ -50,6 +50,7 @@ class FakeStorage:
         self._lock = threading.Lock()
         self._generation = 1000
         self.custom_metadata: dict[tuple[str, str], dict[str, str]] = {}
+        self.google_objects: dict[tuple[str, str], bytes] = {}  # in buckets Google manages (google_copy)
 
     def routes(self, router: Router) -> None:
         api = "storage"
@@ -186,6 +187,16 @@ class FakeStorage:
                 raise ApiError(409, "The bucket you tried to delete is not empty.")
             del self.buckets[name]
         return 204, None
+
+    def google_copy(self, bucket: str, name: str, to_bucket: str, to_name: str) -> None:
+        """Copy an object into a bucket Google manages in the project (created on first use, no
+        binding for any of the project's accounts), as Cloud Functions does with a function's source."""
+        with self._lock:
+            data = self.objects.get((bucket, name))
+            if data is not None:  # kept apart from the project's own buckets (state() compares those)
+                self.google_objects[(to_bucket, to_name)] = data[0]
+        self.policies.create(self._resource(to_bucket), [
+            {"role": "roles/storage.legacyBucketOwner", "members": [f"projectOwner:{self.project}"]}])
 
     def _metadata(self, bucket: str, name: str) -> dict[str, Any]:
         custom = self.custom_metadata.get((bucket, name))
