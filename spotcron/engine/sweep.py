@@ -11,9 +11,9 @@ Nothing without our label is ever touched, nor a managed VM still inside its dea
 
 Its work follows the runs that need it. One aggregated list of the managed VMs and one listing
 of the live index (whose marker names carry a running run's attempt, zone, VM and deadline, and
-since when a run has waited for its VM; see engine/store.py) show which runs need attention: a running run whose VM is missing, stopped or
-past its deadline, a run waiting for its VM for too long, a marker that says nothing or
-disagrees with another. Only those records are read. With everything healthy a sweep makes one
+since when a run has waited for its VM; see engine/live_index.py) show which runs need attention:
+a running run whose VM is missing, stopped or past its deadline, a run waiting for its VM for too
+long, a run with two markers. Only those records are read. With everything healthy a sweep makes one
 Compute call and one Storage call, however many VMs are live. Nothing retries a failed sweep, so a
 listing that keeps failing does not end it: without the VM list it looks up the VMs the live index
 names, one get each; without the index it deletes only stopped and overdue VMs.
@@ -75,7 +75,7 @@ class SweepReport:
 
 
 def sweep(deps: Deps) -> SweepReport:
-    report = _sweep(deps, needs_attention)
+    report = _sweep(deps)
     # Once per interval, after the VMs are seen to: placement's advice (engine/spot_advice.py). Its
     # failure is reported and never stops a sweep; starts meanwhile use the fixed order.
     try:
@@ -86,9 +86,9 @@ def sweep(deps: Deps) -> SweepReport:
     return report
 
 
-def _sweep(deps: Deps, attention: Callable[..., bool]) -> SweepReport:
-    """The sweep, reading the records of the runs `attention` picks (the bench passes one that
-    picks every run: the sweep as it was before the live index carried anything)."""
+def _sweep(deps: Deps) -> SweepReport:
+    """The sweep of the VMs and the live index; the records it reads are those of the runs
+    `needs_attention` picks."""
     now = deps.clock.now()
     report = SweepReport()
     # One unreadable record or failed call must not stop the rest: a stopped or overdue VM left
@@ -108,7 +108,7 @@ def _sweep(deps: Deps, attention: Callable[..., bool]) -> SweepReport:
         instances = _named_vms(deps, markers, unread, report)
     records: dict[tuple[str, str], RunRecord] = {}
     for key, entries in markers.items():
-        if key in unread or not attention(deps, entries, instances, now):
+        if key in unread or not needs_attention(deps, entries, instances, now):
             continue
         try:
             record = deps.store.read(*key)
@@ -228,8 +228,8 @@ def stuck_after(deps: Deps) -> timedelta:
 def needs_attention(deps: Deps, entries: list[LiveEntry], instances: dict[tuple[str, str], Instance],
                     now: datetime) -> bool:
     """Whether a run's record must be read, from its live markers and the listed VMs alone."""
-    if len(entries) != 1 or entries[0].kind is None:
-        return True  # a marker of the old form, or several: the record says which is right
+    if len(entries) != 1:
+        return True  # several (a rename a crash cut short): the record says which is right
     entry = entries[0]
     if entry.kind == QUEUED:
         return False  # the queue's, after the runs (see _start_queued)
