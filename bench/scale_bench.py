@@ -202,7 +202,7 @@ def sweep_section(quick: bool = False) -> Section:
         section.add("REST fake, list managed VMs: seconds", rest["ours_s"], rest["naive_s"], "s",
                     baseline_label="NAIVE per-zone list + get")
     section.notes += [
-        f"Goal at 1,000 live VMs (issue 16): at most 5 Compute calls, at most 10 Storage calls, under 2 s at "
+        f"Goal at 1,000 live VMs: at most 5 Compute calls, at most 10 Storage calls, under 2 s at "
         f"10 ms per call. Healthy: one aggregated VM list and one listing of the live index, whose marker names "
         f"say which runs need attention; no record is read. With {n // 25} VMs to reap (stopped, or past their "
         f"deadline) the calls follow that work: {len(work['deleted'])} deletes, and the records of those "

@@ -22,7 +22,7 @@ from spotcron.core.metrics import RunMetrics
 class RunState(StrEnum):
     """Where a run is. Every change between them is a named function in engine/transitions.py.
 
-    A StrEnum, so records keep storing the plain words and older records still read.
+    A StrEnum, so records store the plain words and compare equal to them.
     """
 
     SCHEDULED = "scheduled"

@@ -57,7 +57,8 @@ class RunSample:
 
 
 def is_local(record: RunRecord) -> bool:
-    """Whether the run ran in local mode: its runner said so, or (older records) its zone does."""
+    """Whether the run ran in local mode: its runner said so, or, where the runner
+    recorded no hardware (lost before it measured), its zone does."""
     if record.hardware is not None:
         return record.hardware.local
     attempt = record.current_attempt

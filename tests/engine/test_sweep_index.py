@@ -71,8 +71,8 @@ def test_only_the_run_whose_vm_vanished_is_read():
 
 
 def test_a_run_waiting_for_its_vm_is_read_only_once_nobody_may_be_driving_it(h):
-    """Past the list lag the sweep reads it and tries the insert again (issue 18: a retry's insert
-    has no redelivery behind it); before that, nothing is read."""
+    """Past the list lag the sweep reads it and tries the insert again (a retry's insert has no
+    redelivery behind it); before that, nothing is read."""
     from spotcron.core.errors import Transient
 
     h.compute.fail_create(Transient("deadline exceeded"))

@@ -1,6 +1,6 @@
-"""Review 25: crash points and cut-ins against the durable ends and the queue (a reviewer that had
-not seen the design). Each test is one finding; each drives the real entry points through the
-harness and fails on the code as reviewed."""
+"""Crash points and cut-ins against the durable ends and the queue: a function killed or overtaken
+at one exact write, and what the next toucher must still do. Each test drives the real entry
+points through the harness."""
 
 from __future__ import annotations
 

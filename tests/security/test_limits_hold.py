@@ -1,10 +1,10 @@
-"""Stack limits under attack (a review that had not seen the limits' code): what a publisher, a
-hostile container or plain timing could do to max_live_vms and max_vm_hours_per_day.
+"""Stack limits under attack: what a publisher, a hostile container or plain timing could do to
+max_live_vms and max_vm_hours_per_day.
 
-Before: a replacement, and every other job's tick while a publisher held the stack full, ended
-`failed`; a retry admitted while the VM list lagged ran beside its predecessor; a UTC day ran up
-to twice max_vm_hours_per_day. Now a run over a limit waits (queued), an earlier attempt's VM the
-list may not show yet counts, and a day counts what the day before's VMs may run into it.
+A run over a limit waits (queued) instead of failing, a replacement and every other job's tick
+included while a publisher holds the stack full; an earlier attempt's VM the list may not show yet
+counts, so a retry never runs beside its predecessor over the limit; and a UTC day counts what the
+day before's VMs may run into it, so no day runs up to twice max_vm_hours_per_day.
 """
 
 from __future__ import annotations
