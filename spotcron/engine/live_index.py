@@ -6,7 +6,7 @@ VM (scheduled or starting) only since when, because the sweep looks at such a ru
 be stuck. One listing then replaces a read per run (engine/sweep.py). The marker is renamed when
 the run starts or stops running, so a run costs two marker writes (deletes are free). A run waiting
 for room under the stack's limits has a `queued` marker (since when, and its deadline), which the
-queue reads in tick order (engine/queue.py). An ended run keeps an `ending` marker while its end
+queue reads in tick order (engine/queue.py). An ended run keeps an `owed` marker while it
 still owes effects (engine/writer.py), so the sweep finds them without reading every record. It is
 a hint, never the truth: a marker left behind by a crash or a race makes the sweep read the record
 and put the markers right.
@@ -23,8 +23,8 @@ from spotcron.core.runs import RunRecord, RunState
 _NONE = "-"
 
 
-WAITING, RUNNING, QUEUED, ENDING = "waiting", "running", "queued", "ending"
-KINDS = (WAITING, RUNNING, QUEUED, ENDING)
+WAITING, RUNNING, QUEUED, OWED = "waiting", "running", "queued", "owed"
+KINDS = (WAITING, RUNNING, QUEUED, OWED)
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class LiveEntry:
     job: str
     run_id: str
     name: str  # the marker's object name
-    kind: str  # WAITING (scheduled or starting), RUNNING, QUEUED or ENDING (effects owed)
+    kind: str  # WAITING (scheduled or starting), RUNNING, QUEUED or OWED (ended, effects owed)
     attempt: int = 0
     zone: str | None = None
     vm: str | None = None
@@ -49,7 +49,7 @@ def live_entry_name(record: RunRecord, since: datetime | None = None) -> str | N
     if record.terminal:
         if not record.owed:
             return None
-        fields = [ENDING, _NONE, _NONE, _NONE, _NONE, _epoch(record.updated_at)]
+        fields = [OWED, _NONE, _NONE, _NONE, _NONE, _epoch(record.updated_at)]
     elif record.state == RunState.QUEUED:
         # Its deadline (engine/queue.py) rides in the name, so a queue pass expires runs without reading them.
         fields = [QUEUED, _NONE, _NONE, _NONE, _epoch(queue_deadline(record)),

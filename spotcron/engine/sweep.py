@@ -33,7 +33,7 @@ from spotcron.core.runs import RunRecord, RunState
 from spotcron.engine import transitions
 from spotcron.engine.attempts import create_attempt
 from spotcron.engine.deps import Deps
-from spotcron.engine.live_index import ENDING, QUEUED, RUNNING, WAITING, LiveEntry
+from spotcron.engine.live_index import OWED, QUEUED, RUNNING, WAITING, LiveEntry
 from spotcron.engine.ports import DEAD_STATUSES, Instance
 from spotcron.engine.queue import start_queued
 from spotcron.engine.results import manifest_document, metrics_changes
@@ -63,14 +63,14 @@ class SweepReport:
     ended_runs: list[tuple[str, str, str]] = field(default_factory=list)  # (job, run, state)
     retried_runs: list[tuple[str, str]] = field(default_factory=list)
     adopted_runs: list[tuple[str, str]] = field(default_factory=list)
-    finished_ends: list[tuple[str, str]] = field(default_factory=list)  # ended runs whose owed effects it did
+    effects_done: list[tuple[str, str]] = field(default_factory=list)  # ended runs whose owed effects it did
     dequeued_runs: list[tuple[str, str, str]] = field(default_factory=list)  # (job, run, state now)
     errors: list[str] = field(default_factory=list)  # what failed this time; the next sweep tries again
 
     def summary(self) -> dict[str, int]:
         return {"deleted_vms": len(self.deleted_vms), "ended_runs": len(self.ended_runs),
                 "retried_runs": len(self.retried_runs), "adopted_runs": len(self.adopted_runs),
-                "finished_ends": len(self.finished_ends), "dequeued_runs": len(self.dequeued_runs),
+                "effects_done": len(self.effects_done), "dequeued_runs": len(self.dequeued_runs),
                 "errors": len(self.errors)}
 
 
@@ -116,7 +116,7 @@ def _sweep(deps: Deps) -> SweepReport:
                 record = do_owed_effects(deps, record)  # a crash or an error after its terminal write
                 deps.store.fix_markers(record, [entry.name for entry in entries])
                 if not record.owed:
-                    report.finished_ends.append(key)
+                    report.effects_done.append(key)
                 continue
             if record is None or record.terminal:
                 for entry in entries:  # left by an interrupted update
@@ -233,7 +233,7 @@ def needs_attention(deps: Deps, entries: list[LiveEntry], instances: dict[tuple[
     entry = entries[0]
     if entry.kind == QUEUED:
         return False  # the queue's, after the runs (see _start_queued)
-    if entry.kind == ENDING:
+    if entry.kind == OWED:
         # Its own handler finishes it at once; past the list lag nobody is (it crashed, or an
         # effect met an error).
         return entry.since is None or now - entry.since >= LIST_LAG

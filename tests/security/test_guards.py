@@ -111,19 +111,19 @@ def test_max_gpus_counts_the_gpus_of_live_vms(limited):
     assert dict(h.compute.created[0].labels)["gpus"] == "1"
 
 
-def test_max_vm_hours_per_day_reserves_the_worst_case_and_charges_what_was_used(limited):
+def test_max_vm_hours_per_day_admits_the_worst_case_and_settles_what_was_used(limited):
     h = limited(max_vm_hours_per_day=0.6)  # two attempts of 10m timeout + 5m grace fit, not three
     for name in ("a", "b", "c"):
         h.start(make_spec(name=name))
     assert only_run(h, "c").reason.startswith("waiting for room: refused by the stack limit max_vm_hours_per_day: "
-                                              "0.50 VM-hours are used or reserved today (UTC), this attempt reserves 0.25")
-    # c is queued and reserves nothing meanwhile
+                                              "0.50 VM-hours are used or admitted today (UTC), this attempt needs 0.25")
+    # c is queued and holds no admission meanwhile
     assert "sc-c-20261122-1200-a1" not in read_day(h.blobs, "2026-11-22").admitted
     h.clock.advance(60)
-    h.finish_ok("a", only_run(h, "a").run_id)  # ran one minute: 0.25 reserved, 1/60 h charged
+    h.finish_ok("a", only_run(h, "a").run_id)  # ran one minute: 0.25 admitted, 1/60 h settled
     day = read_day(h.blobs, "2026-11-22")
     assert day.used == {"sc-a-20261122-1200-a1": round(60 / 3600, 6)}
-    # a's end freed 0.23 h, so c started: b's and c's reservations and what a used
+    # a's end freed 0.23 h, so c started: b's and c's admissions and what a used
     assert only_run(h, "c").state == "running"
     assert day.hours == pytest.approx(0.25 + 0.25 + 60 / 3600, abs=1e-6)
     h.start(make_spec(name="d"), attributes={"trigger": "manual", "nonce": "ab12"})
