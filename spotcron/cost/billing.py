@@ -47,7 +47,7 @@ class Overheads:
     # Storage operations of one run, as the engine makes them (tests/cost/test_cost.py counts them through
     # the functions on the in-memory bucket, so this cannot drift). Class A: run.json 5 writes
     # (scheduled, starting, running, ended with its effects owed, effects done), the live marker 3
-    # (waiting, running, ending; deleting is free), the limits 5 (the admission and the listings of
+    # (waiting, running, owed; deleting is free), the limits 5 (the admission and the listings of
     # today and yesterday at start, the listing and the settlement at the end), the token's replay
     # marker, the live-index listings of the concurrency check, of the queue ahead of a start and of
     # the queue at the run's end, the job's listing for history pruning, and the runner's logs.txt,
