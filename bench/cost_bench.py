@@ -37,7 +37,7 @@ SWEEP_INTERVAL_S = 300
 # A fixed instant, so runs per month (averaged over the year after it) does not drift between runs.
 AS_OF = datetime(2026, 11, 22, tzinfo=UTC)
 STACK_SIZES = (1, 10, 100, 1000)
-GOAL_RATIO = 0.15  # issue 16: shared scheduling at most 0.15x the classic design per job-month from 10 jobs up
+GOAL_RATIO = 0.15  # the goal: shared scheduling at most 0.15x the classic design per job-month from 10 jobs up
 
 
 def reference_job(name: str = "hello-bot") -> JobSpec:

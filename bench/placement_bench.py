@@ -29,7 +29,7 @@ from spotcron.engine.placement import place, region_of
 
 SNAPSHOT = Path(__file__).parent / "data" / "spot-us-2026-11-25.yaml"
 SIZES = (1, 10, 100)
-GOAL_RATIO = 0.10  # issue 29: shared scheduling plus placement at most 0.10x classic per job-month from 10 jobs
+GOAL_RATIO = 0.10  # the goal: shared scheduling plus placement at most 0.10x classic per job-month from 10 jobs
 IMAGE_GB = 0.05  # estimated: python:3.11-slim (the example bot's base) is about 45 MB compressed
 IMAGES = {
     "image in the stack's regional repository": "us-central1-docker.pkg.dev/my-project/spotcron/hello-bot:1",

@@ -15,7 +15,7 @@
     dispatch/cursor.json                       the minute through which the dispatcher published every tick (shared)
     advice/spot.json                           Spot prices, preemption rates and capacity per zone (placement),
                                                refreshed by the sweep, read by start_job
-    limits/DAY/admitted/VM~AT~GPUS~HOURS       an admitted VM (stack limits): when, its GPUs, the hours it reserves
+    limits/DAY/admitted/VM~AT~GPUS~HOURS       an admitted VM (stack limits): when, its GPUs, the hours it is admitted for
     limits/DAY/used/VM~HOURS                   what that VM really ran, written when its run ends
     index.html                                 the results page
 """

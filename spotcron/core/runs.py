@@ -22,7 +22,7 @@ from spotcron.core.metrics import RunMetrics
 class RunState(StrEnum):
     """Where a run is. Every change between them is a named function in engine/transitions.py.
 
-    A StrEnum, so records keep storing the plain words and older records still read.
+    A StrEnum, so records store the plain words and compare equal to them.
     """
 
     SCHEDULED = "scheduled"
@@ -63,7 +63,7 @@ class Effect(StrEnum):
     records it done, so a crash or a transient error between the write and the effect loses nothing."""
 
     FINISHED_EVENT = "finished_event"  # publish run.finished (with an id consumers deduplicate on)
-    SETTLE = "settle"  # replace the VM-hours reservation with what the VMs really ran
+    SETTLE = "settle"  # replace the admissions' worst-case VM-hours with what the VMs really ran
     PRUNE = "prune"  # history_limit
     HOOKS = "hooks"  # the deployment's run-end hooks
 

@@ -36,8 +36,8 @@ class Limits(BaseModel):
     max_gpus: int = Field(4, ge=0, le=10000, description="GPUs attached to live job VMs at once")
     max_vm_hours_per_day: float = Field(
         48.0, gt=0, le=1_000_000,
-        description="VM-hours per UTC day: each attempt reserves timeout + grace when it starts and is "
-                    "charged what it really used when its run ends")
+        description="VM-hours per UTC day: each attempt's admission counts timeout + grace when it "
+                    "starts and is settled to what it really used when its run ends")
 
 
 # Zones of the US regions (Google's regions-and-zones list): placement tries these in a region

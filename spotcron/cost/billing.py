@@ -3,9 +3,11 @@
 Billing model (Compute Engine): every VM — every attempt of a run — is billed per second with a
 one-minute minimum for its vCPUs, memory and GPUs, at the price of its provisioning model (Spot
 or on-demand), from creation to deletion; its boot disk is billed per GB-month, prorated per
-second, with no minimum. Around the VM each run costs function invocations (one `start_job`,
-one `job_done` per attempt) and a little storage; the stack adds the sweep and one scheduler
-entry per job.
+second, with no minimum. A VM outside the stack's region pays data transfer for its image pull
+and its upload to the stack's bucket (cost/transfer.py), priced from the stack's assumed sizes
+(`placement.image_gb`, `placement.results_gb`): no part of spotcron measures the bytes. Around the
+VM each run costs function invocations (one `start_job`, one `job_done` per attempt) and a little
+storage; the stack adds the sweep and one scheduler entry per job.
 
 This module ships to the functions (the engine prices each run as it ends, `cost_function`);
 what a job will cost a month is `spotcron.cost.projection`, which stays on the user's side.
@@ -24,6 +26,7 @@ from spotcron.core.catalog import boot_disk_type
 from spotcron.core.errors import SpotcronError
 from spotcron.core.runs import Attempt, Outcome, RunRecord
 from spotcron.cost.prices import FunctionPrice, PriceTable, gpu_key, load_prices, parse_gpu
+from spotcron.cost.transfer import run_transfer_usd
 
 log = logging.getLogger("spotcron.cost")
 
@@ -44,7 +47,7 @@ class Overheads:
     # Storage operations of one run, as the engine makes them (tests/cost/test_cost.py counts them through
     # the functions on the in-memory bucket, so this cannot drift). Class A: run.json 5 writes
     # (scheduled, starting, running, ended with its effects owed, effects done), the live marker 3
-    # (waiting, running, ending; deleting is free), the limits 5 (the admission and the listings of
+    # (waiting, running, owed; deleting is free), the limits 5 (the admission and the listings of
     # today and yesterday at start, the listing and the settlement at the end), the token's replay
     # marker, the live-index listings of the concurrency check, of the queue ahead of a start and of
     # the queue at the run's end, the job's listing for history pruning, and the runner's logs.txt,
@@ -136,16 +139,20 @@ def vm_items(machine_type: str, spot: bool, gpu: str | None, disk_gb: float, sec
 
 
 def run_cost(record: RunRecord, table: PriceTable, region: str, *, usage: Overheads = DEFAULT_OVERHEADS,
-             now: datetime | None = None, sweep_invocations: float = 0.0) -> RunCost:
-    """The cost of one run: every attempt's VM, plus its function invocations.
+             now: datetime | None = None, sweep_invocations: float = 0.0, image_gb: float = 0.0,
+             results_gb: float = 0.0) -> RunCost:
+    """The cost of one run: every attempt's VM and its data transfer, plus its function invocations.
 
     Attempts whose VM was never created cost nothing, nor does one that never ran its
     configuration (a local host without the hardware it names: nothing of it was measured, so
     nothing of it is priced). A VM not yet deleted is billed up to `now`
     when given, else left out. `sweep_invocations` is the share of sweep passes to charge to this
-    run (the engine may pass sweeps per month / runs per month; default none).
+    run (the engine may pass sweeps per month / runs per month; default none). `image_gb` and
+    `results_gb` are what each VM pulls and uploads (the stack's assumptions): a VM in another
+    region than `region` pays their transfer, as the item `transfer` (absent when nothing is due).
     """
     items = dict.fromkeys(RUN_ITEMS, 0.0)
+    image = str((record.spec or {}).get("image") or "")
     vms = 0
     for attempt in record.attempts:
         seconds = attempt_seconds(attempt, now)
@@ -159,6 +166,10 @@ def run_cost(record: RunRecord, table: PriceTable, region: str, *, usage: Overhe
         if receipt is not None and receipt.price_source == "advice" and attempt.provisioning_model == "SPOT":
             # The Spot price the run was placed at is the price it is billed at (its receipt).
             one["compute"] = receipt.spot_hourly * billed_vm_seconds(seconds) / 3600
+        # Every VM is fresh: each pulls its image whole and uploads its own attempt's files.
+        moved = sum(run_transfer_usd(region, where, image=image, image_gb=image_gb, results_gb=results_gb).values())
+        if moved:
+            one["transfer"] = moved
         for key, value in one.items():
             items[key] = items.get(key, 0.0) + value
     price = table.functions
@@ -178,8 +189,10 @@ def _attempt_region(attempt: Attempt, table: PriceTable, default: str) -> str:
 # --- for the engine ----------------------------------------------------------------------------
 
 
-def cost_function(prices: PriceTable | str | None, region: str) -> Callable[[Any], tuple[float | None, dict]]:
-    """What the engine calls on a run's terminal record: (total USD, items).
+def cost_function(prices: PriceTable | str | None, region: str, *, image_gb: float = 0.0,
+                  results_gb: float = 0.0) -> Callable[[Any], tuple[float | None, dict]]:
+    """What the engine calls on a run's terminal record: (total USD, items). `image_gb` and
+    `results_gb` price the data transfer of a VM outside `region` (run_cost).
 
     A VM not yet deleted when the run ends is billed up to that moment (the record's
     updated_at). A machine the table has no price for gives (None, {}) and a warning: a missing
@@ -193,7 +206,8 @@ def cost_function(prices: PriceTable | str | None, region: str) -> Callable[[Any
         try:
             if not loaded:
                 loaded.append(load_prices(prices))
-            result = run_cost(record, loaded[0], region, now=record.updated_at)
+            result = run_cost(record, loaded[0], region, now=record.updated_at, image_gb=image_gb,
+                              results_gb=results_gb)
         except SpotcronError as exc:  # an unknown price, or a --prices file that does not load
             log.warning("no cost for run %s/%s: %s", record.job, record.run_id, exc)
             return None, {}

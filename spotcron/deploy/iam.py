@@ -150,8 +150,9 @@ def bindings(names: Names, job_accounts: Iterable[str] = (), *, advice: bool = F
         # limited to its own attempt's objects and its run's checkpoint (engine/broker.py).
         # No logging role either: with project-wide logWriter a container that reaches the
         # metadata server could write any log of the project, the functions' security lines
-        # included. The runner ships the job's output to the bucket (docs/security.md). Deploy
-        # revokes the role from the VM account where an earlier version granted it.
+        # included. The runner ships the job's output to the bucket (docs/security.md). The role
+        # is a managed one (the build account holds it), so deploy revokes it from the VM account
+        # wherever it is granted.
         Binding(repository, "roles/artifactregistry.reader", vm, "pull the job's image (from this repository only)"),
         Binding(job_done, "roles/run.invoker", vm, "call job_done when the job ends (on job_done only)"),
         Binding(broker, "roles/run.invoker", vm,
@@ -195,14 +196,9 @@ def job_accounts(jobs: Iterable[Any]) -> tuple[str, ...]:
     return tuple(sorted({job.service_account for job in jobs if job.service_account}))
 
 
-# Roles earlier versions granted and no binding uses any more: still managed, so that a deploy
-# revokes them from our accounts instead of leaving them behind.
-RETIRED_ROLES = frozenset({"roles/storage.objectCreator", "roles/storage.objectUser"})
-
-
 def managed_roles(names: Names) -> frozenset[str]:
     """Roles deploy may revoke from its own accounts; any other role they hold is left alone."""
-    return frozenset(b.role for b in bindings(names, advice=True)) | RETIRED_ROLES
+    return frozenset(b.role for b in bindings(names, advice=True))
 
 
 def managed_members(names: Names, job_accounts: Iterable[str] = ()) -> frozenset[str]:

@@ -103,7 +103,7 @@ def _per_job(ctx: handlers.Context, job: str, paused: bool) -> CloudPause:
                                       resource=resource), ctx)
         named = resource.fields["digest"]
         changes.append(f"deployed spec gs://{ctx.names.bucket}/{resource.name}: paused: {str(paused).lower()}")
-    # Not scheduler_data(running): a spec left as stored (deployed by an earlier spotcron, say) may
+    # Not scheduler_data(running): a spec left as stored (written by hand, or by another spotcron) may
     # not be canonical() today, and a message naming another digest would have every start refused.
     data = start_message_of(job, named).decode()
     # Also when the spec already was as wanted: an earlier pause may have stopped before this step.

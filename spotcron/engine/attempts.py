@@ -146,7 +146,7 @@ def create_attempt(deps: Deps, record: RunRecord, *, claimed: bool = True) -> Ru
 
 def _withdraw(deps: Deps, admitted: list[str]) -> None:
     """Take back the admission this delivery wrote for an attempt that will get no VM from it: left
-    standing it would reserve hours nobody settles (its run has ended, or waits elsewhere)."""
+    standing it would count hours nobody settles (its run has ended, or waits elsewhere)."""
     while admitted:
         deps.blobs.delete(admitted.pop())
 

@@ -40,7 +40,7 @@ class Deps:
 
     def publish(self, event_type: str, record: RunRecord, *, strict: bool = False, **extra: Any) -> None:
         """Tell the events topic. A failure to publish never fails the run; `strict` raises it, for
-        an event that is owed until it is published (run.finished, see steps.do_owed_effects)."""
+        an event that is owed until it is published (run.finished, see writer.do_owed_effects)."""
         data: Mapping[str, Any] = {"type": event_type, "job": record.job, "run_id": record.run_id,
                                    "state": record.state, "reason": record.reason, **extra}
         try:

@@ -1,4 +1,8 @@
-"""job_done: the VM's callback. Verify who is calling, record the outcome, delete the VM.
+"""job_done: the VM's callback. Verify who is calling, delete the VM, record the outcome.
+
+The VM is deleted before the outcome is recorded: the job has ended, and a VM left running while
+the record is written would bill for nothing. A crash between the two leaves a running record
+whose VM is gone, which the sweep ends from the attempt's manifest (engine/sweep.py `_vm_gone`).
 
 The instance to act on comes from the verified token's claims, never from the body; the body
 must name the same run and attempt (the VM name is derived from them). Who is calling is
@@ -147,7 +151,7 @@ def handle_callback(deps: Deps, authorization: str | None, body: Any) -> Reply:
     if problem:
         return Reply(400, {"error": "malformed callback body", "details": [problem]})
 
-    deleted = deps.compute.delete_instance(zone, instance_name)
+    deleted = deps.compute.delete_instance(zone, instance_name)  # first: see the module's docstring
     record = _record_outcome(deps, record, callback, zone)
     # A concurrent copy of the same callback may get here first; both saw the same outcome.
     with contextlib.suppress(PreconditionFailed):

@@ -7,7 +7,7 @@ queued until room frees or its starting_deadline passes (engine/queue.py), its r
 limit.
 
 Each admission is an object of its own under the UTC day (layout.usage_admitted), written
-before the limits are checked: an attempt reserves its worst case, timeout + grace, and when its
+before the limits are checked: an attempt's admission counts its worst case, timeout + grace; when its
 run ends a settlement (layout.usage_used) replaces that with the hours its VM really ran. Live
 VMs and GPUs are counted from Compute Engine's list of managed VMs at admission, plus the
 admissions of the last ADMISSION_WINDOW that the list does not show yet, so starts handled at
@@ -63,7 +63,7 @@ class Usage:
 
 
 def limit_problem(limits: Limits, usage: Usage, *, gpus: int, hours: float) -> str | None:
-    """Which limit one more VM (with `gpus` GPUs, reserving `hours`) would cross; None if none. Pure."""
+    """Which limit one more VM (with `gpus` GPUs, admitted for `hours`) would cross; None if none. Pure."""
     if usage.live_vms + 1 > limits.max_live_vms:
         return (f"refused by the stack limit max_live_vms: {usage.live_vms} job VMs are live and the limit is "
                 f"{limits.max_live_vms}; {LIMITS_HINT}")
@@ -72,7 +72,7 @@ def limit_problem(limits: Limits, usage: Usage, *, gpus: int, hours: float) -> s
                 f"and the limit is {limits.max_gpus}; {LIMITS_HINT}")
     if usage.vm_hours_today + hours > limits.max_vm_hours_per_day:
         return (f"refused by the stack limit max_vm_hours_per_day: {usage.vm_hours_today:.2f} VM-hours are used or "
-                f"reserved today (UTC), this attempt reserves {hours:.2f} (timeout + grace) and the limit is "
+                f"admitted today (UTC), this attempt needs {hours:.2f} (timeout + grace) and the limit is "
                 f"{limits.max_vm_hours_per_day:g}; {LIMITS_HINT}")
     return None
 
@@ -123,7 +123,7 @@ class DayUsage:
 
     @property
     def hours(self) -> float:
-        """What ended runs really used, plus the reservations still open."""
+        """What ended runs really used, plus the admissions not yet settled."""
         return sum(self.hours_of(vm) for vm in self.admitted)
 
     def hours_of(self, vm: str) -> float:
@@ -177,7 +177,7 @@ class AdmissionBusy(Transient):
 
 
 def admit(deps, record: RunRecord, spec: JobSpec, attempt: Attempt, *, written: list[str] | None = None) -> str | None:
-    """Check the catalog and the limits for `attempt`'s VM and reserve its hours; the refusal, or None.
+    """Check the catalog and the limits for `attempt`'s VM and write its admission; the refusal, or None.
 
     Written first, counted after: the admission is an object of its own (concurrent starts never
     contend on one object), then the day is listed and every admission there counts. Of any set
@@ -186,10 +186,10 @@ def admit(deps, record: RunRecord, spec: JobSpec, attempt: Attempt, *, written: 
     admissions still pending (others being decided at this moment) withdraws its own and raises
     AdmissionBusy, so a burst near a limit is decided one by one on redelivery instead of
     queueing more runs than the limit requires. A refused admission is withdrawn: a queued run
-    reserves nothing while it waits.
+    holds no admission while it waits.
 
     Idempotent per VM name: a redelivery, a move to the next zone or the on-demand fallback of
-    the same attempt neither counts its own VM nor reserves twice. `written` gets the admission
+    the same attempt neither counts its own VM nor is admitted twice. `written` gets the admission
     this call wrote and left standing, for the caller to withdraw if the run moves on without it.
     """
     problem = catalog.machine_problem(spec.machine)
@@ -249,7 +249,7 @@ def admit(deps, record: RunRecord, spec: JobSpec, attempt: Attempt, *, written: 
         why = (f"{len(pending)} other starts are being admitted near the stack limits" if problem is None else
                f"its earlier attempt's VM {earlier[0].name} is still {earlier[0].status} and counts as live")
         raise AdmissionBusy(f"{why}; {record.job}/{record.run_id} will be tried again")
-    # The run waits for room (engine/queue.py) and reserves nothing meanwhile: its admission, left
+    # The run waits for room (engine/queue.py) and holds no admission meanwhile: its admission, left
     # standing, would count as a start in progress against every other start for a while.
     if wrote:
         deps.blobs.delete(mine)
@@ -260,7 +260,7 @@ def admit(deps, record: RunRecord, spec: JobSpec, attempt: Attempt, *, written: 
 
 def carried_over(before: DayUsage, now: datetime, *, besides: str = "") -> float:
     """The hours that VMs admitted the day before may run into today (UTC): each is charged in full
-    to the day it was admitted, and what its reservation (or, once settled, its use) reaches past
+    to the day it was admitted, and what its admission (or, once settled, its use) reaches past
     midnight counts today too, so no UTC day can run twice its limit."""
     midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
     return sum(max(0.0, (entry.at - midnight).total_seconds() / 3600 + before.hours_of(vm))
@@ -268,9 +268,9 @@ def carried_over(before: DayUsage, now: datetime, *, besides: str = "") -> float
 
 
 def settle(deps, record: RunRecord) -> None:
-    """At run end: replace each attempt's reservation with the hours its VM really ran."""
+    """At run end: replace each attempt's admitted hours with the hours its VM really ran."""
     # A VM that was never created used nothing; one whose deletion time is unknown (lost) keeps
-    # its reservation, the worst case it could have run.
+    # its admitted hours, the worst case it could have run.
     actual = {a.vm_name: (a.vm_seconds or 0.0) / 3600 for a in record.attempts
               if a.vm_seconds is not None or a.created_at is None}
     if not actual:

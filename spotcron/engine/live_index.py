@@ -6,7 +6,7 @@ VM (scheduled or starting) only since when, because the sweep looks at such a ru
 be stuck. One listing then replaces a read per run (engine/sweep.py). The marker is renamed when
 the run starts or stops running, so a run costs two marker writes (deletes are free). A run waiting
 for room under the stack's limits has a `queued` marker (since when, and its deadline), which the
-queue reads in tick order (engine/queue.py). An ended run keeps an `ending` marker while its end
+queue reads in tick order (engine/queue.py). An ended run keeps an `owed` marker while it
 still owes effects (engine/writer.py), so the sweep finds them without reading every record. It is
 a hint, never the truth: a marker left behind by a crash or a race makes the sweep read the record
 and put the markers right.
@@ -23,24 +23,18 @@ from spotcron.core.runs import RunRecord, RunState
 _NONE = "-"
 
 
-def live_marker(job: str, run_id: str) -> str:
-    """The marker name before the index carried anything (still read, and removed when seen)."""
-    return f"{LIVE}{job}/{run_id}"
-
-
-WAITING, RUNNING, QUEUED, ENDING = "waiting", "running", "queued", "ending"
-KINDS = (WAITING, RUNNING, QUEUED, ENDING)
+WAITING, RUNNING, QUEUED, OWED = "waiting", "running", "queued", "owed"
+KINDS = (WAITING, RUNNING, QUEUED, OWED)
 
 
 @dataclass(frozen=True)
 class LiveEntry:
-    """One run not yet ended, as its marker's name describes it. `kind` None: a marker of the old
-    form, which says nothing more."""
+    """One run not yet ended, as its marker's name describes it."""
 
     job: str
     run_id: str
     name: str  # the marker's object name
-    kind: str | None = None  # WAITING (scheduled or starting), RUNNING, QUEUED or ENDING (effects owed)
+    kind: str  # WAITING (scheduled or starting), RUNNING, QUEUED or OWED (ended, effects owed)
     attempt: int = 0
     zone: str | None = None
     vm: str | None = None
@@ -55,7 +49,7 @@ def live_entry_name(record: RunRecord, since: datetime | None = None) -> str | N
     if record.terminal:
         if not record.owed:
             return None
-        fields = [ENDING, _NONE, _NONE, _NONE, _NONE, _epoch(record.updated_at)]
+        fields = [OWED, _NONE, _NONE, _NONE, _NONE, _epoch(record.updated_at)]
     elif record.state == RunState.QUEUED:
         # Its deadline (engine/queue.py) rides in the name, so a queue pass expires runs without reading them.
         fields = [QUEUED, _NONE, _NONE, _NONE, _epoch(queue_deadline(record)),
@@ -89,20 +83,20 @@ def _began_waiting(record: RunRecord) -> datetime:
 
 
 def parse_live_name(name: str) -> LiveEntry | None:
+    """The entry `name` spells; None for a name live_entry_name never writes (only spotcron
+    writes under `live/`: no VM's token reaches it)."""
     parts = name[len(LIVE):].split("/") if name.startswith(LIVE) else []
-    if len(parts) == 2 and all(parts):
-        return LiveEntry(parts[0], parts[1], name)
     if len(parts) != 3 or not parts[0] or not parts[1]:
         return None
     try:
         kind, attempt, zone, vm, deadline, since = parts[2].split(SEPARATOR)
         if kind not in KINDS:
-            raise ValueError(kind)
+            return None
         return LiveEntry(parts[0], parts[1], name, kind=kind, attempt=0 if attempt == _NONE else int(attempt),
                          zone=None if zone == _NONE else zone, vm=None if vm == _NONE else vm,
                          deadline=_from_epoch(deadline), since=_from_epoch(since))
     except ValueError:
-        return LiveEntry(parts[0], parts[1], name)  # unreadable: the record says what it is
+        return None
 
 
 def same_but_time(a: str, b: str) -> bool:

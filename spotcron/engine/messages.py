@@ -51,7 +51,7 @@ def parse_start(event_data: Any, event_time: datetime | None) -> StartRequest:
         raise BadTrigger('the message data is not a JSON object like {"job": NAME, "digest": SHA256}')
     job, digest = payload.get("job"), payload.get("digest")
     if not isinstance(job, str) or not isinstance(digest, str):
-        # Earlier versions published the whole spec; a spec in a message is never trusted.
+        # A spec in a message is never trusted: only a deployed spec runs (engine/deployed.py).
         raise BadTrigger('the message does not name a deployed job: expected {"job": NAME, "digest": SHA256}, '
                          f"got the keys {sorted(payload)[:10]}")
     attributes = message.get("attributes") or {}

@@ -6,7 +6,7 @@ when. Room frees when a run's VM goes, so `start_queued` runs after a callback e
 (engine/job_done.py) and in every sweep pass: it lists the queued markers, and in tick order (the
 run ids sort by tick) admits each run against the limits again. One that fits goes back to
 `starting` (`Dequeue`, a conditional write, so of two queue passes only one creates the VM) and
-its attempt's VM is created as any start's is; one that does not stays queued, reserving nothing.
+its attempt's VM is created as any start's is; one that does not stays queued, holding no admission.
 A run still queued when its starting_deadline has passed ends `skipped` with the limit as its
 reason (`failed` for a retry, whose run did work before). On Google Cloud this needs nothing
 beyond what is deployed: job_done and the sweep (every sweep_interval) drive it; locally the same

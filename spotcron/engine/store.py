@@ -17,7 +17,7 @@ from spotcron.core import layout
 from spotcron.core.errors import PreconditionFailed, SpotcronError, Transient
 from spotcron.core.layout import LIVE, pruned_marker
 from spotcron.core.runs import RunRecord, tick_of
-from spotcron.engine.live_index import ENDING, LiveEntry, live_entry_name, parse_live_name, same_but_time
+from spotcron.engine.live_index import OWED, LiveEntry, live_entry_name, parse_live_name, same_but_time
 from spotcron.engine.ports import Blobs
 
 log = logging.getLogger("spotcron.engine")
@@ -124,7 +124,7 @@ class RunStore:
 
     def live_runs(self) -> list[tuple[str, str]]:
         """(job, run_id) of every run not yet in a terminal state."""
-        return list(dict.fromkeys((entry.job, entry.run_id) for entry in self.live_index() if entry.kind != ENDING))
+        return list(dict.fromkeys((entry.job, entry.run_id) for entry in self.live_index() if entry.kind != OWED))
 
     def run_ids(self, job: str) -> list[str]:
         """Every run id of `job` that has a record, oldest first."""

@@ -11,9 +11,9 @@ Nothing without our label is ever touched, nor a managed VM still inside its dea
 
 Its work follows the runs that need it. One aggregated list of the managed VMs and one listing
 of the live index (whose marker names carry a running run's attempt, zone, VM and deadline, and
-since when a run has waited for its VM; see engine/store.py) show which runs need attention: a running run whose VM is missing, stopped or
-past its deadline, a run waiting for its VM for too long, a marker that says nothing or
-disagrees with another. Only those records are read. With everything healthy a sweep makes one
+since when a run has waited for its VM; see engine/live_index.py) show which runs need attention:
+a running run whose VM is missing, stopped or past its deadline, a run waiting for its VM for too
+long, a run with two markers. Only those records are read. With everything healthy a sweep makes one
 Compute call and one Storage call, however many VMs are live. Nothing retries a failed sweep, so a
 listing that keeps failing does not end it: without the VM list it looks up the VMs the live index
 names, one get each; without the index it deletes only stopped and overdue VMs.
@@ -33,7 +33,7 @@ from spotcron.core.runs import RunRecord, RunState
 from spotcron.engine import transitions
 from spotcron.engine.attempts import create_attempt
 from spotcron.engine.deps import Deps
-from spotcron.engine.live_index import ENDING, QUEUED, RUNNING, WAITING, LiveEntry
+from spotcron.engine.live_index import OWED, QUEUED, RUNNING, WAITING, LiveEntry
 from spotcron.engine.ports import DEAD_STATUSES, Instance
 from spotcron.engine.queue import start_queued
 from spotcron.engine.results import manifest_document, metrics_changes
@@ -63,19 +63,19 @@ class SweepReport:
     ended_runs: list[tuple[str, str, str]] = field(default_factory=list)  # (job, run, state)
     retried_runs: list[tuple[str, str]] = field(default_factory=list)
     adopted_runs: list[tuple[str, str]] = field(default_factory=list)
-    finished_ends: list[tuple[str, str]] = field(default_factory=list)  # ended runs whose owed effects it did
+    effects_done: list[tuple[str, str]] = field(default_factory=list)  # ended runs whose owed effects it did
     dequeued_runs: list[tuple[str, str, str]] = field(default_factory=list)  # (job, run, state now)
     errors: list[str] = field(default_factory=list)  # what failed this time; the next sweep tries again
 
     def summary(self) -> dict[str, int]:
         return {"deleted_vms": len(self.deleted_vms), "ended_runs": len(self.ended_runs),
                 "retried_runs": len(self.retried_runs), "adopted_runs": len(self.adopted_runs),
-                "finished_ends": len(self.finished_ends), "dequeued_runs": len(self.dequeued_runs),
+                "effects_done": len(self.effects_done), "dequeued_runs": len(self.dequeued_runs),
                 "errors": len(self.errors)}
 
 
 def sweep(deps: Deps) -> SweepReport:
-    report = _sweep(deps, needs_attention)
+    report = _sweep(deps)
     # Once per interval, after the VMs are seen to: placement's advice (engine/spot_advice.py). Its
     # failure is reported and never stops a sweep; starts meanwhile use the fixed order.
     try:
@@ -86,9 +86,9 @@ def sweep(deps: Deps) -> SweepReport:
     return report
 
 
-def _sweep(deps: Deps, attention: Callable[..., bool]) -> SweepReport:
-    """The sweep, reading the records of the runs `attention` picks (the bench passes one that
-    picks every run: the sweep as it was before the live index carried anything)."""
+def _sweep(deps: Deps) -> SweepReport:
+    """The sweep of the VMs and the live index; the records it reads are those of the runs
+    `needs_attention` picks."""
     now = deps.clock.now()
     report = SweepReport()
     # One unreadable record or failed call must not stop the rest: a stopped or overdue VM left
@@ -108,7 +108,7 @@ def _sweep(deps: Deps, attention: Callable[..., bool]) -> SweepReport:
         instances = _named_vms(deps, markers, unread, report)
     records: dict[tuple[str, str], RunRecord] = {}
     for key, entries in markers.items():
-        if key in unread or not attention(deps, entries, instances, now):
+        if key in unread or not needs_attention(deps, entries, instances, now):
             continue
         try:
             record = deps.store.read(*key)
@@ -116,7 +116,7 @@ def _sweep(deps: Deps, attention: Callable[..., bool]) -> SweepReport:
                 record = do_owed_effects(deps, record)  # a crash or an error after its terminal write
                 deps.store.fix_markers(record, [entry.name for entry in entries])
                 if not record.owed:
-                    report.finished_ends.append(key)
+                    report.effects_done.append(key)
                 continue
             if record is None or record.terminal:
                 for entry in entries:  # left by an interrupted update
@@ -228,12 +228,12 @@ def stuck_after(deps: Deps) -> timedelta:
 def needs_attention(deps: Deps, entries: list[LiveEntry], instances: dict[tuple[str, str], Instance],
                     now: datetime) -> bool:
     """Whether a run's record must be read, from its live markers and the listed VMs alone."""
-    if len(entries) != 1 or entries[0].kind is None:
-        return True  # a marker of the old form, or several: the record says which is right
+    if len(entries) != 1:
+        return True  # several (a rename a crash cut short): the record says which is right
     entry = entries[0]
     if entry.kind == QUEUED:
         return False  # the queue's, after the runs (see _start_queued)
-    if entry.kind == ENDING:
+    if entry.kind == OWED:
         # Its own handler finishes it at once; past the list lag nobody is (it crashed, or an
         # effect met an error).
         return entry.since is None or now - entry.since >= LIST_LAG

@@ -22,7 +22,7 @@ TICK_TOLERANCE = timedelta(seconds=60)
 # A named tick older than the job's starting_deadline by more than this is refused outright
 # (acknowledged, logged) instead of recorded as missed: Pub/Sub redelivers a message for at most
 # its subscription's retention (7 days at most), and a tick of year 1 must never reach the
-# schedule walk (it overflowed there, and the message was redelivered for a day).
+# schedule walk (it overflows there, and a failing message is redelivered for a day).
 STALE_TICK_MARGIN = timedelta(days=7)
 
 

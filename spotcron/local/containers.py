@@ -2,8 +2,8 @@
 
 Local mode runs a job's container when docker or podman already has its image, and the job's
 `local.command` otherwise. A docker client whose daemon is not running answers every command
-with an error, which used to look exactly like "no such image"; the reason is now kept, so local
-mode, the run's logs and `spotcron validate` can say it.
+with an error that looks exactly like "no such image"; the reason is kept apart, so local mode,
+the run's logs and `spotcron validate` can say it.
 """
 
 from __future__ import annotations

@@ -9,10 +9,6 @@ two names never share files. The bucket's listing index (`listing.Index`) keeps 
 sorted. A write streams its bytes to a temporary file first, then, under a lock shared by
 threads and processes (flock), checks its preconditions, moves the data into place and
 replaces the metadata file: readers see the old object or the new one, never a mix.
-
-Buckets written by earlier versions kept objects in folders named after the name's segments
-(`runs.d/bot.d/1.d/run.json.m`); `ObjectStore` moves them into this layout, and builds the
-index, the first time it opens such a bucket.
 """
 
 from __future__ import annotations
@@ -153,13 +149,8 @@ class ObjectStore:
         return sorted(entry.name for entry in os.scandir(self.root / "buckets") if self.has_bucket(entry.name))
 
     def bucket_info(self, bucket: str) -> dict[str, str]:
-        """When the bucket was made (a bucket from an earlier version: its folder's time)."""
-        folder = self._require(bucket).parent
-        try:
-            return json.loads((folder / "bucket.json").read_bytes())
-        except FileNotFoundError:
-            made = datetime.fromtimestamp(folder.stat().st_mtime, UTC)
-            return {"timeCreated": rfc3339(made)}
+        """When the bucket was made."""
+        return json.loads((self._require(bucket).parent / "bucket.json").read_bytes())
 
     def _bucket_dir(self, bucket: str) -> Path:
         return self.root / "buckets" / bucket
@@ -170,7 +161,8 @@ class ObjectStore:
         return self._bucket_dir(bucket) / "objects"
 
     def index(self, bucket: str) -> Index:
-        """The bucket's listing index, built (and an earlier version's folders moved) on first use."""
+        """The bucket's listing index, built from the stored objects on first use (a state dir whose
+        index file was deleted gets it back)."""
         index = self._indexes.get(bucket)
         if index is None:
             self._require(bucket)
@@ -178,7 +170,6 @@ class ObjectStore:
             if not index.is_built():
                 with self._locked(bucket):
                     if not index.is_built():
-                        self._migrate(bucket)
                         index.rebuild(self._stored_names(bucket))
             self._indexes[bucket] = index
         return index
@@ -187,7 +178,6 @@ class ObjectStore:
         """(folder holding the object's files, their common stem)."""
         check_name(name)
         key = _key(name)
-        self.index(bucket)  # an earlier version's bucket is moved before its first read
         return self._require(bucket) / key[:2], key
 
     @contextlib.contextmanager
@@ -199,26 +189,6 @@ class ObjectStore:
                 yield
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
-
-    # --- an earlier version's layout --------------------------------------------------------------
-    def _migrate(self, bucket: str) -> None:
-        """Move objects stored by name segments (`a.d/b.m`, `a.d/b.<generation>.o`) into the flat
-        layout. Runs under the bucket lock; a crash part-way leaves both layouts readable by the
-        next run, which carries on (each object moves data first, metadata last)."""
-        top = self._require(bucket)
-        for entry in list(os.scandir(top)):
-            if not (entry.name.endswith(".d") or entry.name.endswith(".m")):
-                continue  # the flat layout's two-letter folders
-            for meta_path in _old_metadata_files(Path(entry.path)):
-                meta = json.loads(meta_path.read_bytes())
-                folder, stem = top / _key(meta["name"])[:2], _key(meta["name"])
-                folder.mkdir(exist_ok=True)
-                old_data = meta_path.with_name(f"{meta_path.name[:-2]}.{meta['generation']}.o")
-                with contextlib.suppress(FileNotFoundError):
-                    os.replace(old_data, folder / f"{stem}.{meta['generation']}.o")
-                os.replace(meta_path, folder / f"{stem}.m")
-            if entry.is_dir():
-                shutil.rmtree(entry.path, ignore_errors=True)
 
     def _stored_names(self, bucket: str) -> Iterator[str]:
         top = self._require(bucket)
@@ -369,14 +339,6 @@ class ObjectStore:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(folder / f"{stem}.{current['generation']}.o")
             index.remove(name)
-
-
-def _old_metadata_files(path: Path) -> Iterator[Path]:
-    if path.name.endswith(".m") and path.is_file():
-        yield path
-    elif path.is_dir():
-        for entry in os.scandir(path):
-            yield from _old_metadata_files(Path(entry.path))
 
 
 @dataclass(frozen=True)

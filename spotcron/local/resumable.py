@@ -47,9 +47,8 @@ class Session:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Session:
-        # Sessions opened by an earlier version have no "fields".
         return cls(data["upload_id"], data["bucket"], data["name"], data["content_type"],
-                   Conditions.from_query(data["conditions"]), data.get("total"), data.get("fields") or {})
+                   Conditions.from_query(data["conditions"]), data.get("total"), data["fields"])
 
 
 @dataclass(frozen=True)

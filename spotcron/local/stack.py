@@ -124,7 +124,9 @@ class LocalStack:
         self._stack.append(self.bus.close)
         self.deps = Deps(settings=settings, compute=compute, blobs=bucket.blobs(),
                          events=self.feed, identity=GoogleIdentity(certs_url=metadata.certs_url), clock=clock,
-                         run_cost=cost_function(self.prices, settings.region), minter=LocalMinter(bucket))
+                         run_cost=cost_function(self.prices, settings.region, image_gb=settings.placement.image_gb,
+                                                results_gb=settings.placement.results_gb),
+                         minter=LocalMinter(bucket))
         self.compute, self.metadata, self.bucket = compute, metadata, bucket
         entrypoints.use(self.deps)
         start = functions_framework.create_app(target="start_job", source=source).test_client()

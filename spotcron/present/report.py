@@ -57,7 +57,8 @@ class RunSample:
 
 
 def is_local(record: RunRecord) -> bool:
-    """Whether the run ran in local mode: its runner said so, or (older records) its zone does."""
+    """Whether the run ran in local mode: its runner said so, or, where the runner
+    recorded no hardware (lost before it measured), its zone does."""
     if record.hardware is not None:
         return record.hardware.local
     attempt = record.current_attempt
@@ -287,7 +288,9 @@ def _row(name: str, spec: JobSpec | None, done: list[RunRecord], other: list[Run
          region: str, usage: Overheads, time_metric: str | None) -> ConfigRow:
     samples = []
     for record in done:
-        cost = run_cost(record, table, region, usage=usage).total_usd if table is not None else record.cost_usd
+        # Re-priced at `table`, the transfer the run recorded stays: it priced the stack's own sizes.
+        cost = (run_cost(record, table, region, usage=usage).total_usd + record.cost_items.get("transfer", 0.0)
+                if table is not None else record.cost_usd)
         samples.append((record.run_id, run_seconds(record, time_metric), cost))
     works = {r.run_id: r.metrics.work for r in done if r.metrics is not None and r.metrics.work is not None}
     unit = Counter(w.unit for w in works.values()).most_common(1)[0][0] if works else None

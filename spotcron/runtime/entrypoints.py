@@ -75,7 +75,7 @@ def handle_start(event_data: Any, event_time: datetime | None) -> None:
     except BadTrigger as exc:
         # Acknowledged on purpose: a malformed message would fail the same way on every retry.
         # Marked as a security event too: a message in another shape may be an attempt to start
-        # something that was never deployed (earlier versions trusted a spec in the message).
+        # something that was never deployed (a message carrying a spec of its own, say).
         log.error("start_job: dropped a bad message: %s", exc,
                   extra={"fields": {"event": "bad_message", "security": True, "reason": str(exc)}})
         return

@@ -33,7 +33,8 @@ def google_deps(environ: Mapping[str, str]) -> Deps:
         identity=GoogleIdentity(),
         clock=SystemClock(),
         user_data=functools.cache(render_user_data),
-        run_cost=cost_function(environ.get("SPOTCRON_PRICES"), settings.region),
+        run_cost=cost_function(environ.get("SPOTCRON_PRICES"), settings.region,
+                               image_gb=settings.placement.image_gb, results_gb=settings.placement.results_gb),
         minter=DownscopedMinter(),
         # Asked by the sweep only, and only while a deployed job is placed across regions.
         advisor=GoogleAdvisor(settings.project),

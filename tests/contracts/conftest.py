@@ -30,8 +30,9 @@ from tests.gcp.fixtures import BUCKET, PROJECT, make_google_compute
 
 
 def _memory():
-    # The lead's in-memory ports; a clear skip (not an error) if the module is not there yet.
-    return pytest.importorskip("spotcron.testing.memory", reason="spotcron/testing/memory.py (the in-memory ports) is missing")
+    from spotcron.testing import memory
+
+    return memory
 
 
 # --- Compute -----------------------------------------------------------------------------------

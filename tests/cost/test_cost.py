@@ -13,7 +13,7 @@ from spotcron.cli import SpotcronGroup
 from spotcron.cli.cost import cost as cost_command
 from spotcron.core.runs import Attempt, Outcome, RunRecord
 from spotcron.core.spec import JobSpec
-from spotcron.cost.billing import Overheads, billed_vm_seconds, run_cost
+from spotcron.cost.billing import Overheads, billed_vm_seconds, cost_function, run_cost
 from spotcron.cost.prices import load_prices
 from spotcron.cost.projection import (
     fire_minutes_per_month,
@@ -136,6 +136,24 @@ def test_sweep_share_and_region(table):
     assert shared.items["functions"] - base.items["functions"] == pytest.approx(functions_usd(table, [1.0, 1.0]))
     europe = run_cost(record(attempt(1, 20)), table, "europe-west1")
     assert europe.items["compute"] == pytest.approx(base.items["compute"] * 1.10)
+
+
+def test_a_vm_outside_the_stacks_region_pays_its_data_transfer(table):
+    """Each VM pulls its image and uploads its files; in another region than the stack's bucket and
+    regional repository, both are billed (cost/transfer.py), and the run's cost says so."""
+    image = "us-central1-docker.pkg.dev/p/spotcron/bot:1"
+    preempted = attempt(1, 300).model_copy(update={"zone": "us-east1-b", "outcome": Outcome.PREEMPTED})
+    retried = attempt(2, 600).model_copy(update={"zone": "us-east1-c"})
+    away = record(preempted, retried).model_copy(update={"spec": {"image": image}})
+    cost = run_cost(away, table, "us-central1", image_gb=0.5, results_gb=0.01)
+    assert cost.items["transfer"] == pytest.approx(2 * (0.5 * 0.02 + 0.01 * 0.02))  # two fresh VMs, North America
+    assert cost.total_usd == pytest.approx(sum(cost.items.values()))
+    home = away.model_copy(update={"attempts": tuple(a.model_copy(update={"zone": "us-central1-a"})
+                                                     for a in away.attempts)})
+    assert "transfer" not in run_cost(home, table, "us-central1", image_gb=0.5, results_gb=0.01).items
+    # The engine's cost function prices it with the stack's assumed sizes.
+    total, items = cost_function(table, "us-central1", image_gb=0.5, results_gb=0.01)(away)
+    assert items["transfer"] == pytest.approx(cost.items["transfer"]) and total == pytest.approx(cost.total_usd, rel=1e-6)
 
 
 # --- runs per month --------------------------------------------------------------------------

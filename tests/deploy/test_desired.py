@@ -172,7 +172,9 @@ def test_the_vm_account_holds_no_storage_role_anywhere() -> None:
         assert not [b for b in bindings(names) if b.member == VM and b.role.startswith("roles/storage.")]
 
 
-def test_roles_earlier_versions_granted_the_vm_are_revoked(state) -> None:
+def test_a_storage_role_the_vm_account_holds_in_a_managed_role_is_revoked(state) -> None:
+    """A storage role deploy manages (the build account holds objectViewer) is taken from the VM
+    account wherever it was granted; other members keep theirs."""
     from spotcron.deploy.iam import managed_members, managed_roles
     from spotcron.deploy.policies import managed_view
     from spotcron.deploy.resources import Resource
@@ -180,18 +182,16 @@ def test_roles_earlier_versions_granted_the_vm_are_revoked(state) -> None:
     names = Names.of(make_settings())
     deployed = {"bindings": [
         {"role": "roles/storage.objectAdmin", "members": [FUNCTIONS]},
-        {"role": "roles/storage.objectCreator", "members": [VM]},
         {"role": "roles/storage.objectViewer", "members": [VM, "user:someone@example.com"]},
     ]}
     view = managed_view(deployed, managed_members(names), managed_roles(names))
     target = "bucket:demo-proj-spotcron"
     [action] = [a for a in plan(state, {(IAM_POLICY, target): Resource(IAM_POLICY, target, view)})
                 if a.name == target]
-    # The VM account holds no storage role any more (the broker mints its tokens).
+    # The VM account holds no storage role: the broker mints its tokens.
     assert action.changes == {
-        "roles/storage.objectCreator": ((VM,), ()),
         "roles/storage.objectViewer": ((VM,), ()),
-        # The build reads its source here, under deploy/ only (issue #24).
+        # The build reads its source here, under deploy/ only.
         "roles/storage.objectViewer|spotcron-deploy-source-only": ((), (BUILD,)),
     }
 

@@ -127,9 +127,9 @@ def test_the_plan_shows_each_job_accounts_grants():
 
 
 def test_the_vm_account_holds_nothing_project_wide(names):
-    """Issue #24: the VM account held roles/logging.logWriter on the project, so a container that
-    opts in to the metadata server could forge the functions' log lines, `security: true` events
-    included. The runner ships the job's output to the bucket; the VM writes no Cloud Logging."""
+    """With roles/logging.logWriter on the project, a container that opts in to the metadata
+    server could forge the functions' log lines, `security: true` events included. The runner
+    ships the job's output to the bucket; the VM writes no Cloud Logging."""
     vm = member(names.vm_account)
     project = f"project:{names.project}"
     assert [b.role for b in planned(names) if b.member == vm and b.target == project] == []
@@ -137,8 +137,8 @@ def test_the_vm_account_holds_nothing_project_wide(names):
 
 
 def test_the_build_account_reads_only_the_deploy_source_objects(names):
-    """Issue #24: the build account read the whole results bucket (records, results, specs); it
-    needs the functions' source archives only."""
+    """The build account needs the functions' source archives only, never the rest of the
+    results bucket (records, results, specs)."""
     from spotcron.deploy.iam import conditions
 
     build = member(names.build_account)

@@ -1,4 +1,4 @@
-"""Deploy for placement (issue 29): the advice role only when placement is on; settings reach the functions."""
+"""Deploy for placement: the advice role only when placement is on; settings reach the functions."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Deploy closes job VMs to the network (issue #24 finding 7): a deny-ingress firewall rule on
+"""Deploy closes job VMs to the network: a deny-ingress firewall rule on
 their tag, for IPv4 and IPv6, ahead of the default network's allow rules, and Private Google
 Access on the region's subnet so that VMs without an external address still reach Google.
 

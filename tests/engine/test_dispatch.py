@@ -350,7 +350,7 @@ def test_a_job_spec_round_trips_through_the_deployed_objects():
         entrypoints.use(None)
 
 
-# --- what the review found: a cursor in the future, ticks from before a deploy, future ticks ----
+# --- a cursor in the future, ticks from before a deploy, future ticks ------------------------------
 
 def test_a_cursor_in_the_future_is_damaged_and_the_dispatcher_recovers_without_losing_or_doubling_ticks(h, caplog):
     h.deploy(make_spec(name="minutely", schedule="* * * * *", starting_deadline="5m", concurrency="allow"))

@@ -1,4 +1,4 @@
-"""Placement (issue 29): the zone of each start by expected cost, and its receipt on the record."""
+"""Placement: the zone of each start by expected cost, and its receipt on the record."""
 
 from __future__ import annotations
 

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from spotcron.core import layout
 from spotcron.core.layout import LIVE
 from spotcron.core.runs import RunState
-from spotcron.engine.live_index import live_entry_name, live_marker, parse_live_name
+from spotcron.engine.live_index import live_entry_name, parse_live_name
 from spotcron.testing.harness import Harness, make_spec
 
 RUN = "20261122-1200"
@@ -73,8 +71,8 @@ def test_only_the_run_whose_vm_vanished_is_read():
 
 
 def test_a_run_waiting_for_its_vm_is_read_only_once_nobody_may_be_driving_it(h):
-    """Past the list lag the sweep reads it and tries the insert again (issue 18: a retry's insert
-    has no redelivery behind it); before that, nothing is read."""
+    """Past the list lag the sweep reads it and tries the insert again (a retry's insert has no
+    redelivery behind it); before that, nothing is read."""
     from spotcron.core.errors import Transient
 
     h.compute.fail_create(Transient("deadline exceeded"))
@@ -98,7 +96,6 @@ def test_markers_left_by_a_crash_are_put_right_by_the_sweep(h):
     right = live_entry_name(record)
     stale = f"live/bot/{RUN}/waiting~-~-~-~-~1795348805"
     h.blobs.write(stale, b"")  # a rename that wrote the new name but never deleted the old one
-    h.blobs.write(live_marker("bot", RUN), b"")  # and a marker of the old form
     h.clock.advance(60)
     h.sweep()
     assert h.blobs.list(LIVE) == [right]
@@ -125,14 +122,8 @@ def test_an_overdue_vm_is_reaped_by_the_deadline_in_its_marker(h):
     assert h.blobs.read(layout.run_record("bot", RUN)) is not None and h.blobs.list(LIVE) == []
 
 
-def test_the_old_marker_form_still_counts(h):
-    h.start(make_spec())
-    h.blobs.delete(h.blobs.list(LIVE)[0])
-    h.blobs.write(live_marker("bot", RUN), b"")  # as a stack deployed before the index carried anything
-    assert h.deps.store.live_runs() == [("bot", RUN)]
-    h.compute.preempt(ZONE, "sc-bot-20261122-1200-a1")
-    h.clock.advance(timedelta(minutes=5).total_seconds())
-    h.sweep()
-    assert h.record("bot", RUN).current_attempt.number == 2  # found, retried
-    [name] = h.blobs.list(LIVE)
-    assert parse_live_name(name).attempt == 2
+def test_only_names_the_index_writes_are_read_as_markers():
+    assert parse_live_name(f"live/bot/{RUN}") is None  # no kind, no fields
+    assert parse_live_name(f"live/bot/{RUN}/paused~-~-~-~-~1795348805") is None  # no such kind
+    assert parse_live_name(f"live/bot/{RUN}/running~x~{ZONE}~vm~-~-") is None  # an attempt that is no number
+    assert parse_live_name(f"live/bot/{RUN}/waiting~-~-~-~-~1795348805").kind == "waiting"

@@ -107,8 +107,8 @@ def test_no_request_can_let_project_ssh_keys_in():
 
 
 def test_an_external_address_only_for_a_job_that_asks_for_one(fake_compute, google_compute):
-    """Issue #24: every VM had a one-to-one NAT address on the default network, where the default
-    rule lets SSH in from anywhere. Now only a job with `external_ip: true` gets one."""
+    """A one-to-one NAT address on the default network lets SSH in from anywhere (its default
+    rule), so only a job with `external_ip: true` gets one."""
     google_compute.create_instance(cpu_request(external_ip=True))
     [body] = fake_compute.inserted_bodies()
     assert body["networkInterfaces"] == [{"network": "global/networks/default",

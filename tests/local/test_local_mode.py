@@ -1,4 +1,4 @@
-"""`spotcron up` end to end on this machine (RELIABILITY.md, local-mode lines of issue 5)."""
+"""`spotcron up` end to end on this machine (the local-mode rows of tests/RELIABILITY.md)."""
 
 from __future__ import annotations
 

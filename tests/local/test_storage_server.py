@@ -338,33 +338,6 @@ def test_a_listing_page_reads_about_the_page_from_the_index(bucket):
     assert tree_rows <= 11 * 16  # one small query per folder, never the 600 names under the prefix
 
 
-def test_a_bucket_stored_by_an_earlier_version_is_moved_and_keeps_its_objects(tmp_path):
-    """Objects written in the per-segment layout (`runs.d/a.d/run.json.m`) are read, listed and
-    replaced after the upgrade, and long names written after it survive a restart."""
-    objects = tmp_path / "data" / "buckets" / BUCKET / "objects"
-    for name, folders, leaf in (("runs/a/run.json", ["runs.d", "a.d"], "run.json"), ("Upper", [], "%55pper")):
-        folder = objects.joinpath(*folders)
-        folder.mkdir(parents=True, exist_ok=True)
-        meta = {"name": name, "bucket": BUCKET, "generation": "1700000000000000", "metageneration": "1",
-                "contentType": "text/plain", "size": "3", "md5Hash": "", "timeCreated": "2026-11-01T00:00:00.000Z",
-                "updated": "2026-11-01T00:00:00.000Z"}
-        (folder / f"{leaf}.m").write_text(json.dumps(meta))
-        (folder / f"{leaf}.1700000000000000.o").write_bytes(b"old")
-    long_name = "runs/" + "É" * 400
-
-    with LocalBucket(tmp_path / "data", BUCKET) as upgraded:
-        assert upgraded.read("runs/a/run.json") == b"old"  # a read first: the move comes before it
-        assert upgraded.read("Upper") == b"old"
-        assert upgraded.names() == ["Upper", "runs/a/run.json"]
-        upgraded.write("runs/a/run.json", b"new")
-        upgraded.write(long_name, b"long")
-    with LocalBucket(tmp_path / "data", BUCKET) as restarted:
-        assert restarted.names() == ["Upper", "runs/a/run.json", long_name]
-        assert restarted.read("runs/a/run.json") == b"new"
-        assert restarted.read(long_name) == b"long"
-    assert not (objects / "runs.d").exists()
-
-
 def test_the_google_client_helpers_work_on_the_local_server(bucket):
     """What a job's own code calls: compose, copy_blob, rewrite, patch, list_blobs(match_glob),
     delete at a generation."""

@@ -291,7 +291,7 @@ def test_the_page_shows_the_numbers_and_what_ran_beside_the_charts(tmp_path):
     assert section.index("<table>") < section.index("<figure>")  # the numbers, then the charts
 
 
-# --- summary, counts, reasons (issue: the page understated history and hid failures) ----------------
+# --- summary, counts, reasons: the page states the whole history and shows every failure ------------
 
 
 def _at(job: str, when: datetime, state: str = "succeeded", *, cost: float | None = 0.01, exit_code: int | None = 0,

@@ -1,4 +1,4 @@
-"""A function instance that dies mid-handler, for the tests of durable ends and their review.
+"""A function instance that dies mid-handler, for the tests of durable ends.
 
 A crash is a BaseException raised at the first storage call after a chosen write: nothing after
 that point of the handler runs, as a timeout, an OOM kill or a recycled instance would leave it.

@@ -4,7 +4,7 @@ Each test kills a handler (a BaseException, as a timeout, an OOM kill or a recyc
 would) or makes an effect meet a transient error right after the terminal record is written, then
 lets the real next toucher (the runner's retried callback, a redelivered start, the sweep) come.
 Before: the record said `succeeded` (or skipped, timed out) but `run.finished` was published 0
-times, the VM-hours reservation was never settled, history never pruned and the hooks never ran.
+times, the VM-hours admissions were never settled, history never pruned and the hooks never ran.
 """
 
 from __future__ import annotations
@@ -132,8 +132,8 @@ def test_a_redelivered_start_finishes_the_end_of_a_missed_tick_whose_handler_die
     assert h.record("bot", RUN).owed == () and h.blobs.list(LIVE) == []
 
 
-def test_a_transient_error_while_settling_is_retried_until_the_reservation_is_what_was_used():
-    """Before: one listing error after a one-minute run left 3.08 VM-hours reserved for the day, and
+def test_a_transient_error_while_settling_is_retried_until_the_admission_is_what_was_used():
+    """Before: one listing error after a one-minute run left 3.08 VM-hours admitted for the day, and
     the next run that day was refused by max_vm_hours_per_day."""
     h = Harness(limits=Limits(max_vm_hours_per_day=4))
     try:

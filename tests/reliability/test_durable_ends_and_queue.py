@@ -1,6 +1,6 @@
-"""Review 25: crash points and cut-ins against the durable ends and the queue (a reviewer that had
-not seen the design). Each test is one finding; each drives the real entry points through the
-harness and fails on the code as reviewed."""
+"""Crash points and cut-ins against the durable ends and the queue: a function killed or overtaken
+at one exact write, and what the next toucher must still do. Each test drives the real entry
+points through the harness."""
 
 from __future__ import annotations
 
@@ -38,9 +38,9 @@ def state(h, job: str, run_id: str) -> RunState:
 
 def test_pruning_deletes_a_run_whose_end_still_owes_run_finished(make):
     """An ended run whose run.finished could not be published (Pub/Sub down for a couple of
-    minutes) is owed, with an `ending` marker. The next run of the job ends meanwhile and its PRUNE
+    minutes) is owed, with an `owed` marker. The next run of the job ends meanwhile and its PRUNE
     effect deletes the older run's record (prune only spares runs that are not terminal, not runs
-    whose end still owes effects). The sweep then finds the `ending` marker without a record and
+    whose end still owes effects). The sweep then finds the `owed` marker without a record and
     deletes it: run.finished is never published for that run (the same holds for its settlement
     and hooks)."""
     h = make()
@@ -109,7 +109,7 @@ def test_a_crash_right_after_a_queued_runs_expiry_leaves_its_end_owed_past_the_n
     """The sweep's queue pass ends a queued run at its deadline (QueueExpired) and is killed right
     after the terminal record write, before the marker rename: the run keeps its `queued` marker.
     The next sweep does not read queued markers (they are the queue's); its queue pass sees the run
-    is no longer queued and only puts its marker right (`ending`) without doing the owed effects.
+    is no longer queued and only puts its marker right (`owed`) without doing the owed effects.
     So run.finished and the hooks wait for a second sweep: the end's effects are not done by the
     next sweep."""
     h = make(limits=Limits(max_live_vms=1))
@@ -248,13 +248,13 @@ def test_a_redelivery_racing_the_prune_of_its_tick_runs_the_tick_again(make):
     assert h.compute.peek_any("sc-bot-20261122-1200-a1") is None, "the succeeded 12:00 run got a VM again"
 
 
-def test_a_delivery_held_before_its_admission_leaves_a_reservation_no_one_settles(make):
+def test_a_delivery_held_before_its_admission_leaves_an_admission_no_one_settles(make):
     """A start delivery of b is held right before its admission (its first Compute list). A copy
     of the message queues b (a holds the only slot); b's starting_deadline passes and the sweep
-    ends it skipped; its settlement finds no admission (a queued run reserves nothing) and writes
+    ends it skipped; its settlement finds no admission (a queued run holds no admission) and writes
     nothing. a ends, then the held delivery goes on: its admission fits, is written, and stays
     (its Claim is refused because b has ended, and nothing withdraws it). b's worst case (timeout +
-    grace) is reserved for the day for good, and counts as a start in progress for 5 minutes."""
+    grace) is admitted for the day for good, and counts as a start in progress for 5 minutes."""
     from spotcron.engine.limits import read_day
 
     h = make(limits=Limits(max_live_vms=1, max_vm_hours_per_day=10))

@@ -93,7 +93,8 @@ def test_the_next_attempts_vm_is_not_reaped_by_the_previous_attempts_deadline(h)
         return False
 
     h.blobs.fail_writes = fail_marking_attempt_2_running
-    # The report is recorded; the sweep finishes what the failed write left (issue 18: before, 503).
+    # The report is recorded (answered 200, so the runner does not retry it); the sweep finishes
+    # what the failed write left.
     assert h.callback("bot", RUN, status="preempted", exit_code=None, uploaded=False).status_code == 200
     h.blobs.fail_writes = None
     assert h.record("bot", RUN).state == "starting" and h.live_vms() == [VM2]

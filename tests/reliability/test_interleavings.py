@@ -1,4 +1,4 @@
-"""The interleavings and inputs the seeded month never tried (issue 18), each placed deterministically.
+"""Interleavings and inputs the seeded month does not reach, each placed deterministically.
 
 Every test drives the real start_job, job_done and sweep functions on the in-memory backends.
 Each one failed before its fix; tests/RELIABILITY.md names them.

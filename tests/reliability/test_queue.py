@@ -42,7 +42,7 @@ def test_a_run_refused_by_a_limit_is_queued_with_the_limit_as_its_reason(one_vm)
     [queued] = [parse_live_name(n) for n in h.blobs.list(LIVE) if "/b/" in n]
     assert queued.kind == "queued"
     assert [e.data["type"] for e in h.events.published if e.data.get("job") == "b"] == ["run.scheduled", "run.queued"]
-    # It reserves nothing while it waits: no admission of its VM stands for the day.
+    # It holds no admission while it waits: no admission of its VM stands for the day.
     assert "sc-b-20261122-1200-a1" not in read_day(h.blobs, "2026-11-22").admitted
 
 

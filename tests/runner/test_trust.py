@@ -1,4 +1,4 @@
-"""What a hostile job can't do through the runner (issue 12, items 4 and 5): steer an upload to a
+"""What a hostile job can't do through the runner: steer an upload to a
 host file by swapping its outputs for links while they are uploaded, or reach the metadata
 server (and the VM's tokens) from its container unless the job opted in."""
 

@@ -27,7 +27,7 @@ def test_the_month_with_a_rogue_publisher_and_a_hostile_job_creates_no_rogue_vm_
     assert extra["own tokens granted"] > 0 and extra["foreign tokens refused"] > 0
     assert extra["hostile write attempts"] > 0 and extra["foreign writes allowed"] == 0
     assert report.final_line().endswith("rogue_vms=0 foreign_writes=0")
-    # Its hostile metrics and manifests (issue #24): each run ended with a problem on its record,
+    # Its hostile metrics and manifests: each run ended with a problem on its record,
     # and no function raised over them (report.ok counts unexpected_errors).
     assert extra["hostile files written"] > 0
     assert extra["hostile runs with a recorded problem"] > 0

@@ -111,19 +111,19 @@ def test_max_gpus_counts_the_gpus_of_live_vms(limited):
     assert dict(h.compute.created[0].labels)["gpus"] == "1"
 
 
-def test_max_vm_hours_per_day_reserves_the_worst_case_and_charges_what_was_used(limited):
+def test_max_vm_hours_per_day_admits_the_worst_case_and_settles_what_was_used(limited):
     h = limited(max_vm_hours_per_day=0.6)  # two attempts of 10m timeout + 5m grace fit, not three
     for name in ("a", "b", "c"):
         h.start(make_spec(name=name))
     assert only_run(h, "c").reason.startswith("waiting for room: refused by the stack limit max_vm_hours_per_day: "
-                                              "0.50 VM-hours are used or reserved today (UTC), this attempt reserves 0.25")
-    # c is queued and reserves nothing meanwhile
+                                              "0.50 VM-hours are used or admitted today (UTC), this attempt needs 0.25")
+    # c is queued and holds no admission meanwhile
     assert "sc-c-20261122-1200-a1" not in read_day(h.blobs, "2026-11-22").admitted
     h.clock.advance(60)
-    h.finish_ok("a", only_run(h, "a").run_id)  # ran one minute: 0.25 reserved, 1/60 h charged
+    h.finish_ok("a", only_run(h, "a").run_id)  # ran one minute: 0.25 admitted, 1/60 h settled
     day = read_day(h.blobs, "2026-11-22")
     assert day.used == {"sc-a-20261122-1200-a1": round(60 / 3600, 6)}
-    # a's end freed 0.23 h, so c started: b's and c's reservations and what a used
+    # a's end freed 0.23 h, so c started: b's and c's admissions and what a used
     assert only_run(h, "c").state == "running"
     assert day.hours == pytest.approx(0.25 + 0.25 + 60 / 3600, abs=1e-6)
     h.start(make_spec(name="d"), attributes={"trigger": "manual", "nonce": "ab12"})
@@ -323,9 +323,9 @@ def test_a_retry_after_a_preemption_does_not_count_its_own_earlier_vm(limited):
 
 
 def test_a_held_back_redelivery_withdraws_only_its_own_admission_not_the_one_that_was_granted(limited):
-    """Found by a reviewer who had not seen the guard: a second delivery of an admitted attempt
-    (its VM not listed yet) that was held back deleted every admission of that VM, the granted
-    one too, so the next start saw a free slot: two VMs live with a limit of one."""
+    """A second delivery of an admitted attempt (its VM not listed yet) that is held back withdraws
+    only its own admission: withdrawing the granted one too would show the next start a free slot,
+    two VMs live with a limit of one."""
     from spotcron.engine.limits import admit
     from spotcron.engine.transitions import spec_of
 
@@ -347,8 +347,8 @@ def test_a_held_back_redelivery_withdraws_only_its_own_admission_not_the_one_tha
 def test_a_retry_waits_for_its_own_predecessor_while_it_is_still_stopping(limited):
     """job_done deletes a preempted VM without waiting, so the retry's admission lists it as
     STOPPING. It counts (it is alive and billed), but the run is not failed for it: the retry
-    waits in `starting` and the sweep starts it once the earlier VM is gone. (An earlier fix left
-    the stopping VM out of the count, which let retries cross max_live_vms; issue #24.)"""
+    waits in `starting` and the sweep starts it once the earlier VM is gone. (Leaving the stopping
+    VM out of the count would let retries cross max_live_vms.)"""
     h = limited(max_live_vms=1)
     deletes = AsynchronousDeletes(h.compute)
     h.start(make_spec(name="a", retries={"preemption": 1}))
@@ -391,8 +391,8 @@ def alive(h) -> int:
 
 
 def test_preemption_retries_never_cross_max_live_vms_while_earlier_vms_are_stopping(limited):
-    """Found by the review: job_done deleted each preempted VM and admitted the retry at once, not
-    counting the earlier attempt's VM while it was STOPPING: with max_live_vms 2, 5 VMs alive."""
+    """job_done deletes each preempted VM and admits the retry at once; the earlier attempt's VM
+    counts while it is STOPPING, or max_live_vms 2 would see 5 VMs alive."""
     h = limited(max_live_vms=2)
     deletes = AsynchronousDeletes(h.compute)
     specs = [make_spec(name=name, retries={"preemption": 3}) for name in ("a", "b")]

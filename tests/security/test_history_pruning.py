@@ -1,5 +1,5 @@
-"""History pruning that only runs which did work drive (issue #24 finding 3), by whole ticks
-(issue #26: a benchmark keeps at least 12 ticks by default).
+"""History pruning that only runs which did work drive, by whole ticks (a benchmark keeps at least
+12 ticks by default).
 
 A publisher may send manual-run messages for any deployed job. Under `concurrency: forbid` with a
 live run each is skipped at once, with no VM: such records must never evict a run that had a VM
@@ -32,7 +32,7 @@ def genuine_runs(h, spec, count: int) -> list[str]:
 
 
 def test_a_flood_of_skipped_manual_runs_prunes_no_genuine_run(h):
-    """Found by the review: 3 manual messages under forbid deleted all 3 genuine runs."""
+    """Manual messages under forbid end skipped; pruning by them would delete the genuine runs."""
     spec = make_spec(history_limit=4)
     kept = genuine_runs(h, spec, 3)
     h.start(spec)  # a fourth tick, still running (4 runs that had a VM: all within history_limit)
@@ -130,8 +130,8 @@ def test_scheduled_ticks_past_history_still_prune_and_raise_the_mark(h):
 
 def test_a_redelivered_skipped_tick_that_was_pruned_does_not_come_back(h):
     """Skipped scheduled ticks are genuine ticks: pruning one raises the mark, so Pub/Sub's late
-    redelivery of it is dropped instead of making a new run of a tick that already ended (found by
-    the seeded month: a tick ended `skipped` twice)."""
+    redelivery of it is dropped instead of making a new run of a tick that already ended (a tick
+    ended `skipped` twice)."""
     spec = make_spec(history_limit=1, schedule="0 * * * *", concurrency="forbid", timeout="6h")
     h.start(spec)  # 12:00, running through the next ticks
     for _ in range(3):

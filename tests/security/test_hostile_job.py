@@ -1,6 +1,6 @@
 """A hostile job, run for real: the local stack, the real runner, and a command that attacks.
 
-The issue's container cases as a run: a job whose command (tests/security/hostile_job.sh) uses
+The container's attacks as a run: a job whose command (tests/security/hostile_job.sh) uses
 everything its VM exposes to it — its metadata server (the run descriptor, the VM's own access
 token, identity tokens for any audience), the storage endpoint, the credentials broker and
 job_done — to overwrite, delete, open upload sessions on, read and list what is not its own:

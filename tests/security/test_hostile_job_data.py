@@ -1,4 +1,4 @@
-"""A job's container writes hostile files for the control plane to read (issue #24 findings 1 and 2).
+"""A job's container writes hostile files for the control plane to read.
 
 Everything a job writes (metrics.json, its manifest) is read with a byte cap and parsed with depth
 and number limits. What must hold, through the real job_done and sweep entry points: the run ends
@@ -43,7 +43,7 @@ def test_job_done_records_the_real_outcome_and_the_problem_of_a_hostile_metrics_
 
 
 def test_a_metrics_file_far_over_the_cap_is_never_read_whole(h):
-    """Found by the review: job_done read a 160 MiB metrics.json whole before the 1 MiB cap."""
+    """A 160 MiB metrics.json is read up to the 1 MiB cap and no further, never whole."""
     h.start(make_spec())
     h.upload("bot", RUN)
     name = metrics_name("bot", RUN)
@@ -77,8 +77,8 @@ def vanish(h, job: str, run_id: str) -> None:
 
 @pytest.mark.parametrize("what", ["metrics", "manifest"])
 def test_the_sweep_survives_a_hostile_file_and_goes_on_to_every_other_run(h, what):
-    """Found by the review: one run's 50,000 `[` aborted every sweep pass at that run, so a run
-    listed after it (another job's preempted run) was never retried."""
+    """One run's 50,000 `[` must not end a sweep pass at that run: a run listed after it (another
+    job's preempted run) is still retried."""
     h.start(make_spec(name="aaa"))
     h.start(make_spec(name="zzz"))
     h.upload("aaa", RUN)

@@ -1,8 +1,7 @@
-"""A review of the issue #24 fixes by someone who had not seen them: job-written data, publishers, limits.
+"""Job-written data where the control plane and the CLI read it, and what a publisher may send.
 
-Each test here is one finding, driven through the real entry points (functions/main.py through the
-harness in spotcron.testing, the CLI through click's CliRunner). Every test fails on the code it was
-written against; its docstring says what it shows.
+Each test drives the real entry points (functions/main.py through the harness in
+spotcron.testing, the CLI through click's CliRunner); its docstring says what it shows.
 
 A job's container that reaches the metadata server (`metadata_access`, or a job with its own
 service account, where it is implied) holds its VM's identity token: docs/security.md says it "can
@@ -26,8 +25,7 @@ from spotcron.core import layout
 from spotcron.core.metrics import METRICS_FILE, MetricsProblem, parse_metrics
 from spotcron.testing.harness import make_spec
 
-# Findings 18-21 (stack limits, VM-hours per day) are fixed with the queue work, in its own change.
-# The four stack-limit findings of this review are tests/security/test_limits_hold.py.
+# The stack limits under the same publisher are tests/security/test_limits_hold.py.
 
 RUN = "20261122-1200"
 NOW = datetime(2026, 11, 22, 13, 0, tzinfo=UTC)
@@ -74,7 +72,7 @@ def test_a_naive_started_at_in_the_callback_breaks_spotcron_runs_for_every_job(h
     h.start(make_spec())
     h.upload("bot", RUN)
     answer = hostile_callback(h, "bot", RUN, started_at="2026-11-22T12:00:10", finished_at="2026-11-22T12:01:00Z")
-    # Refused (the review expected it stored): a naive time is no time of the attempt's.
+    # Refused, not stored: a naive time is no time of the attempt's.
     assert answer.status_code == 400, answer.get_data(as_text=True)
     assert h.record("bot", RUN).state == "running" and h.live_vms(), "a refused callback changes nothing"
     result = spotcron(h.blobs, "runs")
@@ -103,7 +101,7 @@ def test_a_start_time_at_the_edge_of_the_calendar_breaks_spotcron_runs(h):
     h.upload("bot", RUN)
     answer = hostile_callback(h, "bot", RUN, started_at="0001-01-01T00:00:00+01:00",
                               finished_at="2026-11-22T12:01:00Z")
-    # Refused (the review expected it stored): no time before the attempt's VM existed is its start.
+    # Refused, not stored: no time before the attempt's VM existed is its start.
     assert answer.status_code == 400, answer.get_data(as_text=True)
     result = spotcron(h.blobs, "runs")
     assert crashed(result) is None, f"`spotcron runs` crashed: {crashed(result)}"
@@ -448,7 +446,7 @@ def test_line_breaks_in_a_metric_name_or_unit_rewrite_the_markdown_report(h, tmp
     the ends are stripped). `spotcron report --format md`, meant for pasting into a PR or an issue,
     then carries lines the job wrote: here a heading and a fake table row of its own."""
     monkeypatch.chdir(tmp_path)
-    # The contract now refuses both (the review expected them accepted): the run keeps the problem.
+    # The contract refuses both: the run keeps the problem.
     metrics_run(h, {"work": {"value": 100, "unit": "x\n\n# all green |"},
                     "metrics": {"acc\n": {"value": 0.9, "unit": "1"}}}, accepted=False)
     result = spotcron(h.blobs, "report", "bot", "--jobs", str(tmp_path), "--format", "md")

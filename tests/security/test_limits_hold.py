@@ -1,10 +1,10 @@
-"""Stack limits under attack (a review that had not seen the limits' code): what a publisher, a
-hostile container or plain timing could do to max_live_vms and max_vm_hours_per_day.
+"""Stack limits under attack: what a publisher, a hostile container or plain timing could do to
+max_live_vms and max_vm_hours_per_day.
 
-Before: a replacement, and every other job's tick while a publisher held the stack full, ended
-`failed`; a retry admitted while the VM list lagged ran beside its predecessor; a UTC day ran up
-to twice max_vm_hours_per_day. Now a run over a limit waits (queued), an earlier attempt's VM the
-list may not show yet counts, and a day counts what the day before's VMs may run into it.
+A run over a limit waits (queued) instead of failing, a replacement and every other job's tick
+included while a publisher holds the stack full; an earlier attempt's VM the list may not show yet
+counts, so a retry never runs beside its predecessor over the limit; and a UTC day counts what the
+day before's VMs may run into it, so no day runs up to twice max_vm_hours_per_day.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from spotcron.testing.harness import make_spec
 
 
 def test_max_vm_hours_per_day_lets_a_utc_day_run_far_more_vm_hours_than_the_limit():
-    """Each admission reserves timeout + grace on the UTC day it was admitted, and only there. VMs
+    """Each admission counts timeout + grace on the UTC day it was admitted, and only there. VMs
     admitted late on day 1 run into day 2, where they count for nothing, so day 2's own budget is
     spent again on top of them. With max_vm_hours_per_day 10.2 and jobs of 5 h: two VMs at 22:00,
     two more at 00:00 (all admitted), and day 2 runs ~16.3 VM-hours (up to 20.3 by the
-    reservations): the bill of one UTC day is up to twice the limit, with no retry or race needed."""
+    admissions): the bill of one UTC day is up to twice the limit, with no retry or race needed."""
     from spotcron.core.settings import Limits
     from spotcron.runtime import entrypoints
     from spotcron.testing.harness import Harness
@@ -41,7 +41,7 @@ def test_max_vm_hours_per_day_lets_a_utc_day_run_far_more_vm_hours_than_the_limi
                 continue  # held back by the limit: it runs nothing until room frees
             assert record.state == "running", (spec.name, record.state, record.reason)
             created = record.current_attempt.created_at
-            # Each VM may run until its deadline (what its reservation stands for): its share of day 2.
+            # Each VM may run until its deadline (what its admission stands for): its share of day 2.
             hours += max(0.0, (min(record.deadline, day2.replace(day=24)) - max(created, day2)).total_seconds()) / 3600
         assert hours <= 10.2, (f"max_vm_hours_per_day 10.2, but the VMs admitted may run {hours:.1f} VM-hours "
                                f"within 2026-11-23 (UTC): those admitted on the 22nd count only there")

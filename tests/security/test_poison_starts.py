@@ -1,4 +1,4 @@
-"""Start messages that fail the same way on every delivery (issue #24 finding 4).
+"""Start messages that fail the same way on every delivery.
 
 Anything that goes wrong before a side effect (parsing, reading the tick, walking the schedule)
 is acknowledged with one `security: true` line, so Pub/Sub does not redeliver it for a day;

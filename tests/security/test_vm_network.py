@@ -1,4 +1,4 @@
-"""Job VMs are closed to the network (issue #24 finding 7): no external address unless the job
+"""Job VMs are closed to the network ): no external address unless the job
 asks for one, project SSH keys blocked, a network tag for deploy's deny-ingress rule, and the
 address priced where a VM has one."""
 

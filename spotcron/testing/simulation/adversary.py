@@ -1,6 +1,6 @@
 """The month's adversaries: a rogue publisher on the start topic and one hostile job.
 
-The rogue publisher sends, a few times a day, what issue 12's attacker sent: a message carrying
+The rogue publisher sends, a few times a day: a message carrying
 its own spec (an on-demand a3-megagpu-8g miner), one naming a deployed job with hostile
 settings, one with another digest, one naming a job that was never deployed, and a huge matrix.
 Every VM created during one of those deliveries counts in `rogue_vms`.
@@ -41,7 +41,8 @@ from spotcron.testing.simulation.world import Functions, SimBlobs, SimCompute
 HOSTILE = "hostile"  # the job whose container attacks
 _STARTS = re.compile(r"^resource\.name\.startsWith\('([^'\\]*)'\)$")
 _LISTING = re.compile(r"^api\.getAttribute\('storage\.googleapis\.com/objectListPrefix', ''\)\.startsWith\('[^'\\]*'\)$")
-# What the hostile container writes as its metrics.json, in turn (issue #24's reviewer's files).
+# What the hostile container writes as its metrics.json, in turn: too deep, too many digits, not
+# UTF-8, not JSON.
 HOSTILE_METRICS = (b"[" * 3000, b'{"work": {"value": 1' + b"0" * 400 + b', "unit": "samples"}}',
                    b'{"work": {"value": 1, "unit": "\xff\xfe"}}', b'{"work": {"value": NaN, "unit": "s"}}')
 HOSTILE_MANIFEST = b'{"exit_code": ' + b"[" * 3000
