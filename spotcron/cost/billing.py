@@ -6,8 +6,8 @@ or on-demand), from creation to deletion; its boot disk is billed per GB-month, 
 second, with no minimum. A VM outside the stack's region pays data transfer for its image pull
 and its upload to the stack's bucket (cost/transfer.py), priced from the stack's assumed sizes
 (`placement.image_gb`, `placement.results_gb`): no part of spotcron measures the bytes. Around the
-VM each run costs function invocations (one `start_job`, one `job_done` per attempt) and a little
-storage; the stack adds the sweep and one scheduler entry per job.
+VM each run costs function invocations (one `start_job`, one `job_done` per attempt); its storage,
+the sweep and the scheduler entries are the stack's, counted in the monthly projection.
 
 This module ships to the functions (the engine prices each run as it ends, `cost_function`);
 what a job will cost a month is `spotcron.cost.projection`, which stays on the user's side.
