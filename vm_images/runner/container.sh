@@ -103,26 +103,48 @@ start_job() {
   # they always win.
   env+=("${GPU_ENV[@]}" "SPOTCRON_JOB=$D_JOB" "SPOTCRON_RUN_ID=$D_RUN_ID" "SPOTCRON_ATTEMPT=$D_ATTEMPT" "SPOTCRON_RESULTS_DIR=$results"
     ${ckpt:+"SPOTCRON_CHECKPOINT_DIR=$ckpt"})
+  # With secrets, the output reaches logs.txt through the masker; a job never starts unmasked.
+  local out=$LOGS
+  if ! start_masker; then
+    PROBLEM="could not start the log masker for the job's secrets; the job does not run unmasked" && note "$PROBLEM"
+    return 1
+  fi
+  [[ -n $MASK_FIFO ]] && out=$MASK_FIFO
   if [[ $DOCKER == none ]]; then
     (
       if [[ -n $ORIGINAL_LC_ALL_SET ]]; then export LC_ALL=$ORIGINAL_LC_ALL; else unset LC_ALL; fi
-      # The local VM's name for its processes stays, so local mode can find all of them.
-      local local_vm=${SPOTCRON_LOCAL_VM-}
-      unset "${!SPOTCRON_@}"
-      [[ -n $local_vm ]] && export SPOTCRON_LOCAL_VM=$local_vm
+      minimal_env
       for item in "${env[@]}"; do export "${item?}" 2>/dev/null || log "skipping env ${item%%=*}: not a valid name"; done
+      export_secrets
       exec "${cmd[@]}"
-    ) >>"$LOGS" 2>&1 </dev/null &
+    ) >>"$out" 2>&1 </dev/null &
   else
+    secret_args
     cmd=("$DOCKER" run --rm --name "$CONTAINER_NAME" "${NETWORK_ARGS[@]}" -v "$RESULTS_DIR:$D_RESULTS_PATH"
-      ${ckpt:+-v "$CKPT_DIR:$ckpt"} "${GPU_ARGS[@]}")
+      ${ckpt:+-v "$CKPT_DIR:$ckpt"} "${GPU_ARGS[@]}" "${SECRET_ARGS[@]}")
     for item in "${env[@]}"; do cmd+=(-e "$item"); done
     # As Kubernetes reads them: command[0] is the entrypoint; args replace the image's CMD.
     ((${#D_COMMAND[@]})) && cmd+=(--entrypoint "${D_COMMAND[0]}")
     "$DOCKER" rm -f "$CONTAINER_NAME" >/dev/null 2>&1
-    "${cmd[@]}" "$D_IMAGE" "${D_COMMAND[@]:1}" "${D_ARGS[@]}" >>"$LOGS" 2>&1 </dev/null &
+    # The secrets' values are in docker's environment only (`-e NAME` reads them from there).
+    (export_secrets && exec "${cmd[@]}" "$D_IMAGE" "${D_COMMAND[@]:1}" "${D_ARGS[@]}") >>"$out" 2>&1 </dev/null &
   fi
   JOB_PID=$!
+}
+
+# A local command gets what a VM's container would, not the caller's shell: PATH, HOME, the
+# user, the locale and time zone, the thread counts local mode shares out, and local mode's
+# marker for its processes; the job's env and secrets are added after. A variable a job
+# silently inherited here would be missing on its VM.
+minimal_env() {
+  local name
+  for name in $(compgen -e); do
+    case $name in
+      PATH | HOME | USER | LOGNAME | LANG | LANGUAGE | LC_* | TZ | TMPDIR | SPOTCRON_LOCAL_VM) ;;
+      OMP_NUM_THREADS | OPENBLAS_NUM_THREADS | MKL_NUM_THREADS) ;;
+      *) unset "$name" ;;
+    esac
+  done
 }
 
 job_alive() { [[ -n $JOB_PID ]] && kill -0 "$JOB_PID" 2>/dev/null; }
@@ -196,6 +218,7 @@ supervise() {
   wait_pid "$JOB_PID"
   EXIT_CODE=$WAIT_RC JOB_PID=""
   end_bg BG_PID
+  end_secrets
   # A shutdown signal sent to the whole process group reaches the job too: it may end before
   # the loop above sees the notice. The notice still came first, so the job was stopped.
   # The runner stopped it, then: its exit status says nothing about the job.
