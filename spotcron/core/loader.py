@@ -190,6 +190,10 @@ def check_job_file(path: Path, *, grace: int = DEFAULT_GRACE,
         file.add(("repeat_index",), "reserved: spotcron numbers the copies that repeat: makes; set repeat: N "
                                     "instead")
         del data["repeat_index"]
+    if "deploy_account" in data:
+        file.add(("deploy_account",), "reserved: deploy sets it on a job whose secrets run under an account it "
+                                      "made; name the job's own account with service_account: instead")
+        del data["deploy_account"]
     if "name" in data:
         if data["name"] != path.stem:
             file.add(("name",), f"{data['name']!r} does not match the file name {path.name!r}; a job is named "

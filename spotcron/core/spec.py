@@ -391,6 +391,9 @@ class JobSpec(_Model):
     # Set only on the resolved copies that `variants()` returns; never written in a job file.
     variant: str | None = None
     repeat_index: int | None = None  # 1..repeat when the configuration runs more than once per tick
+    # Set by deploy only: service_account is the account it made for the job's secrets, whose
+    # container gets no metadata access (it asked for none).
+    deploy_account: bool = False
 
     @field_validator("name")
     @classmethod
@@ -420,7 +423,7 @@ class JobSpec(_Model):
     def reaches_metadata(self) -> bool:
         """Whether the container may reach the VM's metadata server: asked for, or implied by a job
         account (its tokens come from there; the account is the job's own, not spotcron's)."""
-        return self.metadata_access or self.service_account is not None
+        return self.metadata_access or (self.service_account is not None and not self.deploy_account)
 
     @field_validator("command")
     @classmethod
@@ -645,6 +648,7 @@ class JobSpec(_Model):
         payload = self.model_dump(mode="json")
         # Absent rather than null: the digests of specs deployed before these fields existed stay valid.
         for holder, key in [(payload, "service_account"), (payload, "build"), (payload, "secrets"),
+                            (payload, "deploy_account"),
                             *((entry, key) for entry in payload.get("matrix") or () for key in ("build", "secrets"))]:
             if not holder.get(key):
                 holder.pop(key, None)
@@ -668,7 +672,7 @@ def job_file_schema() -> dict[str, Any]:
     schema = JobSpec.model_json_schema(mode="validation")
     defs = schema["$defs"]
     props = schema["properties"]
-    del props["variant"], props["repeat_index"]
+    del props["variant"], props["repeat_index"], props["deploy_account"]
     schema["required"] = [name for name in schema["required"] if name != "name"]
     schema["anyOf"] = [{"required": ["image"]}, {"required": ["build"]}]  # one of them names what runs
     props["name"].update(pattern=_NAME.pattern, maxLength=JOB_NAME_MAX)

@@ -16,6 +16,7 @@ from tests.fakes.deploy.pubsub import FakePubsub
 from tests.fakes.deploy.registry import FakeRegistry
 from tests.fakes.deploy.resourcemanager import FakeResourceManager
 from tests.fakes.deploy.scheduler import FakeScheduler
+from tests.fakes.deploy.secretmanager import FakeSecretManagerAdmin
 from tests.fakes.deploy.storage import FakeStorage
 
 
@@ -37,8 +38,9 @@ class FakeCloud:
                                        self.pubsub.exists, PolicyStore(accounts))
         self.registry = FakeRegistry(project, PolicyStore(accounts))
         self.compute = FakeCompute(project)
+        self.secrets = FakeSecretManagerAdmin(project, PolicyStore(accounts))
         for api in (self.resourcemanager, self.pubsub, self.storage, self.scheduler, self.functions, self.registry,
-                    self.compute):
+                    self.compute, self.secrets):
             api.routes(self.router)
         self.http = HttpServer(self.router)
         self.iam_target = ""
