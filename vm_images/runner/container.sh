@@ -54,12 +54,28 @@ pull_image() {
   retry "$RETRIES" _pull_once || log "could not pull $D_IMAGE"
 }
 
-# wall IPTABLES CHAIN ADDRESS: drop what the job's bridge sends to ADDRESS (unless already so).
+# wall IPTABLES CHAIN ADDRESS: drop what the job's bridge sends to ADDRESS, except DNS. On
+# Compute Engine the VM's resolver is the metadata server's address (port 53), and a container's
+# DNS queries leave from its own network namespace, so they cross this chain: dropping them
+# leaves the job unable to resolve any name. The ACCEPTs must sit above the DROP: when the DROP
+# is new, an ACCEPT left from before (now below it) is replaced.
 wall() {
-  local rule=("$2" -i "$JOB_BRIDGE" -d "$3" -j DROP)
-  "$1" -w -C "${rule[@]}" 2>/dev/null || "$1" -w -I "${rule[@]}" && return 0
-  note "could not block the metadata server for the job network; the job does not run without its wall ($1 failed)"
-  return 1
+  local drop=("$2" -i "$JOB_BRIDGE" -d "$3" -j DROP) dns proto fresh=0
+  if ! "$1" -w -C "${drop[@]}" 2>/dev/null; then
+    "$1" -w -I "${drop[@]}" || {
+      note "could not block the metadata server for the job network; the job does not run without its wall ($1 failed)"
+      return 1
+    }
+    fresh=1
+  fi
+  for proto in udp tcp; do
+    dns=("$2" -i "$JOB_BRIDGE" -d "$3" -p "$proto" --dport 53 -j ACCEPT)
+    ((fresh)) && "$1" -w -D "${dns[@]}" 2>/dev/null
+    "$1" -w -C "${dns[@]}" 2>/dev/null || "$1" -w -I "${dns[@]}" || {
+      note "could not let the job network reach DNS at $3 ($1 failed); the job would resolve no name"
+      return 1
+    }
+  done
 }
 
 # The container runs on its own bridge network, whose traffic to the metadata server is dropped,
