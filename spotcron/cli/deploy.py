@@ -163,6 +163,12 @@ def deploy(ctx: click.Context, jobs_dir: Path, stack_path: Path, dry_run: bool, 
 
     out.print(f"[bold]spotcron deploy[/] — project {settings.project}, region {settings.region}, "
               f"{len(jobs)} job{'s' if len(jobs) != 1 else ''} from {jobs_dir}/")
+    from spotcron.core.egress import nat_warning
+
+    for job in jobs:
+        warning = nat_warning(job)
+        if warning:
+            console(stderr=True).print(f"warning: {job.name}: {warning}", markup=False, highlight=False)
     started = time.monotonic()
     jobs, prepare = _images(env, settings, credentials, jobs, jobs_dir, out)
     result = run_deploy(settings, jobs, source, clients, confirm=confirm, reporter=RichReporter(out),

@@ -47,6 +47,17 @@ def validate(paths: tuple[Path, ...], jobs_dir: Path, stack_path: Path) -> None:
     _warn_unrunnable_here(specs)
     _warn_gpu_images(specs)
     _warn_credential_env(specs)
+    _warn_network(specs)
+
+
+def _warn_network(specs) -> None:
+    """An image its VM could not pull (deploy refuses it), or a job relying on a Cloud NAT."""
+    from spotcron.core.egress import network_warnings
+
+    err = console(stderr=True)
+    for spec in specs:
+        for warning in network_warnings(spec):
+            err.print(f"warning: {spec.name}: {warning}", markup=False, highlight=False)
 
 
 def _warn_credential_env(specs) -> None:

@@ -27,7 +27,7 @@ VERSION = 2
 _LISTS = ("command", "args", "local_command")
 _SCALARS = ("version", "job", "run_id", "attempt", "image", "results_path", "checkpoint_path",
             "checkpoint_object", "bucket", "prefix", "job_done_url", "credentials_url", "deadline", "timeout_s",
-            "metadata_access")
+            "metadata_access", "egress")
 _ENV_KEY = re.compile(r"[^=\x00]+")
 _SECRET_VAR = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SECRET_VERSION = re.compile(r"projects/[a-z0-9-]{1,30}/secrets/[A-Za-z0-9_-]{1,255}/versions/(latest|[1-9][0-9]{0,9})")
@@ -84,6 +84,8 @@ class RunDescriptor(BaseModel):
     local_command: list[str] | None = None  # what runs when no container runtime has the image
     metadata_access: bool = False  # the container may reach the metadata server (and the VM's identity)
     secrets: list[SecretItem] = []
+    # Whether the job's VM reaches the internet; local mode takes the network from a job without it.
+    egress: bool = True
 
     @model_validator(mode="before")
     @classmethod
@@ -124,6 +126,7 @@ class RunDescriptor(BaseModel):
             "job_done_url": self.job_done_url, "credentials_url": self.credentials_url,
             "deadline": self.deadline.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
             "timeout_s": str(self.timeout_s), "metadata_access": "true" if self.metadata_access else "false",
+            "egress": "true" if self.egress else "false",
         }
         lines = [f"{key}={value}" for key, value in values.items()]
         if self.gpu is not None:
@@ -149,6 +152,7 @@ class RunDescriptor(BaseModel):
         fields: dict[str, object] = {k: v for k, v in raw.items() if k in _SCALARS}
         fields["checkpoint_path"] = raw.get("checkpoint_path") or None
         fields["metadata_access"] = raw.get("metadata_access") == "true"
+        fields["egress"] = raw.get("egress", "true") != "false"
         if "gpu_type" in raw:
             fields["gpu"] = GpuSpec(type=raw["gpu_type"], count=int(raw.get("gpu_count", "1")))
         for key in _LISTS:

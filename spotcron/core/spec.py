@@ -378,6 +378,10 @@ class JobSpec(_Model):
     external_ip: bool = Field(False, description="true: the VM gets an external IPv4 address (billed per hour) "
                                                  "and reaches the internet; left out, it reaches only Google's "
                                                  "APIs, Artifact Registry and Cloud Storage (Private Google Access)")
+    internet: bool = Field(False, description="true: the job reaches the internet (not only Google's APIs): its VM "
+                                              "gets an external IPv4 address (unless external_ip: false says a "
+                                              "Cloud NAT provides it), and locally it gets a network; left out, "
+                                              "locally it runs without one where the system allows")
     metadata_access: bool = Field(False, description="true: the container may reach the VM's metadata server, and "
                                                      "with it the VM's identity and tokens; by default it cannot")
     service_account: str | None = Field(
@@ -480,6 +484,18 @@ class JobSpec(_Model):
             # A name for the image until it is built; what runs is the built, pinned reference.
             object.__setattr__(self, "image", built_image_name(self.name))
         return self
+
+    @model_validator(mode="after")
+    def _internet_needs_an_address(self) -> JobSpec:
+        # What gives the VM the internet: its own external IPv4 address, unless the file says otherwise.
+        if self.internet and "external_ip" not in self.model_fields_set:
+            object.__setattr__(self, "external_ip", True)
+        return self
+
+    @property
+    def has_egress(self) -> bool:
+        """Whether the job's VM reaches the internet (an external IPv4 address, or a NAT it says it has)."""
+        return self.internet or self.external_ip
 
     @model_validator(mode="after")
     def _secrets_apart(self) -> JobSpec:
@@ -648,7 +664,7 @@ class JobSpec(_Model):
         payload = self.model_dump(mode="json")
         # Absent rather than null: the digests of specs deployed before these fields existed stay valid.
         for holder, key in [(payload, "service_account"), (payload, "build"), (payload, "secrets"),
-                            (payload, "deploy_account"),
+                            (payload, "deploy_account"), (payload, "internet"),
                             *((entry, key) for entry in payload.get("matrix") or () for key in ("build", "secrets"))]:
             if not holder.get(key):
                 holder.pop(key, None)

@@ -83,6 +83,8 @@ wall() {
 # names the bridge, so it gets a fixed name (docker's option; local podman needs no rule).
 wall_off_metadata() {
   [[ $DOCKER == none ]] && return 0
+  # Locally a job whose VM would have no internet gets no network at all, as it would find there.
+  [[ -n $LOCAL_HOST && $D_EGRESS == false ]] && { NETWORK_ARGS=(--network none); return 0; }
   [[ $D_METADATA_ACCESS == true ]] && { NETWORK_ARGS=(--network host); return 0; }
   local create=("$DOCKER" network create --driver bridge)
   [[ $IPTABLES == none ]] || create+=(-o "com.docker.network.bridge.name=$JOB_BRIDGE")
@@ -114,6 +116,11 @@ start_job() {
     # {results} and {checkpoint} in the local command name this attempt's directories.
     for item in "${D_LOCAL_COMMAND[@]}"; do item=${item//\{results\}/$RESULTS_DIR} cmd+=("${item//\{checkpoint\}/$CKPT_DIR}"); done
     results=$RESULTS_DIR ckpt=${ckpt:+$CKPT_DIR}
+    if [[ -n $LOCAL_HOST && $D_EGRESS == false ]]; then
+      local words=()
+      read -ra words < <(no_network_prefix)
+      cmd=("${words[@]}" "${cmd[@]}")
+    fi
   fi
   # spotcron's own variables (and the GPUs the configuration gets) come after the job's env, so
   # they always win.
@@ -146,6 +153,18 @@ start_job() {
     (export_secrets && exec "${cmd[@]}" "$D_IMAGE" "${D_COMMAND[@]:1}" "${D_ARGS[@]}") >>"$out" 2>&1 </dev/null &
   fi
   JOB_PID=$!
+}
+
+# Words that run a command without a network (its own empty network namespace), as a job whose VM
+# has no external address would be there; none where this system allows no namespace (said once).
+no_network_prefix() {
+  local prefix
+  for prefix in "unshare --net --" "unshare --user --map-current-user --net --" "unshare --user --map-root-user --net --"; do
+    # shellcheck disable=SC2086  # words
+    $prefix true 2>/dev/null && { echo "$prefix"; return 0; }
+  done
+  note "this machine lets no process leave the network (unshare --net failed): the job reaches the internet here," \
+    "which its VM could not (write internet: true if it needs it)"
 }
 
 # A local command gets what a VM's container would, not the caller's shell: PATH, HOME, the

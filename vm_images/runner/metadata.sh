@@ -56,7 +56,7 @@ load_descriptor() {
     return 1
   fi
   for key in job run_id image bucket prefix job_done_url deadline attempt timeout_s checkpoint_object \
-    results_path checkpoint_path credentials_url metadata_access gpu_type gpu_count; do
+    results_path checkpoint_path credentials_url metadata_access gpu_type gpu_count egress; do
     printf -v "D_${key^^}" '%s' "${raw[$key]-}"
   done
   for key in command args local_command env secrets; do
