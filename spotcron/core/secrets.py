@@ -87,3 +87,25 @@ def file_problem(path: str, results: str, checkpoint: str | None) -> str | None:
             return (f"{path!r} is inside the {what} directory {directory!r}, which is uploaded to the bucket; "
                     f"deliver the secret elsewhere, e.g. /run/secrets/{path.rsplit('/', 1)[-1]}")
     return None
+
+
+def crc32c(data: bytes) -> int:
+    """CRC32C (Castagnoli), as Secret Manager computes a payload's `dataCrc32c`."""
+    table = _crc32c_table()
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+_TABLE: list[int] = []
+
+
+def _crc32c_table() -> list[int]:
+    if not _TABLE:
+        for index in range(256):
+            crc = index
+            for _ in range(8):
+                crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+            _TABLE.append(crc)
+    return _TABLE

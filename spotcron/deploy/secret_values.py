@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from spotcron.core.errors import NotFound, SpotcronError
-from spotcron.core.secrets import SECRET_ID, resource
+from spotcron.core.secrets import SECRET_ID, crc32c, resource
 from spotcron.core.settings import Settings
 from spotcron.core.spec import JobSpec
 from spotcron.gcp.admin.calls import Caller
@@ -27,12 +27,6 @@ class Stored:
     version: str  # the number of the version added
     created: bool  # the secret itself was created
     destroyed: tuple[str, ...]  # versions destroyed (--destroy-older)
-
-
-def _crc32c(data: bytes) -> int:
-    from spotcron.local.secret_manager import crc32c
-
-    return crc32c(data)
 
 
 def store(settings: Settings, clients: Clients, call: Caller, secret: str, data: bytes, *,
@@ -53,7 +47,7 @@ def store(settings: Settings, clients: Clients, call: Caller, secret: str, data:
         project, _, secret_id = name.removeprefix("projects/").partition("/secrets/")
         call(f"create secret {name}", manager.create_secret, project, secret_id, dict(LABELS))
         created = True
-    added = call(f"add a version to {name}", manager.add_version, name, base64.b64encode(data).decode(), _crc32c(data))
+    added = call(f"add a version to {name}", manager.add_version, name, base64.b64encode(data).decode(), crc32c(data))
     number = str(added.get("name", "")).rsplit("/", 1)[-1]
     destroyed = []
     if destroy_older:

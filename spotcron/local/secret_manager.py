@@ -28,7 +28,7 @@ from pathlib import Path
 from socketserver import ThreadingMixIn
 from typing import Any
 
-from spotcron.core.secrets import LOCAL_PREFIX, local_variable
+from spotcron.core.secrets import LOCAL_PREFIX, crc32c, local_variable
 
 ACCESS_PATH = re.compile(r"^/v1/projects/([^/]+)/secrets/([^/]+)/versions/([^/:]+):access$")
 DOTENV_NAME = "secrets.env"
@@ -43,16 +43,6 @@ class Answer:
 
 def error(code: int, status: str, message: str) -> Answer:
     return Answer(code, {"error": {"code": code, "message": message, "status": status}})
-
-
-def crc32c(data: bytes) -> int:
-    """CRC32C (Castagnoli), as Secret Manager computes `dataCrc32c`."""
-    crc = 0xFFFFFFFF
-    for byte in data:
-        crc ^= byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
-    return crc ^ 0xFFFFFFFF
 
 
 def payload(name: str, data: bytes) -> Answer:

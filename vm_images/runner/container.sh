@@ -83,9 +83,10 @@ wall() {
 # names the bridge, so it gets a fixed name (docker's option; local podman needs no rule).
 wall_off_metadata() {
   [[ $DOCKER == none ]] && return 0
-  # Locally a job whose VM would have no internet gets no network at all, as it would find there.
-  [[ -n $LOCAL_HOST && $D_EGRESS == false ]] && { NETWORK_ARGS=(--network none); return 0; }
   [[ $D_METADATA_ACCESS == true ]] && { NETWORK_ARGS=(--network host); return 0; }
+  # Locally a job whose VM would have no internet gets no network at all, as it would find there.
+  # (One with metadata access keeps the host's: its metadata server is on this machine's loopback.)
+  [[ -n $LOCAL_HOST && $D_EGRESS == false ]] && { NETWORK_ARGS=(--network none); return 0; }
   local create=("$DOCKER" network create --driver bridge)
   [[ $IPTABLES == none ]] || create+=(-o "com.docker.network.bridge.name=$JOB_BRIDGE")
   if ! "$DOCKER" network inspect "$JOB_NETWORK" >/dev/null 2>&1 && ! "${create[@]}" "$JOB_NETWORK" >&2; then
@@ -116,7 +117,7 @@ start_job() {
     # {results} and {checkpoint} in the local command name this attempt's directories.
     for item in "${D_LOCAL_COMMAND[@]}"; do item=${item//\{results\}/$RESULTS_DIR} cmd+=("${item//\{checkpoint\}/$CKPT_DIR}"); done
     results=$RESULTS_DIR ckpt=${ckpt:+$CKPT_DIR}
-    if [[ -n $LOCAL_HOST && $D_EGRESS == false ]]; then
+    if [[ -n $LOCAL_HOST && $D_EGRESS == false && $D_METADATA_ACCESS != true ]]; then
       local words=()
       read -ra words < <(no_network_prefix)
       cmd=("${words[@]}" "${cmd[@]}")
