@@ -138,8 +138,11 @@ start_masker() {
   MASK_FIFO=""
   ((${#MASKS[@]})) || return 0
   MASK_FIFO=$TMP/output.fifo
+  # Bytes, not characters (a value may be any bytes); a program sed refuses would leave the job
+  # writing into a FIFO nobody reads, so it is tried first.
+  LC_ALL=C sed -n -f <(mask_program) </dev/null || { MASK_FIFO="" && return 1; }
   if ! { rm -f "$MASK_FIFO" && mkfifo -m 0600 "$MASK_FIFO"; }; then MASK_FIFO="" && return 1; fi
-  sed -u -f <(mask_program) <"$MASK_FIFO" >>"$LOGS" 2>/dev/null &
+  LC_ALL=C sed -u -f <(mask_program) <"$MASK_FIFO" >>"$LOGS" 2>/dev/null &
   MASK_PID=$!
 }
 
