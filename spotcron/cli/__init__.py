@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "spotcron.cli.manage",
     "spotcron.cli.deploy",
     "spotcron.cli.doctor",
+    "spotcron.cli.secrets",
 )
 
 EXIT_USER_ERROR = 2  # same as click's usage errors: "your input is wrong", never a traceback

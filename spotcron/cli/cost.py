@@ -127,6 +127,39 @@ def cost(names: tuple[str, ...], jobs_dir: Path, stack_path: Path, runtime: str,
     print_stack(stack, table, region or settings.region, basis=(source, runtime, explicit), other=other)
     advice = _advice_file(advice_path) if advice_path is not None else stored_advice
     print_placement(stack, specs, settings, table, advice, now)
+    print_secrets_and_egress(stack, specs, settings.project)
+
+
+def print_secrets_and_egress(stack: StackProjection, specs: list[Any], project: str) -> None:
+    """Secret Manager's versions and accesses, and each internet job's egress, with their sources."""
+    from spotcron.cost.network_secrets import (
+        FREE_ACCESSES,
+        FREE_VERSIONS,
+        NAT_ADDRESS_HOUR,
+        NAT_GIB,
+        NAT_SOURCE,
+        SECRETS_SOURCE,
+        egress_months,
+        secrets_month,
+    )
+
+    out = console()
+    runs = {job.job: job.runs_per_month for job in stack.jobs}
+    month = secrets_month(specs, runs, project)
+    if month.versions:
+        out.print(f"Secret Manager: {month.versions} active version{'s' if month.versions != 1 else ''} (one per "
+                  f"secret; `spotcron secrets set --destroy-older` keeps it so) and {month.accesses:,.0f} accesses a "
+                  f"month (one per secret per run): ${month.usd:.2f}/month, ${month.usd_after_free:.2f} after the "
+                  f"free {FREE_VERSIONS} versions and {FREE_ACCESSES:,} accesses. Source: {SECRETS_SOURCE}.",
+                  markup=False, highlight=False)
+    hours = {job.job: job.runs_per_month * sum(v.vm_seconds for v in job.variants) / 3600 for job in stack.jobs}
+    addresses = {job.job: job.items.get("external_ip", 0.0) for job in stack.jobs}
+    for egress in egress_months(specs, hours, addresses):
+        out.print(f"Egress of {egress.job} (internet: true): an external IPv4 address per run, "
+                  f"${egress.external_ip_usd:.3f}/month (the external_ip item above); through a Cloud NAT instead: "
+                  f"${egress.nat_usd:.3f}/month for its VM-hours, plus ${NAT_ADDRESS_HOUR * 720:.2f}/month for the "
+                  f"gateway's address and ${NAT_GIB}/GiB processed. Source: {NAT_SOURCE}.", markup=False,
+                  highlight=False)
 
 
 def _advice_file(path: Path) -> Any:

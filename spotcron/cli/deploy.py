@@ -146,7 +146,8 @@ def deploy(ctx: click.Context, jobs_dir: Path, stack_path: Path, dry_run: bool, 
     Needs `gcloud auth application-default login` as a project Owner (or the roles in
     docs/deploy.md). APIs the stack needs and the project has not enabled are enabled first,
     after you confirm: compute, cloudscheduler, pubsub, cloudfunctions, run, cloudbuild,
-    eventarc, storage, iam, artifactregistry, logging, cloudresourcemanager, sts, serviceusage.
+    eventarc, storage, iam, artifactregistry, logging, cloudresourcemanager, sts, serviceusage,
+    secretmanager.
     On a new project Google takes minutes to propagate new accounts, grants and Eventarc's
     agent; deploy waits for them by itself and says what it is waiting for.
     `--dry-run` first runs `spotcron doctor`'s checks; `--dry-run --offline` needs no credentials at all.
@@ -198,6 +199,12 @@ def deploy(ctx: click.Context, jobs_dir: Path, stack_path: Path, dry_run: bool, 
         checks = project_checks(env, settings, jobs, credentials)
         print_checks(out, checks)
         checks_failed = failed(checks)
+    from spotcron.core.egress import nat_warning
+
+    for job in jobs:
+        warning = nat_warning(job)
+        if warning:
+            console(stderr=True).print(f"warning: {job.name}: {warning}", markup=False, highlight=False)
     started = time.monotonic()
     jobs, prepare = _images(env, settings, credentials, jobs, jobs_dir, out)
     result = run_deploy(settings, jobs, source, clients, confirm=confirm, reporter=RichReporter(out),

@@ -23,8 +23,10 @@ JOB_TEXT = """\
 description: Says hello and writes the time to its results
 schedule: "0 * * * *"          # Cloud Scheduler's unix-cron, 5 fields: every hour, on the hour
 time_zone: Etc/UTC
-# The container a VM runs on Google Cloud: a small public image here; your own in the stack's repository later.
-image: busybox:1.36
+# The container a VM runs on Google Cloud: busybox from Google's cache of Docker Hub, which a VM without an
+# external address reaches (Docker Hub itself it does not); your own image in the stack's repository later.
+# A job that calls the internet says so with `internet: true` (its VM then gets an external IPv4 address).
+image: mirror.gcr.io/library/busybox:1.36
 command: [sh, -c, 'echo "hello from spotcron"; date -u > "$SPOTCRON_RESULTS_DIR/hello.txt"']
 machine:
   type: e2-small
@@ -61,7 +63,8 @@ limits:
 """
 
 GITIGNORE_TEXT = f"""\
-# spotcron's local state: the local bucket (runs, logs, results), VM records, logs
+# spotcron's local state: the local bucket (runs, logs, results), VM records, logs, and secrets.env
+# (the values of the jobs' secrets for `spotcron up`: never commit it)
 {STATE_DIR}
 """
 

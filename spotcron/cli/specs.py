@@ -46,6 +46,26 @@ def validate(paths: tuple[Path, ...], jobs_dir: Path, stack_path: Path) -> None:
     out.print(f"{len(specs)} job{'s' if len(specs) != 1 else ''} valid")
     _warn_unrunnable_here(specs)
     _warn_gpu_images(specs)
+    _warn_credential_env(specs)
+    _warn_network(specs)
+
+
+def _warn_network(specs) -> None:
+    """An image its VM could not pull (deploy refuses it), or a job relying on a Cloud NAT."""
+    from spotcron.core.egress import network_warnings
+
+    err = console(stderr=True)
+    for spec in specs:
+        for warning in network_warnings(spec):
+            err.print(f"warning: {spec.name}: {warning}", markup=False, highlight=False)
+
+
+def _warn_credential_env(specs) -> None:
+    """An env key named like a credential: its value would sit in the file, the bucket and the VM's metadata."""
+    err = console(stderr=True)
+    for spec in specs:
+        for warning in spec.env_warnings():
+            err.print(f"warning: {spec.name}: {warning}", markup=False, highlight=False)
 
 
 def _warn_unrunnable_here(specs) -> None:

@@ -68,6 +68,9 @@ def up(jobs_dir: Path, stack_path: Path, once: bool, state_dir: Path, timeout: f
         stack.start()
         out.print(f"[bold]spotcron up[/] — local bucket {stack.bucket.url}, state in {state_dir}/")
         out.print(f"  {stack.compute.containment.statement}")
+        from spotcron.local.containment import network_statement
+
+        out.print(f"  {network_statement()}", markup=False, highlight=False)
         if stack.leftovers_ended:
             out.print(f"  ended {len(stack.leftovers_ended)} local VM(s) left running by a stack that did not stop: "
                       f"{', '.join(stack.leftovers_ended)}; the sweep settles their runs")

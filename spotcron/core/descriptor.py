@@ -8,6 +8,9 @@ one `key=value` line per field. Scalars are validated here to hold no line break
 line is a field. Lists (command, args, local_command) and env (as `KEY=VALUE` items) are the
 base64 of their items, each followed by a NUL byte, which the runner reads with `mapfile -d ''`:
 every item reaches docker as one argv element or one environment variable, never through a shell.
+
+`secrets` names Secret Manager versions only (`VARIABLE<TAB>projects/P/secrets/S/versions/V<TAB>FILE`
+items); their values never pass through the metadata server: the runner reads them itself.
 """
 
 from __future__ import annotations
@@ -24,8 +27,29 @@ VERSION = 2
 _LISTS = ("command", "args", "local_command")
 _SCALARS = ("version", "job", "run_id", "attempt", "image", "results_path", "checkpoint_path",
             "checkpoint_object", "bucket", "prefix", "job_done_url", "credentials_url", "deadline", "timeout_s",
-            "metadata_access")
+            "metadata_access", "egress")
 _ENV_KEY = re.compile(r"[^=\x00]+")
+_SECRET_VAR = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SECRET_VERSION = re.compile(r"projects/[a-z0-9-]{1,30}/secrets/[A-Za-z0-9_-]{1,255}/versions/(latest|[1-9][0-9]{0,9})")
+_SECRET_FILE = re.compile(r"/[^\t\n\r\x00]{1,4095}")
+
+
+class SecretItem(BaseModel):
+    """One secret the runner reads at boot: where it goes (a variable, or a file whose path the
+    variable holds) and which version of which secret."""
+
+    model_config = ConfigDict(frozen=True)
+    name: str
+    version: str  # projects/P/secrets/S/versions/V
+    file: str | None = None
+
+    @model_validator(mode="after")
+    def _shape(self) -> SecretItem:
+        if not _SECRET_VAR.fullmatch(self.name) or not _SECRET_VERSION.fullmatch(self.version) or \
+                (self.file is not None and not _SECRET_FILE.fullmatch(self.file)):
+            raise ValueError(f"secret {self.name!r}: a variable name, projects/P/secrets/S/versions/V and an "
+                             f"absolute file path without tabs or line breaks are needed")
+        return self
 
 
 class GpuSpec(BaseModel):
@@ -59,6 +83,9 @@ class RunDescriptor(BaseModel):
     gpu: GpuSpec | None = None
     local_command: list[str] | None = None  # what runs when no container runtime has the image
     metadata_access: bool = False  # the container may reach the metadata server (and the VM's identity)
+    secrets: list[SecretItem] = []
+    # Whether the job's VM reaches the internet; local mode takes the network from a job without it.
+    egress: bool = True
 
     @model_validator(mode="before")
     @classmethod
@@ -99,6 +126,7 @@ class RunDescriptor(BaseModel):
             "job_done_url": self.job_done_url, "credentials_url": self.credentials_url,
             "deadline": self.deadline.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
             "timeout_s": str(self.timeout_s), "metadata_access": "true" if self.metadata_access else "false",
+            "egress": "true" if self.egress else "false",
         }
         lines = [f"{key}={value}" for key, value in values.items()]
         if self.gpu is not None:
@@ -108,6 +136,9 @@ class RunDescriptor(BaseModel):
             if items is not None:
                 lines.append(f"{key}={_pack(items)}")
         lines.append(f"env={_pack([f'{k}={v}' for k, v in self.env.items()])}")
+        if self.secrets:
+            items = ["\t".join((s.name, s.version, s.file or "")) for s in self.secrets]
+            lines.append(f"secrets={_pack(items)}")
         return "\n".join(lines) + "\n"
 
     @classmethod
@@ -121,12 +152,15 @@ class RunDescriptor(BaseModel):
         fields: dict[str, object] = {k: v for k, v in raw.items() if k in _SCALARS}
         fields["checkpoint_path"] = raw.get("checkpoint_path") or None
         fields["metadata_access"] = raw.get("metadata_access") == "true"
+        fields["egress"] = raw.get("egress", "true") != "false"
         if "gpu_type" in raw:
             fields["gpu"] = GpuSpec(type=raw["gpu_type"], count=int(raw.get("gpu_count", "1")))
         for key in _LISTS:
             if key in raw:
                 fields[key] = _unpack(raw[key])
         fields["env"] = dict(item.split("=", 1) for item in _unpack(raw.get("env", "")))
+        fields["secrets"] = [SecretItem(name=name, version=version, file=path or None)
+                             for name, version, path in (item.split("\t", 2) for item in _unpack(raw.get("secrets", "")))]
         return cls.model_validate(fields)
 
 

@@ -29,6 +29,7 @@ from spotcron.core.spec import (
     MAX_RUN_SECONDS,
     MIN_RUN_SECONDS,
     RULE_FIELDS,
+    SECRETS_RULE,
     JobSpec,
     name_problem,
 )
@@ -189,6 +190,10 @@ def check_job_file(path: Path, *, grace: int = DEFAULT_GRACE,
         file.add(("repeat_index",), "reserved: spotcron numbers the copies that repeat: makes; set repeat: N "
                                     "instead")
         del data["repeat_index"]
+    if "deploy_account" in data:
+        file.add(("deploy_account",), "reserved: deploy sets it on a job whose secrets run under an account it "
+                                      "made; name the job's own account with service_account: instead")
+        del data["deploy_account"]
     if "name" in data:
         if data["name"] != path.stem:
             file.add(("name",), f"{data['name']!r} does not match the file name {path.name!r}; a job is named "
@@ -343,6 +348,9 @@ def _report(error: Mapping[str, Any], file: _File) -> None:
                    + (f" (did you mean {hint!r}?)" if hint else ""))
     elif kind == ENTRY_NAME_REUSED:
         return  # _check_raw reported it at the second entry's line
+    elif kind == SECRETS_RULE and any(p.field.startswith(("secrets", "env", "matrix", "metadata_access"))
+                                      for p in file.problems):
+        return  # _check_secrets reported it at its line
     elif kind == IMAGE_MISSING:
         loc = (*loc, RULE_FIELDS[kind])
         message = f"required field is missing; {_MISSING_HINTS[('image',)]}, or build: a folder with a Dockerfile"
@@ -371,6 +379,7 @@ def _check_raw(data: dict[str, Any], file: _File) -> None:
         except CronError as exc:
             file.add(("time_zone",), exc.detail)
     _check_machine(data.get("machine"), ("machine",), file)
+    _check_secrets(data, file)
     entries = data.get("matrix")
     if isinstance(entries, list):
         names: dict[str, int] = {}
@@ -384,6 +393,45 @@ def _check_raw(data: dict[str, Any], file: _File) -> None:
                                                     f"entry names must be unique within the job")
             elif isinstance(name, str):
                 names[name] = index
+
+
+def _check_secrets(data: dict[str, Any], file: _File) -> None:
+    """A name in both env and secrets, a secret file in an uploaded directory, secrets shared
+    through the metadata server: each at the line that says it."""
+    from spotcron.core.secrets import file_problem
+
+    def mapping(value: Any) -> dict[str, Any]:
+        return value if isinstance(value, dict) else {}
+
+    results = data.get("results") if isinstance(data.get("results"), str) else "/results"
+    checkpoint = data.get("checkpoint") if isinstance(data.get("checkpoint"), str) else None
+    env, secrets = mapping(data.get("env")), mapping(data.get("secrets"))
+    places: list[tuple[Loc, dict[str, Any], dict[str, Any]]] = [((), env, secrets)]
+    for index, entry in enumerate(data.get("matrix") if isinstance(data.get("matrix"), list) else []):
+        if isinstance(entry, dict):
+            places.append((("matrix", index), {**env, **mapping(entry.get("env"))},
+                           {**secrets, **mapping(entry.get("secrets"))}))
+    seen: set[Loc] = set()
+    for base, env_of, secrets_of in places:
+        own = mapping(data["matrix"][base[1]].get("secrets")) if base else secrets
+        own_env = mapping(data["matrix"][base[1]].get("env")) if base else env
+        for name in sorted(set(env_of) & set(secrets_of)):
+            loc = (*base, "secrets", name) if name in own else (*base, "env", name) if name in own_env \
+                else ("secrets", name)
+            if loc not in seen:
+                seen.add(loc)
+                file.add(loc, f"{name!r} is set in both env and secrets; a variable comes from one place: keep "
+                              f"it in secrets (its value then never appears in a file)")
+        for name, ref in own.items():
+            path = ref.get("file") if isinstance(ref, dict) else None
+            problem = file_problem(path, results, checkpoint) if isinstance(path, str) else None
+            if problem and path.startswith("/"):  # a relative path is the model's to report
+                file.add((*base, "secrets", name, "file"), problem)
+    if (secrets or any(mapping(e.get("secrets")) for e in data.get("matrix") or [] if isinstance(e, dict))) \
+            and data.get("metadata_access") is True and not data.get("service_account"):
+        file.add(("metadata_access",), "a job with secrets may not share the VM's identity with its container "
+                                       "through spotcron's VM account: name the job's own service_account, or "
+                                       "remove metadata_access")
 
 
 def _check_machine(machine: Any, loc: Loc, file: _File) -> None:

@@ -164,6 +164,8 @@ class Attempt(_Record):
     outcome: Outcome | None = None
     exit_code: int | None = None
     error: str | None = None
+    # The Secret Manager version each of the job's secrets resolved to, by variable: never a value.
+    secret_versions: dict[str, str] = {}
 
     @property
     def vm_seconds(self) -> float | None:

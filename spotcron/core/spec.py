@@ -27,6 +27,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from spotcron.core import catalog
+from spotcron.core import secrets as secret_names
 from spotcron.core.durations import parse_duration
 from spotcron.core.names import REGION, ZONE
 
@@ -61,7 +62,9 @@ ENTRY_NAME_REUSED = "entry_name_reused"
 IMAGE_MISSING = "image_missing"
 DIRS_OVERLAP = "dirs_overlap"
 HISTORY_BELOW_TICK = "history_below_tick"
-RULE_FIELDS: dict[str, str] = {IMAGE_MISSING: "image", DIRS_OVERLAP: "checkpoint", HISTORY_BELOW_TICK: "history_limit"}
+SECRETS_RULE = "secrets_rule"  # env/secrets clash, a file in an uploaded directory: the loader places each
+RULE_FIELDS: dict[str, str] = {IMAGE_MISSING: "image", DIRS_OVERLAP: "checkpoint", HISTORY_BELOW_TICK: "history_limit",
+                               SECRETS_RULE: "secrets"}
 
 
 def service_account_problem(value: str) -> str | None:
@@ -234,6 +237,46 @@ class Build(_Model):
 BuildField = Annotated[Build, BeforeValidator(_build_shorthand, json_schema_input_type=str | Build)]
 
 
+def _secret_name(value: str) -> str:
+    problem = secret_names.credential_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+def _secret_version(value: Any) -> Any:
+    text = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+    if not isinstance(text, str) or not secret_names.VERSION.match(text):
+        raise ValueError(f"{value!r} is not a secret version; write a version number (1, 2, ...) or latest")
+    return text
+
+
+def _secret_file(value: str | None) -> str | None:
+    problem = secret_names.file_problem(value, "", None) if value is not None else None
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+class SecretRef(_Model):
+    """One secret a job reads: its name in Secret Manager, the version, how it is delivered."""
+
+    secret: Annotated[str, AfterValidator(_secret_name)] = Field(
+        description="the secret's id in the stack's project (e.g. bot-token) or its full name "
+                    "projects/PROJECT/secrets/SECRET; never the value (spotcron secrets set stores that)")
+    version: Annotated[str, BeforeValidator(_secret_version, json_schema_input_type=int | str)] = Field(
+        "latest", description="a version number to pin, or latest (the newest enabled version, read at each run)")
+    file: Annotated[str | None, AfterValidator(_secret_file)] = Field(
+        None, description="deliver the value as a read-only file at this absolute container path (the "
+                          "variable then holds the path) instead of as the variable's value")
+
+
+SecretMap = Annotated[dict[EnvName, SecretRef],
+                      BeforeValidator(lambda v: {k: secret_names.secret_text(x) for k, x in v.items()}
+                                      if isinstance(v, Mapping) else v,
+                                      json_schema_input_type=dict[str, str | SecretRef])]
+
+
 class Retries(_Model):
     preemption: int = Field(3, ge=0, le=10, description="new attempts (in the next zone) after a Spot preemption")
     failure: int = Field(0, ge=0, le=5, description="new attempts after the container exits non-zero")
@@ -257,6 +300,7 @@ class MatrixEntry(_Model):
                                   f"characters, unique within the job")
     machine: MachineOverride = Field(MachineOverride(), description="changes to the job's machine")
     env: EnvMap = Field({}, description="variables added to (or replacing) the job's env")
+    secrets: SecretMap = Field({}, description="secrets added to (or replacing) the job's secrets")
     args: Argv | None = Field(None, description="replaces the job's args for this entry")
     repeat: int | None = Field(None, ge=1, le=MAX_REPEAT, description="runs of this entry per tick, each on its "
                                                                      "own VM; default: the job's repeat")
@@ -306,7 +350,9 @@ class JobSpec(_Model):
                                                        "with podman or docker when present")
     command: Argv | None = Field(None, description="replaces the image's entrypoint (string or list)")
     args: Argv = Field((), description="arguments passed to the entrypoint (string or list)")
-    env: EnvMap = Field({}, description="environment variables for the container")
+    env: EnvMap = Field({}, description="environment variables for the container (plain text: no credentials)")
+    secrets: SecretMap = Field({}, description="variables whose values come from Secret Manager at each run: "
+                                               "NAME: SECRET, or NAME: {secret: SECRET, version: N, file: /path}")
     machine: Machine = Field(Machine(), description="the VM that runs the job")
     timeout: Duration = Field(600, description="kill the container after this long (90s, 10m, 2h, 1d); the VM "
                                                "deletes itself at timeout + the stack's grace")
@@ -332,6 +378,10 @@ class JobSpec(_Model):
     external_ip: bool = Field(False, description="true: the VM gets an external IPv4 address (billed per hour) "
                                                  "and reaches the internet; left out, it reaches only Google's "
                                                  "APIs, Artifact Registry and Cloud Storage (Private Google Access)")
+    internet: bool = Field(False, description="true: the job reaches the internet (not only Google's APIs): its VM "
+                                              "gets an external IPv4 address (unless external_ip: false says a "
+                                              "Cloud NAT provides it), and locally it gets a network; left out, "
+                                              "locally it runs without one where the system allows")
     metadata_access: bool = Field(False, description="true: the container may reach the VM's metadata server, and "
                                                      "with it the VM's identity and tokens; by default it cannot")
     service_account: str | None = Field(
@@ -345,6 +395,9 @@ class JobSpec(_Model):
     # Set only on the resolved copies that `variants()` returns; never written in a job file.
     variant: str | None = None
     repeat_index: int | None = None  # 1..repeat when the configuration runs more than once per tick
+    # Set by deploy only: service_account is the account it made for the job's secrets, whose
+    # container gets no metadata access (it asked for none).
+    deploy_account: bool = False
 
     @field_validator("name")
     @classmethod
@@ -374,7 +427,7 @@ class JobSpec(_Model):
     def reaches_metadata(self) -> bool:
         """Whether the container may reach the VM's metadata server: asked for, or implied by a job
         account (its tokens come from there; the account is the job's own, not spotcron's)."""
-        return self.metadata_access or self.service_account is not None
+        return self.metadata_access or (self.service_account is not None and not self.deploy_account)
 
     @field_validator("command")
     @classmethod
@@ -431,6 +484,45 @@ class JobSpec(_Model):
             # A name for the image until it is built; what runs is the built, pinned reference.
             object.__setattr__(self, "image", built_image_name(self.name))
         return self
+
+    @model_validator(mode="after")
+    def _internet_needs_an_address(self) -> JobSpec:
+        # What gives the VM the internet: its own external IPv4 address, unless the file says otherwise.
+        if self.internet and "external_ip" not in self.model_fields_set:
+            object.__setattr__(self, "external_ip", True)
+        return self
+
+    @property
+    def has_egress(self) -> bool:
+        """Whether the job's VM reaches the internet (an external IPv4 address, or a NAT it says it has)."""
+        return self.internet or self.external_ip
+
+    @model_validator(mode="after")
+    def _secrets_apart(self) -> JobSpec:
+        # The loader reports each of these at its line (loader._check_secrets); this keeps a
+        # payload that bypassed the loader from deploying one.
+        for spec in self.configurations():
+            clash = sorted(set(spec.env) & set(spec.secrets))
+            if clash:
+                raise PydanticCustomError(SECRETS_RULE, f"{clash[0]!r} is set in both env and secrets")
+            for ref in spec.secrets.values():
+                if ref.file and secret_names.file_problem(ref.file, spec.results, spec.checkpoint):
+                    raise PydanticCustomError(SECRETS_RULE, f"secret file {ref.file!r} is in an uploaded directory")
+        if self.all_secrets() and self.metadata_access and self.service_account is None:
+            raise PydanticCustomError(SECRETS_RULE, "a job with secrets and metadata_access needs its own "
+                                                    "service_account")
+        return self
+
+    def all_secrets(self) -> dict[str, SecretRef]:
+        """Every secret the job or any matrix entry names, by `VARIABLE@entry` (the job's: by VARIABLE)."""
+        found = dict(self.secrets)
+        for entry in self.matrix:
+            found.update({f"{name}@{entry.name}": ref for name, ref in entry.secrets.items()})
+        return found
+
+    def secret_names(self, project: str) -> list[str]:
+        """The full names of the secrets the job reads, sorted, each once."""
+        return sorted({secret_names.resource(ref.secret, project) for ref in self.all_secrets().values()})
 
     @model_validator(mode="after")
     def _distinct_dirs(self) -> JobSpec:
@@ -511,6 +603,7 @@ class JobSpec(_Model):
             update: dict[str, Any] = {
                 "machine": machine,
                 "env": {**self.env, **entry.env},
+                "secrets": {**self.secrets, **entry.secrets},
                 "matrix": (),
                 "variant": entry.name,
                 "benchmark": self.benchmark.model_copy(update={"base": self.benchmark_base}),
@@ -553,6 +646,13 @@ class JobSpec(_Model):
                     f"a CPU build would leave the GPU idle; give the entry its own image (image: a CUDA build)")
         return warnings
 
+    def env_warnings(self) -> list[str]:
+        """`env` keys (of the job and its entries) whose names say they hold a credential."""
+        keys = dict.fromkeys([*self.env, *(key for entry in self.matrix for key in entry.env)])
+        return [f"env {key!r} looks like a credential: env is plain text in the job file, the deployed spec and "
+                f"the VM's metadata; move it to secrets: ({key}: SECRET_NAME) and store the value with "
+                f"`spotcron secrets set SECRET_NAME`" for key in secret_names.credential_env_keys(keys)]
+
     def variant_named(self, name: str | None) -> JobSpec:
         for spec in self.configurations():
             if spec.variant == name:
@@ -563,10 +663,15 @@ class JobSpec(_Model):
         """The JSON that Cloud Scheduler publishes to the start topic for this job."""
         payload = self.model_dump(mode="json")
         # Absent rather than null: the digests of specs deployed before these fields existed stay valid.
-        for holder, key in [(payload, "service_account"), (payload, "build"),
-                            *((entry, "build") for entry in payload.get("matrix") or ())]:
-            if holder.get(key) is None:
+        for holder, key in [(payload, "service_account"), (payload, "build"), (payload, "secrets"),
+                            (payload, "deploy_account"), (payload, "internet"),
+                            *((entry, key) for entry in payload.get("matrix") or () for key in ("build", "secrets"))]:
+            if not holder.get(key):
                 holder.pop(key, None)
+        for holder in (payload, *(payload.get("matrix") or ())):
+            for ref in (holder.get("secrets") or {}).values():
+                if ref.get("file") is None:
+                    ref.pop("file", None)
         return payload
 
     @classmethod
@@ -583,7 +688,7 @@ def job_file_schema() -> dict[str, Any]:
     schema = JobSpec.model_json_schema(mode="validation")
     defs = schema["$defs"]
     props = schema["properties"]
-    del props["variant"], props["repeat_index"]
+    del props["variant"], props["repeat_index"], props["deploy_account"]
     schema["required"] = [name for name in schema["required"] if name != "name"]
     schema["anyOf"] = [{"required": ["image"]}, {"required": ["build"]}]  # one of them names what runs
     props["name"].update(pattern=_NAME.pattern, maxLength=JOB_NAME_MAX)
@@ -593,8 +698,16 @@ def job_file_schema() -> dict[str, Any]:
     duration = {"type": "string", "pattern": r"^\s*\d+\s*[smhd]?\s*$"}
     for key in ("timeout", "starting_deadline"):
         props[key]["anyOf"] = [{"type": "integer", "minimum": 0}, duration]
-    for env in (props["env"], defs["MatrixEntry"]["properties"]["env"]):
+    for env in (props["env"], defs["MatrixEntry"]["properties"]["env"], props["secrets"],
+                defs["MatrixEntry"]["properties"]["secrets"]):
         env["propertyNames"] = {"pattern": _ENV_NAME.pattern}
+    secret = defs["SecretRef"]["properties"]
+    secret["secret"]["pattern"] = rf"{secret_names.SECRET_ID.pattern}|{secret_names.FULL_NAME.pattern}"
+    secret["version"]["anyOf"] = [{"type": "integer", "minimum": 1}, {"type": "string", "pattern": secret_names.VERSION.pattern}]
+    secret["file"]["anyOf"][0]["pattern"] = r"^/"
+    for holder in (props["secrets"], defs["MatrixEntry"]["properties"]["secrets"]):
+        holder["additionalProperties"] = {"anyOf": [{"type": "string", "pattern": secret["secret"]["pattern"]},
+                                                    {"$ref": "#/$defs/SecretRef"}]}
     machine_types = sorted(catalog.MACHINE_TYPES)
     gpu_types = sorted(name for name, gpu in catalog.GPU_TYPES.items() if not gpu.retired)
     defs["Machine"]["properties"]["type"]["enum"] = machine_types

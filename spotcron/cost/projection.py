@@ -218,7 +218,7 @@ class StackProjection:
         total = dict.fromkeys(MONTHLY_ITEMS, 0.0)
         for part in [j.items for j in self.jobs] + [self.shared_items]:
             for key, value in part.items():
-                total[key] += value
+                total[key] = total.get(key, 0.0) + value  # a job's own items too (external_ip)
         return total
 
 

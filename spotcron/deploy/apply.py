@@ -90,8 +90,10 @@ def compute_plan(settings: Settings, jobs: Sequence[JobSpec], source_object: str
                  call: Caller, pool: ThreadPoolExecutor) -> PlanResult:
     """Read what exists and plan the way to the desired state."""
     from spotcron.deploy.planner import plan
+    from spotcron.deploy.secrets import secret_problems, with_secret_accounts
 
     names = Names.of(settings)
+    jobs = with_secret_accounts(settings, jobs)
     desired = desired_state(settings, jobs, source_object, settings.job_done_url, settings.credentials_url)
     actual = read_actual(clients, call, names, desired, pool)
     retired = retired_accounts(actual, jobs)
@@ -100,13 +102,17 @@ def compute_plan(settings: Settings, jobs: Sequence[JobSpec], source_object: str
                                 retired, project_number=actual.project_number)
         actual = read_actual(clients, call, names, desired, pool)
     missing = {job.name: job.service_account for job in jobs
-               if job.service_account and job.service_account not in actual.accounts}
+               if job.service_account and not job.deploy_account and job.service_account not in actual.accounts}
     if missing:
         listed = "; ".join(f"job {name}: service_account {email!r}" for name, email in sorted(missing.items()))
         raise DeployError(f"{listed}: no such service account in project {settings.project}, so nothing was "
                           f"changed. Create it (gcloud iam service-accounts create ACCOUNT_ID --project "
                           f"{settings.project}) and grant it what the job needs, or remove service_account from "
                           f"the job")
+    unreadable = secret_problems(settings, jobs, clients.secret_manager, call) if any(
+        job.all_secrets() for job in jobs) else []
+    if unreadable:
+        raise DeployError("a job's secret cannot be read, so nothing was changed:\n  " + "\n  ".join(unreadable))
     url = settings.job_done_url or actual.job_done_url
     broker = settings.credentials_url or actual.credentials_url
     # Again with what only the read could tell: the URLs, and the project's number (the build

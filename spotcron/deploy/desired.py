@@ -272,8 +272,12 @@ def desired_state(settings: Settings, jobs: Iterable[JobSpec], source_object: st
     resources += [Resource(TOPIC, topic, {"labels": dict(MANAGED_LABELS)}) for topic in topics]
     resources += [Resource(SERVICE_ACCOUNT, email, {"display_name": f"spotcron {email.split('@')[0]}"})
                   for email in names.accounts if names.own_account(email)]
+    from spotcron.deploy.secrets import made_accounts, secret_bindings
+
+    resources += made_accounts(jobs)
     granted = policies(bindings(names, job_accounts(jobs), advice=uses_placement(settings, jobs),
-                                project_number=project_number), conditions(names, project_number))
+                                project_number=project_number) + secret_bindings(settings, jobs),
+                       conditions(names, project_number))
     resources += granted
     resources += [r for r in retired_policies(names, retired_accounts) if r.name not in {g.name for g in granted}]
     resources.append(Resource(SOURCE, source_object, {}))

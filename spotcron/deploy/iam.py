@@ -55,6 +55,8 @@ _DEFAULT_ACCOUNT = re.compile(r"^serviceAccount:(\d+-compute@developer|[^@]+@app
 # is on (a custom role with just the two would be narrower, at the cost of deploy managing roles).
 ADVICE_ROLE = "roles/compute.viewer"
 ADVICE_PERMISSIONS = ("compute.advice.capacity", "compute.advice.capacityHistory")
+# A job's account reads each of its secrets through this role, granted on the secret alone.
+SECRET_ACCESSOR = "roles/secretmanager.secretAccessor"
 
 
 @dataclass(frozen=True)
@@ -198,7 +200,7 @@ def job_accounts(jobs: Iterable[Any]) -> tuple[str, ...]:
 
 def managed_roles(names: Names) -> frozenset[str]:
     """Roles deploy may revoke from its own accounts; any other role they hold is left alone."""
-    return frozenset(b.role for b in bindings(names, advice=True))
+    return frozenset(b.role for b in bindings(names, advice=True)) | {SECRET_ACCESSOR}
 
 
 def managed_members(names: Names, job_accounts: Iterable[str] = ()) -> frozenset[str]:

@@ -20,6 +20,7 @@ from spotcron.deploy.resources import (
     POLICY_FUNCTION,
     POLICY_PROJECT,
     POLICY_REPOSITORY,
+    POLICY_SECRET,
     POLICY_SERVICE_ACCOUNT,
     POLICY_TOPIC,
     split_policy_name,
@@ -45,6 +46,8 @@ def _where(names: Names, target: str) -> tuple[str, str]:
         return gpolicies.RUN_SERVICES, names.run_service_path(ident)
     if kind == POLICY_REPOSITORY:
         return gpolicies.REPOSITORIES, f"{names.location_path}/repositories/{ident}"
+    if kind == POLICY_SECRET:
+        return gpolicies.SECRETS, ident
     raise ValueError(f"unknown policy target {target!r}")
 
 

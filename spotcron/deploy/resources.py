@@ -102,6 +102,7 @@ POLICY_TOPIC = "topic"
 POLICY_SERVICE_ACCOUNT = "service_account"
 POLICY_FUNCTION = "function"  # the Cloud Run service behind a 2nd gen function
 POLICY_REPOSITORY = "repository"  # an Artifact Registry repository
+POLICY_SECRET = "secret"  # a Secret Manager secret, by its full name projects/P/secrets/S
 
 
 def policy_name(kind: str, ident: str) -> str:

@@ -134,10 +134,27 @@ def image_problems(settings: Settings, jobs: Sequence[JobSpec], files: Mapping[s
     return problems
 
 
+def network_problems(jobs: Sequence[JobSpec], files: Mapping[str, Path] | None = None) -> list[Problem]:
+    """A job whose VM could not pull its image: outside Google's registries with no way out.
+
+    Refused rather than warned about: every run of such a job would fail at its pull.
+    """
+    from spotcron.core.egress import pull_problem
+
+    files = files or {}
+    problems = []
+    for job in jobs:
+        problem = pull_problem(job)
+        if problem:
+            where = str(files[job.name]) if job.name in files else f"job {job.name}"
+            problems.append(Problem(where, None, "image", problem))
+    return problems
+
+
 def preflight(settings: Settings, jobs: Sequence[JobSpec], stack: Path | None,
               files: Mapping[str, Path] | None = None) -> None:
     """Raise ConfigError listing every problem deploy can see without calling Google."""
     problems = (settings_problems(settings, stack) + job_problems(jobs, files) + account_problems(settings, jobs, files)
-                + image_problems(settings, jobs, files))
+                + image_problems(settings, jobs, files) + network_problems(jobs, files))
     if problems:
         raise ConfigError(problems)

@@ -12,9 +12,10 @@ from datetime import timedelta
 
 from spotcron.core import catalog, layout
 from spotcron.core.catalog import boot_disk_type
-from spotcron.core.descriptor import GpuSpec, RunDescriptor
+from spotcron.core.descriptor import GpuSpec, RunDescriptor, SecretItem
 from spotcron.core.errors import AlreadyExists, CreateFailed, Transient
 from spotcron.core.runs import Attempt, RunRecord, RunState, vm_labels
+from spotcron.core.secrets import resource
 from spotcron.core.spec import JobSpec
 from spotcron.engine import transitions
 from spotcron.engine.callers import expected_email
@@ -48,6 +49,10 @@ def instance_request(record: RunRecord, spec: JobSpec, attempt: Attempt, deps: D
         local_command=list(spec.local.command) if spec.local else None,
         checkpoint_object=layout.checkpoint_archive(record.job, record.run_id),
         metadata_access=spec.reaches_metadata,
+        # Names and versions only: the runner reads each value itself, with the VM's own account.
+        secrets=[SecretItem(name=name, version=f"{resource(ref.secret, settings.project)}/versions/{ref.version}",
+                            file=ref.file) for name, ref in sorted(spec.secrets.items())],
+        egress=spec.has_egress,
     )
     # G2/A2/A3 machine types come with their GPUs; only N1 takes guestAccelerators.
     gpu = None if _bundled_gpu(attempt.machine_type) else spec.machine.gpu

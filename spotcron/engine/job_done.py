@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -36,6 +37,8 @@ from spotcron.engine.token_claims import decode_unverified
 from spotcron.engine.writer import step
 
 log = logging.getLogger("spotcron.engine")
+_SECRET_VAR = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+_VERSION_ID = re.compile(r"[A-Za-z0-9_-]{1,40}")
 
 
 class CallbackBody(BaseModel):
@@ -57,6 +60,17 @@ class CallbackBody(BaseModel):
     finished_at: AwareDatetime | None = None
     # Why the job did not start (the runner's words: no host GPU, the driver failed); the run's reason.
     problem: str | None = Field(None, max_length=500)
+    # The version each secret resolved to ({"BOT_TOKEN": "12"}): names and numbers, never values.
+    secret_versions: dict[str, str] = {}
+
+    @field_validator("secret_versions", mode="before")
+    @classmethod
+    def _versions(cls, value: Any) -> dict[str, str]:
+        # The runner's own words, but kept only when they look like what it sends: anything else is dropped.
+        if not isinstance(value, dict):
+            return {}
+        return {k: v for k, v in list(value.items())[:64] if isinstance(k, str) and isinstance(v, str)
+                and _SECRET_VAR.fullmatch(k) and _VERSION_ID.fullmatch(v)}
 
     @field_validator("started_at", "finished_at")
     @classmethod
@@ -191,7 +205,8 @@ def _record_outcome(deps: Deps, record: RunRecord, callback: CallbackBody, zone:
         number=callback.attempt, status=callback.status, exit_code=callback.exit_code,
         timed_out=callback.timed_out, uploaded=callback.uploaded, manifest_present=complete,
         started_at=callback.started_at, finished_at=callback.finished_at, zone=zone, zones=deps.settings.zones,
-        metrics=tuple(metrics.items()), problem=callback.problem)
+        metrics=tuple(metrics.items()), problem=callback.problem,
+        secret_versions=tuple(sorted(callback.secret_versions.items())))
     stepped = step(deps, record.job, record.run_id, event)
     if stepped.record is None:
         return record

@@ -165,6 +165,7 @@ class AttemptReported:
     # The attempt's checked metrics.json as record fields (metrics or metrics_problem); kept when the run ends.
     metrics: tuple[tuple[str, object], ...] = ()
     problem: str | None = None  # the runner's word on why the job did not start (no GPU, driver failed)
+    secret_versions: tuple[tuple[str, str], ...] = ()  # the version each secret resolved to
 
 
 @dataclass(frozen=True)
@@ -424,6 +425,7 @@ def attempt_reported(record: RunRecord, event: AttemptReported, now: datetime) -
     ended = attempt.model_copy(update={
         "outcome": outcome, "exit_code": event.exit_code, "started_at": event.started_at,
         "finished_at": event.finished_at, "deleted_at": now, "zone": attempt.zone or event.zone,
+        **({"secret_versions": dict(event.secret_versions)} if event.secret_versions else {}),
     })
     updated = record.with_attempt(ended, now)
     current = record.current_attempt

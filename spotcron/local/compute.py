@@ -26,6 +26,7 @@ from pathlib import Path
 
 from spotcron.core.descriptor import METADATA_KEY, RunDescriptor
 from spotcron.core.errors import AlreadyExists, Transient
+from spotcron.core.secrets import LOCAL_PREFIX
 from spotcron.engine.ports import Instance, InstanceRequest
 from spotcron.local import leftovers
 from spotcron.local.containers import Lookup, find_runtime
@@ -64,7 +65,7 @@ class LocalCompute:
                  cwd: Path, runtime_for=find_runtime, runner: Path | None = None,
                  preemption_notice_s: float = PREEMPTION_NOTICE_S, containment: Containment | None = None,
                  gpus: Sequence[str] | None = None, host: str | None = None,
-                 notify: Callable[[str], None] | None = None):
+                 notify: Callable[[str], None] | None = None, secrets_url: str = ""):
         self.metadata = metadata
         self.storage_url = storage_url
         self.vms_dir = Path(state_dir) / "vms"
@@ -78,6 +79,7 @@ class LocalCompute:
         self.gpus = GpuPool(host_gpus() if gpus is None else gpus)
         self.host = host or socket.gethostname()
         self.notify = notify  # says to the user, once, why containers are not used (a stopped daemon)
+        self.secrets_url = secrets_url  # the local Secret Manager (local/secret_manager.py)
         self._told: set[str] = set()
         self._vms: dict[tuple[str, str], _Vm] = {}
         self._runtimes: dict[str, Lookup] = {}
@@ -285,7 +287,8 @@ class LocalCompute:
             # after another; each gets its share unless the user's environment says otherwise.
             **{var: str(max(1, (os.cpu_count() or 1) // max(1, sharing)))
                for var in THREAD_VARS if var not in self.base_env},
-            **self.base_env,
+            # Secret values reach a runner only through the local Secret Manager, never its environment.
+            **{k: v for k, v in self.base_env.items() if not k.startswith(LOCAL_PREFIX)},
             # The job's local.command runs with this Python first on PATH, so `python3` has our deps.
             "PATH": os.pathsep.join([str(Path(sys.executable).parent), self.base_env.get("PATH", os.defpath)]),
             "SPOTCRON_METADATA_URL": self.metadata.url_for(name),
@@ -307,6 +310,9 @@ class LocalCompute:
             # and shows the job exactly these GPUs (none for a configuration without one).
             "SPOTCRON_LOCAL_HOST": self.host,
             "SPOTCRON_LOCAL_GPUS": ",".join(gpus),
+            # Secrets are read from the local Secret Manager and kept on tmpfs where there is one.
+            "SPOTCRON_SECRETS_URL": self.secrets_url or "http://127.0.0.1:9/v1",
+            "SPOTCRON_SECRETS_DIR": secrets_dir(name, workdir),
         }
 
     def _start_runner(self, request: InstanceRequest,
@@ -329,6 +335,15 @@ class LocalCompute:
         started = leftovers.process_started(process.pid)
         leftovers.write(workdir, leftovers.VmRecord(request.name, request.zone, runtime, process.pid, started))
         return process, runtime, workdir
+
+
+def secrets_dir(name: str, workdir: Path) -> str:
+    """Where a local VM's runner keeps its secrets' files: tmpfs (/dev/shm) where the system has
+    one, so a value never reaches a disk; else beside its work directory (deleted with the VM)."""
+    shm = Path("/dev/shm")
+    if shm.is_dir() and os.access(shm, os.W_OK):
+        return str(shm / f"spotcron-{os.getuid()}-{name}-{os.urandom(4).hex()}")
+    return str(workdir / ".secrets")
 
 
 def _kill_group(process: subprocess.Popen) -> None:

@@ -81,3 +81,23 @@ def detect(*, platform: str = sys.platform, is_root: bool | None = None,
         return Containment(PROCESS_GROUP, (), f"{fallback}: {why}")
     return Containment(PID_NAMESPACE, prefix, "local VMs run in PID namespaces of their own: deleting one ends "
                        "every process its job started", user_namespace=not is_root)
+
+
+NO_NETWORK_PREFIXES = (("unshare", "--net", "--"), ("unshare", "--user", "--map-current-user", "--net", "--"),
+                       ("unshare", "--user", "--map-root-user", "--net", "--"))
+
+
+def network_statement(*, platform: str = sys.platform, which: Callable[[str], str | None] = shutil.which,
+                      probe: Probe = _runs) -> str:
+    """One line for `spotcron up`: whether a local job without `internet: true` loses its network,
+    as it would on its VM (which has no external address), or keeps it here."""
+    if platform.startswith("linux") and which("unshare") is not None:
+        if any(probe(prefix) for prefix in NO_NETWORK_PREFIXES):
+            return ("jobs without internet: true run without a network (their own network namespace), as their "
+                    "VMs have no route outside Google")
+        why = "this system lets no process leave the network (unshare --net failed)"
+    else:
+        why = (f"Linux network namespaces are not available on {platform}" if not platform.startswith("linux")
+               else "`unshare` (util-linux) is not installed")
+    return (f"warning: {why}: jobs without internet: true reach the internet here, which their VMs could not; "
+            f"write internet: true on a job that needs it")

@@ -189,6 +189,11 @@ class LocalMetadataServer:
             self._vm(name).metadata[key] = value
             self._changed.notify_all()
 
+    def vms(self) -> list[FakeVm]:
+        """Every registered VM."""
+        with self._changed:
+            return list(self._vms.values())
+
     def vm(self, name: str) -> FakeVm | None:
         with self._changed:
             return self._vms.get(name)

@@ -83,6 +83,7 @@ class LocalStack:
         from spotcron.local.compute import LocalCompute
         from spotcron.local.containers import find_runtime
         from spotcron.local.metadata import LocalMetadataServer
+        from spotcron.local.secret_manager import LocalSecrets, SecretAccessServer
 
         # The same main.py deploy ships: the wheel's copy or the checkout's (runtime/assets.py).
         source = str(assets.functions_dir() / "main.py")
@@ -105,13 +106,18 @@ class LocalStack:
         self._stack.append(broker.stop)
         settings = local_settings(job_done.url, broker.url, sweep_interval=self.sweep_interval, grace=self.grace,
                                   limits=self.limits)
-        # Its VMs' own access tokens reach no storage (the VM account holds no storage role).
-        metadata = LocalMetadataServer(project=settings.project,
-                                       service_account=settings.vm_service_account_email).start()
+        # Its VMs' own access tokens reach no storage (the VM account holds no storage role); each
+        # reads the secrets its descriptor names from the local Secret Manager.
+        local_secrets = LocalSecrets(self.environ, self.state_dir)
+        metadata = LocalMetadataServer(project=settings.project, service_account=settings.vm_service_account_email,
+                                       access_tokens=local_secrets.token_for).start()
         self._stack.append(metadata.stop)
+        local_secrets.vm_descriptor = _descriptor_by_token(metadata, local_secrets)
+        secret_server = SecretAccessServer(local_secrets).start()
+        self._stack.append(secret_server.stop)
         compute = LocalCompute(metadata, bucket.url, self.state_dir, clock, base_env=self.environ, cwd=self.cwd,
                                runtime_for=self.runtime_for or find_runtime, containment=self.containment,
-                               notify=self.notify)
+                               notify=self.notify, secrets_url=secret_server.url)
         self._stack.append(compute.close)
         # Before any message is handled: the first sweep would take a crashed stack's VMs for
         # vanished ones and start their runs again while the old attempts still ran.
@@ -255,6 +261,18 @@ class LocalStack:
                 self.sweep_now()
                 next_sweep = time.monotonic() + self.settings.sweep_interval
             time.sleep(poll_s)
+
+
+def _descriptor_by_token(metadata, local_secrets) -> Callable[[str], str | None]:
+    import hmac
+
+    def find(token: str) -> str | None:
+        for vm in metadata.vms():
+            if hmac.compare_digest(local_secrets.token_for(vm.metadata), token):
+                return vm.metadata.get("spotcron-run")
+        return None
+
+    return find
 
 
 def _poster(client) -> Callable[[str, dict[str, Any]], None]:

@@ -86,8 +86,10 @@ def run(args: list[str]) -> int:
         elif option in ("-e", "--env"):
             key, sep, val = value.partition("=")
             if not sep:
-                print(f"fake docker: -e {value!r} has no '='", file=sys.stderr)
-                return 125
+                # docker's `-e NAME`: the value of NAME in docker's own environment; unset there, not set.
+                if key in os.environ:
+                    env[key] = os.environ[key]
+                continue
             env[key] = val
         elif option == "--entrypoint":
             entrypoint = value

@@ -107,7 +107,7 @@ def write_containers_conf(path: Path) -> Path:
     return path
 
 
-def write_rootfs_tar(busybox: Path, tar_path: Path) -> Path:
+def write_rootfs_tar(busybox: Path, tar_path: Path, applets: tuple[str, ...] = APPLETS) -> Path:
     """A rootfs of /bin/busybox and its applet links, as a tar that `podman import` reads."""
     with tarfile.open(tar_path, "w") as tar:
         for folder in ("bin", "tmp", "results"):
@@ -118,19 +118,19 @@ def write_rootfs_tar(busybox: Path, tar_path: Path) -> Path:
             info = tarfile.TarInfo("bin/busybox")
             info.size, info.mode = busybox.stat().st_size, 0o755
             tar.addfile(info, binary)
-        for applet in APPLETS:
+        for applet in applets:
             info = tarfile.TarInfo(f"bin/{applet}")
             info.type, info.linkname = tarfile.SYMTYPE, "busybox"
             tar.addfile(info)
     return tar_path
 
 
-def build_problem(podman: Podman, workdir: Path) -> str | None:
+def build_problem(podman: Podman, workdir: Path, applets: tuple[str, ...] = APPLETS) -> str | None:
     """Build the image from the static busybox; podman's complaint when it cannot, else None."""
     busybox = static_busybox()
     if busybox is None:
         return "no statically linked busybox: install busybox-static"
-    tar_path = write_rootfs_tar(busybox, workdir / "rootfs.tar")
+    tar_path = write_rootfs_tar(busybox, workdir / "rootfs.tar", applets)
     try:
         _podman(podman.binary, "import", "--quiet", "--change", 'CMD ["sh"]', str(tar_path), podman.image)
     except RuntimeError as error:
@@ -171,7 +171,7 @@ def _podman(podman: str, *args: str) -> str:
 
 
 @contextlib.contextmanager
-def ready(workdir: Path, image: str = IMAGE) -> Iterator[Podman]:
+def ready(workdir: Path, image: str = IMAGE, applets: tuple[str, ...] = APPLETS) -> Iterator[Podman]:
     """Podman with `image` built in `workdir` and able to run it, removed afterwards; the test
     skips with the reason when podman is missing or cannot run here, and fails under CI, which
     installs podman with `make tools` and so must be able to run it."""
@@ -184,7 +184,7 @@ def ready(workdir: Path, image: str = IMAGE) -> Iterator[Podman]:
     assert binary is not None
     found = Podman(binary=binary, image=image, containers_conf=write_containers_conf(workdir / "containers.conf"))
     try:
-        problem = build_problem(found, workdir) or run_problem(found, os.environ)
+        problem = build_problem(found, workdir, applets) or run_problem(found, os.environ)
         if problem and os.environ.get("CI"):
             pytest.fail(f"{problem}; CI installs podman with `make tools`, so it must be able to run it there")
         if problem:

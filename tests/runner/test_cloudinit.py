@@ -19,7 +19,7 @@ def test_user_data_is_cloud_config_carrying_every_runner_file_byte_for_byte():
     files = {f["path"]: f for f in config["write_files"]}
     names = sorted(p.name for p in runner_dir().glob("*.sh"))
     assert names == ["checkpoint.sh", "container.sh", "hardware.sh", "http.sh", "metadata.sh", "preemption.sh",
-                     "runner.sh", "storage.sh"]
+                     "runner.sh", "secrets.sh", "storage.sh"]
     for name in names:
         entry = files[f"{INSTALL_DIR}/{name}"]
         assert entry["content"] == (runner_dir() / name).read_text()

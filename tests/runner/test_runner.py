@@ -99,7 +99,7 @@ def test_local_command_uploads_results_logs_and_manifest_then_calls_back(harness
     assert call.body == {**call.body, "job": "hello", "run_id": "20260101-1000", "attempt": 1,
                          "status": "exited", "exit_code": 0, "timed_out": False, "uploaded": True}
     assert set(call.body) == {"job", "run_id", "attempt", "status", "exit_code", "timed_out", "uploaded",
-                              "started_at", "finished_at", "problem"}
+                              "started_at", "finished_at", "problem", "secret_versions"}
     assert call.body["problem"] is None
     assert _iso(call.body["started_at"]) <= _iso(call.body["finished_at"])
     engine = call.claims["google"]["compute_engine"]

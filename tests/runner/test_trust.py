@@ -67,6 +67,15 @@ def test_outputs_swapped_for_links_while_uploading_never_upload_a_host_file(harn
 # --- the container and the metadata server ----------------------------------------------------
 
 
+def _dns_rules(chain: str, address: str) -> list[str]:
+    """What the wall does for DNS after a new DROP: any old ACCEPT goes, a new one goes above the DROP."""
+    calls = []
+    for proto in ("udp", "tcp"):
+        rule = f"{chain} -i spotcron0 -d {address} -p {proto} --dport 53 -j ACCEPT"
+        calls += [f"-w -D {rule}", f"-w -C {rule}", f"-w -I {rule}"]
+    return calls
+
+
 def test_the_container_runs_on_a_network_that_drops_the_metadata_server(harness: RunnerHarness):
     result = harness.run(harness.descriptor(), docker=harness.fake_docker)
 
@@ -75,15 +84,18 @@ def test_the_container_runs_on_a_network_that_drops_the_metadata_server(harness:
     assert ["network", "inspect", "spotcron"] in calls
     assert ["network", "create", "--driver", "bridge", "-o", "com.docker.network.bridge.name=spotcron0",
             "spotcron"] in calls
+    # DNS to the metadata server's address is let through, above the DROP (the VM's resolver is there).
     assert harness.iptables_calls() == [
         "-w -C DOCKER-USER -i spotcron0 -d 169.254.169.254/32 -j DROP",
         "-w -I DOCKER-USER -i spotcron0 -d 169.254.169.254/32 -j DROP",
+        *_dns_rules("DOCKER-USER", "169.254.169.254/32"),
     ]
     # Compute Engine's metadata server also answers on IPv6, at fd20:ce::254.
     assert harness.iptables_calls("ip6tables") == [
         "-w -n -L DOCKER-USER",
         "-w -C DOCKER-USER -i spotcron0 -d fd20:ce::254/128 -j DROP",
         "-w -I DOCKER-USER -i spotcron0 -d fd20:ce::254/128 -j DROP",
+        *_dns_rules("DOCKER-USER", "fd20:ce::254/128"),
     ]
     [run] = [argv for argv in calls if argv[0] == "run"]
     assert run[run.index("--network") + 1] == "spotcron"
@@ -103,6 +115,7 @@ def test_without_docker_ipv6_rules_the_ipv6_wall_goes_first_in_forward(harness: 
         "-w -n -L DOCKER-USER",
         "-w -C FORWARD -i spotcron0 -d fd20:ce::254/128 -j DROP",
         "-w -I FORWARD -i spotcron0 -d fd20:ce::254/128 -j DROP",
+        *_dns_rules("FORWARD", "fd20:ce::254/128"),
     ]
     assert [argv for argv in harness.docker_calls() if argv[0] == "run"]
 
@@ -116,9 +129,13 @@ def test_a_second_attempt_on_the_same_machine_reuses_the_network_and_the_rule(ha
     harness.run(harness.descriptor(), docker=harness.fake_docker)
 
     assert not [argv for argv in harness.docker_calls() if argv[:2] == ["network", "create"]]
-    assert harness.iptables_calls() == ["-w -C DOCKER-USER -i spotcron0 -d 169.254.169.254/32 -j DROP"]
+    dns = "-w -C {} -i spotcron0 -d {} -p {} --dport 53 -j ACCEPT"
+    assert harness.iptables_calls() == ["-w -C DOCKER-USER -i spotcron0 -d 169.254.169.254/32 -j DROP",
+                                        *(dns.format("DOCKER-USER", "169.254.169.254/32", p) for p in ("udp", "tcp"))]
     assert harness.iptables_calls("ip6tables") == ["-w -n -L DOCKER-USER",
-                                                   "-w -C DOCKER-USER -i spotcron0 -d fd20:ce::254/128 -j DROP"]
+                                                   "-w -C DOCKER-USER -i spotcron0 -d fd20:ce::254/128 -j DROP",
+                                                   *(dns.format("DOCKER-USER", "fd20:ce::254/128", p)
+                                                     for p in ("udp", "tcp"))]
 
 
 def test_a_job_that_opts_in_gets_the_host_network_and_no_rule(harness: RunnerHarness):

@@ -54,12 +54,28 @@ pull_image() {
   retry "$RETRIES" _pull_once || log "could not pull $D_IMAGE"
 }
 
-# wall IPTABLES CHAIN ADDRESS: drop what the job's bridge sends to ADDRESS (unless already so).
+# wall IPTABLES CHAIN ADDRESS: drop what the job's bridge sends to ADDRESS, except DNS. On
+# Compute Engine the VM's resolver is the metadata server's address (port 53), and a container's
+# DNS queries leave from its own network namespace, so they cross this chain: dropping them
+# leaves the job unable to resolve any name. The ACCEPTs must sit above the DROP: when the DROP
+# is new, an ACCEPT left from before (now below it) is replaced.
 wall() {
-  local rule=("$2" -i "$JOB_BRIDGE" -d "$3" -j DROP)
-  "$1" -w -C "${rule[@]}" 2>/dev/null || "$1" -w -I "${rule[@]}" && return 0
-  note "could not block the metadata server for the job network; the job does not run without its wall ($1 failed)"
-  return 1
+  local drop=("$2" -i "$JOB_BRIDGE" -d "$3" -j DROP) dns proto fresh=0
+  if ! "$1" -w -C "${drop[@]}" 2>/dev/null; then
+    "$1" -w -I "${drop[@]}" || {
+      note "could not block the metadata server for the job network; the job does not run without its wall ($1 failed)"
+      return 1
+    }
+    fresh=1
+  fi
+  for proto in udp tcp; do
+    dns=("$2" -i "$JOB_BRIDGE" -d "$3" -p "$proto" --dport 53 -j ACCEPT)
+    ((fresh)) && "$1" -w -D "${dns[@]}" 2>/dev/null
+    "$1" -w -C "${dns[@]}" 2>/dev/null || "$1" -w -I "${dns[@]}" || {
+      note "could not let the job network reach DNS at $3 ($1 failed); the job would resolve no name"
+      return 1
+    }
+  done
 }
 
 # The container runs on its own bridge network, whose traffic to the metadata server is dropped,
@@ -68,6 +84,9 @@ wall() {
 wall_off_metadata() {
   [[ $DOCKER == none ]] && return 0
   [[ $D_METADATA_ACCESS == true ]] && { NETWORK_ARGS=(--network host); return 0; }
+  # Locally a job whose VM would have no internet gets no network at all, as it would find there.
+  # (One with metadata access keeps the host's: its metadata server is on this machine's loopback.)
+  [[ -n $LOCAL_HOST && $D_EGRESS == false ]] && { NETWORK_ARGS=(--network none); return 0; }
   local create=("$DOCKER" network create --driver bridge)
   [[ $IPTABLES == none ]] || create+=(-o "com.docker.network.bridge.name=$JOB_BRIDGE")
   if ! "$DOCKER" network inspect "$JOB_NETWORK" >/dev/null 2>&1 && ! "${create[@]}" "$JOB_NETWORK" >&2; then
@@ -98,31 +117,70 @@ start_job() {
     # {results} and {checkpoint} in the local command name this attempt's directories.
     for item in "${D_LOCAL_COMMAND[@]}"; do item=${item//\{results\}/$RESULTS_DIR} cmd+=("${item//\{checkpoint\}/$CKPT_DIR}"); done
     results=$RESULTS_DIR ckpt=${ckpt:+$CKPT_DIR}
+    if [[ -n $LOCAL_HOST && $D_EGRESS == false && $D_METADATA_ACCESS != true ]]; then
+      local words=()
+      read -ra words < <(no_network_prefix)
+      cmd=("${words[@]}" "${cmd[@]}")
+    fi
   fi
   # spotcron's own variables (and the GPUs the configuration gets) come after the job's env, so
   # they always win.
   env+=("${GPU_ENV[@]}" "SPOTCRON_JOB=$D_JOB" "SPOTCRON_RUN_ID=$D_RUN_ID" "SPOTCRON_ATTEMPT=$D_ATTEMPT" "SPOTCRON_RESULTS_DIR=$results"
     ${ckpt:+"SPOTCRON_CHECKPOINT_DIR=$ckpt"})
+  # With secrets, the output reaches logs.txt through the masker; a job never starts unmasked.
+  local out=$LOGS
+  if ! start_masker; then
+    PROBLEM="could not start the log masker for the job's secrets; the job does not run unmasked" && note "$PROBLEM"
+    return 1
+  fi
+  [[ -n $MASK_FIFO ]] && out=$MASK_FIFO
   if [[ $DOCKER == none ]]; then
     (
       if [[ -n $ORIGINAL_LC_ALL_SET ]]; then export LC_ALL=$ORIGINAL_LC_ALL; else unset LC_ALL; fi
-      # The local VM's name for its processes stays, so local mode can find all of them.
-      local local_vm=${SPOTCRON_LOCAL_VM-}
-      unset "${!SPOTCRON_@}"
-      [[ -n $local_vm ]] && export SPOTCRON_LOCAL_VM=$local_vm
+      minimal_env
       for item in "${env[@]}"; do export "${item?}" 2>/dev/null || log "skipping env ${item%%=*}: not a valid name"; done
+      export_secrets
       exec "${cmd[@]}"
-    ) >>"$LOGS" 2>&1 </dev/null &
+    ) >>"$out" 2>&1 </dev/null &
   else
+    secret_args
     cmd=("$DOCKER" run --rm --name "$CONTAINER_NAME" "${NETWORK_ARGS[@]}" -v "$RESULTS_DIR:$D_RESULTS_PATH"
-      ${ckpt:+-v "$CKPT_DIR:$ckpt"} "${GPU_ARGS[@]}")
+      ${ckpt:+-v "$CKPT_DIR:$ckpt"} "${GPU_ARGS[@]}" "${SECRET_ARGS[@]}")
     for item in "${env[@]}"; do cmd+=(-e "$item"); done
     # As Kubernetes reads them: command[0] is the entrypoint; args replace the image's CMD.
     ((${#D_COMMAND[@]})) && cmd+=(--entrypoint "${D_COMMAND[0]}")
     "$DOCKER" rm -f "$CONTAINER_NAME" >/dev/null 2>&1
-    "${cmd[@]}" "$D_IMAGE" "${D_COMMAND[@]:1}" "${D_ARGS[@]}" >>"$LOGS" 2>&1 </dev/null &
+    # The secrets' values are in docker's environment only (`-e NAME` reads them from there).
+    (export_secrets && exec "${cmd[@]}" "$D_IMAGE" "${D_COMMAND[@]:1}" "${D_ARGS[@]}") >>"$out" 2>&1 </dev/null &
   fi
   JOB_PID=$!
+}
+
+# Words that run a command without a network (its own empty network namespace), as a job whose VM
+# has no external address would be there; none where this system allows no namespace (said once).
+no_network_prefix() {
+  local prefix
+  for prefix in "unshare --net --" "unshare --user --map-current-user --net --" "unshare --user --map-root-user --net --"; do
+    # shellcheck disable=SC2086  # words
+    $prefix true 2>/dev/null && { echo "$prefix"; return 0; }
+  done
+  note "this machine lets no process leave the network (unshare --net failed): the job reaches the internet here," \
+    "which its VM could not (write internet: true if it needs it)"
+}
+
+# A local command gets what a VM's container would, not the caller's shell: PATH, HOME, the
+# user, the locale and time zone, the thread counts local mode shares out, and local mode's
+# marker for its processes; the job's env and secrets are added after. A variable a job
+# silently inherited here would be missing on its VM.
+minimal_env() {
+  local name
+  for name in $(compgen -e); do
+    case $name in
+      PATH | HOME | USER | LOGNAME | LANG | LANGUAGE | LC_* | TZ | TMPDIR | SPOTCRON_LOCAL_VM) ;;
+      OMP_NUM_THREADS | OPENBLAS_NUM_THREADS | MKL_NUM_THREADS) ;;
+      *) unset "$name" ;;
+    esac
+  done
 }
 
 job_alive() { [[ -n $JOB_PID ]] && kill -0 "$JOB_PID" 2>/dev/null; }
@@ -196,6 +254,7 @@ supervise() {
   wait_pid "$JOB_PID"
   EXIT_CODE=$WAIT_RC JOB_PID=""
   end_bg BG_PID
+  end_secrets
   # A shutdown signal sent to the whole process group reaches the job too: it may end before
   # the loop above sees the notice. The notice still came first, so the job was stopped.
   # The runner stopped it, then: its exit status says nothing about the job.

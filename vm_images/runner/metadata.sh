@@ -56,10 +56,10 @@ load_descriptor() {
     return 1
   fi
   for key in job run_id image bucket prefix job_done_url deadline attempt timeout_s checkpoint_object \
-    results_path checkpoint_path credentials_url metadata_access gpu_type gpu_count; do
+    results_path checkpoint_path credentials_url metadata_access gpu_type gpu_count egress; do
     printf -v "D_${key^^}" '%s' "${raw[$key]-}"
   done
-  for key in command args local_command env; do
+  for key in command args local_command env secrets; do
     local -n list=D_${key^^}
     list=()
     [[ -z ${raw[$key]-} ]] || mapfile -d '' -t list < <(printf '%s' "${raw[$key]}" | base64 -d)
@@ -89,12 +89,13 @@ iso_or_null() { if [[ -n $1 ]]; then printf '"%s"' "$1"; else printf null; fi; }
 
 send_callback() {
   local code=null problem=null
+  secret_versions_json
   [[ $EXIT_CODE =~ ^[0-9]+$ ]] && code=$EXIT_CODE
   [[ -n $PROBLEM ]] && json_quote "${PROBLEM:0:400}" && problem=$JQ
   json_quote "$D_JOB" "$D_RUN_ID"
-  printf '{"job":%s,"run_id":%s,"attempt":%s,"status":"%s","exit_code":%s,"timed_out":%s,"uploaded":%s,"started_at":%s,"finished_at":%s,"problem":%s}\n' \
+  printf '{"job":%s,"run_id":%s,"attempt":%s,"status":"%s","exit_code":%s,"timed_out":%s,"uploaded":%s,"started_at":%s,"finished_at":%s,"problem":%s,"secret_versions":%s}\n' \
     "${QS[@]}" "$D_ATTEMPT" "$STATUS" "$code" "$TIMED_OUT" "$UPLOADED" "$(iso_or_null "$STARTED_AT")" \
-    "$(iso_or_null "$FINISHED_AT")" "$problem" >"$TMP/callback.json"
+    "$(iso_or_null "$FINISHED_AT")" "$problem" "$SECRET_VERSIONS_JSON" >"$TMP/callback.json"
   retry "$CALLBACK_RETRIES" _callback_once && log "reported $STATUS (exit code $code, uploaded $UPLOADED) to $D_JOB_DONE_URL" &&
     return 0
   log "could not report to $D_JOB_DONE_URL (HTTP $HTTP_CODE); the sweep will reap this VM"

@@ -23,7 +23,8 @@ for setting in METADATA_URL=http://metadata.google.internal/computeMetadata/v1 D
   CALLBACK_RETRIES=8 BACKOFF_MS=1000 BACKOFF_MAX_MS=30000 STOP_GRACE=10 POLL=0.5 CONNECT_TIMEOUT=5 \
   HTTP_TIMEOUT=120 UPLOAD_TIMEOUT=3600 PREEMPT_WAIT=60 SHUTDOWN_BUDGET=18 SHUTDOWN_LIMIT=28 SHUTDOWN_RETRIES=2 \
   SHUTDOWN_HTTP_TIMEOUT=8 COS_EXTENSIONS=cos-extensions NVIDIA_DIR=/var/lib/nvidia DEV_DIR=/dev \
-  JOB_NETWORK=spotcron JOB_BRIDGE=spotcron0 LOCAL_HOST= LOCAL_GPUS= GPU_PROBLEM=; do
+  JOB_NETWORK=spotcron JOB_BRIDGE=spotcron0 LOCAL_HOST= LOCAL_GPUS= GPU_PROBLEM= \
+  SECRETS_URL=https://secretmanager.googleapis.com/v1 SECRETS_DIR=/run/spotcron/secrets; do
   override=SPOTCRON_${setting%%=*}
   printf -v "${setting%%=*}" '%s' "${!override:-${setting#*=}}"
 done
@@ -31,7 +32,7 @@ done
 RUNNER_PID=$$ RESULTS_DIR=$WORKDIR/results CKPT_DIR=$WORKDIR/checkpoint LOGS=$WORKDIR/logs.txt TMP=$WORKDIR/.runner
 HERE=${BASH_SOURCE[0]%/*}
 [[ $HERE == "${BASH_SOURCE[0]}" ]] && HERE=.
-for part in http metadata storage checkpoint preemption container hardware; do
+for part in http metadata storage checkpoint preemption secrets container hardware; do
   # shellcheck source=/dev/null  # each part is checked on its own
   source "$HERE/$part.sh"
 done
@@ -40,6 +41,7 @@ cleanup() {
   end_bg WATCHER_PID && end_bg BG_PID
   job_alive && kill_job
   [[ -n $NAP_PID ]] && kill "$NAP_PID" 2>/dev/null
+  end_secrets
   rm -rf "$TMP"
 }
 
@@ -59,6 +61,7 @@ run_attempt() {
     restore_checkpoint
     ((PREEMPTED)) || pull_image
     ((PREEMPTED)) || wall_off_metadata || setup_ok=0
+    ((PREEMPTED || !setup_ok)) || fetch_secrets || setup_ok=0
     ((PREEMPTED)) || ! preempted_now || on_shutdown "preemption notice from the metadata server"
   fi
   if ((PREEMPTED)); then STATUS=preempted && note "stopped before the job started: $PREEMPT_REASON"

@@ -29,6 +29,7 @@ REQUIRED_APIS = (
     "cloudresourcemanager.googleapis.com",
     "sts.googleapis.com",
     "serviceusage.googleapis.com",
+    "secretmanager.googleapis.com",
 )
 
 

@@ -21,6 +21,7 @@ RUN_API = "https://run.googleapis.com"
 REGISTRY_API = "https://artifactregistry.googleapis.com"
 COMPUTE_API = "https://compute.googleapis.com"
 SERVICEUSAGE_API = "https://serviceusage.googleapis.com"
+SECRETS_API = "https://secretmanager.googleapis.com"
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,50 @@ class Registry(RunIam):
         # The same shapes as Cloud Run's: GET :getIamPolicy?options.requestedPolicyVersion=3,
         # POST :setIamPolicy {"policy": ...}; only the API version differs.
         return f"{self._base}/v1/{resource}:{verb}"
+
+
+class SecretManager(RunIam):
+    """Secret Manager v1 (REST): a secret, its versions, its IAM policy; adding and destroying
+    versions for `spotcron secrets`. Values cross only `add_version` (in) and never come back out."""
+
+    def _iam_url(self, resource: str, verb: str) -> str:
+        return f"{self._base}/v1/{resource}:{verb}"
+
+    def get_secret(self, name: str) -> dict[str, Any]:
+        return self._checked(self._session.get(f"{self._base}/v1/{name}", timeout=self._timeout))
+
+    def create_secret(self, project: str, secret_id: str, labels: dict[str, str]) -> dict[str, Any]:
+        return self._checked(self._session.post(f"{self._base}/v1/projects/{project}/secrets",
+                                                params={"secretId": secret_id},
+                                                json={"replication": {"automatic": {}}, "labels": labels},
+                                                timeout=self._timeout))
+
+    def list_versions(self, name: str) -> list[dict[str, Any]]:
+        versions: list[dict[str, Any]] = []
+        token = ""
+        for _ in range(100):  # bounded: 100 pages of 250
+            params = {"pageSize": 250, **({"pageToken": token} if token else {})}
+            page = self._checked(self._session.get(f"{self._base}/v1/{name}/versions", params=params,
+                                                   timeout=self._timeout))
+            versions += page.get("versions", [])
+            token = page.get("nextPageToken", "")
+            if not token:
+                break
+        return versions
+
+    def list_secrets(self, project: str) -> list[dict[str, Any]]:
+        page = self._checked(self._session.get(f"{self._base}/v1/projects/{project}/secrets",
+                                               params={"pageSize": 250}, timeout=self._timeout))
+        return page.get("secrets", [])
+
+    def add_version(self, name: str, data_b64: str, crc32c: int) -> dict[str, Any]:
+        return self._checked(self._session.post(f"{self._base}/v1/{name}:addVersion",
+                                                json={"payload": {"data": data_b64, "dataCrc32c": str(crc32c)}},
+                                                timeout=self._timeout))
+
+    def destroy_version(self, version: str) -> dict[str, Any]:
+        return self._checked(self._session.post(f"{self._base}/v1/{version}:destroy", json={},
+                                                timeout=self._timeout))
 
 
 class Network(RunIam):
@@ -298,6 +343,17 @@ class Clients:
             return ServiceUsage(session, self.endpoints.rest or SERVICEUSAGE_API, self.timeout)
 
         return self._get("serviceusage", make)
+
+    @property
+    def secret_manager(self) -> SecretManager:
+        def make() -> SecretManager:
+            from google.auth.transport.requests import AuthorizedSession
+
+            session = AuthorizedSession(self.credentials)
+            _widen_pool(session, self.pool_size)
+            return SecretManager(session, self.endpoints.rest or SECRETS_API, self.timeout)
+
+        return self._get("secret_manager", make)
 
     @property
     def network(self) -> Network:

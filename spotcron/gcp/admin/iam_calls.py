@@ -23,8 +23,9 @@ SERVICE_ACCOUNTS = "iam"
 BUCKETS = "storage"
 RUN_SERVICES = "run_iam"
 REPOSITORIES = "registry"
+SECRETS = "secret_manager"
 _PROTOBUF = frozenset({PROJECTS, TOPICS, SERVICE_ACCOUNTS})  # the generated clients' IAM mixin
-_REST = frozenset({RUN_SERVICES, REPOSITORIES})  # plain JSON over google-auth's session
+_REST = frozenset({RUN_SERVICES, REPOSITORIES, SECRETS})  # plain JSON over google-auth's session
 
 
 def _pb_to_dict(message: Any) -> Policy:

@@ -29,6 +29,7 @@ from tests.fakes.deploy.pubsub import FakePubsub
 from tests.fakes.deploy.registry import FakeRegistry
 from tests.fakes.deploy.resourcemanager import FakeResourceManager
 from tests.fakes.deploy.scheduler import FakeScheduler
+from tests.fakes.deploy.secretmanager import FakeSecretManagerAdmin
 from tests.fakes.deploy.serviceusage import FakeServiceUsage
 from tests.fakes.deploy.storage import FakeStorage
 
@@ -85,9 +86,10 @@ class FakeCloud:
         self.compute = FakeCompute(project)
         self.serviceusage = FakeServiceUsage(self.access)
         self.project_reads = FakeProjectReads(project, self.compute)  # what `spotcron doctor` reads
+        self.secrets = FakeSecretManagerAdmin(project, PolicyStore(self.access))
         # Service Usage answers first: its list of enabled services is the access model's.
         for api in (self.resourcemanager, self.pubsub, self.storage, self.scheduler, self.functions, self.registry,
-                    self.compute, self.serviceusage, self.project_reads):
+                    self.compute, self.serviceusage, self.secrets, self.project_reads):
             api.routes(self.router)
         self.http = HttpServer(self.router)
         self.iam_target = ""
