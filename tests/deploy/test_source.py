@@ -83,8 +83,8 @@ def test_the_archive_is_an_allowlist(tmp_path: Path) -> None:
 
 
 def test_only_what_the_entry_points_can_import_ships(tmp_path: Path) -> None:
-    root = make_source_root(tmp_path, "def start_job(event):\n    from spotcron.engine import launch\n")
-    for rel, text in (("spotcron/engine/__init__.py", ""), ("spotcron/engine/start_job.py", "from . import steps\n"),
+    root = make_source_root(tmp_path, "def start_job(event):\n    from spotcron.engine import start_job\n")
+    for rel, text in (("spotcron/engine/__init__.py", ""), ("spotcron/engine/start_job.py", "from . import writer\n"),
                       ("spotcron/engine/writer.py", "def later():\n    from spotcron.core.runs import RunRecord\n"),
                       ("spotcron/core/__init__.py", ""), ("spotcron/core/runs.py", ""),
                       ("spotcron/core/loader.py", "import spotcron.core.runs\n"),

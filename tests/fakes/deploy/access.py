@@ -125,6 +125,8 @@ class Access:
         self.refusals: list[str] = []  # every refused call, for assertions
         self.exists: Callable[[str], bool] | None = None  # the IAM fake's own view (its visibility_lag)
         self.project_policies: PolicyStore | None = None  # set by FakeCloud: who may call at all
+        # Custom roles (projects/P/roles/NAME -> the permissions it holds), as IAM's roles.create makes them.
+        self.custom_roles: dict[str, frozenset[str]] = {}
 
     # --- APIs ------------------------------------------------------------------------------------
 
@@ -137,6 +139,11 @@ class Access:
         with self._lock:
             for service in services:
                 self._apis[service] = -1e9
+
+    def disable(self, service: str) -> None:
+        """The project's owner turned `service` off (gcloud services disable)."""
+        with self._lock:
+            self._apis.pop(service, None)
 
     def enabled(self) -> list[str]:
         with self._lock:
@@ -219,9 +226,14 @@ class Access:
                     continue
                 if condition and not condition_holds(condition, resource):
                     continue
-                if role in EVERYTHING or permission in ROLE_PERMISSIONS.get(role, ()):
+                if role in EVERYTHING or permission in ROLE_PERMISSIONS.get(role, self.custom_roles.get(role, ())):
                     return True
         return False
+
+    def member_of(self, member: str, policy: tuple[str, dict[str, Any]]) -> bool:
+        """Whether `member` holds any propagated role in `policy` (the project's)."""
+        name, body = policy
+        return any(who == member for _, who, _ in self.effective(name, body))
 
     def check(self, member: str, permission: str, resource: str,
               policies: Iterable[tuple[str, dict[str, Any]]]) -> None:
@@ -232,7 +244,8 @@ class Access:
             raise ApiError(403, message)
 
     def admit(self, api: str, member: str | None) -> None:
-        """The router's gate: an identity, the API enabled, a role on the project (access.py)."""
+        """The router's gate: an identity, the API enabled, some role on the project; each fake API
+        checks the finer permissions it models itself (Access.check)."""
         from tests.fakes.deploy.http import SERVICES
 
         if member is None:
@@ -240,8 +253,7 @@ class Access:
         if api in SERVICES:
             self.require_api(SERVICES[api])
         if self.project_policies is not None and not member.startswith("serviceAccount:service-") and \
-                not self.allowed(member, "*", f"projects/{self.project}",
-                                 [self.project_policies.policy(f"projects/{self.project}")]):
+                not self.member_of(member, self.project_policies.policy(f"projects/{self.project}")):
             message = f"The caller {member} does not have permission on project {self.project}."
             self._refuse(message)
             raise ApiError(403, message)

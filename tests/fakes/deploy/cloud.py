@@ -84,7 +84,8 @@ class FakeCloud:
                                        registry_policies=self.registry.policies)
         self.compute = FakeCompute(project)
         self.serviceusage = FakeServiceUsage(self.access)
-        self.project_reads = FakeProjectReads(project, self.compute)  # what `spotcron doctor` reads
+        # What `spotcron doctor` reads: the same enabled APIs and IAM policies deploy's fakes enforce.
+        self.project_reads = FakeProjectReads(project, self.compute, self.access, self.project_policies)
         # Service Usage answers first: its list of enabled services is the access model's.
         for api in (self.resourcemanager, self.pubsub, self.storage, self.scheduler, self.functions, self.registry,
                     self.compute, self.serviceusage, self.project_reads):

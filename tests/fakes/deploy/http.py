@@ -73,7 +73,8 @@ Handler = Callable[[Request], tuple[int, Any]]
 SERVICES = {"iam": "iam.googleapis.com", "storage": "storage.googleapis.com", "pubsub": "pubsub.googleapis.com",
             "functions": "cloudfunctions.googleapis.com", "run": "run.googleapis.com",
             "artifactregistry": "artifactregistry.googleapis.com", "compute": "compute.googleapis.com",
-            "resourcemanager": "cloudresourcemanager.googleapis.com", "scheduler": "cloudscheduler.googleapis.com"}
+            "resourcemanager": "cloudresourcemanager.googleapis.com", "scheduler": "cloudscheduler.googleapis.com",
+            "serviceusage": "serviceusage.googleapis.com", "orgpolicy": "orgpolicy.googleapis.com"}
 TOKEN_PREFIX = "fake:"
 
 
