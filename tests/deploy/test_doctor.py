@@ -28,7 +28,7 @@ from spotcron.deploy.doctor_rules import (
 from spotcron.gcp.admin.calls import REQUIRED_APIS
 from spotcron.gcp.admin.project_reads import project_reads
 from spotcron.testing.harness import make_spec
-from tests.deploy.conftest import BUCKET, PROJECT, make_source_root, quick_caller, user_repository
+from tests.deploy.conftest import BUCKET, JOBS_DIR, PROJECT, make_source_root, quick_caller, user_repository
 from tests.fakes.deploy.access import OWNER
 from tests.fakes.deploy.cloud import FakeCloud
 
@@ -349,3 +349,17 @@ def test_an_empty_project_fails_nothing_deploy_fixes_and_says_what_it_could_not_
     assert found["network default"].status == UNKNOWN
     assert found["policy compute.trustedImageProjects"].status == UNKNOWN
     assert not empty.changing_calls()
+
+
+def test_after_a_deploy_doctor_sees_what_deploy_did(empty: FakeCloud, source) -> None:
+    """One project: the APIs deploy enabled are the ones doctor lists, and the checks that could
+    not be made before (their APIs were off) now pass."""
+    from tests.deploy.conftest import Deployer, make_settings
+
+    deployer = Deployer(empty, make_settings(), source)
+    deployer.deploy(deployer.jobs(JOBS_DIR))
+    found = checks(empty, [plain_job()])
+    assert found["APIs"].detail == f"the {len(REQUIRED_APIS)} APIs deploy needs are enabled"
+    assert found["permissions"].status == OK
+    assert found["network default"].status == OK and found["subnetwork default in us-central1"].status == OK
+    assert {c.status for n, c in found.items() if n.startswith("policy ")} == {UNKNOWN}  # Org Policy: not deploy's

@@ -49,7 +49,11 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
     "roles/iam.serviceAccountUser": frozenset({"iam.serviceAccounts.actAs"}),
     "roles/pubsub.publisher": frozenset({"pubsub.topics.publish"}),
     "roles/compute.instanceAdmin.v1": frozenset({"compute.instances.create", "compute.instances.delete",
-                                                 "compute.instances.get", "compute.instances.list"}),
+                                                 "compute.instances.get", "compute.instances.list",
+                                                 "compute.instances.setMetadata", "compute.instances.setLabels",
+                                                 "compute.instances.setTags", "compute.instances.setServiceAccount",
+                                                 "compute.disks.create", "compute.subnetworks.use",
+                                                 "compute.instances.updateShieldedVmConfig"}),
     "roles/compute.viewer": frozenset({"compute.advice.capacity", "compute.advice.capacityHistory"}),
     "roles/eventarc.serviceAgent": frozenset({"eventarc.triggers.use"}),
 }
@@ -243,7 +247,7 @@ class Access:
             self._refuse(message)
             raise ApiError(403, message)
 
-    def admit(self, api: str, member: str | None) -> None:
+    def admit(self, api: str, member: str | None, *, project_role: bool = True) -> None:
         """The router's gate: an identity, the API enabled, some role on the project; each fake API
         checks the finer permissions it models itself (Access.check)."""
         from tests.fakes.deploy.http import SERVICES
@@ -252,7 +256,7 @@ class Access:
             raise ApiError(401, "Request is missing required authentication credential.", "UNAUTHENTICATED")
         if api in SERVICES:
             self.require_api(SERVICES[api])
-        if self.project_policies is not None and not member.startswith("serviceAccount:service-") and \
+        if project_role and self.project_policies is not None and not member.startswith("serviceAccount:service-") and \
                 not self.member_of(member, self.project_policies.policy(f"projects/{self.project}")):
             message = f"The caller {member} does not have permission on project {self.project}."
             self._refuse(message)
