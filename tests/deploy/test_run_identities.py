@@ -112,3 +112,29 @@ def test_each_role_deploy_grants_the_functions_is_needed(deployer: Deployer, clo
     assert any(permission in r and member in r for r in cloud.access.refusals), cloud.access.refusals
     if store != "topic":  # the events topic is told after the start
         assert cloud.instances.inserted == []
+
+
+@pytest.mark.parametrize("forget", [False, True])
+def test_a_job_with_its_own_account_runs_as_it(deployer: Deployer, cloud: FakeCloud, jobs_dir, forget: bool) -> None:
+    """The VM of a job naming `service_account:` runs as that account: the functions need actAs on
+    it (deploy grants Service Account User on that one account), or the insert is refused."""
+    from tests.deploy.test_job_accounts import JOB_ACCOUNT, create_account, name_account
+
+    create_account(cloud)
+    name_account(jobs_dir)
+    [bot] = [job for job in deployer.jobs(jobs_dir) if job.service_account == JOB_ACCOUNT]
+    deployer.deploy(deployer.jobs(jobs_dir))
+    cloud.clock.advance(cloud.access.grant_delay_s)
+    settings = run_settings()
+    member = f"serviceAccount:{settings.functions_service_account_email}"
+    if forget:
+        _revoke(cloud.iam.policies, f"projects/{PROJECT}/serviceAccounts/{JOB_ACCOUNT}",
+                "roles/iam.serviceAccountUser", member)
+    [outcome] = launch(deps_as(cloud, settings, member), bot, requested_at=NOW)
+    if forget:
+        assert outcome.state == "failed" and "iam.serviceAccounts.actAs" in (outcome.reason or "")
+        assert cloud.instances.inserted == []
+    else:
+        assert outcome.state in ("starting", "running"), outcome
+        [(_, body)] = cloud.instances.inserted
+        assert [a["email"] for a in body["serviceAccounts"]] == [JOB_ACCOUNT]
