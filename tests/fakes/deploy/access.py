@@ -57,7 +57,21 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
     "roles/compute.viewer": frozenset({"compute.advice.capacity", "compute.advice.capacityHistory"}),
     "roles/eventarc.serviceAgent": frozenset({"eventarc.triggers.use"}),
 }
-EVERYTHING = frozenset({"roles/owner", "roles/editor"})  # the deployer's role holds every permission here
+OWNER_ROLE, EDITOR_ROLE = "roles/owner", "roles/editor"
+EVERYTHING = frozenset({OWNER_ROLE, EDITOR_ROLE})  # basic roles: every permission here, but see _basic_holds
+# The permissions that write IAM policies, which the Editor basic role lacks: Owner is "All Editor
+# permissions and permissions for … Manage roles and permissions for a project and all resources
+# within the project" (https://cloud.google.com/iam/docs/roles-overview#basic).
+SET_IAM_POLICY = ".setIamPolicy"
+# Each REST API's policy write, as the permission it checks (the resource's own setIamPolicy).
+SET_IAM_PERMISSIONS = {"resourcemanager": "resourcemanager.projects.setIamPolicy",
+                       "storage": "storage.buckets.setIamPolicy", "pubsub": "pubsub.topics.setIamPolicy",
+                       "artifactregistry": "artifactregistry.repositories.setIamPolicy",
+                       "run": "run.services.setIamPolicy"}
+
+
+def _basic_holds(role: str, permission: str) -> bool:
+    return role == OWNER_ROLE or (role == EDITOR_ROLE and not permission.endswith(SET_IAM_POLICY))
 
 # Enabled on every new project (https://cloud.google.com/service-usage/docs/enabled-service#default).
 DEFAULT_APIS = frozenset({"logging.googleapis.com", "storage.googleapis.com", "storage-api.googleapis.com",
@@ -230,9 +244,18 @@ class Access:
                     continue
                 if condition and not condition_holds(condition, resource):
                     continue
-                if role in EVERYTHING or permission in ROLE_PERMISSIONS.get(role, self.custom_roles.get(role, ())):
+                if (role in EVERYTHING and _basic_holds(role, permission)) or \
+                        permission in ROLE_PERMISSIONS.get(role, self.custom_roles.get(role, ())):
                     return True
         return False
+
+    def may_set_policy(self, api: str, member: str | None) -> None:
+        """A policy write through `api`'s REST setIamPolicy: the caller needs that API's
+        setIamPolicy permission (granted on the project, as the deployer's roles are)."""
+        permission = SET_IAM_PERMISSIONS.get(api)
+        if permission and member and self.project_policies is not None:
+            project = f"projects/{self.project}"
+            self.check(member, permission, project, [self.project_policies.policy(project)])
 
     def member_of(self, member: str, policy: tuple[str, dict[str, Any]]) -> bool:
         """Whether `member` holds any propagated role in `policy` (the project's)."""

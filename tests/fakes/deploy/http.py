@@ -90,6 +90,9 @@ class Gate(Protocol):
         """Raise ApiError unless `member` may call `api` at all (`project_role`: and holds some role
         on the project, for the routes that do not check their own permission)."""
 
+    def may_set_policy(self, api: str, member: str | None) -> None:
+        """Raise ApiError unless `member` may write IAM policies through `api`."""
+
 
 @dataclass
 class Faults:
@@ -146,6 +149,8 @@ class Router:
         try:
             if self.gate is not None:
                 self.gate.admit(api, caller(request), project_role=handler not in self.checking)
+                if request.path.endswith(":setIamPolicy") or (request.method == "PUT" and request.path.endswith("/iam")):
+                    self.gate.may_set_policy(api, caller(request))
             status, body = handler(request)
         except ApiError as error:
             return self._record(api, request, error.code, error)
