@@ -138,3 +138,28 @@ def test_a_job_with_its_own_account_runs_as_it(deployer: Deployer, cloud: FakeCl
         assert outcome.state in ("starting", "running"), outcome
         [(_, body)] = cloud.instances.inserted
         assert [a["email"] for a in body["serviceAccounts"]] == [JOB_ACCOUNT]
+
+
+def test_the_vm_account_may_do_what_the_vm_does_and_no_more(deployer: Deployer, cloud: FakeCloud) -> None:
+    """The VM's own calls, as the VM account, against the policies deploy wrote (propagated): pull
+    the image, call job_done and the credentials broker (Cloud Run checks run.routes.invoke,
+    https://cloud.google.com/run/docs/securing/managing-access); never start_job, never the
+    bucket itself (its uploads use the broker's downscoped token)."""
+    _, _, vm = deployed(deployer, cloud)
+    member = f"serviceAccount:{vm}"
+    location = f"projects/{PROJECT}/locations/us-central1"
+    project = cloud.project_policies.policy(f"projects/{PROJECT}")
+
+    def invoke(function: str) -> bool:
+        service = f"{location}/services/{function}"
+        return cloud.access.allowed(member, "run.routes.invoke", service,
+                                    [cloud.functions.run_policies.policy(service), project])
+
+    repository = f"{location}/repositories/spotcron"
+    assert cloud.access.allowed(member, "artifactregistry.repositories.downloadArtifacts", repository,
+                                [cloud.registry.policies.policy(repository), project])
+    assert invoke("spotcron-job-done") and invoke("spotcron-credentials")
+    assert not invoke("spotcron-start-job") and not invoke("spotcron-sweep")
+    bucket = f"projects/_/buckets/{BUCKET}"
+    assert not cloud.access.allowed(member, "storage.objects.create", f"{bucket}/objects/x",
+                                    [cloud.storage.policies.policy(bucket), project])
