@@ -1,7 +1,9 @@
 """`spotcron doctor`: will this project take the stack? Read-only checks, each with its fix.
 
 Before anything is created, the project is looked at the way a first deploy and a first run
-would meet it: the APIs deploy needs are enabled, the deployer holds the permissions deploy uses,
+would meet it: the APIs deploy needs are enabled or can be (deploy enables them itself through
+Service Usage after the user confirms, so an API that is off is no failure unless Service Usage
+itself is off), the deployer holds the permissions deploy uses,
 the quotas of the regions and GPU types the jobs ask for (Spot GPUs included) leave room for one
 VM of each, the effective organisation policies let spotcron's VMs and functions exist (trusted
 image projects, Shielded VM, the network, function ingress, resource locations, external
@@ -32,8 +34,10 @@ from spotcron.deploy.doctor_rules import (
     location_allowed,
     role_for,
 )
+from spotcron.gcp.admin.calls import REQUIRED_APIS, ServiceDisabled
 
 OK, FAIL, UNKNOWN = "ok", "fail", "unknown"
+SERVICE_USAGE = "serviceusage.googleapis.com"  # deploy enables every other API through it
 T = TypeVar("T")
 
 
@@ -69,6 +73,13 @@ class GpuNeed:
 def _read(name: str, read: Callable[[], T], hint: str) -> T | Check:
     try:
         return read()
+    except ServiceDisabled as exc:
+        if exc.service in REQUIRED_APIS and exc.service != SERVICE_USAGE:
+            return Check(name, UNKNOWN, f"could not check: {exc.service} is not enabled yet; deploy enables it "
+                                        "first, after you confirm", "run spotcron doctor again after the first deploy "
+                                                                    f"(or enable it now: gcloud services enable "
+                                                                    f"{exc.service})")
+        return Check(name, UNKNOWN, f"could not check: {exc.service} is not enabled", hint)
     except SpotcronError as exc:
         return Check(name, UNKNOWN, f"could not check: {exc}", hint)
 
@@ -98,17 +109,26 @@ def regions_used(settings: Settings, jobs: Iterable[JobSpec]) -> list[str]:
 
 
 def check_apis(facts: ProjectFacts, required: Sequence[str]) -> Check:
+    """The APIs deploy needs. Deploy enables those that are off (Service Usage, its plan's first
+    step), so only an API it cannot enable fails: Service Usage itself, through which it enables
+    the others (https://cloud.google.com/service-usage/docs/enable-disable)."""
     name = "APIs"
-    enabled = _read(name, facts.enabled_services, "the account needs serviceusage.services.list "
-                                                  "(roles/serviceusage.serviceUsageViewer)")
-    if isinstance(enabled, Check):
-        return enabled
+    try:
+        enabled = facts.enabled_services()
+    except ServiceDisabled as exc:
+        if exc.service != SERVICE_USAGE:
+            return Check(name, UNKNOWN, f"could not check: {exc}")
+        return Check(name, FAIL, f"{SERVICE_USAGE} is off: deploy enables the APIs it needs through it, and "
+                                 "cannot turn it on itself",
+                     f"gcloud services enable {SERVICE_USAGE} --project {facts.project}")
+    except SpotcronError as exc:
+        return Check(name, UNKNOWN, f"could not check: {exc}", "the account needs serviceusage.services.list "
+                                                               "(roles/serviceusage.serviceUsageViewer)")
     missing = [api for api in required if api not in enabled]
     if not missing:
         return Check(name, OK, f"the {len(required)} APIs deploy needs are enabled")
-    return Check(name, FAIL, f"{len(missing)} of {len(required)} APIs deploy needs are not enabled: "
-                             f"{', '.join(missing)}",
-                 f"gcloud services enable {' '.join(missing)} --project {facts.project}")
+    return Check(name, OK, f"{len(missing)} of {len(required)} APIs deploy needs are off; deploy enables them first, "
+                           f"after you confirm: {', '.join(missing)}")
 
 
 def check_permissions(facts: ProjectFacts) -> Check:

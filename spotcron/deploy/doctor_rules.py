@@ -51,6 +51,7 @@ DEPLOY_PERMISSIONS: dict[str, str] = {
     "compute.instances.delete": "roles/compute.instanceAdmin.v1",
     "serviceusage.services.list": "roles/serviceusage.serviceUsageViewer",
     "serviceusage.services.use": "roles/serviceusage.serviceUsageConsumer",
+    "serviceusage.services.enable": "roles/serviceusage.serviceUsageAdmin",  # deploy's first step
 }
 
 

@@ -1,10 +1,11 @@
 """`spotcron doctor` and the same checks in `deploy --dry-run`: read-only looks at a project, each
-failing check with what to run. Against the fake Google servers (tests/fakes/deploy/project_reads.py),
-through the real adapter (spotcron/gcp/admin/project_reads.py) and Google's own HTTP session."""
+failing check with what to run. Against the strict fake Google servers (tests/fakes/deploy/: the
+enabled APIs and IAM policies deploy's fakes enforce), through the real adapter
+(spotcron/gcp/admin/project_reads.py) and Google's own HTTP session."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -27,10 +28,29 @@ from spotcron.deploy.doctor_rules import (
 from spotcron.gcp.admin.calls import REQUIRED_APIS
 from spotcron.gcp.admin.project_reads import project_reads
 from spotcron.testing.harness import make_spec
-from tests.deploy.conftest import BUCKET, PROJECT, make_source_root, quick_caller, user_repository
+from tests.deploy.conftest import BUCKET, JOBS_DIR, PROJECT, make_source_root, quick_caller, user_repository
+from tests.fakes.deploy.access import OWNER
 from tests.fakes.deploy.cloud import FakeCloud
 
 STACK = f"project: {PROJECT}\nregion: us-central1\nbucket: {BUCKET}\n"
+ORG_POLICY = "orgpolicy.googleapis.com"  # doctor reads policies through it; deploy does not need it
+
+
+@pytest.fixture
+def cloud(cloud: FakeCloud) -> FakeCloud:
+    """A project in use: every API deploy needs (and Org Policy) enabled long ago."""
+    cloud.enable_apis([*REQUIRED_APIS, ORG_POLICY])
+    return cloud
+
+
+@pytest.fixture
+def empty() -> Iterator[FakeCloud]:
+    """A project just created: only Google's default APIs on."""
+    fake = FakeCloud(PROJECT).start()
+    try:
+        yield fake
+    finally:
+        fake.stop()
 
 
 def plain_job():
@@ -41,8 +61,8 @@ def gpu_job():
     return make_spec(name="train", machine={"type": "n1-standard-4", "gpu": {"type": "nvidia-tesla-t4", "count": 1}})
 
 
-def checks(cloud: FakeCloud, jobs=None, settings: Settings | None = None):
-    facts = project_reads(cloud.clients(), quick_caller())
+def checks(cloud: FakeCloud, jobs=None, settings: Settings | None = None, member: str = OWNER):
+    facts = project_reads(cloud.clients(member=member), quick_caller())
     found = run_checks(facts, settings or Settings(project=PROJECT, bucket=BUCKET), jobs or [plain_job()],
                        REQUIRED_APIS)
     return {c.name: c for c in found}
@@ -61,24 +81,44 @@ def test_a_healthy_project_passes_every_check_and_nothing_changes(cloud: FakeClo
     assert asked and all(len(c.body["permissions"]) <= 100 for c in asked)
 
 
-def test_apis_not_enabled_fail_with_the_enable_command(cloud: FakeCloud) -> None:
-    cloud.project_reads.enabled -= {"cloudfunctions.googleapis.com", "eventarc.googleapis.com"}
+def test_apis_deploy_enables_itself_are_no_failure(cloud: FakeCloud) -> None:
+    """Deploy enables the APIs it needs after the user confirms: an API that is off is reported,
+    not failed."""
+    cloud.access.disable("cloudfunctions.googleapis.com")
+    cloud.access.disable("eventarc.googleapis.com")
     check = checks(cloud)["APIs"]
-    assert check.status == FAIL
-    assert "cloudfunctions.googleapis.com, eventarc.googleapis.com" in check.detail
-    assert check.fix == (f"gcloud services enable cloudfunctions.googleapis.com eventarc.googleapis.com "
-                         f"--project {PROJECT}")
+    assert check.status == OK
+    assert check.detail == (f"2 of {len(REQUIRED_APIS)} APIs deploy needs are off; deploy enables them first, after "
+                            "you confirm: cloudfunctions.googleapis.com, eventarc.googleapis.com")
+
+
+def test_service_usage_off_fails_deploy_cannot_enable_it(cloud: FakeCloud) -> None:
+    cloud.access.disable("serviceusage.googleapis.com")
+    check = checks(cloud)["APIs"]
+    assert check.status == FAIL and "cannot turn it on itself" in check.detail
+    assert check.fix == f"gcloud services enable serviceusage.googleapis.com --project {PROJECT}"
+
+
+DEVELOPER = "user:dev@example.com"
 
 
 def test_missing_permissions_name_the_roles_that_grant_them(cloud: FakeCloud) -> None:
+    """testIamPermissions answers from the project's IAM policy as written (a custom role here,
+    propagated), the same policy every other fake API enforces."""
     from spotcron.deploy.doctor_rules import DEPLOY_PERMISSIONS
 
-    cloud.project_reads.granted = set(DEPLOY_PERMISSIONS) - {"compute.firewalls.create", "cloudscheduler.jobs.create"}
-    check = checks(cloud)["permissions"]
+    role = f"projects/{PROJECT}/roles/deployer"
+    cloud.access.custom_roles[role] = frozenset(DEPLOY_PERMISSIONS) - {"compute.firewalls.create",
+                                                                        "cloudscheduler.jobs.create"}
+    cloud.project_policies.grant(f"projects/{PROJECT}", role, DEVELOPER)
+    assert checks(cloud, member=DEVELOPER)["permissions"].status == UNKNOWN  # the grant has not propagated yet
+    cloud.clock.advance(cloud.access.grant_delay_s)
+    check = checks(cloud, member=DEVELOPER)["permissions"]
     assert check.status == FAIL
     assert "cloudscheduler.jobs.create, compute.firewalls.create" in check.detail
     assert f"add-iam-policy-binding {PROJECT} --member=user:YOU@example.com --role=roles/cloudscheduler.admin" in check.fix
     assert "--role=roles/compute.securityAdmin" in check.fix
+    assert checks(cloud)["permissions"].status == OK  # the Owner holds every one
 
 
 def test_no_spot_gpu_quota_on_a_new_project_fails_before_the_first_start(cloud: FakeCloud) -> None:
@@ -146,7 +186,7 @@ def test_a_named_network_without_a_subnet_in_the_region_fails(cloud: FakeCloud) 
 
 
 def test_an_unreadable_policy_is_unknown_not_a_crash(cloud: FakeCloud) -> None:
-    cloud.project_reads.enabled.discard("orgpolicy.googleapis.com")
+    cloud.access.disable(ORG_POLICY)
     found = checks(cloud)
     policy = found["policy compute.trustedImageProjects"]
     assert policy.status == UNKNOWN and "could not check" in policy.detail
@@ -211,11 +251,11 @@ def test_doctor_exits_0_on_a_healthy_project(invoke, cloud: FakeCloud) -> None:
 
 
 def test_doctor_exits_1_and_prints_the_fix(invoke, cloud: FakeCloud) -> None:
-    cloud.project_reads.enabled.discard("cloudscheduler.googleapis.com")
+    cloud.access.disable("serviceusage.googleapis.com")
     result = invoke("doctor")
     assert result.exit_code == 1, result.output
-    assert "✗ APIs: 1 of" in result.output
-    assert f"    fix: gcloud services enable cloudscheduler.googleapis.com --project {PROJECT}" in result.output
+    assert "✗ APIs: serviceusage.googleapis.com is off" in result.output
+    assert f"    fix: gcloud services enable serviceusage.googleapis.com --project {PROJECT}" in result.output
     assert "1 check failed: a deploy or a run would fail" in result.output
 
 
@@ -279,11 +319,12 @@ def test_the_examples_t4_entry_on_a_new_project_without_gpu_quota(cloud: FakeClo
 
 
 def test_with_compute_engine_off_its_checks_say_why_they_could_not_run(cloud: FakeCloud) -> None:
-    cloud.project_reads.enabled.discard("compute.googleapis.com")
+    cloud.access.disable("compute.googleapis.com")
     found = checks(cloud, [gpu_job()])
-    assert found["APIs"].status == FAIL
+    assert found["APIs"].status == OK and "compute.googleapis.com" in found["APIs"].detail
     network = found["network default"]
-    assert network.status == UNKNOWN and "compute.googleapis.com is not enabled" in network.detail
+    assert network.status == UNKNOWN and "compute.googleapis.com is not enabled yet; deploy enables it" in network.detail
+    assert network.fix.startswith("run spotcron doctor again after the first deploy")
     assert found["quota us-central1 nvidia-tesla-t4 (Spot)"].status == UNKNOWN
 
 
@@ -297,3 +338,28 @@ def test_doctor_without_credentials_says_how_to_log_in_and_what_works_without(in
     assert result.exit_code == 2
     assert "no Google credentials found" in result.output
     assert "`spotcron deploy --dry-run --offline` shows what a first deploy creates" in result.output
+
+
+def test_an_empty_project_fails_nothing_deploy_fixes_and_says_what_it_could_not_check(empty: FakeCloud) -> None:
+    """A project just created: the APIs are off (deploy enables them), so the checks that read
+    through them cannot be made yet; none fails, and nothing changes."""
+    found = checks(empty, [plain_job(), gpu_job()])
+    assert FAIL not in {c.status for c in found.values()}, [c for c in found.values() if c.status == FAIL]
+    assert found["APIs"].status == OK and "deploy enables them first" in found["APIs"].detail
+    assert found["network default"].status == UNKNOWN
+    assert found["policy compute.trustedImageProjects"].status == UNKNOWN
+    assert not empty.changing_calls()
+
+
+def test_after_a_deploy_doctor_sees_what_deploy_did(empty: FakeCloud, source) -> None:
+    """One project: the APIs deploy enabled are the ones doctor lists, and the checks that could
+    not be made before (their APIs were off) now pass."""
+    from tests.deploy.conftest import Deployer, make_settings
+
+    deployer = Deployer(empty, make_settings(), source)
+    deployer.deploy(deployer.jobs(JOBS_DIR))
+    found = checks(empty, [plain_job()])
+    assert found["APIs"].detail == f"the {len(REQUIRED_APIS)} APIs deploy needs are enabled"
+    assert found["permissions"].status == OK
+    assert found["network default"].status == OK and found["subnetwork default in us-central1"].status == OK
+    assert {c.status for n, c in found.items() if n.startswith("policy ")} == {UNKNOWN}  # Org Policy: not deploy's

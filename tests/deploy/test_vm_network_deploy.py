@@ -88,4 +88,5 @@ def test_without_the_subnet_deploy_stops_naming_the_settings(deployer: Deployer,
     with pytest.raises(DeployError, match=r"subnetworks/default does not exist: job VMs join the stack's network "
                                           r"\(`network:` and `subnetwork:` in the stack file\)"):
         deployer.deploy(deployer.jobs(JOBS_DIR))
-    assert not cloud.changing_calls()
+    # Only the plan's first step ran: the APIs enabled (the network is read once Compute Engine is on).
+    assert {c.api for c in cloud.changing_calls()} == {"serviceusage"}

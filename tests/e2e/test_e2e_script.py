@@ -180,6 +180,7 @@ def test_firing_the_entry_runs_the_real_scheduler_entry(tmp_path):
     from tests.fakes.deploy.cloud import FakeCloud
 
     cloud = FakeCloud("throwaway-123").start()
+    cloud.enable_apis()  # deployed: deploy enabled Cloud Scheduler
     try:
         name = "projects/throwaway-123/locations/us-central1/jobs/spotcron-hello-bot"
         cloud.scheduler.jobs[name] = {"name": name, "schedule": "0 0 * * *", "timeZone": "Etc/UTC", "pubsubTarget": {
@@ -265,3 +266,61 @@ def test_without_an_image_deploy_builds_the_jobs_folder(tmp_path):
     assert (tmp_path / "vm_images" / "bot" / "Dockerfile").is_file()
     [spec] = load_jobs([jobs])  # the build folder is found where the job says
     assert spec.build is not None
+
+
+def test_doctor_then_deploy_on_an_empty_strict_fake_project(tmp_path, monkeypatch):
+    """`make e2e`'s steps with the real `spotcron` commands against the strict fake Google (an
+    empty project: APIs off, accounts and grants propagating on a virtual clock): doctor fails
+    nothing a deploy fixes, deploy succeeds in one run, the second plan is empty, the real
+    scheduler entry fires, destroy leaves nothing. Only the run itself is scripted (its VM)."""
+    from click.testing import CliRunner
+    from google.auth.credentials import AnonymousCredentials
+
+    from spotcron.cli import SpotcronGroup
+    from spotcron.cli.deploy import COMMANDS as DEPLOY_COMMANDS
+    from spotcron.cli.deploy import DeployContext
+    from spotcron.cli.doctor import COMMANDS as DOCTOR_COMMANDS
+    from spotcron.gcp.admin.calls import Caller
+    from tests.deploy.conftest import make_source_root
+    from tests.fakes.deploy.cloud import FakeCloud
+
+    monkeypatch.setattr("tests.e2e.__main__.POLL_S", 0.0)
+    for name in [n for n in __import__("os").environ if n.startswith("SPOTCRON_")]:
+        monkeypatch.delenv(name)
+    config = Config(project="throwaway-123", region="us-central1", keep=False,
+                    image="us-central1-docker.pkg.dev/throwaway-123/spotcron/hello-bot:1")
+    cloud = FakeCloud(config.project).start()
+    context = DeployContext(credentials=lambda project: AnonymousCredentials(),
+                            clients=lambda project, credentials, concurrency: cloud.clients(concurrency),
+                            source_root=lambda: make_source_root(tmp_path / "src"),
+                            caller=lambda project: Caller(project, attempts=3, sleep=lambda s: None),
+                            interactive=lambda: False, poll_initial=0.01, sleep=cloud.clock.sleep,
+                            compute=lambda project, credentials: None)
+    group = SpotcronGroup("spotcron")
+    for command in [*DEPLOY_COMMANDS, *DOCTOR_COMMANDS]:
+        group.add_command(command)
+    scripted = ScriptedCli(["succeeded"])
+    outputs: dict[str, list[str]] = {}
+
+    def run(args):
+        if args[0] in ("runs", "results"):
+            return scripted(args)
+        result = CliRunner().invoke(group, list(args), obj=context, env={"COLUMNS": "200"}, catch_exceptions=False)
+        outputs.setdefault(args[0], []).append(result.output)
+        if result.exit_code != 0:
+            raise E2EFailed(f"spotcron {' '.join(args)} exited {result.exit_code}:\n{result.output}")
+        return result.output
+
+    def fire(cfg):
+        fire_entry(cfg, cloud.clients().scheduler)
+
+    try:
+        run_e2e(config, run, lambda cfg, vms: [], fire=fire, contracts=lambda cfg: None, now=lambda: 0.0,
+                sleep=lambda s: None)
+    finally:
+        cloud.stop()
+    doctor = outputs["doctor"][0]
+    assert "✗" not in doctor and "deploy enables them first, after you confirm" in doctor
+    assert cloud.scheduler.fired and cloud.scheduler.fired[0][1] == f"projects/{config.project}/topics/spotcron-start"
+    assert cloud.serviceusage.enables  # deploy enabled the APIs itself
+    assert cloud.clock.now() >= cloud.access.grant_delay_s  # the grants' propagation was waited out

@@ -41,6 +41,14 @@ class AccessDenied(DeployError):
     """Google refused the call for the account's permissions (not for an API left disabled)."""
 
 
+class ServiceDisabled(DeployError):
+    """Google refused the call because `service` (an API) is not enabled in the project."""
+
+    def __init__(self, message: str, service: str):
+        super().__init__(message)
+        self.service = service
+
+
 class MissingCredentials(DeployError):
     """No Application Default Credentials: how to log in, what the command needs them for, and
     what Google's library said."""
@@ -74,8 +82,8 @@ def translate_deploy_error(exc: BaseException, what: str, project: str) -> Spotc
     if isinstance(exc, gexc.PermissionDenied | gexc.Forbidden):
         service = _service_disabled(exc)
         if service:
-            return DeployError(f"{what}: {service} is not enabled in project {project}. "
-                               f"Enable every API deploy needs with:\n  {enable_command(project)}")
+            return ServiceDisabled(f"{what}: {service} is not enabled in project {project}. "
+                                   f"Enable every API deploy needs with:\n  {enable_command(project)}", service)
         return AccessDenied(f"{what}: permission denied: {getattr(exc, 'message', exc)}. The account running "
                            f"deploy needs roles/owner on {project} (or the admin roles listed in docs/deploy.md).")
     if isinstance(exc, gexc.Unauthenticated | gexc.Unauthorized):

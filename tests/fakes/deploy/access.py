@@ -49,11 +49,29 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
     "roles/iam.serviceAccountUser": frozenset({"iam.serviceAccounts.actAs"}),
     "roles/pubsub.publisher": frozenset({"pubsub.topics.publish"}),
     "roles/compute.instanceAdmin.v1": frozenset({"compute.instances.create", "compute.instances.delete",
-                                                 "compute.instances.get", "compute.instances.list"}),
+                                                 "compute.instances.get", "compute.instances.list",
+                                                 "compute.instances.setMetadata", "compute.instances.setLabels",
+                                                 "compute.instances.setTags", "compute.instances.setServiceAccount",
+                                                 "compute.disks.create", "compute.subnetworks.use",
+                                                 "compute.instances.updateShieldedVmConfig"}),
     "roles/compute.viewer": frozenset({"compute.advice.capacity", "compute.advice.capacityHistory"}),
     "roles/eventarc.serviceAgent": frozenset({"eventarc.triggers.use"}),
 }
-EVERYTHING = frozenset({"roles/owner", "roles/editor"})  # the deployer's role holds every permission here
+OWNER_ROLE, EDITOR_ROLE = "roles/owner", "roles/editor"
+EVERYTHING = frozenset({OWNER_ROLE, EDITOR_ROLE})  # basic roles: every permission here, but see _basic_holds
+# The permissions that write IAM policies, which the Editor basic role lacks: Owner is "All Editor
+# permissions and permissions for … Manage roles and permissions for a project and all resources
+# within the project" (https://cloud.google.com/iam/docs/roles-overview#basic).
+SET_IAM_POLICY = ".setIamPolicy"
+# Each REST API's policy write, as the permission it checks (the resource's own setIamPolicy).
+SET_IAM_PERMISSIONS = {"resourcemanager": "resourcemanager.projects.setIamPolicy",
+                       "storage": "storage.buckets.setIamPolicy", "pubsub": "pubsub.topics.setIamPolicy",
+                       "artifactregistry": "artifactregistry.repositories.setIamPolicy",
+                       "run": "run.services.setIamPolicy"}
+
+
+def _basic_holds(role: str, permission: str) -> bool:
+    return role == OWNER_ROLE or (role == EDITOR_ROLE and not permission.endswith(SET_IAM_POLICY))
 
 # Enabled on every new project (https://cloud.google.com/service-usage/docs/enabled-service#default).
 DEFAULT_APIS = frozenset({"logging.googleapis.com", "storage.googleapis.com", "storage-api.googleapis.com",
@@ -125,6 +143,8 @@ class Access:
         self.refusals: list[str] = []  # every refused call, for assertions
         self.exists: Callable[[str], bool] | None = None  # the IAM fake's own view (its visibility_lag)
         self.project_policies: PolicyStore | None = None  # set by FakeCloud: who may call at all
+        # Custom roles (projects/P/roles/NAME -> the permissions it holds), as IAM's roles.create makes them.
+        self.custom_roles: dict[str, frozenset[str]] = {}
 
     # --- APIs ------------------------------------------------------------------------------------
 
@@ -137,6 +157,11 @@ class Access:
         with self._lock:
             for service in services:
                 self._apis[service] = -1e9
+
+    def disable(self, service: str) -> None:
+        """The project's owner turned `service` off (gcloud services disable)."""
+        with self._lock:
+            self._apis.pop(service, None)
 
     def enabled(self) -> list[str]:
         with self._lock:
@@ -219,9 +244,23 @@ class Access:
                     continue
                 if condition and not condition_holds(condition, resource):
                     continue
-                if role in EVERYTHING or permission in ROLE_PERMISSIONS.get(role, ()):
+                if (role in EVERYTHING and _basic_holds(role, permission)) or \
+                        permission in ROLE_PERMISSIONS.get(role, self.custom_roles.get(role, ())):
                     return True
         return False
+
+    def may_set_policy(self, api: str, member: str | None) -> None:
+        """A policy write through `api`'s REST setIamPolicy: the caller needs that API's
+        setIamPolicy permission (granted on the project, as the deployer's roles are)."""
+        permission = SET_IAM_PERMISSIONS.get(api)
+        if permission and member and self.project_policies is not None:
+            project = f"projects/{self.project}"
+            self.check(member, permission, project, [self.project_policies.policy(project)])
+
+    def member_of(self, member: str, policy: tuple[str, dict[str, Any]]) -> bool:
+        """Whether `member` holds any propagated role in `policy` (the project's)."""
+        name, body = policy
+        return any(who == member for _, who, _ in self.effective(name, body))
 
     def check(self, member: str, permission: str, resource: str,
               policies: Iterable[tuple[str, dict[str, Any]]]) -> None:
@@ -231,17 +270,17 @@ class Access:
             self._refuse(message)
             raise ApiError(403, message)
 
-    def admit(self, api: str, member: str | None) -> None:
-        """The router's gate: an identity, the API enabled, a role on the project (access.py)."""
+    def admit(self, api: str, member: str | None, *, project_role: bool = True) -> None:
+        """The router's gate: an identity, the API enabled, some role on the project; each fake API
+        checks the finer permissions it models itself (Access.check)."""
         from tests.fakes.deploy.http import SERVICES
 
         if member is None:
             raise ApiError(401, "Request is missing required authentication credential.", "UNAUTHENTICATED")
         if api in SERVICES:
             self.require_api(SERVICES[api])
-        if self.project_policies is not None and not member.startswith("serviceAccount:service-") and \
-                not self.allowed(member, "*", f"projects/{self.project}",
-                                 [self.project_policies.policy(f"projects/{self.project}")]):
+        if project_role and self.project_policies is not None and not member.startswith("serviceAccount:service-") and \
+                not self.member_of(member, self.project_policies.policy(f"projects/{self.project}")):
             message = f"The caller {member} does not have permission on project {self.project}."
             self._refuse(message)
             raise ApiError(403, message)

@@ -24,6 +24,7 @@ from tests.fakes.deploy.compute import FakeCompute
 from tests.fakes.deploy.functions import FakeFunctions
 from tests.fakes.deploy.http import TOKEN_PREFIX, Call, Faults, HttpServer, Router
 from tests.fakes.deploy.iam_grpc import FakeIam
+from tests.fakes.deploy.instances import FakeInstances
 from tests.fakes.deploy.project_reads import FakeProjectReads
 from tests.fakes.deploy.pubsub import FakePubsub
 from tests.fakes.deploy.registry import FakeRegistry
@@ -84,12 +85,15 @@ class FakeCloud:
                                        storage=self.storage, project_policies=self.project_policies,
                                        registry_policies=self.registry.policies)
         self.compute = FakeCompute(project)
+        # A run's VMs, created and deleted as the functions' account (instances.py).
+        self.instances = FakeInstances(project, self.access, self.project_policies, self.iam.policies)
         self.serviceusage = FakeServiceUsage(self.access)
-        self.project_reads = FakeProjectReads(project, self.compute)  # what `spotcron doctor` reads
+        # What `spotcron doctor` reads: the same enabled APIs and IAM policies deploy's fakes enforce.
+        self.project_reads = FakeProjectReads(project, self.compute, self.access, self.project_policies)
         self.secrets = FakeSecretManagerAdmin(project, PolicyStore(self.access))
         # Service Usage answers first: its list of enabled services is the access model's.
         for api in (self.resourcemanager, self.pubsub, self.storage, self.scheduler, self.functions, self.registry,
-                    self.compute, self.serviceusage, self.secrets, self.project_reads):
+                    self.compute, self.instances, self.serviceusage, self.secrets, self.project_reads):
             api.routes(self.router)
         self.http = HttpServer(self.router)
         self.iam_target = ""

@@ -74,6 +74,7 @@ SERVICES = {"iam": "iam.googleapis.com", "storage": "storage.googleapis.com", "p
             "functions": "cloudfunctions.googleapis.com", "run": "run.googleapis.com",
             "artifactregistry": "artifactregistry.googleapis.com", "compute": "compute.googleapis.com",
             "resourcemanager": "cloudresourcemanager.googleapis.com", "scheduler": "cloudscheduler.googleapis.com",
+            "serviceusage": "serviceusage.googleapis.com", "orgpolicy": "orgpolicy.googleapis.com",
             "secretmanager": "secretmanager.googleapis.com"}
 TOKEN_PREFIX = "fake:"
 
@@ -86,8 +87,12 @@ def caller(request: Request) -> str | None:
 
 
 class Gate(Protocol):
-    def admit(self, api: str, member: str | None) -> None:
-        """Raise ApiError unless `member` may call `api` at all."""
+    def admit(self, api: str, member: str | None, *, project_role: bool = True) -> None:
+        """Raise ApiError unless `member` may call `api` at all (`project_role`: and holds some role
+        on the project, for the routes that do not check their own permission)."""
+
+    def may_set_policy(self, api: str, member: str | None) -> None:
+        """Raise ApiError unless `member` may write IAM policies through `api`."""
 
 
 @dataclass
@@ -116,14 +121,17 @@ class Faults:
 class Router:
     def __init__(self, latency_s: float, faults: Faults, log: list[Call], log_lock: threading.Lock):
         self.routes: list[tuple[str, re.Pattern[str], str, Handler]] = []
+        self.checking: set[Handler] = set()  # handlers that check the caller's permission themselves
         self.latency_s = latency_s
         self.faults = faults
         self.log = log
         self.log_lock = log_lock
         self.gate: Gate | None = None
 
-    def add(self, method: str, pattern: str, api: str, handler: Handler) -> None:
+    def add(self, method: str, pattern: str, api: str, handler: Handler, *, checks_permission: bool = False) -> None:
         self.routes.append((method, re.compile(f"^{pattern}$"), api, handler))
+        if checks_permission:
+            self.checking.add(handler)
 
     def dispatch(self, request: Request) -> tuple[int, Any]:
         for method, pattern, api, handler in self.routes:
@@ -141,7 +149,9 @@ class Router:
             return self._record(api, request, injected.code, injected)
         try:
             if self.gate is not None:
-                self.gate.admit(api, caller(request))
+                self.gate.admit(api, caller(request), project_role=handler not in self.checking)
+                if request.path.endswith(":setIamPolicy") or (request.method == "PUT" and request.path.endswith("/iam")):
+                    self.gate.may_set_policy(api, caller(request))
             status, body = handler(request)
         except ApiError as error:
             return self._record(api, request, error.code, error)

@@ -1,15 +1,18 @@
-"""Fake read-only project APIs `spotcron doctor` calls, answering as Google documents them:
+"""Fake read-only project APIs `spotcron doctor` calls, answering as Google documents them, from
+the same strict model (access.py) that deploy's fakes enforce, so doctor and deploy see one project:
 
-- Service Usage v1 `GET /v1/projects/P/services?filter=state:ENABLED` (the only filters are
-  state:ENABLED and state:DISABLED; pageSize at most 200), services with `name` and `config.name`;
+- Service Usage v1 `services.list` is FakeServiceUsage's (serviceusage.py): the enabled APIs are
+  Access's, the ones deploy enables included;
 - Resource Manager v3 `POST /v3/projects/P:testIamPermissions` {"permissions": [...]}: the subset
-  held (the key left out when none), at most 100 permissions a call;
+  the caller holds through the project's IAM policy as written so far (propagated grants only,
+  conditions evaluated; the key left out when none), at most 100 permissions a call;
 - Compute Engine v1 `GET /compute/v1/projects/P` and `/regions/R` with `quotas` [{metric, limit,
   usage}], `GET /global/networks/N` (the networks of FakeCompute);
 - Org Policy v2 `GET /v2/projects/P/policies/C:getEffectivePolicy`: {"name", "spec": {"rules"}}.
 
-Every API answers 403 SERVICE_DISABLED, with Google's wording, unless it is enabled; the default
-project is a healthy one: every API on, every permission held, GPU quota for one VM, no policy.
+The router's gate (Access.admit) refuses each call, with Google's SERVICE_DISABLED shape, while its
+API is off: an empty project has only Google's defaults on (access.DEFAULT_APIS). Quotas default to
+room for one GPU VM; no organisation policy is set.
 """
 
 from __future__ import annotations
@@ -17,32 +20,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from tests.fakes.deploy.access import Access
+from tests.fakes.deploy.common import PolicyStore
 from tests.fakes.deploy.compute import FakeCompute
-from tests.fakes.deploy.http import ApiError, Request, Router
+from tests.fakes.deploy.http import ApiError, Request, Router, caller
 
 PROJECT = r"(?P<project>[^/:]+)"
-ALL_APIS = ("compute.googleapis.com", "cloudscheduler.googleapis.com", "pubsub.googleapis.com",
-            "cloudfunctions.googleapis.com", "run.googleapis.com", "cloudbuild.googleapis.com",
-            "eventarc.googleapis.com", "storage.googleapis.com", "iam.googleapis.com",
-            "artifactregistry.googleapis.com", "logging.googleapis.com", "cloudresourcemanager.googleapis.com",
-            "sts.googleapis.com", "serviceusage.googleapis.com", "orgpolicy.googleapis.com")
 MAX_PERMISSIONS = 100
 PERMISSION = re.compile(r"^[a-z][a-z0-9]*\.[a-zA-Z0-9]+\.[a-zA-Z0-9]+$")  # service.resource.verb
-SERVICES_PAGE = 200
-
-
-class ServiceDisabled(ApiError):
-    def __init__(self, project: str, service: str):
-        super().__init__(403, f"{service.split('.')[0]} API has not been used in project {project} before or it is "
-                              f"disabled. Enable it by visiting https://console.developers.google.com/apis/api/"
-                              f"{service}/overview?project={project} then retry.", "PERMISSION_DENIED")
-        self.service = service
-
-    def body(self) -> dict[str, Any]:
-        body = super().body()
-        body["error"]["details"] = [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "SERVICE_DISABLED",
-                                     "domain": "googleapis.com", "metadata": {"service": self.service}}]
-        return body
 
 
 def _default_quotas() -> dict[str, dict[str, tuple[float, float]]]:
@@ -53,19 +38,18 @@ def _default_quotas() -> dict[str, dict[str, tuple[float, float]]]:
 
 
 class FakeProjectReads:
-    def __init__(self, project: str, compute: FakeCompute, number: str = "123456789012"):
+    def __init__(self, project: str, compute: FakeCompute, access: Access, project_policies: PolicyStore):
         self.project = project
-        self.number = number
+        self.number = access.number
         self.compute = compute
-        self.enabled: set[str] = set(ALL_APIS)
-        self.granted: set[str] | None = None  # None: every permission asked for (an Owner)
+        self.access = access
+        self.project_policies = project_policies
         self.region_quotas = _default_quotas()
         self.project_quotas: dict[str, tuple[float, float]] = {"GPUS_ALL_REGIONS": (4.0, 0.0),
                                                                "CPUS_ALL_REGIONS": (32.0, 0.0)}
         self.policies: dict[str, dict[str, Any]] = {}  # constraint -> effective spec
 
     def routes(self, router: Router) -> None:
-        router.add("GET", f"/v1/projects/{PROJECT}/services", "serviceusage", self.list_services)
         router.add("POST", f"/v3/projects/{PROJECT}:testIamPermissions", "resourcemanager", self.test_permissions)
         router.add("GET", f"/compute/v1/projects/{PROJECT}", "compute", self.get_project)
         router.add("GET", f"/compute/v1/projects/{PROJECT}/regions/(?P<region>[^/]+)", "compute", self.get_region)
@@ -74,31 +58,13 @@ class FakeProjectReads:
         router.add("GET", f"/v2/projects/{PROJECT}/policies/(?P<constraint>[^/:]+):getEffectivePolicy", "orgpolicy",
                    self.effective_policy)
 
-    def _serving(self, request: Request, service: str) -> None:
+    def _serving(self, request: Request) -> None:
+        """Only this project is readable (the gate has checked the API is on)."""
         if request.match["project"] not in (self.project, self.number):
             raise ApiError(403, f"Permission denied on resource project {request.match['project']}.")
-        if service not in self.enabled:
-            raise ServiceDisabled(self.project, service)
-
-    def list_services(self, request: Request) -> tuple[int, Any]:
-        self._serving(request, "serviceusage.googleapis.com")
-        state = request.query.get("filter", "")
-        if state not in ("", "state:ENABLED", "state:DISABLED"):
-            raise ApiError(400, f"Invalid filter {state!r}: the allowed filters are state:ENABLED and state:DISABLED")
-        size = int(request.query.get("pageSize") or 50)
-        if size > SERVICES_PAGE:
-            raise ApiError(400, "Requested page size cannot exceed 200.")
-        names = sorted(self.enabled) if state != "state:DISABLED" else []
-        start = int(request.query.get("pageToken") or 0)
-        services = [{"name": f"projects/{self.number}/services/{n}", "config": {"name": n}, "state": "ENABLED",
-                     "parent": f"projects/{self.number}"} for n in names[start:start + size]]
-        answer: dict[str, Any] = {"services": services} if services else {}
-        if start + size < len(names):
-            answer["nextPageToken"] = str(start + size)
-        return 200, answer
 
     def test_permissions(self, request: Request) -> tuple[int, Any]:
-        self._serving(request, "cloudresourcemanager.googleapis.com")
+        self._serving(request)
         body = request.json()
         if set(body) - {"permissions"}:
             raise ApiError(400, f"Invalid JSON payload received. Unknown name {sorted(set(body) - {'permissions'})[0]!r}")
@@ -108,7 +74,10 @@ class FakeProjectReads:
         for permission in asked:  # Google refuses the whole call for one malformed permission
             if not PERMISSION.match(permission):
                 raise ApiError(400, f"Permission {permission} is not valid for this resource.")
-        held = [p for p in asked if self.granted is None or p in self.granted]
+        member = caller(request) or ""
+        resource = f"projects/{self.project}"
+        policy = [self.project_policies.policy(resource)]
+        held = [p for p in asked if self.access.allowed(member, p, resource, policy)]
         return 200, {"permissions": held} if held else {}
 
     @staticmethod
@@ -116,11 +85,11 @@ class FakeProjectReads:
         return [{"metric": m, "limit": limit, "usage": usage} for m, (limit, usage) in sorted(quotas.items())]
 
     def get_project(self, request: Request) -> tuple[int, Any]:
-        self._serving(request, "compute.googleapis.com")
+        self._serving(request)
         return 200, {"kind": "compute#project", "name": self.project, "quotas": self._quotas(self.project_quotas)}
 
     def get_region(self, request: Request) -> tuple[int, Any]:
-        self._serving(request, "compute.googleapis.com")
+        self._serving(request)
         region = request.match["region"]
         if region not in self.region_quotas:
             raise ApiError(404, f"The resource 'projects/{self.project}/regions/{region}' was not found")
@@ -128,7 +97,7 @@ class FakeProjectReads:
                      "quotas": self._quotas(self.region_quotas[region])}
 
     def get_network(self, request: Request) -> tuple[int, Any]:
-        self._serving(request, "compute.googleapis.com")
+        self._serving(request)
         name = request.match["network"]
         network = self.compute.networks.get(name)
         if network is None:
@@ -136,7 +105,7 @@ class FakeProjectReads:
         return 200, {"kind": "compute#network", "name": name, "autoCreateSubnetworks": network["auto"]}
 
     def effective_policy(self, request: Request) -> tuple[int, Any]:
-        self._serving(request, "orgpolicy.googleapis.com")
+        self._serving(request)
         constraint = request.match["constraint"]
         policy: dict[str, Any] = {"name": f"projects/{self.number}/policies/{constraint}"}
         if constraint in self.policies:

@@ -8,7 +8,7 @@ from typing import Any
 from google import pubsub_v1
 
 from tests.fakes.deploy.common import PolicyStore, canonical, json_copy, page, policy_from_body
-from tests.fakes.deploy.http import ApiError, Request, Router
+from tests.fakes.deploy.http import ApiError, Request, Router, caller
 
 TOPIC = r"/v1/(?P<name>projects/[^/]+/topics/[^/:]+)"
 
@@ -17,6 +17,7 @@ class FakePubsub:
     def __init__(self, policies: PolicyStore):
         self.topics: dict[str, dict[str, Any]] = {}
         self.policies = policies
+        self.published: list[tuple[str, dict[str, Any]]] = []  # (topic, message) in order
         self._lock = threading.Lock()
 
     def routes(self, router: Router) -> None:
@@ -28,6 +29,25 @@ class FakePubsub:
         router.add("DELETE", TOPIC, api, self.delete)
         router.add("GET", f"{TOPIC}:getIamPolicy", api, self.get_policy)
         router.add("POST", f"{TOPIC}:setIamPolicy", api, self.set_policy)
+        router.add("POST", f"{TOPIC}:publish", api, self.publish, checks_permission=True)
+
+    def publish(self, request: Request) -> tuple[int, Any]:
+        """topics.publish, as the caller: pubsub.topics.publish through the topic's policy or the
+        project's (https://cloud.google.com/pubsub/docs/access-control#permissions)."""
+        name = request.match["name"]
+        access = self.policies.access
+        if not self.exists(name):
+            raise ApiError(404, f"Resource not found (resource={name.rsplit('/', 1)[-1]}).")
+        project = name.split("/")[1]
+        policies = [self.policies.policy(name)]
+        if access.project_policies is not None:
+            policies.append(access.project_policies.policy(f"projects/{project}"))
+        access.check(caller(request) or "", "pubsub.topics.publish", name, policies)
+        messages = request.json().get("messages") or []
+        with self._lock:
+            first = len(self.published)
+            self.published += [(name, m) for m in messages]
+        return 200, {"messageIds": [str(first + i + 1) for i in range(len(messages))]}
 
     def exists(self, name: str) -> bool:
         with self._lock:

@@ -4,8 +4,9 @@ The shapes deploy uses (https://cloud.google.com/service-usage/docs/reference/re
 GET v1/projects/P/services?filter=state:ENABLED answers Services named
 `projects/PROJECT_NUMBER/services/NAME` (the number, whichever of id or number the caller used);
 POST v1/projects/P/services/NAME:enable answers an Operation, done on its first poll
-(GET v1/operations/ID). Service Usage itself is enabled on every new project, so this fake never
-refuses for a disabled API; the enabled state lives in the shared Access.
+(GET v1/operations/ID). Service Usage itself is enabled on every new project; a project that
+turned it off is refused by the router's gate like any other API (and then nothing can enable
+the others). The enabled state lives in the shared Access.
 """
 
 from __future__ import annotations

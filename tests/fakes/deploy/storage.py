@@ -11,7 +11,7 @@ import threading
 from typing import Any
 
 from tests.fakes.deploy.common import PolicyStore, json_copy, page
-from tests.fakes.deploy.http import ApiError, Request, Router
+from tests.fakes.deploy.http import ApiError, Request, Router, caller
 
 BUCKET = r"/storage/v1/b/(?P<bucket>[^/]+)"
 
@@ -52,6 +52,19 @@ class FakeStorage:
         self.custom_metadata: dict[tuple[str, str], dict[str, str]] = {}
         self.google_objects: dict[tuple[str, str], bytes] = {}  # in buckets Google manages (google_copy)
 
+    def _may(self, request: Request, permission: str) -> None:
+        """Objects are Google's to guard: the caller needs `permission` through the bucket's policy
+        or the project's (https://cloud.google.com/storage/docs/access-control/iam-permissions)."""
+        access = self.policies.access
+        if access.project_policies is None:
+            return
+        bucket = request.match["bucket"]
+        member = caller(request) or ""
+        resource = self._resource(bucket)
+        target = f"{resource}/objects/{request.match['object']}" if "object" in request.match.groupdict() else resource
+        access.check(member, permission, target, [self.policies.policy(resource),
+                                                  access.project_policies.policy(f"projects/{self.project}")])
+
     def routes(self, router: Router) -> None:
         api = "storage"
         router.add("GET", BUCKET, api, self.get_bucket)
@@ -59,12 +72,12 @@ class FakeStorage:
         router.add("PATCH", BUCKET, api, self.patch_bucket)
         router.add("GET", f"{BUCKET}/iam", api, self.get_policy)
         router.add("PUT", f"{BUCKET}/iam", api, self.set_policy)
-        router.add("GET", f"{BUCKET}/o", api, self.list_objects)
-        router.add("POST", r"/upload/storage/v1/b/(?P<bucket>[^/]+)/o", api, self.upload)
+        router.add("GET", f"{BUCKET}/o", api, self.list_objects, checks_permission=True)
+        router.add("POST", r"/upload/storage/v1/b/(?P<bucket>[^/]+)/o", api, self.upload, checks_permission=True)
         # Reads of one object: `spotcron pause --cloud` reads the deployed specs (GcsBlobs.read).
-        router.add("GET", f"{BUCKET}/o/(?P<object>.+)", api, self.get_object)
-        router.add("GET", r"/download/storage/v1/b/(?P<bucket>[^/]+)/o/(?P<object>.+)", api, self.download)
-        router.add("DELETE", f"{BUCKET}/o/(?P<object>.+)", api, self.delete_object)
+        router.add("GET", f"{BUCKET}/o/(?P<object>.+)", api, self.get_object, checks_permission=True)
+        router.add("GET", r"/download/storage/v1/b/(?P<bucket>[^/]+)/o/(?P<object>.+)", api, self.download, checks_permission=True)
+        router.add("DELETE", f"{BUCKET}/o/(?P<object>.+)", api, self.delete_object, checks_permission=True)
         router.add("DELETE", BUCKET, api, self.delete_bucket)
 
     def _resource(self, name: str) -> str:
@@ -131,6 +144,7 @@ class FakeStorage:
         return 200, {"kind": "storage#policy", "resourceId": self._resource(request.match["bucket"]), **policy}
 
     def list_objects(self, request: Request) -> tuple[int, Any]:
+        self._may(request, "storage.objects.list")
         bucket, prefix = request.match["bucket"], request.query.get("prefix", "")
         with self._lock:
             self._bucket(bucket)
@@ -143,9 +157,18 @@ class FakeStorage:
         bucket = request.match["bucket"]
         meta, data = _multipart(request)
         name = meta["name"]
+        self._may(request, "storage.objects.create")
         with self._lock:
             self._bucket(bucket)
             existing = self.objects.get((bucket, name))
+            # "To replace existing objects, both storage.objects.create and storage.objects.delete
+            # permissions are required" (the page in _may).
+            if existing is not None:
+                self._lock.release()
+                try:
+                    self._may(request, "storage.objects.delete")
+                finally:
+                    self._lock.acquire()
             wanted = request.query.get("ifGenerationMatch")
             if wanted is not None and int(wanted) != (existing[1] if existing else 0):
                 raise ApiError(412, "At least one of the pre-conditions you specified did not hold.",
@@ -168,6 +191,7 @@ class FakeStorage:
         return data, generation
 
     def get_object(self, request: Request) -> tuple[int, Any]:
+        self._may(request, "storage.objects.get")
         with self._lock:
             data, generation = self._object(request)
             return 200, {"kind": "storage#object", "bucket": request.match["bucket"], "name": request.match["object"],
@@ -176,6 +200,7 @@ class FakeStorage:
                          **self._metadata(request.match["bucket"], request.match["object"])}
 
     def download(self, request: Request) -> tuple[int, Any]:
+        self._may(request, "storage.objects.get")
         with self._lock:
             return 200, self._object(request)[0]
 
@@ -203,6 +228,7 @@ class FakeStorage:
         return {"metadata": custom} if custom else {}
 
     def delete_object(self, request: Request) -> tuple[int, Any]:
+        self._may(request, "storage.objects.delete")
         key = (request.match["bucket"], request.match["object"])
         with self._lock:
             if self.objects.pop(key, None) is None:
