@@ -24,7 +24,17 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from spotcron.core import layout
-from spotcron.core.runs import Attempt, Effect, Outcome, Placement, RunRecord, RunState, StateChange, vm_name
+from spotcron.core.runs import (
+    Attempt,
+    Effect,
+    EffectFailure,
+    Outcome,
+    Placement,
+    RunRecord,
+    RunState,
+    StateChange,
+    vm_name,
+)
 from spotcron.core.spec import JobSpec
 
 
@@ -114,9 +124,15 @@ class QueueExpired:
 
 @dataclass(frozen=True)
 class EffectsDone:
-    """Some of an ended run's owed effects are done (engine/writer.do_owed_effects)."""
+    """What became of an ended run's owed effects this time (engine/writer.do_owed_effects): `done`
+    ones leave `owed`; `failed` ones (entry, error) stay owed with the failure recorded; `given_up`
+    ones leave `owed` with the failure recorded as given up; `owed_instead` joins `owed` (the hooks
+    entry of a run ended before its hooks were named splits into one entry per hook)."""
 
-    done: tuple[Effect, ...]
+    done: tuple[Effect | str, ...]
+    failed: tuple[tuple[str, str], ...] = ()
+    given_up: tuple[tuple[str, str], ...] = ()
+    owed_instead: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -372,10 +388,19 @@ def queue_expired(record: RunRecord, event: QueueExpired, now: datetime) -> Resu
 def effects_done(record: RunRecord, event: EffectsDone, now: datetime) -> Result:
     if not record.terminal:
         return Refused(f"not ended (now {record.state})")
-    owed = tuple(effect for effect in record.owed if effect not in event.done)
-    if owed == record.owed:
+    leaving = set(event.done) | {entry for entry, _ in event.given_up}
+    owed = tuple(effect for effect in record.owed if effect not in leaving)
+    if any(effect in record.owed for effect in event.done):
+        owed = tuple(dict.fromkeys((*owed, *event.owed_instead)))
+    failures = dict(record.effect_failures)
+    for (entry, error), gave_up in [*((f, False) for f in event.failed), *((g, True) for g in event.given_up)]:
+        if entry not in record.owed and not (gave_up or entry in event.owed_instead):
+            continue  # done meanwhile by another toucher
+        before = failures.get(entry, EffectFailure())
+        failures[entry] = EffectFailure(tries=before.tries + 1, error=error[:500], at=now, gave_up=gave_up)
+    if owed == record.owed and failures == record.effect_failures:
         return Refused("nothing of it was owed")
-    return record.model_copy(update={"owed": owed})
+    return record.model_copy(update={"owed": owed, "effect_failures": failures})
 
 
 def stuck(record: RunRecord, event: Stuck, now: datetime) -> Result:
