@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from spotcron.core.durations import parse_duration
 from spotcron.core.errors import ConfigError, Problem
 from spotcron.core.names import REGION, ZONE
+from spotcron.core.notify import Notify
 
 
 class Limits(BaseModel):
@@ -111,6 +112,8 @@ class Settings(BaseModel):
     results_retention_days: int = Field(90, ge=1)
     limits: Limits = Limits()
     placement: PlacementSettings = PlacementSettings()
+    # Every job's notifications unless its job file has a notify: of its own (core/notify.py).
+    notify: Notify | None = None
 
     @field_validator("sweep_interval", "grace", mode="before")
     @classmethod
@@ -179,7 +182,7 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
             continue
         if field == "zones":
             overrides[field] = tuple(z.strip() for z in value.split(",") if z.strip())
-        elif field in ("limits", "placement"):
+        elif field in ("limits", "placement", "notify"):
             overrides[field] = _json_object(ENV_PREFIX + field.upper(), value)
         else:
             overrides[field] = value

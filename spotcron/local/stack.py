@@ -43,7 +43,7 @@ class LocalStack:
     def __init__(self, state_dir: Path, *, environ: Mapping[str, str], cwd: Path | None = None,
                  sweep_interval: int = 30, grace: int = 60, runtime_for: Callable[[str], str | None] | None = None,
                  prices: Any = None, limits: Limits | None = None, containment: Any = None,
-                 notify: Callable[[str], None] | None = None):
+                 notify: Callable[[str], None] | None = None, stack_notify: Any = None):
         self.state_dir = Path(state_dir)
         self.environ = dict(environ)
         self.cwd = Path(cwd or Path.cwd())
@@ -53,7 +53,8 @@ class LocalStack:
         self.prices = prices
         self.limits = limits  # the stack file's `limits:`, as the functions enforce them on Google Cloud
         self.containment = containment  # local/containment.py's; None: the strongest this machine gives
-        self.notify = notify  # a line for the user (up prints it): why containers are not used
+        self.notify = notify  # a line for the user (up prints it): why containers are not used, notifications sent
+        self.stack_notify = stack_notify  # the stack file's notify: (core/notify.Notify), every job's default
         self._stack: list[Callable[[], None]] = []
         self._stop_reason = "the local stack was stopped"
         self.deps: Deps | None = None
@@ -125,6 +126,13 @@ class LocalStack:
         self.deps = Deps(settings=settings, compute=compute, blobs=bucket.blobs(),
                          events=self.feed, identity=GoogleIdentity(certs_url=metadata.certs_url), clock=clock,
                          run_cost=cost_function(self.prices, settings.region), minter=LocalMinter(bucket))
+        # The same run-end hooks as the functions; webhooks are really sent, and `up` prints each.
+        from spotcron.runtime import webhooks
+        from spotcron.runtime.run_end import install
+        from spotcron.runtime.secret_values import local_lookup
+
+        install(self.deps, post=webhooks.post, secrets=local_lookup(self.environ, self.state_dir),
+                default=self.stack_notify, announce=self.notify)
         self.compute, self.metadata, self.bucket = compute, metadata, bucket
         entrypoints.use(self.deps)
         start = functions_framework.create_app(target="start_job", source=source).test_client()
