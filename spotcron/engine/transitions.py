@@ -136,6 +136,14 @@ class EffectsDone:
 
 
 @dataclass(frozen=True)
+class MissedMore:
+    """More consecutive ticks of the job were missed right after a `missed` record's last one."""
+
+    until: datetime
+    more: int
+
+
+@dataclass(frozen=True)
 class Stuck:
     """The sweep found the run `scheduled`/`starting` with no VM, unchanged since `seen_at`."""
 
@@ -201,7 +209,7 @@ class VmGone:
 
 
 Event = (Begin | Skip | Claim | MoveAttempt | VmCreated | CreateRefused | Queue | Dequeue | QueueExpired
-         | EffectsDone | Stuck | Fail | Replaced | Cancel | AttemptReported | VmGone)
+         | EffectsDone | Stuck | Fail | Replaced | Cancel | AttemptReported | VmGone | MissedMore)
 
 
 # --- pure helpers --------------------------------------------------------------------------------
@@ -318,6 +326,27 @@ def scheduled(spec: JobSpec, run_id: str, tick: datetime | None, now: datetime) 
         tick=tick, created_at=now, updated_at=now, history=(StateChange(state=RunState.SCHEDULED, at=now),),
         history_limit=spec.history_limit, spec=spec.to_payload(),
     )
+
+
+def missed(spec: JobSpec, run_id: str, first: datetime, last: datetime, count: int, reason: str,
+           now: datetime) -> RunRecord:
+    """A record, already ended `missed`, for `count` consecutive ticks from `first` to `last` that
+    never started (engine/missed.py); it owes what every end owes."""
+    record = RunRecord(
+        job=spec.name, run_id=run_id, trigger="schedule", tick=first, created_at=now, updated_at=now,
+        history=(StateChange(state=RunState.SCHEDULED, at=now),), history_limit=spec.history_limit,
+        spec=spec.to_payload(), missed_ticks=count, missed_until=last,
+    )
+    return record.with_state(RunState.MISSED, now, reason).model_copy(update={"cost_usd": 0.0})
+
+
+def missed_more(record: RunRecord, event: MissedMore, now: datetime) -> Result:
+    if record.state != RunState.MISSED:
+        return Refused(f"not a missed record (now {record.state})")
+    if record.missed_until is not None and event.until <= record.missed_until:
+        return Refused("those ticks are in the record already")
+    return record.model_copy(update={"missed_ticks": (record.missed_ticks or 1) + event.more,
+                                     "missed_until": event.until, "updated_at": now})
 
 
 def priced(record: RunRecord, total: float, items: dict[str, float]) -> RunRecord:
@@ -496,7 +525,7 @@ TRANSITIONS: dict[type, Callable[[RunRecord, object, datetime], Result]] = {
     Begin: begin, Skip: skip, Claim: claim, MoveAttempt: move_attempt, VmCreated: vm_created,
     CreateRefused: create_refused, Queue: queue, Dequeue: dequeue, QueueExpired: queue_expired,
     EffectsDone: effects_done, Stuck: stuck, Fail: fail, Replaced: replaced, Cancel: cancel,
-    AttemptReported: attempt_reported, VmGone: vm_gone,
+    AttemptReported: attempt_reported, VmGone: vm_gone, MissedMore: missed_more,
 }
 
 

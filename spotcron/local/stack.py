@@ -27,6 +27,7 @@ from spotcron.runtime import assets, entrypoints
 log = logging.getLogger("spotcron.local")
 
 LOCAL_ZONES = ("local-zone1-a", "local-zone1-b")
+LOCAL_MISSED = "spotcron up was not running (stopped, or the machine asleep)"
 
 
 def local_settings(job_done_url: str, credentials_url: str = "", *, sweep_interval: int = 30,
@@ -134,7 +135,7 @@ class LocalStack:
         install(self.deps, post=webhooks.post, secrets=local_lookup(self.environ, self.state_dir),
                 default=self.stack_notify, announce=self.notify)
         self.compute, self.metadata, self.bucket = compute, metadata, bucket
-        entrypoints.use(self.deps)
+        entrypoints.use(self.deps, missed_reason=LOCAL_MISSED)
         start = functions_framework.create_app(target="start_job", source=source).test_client()
         sweep = functions_framework.create_app(target="sweep", source=source).test_client()
         self.bus.subscribe(settings.start_topic, _poster(start))
@@ -196,6 +197,21 @@ class LocalStack:
         self.scheduler = LocalScheduler(self._deploying(load), self.bus.publish, self.deps.clock, start_topic=self.settings.start_topic,
                                         sweep_topic=self.settings.sweep_topic,
                                         sweep_interval_s=self.settings.sweep_interval, watch=watch).start()
+        self.record_missed()
+
+    def record_missed(self) -> list:
+        """Record the ticks that fell while no stack was running (engine/missed.py); the sweep
+        records those of a machine that slept with the stack up. `up` prints each."""
+        from spotcron.engine.dispatch_specs import BucketSpecs
+        from spotcron.engine.missed import record_missed
+
+        specs = BucketSpecs(self.deps.blobs)
+        found = record_missed(self.deps, specs.current(), specs.deployed_at(), reason=lambda tick: LOCAL_MISSED)
+        for item in found:
+            if self.notify is not None:
+                self.notify(f"{item.job}: {item.ticks} tick(s) missed while spotcron up was not running "
+                            f"(record {item.job}/{item.run_id})")
+        return found
 
     def accept_handoffs(self) -> None:
         """Let `spotcron run` hand runs to this stack (see spotcron.local.handoff) until stop()."""
