@@ -123,19 +123,29 @@ def _variants(store: Any, pairs: list[tuple[str, str]]) -> list[str]:
 
 
 @click.command("status")
+@click.argument("jobs", nargs=-1)
 @click.option("--project", envvar=PROJECT_ENV, show_envvar=True,
               help="With --bucket: also list the project's spotcron VMs in Compute Engine.")
+@click.option("--json", "as_json", is_flag=True, help="Print the schedule health of each job as JSON and nothing else.")
+@stack_option
 @bucket_options
-def status(project: str | None, bucket: str | None, state_dir: Path) -> None:
-    """Show runs in progress with their VM, age and deadline.
+def status(jobs: tuple[str, ...], project: str | None, as_json: bool, stack_path: Path, bucket: str | None,
+           state_dir: Path) -> None:
+    """Show each deployed job's schedule health, then the runs in progress.
 
-    With --bucket and --project, also lists every VM labelled spotcron=1 in the project, live or
-    leftover, and marks those whose run is no longer in progress (the sweep deletes them once
-    they are stopped or past their deadline).
+    Schedule health, per job (or the JOBS named): its last success, how many runs in a row have
+    failed, ticks missed and ticks started late (more than a minute after the tick) over the last
+    7 days, when it is next due, and where its notifications go. A manual run with --env/--args
+    overrides counts for none of these.
+
+    Then the runs in progress with their VM, age and deadline. With --bucket and --project, also
+    lists every VM labelled spotcron=1 in the project, live or leftover, and marks those whose run
+    is no longer in progress (the sweep deletes them once they are stopped or past their deadline).
 
     \b
     Examples:
       spotcron status
+      spotcron status hello-bot --json
       spotcron status --bucket gs://my-project-spotcron --project my-project
     """
     from spotcron.present.tables import Columns, print_table
@@ -156,9 +166,24 @@ def status(project: str | None, bucket: str | None, state_dir: Path) -> None:
     now = context.now()
     where = describe(bucket, state_dir)
     with open_store(bucket, state_dir) as store:
+        health = _health(store, jobs, now, load_stack(stack_path).notify, where)
+        if as_json:
+            import json
+
+            click.echo(json.dumps([h.to_json() for h in health], indent=2))
+            return
         live = store.live_runs()
         records = newest_first(r for r in (store.read(j, run_id) for j, run_id in live) if r and not r.terminal)
     out = stdout()
+    if health:
+        from spotcron.present.health import HEALTH_COLUMNS, HEALTH_DROP_ORDER
+
+        print_table(out, Columns(HEALTH_COLUMNS, HEALTH_DROP_ORDER), [h.cells(now) for h in health],
+                    styles=[{"failing": "red" if h.consecutive_failures else "",
+                             "missed 7d": "red" if h.missed_7d else ""} for h in health],
+                    title=f"schedule health in {where}")
+    else:
+        out.print(f"No deployed jobs in {where} (`spotcron up` or `spotcron deploy` deploys them).")
     if records:
         print_table(out, Columns(LIVE_COLUMNS, LIVE_DROP_ORDER), [live_row(r, now).cells() for r in records],
                     styles=[{"status": STATE_STYLES.get(r.state, "")} for r in records],
@@ -173,6 +198,19 @@ def status(project: str | None, bucket: str | None, state_dir: Path) -> None:
         return
     print_table(out, Columns(VM_COLUMNS, VM_DROP_ORDER), [vm.cells for vm in vms], styles=[vm.styles for vm in vms],
                 title=f"spotcron VMs in project {project}")
+
+
+def _health(store: Any, jobs: tuple[str, ...], now: Any, default: Any, where: str) -> list:
+    """Each deployed job's health (the JOBS named, when any), from its spec and records."""
+    from spotcron.core.errors import SpotcronError
+    from spotcron.engine.dispatch_specs import BucketSpecs
+    from spotcron.present.health import job_health
+
+    specs = {spec.name: spec for spec in BucketSpecs(store.blobs).current()}
+    unknown = [job for job in jobs if job not in specs]
+    if unknown:
+        raise SpotcronError(f"no deployed job {unknown[0]!r} in {where}; deployed: {', '.join(sorted(specs)) or 'none'}")
+    return [job_health(specs[name], store.records(name), now, default) for name in (jobs or sorted(specs))]
 
 
 # --- spotcron run ------------------------------------------------------------------------------

@@ -153,8 +153,7 @@ class Notify(BaseModel):
                 out.append(f"{kind} (secret {target.secret})")
             else:
                 host = urlsplit(target).hostname or "?"
-                label = self.body_format(target) if kind == "webhook" else "ping"
-                out.append(f"{kind} {label} to {host}")
+                out.append(f"webhook ({self.body_format(target)}) to {host}" if kind == "webhook" else f"ping to {host}")
         return out
 
     def warnings(self) -> list[tuple[str, str]]:

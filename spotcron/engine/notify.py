@@ -284,7 +284,7 @@ def send_test(config: Notify, job: str, post: Post, secrets: SecretLookup | None
             if kind == "webhook":
                 send(post, url, body(note, config.body_format(url)), note.id)
             else:
-                send(post, ping_url(url, "start", None), b"", note.id)
+                send(post, ping_url(url, "end", 0), b"", note.id)
             results.append((f"{label} {urlsplit(url).hostname}", None))
         except Exception as exc:  # noqa: BLE001 - each destination is reported on its own
             results.append((label, f"{type(exc).__name__}: {exc}"))
