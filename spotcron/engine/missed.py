@@ -14,8 +14,9 @@ end owes what every end owes (run.finished, the log entry, the notification of a
 streak's start); extending it owes nothing again. Whether a tick has a record is one read of the
 record a start of it would have made, so a pass costs a read per tick due since the last one.
 
-The sweep runs a pass in both scheduling modes (runtime/entrypoints.py); `spotcron up` runs one at
-start too, for the ticks that fell while it was stopped.
+The sweep runs a pass in both scheduling modes (runtime/entrypoints.py), once an hour (`pass_due`:
+a missed tick is recorded within the hour after its starting_deadline); `spotcron up` runs one at
+every sweep and at start, for the ticks that fell while it was stopped.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from spotcron.core.cron.schedule import load_time_zone, parse_schedule
 from spotcron.core.errors import PreconditionFailed, SpotcronError
@@ -142,6 +143,13 @@ def check_job(deps: Deps, spec: JobSpec, *, now: datetime, deployed_at: datetime
         # Only ticks of the spec as deployed now: nothing before the minute it was deployed in.
         floor = max(floor, utc_minute(deployed_at) - timedelta(microseconds=1))
     after = max(mark.through, floor) if mark.through is not None else floor
+    pruned = deps.store.pruned_through(spec.name)
+    if pruned is not None:
+        # History pruning deleted the records up to this tick: their absence is no missed tick.
+        try:
+            after = max(after, datetime.strptime(tick_of(pruned), "%Y%m%d-%H%M").replace(tzinfo=UTC))
+        except ValueError:
+            log.warning("%s: pruning mark %r names no tick; ignored", spec.name, pruned)
     if until <= after:
         return []
     ticks = ticks_between(spec, after, until)
@@ -205,6 +213,17 @@ def record_missed(deps: Deps, specs: Iterable[JobSpec], deployed_at: Mapping[str
         except (SpotcronError, OSError, ValueError) as exc:
             log.warning("missed ticks of %s not checked this time: %s", spec.name, exc)
     return found
+
+
+def pass_due(now: datetime, sweep_interval_s: int) -> bool:
+    """Whether this sweep makes a missed-tick pass: once an hour, at minute 0 (a pass reads
+    the deployed specs and a watermark per job, which a healthy sweep otherwise never does), or
+    every sweep when sweeps come faster than every 5 minutes (local mode)."""
+    if sweep_interval_s < 300:
+        return True
+    # Every `*/N` sweep entry, and the dispatcher's sweep minutes, include minute 0 of the hour. A
+    # sweep that arrives a minute late skips a pass; the next hour's checks the same ticks.
+    return now.minute == 0
 
 
 def missed_reason(scheduling: str, dispatched_through: datetime | None = None) -> Reason:

@@ -20,7 +20,7 @@ from spotcron.engine.dispatch import DispatchState, dispatch, read_cursor
 from spotcron.engine.dispatch_specs import BucketSpecs, SpecSource
 from spotcron.engine.job_done import MAX_CALLBACK_BYTES, handle_callback, parse_callback_body
 from spotcron.engine.messages import format_tick, parse_start
-from spotcron.engine.missed import missed_reason, record_missed
+from spotcron.engine.missed import missed_reason, pass_due, record_missed
 from spotcron.engine.start_job import launch
 from spotcron.engine.store import RecordConflict
 from spotcron.engine.sweep import sweep
@@ -182,8 +182,9 @@ def handle_sweep() -> dict[str, int]:
     summary = report.summary()
     # Ticks that never started (engine/missed.py), in both scheduling modes. In shared mode the
     # dispatcher's cursor says which of them it published, so a record can say whose fault it was.
-    _, specs, _ = _dispatcher_for(deps)
-    through = read_cursor(deps).through if deps.settings.scheduling == "shared" else None
-    summary["missed"] = _record_missed(deps, specs, missed_reason(deps.settings.scheduling, through))
+    if pass_due(deps.clock.now(), deps.settings.sweep_interval):
+        _, specs, _ = _dispatcher_for(deps)
+        through = read_cursor(deps).through if deps.settings.scheduling == "shared" else None
+        summary["missed"] = _record_missed(deps, specs, missed_reason(deps.settings.scheduling, through))
     log.info("sweep: %s", summary, extra={"fields": {**summary, "deleted": report.deleted_vms}})
     return summary

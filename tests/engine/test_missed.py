@@ -93,7 +93,11 @@ def test_a_tick_the_dispatcher_published_whose_start_function_failed_is_recorded
             h.clock.advance(60)
             h.dispatch()
         assert len([p for p in h.events.published if p.topic == h.settings.sweep_topic]) >= 2
-        h.sweep()
+        h.sweep()  # 12:10: the hourly pass is not due yet
+        assert h.records("bot") == []
+        h.clock.advance(50 * 60)
+        h.dispatch()
+        h.sweep()  # 13:00: its first sweep makes the pass
         record = h.record("bot", "20261122-1200")
         assert record.state == "missed" and record.missed_ticks == 1
         assert "the dispatcher published its start message but start_job recorded no run" in record.reason
