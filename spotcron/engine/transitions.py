@@ -318,13 +318,15 @@ def begin(record: RunRecord, event: Begin, now: datetime) -> Result:
     return record.with_attempt(event.attempt, now).with_state(RunState.STARTING, now)
 
 
-def scheduled(spec: JobSpec, run_id: str, tick: datetime | None, now: datetime) -> RunRecord:
-    """A new run of `spec` in `scheduled`: a tick's (`tick` set) or a manual one's (`tick` None)."""
+def scheduled(spec: JobSpec, run_id: str, tick: datetime | None, now: datetime, *,
+              overrides: dict | None = None) -> RunRecord:
+    """A new run of `spec` in `scheduled`: a tick's (`tick` set) or a manual one's (`tick` None);
+    `overrides`: what a manual run changed of the deployed spec (core/overrides.py), as recorded."""
     return RunRecord(
         job=spec.name, run_id=run_id, variant=spec.variant, repeat=spec.repeat_index,
         trigger="schedule" if tick is not None else "manual",
         tick=tick, created_at=now, updated_at=now, history=(StateChange(state=RunState.SCHEDULED, at=now),),
-        history_limit=spec.history_limit, spec=spec.to_payload(),
+        history_limit=spec.history_limit, spec=spec.to_payload(), overrides=overrides,
     )
 
 

@@ -217,8 +217,16 @@ class LocalStack:
         """Let `spotcron run` hand runs to this stack (see spotcron.local.handoff) until stop()."""
         from spotcron.local.handoff import HandoffServer
 
-        server = HandoffServer(self.state_dir, lambda payload: self.run_now(JobSpec.from_payload(payload)),
-                               self.deps.store.read).start()
+        def start(payload: dict) -> list[tuple[str, str]]:
+            # {"spec": ..., "overrides": ...} from `run --env/--args`; else the spec payload itself.
+            if "spec" in payload:
+                from spotcron.core.overrides import Overrides
+
+                overrides = Overrides.model_validate(payload["overrides"]) if payload.get("overrides") else None
+                return self.run_now(JobSpec.from_payload(payload["spec"]), overrides)
+            return self.run_now(JobSpec.from_payload(payload))
+
+        server = HandoffServer(self.state_dir, start, self.deps.store.read).start()
         self._stack.append(server.stop)
 
     def _deploying(self, load: Callable[[], list[JobSpec]]) -> Callable[[], list[JobSpec]]:
@@ -232,17 +240,22 @@ class LocalStack:
 
         return load_and_deploy
 
-    def run_now(self, spec: JobSpec) -> list[tuple[str, str]]:
+    def run_now(self, spec: JobSpec, overrides: Any = None) -> list[tuple[str, str]]:
         """Start a manual run of every matrix entry of `spec`; (job, run_id) of each.
 
         The CLI is the control plane here, as deploy is on Google Cloud: it deploys `spec`, then
-        asks for a run of it by name and digest like any start message.
+        asks for a run of it by name and digest like any start message. `overrides`
+        (core/overrides.Overrides) are written to the bucket and named by the message: the run
+        gets them, the deployed spec and the schedule do not.
         """
         from spotcron.engine.deployed import SpecStore, start_message
+        from spotcron.engine.overrides import start_message_with, write_overrides
 
         nonce = secrets.token_hex(2)
         SpecStore(self.deps.blobs).write(spec)
         payload = start_message(spec)
+        if overrides is not None and not overrides.empty:
+            payload = start_message_with(payload, write_overrides(self.deps.blobs, overrides))
         self.bus.publish(self.settings.start_topic, payload, {"trigger": "manual", "nonce": nonce})
         expected = len(spec.variants())
         deadline = time.monotonic() + 60

@@ -21,6 +21,7 @@ from spotcron.engine.dispatch_specs import BucketSpecs, SpecSource
 from spotcron.engine.job_done import MAX_CALLBACK_BYTES, handle_callback, parse_callback_body
 from spotcron.engine.messages import format_tick, parse_start
 from spotcron.engine.missed import missed_reason, pass_due, record_missed
+from spotcron.engine.overrides import read_overrides
 from spotcron.engine.start_job import launch
 from spotcron.engine.store import RecordConflict
 from spotcron.engine.sweep import sweep
@@ -69,8 +70,9 @@ def handle_start(event_data: Any, event_time: datetime | None) -> None:
         request = parse_start(event_data, event_time)
         deps = current()
         spec = SpecStore(deps.blobs).resolve(request.job, request.digest)
+        overrides = read_overrides(deps.blobs, request.overrides) if request.overrides else None
         outcomes = launch(deps, spec, requested_at=request.requested_at, manual=request.manual,
-                          nonce=request.nonce, tick=request.tick)
+                          nonce=request.nonce, tick=request.tick, overrides=overrides)
     except NotDeployed as exc:
         # Acknowledged: a message for a job or spec that was never deployed is someone else's doing
         # (a rogue publisher, an edited scheduler entry) or a stale one; it never starts anything.

@@ -116,3 +116,22 @@ def test_the_page_shows_the_schedule_health(bucket):
     html, _ = build_page(RunStore(bucket.blobs), NOW, "us-central1", charts=False)
     assert '<h2 id="health">Schedule health</h2>' in html
     assert "<td>bot</td><td>2026-03-02 08:02 (3h58m ago)</td><td>2</td><td>1</td><td>1</td>" in html.replace("\n", "")
+
+
+def test_run_with_env_and_args_hands_the_overrides_to_the_stack(invoke, bucket, context, tmp_path):
+    from tests.cli.test_results_cli import JOB_FILE, FakeStack
+
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "bot.yaml").write_text(JOB_FILE)
+    stack = FakeStack(bucket, "succeeded")
+    context.local_stack = lambda state_dir, limits=None: stack
+    result = invoke("run", "bot", "--env", "LOG_LEVEL=debug", "--env", "X=1=2", "--args", "--dry-run --n 3")
+    assert result.exit_code == 0, result.output
+    assert stack.overrides.env == {"LOG_LEVEL": "debug", "X": "1=2"}
+    assert stack.overrides.args == ("--dry-run", "--n", "3")
+    bucket.blobs.delete("runs/bot/m20260302-120000-ab12/run.json")
+    assert invoke("run", "bot").exit_code == 0 and stack.overrides is None  # none given: none passed
+    bad = invoke("run", "bot", "--env", "NOVALUE")
+    assert bad.exit_code == 2 and "--env 'NOVALUE': write NAME=VALUE" in bad.stderr
+    bad = invoke("run", "bot", "--env", "1X=y")
+    assert bad.exit_code == 2 and "not a valid environment variable name" in bad.stderr
