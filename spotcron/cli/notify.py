@@ -56,4 +56,43 @@ def test(job_or_file: str, jobs_dir: Path, stack_path: Path, state_dir: Path) ->
         raise click.exceptions.Exit(1)
 
 
+@notify.command("listen")
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True,
+              help="The loopback port to listen on (0: any free one).")
+def listen(port: int) -> None:
+    """Print every notification POSTed to http://127.0.0.1:PORT/ until Ctrl-C.
+
+    A receiver to try notify: on one machine: point a job's webhook at it, run `spotcron up` (or
+    `spotcron notify test JOB`), and the failure and recovery messages appear here. It answers
+    every POST with 200 and listens on the loopback interface only.
+
+    \b
+    Examples:
+      spotcron notify listen
+      spotcron notify listen --port 9000
+    """
+    from spotcron.local.receiver import Receiver
+
+    out = stdout()
+
+    def show(path: str, note_id: str, text: str) -> None:
+        out.print(f"--- {path}" + (f" ({note_id})" if note_id else ""), markup=False, highlight=False)
+        out.print(text, markup=False, highlight=False)
+
+    try:
+        receiver = Receiver(show, port)
+    except OSError as exc:
+        from spotcron.core.errors import SpotcronError
+
+        raise SpotcronError(f"cannot listen on 127.0.0.1:{port}: {exc}; choose another --port") from None
+    console(stderr=True).print(f"listening on {receiver.url} (notify: {{webhook: {receiver.url}}}); Ctrl-C stops",
+                               markup=False, highlight=False)
+    try:
+        receiver.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        receiver.server.server_close()
+
+
 COMMANDS = [notify]

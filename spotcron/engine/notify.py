@@ -220,8 +220,9 @@ def ping_url(base: str, what: str, exit_code: int | None) -> str:
 
 
 def run_end_hooks(post: Post, secrets: SecretLookup | None, default: Notify | None,
-                  announce: Announce | None = None) -> list[RunEndHook]:
-    """The `notify` and `ping` hooks, sending through `post`."""
+                  announce: Announce | None = None, *, local: bool = False) -> list[RunEndHook]:
+    """The `notify` and `ping` hooks, sending through `post`. `local`: the messages' "how to see
+    more" names the local bucket (no --bucket)."""
 
     def say(line: str) -> None:
         log.info("%s", line)
@@ -238,7 +239,7 @@ def run_end_hooks(post: Post, secrets: SecretLookup | None, default: Notify | No
         url = resolve(config.webhook, secrets)
         tail = log_tail(deps, record)
         for event in events:
-            note = message(record, event, tail, deps.settings.bucket)
+            note = message(record, event, tail, "" if local else deps.settings.bucket)
             send(post, url, body(note, config.body_format(url)), note.id)
             say(f"notified {event} of {record.job}/{record.run_id} to {urlsplit(url).hostname} (id {note.id})")
 

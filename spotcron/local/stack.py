@@ -133,7 +133,7 @@ class LocalStack:
         from spotcron.runtime.secret_values import local_lookup
 
         install(self.deps, post=webhooks.post, secrets=local_lookup(self.environ, self.state_dir),
-                default=self.stack_notify, announce=self.notify)
+                default=self.stack_notify, announce=self.notify, local=True)
         self.compute, self.metadata, self.bucket = compute, metadata, bucket
         entrypoints.use(self.deps, missed_reason=LOCAL_MISSED)
         start = functions_framework.create_app(target="start_job", source=source).test_client()

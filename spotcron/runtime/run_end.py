@@ -13,6 +13,6 @@ from spotcron.engine.run_log import log_hook
 
 
 def install(deps: Deps, *, post: Post, secrets: SecretLookup | None, default: Notify | None = None,
-            announce: Announce | None = None) -> Deps:
-    deps.on_run_end.extend([log_hook(), *run_end_hooks(post, secrets, default, announce)])
+            announce: Announce | None = None, local: bool = False) -> Deps:
+    deps.on_run_end.extend([log_hook(), *run_end_hooks(post, secrets, default, announce, local=local)])
     return deps

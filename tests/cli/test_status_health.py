@@ -135,3 +135,22 @@ def test_run_with_env_and_args_hands_the_overrides_to_the_stack(invoke, bucket, 
     assert bad.exit_code == 2 and "--env 'NOVALUE': write NAME=VALUE" in bad.stderr
     bad = invoke("run", "bot", "--env", "1X=y")
     assert bad.exit_code == 2 and "not a valid environment variable name" in bad.stderr
+
+
+def test_the_local_receiver_shows_each_notification():
+    from spotcron.core.notify import Notify
+    from spotcron.engine.notify import send_test
+    from spotcron.local.receiver import Receiver
+    from spotcron.runtime import webhooks
+
+    shown: list[tuple[str, str, str]] = []
+    receiver = Receiver(lambda *seen: shown.append(seen)).start()
+    try:
+        for fmt in ("generic", "slack", "discord"):
+            assert send_test(Notify(webhook=receiver.url + fmt, format=fmt), "bot", webhooks.post, None) == \
+                [(f"webhook 127.0.0.1", None)]
+    finally:
+        receiver.stop()
+    assert [(path, note_id) for path, note_id, _ in shown] == [(f"/{f}", "bot/test/test")
+                                                               for f in ("generic", "slack", "discord")]
+    assert all(text.startswith("spotcron: bot test message (run test)") for _, _, text in shown)

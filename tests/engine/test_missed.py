@@ -113,3 +113,25 @@ def test_the_sweep_records_missed_ticks_in_per_job_mode(h):
     h.sweep()
     record = h.record("bot", "20261122-1200")
     assert record.state == "missed" and "scheduler entry paused or deleted" in record.reason
+
+
+def test_up_records_the_ticks_that_fell_while_it_was_stopped_and_prints_them(h):
+    """`up`'s start-up pass (LocalStack.record_missed) over the bucket's deployed specs, on the
+    harness's bucket and clock: `up` ran at 12:00, was stopped, and starts again three hours later."""
+    from types import SimpleNamespace
+
+    from spotcron.engine.deployed import SpecStore
+    from spotcron.local.stack import LOCAL_MISSED, LocalStack
+
+    sent, post = posts()
+    lines: list[str] = []
+    install(h.deps, post=post, secrets=None, announce=lines.append)
+    up = SimpleNamespace(deps=h.deps, notify=lines.append)
+    SpecStore(h.blobs).deploy([every_minute()])
+    assert LocalStack.record_missed(up) == []
+    h.clock.advance(3 * 3600)
+    [found] = LocalStack.record_missed(up)
+    record = h.record("bot", found.run_id)
+    assert record.state == "missed" and record.reason == LOCAL_MISSED and record.missed_ticks == 179
+    assert [m["event"] for m in sent] == ["missed"]
+    assert "bot: 179 tick(s) missed while spotcron up was not running (record bot/20261122-1200)" in lines
