@@ -148,7 +148,7 @@ def test_the_local_receiver_shows_each_notification():
     try:
         for fmt in ("generic", "slack", "discord"):
             assert send_test(Notify(webhook=receiver.url + fmt, format=fmt), "bot", webhooks.post, None) == \
-                [(f"webhook 127.0.0.1", None)]
+                [("webhook 127.0.0.1", None)]
     finally:
         receiver.stop()
     assert [(path, note_id) for path, note_id, _ in shown] == [(f"/{f}", "bot/test/test")

@@ -20,6 +20,7 @@ SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 RUN_API = "https://run.googleapis.com"
 REGISTRY_API = "https://artifactregistry.googleapis.com"
 COMPUTE_API = "https://compute.googleapis.com"
+MONITORING_API = "https://monitoring.googleapis.com"
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,34 @@ class Network(RunIam):
     def set_private_google_access(self, subnetwork: str, enabled: bool) -> dict[str, Any]:
         return self._checked(self._session.post(self._url(f"{subnetwork}/setPrivateIpGoogleAccess"),
                                                 json={"privateIpGoogleAccess": enabled}, timeout=self._timeout))
+
+
+class Monitoring(RunIam):
+    """Cloud Monitoring v3: the project's alert policies (list, create, replace, delete)."""
+
+    def list_alert_policies(self, project: str) -> list[dict[str, Any]]:
+        policies: list[dict[str, Any]] = []
+        token = None
+        while True:
+            params = {"pageToken": token} if token else {}
+            page = self._checked(self._session.get(f"{self._base}/v3/projects/{project}/alertPolicies",
+                                                   params=params, timeout=self._timeout))
+            policies += page.get("alertPolicies") or []
+            token = page.get("nextPageToken")
+            if not token:
+                return policies
+
+    def create_alert_policy(self, project: str, policy: dict[str, Any]) -> dict[str, Any]:
+        return self._checked(self._session.post(f"{self._base}/v3/projects/{project}/alertPolicies", json=policy,
+                                                timeout=self._timeout))
+
+    def replace_alert_policy(self, name: str, policy: dict[str, Any]) -> dict[str, Any]:
+        """PATCH without an update mask: the policy is replaced by `policy` as a whole."""
+        return self._checked(self._session.patch(f"{self._base}/v3/{name}", json={**policy, "name": name},
+                                                 timeout=self._timeout))
+
+    def delete_alert_policy(self, name: str) -> dict[str, Any]:
+        return self._checked(self._session.delete(f"{self._base}/v3/{name}", timeout=self._timeout))
 
 
 class Clients:
@@ -233,6 +262,17 @@ class Clients:
             return Registry(session, self.endpoints.rest or REGISTRY_API, self.timeout)
 
         return self._get("registry", make)
+
+    @property
+    def monitoring(self) -> Monitoring:
+        def make() -> Monitoring:
+            from google.auth.transport.requests import AuthorizedSession
+
+            session = AuthorizedSession(self.credentials)
+            _widen_pool(session, self.pool_size)
+            return Monitoring(session, self.endpoints.rest or MONITORING_API, self.timeout)
+
+        return self._get("monitoring", make)
 
     @property
     def network(self) -> Network:

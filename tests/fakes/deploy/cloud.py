@@ -12,6 +12,7 @@ from tests.fakes.deploy.compute import FakeCompute
 from tests.fakes.deploy.functions import FakeFunctions
 from tests.fakes.deploy.http import Call, Faults, HttpServer, Router
 from tests.fakes.deploy.iam_grpc import FakeIam
+from tests.fakes.deploy.monitoring import FakeMonitoring
 from tests.fakes.deploy.pubsub import FakePubsub
 from tests.fakes.deploy.registry import FakeRegistry
 from tests.fakes.deploy.resourcemanager import FakeResourceManager
@@ -37,8 +38,9 @@ class FakeCloud:
                                        self.pubsub.exists, PolicyStore(accounts))
         self.registry = FakeRegistry(project, PolicyStore(accounts))
         self.compute = FakeCompute(project)
+        self.monitoring = FakeMonitoring(project)
         for api in (self.resourcemanager, self.pubsub, self.storage, self.scheduler, self.functions, self.registry,
-                    self.compute):
+                    self.compute, self.monitoring):
             api.routes(self.router)
         self.http = HttpServer(self.router)
         self.iam_target = ""
