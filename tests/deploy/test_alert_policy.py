@@ -80,3 +80,14 @@ def test_destroy_deletes_our_policy_first() -> None:
     plan = plan_destroy(actual, Names.of(make_settings()), delete_results=False)
     assert [(a.resource_type, a.name) for a in plan.actions][:1] == [("alert_policy", FAILED_RUNS_POLICY)]
     assert ("alert_policy", "someone-elses") not in [(a.resource_type, a.name) for a in plan.actions]
+
+
+def test_a_project_where_monitoring_does_not_answer_deploys_without_alerts_and_says_so_with_them(
+        deployer: Deployer, cloud: FakeCloud) -> None:
+    from spotcron.core.errors import SpotcronError
+
+    cloud.monitoring.project = "someone-else"  # every call answers 403, as with the API not enabled
+    jobs = deployer.jobs(JOBS_DIR)
+    assert [a for a in deployer.plan(jobs).actions if a.resource_type == "alert_policy"] == []
+    with pytest.raises(SpotcronError, match="list alert policies"):
+        deployer.plan(jobs, alerting())
