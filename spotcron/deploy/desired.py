@@ -76,7 +76,7 @@ def function_environment(settings: Settings, job_done_url: str, credentials_url:
             value = ",".join(value)
         elif isinstance(value, BaseModel):  # limits: JSON, read back by settings.env_overrides
             value = value.model_dump_json()
-        if value == "":
+        if value is None or value == "":  # unset (notify: none): the functions' default
             continue
         env[ENV_PREFIX + name.upper()] = str(value)
     return env

@@ -91,3 +91,15 @@ def test_a_project_where_monitoring_does_not_answer_deploys_without_alerts_and_s
     assert [a for a in deployer.plan(jobs).actions if a.resource_type == "alert_policy"] == []
     with pytest.raises(SpotcronError, match="list alert policies"):
         deployer.plan(jobs, alerting())
+
+
+def test_the_stacks_notify_reaches_the_functions_and_an_unset_one_adds_nothing() -> None:
+    from spotcron.core.notify import Notify
+    from spotcron.deploy.desired import function_environment
+
+    assert "SPOTCRON_NOTIFY" not in function_environment(make_settings(), "https://job-done")
+    assert "SPOTCRON_ALERTS" not in function_environment(alerting(), "https://job-done")  # deploy's only
+    settings = make_settings(notify=Notify(webhook={"secret": "team-hook"}, on=["failure", "success"]))
+    env = function_environment(settings, "https://job-done")
+    back = load_settings(None, env, required=("project", "bucket"))
+    assert back.notify == settings.notify and back.notify.webhook.secret == "team-hook"
