@@ -69,14 +69,14 @@ def stack_notes(stack: StackProjection, table: PriceTable, basis: tuple[str, str
     if other is not None:
         lines.append(f"With scheduling: {other.scheduling} it would be ${other.monthly_after_free_tier_usd:.2f}/month "
                      f"after free tiers ({scheduling_note(other.scheduling)}).")
-    logging = run_log_month(sum(j.runs_per_month * max(1, len(j.variants)) for j in stack.jobs))
-    lines.append(f"Cloud Logging: one entry per run end, about {logging.entries:,.0f} a month, at most "
-                 f"{logging.gib * 1024:.1f} MiB: ${logging.usd:.2f}/month (the first 50 GiB of a project's logs "
-                 f"each month are free; docs/results.md).")
     lines.append(f"Classic design (a stopped VM whose disk bills all month, start and stop rules): "
                  f"${stack.classic_monthly_usd:.2f}/month.")
     lines.append(f"Prices are indicative ({table.name}, as of {table.as_of}): see docs/cost.md; "
                  f"override them with --prices FILE.")
+    logging = run_log_month(sum(j.runs_per_month * max(1, len(j.variants)) for j in stack.jobs))
+    lines.append(f"Cloud Logging: one entry per run end, about {logging.entries:,.0f} a month, at most "
+                 f"{logging.gib * 1024:.1f} MiB: ${logging.usd:.2f}/month (the first 50 GiB of a project's logs "
+                 f"each month are free; docs/results.md).")
     lines.append("The results page's \"projected for the month\" extrapolates recent runs instead; docs/cost.md, "
                  "\"The results page's month and spotcron cost\", says why the two differ.")
     return lines
