@@ -8,9 +8,11 @@ run's end. tests/architecture/test_layers.py keeps it so.
 
 The end of a run is durable. Entering a terminal state records every end-of-run effect as owed
 in the same write (`RunRecord.with_state`): the `run.finished` event, settling the VM-hours
-reservation, history pruning and the run-end hooks. `do_owed_effects` does what is still owed and
-records it done (`EffectsDone`), so a function that dies, or meets a transient error, between the
-terminal write and an effect leaves the effect owed, not lost. The run keeps an `ending` live
+reservation, history pruning and one `hook:NAME` entry per run-end hook that applies to the run
+(engine/hooks.py). `do_owed_effects` does each entry still owed on its own and records what got done,
+what failed (on the run: `effect_failures`) and what was given up (`EffectsDone`), so a function
+that dies, or meets a transient error, between the terminal write and an effect leaves the effect
+owed, not lost. The run keeps an `ending` live
 marker until nothing is owed, and whoever touches the run next finishes it: the same handler at
 once, any later step on the ended run (a redelivered callback or start), or the sweep, which
 finds the marker in its one listing of the live index.
