@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "spotcron.cli.report",
     "spotcron.cli.up",
     "spotcron.cli.run_commands",
+    "spotcron.cli.notify",
     "spotcron.cli.page",
     "spotcron.cli.manage",
     "spotcron.cli.deploy",

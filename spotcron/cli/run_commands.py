@@ -123,19 +123,29 @@ def _variants(store: Any, pairs: list[tuple[str, str]]) -> list[str]:
 
 
 @click.command("status")
+@click.argument("jobs", nargs=-1)
 @click.option("--project", envvar=PROJECT_ENV, show_envvar=True,
               help="With --bucket: also list the project's spotcron VMs in Compute Engine.")
+@click.option("--json", "as_json", is_flag=True, help="Print the schedule health of each job as JSON and nothing else.")
+@stack_option
 @bucket_options
-def status(project: str | None, bucket: str | None, state_dir: Path) -> None:
-    """Show runs in progress with their VM, age and deadline.
+def status(jobs: tuple[str, ...], project: str | None, as_json: bool, stack_path: Path, bucket: str | None,
+           state_dir: Path) -> None:
+    """Show each deployed job's schedule health, then the runs in progress.
 
-    With --bucket and --project, also lists every VM labelled spotcron=1 in the project, live or
-    leftover, and marks those whose run is no longer in progress (the sweep deletes them once
-    they are stopped or past their deadline).
+    Schedule health, per job (or the JOBS named): its last success, how many runs in a row have
+    failed, ticks missed and ticks started late (more than a minute after the tick) over the last
+    7 days, when it is next due, and where its notifications go. A manual run with --env/--args
+    overrides counts for none of these.
+
+    Then the runs in progress with their VM, age and deadline. With --bucket and --project, also
+    lists every VM labelled spotcron=1 in the project, live or leftover, and marks those whose run
+    is no longer in progress (the sweep deletes them once they are stopped or past their deadline).
 
     \b
     Examples:
       spotcron status
+      spotcron status hello-bot --json
       spotcron status --bucket gs://my-project-spotcron --project my-project
     """
     from spotcron.present.tables import Columns, print_table
@@ -156,9 +166,24 @@ def status(project: str | None, bucket: str | None, state_dir: Path) -> None:
     now = context.now()
     where = describe(bucket, state_dir)
     with open_store(bucket, state_dir) as store:
+        health = _health(store, jobs, now, load_stack(stack_path).notify, where)
+        if as_json:
+            import json
+
+            click.echo(json.dumps([h.to_json() for h in health], indent=2))
+            return
         live = store.live_runs()
         records = newest_first(r for r in (store.read(j, run_id) for j, run_id in live) if r and not r.terminal)
     out = stdout()
+    if health:
+        from spotcron.present.health import HEALTH_COLUMNS, HEALTH_DROP_ORDER
+
+        print_table(out, Columns(HEALTH_COLUMNS, HEALTH_DROP_ORDER), [h.cells(now) for h in health],
+                    styles=[{"failing": "red" if h.consecutive_failures else "",
+                             "missed 7d": "red" if h.missed_7d else ""} for h in health],
+                    title=f"schedule health in {where}")
+    else:
+        out.print(f"No deployed jobs in {where} (`spotcron up` or `spotcron deploy` deploys them).")
     if records:
         print_table(out, Columns(LIVE_COLUMNS, LIVE_DROP_ORDER), [live_row(r, now).cells() for r in records],
                     styles=[{"status": STATE_STYLES.get(r.state, "")} for r in records],
@@ -175,6 +200,19 @@ def status(project: str | None, bucket: str | None, state_dir: Path) -> None:
                 title=f"spotcron VMs in project {project}")
 
 
+def _health(store: Any, jobs: tuple[str, ...], now: Any, default: Any, where: str) -> list:
+    """Each deployed job's health (the JOBS named, when any), from its spec and records."""
+    from spotcron.core.errors import SpotcronError
+    from spotcron.engine.dispatch_specs import BucketSpecs
+    from spotcron.present.health import job_health
+
+    specs = {spec.name: spec for spec in BucketSpecs(store.blobs).current()}
+    unknown = [job for job in jobs if job not in specs]
+    if unknown:
+        raise SpotcronError(f"no deployed job {unknown[0]!r} in {where}; deployed: {', '.join(sorted(specs)) or 'none'}")
+    return [job_health(specs[name], store.records(name), now, default) for name in (jobs or sorted(specs))]
+
+
 # --- spotcron run ------------------------------------------------------------------------------
 
 
@@ -189,11 +227,16 @@ def status(project: str | None, bucket: str | None, state_dir: Path) -> None:
 @click.option("-f", "--follow", is_flag=True,
               help="Print the job's output as it comes (stdout), then exit with the job's exit code (--cloud too).")
 @click.option("-t", "--timestamps", is_flag=True, help="With --follow: begin each line with when it was shipped.")
+@click.option("--env", "env_pairs", multiple=True, metavar="NAME=VALUE",
+              help="Set a variable for this run only (repeatable); the job file and schedule stay as they are.")
+@click.option("--args", "args_text", metavar="'ARGS'",
+              help="Replace the job's args for this run only, split like a shell would, e.g. --args '--steps 5'.")
 @jobs_option
 @stack_option
 @bucket_options
 def run(job_or_file: str, cloud: bool, project: str | None, topic: str | None, timeout_s: float | None,
-        follow: bool, timestamps: bool, jobs_dir: Path, stack_path: Path, bucket: str | None, state_dir: Path) -> None:
+        follow: bool, timestamps: bool, env_pairs: tuple[str, ...], args_text: str | None, jobs_dir: Path,
+        stack_path: Path, bucket: str | None, state_dir: Path) -> None:
     """Run a job now, outside its schedule (every matrix entry).
 
     Locally (default) the run goes through the local stack and this command waits for it and
@@ -206,10 +249,15 @@ def run(job_or_file: str, cloud: bool, project: str | None, topic: str | None, t
     first four characters (before any matrix suffix). A manual run never takes the place of a
     scheduled one.
 
+    --env NAME=VALUE and --args change this run only (every matrix entry of it): the run records
+    them, the deployed spec and the schedule stay as they are, and the run counts for nothing in
+    the job's schedule health (`spotcron status`) or its notifications.
+
     \b
     Examples:
       spotcron run hello-bot
       spotcron run hello-bot --follow
+      spotcron run hello-bot --env LOG_LEVEL=debug --args '--dry-run'
       spotcron run dl-benchmark --cloud --project my-project
     """
     from spotcron.core.errors import SpotcronError
@@ -224,13 +272,15 @@ def run(job_or_file: str, cloud: bool, project: str | None, topic: str | None, t
                             "watch it with `spotcron runs JOB --bucket ...`")
     if timestamps and not follow:
         raise goes_with("--timestamps", "--follow", "without it the output is not printed")
+    overrides = _overrides(env_pairs, args_text)
     settings = load_stack(stack_path)
     job_file = find_job_file(job_or_file, jobs_dir)
     spec = load_job_file(job_file, grace=settings.grace)
     if cloud:
         spec = _pinned_as_deployed(spec, settings, repository_root(Path(job_file).resolve().parent))
         nonce = _publish_start(spec, project or settings.project, topic or settings.start_topic, bucket,
-                               quiet=follow)
+                               quiet=follow, overrides=overrides, state_dir=state_dir,
+                               default_bucket=f"gs://{settings.bucket}")
         if follow:
             streams = _streams(timestamps)
             records = _follow_cloud(spec, nonce, bucket or f"gs://{settings.bucket}", state_dir, streams, timeout_s)
@@ -239,7 +289,7 @@ def run(job_or_file: str, cloud: bool, project: str | None, topic: str | None, t
     streams = _streams(timestamps) if follow else None
     spec = _local_image(spec, repository_root(Path(job_file).resolve().parent))
     records = _run_locally(spec, state_dir, timeout_s or float(spec.timeout + settings.grace), settings.limits,
-                           streams)
+                           streams, overrides)
     if streams is not None:
         raise click.exceptions.Exit(streams.outcome(records))
     out = stdout()
@@ -250,6 +300,24 @@ def run(job_or_file: str, cloud: bool, project: str | None, topic: str | None, t
 
     if any(r.state != RunState.SUCCEEDED for r in records):
         raise click.exceptions.Exit(1)
+
+
+def _overrides(env_pairs: tuple[str, ...], args_text: str | None) -> Any:
+    """--env and --args as core/overrides.Overrides, or None; SpotcronError naming what is wrong."""
+    from pydantic import ValidationError
+
+    from spotcron.core.errors import SpotcronError
+    from spotcron.core.overrides import Overrides, parse_env_pairs
+
+    if not env_pairs and args_text is None:
+        return None
+    try:
+        return Overrides.model_validate({"env": parse_env_pairs(env_pairs),
+                                         **({"args": args_text} if args_text is not None else {})})
+    except ValueError as exc:
+        errors = exc.errors() if isinstance(exc, ValidationError) else None
+        detail = "; ".join(e["msg"].removeprefix("Value error, ") for e in errors) if errors else str(exc)
+        raise SpotcronError(f"--env/--args: {detail}") from None
 
 
 def _streams(timestamps: bool) -> Streams:
@@ -272,11 +340,13 @@ def _local_image(spec: Any, root: Path) -> Any:
 
 
 def _run_locally(spec: Any, state_dir: Path, timeout_s: float, limits: Any = None,
-                 streams: Streams | None = None) -> list[RunRecord]:
+                 streams: Streams | None = None, overrides: Any = None) -> list[RunRecord]:
     """Run every matrix entry now and wait for them all to end: on the `spotcron up` that owns
     `state_dir` when one runs (a second stack cannot share it), else on a local stack of its own."""
     err = console(stderr=True)
-    started = runs_context().hand_off(state_dir, spec.to_payload())
+    payload = spec.to_payload() if overrides is None else {"spec": spec.to_payload(),
+                                                            "overrides": overrides.model_dump(mode="json")}
+    started = runs_context().hand_off(state_dir, payload)
     if started is not None:
         for job, run_id in started:
             err.print(f"started {job}/{run_id} on the running `spotcron up`")
@@ -284,7 +354,7 @@ def _run_locally(spec: Any, state_dir: Path, timeout_s: float, limits: Any = Non
     # Following, the job's output is the screen: no spinner redrawn over it.
     waiting = err.status(f"starting the local stack in {state_dir}…") if streams is None else contextlib.nullcontext()
     with waiting as spinner, runs_context().local_stack(state_dir, limits) as stack:
-        started = stack.run_now(spec)
+        started = stack.run_now(spec, overrides)
         for job, run_id in started:
             err.print(f"started {job}/{run_id}")
         if streams is not None:
@@ -351,8 +421,10 @@ def _pinned_as_deployed(spec: Any, settings: Any, root: Path) -> Any:
     return pin([spec], statuses)[0]
 
 
-def _publish_start(spec: Any, project: str, topic: str, bucket: str | None, *, quiet: bool = False) -> str:
-    """Publish a manual start of `spec`; its nonce (the run ids end in its first four characters)."""
+def _publish_start(spec: Any, project: str, topic: str, bucket: str | None, *, quiet: bool = False,
+                   overrides: Any = None, state_dir: Path | None = None, default_bucket: str | None = None) -> str:
+    """Publish a manual start of `spec`; its nonce (the run ids end in its first four characters).
+    `overrides` are written to the stack's bucket first, and the message names their digest."""
     import os
 
     from spotcron.core.errors import SpotcronError
@@ -374,7 +446,13 @@ def _publish_start(spec: Any, project: str, topic: str, bucket: str | None, *, q
         publisher = runs_context().publisher(os.environ.get("PUBSUB_EMULATOR_HOST") or None)
         # The body names the job and its spec's digest, exactly what the scheduler entry publishes:
         # start_job runs the deployed spec only, so a job file changed since deploy is refused.
-        message_id = publisher.publish(path, start_message(spec), trigger="manual", nonce=nonce).result(timeout=60)
+        body = start_message(spec)
+        if overrides is not None:
+            from spotcron.engine.overrides import start_message_with, write_overrides
+
+            with runs_context().open_blobs(bucket or default_bucket, state_dir or Path(".spotcron")) as blobs:
+                body = start_message_with(body, write_overrides(blobs, overrides))
+        message_id = publisher.publish(path, body, trigger="manual", nonce=nonce).result(timeout=60)
     out = console(stderr=True) if quiet else stdout()  # following: stdout is the job's output
     out.print(f"published {spec.name} to {path}: message {message_id}")
     watch = f" --bucket {bucket}" if bucket else " --bucket gs://BUCKET"

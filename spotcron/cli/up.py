@@ -62,8 +62,10 @@ def up(jobs_dir: Path, stack_path: Path, once: bool, state_dir: Path, timeout: f
         raise goes_with("--timeout", "--once", "without it up runs until Ctrl-C")
     out = console()
     specs = load_jobs([jobs_dir]) if once else []  # --once fails before starting anything
-    stack = LocalStack(state_dir, environ=os.environ, sweep_interval=sweep_interval, limits=load_stack(stack_path).limits,
-                       notify=lambda line: out.print(f"  {line}", markup=False, highlight=False, soft_wrap=True))
+    stack_settings = load_stack(stack_path)
+    stack = LocalStack(state_dir, environ=os.environ, sweep_interval=sweep_interval, limits=stack_settings.limits,
+                       notify=lambda line: out.print(f"  {line}", markup=False, highlight=False, soft_wrap=True),
+                       stack_notify=stack_settings.notify)
     with _stopped_however_it_ends(stack.stop):
         stack.start()
         out.print(f"[bold]spotcron up[/] — local bucket {stack.bucket.url}, state in {state_dir}/")

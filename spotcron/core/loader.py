@@ -507,6 +507,11 @@ def _check_spec(spec: JobSpec, data: dict[str, Any], file: _File, grace: int) ->
                                f"Compute Engine's maxRunDuration is at least {MIN_RUN_SECONDS}s; use a timeout "
                                f"of at least {MIN_RUN_SECONDS - grace}s")
 
+    if spec.notify is not None:
+        problem = spec.notify.problem_with_timeout(spec.timeout)
+        if problem:
+            file.add(("notify", "slow" if spec.notify.slow is not None else "on"), problem)
+
     base = spec.benchmark.base
     if base is not None and spec.matrix and base not in {entry.name for entry in spec.matrix}:
         file.add(("benchmark", "base"), f"{base!r} is not a matrix entry of this job; choose one of "

@@ -36,6 +36,9 @@ class RunState(StrEnum):
     LOST = "lost"
     SKIPPED = "skipped"
     CANCELLED = "cancelled"  # stopped on purpose: the local stack was shut down under it
+    # A tick that was due and never started within its starting_deadline (no trigger reached
+    # start_job); consecutive ones of a job are one record (`missed_ticks`, `missed_until`).
+    MISSED = "missed"
 
 
 class Outcome(StrEnum):
@@ -52,7 +55,7 @@ class Outcome(StrEnum):
 
 TERMINAL_STATES: frozenset[RunState] = frozenset({
     RunState.SUCCEEDED, RunState.FAILED, RunState.TIMED_OUT, RunState.PREEMPTED, RunState.LOST,
-    RunState.SKIPPED, RunState.CANCELLED})
+    RunState.SKIPPED, RunState.CANCELLED, RunState.MISSED})
 LIVE_STATES: frozenset[RunState] = frozenset({RunState.SCHEDULED, RunState.STARTING, RunState.QUEUED,
                                                RunState.RUNNING})
 
@@ -65,10 +68,26 @@ class Effect(StrEnum):
     FINISHED_EVENT = "finished_event"  # publish run.finished (with an id consumers deduplicate on)
     SETTLE = "settle"  # replace the admissions' worst-case VM-hours with what the VMs really ran
     PRUNE = "prune"  # history_limit
-    HOOKS = "hooks"  # the deployment's run-end hooks
+    HOOKS = "hooks"  # the deployment's run-end hooks, each owed as `hook:NAME` once the end is written
 
 
 END_EFFECTS: tuple[Effect, ...] = tuple(Effect)
+HOOK_PREFIX = "hook:"
+
+
+def hook_entry(name: str) -> str:
+    """The owed entry of one run-end hook: each hook is owed, done and retried on its own."""
+    return f"{HOOK_PREFIX}{name}"
+
+
+def _owed_entry(value: Effect | str) -> Effect | str:
+    try:
+        return Effect(value)
+    except ValueError:
+        return value
+
+
+OwedEntry = Annotated[Effect | str, AfterValidator(_owed_entry)]
 
 GCE_NAME_MAX = 63
 _GCE_NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -120,6 +139,15 @@ def vm_labels(job: str, run_id: str, attempt: int) -> dict[str, str]:
 
 class _Record(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class EffectFailure(_Record):
+    """An owed effect that failed: how often, the last error, and whether it was given up."""
+
+    tries: int = 0
+    error: str = ""
+    at: datetime | None = None
+    gave_up: bool = False
 
 
 class StateChange(_Record):
@@ -237,8 +265,16 @@ class RunRecord(_Record):
     hardware: Hardware | None = None
     hardware_problem: str | None = None
     history_limit: int = 50
-    # What the run's end still owes (set with the terminal state, emptied as each is done).
-    owed: tuple[Effect, ...] = ()
+    # What the run's end still owes (set with the terminal state, emptied as each is done): the
+    # Effects, and one `hook:NAME` entry per run-end hook (core.runs.hook_entry).
+    owed: tuple[OwedEntry, ...] = ()
+    # Owed effects that failed at least once (by entry): recorded, not swallowed; cleared of nothing.
+    effect_failures: dict[str, EffectFailure] = Field(default_factory=dict)
+    # A collapsed `missed` record: how many consecutive ticks it stands for, and the last of them.
+    missed_ticks: int | None = None
+    missed_until: datetime | None = None
+    # A manual run's overrides of its spec (`spotcron run --env K=V --args ...`), as asked.
+    overrides: dict[str, Any] | None = None
     # The resolved job spec this run executes, so a retry months later needs nothing else.
     spec: dict[str, Any] | None = None
 

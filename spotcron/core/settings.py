@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from spotcron.core.durations import parse_duration
 from spotcron.core.errors import ConfigError, Problem
 from spotcron.core.names import REGION, ZONE
+from spotcron.core.notify import Notify
 
 # Compute Engine resource names (RFC 1035): networks and subnetworks.
 NETWORK_NAME = re.compile(r"^[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$")
@@ -88,6 +89,34 @@ class PlacementSettings(BaseModel):
         return self.zones.get(region) or KNOWN_ZONES.get(region, ())
 
 
+NOTIFICATION_CHANNEL = re.compile(r"^projects/[^/\s]+/notificationChannels/[^/\s]+$")
+
+
+class AlertSettings(BaseModel):
+    """`alerts:`: Cloud Monitoring alert policies deploy creates on the run-end log entries."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    failed_runs: bool = Field(False, description="create the log-based alert policy spotcron-failed-runs")
+    notification_channels: tuple[str, ...] = Field(
+        (), description="where it notifies: projects/PROJECT/notificationChannels/ID (made in Cloud Monitoring)")
+    rate_limit: int = Field(3600, description="at most one notification per this long (Cloud Monitoring needs one)")
+
+    @field_validator("rate_limit", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> int:
+        return parse_duration(value)
+
+    @field_validator("notification_channels")
+    @classmethod
+    def _channels(cls, channels: tuple[str, ...]) -> tuple[str, ...]:
+        for channel in channels:
+            if not NOTIFICATION_CHANNEL.match(channel):
+                raise ValueError(f"{channel!r} is not a notification channel name like "
+                                 f"projects/my-project/notificationChannels/1234567890")
+        return channels
+
+
 class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -120,6 +149,9 @@ class Settings(BaseModel):
     results_retention_days: int = Field(90, ge=1)
     limits: Limits = Limits()
     placement: PlacementSettings = PlacementSettings()
+    # Every job's notifications unless its job file has a notify: of its own (core/notify.py).
+    notify: Notify | None = None
+    alerts: AlertSettings = AlertSettings()
 
     @field_validator("sweep_interval", "grace", mode="before")
     @classmethod
@@ -207,7 +239,7 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
             continue
         if field == "zones":
             overrides[field] = tuple(z.strip() for z in value.split(",") if z.strip())
-        elif field in ("limits", "placement"):
+        elif field in ("limits", "placement", "notify", "alerts"):
             overrides[field] = _json_object(ENV_PREFIX + field.upper(), value)
         else:
             overrides[field] = value

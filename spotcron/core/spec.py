@@ -30,6 +30,7 @@ from spotcron.core import catalog
 from spotcron.core import secrets as secret_names
 from spotcron.core.durations import parse_duration
 from spotcron.core.names import REGION, ZONE
+from spotcron.core.notify import Notify
 
 JOB_NAME_MAX = 30  # "sc-" + job + "-" + run id (13) + "-" + entry (12) + "-a1" = 63, Compute Engine's limit
 ENTRY_NAME_MAX = 12
@@ -389,6 +390,9 @@ class JobSpec(_Model):
                           "container gets exactly the roles its owner granted it (and reaches the metadata "
                           "server for its tokens); left out, the VM runs as spotcron's VM account and the "
                           "container gets no credentials")
+    notify: Notify | None = Field(None, description="where to send notifications and on what (failure, "
+                                                    "recovered, missed, success, preempted, slow); left out: "
+                                                    "the stack's notify: in infra/stack.yaml, if any")
     repeat: int = Field(1, ge=1, le=MAX_REPEAT, description="runs per tick of the job (of each matrix entry), "
                                                              "each on its own VM with its own record, logs and "
                                                              "results: repeats measure the spread between machines")
@@ -644,6 +648,8 @@ class JobSpec(_Model):
                     f"matrix entry {configuration.variant!r} asks for {gpu.type} x{gpu.count} but runs "
                     f"{configuration.image!r}, the image of the CPU entry {cpu_images[configuration.image]!r}: "
                     f"a CPU build would leave the GPU idle; give the entry its own image (image: a CUDA build)")
+        if self.notify is not None:
+            warnings.extend(f"notify.{field}: {text}" for field, text in self.notify.warnings())
         return warnings
 
     def env_warnings(self) -> list[str]:

@@ -222,6 +222,32 @@ class StackProjection:
         return total
 
 
+# Cloud Logging (https://cloud.google.com/stackdriver/pricing, "Cloud Logging pricing summary"):
+# $0.50 per GiB streamed into log buckets, the first 50 GiB per project per month free; the
+# default 30-day retention costs nothing more.
+LOGGING_USD_PER_GIB = 0.50
+LOGGING_FREE_GIB = 50.0
+# One run-end entry as Cloud Logging stores it: our JSON line (about 600 bytes for a run, a little
+# more for a missed record) plus the entry's own fields (timestamp, resource, labels, insertId).
+# An upper bound, not a measurement of Google's accounting.
+RUN_LOG_ENTRY_BYTES = 2048
+
+
+@dataclass(frozen=True)
+class LoggingMonth:
+    entries: float
+    gib: float
+    usd: float  # after the project's free 50 GiB
+
+
+def run_log_month(runs_per_month: float, *, other_gib: float = 0.0) -> LoggingMonth:
+    """The month's run-end entries (engine/run_log.py) and what they cost on top of `other_gib`
+    the project already logs."""
+    gib = runs_per_month * RUN_LOG_ENTRY_BYTES / 2**30
+    billable = max(0.0, gib + other_gib - LOGGING_FREE_GIB) - max(0.0, other_gib - LOGGING_FREE_GIB)
+    return LoggingMonth(entries=runs_per_month, gib=gib, usd=billable * LOGGING_USD_PER_GIB)
+
+
 def project_stack(jobs: Sequence[JobProjection], *, table: PriceTable, sweep_interval_s: int,
                   usage: Overheads = DEFAULT_OVERHEADS, scheduling: str = "per-job",
                   fire_minutes: float | None = None) -> StackProjection:

@@ -17,13 +17,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from spotcron.core.errors import NotFound
+from spotcron.core.errors import NotFound, SpotcronError
 from spotcron.core.layout import DEPLOYED
 from spotcron.deploy.iam import conditions, managed_members, managed_roles
 from spotcron.deploy.naming import Names, function_id, member
 from spotcron.deploy.policies import get_policy, managed_view
 from spotcron.deploy.resources import (
     ACCOUNT_KEY,
+    ALERT_POLICY,
     API,
     BUCKET,
     DEPLOYED_SPEC,
@@ -268,6 +269,23 @@ class _Reader:
                     got.get("privateIpGoogleAccess"))}, meta={"fingerprint": got.get("fingerprint")}))
         return found
 
+    def alert_policies(self) -> list[Resource]:
+        """spotcron's alert policies; read only when one is wanted or may exist (a project
+        without the Monitoring API enabled, and no `alerts:`, is never asked)."""
+        from spotcron.deploy.alerts import actual_policies
+
+        wanted = any(kind == ALERT_POLICY for kind, _ in self.desired)
+        try:
+            policies = self.call("list alert policies",
+                                 lambda: self.clients.monitoring.list_alert_policies(self.names.project))
+        except SpotcronError:
+            if wanted:
+                raise
+            # Nothing wanted, and Monitoring does not answer (its API not enabled, no permission):
+            # deploy goes on; a policy of ours left there is deleted by the first deploy that can see it.
+            return []
+        return actual_policies(policies)
+
     def functions(self) -> list[Resource]:
         functions = self.call("list functions", lambda: list(self.clients.functions.list_functions(
             parent=self.names.location_path, retry=None, timeout=self.timeout)))
@@ -335,6 +353,7 @@ def read_actual(clients: Clients, call: Caller, names: Names, desired: Inventory
     first: list[Callable[[], list[Resource]]] = [
         f for f in (reader.bucket, reader.topics, reader.accounts, reader.functions, reader.scheduler,
                     reader.repository, reader.network) if READER_APIS[f.__name__] in enabled]
+    first.append(reader.alert_policies)  # asks Monitoring only when a policy is wanted (or answers nothing)
     found = index([*apis, *(r for batch in pool.map(lambda f: f(), first) for r in batch)])
     second: list[Callable[[], list[Resource]]] = []
     if (BUCKET, names.bucket) in found:

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from spotcron.core.layout import LIMITS, RUNS, TOKENS, deployed_spec
 from spotcron.core.settings import ENV_PREFIX, Settings
 from spotcron.core.spec import JobSpec
+from spotcron.deploy.alerts import alert_policies
 from spotcron.deploy.iam import Binding, bindings, conditions, job_accounts
 from spotcron.deploy.naming import DISPATCH_ENTRY, FUNCTIONS, SWEEP_ENTRY, Names, scheduler_entry
 from spotcron.deploy.resources import (
@@ -58,7 +59,7 @@ RETRY_POLICY = {"start_job": "RETRY_POLICY_RETRY", "sweep": "RETRY_POLICY_DO_NOT
 SWEEP_DATA = json.dumps({"sweep": True}, separators=(",", ":"))
 # Settings only deploy reads: left out of the functions' environment, so that switching modes
 # does not rebuild every function.
-DEPLOY_ONLY_SETTINGS = frozenset({"scheduling", "dispatch_topic", "repository"})
+DEPLOY_ONLY_SETTINGS = frozenset({"scheduling", "dispatch_topic", "repository", "alerts"})
 # Cloud Scheduler does not retry a failed publish by default (retryCount 0), so one Pub/Sub hiccup
 # would lose the tick. Retries stop at the entry's next fire time, so a retried message still
 # maps to the same tick, and start_job's starting_deadline still bounds how late a run starts.
@@ -81,7 +82,7 @@ def function_environment(settings: Settings, job_done_url: str, credentials_url:
             value = ",".join(value)
         elif isinstance(value, BaseModel):  # limits: JSON, read back by settings.env_overrides
             value = value.model_dump_json()
-        if value == "":
+        if value is None or value == "":  # unset (notify: none): the functions' default
             continue
         env[ENV_PREFIX + name.upper()] = str(value)
     return env
@@ -284,6 +285,7 @@ def desired_state(settings: Settings, jobs: Iterable[JobSpec], source_object: st
     resources += [_function(logical, names, source_object, env) for logical in names.functions]
     resources += _deployed_specs(jobs)
     resources += _shared_entries(names, jobs) if names.shared else _per_job_entries(settings, names, jobs)
+    resources += alert_policies(settings)
     return index(resources)
 
 

@@ -19,6 +19,7 @@ from spotcron.deploy.planner import CREATE, DELETE, Action
 from spotcron.deploy.policies import update_policy
 from spotcron.deploy.resources import (
     ACCOUNT_KEY,
+    ALERT_POLICY,
     API,
     BUCKET,
     DEPLOYED_SPEC,
@@ -375,6 +376,23 @@ def set_entry_paused(ctx: Context, name: str, paused: bool, was_paused: bool | N
     return True
 
 
+def alert_policy(action: Action, ctx: Context) -> None:
+    from spotcron.deploy.alerts import policy_body
+
+    monitoring, name = ctx.clients.monitoring, action.name
+    if action.kind == DELETE:
+        policy = (action.current.meta if action.current else {}).get("name")
+        _ignore_missing(lambda: ctx.call(f"delete alert policy {name}", monitoring.delete_alert_policy, policy))
+        return
+    assert action.resource is not None
+    body = policy_body(name, action.resource.fields)
+    if action.kind == CREATE:
+        ctx.call(f"create alert policy {name}", monitoring.create_alert_policy, ctx.names.project, body)
+        return
+    assert action.current is not None
+    ctx.call(f"update alert policy {name}", monitoring.replace_alert_policy, action.current.meta["name"], body)
+
+
 HANDLERS: dict[str, Callable[[Action, Context], None]] = {
     API: api,
     BUCKET: bucket,
@@ -388,4 +406,5 @@ HANDLERS: dict[str, Callable[[Action, Context], None]] = {
     FUNCTION: function,
     SCHEDULER_JOB: scheduler_job,
     DEPLOYED_SPEC: deployed_spec,
+    ALERT_POLICY: alert_policy,
 }

@@ -36,8 +36,10 @@ DIGEST_KEY = "spotcron-digest"  # a deployed spec's custom metadata: its sha256,
 # learns from the listing whose bindings to revoke.
 ACCOUNT_KEY = "spotcron-account"
 
+ALERT_POLICY = "alert_policy"  # Cloud Monitoring's log-based policy on failed runs (`alerts:`, deploy/alerts.py)
+
 TYPES = (API, BUCKET, TOPIC, SERVICE_ACCOUNT, REPOSITORY, FIREWALL, SUBNETWORK, IAM_POLICY, SOURCE, FUNCTION, SCHEDULER_JOB,
-         DEPLOYED_SPEC)
+         DEPLOYED_SPEC, ALERT_POLICY)
 
 # Object prefixes whose lifecycle Delete rules deploy writes; every other rule on the bucket is
 # someone else's and is neither compared nor replaced.

@@ -16,6 +16,7 @@ from spotcron.engine.ticks import BadTrigger
 MAX_MESSAGE_BYTES = 4 * 1024  # a job name and a digest; anything bigger is not ours
 # A manual run's nonce becomes part of its run id, object names and VM name: lowercase hex only.
 NONCE = re.compile(r"^[0-9a-f]{4,32}$")
+DIGEST = re.compile(r"^[0-9a-f]{64}$")
 # The dispatcher (scheduling: shared) names the exact tick; Cloud Scheduler's own messages carry none.
 TICK_ATTRIBUTE = "tick"
 
@@ -30,6 +31,8 @@ class StartRequest:
     manual: bool
     nonce: str | None
     tick: datetime | None = None  # exact, from the dispatcher; else inferred from requested_at
+    # A manual run's overrides: the sha256 of overrides/DIGEST.json, which the CLI wrote (core/overrides.py).
+    overrides: str | None = None
 
 
 def parse_start(event_data: Any, event_time: datetime | None) -> StartRequest:
@@ -67,7 +70,12 @@ def parse_start(event_data: Any, event_time: datetime | None) -> StartRequest:
             raise BadTrigger(f"the message's {TICK_ATTRIBUTE} attribute {attributes[TICK_ATTRIBUTE]!r} is not a "
                              "whole UTC minute like 2026-11-22T10:00:00Z")
         tick = tick.astimezone(UTC)
-    return StartRequest(job=job, digest=digest, requested_at=requested_at, manual=manual, nonce=nonce, tick=tick)
+    overrides = payload.get("overrides")
+    if overrides is not None and (not manual or not isinstance(overrides, str) or not DIGEST.match(overrides)):
+        raise BadTrigger("the message's overrides must be the sha256 (64 lowercase hex digits) of an overrides "
+                         "object, and only a manual run may have them")
+    return StartRequest(job=job, digest=digest, requested_at=requested_at, manual=manual, nonce=nonce, tick=tick,
+                        overrides=overrides)
 
 
 def _nonce(attributes: dict[str, Any], message: dict[str, Any]) -> str:

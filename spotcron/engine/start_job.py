@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from spotcron.core.errors import SpotcronError
+from spotcron.core.overrides import Overrides
 from spotcron.core.runs import RunRecord, RunState, manual_run_id, scheduled_run_id
 from spotcron.core.spec import JobSpec
 from spotcron.engine import transitions
@@ -43,8 +44,10 @@ class LaunchOutcome:
 
 
 def launch(deps: Deps, spec: JobSpec, *, requested_at: datetime, manual: bool = False,
-           nonce: str | None = None, tick: datetime | None = None) -> list[LaunchOutcome]:
-    """Start one run per matrix entry of `spec` for `tick`, or the tick at `requested_at`."""
+           nonce: str | None = None, tick: datetime | None = None,
+           overrides: Overrides | None = None) -> list[LaunchOutcome]:
+    """Start one run per matrix entry of `spec` for `tick`, or the tick at `requested_at`.
+    `overrides` (a manual run only) change every configuration and are recorded on each run."""
     if spec.paused and not manual:
         log.info("job %s is paused; ignoring its trigger", spec.name)
         return []
@@ -66,7 +69,10 @@ def launch(deps: Deps, spec: JobSpec, *, requested_at: datetime, manual: bool = 
         # The same request always names the same run: a redelivery must not start a second one.
         nonce = hashlib.sha256(requested_at.isoformat().encode()).hexdigest()[:8]
     pruned_through = _pruned_floor(deps, spec.name, manual=manual)
-    return [_launch_one(deps, variant, tick, reading, requested_at, nonce, pruned_through)
+    if overrides is not None and not manual:
+        raise BadTrigger(f"job {spec.name}: only a manual run may have overrides")
+    return [_launch_one(deps, overrides.applied(variant) if overrides else variant, tick, reading, requested_at,
+                        nonce, pruned_through, overrides)
             for variant in spec.variants()]
 
 
@@ -91,14 +97,15 @@ def _pruned_meanwhile(deps: Deps, record: RunRecord) -> bool:
 
 
 def _launch_one(deps: Deps, spec: JobSpec, tick: datetime | None, reading: datetime | None,
-                requested_at: datetime, nonce: str, pruned_through: str | None) -> LaunchOutcome:
+                requested_at: datetime, nonce: str, pruned_through: str | None,
+                overrides: Overrides | None = None) -> LaunchOutcome:
     now = deps.clock.now()
     manual = tick is None
     # A manual run's id comes from the message's publish time, not from when it is handled, so a
     # redelivered "run now" names the same run instead of starting a second one.
     suffix = spec.run_suffix  # the matrix entry and the repeat: each is a run of its own
     run_id = manual_run_id(requested_at, nonce, suffix) if manual else scheduled_run_id(tick, suffix)
-    record = transitions.scheduled(spec, run_id, tick, now)
+    record = transitions.scheduled(spec, run_id, tick, now, overrides=overrides.recorded() if overrides else None)
     if (pruned_through is not None and run_sort_key(run_id) <= run_sort_key(pruned_through)
             and deps.store.read(spec.name, run_id) is None):
         # A redelivery for a run that history pruning already deleted: recreating it would start

@@ -24,7 +24,17 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from spotcron.core import layout
-from spotcron.core.runs import Attempt, Effect, Outcome, Placement, RunRecord, RunState, StateChange, vm_name
+from spotcron.core.runs import (
+    Attempt,
+    Effect,
+    EffectFailure,
+    Outcome,
+    Placement,
+    RunRecord,
+    RunState,
+    StateChange,
+    vm_name,
+)
 from spotcron.core.spec import JobSpec
 
 
@@ -114,9 +124,23 @@ class QueueExpired:
 
 @dataclass(frozen=True)
 class EffectsDone:
-    """Some of an ended run's owed effects are done (engine/writer.do_owed_effects)."""
+    """What became of an ended run's owed effects this time (engine/writer.do_owed_effects): `done`
+    ones leave `owed`; `failed` ones (entry, error) stay owed with the failure recorded; `given_up`
+    ones leave `owed` with the failure recorded as given up; `owed_instead` joins `owed` (the hooks
+    entry of a run ended before its hooks were named splits into one entry per hook)."""
 
-    done: tuple[Effect, ...]
+    done: tuple[Effect | str, ...]
+    failed: tuple[tuple[str, str], ...] = ()
+    given_up: tuple[tuple[str, str], ...] = ()
+    owed_instead: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class MissedMore:
+    """More consecutive ticks of the job were missed right after a `missed` record's last one."""
+
+    until: datetime
+    more: int
 
 
 @dataclass(frozen=True)
@@ -186,7 +210,7 @@ class VmGone:
 
 
 Event = (Begin | Skip | Claim | MoveAttempt | VmCreated | CreateRefused | Queue | Dequeue | QueueExpired
-         | EffectsDone | Stuck | Fail | Replaced | Cancel | AttemptReported | VmGone)
+         | EffectsDone | Stuck | Fail | Replaced | Cancel | AttemptReported | VmGone | MissedMore)
 
 
 # --- pure helpers --------------------------------------------------------------------------------
@@ -295,14 +319,37 @@ def begin(record: RunRecord, event: Begin, now: datetime) -> Result:
     return record.with_attempt(event.attempt, now).with_state(RunState.STARTING, now)
 
 
-def scheduled(spec: JobSpec, run_id: str, tick: datetime | None, now: datetime) -> RunRecord:
-    """A new run of `spec` in `scheduled`: a tick's (`tick` set) or a manual one's (`tick` None)."""
+def scheduled(spec: JobSpec, run_id: str, tick: datetime | None, now: datetime, *,
+              overrides: dict | None = None) -> RunRecord:
+    """A new run of `spec` in `scheduled`: a tick's (`tick` set) or a manual one's (`tick` None);
+    `overrides`: what a manual run changed of the deployed spec (core/overrides.py), as recorded."""
     return RunRecord(
         job=spec.name, run_id=run_id, variant=spec.variant, repeat=spec.repeat_index,
         trigger="schedule" if tick is not None else "manual",
         tick=tick, created_at=now, updated_at=now, history=(StateChange(state=RunState.SCHEDULED, at=now),),
-        history_limit=spec.history_limit, spec=spec.to_payload(),
+        history_limit=spec.history_limit, spec=spec.to_payload(), overrides=overrides,
     )
+
+
+def missed(spec: JobSpec, run_id: str, first: datetime, last: datetime, count: int, reason: str,
+           now: datetime) -> RunRecord:
+    """A record, already ended `missed`, for `count` consecutive ticks from `first` to `last` that
+    never started (engine/missed.py); it owes what every end owes."""
+    record = RunRecord(
+        job=spec.name, run_id=run_id, trigger="schedule", tick=first, created_at=now, updated_at=now,
+        history=(StateChange(state=RunState.SCHEDULED, at=now),), history_limit=spec.history_limit,
+        spec=spec.to_payload(), missed_ticks=count, missed_until=last,
+    )
+    return record.with_state(RunState.MISSED, now, reason).model_copy(update={"cost_usd": 0.0})
+
+
+def missed_more(record: RunRecord, event: MissedMore, now: datetime) -> Result:
+    if record.state != RunState.MISSED:
+        return Refused(f"not a missed record (now {record.state})")
+    if record.missed_until is not None and event.until <= record.missed_until:
+        return Refused("those ticks are in the record already")
+    return record.model_copy(update={"missed_ticks": (record.missed_ticks or 1) + event.more,
+                                     "missed_until": event.until, "updated_at": now})
 
 
 def priced(record: RunRecord, total: float, items: dict[str, float]) -> RunRecord:
@@ -373,10 +420,19 @@ def queue_expired(record: RunRecord, event: QueueExpired, now: datetime) -> Resu
 def effects_done(record: RunRecord, event: EffectsDone, now: datetime) -> Result:
     if not record.terminal:
         return Refused(f"not ended (now {record.state})")
-    owed = tuple(effect for effect in record.owed if effect not in event.done)
-    if owed == record.owed:
+    leaving = set(event.done) | {entry for entry, _ in event.given_up}
+    owed = tuple(effect for effect in record.owed if effect not in leaving)
+    if any(effect in record.owed for effect in event.done):
+        owed = tuple(dict.fromkeys((*owed, *event.owed_instead)))
+    failures = dict(record.effect_failures)
+    for (entry, error), gave_up in [*((f, False) for f in event.failed), *((g, True) for g in event.given_up)]:
+        if entry not in record.owed and not (gave_up or entry in event.owed_instead):
+            continue  # done meanwhile by another toucher
+        before = failures.get(entry, EffectFailure())
+        failures[entry] = EffectFailure(tries=before.tries + 1, error=error[:500], at=now, gave_up=gave_up)
+    if owed == record.owed and failures == record.effect_failures:
         return Refused("nothing of it was owed")
-    return record.model_copy(update={"owed": owed})
+    return record.model_copy(update={"owed": owed, "effect_failures": failures})
 
 
 def stuck(record: RunRecord, event: Stuck, now: datetime) -> Result:
@@ -473,7 +529,7 @@ TRANSITIONS: dict[type, Callable[[RunRecord, object, datetime], Result]] = {
     Begin: begin, Skip: skip, Claim: claim, MoveAttempt: move_attempt, VmCreated: vm_created,
     CreateRefused: create_refused, Queue: queue, Dequeue: dequeue, QueueExpired: queue_expired,
     EffectsDone: effects_done, Stuck: stuck, Fail: fail, Replaced: replaced, Cancel: cancel,
-    AttemptReported: attempt_reported, VmGone: vm_gone,
+    AttemptReported: attempt_reported, VmGone: vm_gone, MissedMore: missed_more,
 }
 
 

@@ -8,9 +8,11 @@ run's end. tests/architecture/test_layers.py keeps it so.
 
 The end of a run is durable. Entering a terminal state records every end-of-run effect as owed
 in the same write (`RunRecord.with_state`): the `run.finished` event, settling the VM-hours
-admissions, history pruning and the run-end hooks. `do_owed_effects` does what is still owed and
-records it done (`EffectsDone`), so a function that dies, or meets a transient error, between the
-terminal write and an effect leaves the effect owed, not lost. The run keeps an `owed` live
+admissions, history pruning and one `hook:NAME` entry per run-end hook that applies to the run
+(engine/hooks.py). `do_owed_effects` does each entry still owed on its own and records what got done,
+what failed (on the run: `effect_failures`) and what was given up (`EffectsDone`), so a function
+that dies, or meets a transient error, between the terminal write and an effect leaves the effect
+owed, not lost. The run keeps an `owed` live
 marker until nothing is owed, and whoever touches the run next finishes it: the same handler at
 once, any later step on the ended run (a redelivered callback or start), or the sweep, which
 finds the marker in its one listing of the live index.
@@ -27,9 +29,11 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from spotcron.core.errors import Transient
-from spotcron.core.runs import Effect, RunRecord, RunState
+from spotcron.core.runs import HOOK_PREFIX, Effect, RunRecord, RunState
 from spotcron.engine import transitions
 from spotcron.engine.deps import Deps
+from spotcron.engine.hooks import hook_named, hook_tries, owe_hooks, owed_entries
+from spotcron.engine.hooks import started as hook_started
 from spotcron.engine.limits import settle
 from spotcron.engine.store import RecordConflict
 
@@ -57,7 +61,7 @@ def step(deps: Deps, job: str, run_id: str, event: transitions.Event, *, now: da
             refusal.append(result.why)
             return None
         if result.terminal and not current.terminal:
-            result = priced(deps, result)
+            result = owe_hooks(deps, priced(deps, result))
         return result
 
     record, changed = deps.store.update(job, run_id, change)
@@ -83,6 +87,7 @@ def priced(deps: Deps, record: RunRecord) -> RunRecord:
 def _after(deps: Deps, before: RunRecord, after: RunRecord, event: transitions.Event) -> None:
     if isinstance(event, transitions.VmCreated):
         deps.publish("run.started", after, vm=event.attempt.vm_name, zone=event.zone)
+        hook_started(deps, after, log)
     if (after.state == RunState.STARTING and before.state not in (RunState.SCHEDULED, RunState.QUEUED)
             and len(after.attempts) > len(before.attempts)):
         deps.publish("run.retrying", after, attempt=after.current_attempt.number)
@@ -95,45 +100,72 @@ def finished_event_id(record: RunRecord) -> str:
 
 
 def do_owed_effects(deps: Deps, record: RunRecord) -> RunRecord:
-    """Do what the end of `record` still owes, record what got done; the record as stored.
+    """Do what the end of `record` still owes, record what got done and what failed; the record
+    as stored.
 
-    An effect that fails stays owed for the next toucher (the sweep at the latest): nothing here
-    raises for it. A crash (any BaseException) propagates with everything still owed.
+    Each owed entry is done on its own: one that fails stays owed for the next toucher (the sweep
+    at the latest), its failure recorded on the run, while the others are recorded done; a hook
+    past its `max_tries` is given up (engine/hooks.py). Nothing here raises for a failed effect.
+    A crash (any BaseException) propagates with everything still owed.
     """
     if not record.terminal or not record.owed:
         return record
-    done: list[Effect] = []
-    for effect in record.owed:
+    done: list[Effect | str] = []
+    failed: list[tuple[str, str]] = []
+    given_up: list[tuple[str, str]] = []
+    instead: list[str] = []
+
+    def attempt(entry: Effect | str, action) -> bool:
         try:
-            _do(deps, record, effect)
+            action()
         except Exception as exc:  # noqa: BLE001 - owed until done: the sweep tries again
-            log.warning("%s/%s: the end of the run still owes %s (%s: %s); the sweep tries again",
-                        record.job, record.run_id, effect, type(exc).__name__, exc,
-                        exc_info=not isinstance(exc, Transient))
+            error = f"{type(exc).__name__}: {exc}"
+            log.warning("%s/%s: the end of the run still owes %s (%s); the sweep tries again",
+                        record.job, record.run_id, entry, error, exc_info=not isinstance(exc, Transient))
+            limit = hook_tries(deps, str(entry))
+            tries = record.effect_failures.get(str(entry))
+            if limit is not None and (tries.tries if tries else 0) + 1 >= limit:
+                log.error("%s/%s: giving up %s after %d tries: %s", record.job, record.run_id, entry, limit, error)
+                given_up.append((str(entry), error))
+            else:
+                failed.append((str(entry), error))
+            return False
+        return True
+
+    for effect in record.owed:
+        if effect == Effect.HOOKS:
+            # Ended before its hooks were named (a record created already ended): each hook now
+            # gets an entry of its own, owed until it is done.
+            pending = [entry for entry in owed_entries(deps, record) if entry not in record.owed]
+            for entry in pending:
+                if not attempt(entry, lambda entry=entry: _do(deps, record, entry)):
+                    instead.append(entry)
+            done.append(effect)
             continue
-        done.append(effect)
-    if not done:
+        if attempt(effect, lambda effect=effect: _do(deps, record, effect)):
+            done.append(effect)
+    if not done and not failed and not given_up:
         return record
+    event = transitions.EffectsDone(tuple(done), tuple(failed), tuple(given_up), tuple(instead))
     try:
-        return step(deps, record.job, record.run_id, transitions.EffectsDone(tuple(done))).record or record
+        return step(deps, record.job, record.run_id, event).record or record
     except (Transient, RecordConflict) as exc:
         log.warning("%s/%s: its end's effects were done but not recorded (%s); the sweep does them again",
                     record.job, record.run_id, exc)
         return record
 
 
-def _do(deps: Deps, record: RunRecord, effect: Effect) -> None:
+def _do(deps: Deps, record: RunRecord, effect: Effect | str) -> None:
     if effect == Effect.FINISHED_EVENT:
         deps.publish("run.finished", record, strict=True, event_id=finished_event_id(record))
     elif effect == Effect.SETTLE:
         settle(deps, record)
     elif effect == Effect.PRUNE:
         deps.store.prune(record.job, record.history_limit)
-    elif effect == Effect.HOOKS:
-        for hook in deps.on_run_end:
-            try:
-                hook(deps, record)
-            except Transient:
-                raise
-            except Exception:  # noqa: BLE001 - a page or notification must not hold the run's end
-                log.warning("run-end hook %r failed for %s/%s", hook, record.job, record.run_id, exc_info=True)
+    elif isinstance(effect, str) and effect.startswith(HOOK_PREFIX):
+        hook = hook_named(deps, effect)
+        if hook is None:
+            raise LookupError(f"no run-end hook named {effect[len(HOOK_PREFIX):]!r} is installed here")
+        hook(deps, record)
+    else:
+        raise LookupError(f"unknown owed effect {effect!r}")

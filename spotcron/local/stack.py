@@ -27,6 +27,7 @@ from spotcron.runtime import assets, entrypoints
 log = logging.getLogger("spotcron.local")
 
 LOCAL_ZONES = ("local-zone1-a", "local-zone1-b")
+LOCAL_MISSED = "spotcron up was not running (stopped, or the machine asleep)"
 
 
 def local_settings(job_done_url: str, credentials_url: str = "", *, sweep_interval: int = 30,
@@ -43,7 +44,7 @@ class LocalStack:
     def __init__(self, state_dir: Path, *, environ: Mapping[str, str], cwd: Path | None = None,
                  sweep_interval: int = 30, grace: int = 60, runtime_for: Callable[[str], str | None] | None = None,
                  prices: Any = None, limits: Limits | None = None, containment: Any = None,
-                 notify: Callable[[str], None] | None = None):
+                 notify: Callable[[str], None] | None = None, stack_notify: Any = None):
         self.state_dir = Path(state_dir)
         self.environ = dict(environ)
         self.cwd = Path(cwd or Path.cwd())
@@ -53,7 +54,8 @@ class LocalStack:
         self.prices = prices
         self.limits = limits  # the stack file's `limits:`, as the functions enforce them on Google Cloud
         self.containment = containment  # local/containment.py's; None: the strongest this machine gives
-        self.notify = notify  # a line for the user (up prints it): why containers are not used
+        self.notify = notify  # a line for the user (up prints it): why containers are not used, notifications sent
+        self.stack_notify = stack_notify  # the stack file's notify: (core/notify.Notify), every job's default
         self._stack: list[Callable[[], None]] = []
         self._stop_reason = "the local stack was stopped"
         self.deps: Deps | None = None
@@ -133,8 +135,15 @@ class LocalStack:
                          run_cost=cost_function(self.prices, settings.region, image_gb=settings.placement.image_gb,
                                                 results_gb=settings.placement.results_gb),
                          minter=LocalMinter(bucket))
+        # The same run-end hooks as the functions; webhooks are really sent, and `up` prints each.
+        from spotcron.runtime import webhooks
+        from spotcron.runtime.run_end import install
+        from spotcron.runtime.secret_values import local_lookup
+
+        install(self.deps, post=webhooks.post, secrets=local_lookup(self.environ, self.state_dir),
+                default=self.stack_notify, announce=self.notify, local=True)
         self.compute, self.metadata, self.bucket = compute, metadata, bucket
-        entrypoints.use(self.deps)
+        entrypoints.use(self.deps, missed_reason=LOCAL_MISSED)
         start = functions_framework.create_app(target="start_job", source=source).test_client()
         sweep = functions_framework.create_app(target="sweep", source=source).test_client()
         self.bus.subscribe(settings.start_topic, _poster(start))
@@ -196,13 +205,36 @@ class LocalStack:
         self.scheduler = LocalScheduler(self._deploying(load), self.bus.publish, self.deps.clock, start_topic=self.settings.start_topic,
                                         sweep_topic=self.settings.sweep_topic,
                                         sweep_interval_s=self.settings.sweep_interval, watch=watch).start()
+        self.record_missed()
+
+    def record_missed(self) -> list:
+        """Record the ticks that fell while no stack was running (engine/missed.py); the sweep
+        records those of a machine that slept with the stack up. `up` prints each."""
+        from spotcron.engine.dispatch_specs import BucketSpecs
+        from spotcron.engine.missed import record_missed
+
+        specs = BucketSpecs(self.deps.blobs)
+        found = record_missed(self.deps, specs.current(), specs.deployed_at(), reason=lambda tick: LOCAL_MISSED)
+        for item in found:
+            if self.notify is not None:
+                self.notify(f"{item.job}: {item.ticks} tick(s) missed while spotcron up was not running "
+                            f"(record {item.job}/{item.run_id})")
+        return found
 
     def accept_handoffs(self) -> None:
         """Let `spotcron run` hand runs to this stack (see spotcron.local.handoff) until stop()."""
         from spotcron.local.handoff import HandoffServer
 
-        server = HandoffServer(self.state_dir, lambda payload: self.run_now(JobSpec.from_payload(payload)),
-                               self.deps.store.read).start()
+        def start(payload: dict) -> list[tuple[str, str]]:
+            # {"spec": ..., "overrides": ...} from `run --env/--args`; else the spec payload itself.
+            if "spec" in payload:
+                from spotcron.core.overrides import Overrides
+
+                overrides = Overrides.model_validate(payload["overrides"]) if payload.get("overrides") else None
+                return self.run_now(JobSpec.from_payload(payload["spec"]), overrides)
+            return self.run_now(JobSpec.from_payload(payload))
+
+        server = HandoffServer(self.state_dir, start, self.deps.store.read).start()
         self._stack.append(server.stop)
 
     def _deploying(self, load: Callable[[], list[JobSpec]]) -> Callable[[], list[JobSpec]]:
@@ -216,17 +248,22 @@ class LocalStack:
 
         return load_and_deploy
 
-    def run_now(self, spec: JobSpec) -> list[tuple[str, str]]:
+    def run_now(self, spec: JobSpec, overrides: Any = None) -> list[tuple[str, str]]:
         """Start a manual run of every matrix entry of `spec`; (job, run_id) of each.
 
         The CLI is the control plane here, as deploy is on Google Cloud: it deploys `spec`, then
-        asks for a run of it by name and digest like any start message.
+        asks for a run of it by name and digest like any start message. `overrides`
+        (core/overrides.Overrides) are written to the bucket and named by the message: the run
+        gets them, the deployed spec and the schedule do not.
         """
         from spotcron.engine.deployed import SpecStore, start_message
+        from spotcron.engine.overrides import start_message_with, write_overrides
 
         nonce = secrets.token_hex(2)
         SpecStore(self.deps.blobs).write(spec)
         payload = start_message(spec)
+        if overrides is not None and not overrides.empty:
+            payload = start_message_with(payload, write_overrides(self.deps.blobs, overrides))
         self.bus.publish(self.settings.start_topic, payload, {"trigger": "manual", "nonce": nonce})
         expected = len(spec.variants())
         deadline = time.monotonic() + 60

@@ -84,8 +84,11 @@ def render_index(records_by_job: Mapping[str, Sequence[RunRecord]], charts: Mapp
                  title: str = "spotcron runs", captions: Mapping[str, str] | None = None,
                  summary: PageSummary | None = None, totals: Mapping[str, int] | None = None,
                  sampled: int | None = None, tables: Mapping[str, str] | None = None,
-                 missing: Collection[str] = frozenset(), removed: Collection[str] = frozenset()) -> str:
+                 missing: Collection[str] = frozenset(), removed: Collection[str] = frozenset(),
+                 health: Sequence[Any] = ()) -> str:
     """The page: the `limit` most recent runs of each job, newest first, then the charts.
+
+    `health`: each deployed job's schedule health (present/health.py), shown after the summary.
 
     `missing` names the logs objects not in the bucket (an attempt cancelled or lost before its
     runner wrote logs.txt): their rows say so instead of linking to nothing. `removed` names the
@@ -114,6 +117,8 @@ def render_index(records_by_job: Mapping[str, Sequence[RunRecord]], charts: Mapp
             summary = summarize(records_by_job, generated_at, totals=totals, sampled=sampled)
         if summary is not None:
             parts.append(_summary_section(summary))
+    if health and generated_at is not None:
+        parts.append(_health_section(health, generated_at))
     for job in sorted(records_by_job):
         parts.append(_job_section(job, records_by_job[job], limit, (totals or {}).get(job), missing, generated_at,
                                   removed=job in removed))
@@ -157,8 +162,30 @@ def build_page(store: Any, now: datetime, region: str, *, limit: int = DEFAULT_L
     missing = absent_logs(store.blobs, [r for records in shown.values() for r in records])
     html = render_index(records_by_job, pngs, generated_at=now, limit=limit, captions=captions, totals=totals,
                         sampled=summary_reads if capped else None, tables=tables, missing=missing,
-                        removed=removed_jobs(store.blobs, records_by_job))
+                        removed=removed_jobs(store.blobs, records_by_job),
+                        health=schedule_health(store, records_by_job, now))
     return html, shown
+
+
+def schedule_health(store: Any, records_by_job: Mapping[str, Sequence[RunRecord]], now: datetime) -> list[Any]:
+    """Each deployed job's schedule health, from the records the page read."""
+    from spotcron.engine.dispatch_specs import BucketSpecs
+    from spotcron.present.health import job_health
+
+    specs = BucketSpecs(store.blobs).current()
+    return [job_health(spec, records_by_job.get(spec.name, ()), now) for spec in sorted(specs, key=lambda s: s.name)]
+
+
+def _health_section(health: Sequence[Any], now: datetime) -> str:
+    from spotcron.present.health import HEALTH_COLUMNS
+
+    head = "".join(f"<th>{escape(c)}</th>" for c in HEALTH_COLUMNS)
+    rows = "".join("<tr>" + "".join(f"<td>{escape(cell)}</td>" for cell in h.cells(now)) + "</tr>" for h in health)
+    return ('<h2 id="health">Schedule health</h2>'
+            f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+            '<p class="meta">Missed: ticks due that never started within their starting_deadline; late: started '
+            "more than a minute after the tick; both over the last 7 days. <code>spotcron status</code> shows the "
+            "same.</p>")
 
 
 def removed_jobs(blobs: Any, jobs: Collection[str]) -> set[str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from spotcron.core.durations import format_duration
-from spotcron.cost.projection import MONTHLY_ITEMS
+from spotcron.cost.projection import MONTHLY_ITEMS, run_log_month
 from spotcron.present.tables import Columns
 
 if TYPE_CHECKING:
@@ -73,6 +73,10 @@ def stack_notes(stack: StackProjection, table: PriceTable, basis: tuple[str, str
                  f"${stack.classic_monthly_usd:.2f}/month.")
     lines.append(f"Prices are indicative ({table.name}, as of {table.as_of}): see docs/cost.md; "
                  f"override them with --prices FILE.")
+    logging = run_log_month(sum(j.runs_per_month * max(1, len(j.variants)) for j in stack.jobs))
+    lines.append(f"Cloud Logging: one entry per run end, about {logging.entries:,.0f} a month, at most "
+                 f"{logging.gib * 1024:.1f} MiB: ${logging.usd:.2f}/month (the first 50 GiB of a project's logs "
+                 f"each month are free; docs/results.md).")
     lines.append("The results page's \"projected for the month\" extrapolates recent runs instead; docs/cost.md, "
                  "\"The results page's month and spotcron cost\", says why the two differ.")
     return lines

@@ -16,10 +16,12 @@ from spotcron.core.errors import Transient
 from spotcron.engine.broker import grant
 from spotcron.engine.deployed import NotDeployed, SpecStore
 from spotcron.engine.deps import Deps
-from spotcron.engine.dispatch import DispatchState, dispatch
+from spotcron.engine.dispatch import DispatchState, dispatch, read_cursor
 from spotcron.engine.dispatch_specs import BucketSpecs, SpecSource
 from spotcron.engine.job_done import MAX_CALLBACK_BYTES, handle_callback, parse_callback_body
 from spotcron.engine.messages import format_tick, parse_start
+from spotcron.engine.missed import missed_reason, pass_due, record_missed
+from spotcron.engine.overrides import read_overrides
 from spotcron.engine.start_job import launch
 from spotcron.engine.store import RecordConflict
 from spotcron.engine.sweep import sweep
@@ -30,16 +32,20 @@ _deps: Deps | None = None
 # The dispatcher's reader of the deployed specs and its state, kept for as long as the process
 # (a warm function instance) lives, so that a quiet minute reads nothing; reset with the deps.
 _dispatcher: tuple[Deps, SpecSource, DispatchState] | None = None
+# Why a tick was missed when the scheduling mode cannot say better (local mode: `up` was not running).
+_missed_reason: str | None = None
 
 
-def use(deps: Deps | None, specs: SpecSource | None = None) -> None:
+def use(deps: Deps | None, specs: SpecSource | None = None, *, missed_reason: str | None = None) -> None:
     """Choose the backends the handlers run on (None: build Google's from the environment).
 
     `specs`: where the dispatcher reads the deployed specs; default the deps' bucket.
+    `missed_reason`: what a missed tick's record says happened (default: from the scheduling mode).
     """
-    global _deps, _dispatcher
+    global _deps, _dispatcher, _missed_reason
     _deps = deps
     _dispatcher = (deps, specs, DispatchState()) if deps is not None and specs is not None else None
+    _missed_reason = missed_reason
 
 
 def current() -> Deps:
@@ -64,8 +70,9 @@ def handle_start(event_data: Any, event_time: datetime | None) -> None:
         request = parse_start(event_data, event_time)
         deps = current()
         spec = SpecStore(deps.blobs).resolve(request.job, request.digest)
+        overrides = read_overrides(deps.blobs, request.overrides) if request.overrides else None
         outcomes = launch(deps, spec, requested_at=request.requested_at, manual=request.manual,
-                          nonce=request.nonce, tick=request.tick)
+                          nonce=request.nonce, tick=request.tick, overrides=overrides)
     except NotDeployed as exc:
         # Acknowledged: a message for a job or spec that was never deployed is someone else's doing
         # (a rogue publisher, an edited scheduler entry) or a stale one; it never starts anything.
@@ -135,6 +142,7 @@ def handle_dispatch(event_data: Any) -> dict[str, object]:
     _, specs, state = _dispatcher_for(deps)
     report = dispatch(deps, specs, version=dispatch_version(event_data), state=state)
     summary = report.summary()
+
     log.info("dispatch: %s", summary, extra={"fields": {**summary, "ticks": [
         f"{job}@{format_tick(tick)}" for job, tick in report.started]}})
     return summary
@@ -154,8 +162,31 @@ def dispatch_version(event_data: Any) -> str | None:
     return version if isinstance(version, str) else None
 
 
+def _record_missed(deps: Deps, specs: SpecSource, reason) -> int:
+    if _missed_reason is not None:
+        reason = (lambda text: lambda tick: text)(_missed_reason)
+    try:
+        found = record_missed(deps, specs.current(), specs.deployed_at(), reason=reason)
+    except Exception as exc:  # noqa: BLE001 - the next pass checks the same ticks again
+        log.warning("missed ticks not checked this time: %s", exc)
+        return 0
+    for item in found:
+        log.warning("missed: %s/%s, %d tick(s)%s", item.job, item.run_id, item.ticks,
+                    " (added to the open record)" if item.extended else "",
+                    extra={"fields": {"event": "ticks_missed", "job": item.job, "run_id": item.run_id,
+                                      "ticks": item.ticks}})
+    return len(found)
+
+
 def handle_sweep() -> dict[str, int]:
-    report = sweep(current())
+    deps = current()
+    report = sweep(deps)
     summary = report.summary()
+    # Ticks that never started (engine/missed.py), in both scheduling modes. In shared mode the
+    # dispatcher's cursor says which of them it published, so a record can say whose fault it was.
+    if pass_due(deps.clock.now(), deps.settings.sweep_interval):
+        _, specs, _ = _dispatcher_for(deps)
+        through = read_cursor(deps).through if deps.settings.scheduling == "shared" else None
+        summary["missed"] = _record_missed(deps, specs, missed_reason(deps.settings.scheduling, through))
     log.info("sweep: %s", summary, extra={"fields": {**summary, "deleted": report.deleted_vms}})
     return summary

@@ -22,10 +22,13 @@ def google_deps(environ: Mapping[str, str]) -> Deps:
     from spotcron.gcp.id_tokens import GoogleIdentity
     from spotcron.gcp.pubsub import PubSubEvents
     from spotcron.gcp.storage import GcsBlobs
+    from spotcron.runtime import webhooks
     from spotcron.runtime.cloudinit import render_user_data
+    from spotcron.runtime.run_end import install
+    from spotcron.runtime.secret_values import google_lookup
 
     settings = load_settings(None, environ, required=("project", "bucket"))
-    return Deps(
+    deps = Deps(
         settings=settings,
         compute=GoogleCompute(settings.project, settings.zones),
         blobs=GcsBlobs(settings.bucket),
@@ -39,3 +42,4 @@ def google_deps(environ: Mapping[str, str]) -> Deps:
         # Asked by the sweep only, and only while a deployed job is placed across regions.
         advisor=GoogleAdvisor(settings.project),
     )
+    return install(deps, post=webhooks.post, secrets=google_lookup(settings.project), default=settings.notify)

@@ -496,7 +496,8 @@ class FakeStack:
     def __exit__(self, *exc):
         self.entered -= 1
 
-    def run_now(self, spec):
+    def run_now(self, spec, overrides=None):
+        self.overrides = overrides
         record = make_record(spec.name, "m20260302-120000-ab12", self.state, created=NOW, exit_code=0)
         self.bucket.add(record)
         return [(spec.name, record.run_id)]

@@ -186,6 +186,8 @@ def test_no_change_plan_lists_once_per_kind(deployer: Deployer, cloud: FakeCloud
         ("compute", "GET", f"/compute/v1/projects/{PROJECT}/global/firewalls/spotcron-deny-ingress"): 1,
         ("compute", "GET", f"/compute/v1/projects/{PROJECT}/global/firewalls/spotcron-deny-ingress-v6"): 1,
         ("compute", "GET", f"/compute/v1/projects/{PROJECT}/regions/us-central1/subnetworks/default"): 1,
+        # One listing of the project's alert policies, for the one `alerts:` makes (or a left-over one).
+        ("monitoring", "GET", f"/v3/projects/{PROJECT}/alertPolicies"): 1,
     })
     assert not cloud.changing_calls()
 

@@ -59,7 +59,8 @@ def test_every_invariant_holds(reports, seed):
     assert report.ok
     assert report.counts["max vms alive per attempt"] == 1
     assert report.runs > 1500 and report.jobs == 50
-    assert set(report.states) <= {"succeeded", "failed", "timed_out", "preempted", "lost", "skipped"}
+    # missed: ticks no start reached (no scheduler fires while the simulation drains), recorded by the sweep.
+    assert set(report.states) <= {"succeeded", "failed", "timed_out", "preempted", "lost", "skipped", "missed"}
     assert report.succeeded > report.runs // 2
 
 

@@ -22,6 +22,7 @@ REGISTRY_API = "https://artifactregistry.googleapis.com"
 COMPUTE_API = "https://compute.googleapis.com"
 SERVICEUSAGE_API = "https://serviceusage.googleapis.com"
 SECRETS_API = "https://secretmanager.googleapis.com"
+MONITORING_API = "https://monitoring.googleapis.com"
 
 
 @dataclass(frozen=True)
@@ -216,6 +217,34 @@ def _bearer_token(credentials: Any) -> Any:
     return BearerToken()
 
 
+class Monitoring(RunIam):
+    """Cloud Monitoring v3: the project's alert policies (list, create, replace, delete)."""
+
+    def list_alert_policies(self, project: str) -> list[dict[str, Any]]:
+        policies: list[dict[str, Any]] = []
+        token = None
+        while True:
+            params = {"pageToken": token} if token else {}
+            page = self._checked(self._session.get(f"{self._base}/v3/projects/{project}/alertPolicies",
+                                                   params=params, timeout=self._timeout))
+            policies += page.get("alertPolicies") or []
+            token = page.get("nextPageToken")
+            if not token:
+                return policies
+
+    def create_alert_policy(self, project: str, policy: dict[str, Any]) -> dict[str, Any]:
+        return self._checked(self._session.post(f"{self._base}/v3/projects/{project}/alertPolicies", json=policy,
+                                                timeout=self._timeout))
+
+    def replace_alert_policy(self, name: str, policy: dict[str, Any]) -> dict[str, Any]:
+        """PATCH without an update mask: the policy is replaced by `policy` as a whole."""
+        return self._checked(self._session.patch(f"{self._base}/v3/{name}", json={**policy, "name": name},
+                                                 timeout=self._timeout))
+
+    def delete_alert_policy(self, name: str) -> dict[str, Any]:
+        return self._checked(self._session.delete(f"{self._base}/v3/{name}", timeout=self._timeout))
+
+
 class Clients:
     """The clients one deploy uses; thread-safe, each built once on first use."""
 
@@ -354,6 +383,17 @@ class Clients:
             return SecretManager(session, self.endpoints.rest or SECRETS_API, self.timeout)
 
         return self._get("secret_manager", make)
+
+    @property
+    def monitoring(self) -> Monitoring:
+        def make() -> Monitoring:
+            from google.auth.transport.requests import AuthorizedSession
+
+            session = AuthorizedSession(self.credentials)
+            _widen_pool(session, self.pool_size)
+            return Monitoring(session, self.endpoints.rest or MONITORING_API, self.timeout)
+
+        return self._get("monitoring", make)
 
     @property
     def network(self) -> Network:

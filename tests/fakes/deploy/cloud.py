@@ -26,6 +26,7 @@ from tests.fakes.deploy.http import TOKEN_PREFIX, Call, Faults, HttpServer, Rout
 from tests.fakes.deploy.iam_grpc import FakeIam
 from tests.fakes.deploy.instances import FakeInstances
 from tests.fakes.deploy.project_reads import FakeProjectReads
+from tests.fakes.deploy.monitoring import FakeMonitoring
 from tests.fakes.deploy.pubsub import FakePubsub
 from tests.fakes.deploy.registry import FakeRegistry
 from tests.fakes.deploy.resourcemanager import FakeResourceManager
@@ -91,9 +92,11 @@ class FakeCloud:
         # What `spotcron doctor` reads: the same enabled APIs and IAM policies deploy's fakes enforce.
         self.project_reads = FakeProjectReads(project, self.compute, self.access, self.project_policies)
         self.secrets = FakeSecretManagerAdmin(project, PolicyStore(self.access))
+        self.monitoring = FakeMonitoring(project)
         # Service Usage answers first: its list of enabled services is the access model's.
         for api in (self.resourcemanager, self.pubsub, self.storage, self.scheduler, self.functions, self.registry,
-                    self.compute, self.instances, self.serviceusage, self.secrets, self.project_reads):
+                    self.compute, self.instances, self.serviceusage, self.secrets, self.monitoring,
+                    self.project_reads):
             api.routes(self.router)
         self.http = HttpServer(self.router)
         self.iam_target = ""
