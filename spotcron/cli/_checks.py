@@ -1,4 +1,4 @@
-"""The doctor's checks as deploy and doctor both print them (spotcron/deploy/doctor.py decides)."""
+"""The doctor's checks as deploy and doctor both print them (spotcron/deploy/checkup.py decides)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ EXIT_CHECK_FAILED = 1  # a check failed: the project would refuse a deploy or a 
 
 def project_checks(env: Any, settings: Any, jobs: list[Any], credentials: Any) -> list[Any]:
     """Every doctor check for `settings` and `jobs`, read through `env` (a DeployContext)."""
-    from spotcron.deploy.doctor import run_checks
+    from spotcron.deploy.checkup import run_checks
     from spotcron.gcp.admin.calls import REQUIRED_APIS, Caller
 
     clients = env.clients(settings.project, credentials, 4)
@@ -20,7 +20,7 @@ def project_checks(env: Any, settings: Any, jobs: list[Any], credentials: Any) -
 def print_checks(out: Any, checks: list[Any]) -> None:
     from rich.text import Text
 
-    from spotcron.deploy.doctor import format_checks
+    from spotcron.deploy.checkup import format_checks
 
     styles = {"✓": "green", "✗": "red", "?": "yellow"}
     for line in format_checks(checks):

@@ -194,7 +194,7 @@ def deploy(ctx: click.Context, jobs_dir: Path, stack_path: Path, dry_run: bool, 
     checks_failed = False
     if dry_run:  # the project as doctor sees it, before the plan
         from spotcron.cli._checks import print_checks, project_checks
-        from spotcron.deploy.doctor import failed
+        from spotcron.deploy.checkup import failed
 
         checks = project_checks(env, settings, jobs, credentials)
         print_checks(out, checks)

@@ -28,7 +28,7 @@ def doctor(ctx: click.Context, jobs_dir: Path, stack_path: Path) -> None:
     from spotcron.cli._common import load_stack
     from spotcron.cli.deploy import DeployContext, _job_paths
     from spotcron.core.loader import load_jobs
-    from spotcron.deploy.doctor import failed
+    from spotcron.deploy.checkup import failed
     from spotcron.deploy.validate import preflight
 
     env: DeployContext = ctx.obj if isinstance(ctx.obj, DeployContext) else DeployContext()

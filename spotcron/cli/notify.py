@@ -35,7 +35,7 @@ def test(job_or_file: str, jobs_dir: Path, stack_path: Path, state_dir: Path) ->
     """
     from spotcron.core.errors import SpotcronError
     from spotcron.core.loader import load_job_file
-    from spotcron.engine.notify import send_test
+    from spotcron.engine.notifications import send_test
     from spotcron.runtime import webhooks
     from spotcron.runtime.secret_values import local_lookup
 

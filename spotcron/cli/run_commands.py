@@ -448,7 +448,7 @@ def _publish_start(spec: Any, project: str, topic: str, bucket: str | None, *, q
         # start_job runs the deployed spec only, so a job file changed since deploy is refused.
         body = start_message(spec)
         if overrides is not None:
-            from spotcron.engine.overrides import start_message_with, write_overrides
+            from spotcron.engine.run_overrides import start_message_with, write_overrides
 
             with runs_context().open_blobs(bucket or default_bucket, state_dir or Path(".spotcron")) as blobs:
                 body = start_message_with(body, write_overrides(blobs, overrides))

@@ -53,7 +53,7 @@ def set_(ctx: click.Context, name: str, from_file: Path | None, destroy_older: b
         return
     from spotcron.cli._common import load_stack
     from spotcron.cli.deploy import DeployContext
-    from spotcron.deploy.secret_values import store
+    from spotcron.deploy.secret_store import store
     from spotcron.gcp.admin.calls import Caller
 
     env = ctx.obj if isinstance(ctx.obj, DeployContext) else DeployContext()
@@ -92,7 +92,7 @@ def _store_locally(state_dir: Path, name: str, data: bytes) -> None:
     import os
 
     from spotcron.core.errors import SpotcronError
-    from spotcron.core.secrets import local_variable
+    from spotcron.core.secret_refs import local_variable
     from spotcron.local.secret_manager import DOTENV_NAME
 
     try:
@@ -121,7 +121,7 @@ def list_(ctx: click.Context, jobs_dir: Path, stack_path: Path) -> None:
     """Each job's secrets: the secret, the version it reads, the enabled versions, what is billed."""
     from spotcron.cli._common import load_specs, load_stack
     from spotcron.cli.deploy import DeployContext
-    from spotcron.deploy.secret_values import listing
+    from spotcron.deploy.secret_store import listing
     from spotcron.gcp.admin.calls import Caller
     from spotcron.present.tables import Columns, print_table
 

@@ -398,7 +398,7 @@ def _check_raw(data: dict[str, Any], file: _File) -> None:
 def _check_secrets(data: dict[str, Any], file: _File) -> None:
     """A name in both env and secrets, a secret file in an uploaded directory, secrets shared
     through the metadata server: each at the line that says it."""
-    from spotcron.core.secrets import file_problem
+    from spotcron.core.secret_refs import file_problem
 
     def mapping(value: Any) -> dict[str, Any]:
         return value if isinstance(value, dict) else {}

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from spotcron.core.durations import parse_duration
 from spotcron.core.errors import ConfigError, Problem
 from spotcron.core.names import REGION, ZONE
-from spotcron.core.notify import Notify
+from spotcron.core.notify_spec import Notify
 
 # Compute Engine resource names (RFC 1035): networks and subnetworks.
 NETWORK_NAME = re.compile(r"^[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$")
@@ -149,7 +149,7 @@ class Settings(BaseModel):
     results_retention_days: int = Field(90, ge=1)
     limits: Limits = Limits()
     placement: PlacementSettings = PlacementSettings()
-    # Every job's notifications unless its job file has a notify: of its own (core/notify.py).
+    # Every job's notifications unless its job file has a notify: of its own (core/notify_spec.py).
     notify: Notify | None = None
     alerts: AlertSettings = AlertSettings()
 

@@ -27,10 +27,10 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from spotcron.core import catalog
-from spotcron.core import secrets as secret_names
+from spotcron.core import secret_refs as secret_names
 from spotcron.core.durations import parse_duration
 from spotcron.core.names import REGION, ZONE
-from spotcron.core.notify import Notify
+from spotcron.core.notify_spec import Notify
 
 JOB_NAME_MAX = 30  # "sc-" + job + "-" + run id (13) + "-" + entry (12) + "-a1" = 63, Compute Engine's limit
 ENTRY_NAME_MAX = 12

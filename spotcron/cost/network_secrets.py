@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from spotcron.core.secrets import resource
+from spotcron.core.secret_refs import resource
 from spotcron.core.spec import JobSpec
 
 SECRETS_SOURCE = "https://cloud.google.com/secret-manager/pricing (2026-11)"

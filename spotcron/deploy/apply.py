@@ -90,7 +90,7 @@ def compute_plan(settings: Settings, jobs: Sequence[JobSpec], source_object: str
                  call: Caller, pool: ThreadPoolExecutor) -> PlanResult:
     """Read what exists and plan the way to the desired state."""
     from spotcron.deploy.planner import plan
-    from spotcron.deploy.secrets import secret_problems, with_secret_accounts
+    from spotcron.deploy.secret_grants import secret_problems, with_secret_accounts
 
     names = Names.of(settings)
     jobs = with_secret_accounts(settings, jobs)

@@ -36,7 +36,7 @@ from spotcron.deploy.resources import (
     policy_name,
 )
 from spotcron.engine.deployed import canonical, digest_of, specs_version, start_message
-from spotcron.gcp.admin.calls import REQUIRED_APIS
+from spotcron.gcp.admin.calls import MONITORING_API, REQUIRED_APIS
 
 RUNTIME = "python312"
 PUBSUB_EVENT = "google.cloud.pubsub.topic.v1.messagePublished"
@@ -268,16 +268,19 @@ def desired_state(settings: Settings, jobs: Iterable[JobSpec], source_object: st
     env = function_environment(settings, job_done_url, credentials_url)
     jobs = list(jobs)
     resources = [Resource(API, api, {}) for api in REQUIRED_APIS]
+    if settings.alerts.failed_runs:  # the alert policy lives in Cloud Monitoring
+        resources.append(Resource(API, MONITORING_API, {}))
     resources += [_bucket(settings), _repository(names), *_network(settings, names), *_placement_subnets(settings, jobs)]
     topics = (*names.topics, names.dispatch_topic) if names.shared else names.topics
     resources += [Resource(TOPIC, topic, {"labels": dict(MANAGED_LABELS)}) for topic in topics]
     resources += [Resource(SERVICE_ACCOUNT, email, {"display_name": f"spotcron {email.split('@')[0]}"})
                   for email in names.accounts if names.own_account(email)]
-    from spotcron.deploy.secrets import made_accounts, secret_bindings
+    from spotcron.deploy.secret_grants import made_accounts, notify_secret_bindings, secret_bindings
 
     resources += made_accounts(jobs)
     granted = policies(bindings(names, job_accounts(jobs), advice=uses_placement(settings, jobs),
-                                project_number=project_number) + secret_bindings(settings, jobs),
+                                project_number=project_number) + secret_bindings(settings, jobs)
+                       + notify_secret_bindings(settings, jobs),
                        conditions(names, project_number))
     resources += granted
     resources += [r for r in retired_policies(names, retired_accounts) if r.name not in {g.name for g in granted}]

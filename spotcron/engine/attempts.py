@@ -15,7 +15,7 @@ from spotcron.core.catalog import boot_disk_type
 from spotcron.core.descriptor import GpuSpec, RunDescriptor, SecretItem
 from spotcron.core.errors import AlreadyExists, CreateFailed, Transient
 from spotcron.core.runs import Attempt, RunRecord, RunState, vm_labels
-from spotcron.core.secrets import resource
+from spotcron.core.secret_refs import resource
 from spotcron.core.spec import JobSpec
 from spotcron.engine import transitions
 from spotcron.engine.callers import expected_email

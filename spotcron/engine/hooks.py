@@ -7,7 +7,7 @@ that fails stays owed (its failure recorded on the run, `effect_failures`) while
 recorded done and never run again. A hook that keeps failing is given up after `max_tries`
 (recorded as such on the run), so a receiver gone for good does not keep a run's end open for
 ever. A crash (any BaseException) leaves every entry owed: hooks run at least once, so each must
-be idempotent or carry an id its receiver deduplicates on (engine/notify.py sends one).
+be idempotent or carry an id its receiver deduplicates on (engine/notifications.py sends one).
 
 How to add one: docs/architecture.md, "Adding a run-end effect".
 """

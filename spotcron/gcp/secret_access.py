@@ -12,7 +12,7 @@ import base64
 from typing import Any
 
 from spotcron.core.errors import SpotcronError
-from spotcron.core.secrets import crc32c, resource
+from spotcron.core.secret_refs import crc32c, resource
 
 SECRETS_API = "https://secretmanager.googleapis.com/v1"
 MAX_ANSWER_BYTES = 128 << 10  # a 64 KiB payload, base64'd, and its envelope
@@ -56,3 +56,29 @@ def read_secret(secret: str, project: str, version: str = "latest", *, session: 
     if crc32c(data) != expected:
         raise SecretUnavailable(f"secret {name}: the payload arrived damaged (CRC32C mismatch)")
     return data, number
+
+
+class SecretManagerValues:
+    """Secret values for the functions' own use (a `notify:` webhook held in a secret), read with
+    `read_secret` and kept for the life of the instance only, never written anywhere."""
+
+    def __init__(self, project: str, session: Any = None):
+        import threading
+
+        self.project = project
+        self._session = session
+        self._cache: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def latest(self, secret_id: str) -> str:
+        with self._lock:
+            if secret_id in self._cache:
+                return self._cache[secret_id]
+        try:
+            data, _ = read_secret(secret_id, self.project, session=self._session)
+        except SecretUnavailable as exc:
+            raise LookupError(f"{exc} (the functions' account needs roles/secretmanager.secretAccessor on it)") from None
+        value = data.decode("utf-8", errors="replace").strip()
+        with self._lock:
+            self._cache[secret_id] = value
+        return value

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from spotcron.core.descriptor import METADATA_KEY, RunDescriptor
 from spotcron.core.errors import AlreadyExists, Transient
-from spotcron.core.secrets import LOCAL_PREFIX
+from spotcron.core.secret_refs import LOCAL_PREFIX
 from spotcron.engine.ports import Instance, InstanceRequest
 from spotcron.local import leftovers
 from spotcron.local.containers import Lookup, find_runtime

@@ -28,7 +28,7 @@ from pathlib import Path
 from socketserver import ThreadingMixIn
 from typing import Any
 
-from spotcron.core.secrets import LOCAL_PREFIX, crc32c, local_variable
+from spotcron.core.secret_refs import LOCAL_PREFIX, crc32c, local_variable
 
 ACCESS_PATH = re.compile(r"^/v1/projects/([^/]+)/secrets/([^/]+)/versions/([^/:]+):access$")
 DOTENV_NAME = "secrets.env"

@@ -55,7 +55,7 @@ class LocalStack:
         self.limits = limits  # the stack file's `limits:`, as the functions enforce them on Google Cloud
         self.containment = containment  # local/containment.py's; None: the strongest this machine gives
         self.notify = notify  # a line for the user (up prints it): why containers are not used, notifications sent
-        self.stack_notify = stack_notify  # the stack file's notify: (core/notify.Notify), every job's default
+        self.stack_notify = stack_notify  # the stack file's notify: (core/notify_spec.Notify), every job's default
         self._stack: list[Callable[[], None]] = []
         self._stop_reason = "the local stack was stopped"
         self.deps: Deps | None = None
@@ -257,7 +257,7 @@ class LocalStack:
         gets them, the deployed spec and the schedule do not.
         """
         from spotcron.engine.deployed import SpecStore, start_message
-        from spotcron.engine.overrides import start_message_with, write_overrides
+        from spotcron.engine.run_overrides import start_message_with, write_overrides
 
         nonce = secrets.token_hex(2)
         SpecStore(self.deps.blobs).write(spec)

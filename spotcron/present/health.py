@@ -3,7 +3,7 @@
 Last success, the current streak of failures, missed and late ticks over the last 7 days (late:
 started more than a minute after its tick), the next due time and where notifications go. A manual
 run counts only when it ran the job's own spec (no overrides), as for notifications
-(engine/notify.py). Pure: records, spec and `now` in, rows out; `spotcron status` and the page use it.
+(engine/notifications.py). Pure: records, spec and `now` in, rows out; `spotcron status` and the page use it.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from datetime import datetime, timedelta
 
 from spotcron.core.cron.schedule import load_time_zone, parse_schedule
 from spotcron.core.errors import SpotcronError
-from spotcron.core.notify import Notify
+from spotcron.core.notify_spec import Notify
 from spotcron.core.runs import RunRecord, RunState
 from spotcron.core.spec import JobSpec
-from spotcron.engine.notify import counts
+from spotcron.engine.notifications import counts
 from spotcron.engine.store import run_sort_key
 
 WINDOW = timedelta(days=7)

@@ -21,7 +21,7 @@ from spotcron.engine.dispatch_specs import BucketSpecs, SpecSource
 from spotcron.engine.job_done import MAX_CALLBACK_BYTES, handle_callback, parse_callback_body
 from spotcron.engine.messages import format_tick, parse_start
 from spotcron.engine.missed import missed_reason, pass_due, record_missed
-from spotcron.engine.overrides import read_overrides
+from spotcron.engine.run_overrides import read_overrides
 from spotcron.engine.start_job import launch
 from spotcron.engine.store import RecordConflict
 from spotcron.engine.sweep import sweep

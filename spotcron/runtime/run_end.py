@@ -6,9 +6,9 @@ hooks, under the same names (a name is stored in each run record as an owed entr
 
 from __future__ import annotations
 
-from spotcron.core.notify import Notify
+from spotcron.core.notify_spec import Notify
 from spotcron.engine.deps import Deps
-from spotcron.engine.notify import Announce, Post, SecretLookup, run_end_hooks
+from spotcron.engine.notifications import Announce, Post, SecretLookup, run_end_hooks
 from spotcron.engine.run_log import log_hook
 
 

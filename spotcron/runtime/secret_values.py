@@ -3,7 +3,7 @@ secret's value in a function or in `spotcron up`) looks one up.
 
 Locally a secret is `SPOTCRON_SECRET_<ID>` in the environment (ID upper-cased, `-` as `_`) or a
 line `ID=value` in the git-ignored `.spotcron/secrets.env`; on Google Cloud it is the latest
-version of Secret Manager secret ID in the stack's project (gcp/secrets.py), read with the
+version of Secret Manager secret ID in the stack's project (gcp/secret_access.py), read with the
 functions' account. A value is never logged, stored or written to the bucket.
 """
 
@@ -49,6 +49,6 @@ def local_lookup(environ: Mapping[str, str], state_dir: Path) -> SecretLookup:
 
 
 def google_lookup(project: str) -> SecretLookup:
-    from spotcron.gcp.secrets import SecretManagerValues
+    from spotcron.gcp.secret_access import SecretManagerValues
 
     return SecretManagerValues(project).latest

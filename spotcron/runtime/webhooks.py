@@ -1,4 +1,4 @@
-"""The notifier's HTTP POST (engine/notify.py's `Post`), on the standard library.
+"""The notifier's HTTP POST (engine/notifications.py's `Post`), on the standard library.
 
 Used by the functions and by `spotcron up` alike, so a local webhook receiver gets the very
 requests the deployed functions send. A short timeout: a receiver that hangs fails the hook,
@@ -20,7 +20,7 @@ def post(url: str, body: bytes, headers: Mapping[str, str]) -> int:
     request = urllib.request.Request(url, data=body, method="POST",
                                      headers={"User-Agent": USER_AGENT, **headers})
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:  # noqa: S310 - http(s) only (core/notify)
+        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:  # noqa: S310 - http(s) only (core/notify_spec)
             response.read(1 << 16)
             return response.status
     except urllib.error.HTTPError as exc:

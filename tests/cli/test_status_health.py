@@ -138,8 +138,8 @@ def test_run_with_env_and_args_hands_the_overrides_to_the_stack(invoke, bucket, 
 
 
 def test_the_local_receiver_shows_each_notification():
-    from spotcron.core.notify import Notify
-    from spotcron.engine.notify import send_test
+    from spotcron.core.notify_spec import Notify
+    from spotcron.engine.notifications import send_test
     from spotcron.local.receiver import Receiver
     from spotcron.runtime import webhooks
 

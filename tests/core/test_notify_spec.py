@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from spotcron.core.loader import check_job_file
-from spotcron.core.notify import DEFAULT_EVENTS, Notify
+from spotcron.core.notify_spec import DEFAULT_EVENTS, Notify
 
 HEAD = 'schedule: "0 * * * *"\nimage: us-docker.pkg.dev/p/r/bot:1\ntimeout: 10m\n'
 

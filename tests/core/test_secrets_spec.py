@@ -9,7 +9,7 @@ import pytest
 
 from spotcron.core.errors import ConfigError
 from spotcron.core.loader import load_jobs
-from spotcron.core.secrets import credential_problem, local_variable
+from spotcron.core.secret_refs import credential_problem, local_variable
 from spotcron.core.spec import JobSpec, job_file_schema
 
 OK = 'schedule: "0 * * * *"\nimage: spotcron/bot:latest\n'

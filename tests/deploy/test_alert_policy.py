@@ -94,7 +94,7 @@ def test_a_project_where_monitoring_does_not_answer_deploys_without_alerts_and_s
 
 
 def test_the_stacks_notify_reaches_the_functions_and_an_unset_one_adds_nothing() -> None:
-    from spotcron.core.notify import Notify
+    from spotcron.core.notify_spec import Notify
     from spotcron.deploy.desired import function_environment
 
     assert "SPOTCRON_NOTIFY" not in function_environment(make_settings(), "https://job-done")

@@ -10,7 +10,7 @@ import pytest
 
 from spotcron.core.errors import SpotcronError
 from spotcron.deploy.apply import run_deploy
-from spotcron.deploy.doctor import FAIL, run_checks
+from spotcron.deploy.checkup import FAIL, run_checks
 from spotcron.gcp.admin.calls import REQUIRED_APIS
 from spotcron.gcp.admin.project_reads import project_reads
 from spotcron.gcp.admin.settling import Settling

@@ -16,8 +16,8 @@ from spotcron.cli.deploy import COMMANDS as DEPLOY_COMMANDS
 from spotcron.cli.deploy import DeployContext
 from spotcron.cli.doctor import COMMANDS as DOCTOR_COMMANDS
 from spotcron.core.settings import Settings
-from spotcron.deploy.doctor import FAIL, OK, UNKNOWN, gpu_needs, run_checks
-from spotcron.deploy.doctor_rules import (
+from spotcron.deploy.checkup import FAIL, OK, UNKNOWN, gpu_needs, run_checks
+from spotcron.deploy.checkup_rules import (
     LIST_ALLOWED,
     LIST_DENIED,
     LIST_UNKNOWN,
@@ -105,7 +105,7 @@ DEVELOPER = "user:dev@example.com"
 def test_missing_permissions_name_the_roles_that_grant_them(cloud: FakeCloud) -> None:
     """testIamPermissions answers from the project's IAM policy as written (a custom role here,
     propagated), the same policy every other fake API enforces."""
-    from spotcron.deploy.doctor_rules import DEPLOY_PERMISSIONS
+    from spotcron.deploy.checkup_rules import DEPLOY_PERMISSIONS
 
     role = f"projects/{PROJECT}/roles/deployer"
     cloud.access.custom_roles[role] = frozenset(DEPLOY_PERMISSIONS) - {"compute.firewalls.create",

@@ -13,7 +13,7 @@ from google.cloud.iam_admin_v1 import types
 from spotcron.cli import SpotcronGroup
 from spotcron.cli.deploy import COMMANDS, DeployContext
 from spotcron.core.descriptor import RunDescriptor
-from spotcron.deploy.secrets import secrets_account
+from spotcron.deploy.secret_grants import secrets_account
 from spotcron.gcp.admin.calls import DeployError
 from tests.deploy.conftest import (
     BUCKET,
@@ -102,7 +102,7 @@ def test_another_projects_secret_must_already_let_the_account_read_it(deployer: 
 
 def test_the_start_function_creates_the_vm_as_the_jobs_account_with_names_only(deployer: Deployer, cloud: FakeCloud,
                                                                               jobs_dir) -> None:
-    from spotcron.deploy.secrets import with_secret_accounts
+    from spotcron.deploy.secret_grants import with_secret_accounts
     from spotcron.engine import transitions
     from spotcron.engine.attempts import instance_request
 

@@ -9,8 +9,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from spotcron.core.notify import Notify
-from spotcron.engine.notify import ID_HEADER, body, events_for, message, ping_url
+from spotcron.core.notify_spec import Notify
+from spotcron.engine.notifications import ID_HEADER, body, events_for, message, ping_url
 from spotcron.runtime import webhooks
 from spotcron.runtime.run_end import install
 from spotcron.testing.harness import make_spec

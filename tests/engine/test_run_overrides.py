@@ -10,7 +10,7 @@ import pytest
 from spotcron.core.descriptor import METADATA_KEY, RunDescriptor
 from spotcron.core.overrides import Overrides, object_name
 from spotcron.engine.deployed import SpecStore, canonical, start_message
-from spotcron.engine.overrides import start_message_with, write_overrides
+from spotcron.engine.run_overrides import start_message_with, write_overrides
 from spotcron.runtime.run_end import install
 from spotcron.testing.harness import make_spec
 

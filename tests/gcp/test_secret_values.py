@@ -7,7 +7,8 @@ import base64
 
 import pytest
 
-from spotcron.gcp.secrets import ENDPOINT, SecretManagerValues
+from spotcron.core.secret_refs import crc32c
+from spotcron.gcp.secret_access import SECRETS_API, SecretManagerValues
 from spotcron.runtime.secret_values import env_name, local_lookup
 
 
@@ -17,6 +18,12 @@ class Response:
 
     def json(self) -> dict:
         return self._body
+
+    @property
+    def content(self) -> bytes:
+        import json
+
+        return json.dumps(self._body).encode()
 
 
 class Session:
@@ -30,8 +37,10 @@ class Session:
         secret = url.split("/secrets/")[1].split("/")[0]
         if secret not in self.values:
             return Response(404, {"error": {"code": 404, "status": "NOT_FOUND"}})
-        data = base64.b64encode(self.values[secret].encode()).decode()
-        return Response(200, {"name": f"projects/123/secrets/{secret}/versions/3", "payload": {"data": data}})
+        raw = self.values[secret].encode()
+        data = base64.b64encode(raw).decode()
+        return Response(200, {"name": f"projects/123/secrets/{secret}/versions/3",
+                              "payload": {"data": data, "dataCrc32c": str(crc32c(raw))}})
 
 
 def test_secret_manager_latest_value_is_read_once_per_instance():
@@ -39,7 +48,7 @@ def test_secret_manager_latest_value_is_read_once_per_instance():
     values = SecretManagerValues("proj", session=session)
     assert values.latest("team-hook") == "https://hooks.slack.com/services/T/B/x"
     assert values.latest("team-hook") == "https://hooks.slack.com/services/T/B/x"
-    assert session.urls == [f"{ENDPOINT}/projects/proj/secrets/team-hook/versions/latest:access"]
+    assert session.urls == [f"{SECRETS_API}/projects/proj/secrets/team-hook/versions/latest:access"]
     with pytest.raises(LookupError, match="roles/secretmanager.secretAccessor"):
         values.latest("missing")
 

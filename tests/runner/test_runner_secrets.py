@@ -119,7 +119,7 @@ def test_the_runner_computes_crc32c_as_secret_manager_does(tmp_path):
     """The bash CRC32C against Google's documented check value and the fake's."""
     import subprocess
 
-    from spotcron.core.secrets import crc32c
+    from spotcron.core.secret_refs import crc32c
     runner = Path(__file__).resolve().parents[2] / "vm_images" / "runner"
     for data in (b"123456789", b"", bytes(range(256)) * 3, VALUE):
         (tmp_path / "v").write_bytes(data)

@@ -31,6 +31,8 @@ REQUIRED_APIS = (
     "serviceusage.googleapis.com",
     "secretmanager.googleapis.com",
 )
+# Only with `alerts:` in the stack file: its alert policy lives in Cloud Monitoring.
+MONITORING_API = "monitoring.googleapis.com"
 
 
 class DeployError(SpotcronError):

@@ -25,8 +25,8 @@ from tests.fakes.deploy.functions import FakeFunctions
 from tests.fakes.deploy.http import TOKEN_PREFIX, Call, Faults, HttpServer, Router
 from tests.fakes.deploy.iam_grpc import FakeIam
 from tests.fakes.deploy.instances import FakeInstances
-from tests.fakes.deploy.project_reads import FakeProjectReads
 from tests.fakes.deploy.monitoring import FakeMonitoring
+from tests.fakes.deploy.project_reads import FakeProjectReads
 from tests.fakes.deploy.pubsub import FakePubsub
 from tests.fakes.deploy.registry import FakeRegistry
 from tests.fakes.deploy.resourcemanager import FakeResourceManager

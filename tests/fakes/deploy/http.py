@@ -75,7 +75,7 @@ SERVICES = {"iam": "iam.googleapis.com", "storage": "storage.googleapis.com", "p
             "artifactregistry": "artifactregistry.googleapis.com", "compute": "compute.googleapis.com",
             "resourcemanager": "cloudresourcemanager.googleapis.com", "scheduler": "cloudscheduler.googleapis.com",
             "serviceusage": "serviceusage.googleapis.com", "orgpolicy": "orgpolicy.googleapis.com",
-            "secretmanager": "secretmanager.googleapis.com"}
+            "secretmanager": "secretmanager.googleapis.com", "monitoring": "monitoring.googleapis.com"}
 TOKEN_PREFIX = "fake:"
 
 

@@ -16,7 +16,7 @@ import base64
 import threading
 from typing import Any
 
-from spotcron.core.secrets import crc32c
+from spotcron.core.secret_refs import crc32c
 from tests.fakes.deploy.common import PolicyStore, json_copy, policy_from_body
 from tests.fakes.deploy.http import ApiError, Request, Router
 

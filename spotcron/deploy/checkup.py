@@ -22,7 +22,7 @@ from typing import Any, Protocol, TypeVar
 from spotcron.core.errors import SpotcronError
 from spotcron.core.settings import Settings
 from spotcron.core.spec import JobSpec
-from spotcron.deploy.doctor_rules import (
+from spotcron.deploy.checkup_rules import (
     COS_IMAGES,
     DEPLOY_PERMISSIONS,
     LIST_ALLOWED,

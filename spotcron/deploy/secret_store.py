@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from spotcron.core.errors import NotFound, SpotcronError
-from spotcron.core.secrets import SECRET_ID, crc32c, resource
+from spotcron.core.secret_refs import SECRET_ID, crc32c, resource
 from spotcron.core.settings import Settings
 from spotcron.core.spec import JobSpec
 from spotcron.gcp.admin.calls import Caller

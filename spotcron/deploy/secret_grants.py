@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from spotcron.core.errors import NotFound, SpotcronError
-from spotcron.core.secrets import resource
+from spotcron.core.secret_refs import resource
 from spotcron.core.settings import Settings
 from spotcron.core.spec import JobSpec
 from spotcron.deploy.iam import SECRET_ACCESSOR, Binding
@@ -130,3 +130,20 @@ def secret_problems(settings: Settings, jobs: Sequence[JobSpec], manager: object
                             f"(gcloud secrets add-iam-policy-binding {use.name} --member "
                             f"serviceAccount:{use.account} --role {SECRET_ACCESSOR})")
     return problems
+
+
+def notify_secret_bindings(settings: Settings, jobs: Iterable[JobSpec]) -> list[Binding]:
+    """The functions' account reads each secret a `notify:` webhook or ping is held in (the stack's
+    default and every job's): one accessor binding per such secret, on the secret."""
+    from spotcron.core.notify_spec import WebhookSecret
+    from spotcron.deploy.naming import Names
+
+    functions = member(Names.of(settings).functions_account)
+    held = set()
+    for notify in [settings.notify, *(job.notify for job in jobs)]:
+        for target in (getattr(notify, "webhook", None), getattr(notify, "ping", None)):
+            if isinstance(target, WebhookSecret):
+                held.add(resource(target.secret, settings.project))
+    return [Binding(policy_name(POLICY_SECRET, name), SECRET_ACCESSOR, functions,
+                    "the functions read this notify: webhook when a run ends (this secret only)")
+            for name in sorted(held)]

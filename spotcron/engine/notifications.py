@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
 from spotcron.core import layout
-from spotcron.core.notify import Notify, SecretRef
+from spotcron.core.notify_spec import Notify, WebhookSecret
 from spotcron.core.runs import RunRecord, RunState
 from spotcron.engine.hooks import RunEndHook
 
@@ -193,8 +193,8 @@ class NotifyFailed(RuntimeError):
     """A receiver did not take the message; the hook stays owed and is tried again."""
 
 
-def resolve(target: str | SecretRef, secrets: SecretLookup | None) -> str:
-    if isinstance(target, SecretRef):
+def resolve(target: str | WebhookSecret, secrets: SecretLookup | None) -> str:
+    if isinstance(target, WebhookSecret):
         if secrets is None:
             raise LookupError(f"secret {target.secret!r}: no secret store is configured here")
         return secrets(target.secret)

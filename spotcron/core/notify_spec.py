@@ -5,7 +5,7 @@ ping (healthchecks.io or Cronitor: a start ping when the run's VM is up, an end 
 exit code). Either is a URL written inline or `{secret: ID}`, a secret holding the URL: a Slack or
 Discord webhook URL is a credential (whoever holds it may post to the channel), so one written
 inline gets a warning (`warnings`). The events are in EVENTS; by default one message on the first
-failure (or missed tick), one on recovery, never one per failing run (engine/notify.py decides).
+failure (or missed tick), one on recovery, never one per failing run (engine/notifications.py decides).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def url_problem(url: str) -> str | None:
     return None
 
 
-class SecretRef(BaseModel):
+class WebhookSecret(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     secret: str = Field(description="the id of the secret holding the URL (Secret Manager; locally "
@@ -74,10 +74,10 @@ class SecretRef(BaseModel):
 
 def _target(value: Any) -> Any:
     """An inline URL, or {secret: ID}: one message for whichever was meant."""
-    if isinstance(value, SecretRef):
+    if isinstance(value, WebhookSecret):
         return value
     if isinstance(value, dict):
-        return SecretRef.model_validate(value)
+        return WebhookSecret.model_validate(value)
     if not isinstance(value, str):
         raise ValueError("write an http(s) URL or {secret: ID}")
     problem = url_problem(value)
@@ -86,7 +86,7 @@ def _target(value: Any) -> Any:
     return value
 
 
-Target = Annotated[Any, BeforeValidator(_target, json_schema_input_type=str | SecretRef)]
+Target = Annotated[Any, BeforeValidator(_target, json_schema_input_type=str | WebhookSecret)]
 
 
 def _events(value: Any) -> Any:
@@ -149,7 +149,7 @@ class Notify(BaseModel):
         for kind, target in (("webhook", self.webhook), ("ping", self.ping)):
             if target is None:
                 continue
-            if isinstance(target, SecretRef):
+            if isinstance(target, WebhookSecret):
                 out.append(f"{kind} (secret {target.secret})")
             else:
                 host = urlsplit(target).hostname or "?"
