@@ -44,7 +44,7 @@ iptables -w -D FORWARD -j DOCKER-USER && iptables -w -I FORWARD 1 -j DOCKER-USER
 cd "$REPO/vm_images/runner" || exit 3
 # shellcheck disable=SC2034  # read by the sourced parts
 LOGS=$WORK/logs.txt DOCKER=podman IPTABLES=iptables IP6TABLES=ip6tables JOB_NETWORK=spotcron-lab \
-  JOB_BRIDGE=$BRIDGE D_METADATA_ACCESS=false
+  JOB_BRIDGE=$BRIDGE D_METADATA_ACCESS=false LOCAL_HOST= D_EGRESS=false
 for part in http metadata storage checkpoint preemption secrets container hardware; do
   # shellcheck source=/dev/null
   source "./$part.sh"
