@@ -59,6 +59,9 @@ class RunDescriptor(BaseModel):
     gpu: GpuSpec | None = None
     local_command: list[str] | None = None  # what runs when no container runtime has the image
     metadata_access: bool = False  # the container may reach the metadata server (and the VM's identity)
+    # A run of a comparison (a matrix entry or one of several repeats): local mode runs the job's
+    # compared runs one at a time, each with the whole host (spotcron/local/turns.py).
+    compared: bool = False
 
     @model_validator(mode="before")
     @classmethod
@@ -101,6 +104,8 @@ class RunDescriptor(BaseModel):
             "timeout_s": str(self.timeout_s), "metadata_access": "true" if self.metadata_access else "false",
         }
         lines = [f"{key}={value}" for key, value in values.items()]
+        if self.compared:  # only when set: the descriptors of other runs keep their exact shape
+            lines.append("compared=true")
         if self.gpu is not None:
             lines += [f"gpu_type={self.gpu.type}", f"gpu_count={self.gpu.count}"]
         for key in _LISTS:
@@ -121,6 +126,7 @@ class RunDescriptor(BaseModel):
         fields: dict[str, object] = {k: v for k, v in raw.items() if k in _SCALARS}
         fields["checkpoint_path"] = raw.get("checkpoint_path") or None
         fields["metadata_access"] = raw.get("metadata_access") == "true"
+        fields["compared"] = raw.get("compared") == "true"
         if "gpu_type" in raw:
             fields["gpu"] = GpuSpec(type=raw["gpu_type"], count=int(raw.get("gpu_count", "1")))
         for key in _LISTS:

@@ -48,6 +48,7 @@ def instance_request(record: RunRecord, spec: JobSpec, attempt: Attempt, deps: D
         local_command=list(spec.local.command) if spec.local else None,
         checkpoint_object=layout.checkpoint_archive(record.job, record.run_id),
         metadata_access=spec.reaches_metadata,
+        compared=spec.variant is not None or spec.repeat_index is not None,
     )
     # G2/A2/A3 machine types come with their GPUs; only N1 takes guestAccelerators.
     gpu = None if _bundled_gpu(attempt.machine_type) else spec.machine.gpu

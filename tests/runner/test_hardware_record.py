@@ -44,6 +44,9 @@ def test_on_a_vm_the_machine_type_and_zone_come_from_the_metadata_server(harness
         total_kib = int(meminfo.readline().split()[1])
     assert hardware.memory_mib == total_kib // 1024
     assert hardware.cpu_model and hardware.gpus == ()  # a configuration without a GPU records none
+    # The thread count the job was given, and the host's load before and after the job.
+    assert hardware.threads == 1 and raw["threads"] == 1
+    assert hardware.load_start is not None and hardware.load_end is not None
 
 
 def test_locally_the_host_and_the_gpus_assigned_to_the_run(harness):

@@ -63,7 +63,7 @@ run_attempt() {
   fi
   if ((PREEMPTED)); then STATUS=preempted && note "stopped before the job started: $PREEMPT_REASON"
   elif ((setup_ok)); then
-    STARTED_AT=$(now_iso)
+    STARTED_AT=$(now_iso) LOAD_START=$(host_load)
     # `timeout_s` bounds the job from its start; the deadline (set when the VM was created) still
     # wins when boot and pull ate into it. NOW is rounded down: +1 never gives less than the timeout.
     now_s
