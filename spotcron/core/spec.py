@@ -282,6 +282,20 @@ class Benchmark(_Model):
                                                "`spotcron report` and the results page; default: the first entry")
     time_metric: str | None = Field(None, description="a metrics.json metric in seconds taken as a run's time "
                                                       "instead of the container's wall time, e.g. train_seconds")
+    compare: tuple[str, ...] = Field((), description="more metrics.json metrics in seconds, each compared on its "
+                                                     "own (its ratio, interval, verdict and chart panel), e.g. "
+                                                     "the tasks of a benchmark: [mlp_seconds, cnn_seconds]")
+    overall: bool = Field(False, description="with compare: also one overall figure per configuration, the "
+                                             "geometric mean of its per-metric ratios")
+
+    @field_validator("compare")
+    @classmethod
+    def _compare(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if len(set(value)) != len(value):
+            raise ValueError("names a metric twice; name each once")
+        if len(value) > 16:
+            raise ValueError(f"names {len(value)} metrics; compare at most 16 (a panel each)")
+        return value
 
 
 Concurrency = Literal["allow", "forbid", "replace"]
@@ -567,6 +581,12 @@ class JobSpec(_Model):
                             *((entry, "build") for entry in payload.get("matrix") or ())]:
             if holder.get(key) is None:
                 holder.pop(key, None)
+        # Left out when unset, for the same reason: a spec that does not compare metrics keeps its digest.
+        benchmark = payload.get("benchmark") or {}
+        if not benchmark.get("compare"):
+            benchmark.pop("compare", None)
+        if not benchmark.get("overall"):
+            benchmark.pop("overall", None)
         return payload
 
     @classmethod

@@ -265,7 +265,10 @@ def _benchmark_charts(records_by_job: Mapping[str, Sequence[RunRecord]],
             tables[job] = benchmark_table(report)
             if chart_pngs is None or chart_captions is None:
                 continue
-            history = benchmark_history(report, records)
+            # The history is every round's, even where the comparison keeps only the latest.
+            pooled = report if report.rounds == "every round" else benchmark_report(job, records, None, region,
+                                                                                     pool_rounds=True)
+            history = benchmark_history(pooled, records)
             drawn = chart_pngs(report, history)
             named = chart_captions(report, history)
         except ImportError:

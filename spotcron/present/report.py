@@ -13,7 +13,14 @@ Runs of one configuration that ran on different hardware (as their runners measu
 machine type that changed its CPU platform, a local run on another host) are never pooled: the
 configuration gets one row per kind of hardware, `t4 [1/2]` and `t4 [2/2]`, the one with the most
 runs first (the base's first row is what ratios compare with). A report of local runs says in its
-title that the machine types were priced, not measured, and on which host the times were taken.
+title, in every verdict and on every chart that the machine types were priced, not measured, and on
+which host the times were taken; its verdicts compare the entries' runs on that host and never call
+a machine type faster or slower.
+
+Beside the VM-life cost, each row has the cost of its measured work and the median phases of its
+runs; `benchmark.compare` adds one comparison per named time metric (spotcron.present.compare).
+Rounds (ticks) whose runs disagree beyond their spread are not pooled: the report keeps the latest
+and says so (spotcron.present.rounds).
 """
 
 from __future__ import annotations
@@ -31,6 +38,19 @@ from spotcron.core.runs import RunRecord, RunState
 from spotcron.core.spec import JobSpec
 from spotcron.cost.billing import DEFAULT_OVERHEADS, Overheads, run_cost
 from spotcron.cost.prices import PriceTable, gpu_key, parse_gpu
+from spotcron.present.compare import (
+    COST_BASIS,
+    MetricComparison,
+    Phases,
+    compare_metric,
+    hourly_price,
+    median_phases,
+    noisy,
+    outliers,
+    overall,
+    run_phases,
+    work_cost_basis,
+)
 from spotcron.present.stats import CONFIDENCE, Ratio, Spread, ratio_of_medians, spread
 
 NO_VARIANT = "(default)"
@@ -49,10 +69,17 @@ class RunSample:
     work_unit: str | None
     hardware: Hardware | None
     local: bool
+    tick: str = ""  # the round it belongs to, as --history and --tick name it
+    work_cost: float | None = None  # time x the machine's per-second price (no minimum, no boot)
+    phases: dict[str, float | None] = field(default_factory=dict)  # compare.PHASES and "vm", seconds
+    metrics: dict[str, tuple[float, str]] = field(default_factory=dict)  # every metric it wrote: (value, unit)
+    hourly: float | None = None  # the machine's and GPUs' price per hour
 
     def to_json(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "time_s": self.seconds, "cost_usd": self.cost, "work": self.work,
-                "work_unit": self.work_unit, "local": self.local,
+        return {"run_id": self.run_id, "tick": self.tick, "time_s": self.seconds, "cost_usd": self.cost,
+                "work_cost_usd": self.work_cost, "work": self.work, "work_unit": self.work_unit, "local": self.local,
+                "phases_s": self.phases,
+                "metrics": {name: {"value": value, "unit": unit} for name, (value, unit) in self.metrics.items()},
                 "hardware": self.hardware.model_dump(mode="json") if self.hardware is not None else None}
 
 
@@ -87,6 +114,10 @@ class ConfigRow:
     split: tuple[int, int] | None = None  # (this row, of how many) when the configuration ran on several
     relative_cost_per_unit: Ratio | None = None
     unmeasured: tuple[tuple[str, str], ...] = ()  # (run id, "failed: its reason") of the runs ended otherwise
+    work_cost: Spread | None = None  # USD of the measured work per run: time x per-second price
+    relative_work_cost: Ratio | None = None
+    phases: Phases | None = None  # median seconds of each phase
+    outliers: tuple[tuple[str, float, float], ...] = ()  # (run id, time, x the median) far from the others
 
     @property
     def name(self) -> str:
@@ -114,6 +145,9 @@ class ConfigRow:
             "throughput_per_s": part(self.throughput),
             "relative_time": part(self.relative_time), "relative_cost": part(self.relative_cost),
             "relative_cost_per_unit": part(self.relative_cost_per_unit),
+            "work_cost_usd": part(self.work_cost), "relative_work_cost": part(self.relative_work_cost),
+            "phases": part(self.phases),
+            "outliers": [{"run_id": run, "time_s": value, "of_median": share} for run, value, share in self.outliers],
             "metrics": {name: {"median": value, "unit": unit} for name, (value, unit) in self.metrics.items()},
             "metrics_problems": [{"run_id": run, "problem": text} for run, text in self.metrics_problems],
             "samples": [run.to_json() for run in self.runs_detail],
@@ -132,6 +166,28 @@ class BenchmarkReport:
     local_runs: int = 0  # measured runs that ran in local mode
     cloud_runs: int = 0
     local_hosts: tuple[str, ...] = ()  # the hosts they ran on, as their runners recorded them
+    comparisons: tuple[MetricComparison, ...] = ()  # one per benchmark.compare metric
+    overall: MetricComparison | None = None  # the geometric mean of the per-metric ratios
+    warnings: tuple[str, ...] = ()  # outliers, noise, a busy host, rounds not pooled
+    rounds: str = "every round"  # which rounds (ticks) the figures pool
+
+    @property
+    def all_local(self) -> bool:
+        return bool(self.local_runs) and not self.cloud_runs
+
+    @property
+    def cost_basis(self) -> str:
+        return COST_BASIS
+
+    @property
+    def work_cost_basis(self) -> str:
+        return work_cost_basis(self.time_basis)
+
+    @property
+    def host_words(self) -> str:
+        """`local host vm, not the machine types`: what every local verdict and chart says."""
+        hosts = ", ".join(self.local_hosts) or "an unrecorded host"
+        return f"measured on local host {hosts}, not on the machine types"
 
     def row(self, variant: str) -> ConfigRow:
         """The configuration's row; its first (most runs) when it ran on several kinds of hardware."""
@@ -157,19 +213,29 @@ class BenchmarkReport:
 
     def to_json(self) -> dict[str, Any]:
         return {"job": self.job, "base": self.base, "time_basis": self.time_basis, "price_table": self.price_table,
-                "confidence": self.confidence, "interval": "bootstrap of the ratio of medians (percentile, seeded)",
+                "cost_basis": self.cost_basis, "work_cost_basis": self.work_cost_basis, "rounds": self.rounds,
+                "confidence": self.confidence,
+                "interval": "exact rank (Mann-Whitney) interval of the ratio; each ratio states its confidence",
                 "measured": self.measured_where or "on the machine types named", "local_hosts": list(self.local_hosts),
-                "rows": [{**r.to_json(), "verdict": verdict(self, r)} for r in self.rows]}
+                "warnings": list(self.warnings),
+                "rows": [{**r.to_json(), "verdict": verdict(self, r)} for r in self.rows],
+                "comparisons": [{**c.to_json(), "verdicts": metric_verdicts(self, c)}
+                                for c in (*self.comparisons, *([self.overall] if self.overall else []))]}
 
 
 def benchmark_report(job: str, records: Iterable[RunRecord], table: PriceTable | None, region: str, *,
-                     spec: JobSpec | None = None, usage: Overheads = DEFAULT_OVERHEADS) -> BenchmarkReport:
+                     spec: JobSpec | None = None, usage: Overheads = DEFAULT_OVERHEADS, tick: str | None = None,
+                     since: Any = None, pool_rounds: bool = False) -> BenchmarkReport:
     """Rows in matrix order (spec given), else the base first and the rest by name.
 
     The base and the time metric are the job's `benchmark:` settings: from `spec` when given,
     else from the newest run record's resolved spec, so the page and the report agree.
     With no `table`, a run's cost is the one its record stored when it ended.
+    `tick` ("latest" or a tick as --history prints it) and `since` (a datetime) choose rounds;
+    without them, rounds that disagree beyond their spread are not pooled unless `pool_rounds`.
     """
+    from spotcron.present.rounds import choose_rounds
+
     ours = [r for r in records if r.job == job]
     order = [v.variant or NO_VARIANT for v in spec.configurations()] if spec is not None else []
     # Entries since removed from the matrix still have records: list them after the current ones.
@@ -178,6 +244,8 @@ def benchmark_report(job: str, records: Iterable[RunRecord], table: PriceTable |
         raise SpotcronError(f"job {job!r}: no run records to report on; run it first (spotcron up --once)")
     base = resolve_base(spec, ours) or order[0]
     time_metric = _setting(spec, ours, "time_metric")
+    ours, rounds, round_notes = choose_rounds(ours, lambda r: run_seconds(r, time_metric), tick=tick, since=since,
+                                              pool=pool_rounds)
     if spec is None and base in order:  # no matrix order to follow: the base first, then by name
         order.remove(base)
         order.insert(0, base)
@@ -208,12 +276,69 @@ def benchmark_report(job: str, records: Iterable[RunRecord], table: PriceTable |
                 if row.work_unit is not None and row.work_unit == base_row.work_unit else None)
         for row in rows
     ]
+    base_work = [run.work_cost for run in base_row.runs_detail if run.work_cost is not None]
+    rows = [replace(row, relative_work_cost=ratio_of_medians(
+        [run.work_cost for run in row.runs_detail if run.work_cost is not None], base_work)) for row in rows]
     measured = [r for r in ours if r.state == RunState.SUCCEEDED]
     local = [r for r in measured if is_local(r)]
     hosts = tuple(sorted({r.hardware.host for r in local if r.hardware is not None and r.hardware.host}))
+    compared = _compared(spec, ours, time_metric)
+    comparisons = tuple(
+        compare_metric(metric, {row.name: [(_metric_seconds(run, metric), run.hourly and run.hourly / 3600)
+                                            for run in row.runs_detail] for row in rows}, base_row.name)
+        for metric in compared)
+    total = overall(comparisons, {row.name: [{m: _metric_seconds(run, m) for m in compared}
+                                             for run in row.runs_detail] for row in rows},
+                    base_row.name) if _setting(spec, ours, "overall") else None
     return BenchmarkReport(job, base, time_metric or "container time",
                            table.name if table is not None else "as recorded", tuple(rows),
-                           local_runs=len(local), cloud_runs=len(measured) - len(local), local_hosts=hosts)
+                           local_runs=len(local), cloud_runs=len(measured) - len(local), local_hosts=hosts,
+                           comparisons=comparisons, overall=total,
+                           warnings=(*round_notes, *_warnings(rows, measured)), rounds=rounds)
+
+
+def _compared(spec: JobSpec | None, records: Sequence[RunRecord], time_metric: str | None) -> tuple[str, ...]:
+    """benchmark.compare: from the spec, else the newest record's resolved spec."""
+    if spec is not None:
+        names: Any = spec.benchmark.compare
+    else:
+        names = ()
+        for record in sorted(records, key=lambda r: r.created_at, reverse=True):
+            value = ((record.spec or {}).get("benchmark") or {}).get("compare")
+            if isinstance(value, list) and all(isinstance(v, str) for v in value):
+                names = value
+                break
+    return tuple(dict.fromkeys(name for name in names))
+
+
+def _metric_seconds(run: RunSample, name: str) -> float | None:
+    from spotcron.core.metrics import TIME_UNITS
+
+    value = run.metrics.get(name)
+    if value is None or value[1] not in TIME_UNITS:
+        return None
+    seconds = value[0] * TIME_UNITS[value[1]]
+    return seconds if math.isfinite(seconds) and seconds > 0 else None
+
+
+def _warnings(rows: Sequence[ConfigRow], measured: Sequence[RunRecord]) -> list[str]:
+    """What hyperfine and pyperf would warn of: outlier runs, noisy configurations, a busy host."""
+    notes = []
+    for row in rows:
+        for run, value, share in row.outliers:
+            notes.append(f"{row.name}: run {run} is an outlier ({value:.3g} s, {share:.1f}x the median of "
+                         f"{row.runs}); it may have shared a busy host or met a slow VM: look at its logs, or rerun "
+                         f"with more repeats")
+        share = noisy(row.time)
+        if share is not None:
+            notes.append(f"{row.name}: high noise, the IQR is {share:.0%} of the median time (over 10%); more "
+                         f"repeats, runs on a quieter host or a longer measured loop narrow it")
+    busy = [r for r in measured if r.hardware is not None and r.hardware.busy]
+    if busy:
+        worst = max(max(x for x in (r.hardware.load_start, r.hardware.load_end) if x is not None) for r in busy)
+        notes.append(f"{len(busy)} of {len(measured)} runs ran while the host's load average exceeded its CPUs "
+                     f"(up to {worst:.1f}): other work shared the host, so their times measure it too")
+    return notes
 
 
 def _by_hardware(done: list[RunRecord]) -> list[list[RunRecord]]:
@@ -241,6 +366,8 @@ def verdict(report: BenchmarkReport, row: ConfigRow) -> str:
     ratio = row.relative_time
     if ratio is None:
         return f"{row.name}: no time to compare with {base.name} (no measured runs on one side)"
+    if report.all_local:
+        return _local_verdict(report, row, base, ratio)
     if ratio.supported is False:
         speed = (f"ran neither faster nor slower than {base.name} beyond the spread of the runs "
                  f"({ratio.low:.2f}-{ratio.high:.2f}x its time)")
@@ -250,7 +377,7 @@ def verdict(report: BenchmarkReport, row: ConfigRow) -> str:
         speed = f"ran {factor:.1f}x {'faster' if faster else 'slower'} than {base.name}"
         if ratio.low is not None and ratio.high is not None:
             low, high = sorted((1 / ratio.high, 1 / ratio.low) if faster else (ratio.low, ratio.high))
-            speed += f" ({low:.1f}-{high:.1f})"
+            speed += f" ({low:.1f}-{high:.1f}, {_confidence(ratio)})"
         else:
             speed += " (under 2 runs a side: no interval)"
     cost, per = (row.relative_cost_per_unit, _per_unit(report, row)) if row.relative_cost_per_unit else \
@@ -259,6 +386,45 @@ def verdict(report: BenchmarkReport, row: ConfigRow) -> str:
         return f"{row.name} {speed}"
     mark = f" {cost.mark}" if cost.mark else ""
     return f"{row.name} {speed}, at {cost.value:.2f}x{mark} the cost per {per}"
+
+
+def _confidence(ratio: Ratio) -> str:
+    return f"{ratio.confidence:.0%}" if ratio.confidence is not None else "no interval"
+
+
+def _local_verdict(report: BenchmarkReport, row: ConfigRow, base: ConfigRow, ratio: Ratio) -> str:
+    """A local report's verdict: the entries' runs on this host, never a machine type faster or slower."""
+    interval = (f" ({ratio.low:.2f}-{ratio.high:.2f}, {_confidence(ratio)})" if ratio.low is not None and
+                ratio.high is not None else " (under 2 runs a side: no interval)")
+    spread_note = "; no difference beyond the spread of the runs" if ratio.supported is False else ""
+    text = (f"{report.host_words}: the {row.name} entry's runs took {ratio.value:.2f}x the time of the "
+            f"{base.name} entry's{interval}{spread_note}")
+    cost, per = (row.relative_cost_per_unit, _per_unit(report, row)) if row.relative_cost_per_unit else \
+        (row.relative_cost, "run")
+    if cost is not None:
+        text += f"; priced as their machine types, {cost.value:.2f}x the cost per {per}"
+    return text
+
+
+def metric_verdicts(report: BenchmarkReport, comparison: MetricComparison) -> list[str]:
+    """One line per configuration of a per-metric comparison, in the words of `verdict`."""
+    base = report.row(report.base).name
+    lines = []
+    for row in comparison.rows:
+        ratio = row.relative_time
+        if row.name == base or ratio is None:
+            continue
+        interval = (f" ({ratio.low:.2f}-{ratio.high:.2f}, {_confidence(ratio)})" if ratio.low is not None
+                    and ratio.high is not None else " (no interval)")
+        if report.all_local:
+            head = f"{comparison.metric}, {report.host_words}: the {row.name} entry took"
+        else:
+            head = f"{comparison.metric}: {row.name} took"
+        text = f"{head} {ratio.value:.2f}x{' ~' if ratio.supported is False else ''} the time of {base}{interval}"
+        if row.relative_work_cost is not None:
+            text += f", at {row.relative_work_cost.value:.2f}x its work cost"
+        lines.append(text)
+    return lines
 
 
 def _per_unit(report: BenchmarkReport, row: ConfigRow) -> str:
@@ -285,6 +451,8 @@ def run_seconds(record: RunRecord, time_metric: str | None) -> float | None:
 
 def _row(name: str, spec: JobSpec | None, done: list[RunRecord], other: list[RunRecord], table: PriceTable | None,
          region: str, usage: Overheads, time_metric: str | None) -> ConfigRow:
+    from spotcron.present.history import tick_label
+
     samples = []
     for record in done:
         cost = run_cost(record, table, region, usage=usage).total_usd if table is not None else record.cost_usd
@@ -303,10 +471,16 @@ def _row(name: str, spec: JobSpec | None, done: list[RunRecord], other: list[Run
                 _append_finite(rates, work.value / seconds)
         if cost is not None:
             _append_finite(per_cost, cost / work.value)
-    detail = tuple(
-        RunSample(run_id, seconds, cost, works[run_id].value if run_id in works else None,
-                  works[run_id].unit if run_id in works else None, record.hardware, is_local(record))
-        for record, (run_id, seconds, cost) in zip(done, samples, strict=True))
+    detail = []
+    for record, (run_id, seconds, cost) in zip(done, samples, strict=True):
+        hourly = hourly_price(record, table, region)
+        detail.append(RunSample(
+            run_id, seconds, cost, works[run_id].value if run_id in works else None,
+            works[run_id].unit if run_id in works else None, record.hardware, is_local(record), tick=tick_label(record),
+            work_cost=seconds * hourly / 3600 if seconds is not None and hourly is not None else None,
+            phases=run_phases(record, seconds if time_metric is not None else None),
+            metrics={k: (m.value, m.unit) for k, m in (record.metrics.metrics if record.metrics else {}).items()},
+            hourly=hourly))
     hardware = done[0].hardware.label if done and done[0].hardware is not None else NOT_RECORDED
     return ConfigRow(
         variant=name, machine=_machine(spec, name, [*done, *other]), runs=len(done), other_runs=len(other),
@@ -315,7 +489,10 @@ def _row(name: str, spec: JobSpec | None, done: list[RunRecord], other: list[Run
         work_unit=unit, time_per_unit=spread(per_time), cost_per_unit=spread(per_cost), throughput=spread(rates),
         metrics=_median_metrics(done),
         metrics_problems=tuple((r.run_id, r.metrics_problem) for r in done if r.metrics_problem),
-        samples=tuple(samples), runs_detail=detail, hardware=hardware,
+        samples=tuple(samples), runs_detail=tuple(detail), hardware=hardware,
+        work_cost=spread([run.work_cost for run in detail if run.work_cost is not None]),
+        phases=median_phases([run.phases for run in detail]),
+        outliers=tuple(outliers([(run_id, t) for run_id, t, _ in samples if t is not None])),
         unmeasured=tuple((r.run_id, f"{r.state}: {r.reason or 'no reason recorded'}")
                          for r in sorted(other, key=lambda r: r.run_id)),
     )
@@ -338,7 +515,7 @@ def _setting(spec: JobSpec | None, records: Iterable[RunRecord], name: str) -> s
         return getattr(spec.benchmark, name)
     for record in sorted(records, key=lambda r: r.created_at, reverse=True):
         value = ((record.spec or {}).get("benchmark") or {}).get(name)
-        if isinstance(value, str) and value:
+        if isinstance(value, str) and value or value is True:
             return value
     return None
 

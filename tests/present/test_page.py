@@ -287,7 +287,10 @@ def test_the_page_shows_the_numbers_and_what_ran_beside_the_charts(tmp_path):
             "on laptop: machine types were priced, not measured)</h3>") in section
     assert "<th>hardware (measured by the runner)</th>" in section
     assert "<td>local laptop: 2 CPU AMD EPYC 9454, 8 GiB, no GPU</td>" in section
-    assert "<td>t4 ran 2.6x faster than highcpu-16 (under 2 runs a side: no interval)" in section
+    # Local runs: the verdict is the entries' runs on this host, never a machine type faster.
+    assert ("<td>measured on local host laptop, not on the machine types: the t4 entry&#x27;s runs took 0.38x the "
+            "time of the highcpu-16 entry&#x27;s (under 2 runs a side: no interval)") in section
+    assert "faster" not in section and "slower" not in section
     assert section.index("<table>") < section.index("<figure>")  # the numbers, then the charts
 
 

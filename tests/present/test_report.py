@@ -424,7 +424,7 @@ def test_each_manual_request_is_a_tick_of_its_own(table, spec):
             run = bench_run("t4", seconds + repeat, 0, repeat=repeat)
             runs.append(run.model_copy(update={"tick": None, "trigger": "manual",
                                                "run_id": f"m20261123-0300{second:02d}-{nonce}-t4-r{repeat}"}))
-    result = benchmark_report("dl-benchmark", runs, table, "us-central1", spec=spec)
+    result = benchmark_report("dl-benchmark", runs, table, "us-central1", spec=spec, pool_rounds=True)
     points = benchmark_history(result, runs).series[2].points
     assert [(p.tick, p.runs, p.seconds) for p in points] == [
         ("2026-11-23 03:00:05 manual ab12", 2, 301.5), ("2026-11-23 03:00:40 manual cd34", 2, 331.5)]
