@@ -240,7 +240,17 @@ def benchmark_table(report: Any) -> str:
             + table(exports.report_headers(report, per_unit=per_unit),
                     exports.report_cells(report, per_unit=per_unit), 2)
             + f'<p class="meta">{escape(exports.report_caption(report))}</p>'
-            + table(exports.HARDWARE_HEADERS, exports.hardware_cells(report), 99))
+            + table(exports.HARDWARE_HEADERS, exports.hardware_cells(report), 99)
+            + f"<h4>{escape(exports.phase_title(report))}</h4>"
+            + table(exports.PHASE_HEADERS, exports.phase_cells(report), 1)
+            + f'<p class="meta">{escape(exports.phase_caption(report))}</p>'
+            + (f"<h4>{escape(exports.comparison_title(report))}</h4>"
+               + table(exports.comparison_headers(report), exports.comparison_cells(report), 2)
+               + f'<p class="meta">{escape(exports.comparison_caption(report))}</p>'
+               + "<ul>" + "".join(f"<li>{escape(line)}</li>" for line in exports.verdict_lines(report)) + "</ul>"
+               if report.comparisons else "")
+            + ('<ul class="warnings">' + "".join(f"<li>warning: {escape(line)}</li>" for line in report.warnings)
+               + "</ul>" if report.warnings else ""))
 
 
 def _benchmark_charts(records_by_job: Mapping[str, Sequence[RunRecord]],

@@ -155,7 +155,7 @@ def test_rich_table_markdown_csv_and_json(table, spec, records):
     result = benchmark_report("dl-benchmark", records, table, "us-central1", spec=spec)
     console = Console(width=100, record=True)
     tables = exports.rich_tables(result)
-    assert len(tables) == 2  # the comparison and what ran; no metrics, no metrics table
+    assert len(tables) == 3  # the comparison, what ran and the phases; no metrics, no metrics table
     console.print(tables[0])
     text = console.export_text()
     lines = text.splitlines()
