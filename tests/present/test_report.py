@@ -247,7 +247,7 @@ def test_charts_are_pngs(table, spec, records, tmp_path):
     history = benchmark_history(result, records)
     charts = chart_pngs(result, history)
     assert list(charts) == ["dl-benchmark-relative-time.png", "dl-benchmark-relative-cost.png",
-                            "dl-benchmark-cost-vs-time.png", "dl-benchmark-history.png"]
+                            "dl-benchmark-cost-vs-time.png", "dl-benchmark-phases.png", "dl-benchmark-history.png"]
     for png in charts.values():
         assert png.startswith(PNG_MAGIC) and len(png) > 5000
     assert relative_chart(result, "time") == charts[chart_name("dl-benchmark", "time")]  # deterministic
@@ -300,7 +300,8 @@ def test_report_command(tmp_path, records, monkeypatch):
     assert data["rows"][2]["work_unit"] == "samples"
     assert [Path(p).name for p in data["charts"]] == ["dl-benchmark-relative-time.png",
                                                       "dl-benchmark-relative-cost.png",
-                                                      "dl-benchmark-cost-vs-time.png", "dl-benchmark-history.png"]
+                                                      "dl-benchmark-cost-vs-time.png", "dl-benchmark-phases.png",
+                                                      "dl-benchmark-history.png"]
     assert run("--records", str(bucket), "--json").output == run("--records", str(bucket), "--format", "json").output
     result = run("--records", str(bucket))
     assert result.exit_code == 0, result.output
