@@ -27,6 +27,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from spotcron.core import catalog
+from spotcron.core.axes import expand_axes
 from spotcron.core.durations import parse_duration
 from spotcron.core.names import REGION, ZONE
 
@@ -360,6 +361,12 @@ class JobSpec(_Model):
     variant: str | None = None
     repeat_index: int | None = None  # 1..repeat when the configuration runs more than once per tick
 
+    @model_validator(mode="before")
+    @classmethod
+    def _axes(cls, data: Any) -> Any:
+        # `axes:` is a matrix written as its cross product (core/axes.py): the spec holds the entries.
+        return expand_axes(data)
+
     @field_validator("name")
     @classmethod
     def _job_name(cls, value: str) -> str:
@@ -610,6 +617,11 @@ def job_file_schema() -> dict[str, Any]:
     defs["MatrixEntry"]["properties"]["name"].update(pattern=_NAME.pattern, maxLength=ENTRY_NAME_MAX)
     defs["MatrixEntry"]["properties"]["image"]["anyOf"][0]["pattern"] = _IMAGE.pattern
     props["matrix"]["maxItems"] = MAX_MATRIX_ENTRIES
+    props["axes"] = {"type": "array", "minItems": 1, "maxItems": 4,
+                     "description": "the matrix as a cross product: a list of axes, each a mapping of labels to "
+                                    "matrix-entry fields; entries are named by their labels joined with '-' "
+                                    "(instead of matrix)",
+                     "items": {"type": "object", "additionalProperties": {"type": "object"}}}
     duration = {"type": "string", "pattern": r"^\s*\d+\s*[smhd]?\s*$"}
     for key in ("timeout", "starting_deadline"):
         props[key]["anyOf"] = [{"type": "integer", "minimum": 0}, duration]
