@@ -482,6 +482,12 @@ def _row(name: str, spec: JobSpec | None, done: list[RunRecord], other: list[Run
             metrics={k: (m.value, m.unit) for k, m in (record.metrics.metrics if record.metrics else {}).items()},
             hourly=hourly))
     hardware = done[0].hardware.label if done and done[0].hardware is not None else NOT_RECORDED
+    if done and (done[0].hardware is None or done[0].hardware.threads is None):
+        # Where nothing set the job's threads (a cloud VM), the thread count the job reported using.
+        reported = sorted({int(r.metrics.metrics["cpu_threads"].value) for r in done
+                           if r.metrics is not None and "cpu_threads" in r.metrics.metrics})
+        if reported:
+            hardware += f", {'/'.join(map(str, reported))} CPU threads (the job's own count)"
     return ConfigRow(
         variant=name, machine=_machine(spec, name, [*done, *other]), runs=len(done), other_runs=len(other),
         time=spread([t for _, t, _ in samples if t is not None]),

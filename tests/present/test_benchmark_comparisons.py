@@ -156,6 +156,15 @@ def test_outlier_noise_and_busy_host_are_warned_of():
     assert "e2:" not in warnings  # within a percent or two of each other: nothing to say
 
 
+def test_the_hardware_table_shows_the_thread_count_a_cloud_run_reported():
+    runs = [run("base", 1, {"mlp": 10}), run("base", 2, {"mlp": 11})]
+    runs = [r.model_copy(update={"metrics": parse_metrics(json.dumps({"metrics": {
+        "train_seconds": {"value": 10, "unit": "s"}, "cpu_threads": {"value": 16, "unit": "threads"}}}).encode())})
+            for r in runs]
+    report = benchmark_report("bench", runs, None, "us-central1", spec=spec())
+    assert report.row("base").hardware.endswith("no GPU, 16 CPU threads (the job's own count)")
+
+
 def test_runs_given_other_thread_counts_are_never_pooled():
     one, two = LAPTOP.model_copy(update={"threads": 1}), LAPTOP
     runs = [run("base", 1, {"mlp": 10}, hardware=two), run("base", 2, {"mlp": 30}, hardware=one),
