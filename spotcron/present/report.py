@@ -45,13 +45,15 @@ from spotcron.present.compare import (
     compare_metric,
     hourly_price,
     median_phases,
-    noisy,
     outliers,
     overall,
     run_phases,
     work_cost_basis,
 )
 from spotcron.present.stats import CONFIDENCE, Ratio, Spread, ratio_of_medians, spread
+from spotcron.present.verdicts import metric_verdicts, verdict, warnings
+
+__all__ = ["BenchmarkReport", "ConfigRow", "RunSample", "benchmark_report", "metric_verdicts", "verdict"]
 
 NO_VARIANT = "(default)"
 NOT_RECORDED = "not recorded"
@@ -294,7 +296,7 @@ def benchmark_report(job: str, records: Iterable[RunRecord], table: PriceTable |
                            table.name if table is not None else "as recorded", tuple(rows),
                            local_runs=len(local), cloud_runs=len(measured) - len(local), local_hosts=hosts,
                            comparisons=comparisons, overall=total,
-                           warnings=(*round_notes, *_warnings(rows, measured)), rounds=rounds)
+                           warnings=(*round_notes, *warnings(rows, measured)), rounds=rounds)
 
 
 def _compared(spec: JobSpec | None, records: Sequence[RunRecord], time_metric: str | None) -> tuple[str, ...]:
@@ -321,26 +323,6 @@ def _metric_seconds(run: RunSample, name: str) -> float | None:
     return seconds if math.isfinite(seconds) and seconds > 0 else None
 
 
-def _warnings(rows: Sequence[ConfigRow], measured: Sequence[RunRecord]) -> list[str]:
-    """What hyperfine and pyperf would warn of: outlier runs, noisy configurations, a busy host."""
-    notes = []
-    for row in rows:
-        for run, value, share in row.outliers:
-            notes.append(f"{row.name}: run {run} is an outlier ({value:.3g} s, {share:.1f}x the median of "
-                         f"{row.runs}); it may have shared a busy host or met a slow VM: look at its logs, or rerun "
-                         f"with more repeats")
-        share = noisy(row.time)
-        if share is not None:
-            notes.append(f"{row.name}: high noise, the IQR is {share:.0%} of the median time (over 10%); more "
-                         f"repeats, runs on a quieter host or a longer measured loop narrow it")
-    busy = [r for r in measured if r.hardware is not None and r.hardware.busy]
-    if busy:
-        worst = max(max(x for x in (r.hardware.load_start, r.hardware.load_end) if x is not None) for r in busy)
-        notes.append(f"{len(busy)} of {len(measured)} runs ran while the host's load average exceeded its CPUs "
-                     f"(up to {worst:.1f}): other work shared the host, so their times measure it too")
-    return notes
-
-
 def _by_hardware(done: list[RunRecord]) -> list[list[RunRecord]]:
     """The runs split by what they ran on, the kind with the most runs first (then the newest);
     always at least one group, so a configuration without runs still has its row."""
@@ -357,86 +339,6 @@ def _unit_costs(row: ConfigRow) -> list[float]:
             if run.cost is not None and run.work and run.work_unit == row.work_unit]
 
 
-def verdict(report: BenchmarkReport, row: ConfigRow) -> str:
-    """One line a benchmarker can quote: `t4 ran 3.1x faster than highcpu-16 (2.8-3.4), at 0.60x the
-    cost per 1k samples`, with the same interval and marks as the table."""
-    base = report.row(report.base)
-    if row is base:
-        return f"{row.name} is the base: {row.runs} run{'s' if row.runs != 1 else ''} on {row.hardware}"
-    ratio = row.relative_time
-    if ratio is None:
-        return f"{row.name}: no time to compare with {base.name} (no measured runs on one side)"
-    if report.all_local:
-        return _local_verdict(report, row, base, ratio)
-    if ratio.supported is False:
-        speed = (f"ran neither faster nor slower than {base.name} beyond the spread of the runs "
-                 f"({ratio.low:.2f}-{ratio.high:.2f}x its time)")
-    else:
-        faster = ratio.value <= 1
-        factor = 1 / ratio.value if faster else ratio.value
-        speed = f"ran {factor:.1f}x {'faster' if faster else 'slower'} than {base.name}"
-        if ratio.low is not None and ratio.high is not None:
-            low, high = sorted((1 / ratio.high, 1 / ratio.low) if faster else (ratio.low, ratio.high))
-            speed += f" ({low:.1f}-{high:.1f}, {_confidence(ratio)})"
-        else:
-            speed += " (under 2 runs a side: no interval)"
-    cost, per = (row.relative_cost_per_unit, _per_unit(report, row)) if row.relative_cost_per_unit else \
-        (row.relative_cost, "run")
-    if cost is None:
-        return f"{row.name} {speed}"
-    mark = f" {cost.mark}" if cost.mark else ""
-    return f"{row.name} {speed}, at {cost.value:.2f}x{mark} the cost per {per}"
-
-
-def _confidence(ratio: Ratio) -> str:
-    return f"{ratio.confidence:.0%}" if ratio.confidence is not None else "no interval"
-
-
-def _local_verdict(report: BenchmarkReport, row: ConfigRow, base: ConfigRow, ratio: Ratio) -> str:
-    """A local report's verdict: the entries' runs on this host, never a machine type faster or slower."""
-    interval = (f" ({ratio.low:.2f}-{ratio.high:.2f}, {_confidence(ratio)})" if ratio.low is not None and
-                ratio.high is not None else " (under 2 runs a side: no interval)")
-    spread_note = "; no difference beyond the spread of the runs" if ratio.supported is False else ""
-    text = (f"{report.host_words}: the {row.name} entry's runs took {ratio.value:.2f}x the time of the "
-            f"{base.name} entry's{interval}{spread_note}")
-    cost, per = (row.relative_cost_per_unit, _per_unit(report, row)) if row.relative_cost_per_unit else \
-        (row.relative_cost, "run")
-    if cost is not None:
-        text += f"; priced as their machine types, {cost.value:.2f}x the cost per {per}"
-    return text
-
-
-def metric_verdicts(report: BenchmarkReport, comparison: MetricComparison) -> list[str]:
-    """One line per configuration of a per-metric comparison, in the words of `verdict`."""
-    base = report.row(report.base).name
-    lines = []
-    for row in comparison.rows:
-        ratio = row.relative_time
-        if row.name == base or ratio is None:
-            continue
-        interval = (f" ({ratio.low:.2f}-{ratio.high:.2f}, {_confidence(ratio)})" if ratio.low is not None
-                    and ratio.high is not None else " (no interval)")
-        if report.all_local:
-            head = f"{comparison.metric}, {report.host_words}: the {row.name} entry took"
-        else:
-            head = f"{comparison.metric}: {row.name} took"
-        text = f"{head} {ratio.value:.2f}x{' ~' if ratio.supported is False else ''} the time of {base}{interval}"
-        if row.relative_work_cost is not None:
-            text += f", at {row.relative_work_cost.value:.2f}x its work cost"
-        lines.append(text)
-    return lines
-
-
-def _per_unit(report: BenchmarkReport, row: ConfigRow) -> str:
-    """`1k samples`, `sample`: the unit the cost-per-unit column uses, so verdict and table agree."""
-    costs = [r.cost_per_unit.median for r in report.rows if r.cost_per_unit is not None]
-    unit = (row.work_unit or "unit").removesuffix("s")
-    for scale, label in ((1.0, ""), (1e3, "1k "), (1e6, "1M ")):
-        if not costs or max(costs) * scale >= 0.001:
-            return f"{label}{unit}{'s' if label else ''}"
-    return f"1M {unit}s"
-
-
 def _append_finite(values: list[float], value: float) -> None:
     if math.isfinite(value):
         values.append(value)
@@ -451,7 +353,7 @@ def run_seconds(record: RunRecord, time_metric: str | None) -> float | None:
 
 def _row(name: str, spec: JobSpec | None, done: list[RunRecord], other: list[RunRecord], table: PriceTable | None,
          region: str, usage: Overheads, time_metric: str | None) -> ConfigRow:
-    from spotcron.present.history import tick_label
+    from spotcron.present.ticks import tick_label
 
     samples = []
     for record in done:

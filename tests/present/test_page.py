@@ -60,7 +60,7 @@ def charts():
     from spotcron.present.history import benchmark_history
 
     records = bench_records()
-    report = benchmark_report("bench", records, load_prices(), "us-central1")
+    report = benchmark_report("bench", records, load_prices(), "us-central1", pool_rounds=True)
     return chart_pngs(report, benchmark_history(report, records))
 
 
@@ -143,9 +143,9 @@ def test_page_renders_in_headless_chromium(records_by_job, charts, tmp_path):
     assert dom.stdout.count('<span class="state ') == 22  # 20 hello-bot rows + 2 bench rows
     assert "20261123-1500" in dom.stdout and "logs.txt" in dom.stdout
     # Relative time and cost with error bars, cost against time with the frontier, the history.
-    assert dom.stdout.count("data:image/png;base64,") == len(charts) == 4
+    assert dom.stdout.count("data:image/png;base64,") == len(charts) == 5
     assert list(charts) == ["bench-relative-time.png", "bench-relative-cost.png", "bench-cost-vs-time.png",
-                            "bench-history.png"]
+                            "bench-phases.png", "bench-history.png"]
 
     shot = tmp_path / "shot.png"
     result = chromium("--hide-scrollbars", "--window-size=1280,3200", f"--screenshot={shot}")
