@@ -191,7 +191,7 @@ def scatter_chart(report: BenchmarkReport) -> bytes | None:
     return _png(figure)
 
 
-def history_chart(history: BenchmarkHistory) -> bytes | None:
+def history_chart(history: BenchmarkHistory, where: str | None = None) -> bytes | None:
     """Time and cost per tick, one line per configuration; a flagged latest tick is circled in red."""
     series = [s for s in history.series if len(s.points) >= 2]
     if not series:
@@ -220,7 +220,8 @@ def history_chart(history: BenchmarkHistory) -> bytes | None:
     cost_axes.set_xticks(range(0, len(ticks), step), [ticks[i][:width] for i in range(0, len(ticks), step)],
                          rotation=30, ha="right", fontsize=8)
     time_axes.legend(loc="upper left", fontsize=8, ncols=min(4, len(series)))
-    time_axes.set_title(f"{history.job}: median per tick (band: earlier ticks; red ring: outside it)", fontsize=11)
+    title = f"{history.job}: median per tick (band: earlier ticks; red ring: outside it)"
+    time_axes.set_title(f"{title}\n({where})" if where else title, fontsize=11)
     return _png(figure)
 
 
@@ -258,7 +259,8 @@ def chart_pngs(report: BenchmarkReport, history: BenchmarkHistory | None = None)
     charts[chart_name(report.job, "per-metric")] = metric_chart(report)
     charts[chart_name(report.job, "phases")] = phase_chart(report)
     if history is not None:
-        charts[chart_name(report.job, "history")] = history_chart(history)
+        charts[chart_name(report.job, "history")] = history_chart(history,
+                                                                  report.host_words if report.local_runs else None)
     return {name: png for name, png in charts.items() if png is not None}
 
 

@@ -296,7 +296,23 @@ def benchmark_report(job: str, records: Iterable[RunRecord], table: PriceTable |
                            table.name if table is not None else "as recorded", tuple(rows),
                            local_runs=len(local), cloud_runs=len(measured) - len(local), local_hosts=hosts,
                            comparisons=comparisons, overall=total,
-                           warnings=(*round_notes, *warnings(rows, measured)), rounds=rounds)
+                           warnings=(*round_notes, *_unwritten(comparisons, rows), *warnings(rows, measured)),
+                           rounds=rounds)
+
+
+def _unwritten(comparisons: Sequence[MetricComparison], rows: Sequence[ConfigRow]) -> list[str]:
+    """A compared metric no run wrote in a unit of time: a typo, or a job that does not write it."""
+    from spotcron.core.catalog import suggest
+
+    written = sorted({name for row in rows for run in row.runs_detail for name in run.metrics})
+    notes = []
+    for comparison in comparisons:
+        if all(r.time is None for r in comparison.rows) and any(row.runs for row in rows):
+            hint = suggest(comparison.metric, written)
+            known = f"did you mean {hint!r}?" if hint else f"metrics there: {', '.join(written) or 'none'}"
+            notes.append(f"benchmark.compare {comparison.metric!r}: no run wrote it in a unit of time (s, ms, us, min, "
+                         f"h); {known}")
+    return notes
 
 
 def _compared(spec: JobSpec | None, records: Sequence[RunRecord], time_metric: str | None) -> tuple[str, ...]:

@@ -395,7 +395,9 @@ def test_an_unknown_time_metric_is_an_error_that_lists_the_metrics(records, tmp_
     group = SpotcronGroup("spotcron")
     group.add_command(report_command)
     context = RunsContext(open_blobs=lambda bucket, state_dir: contextlib.nullcontext(blobs))
-    job_text = example("dl-benchmark").read_text()
+    # These runs wrote train_seconds and accuracy only: the example's per-task comparisons are left out here.
+    job_text = "".join(line for line in example("dl-benchmark").read_text().splitlines(keepends=True)
+                       if not line.startswith(("  compare:", "  overall:")))
     job_file = tmp_path / "dl-benchmark.yaml"
 
     def run(time_metric):
@@ -409,6 +411,13 @@ def test_an_unknown_time_metric_is_an_error_that_lists_the_metrics(records, tmp_
     result = run("train_second")
     assert result.exit_code == 2 and "did you mean 'train_seconds'?" in result.output
     assert run("train_seconds").exit_code == 0
+    job_file.write_text(job_text.replace("  time_metric: train_seconds", "  time_metric: train_seconds\n"
+                                         "  compare: [train_seconds, acuracy]"))
+    typo = CliRunner().invoke(group, ["report", "dl-benchmark", "--jobs", str(tmp_path), "--format", "md"],
+                              obj=context)
+    assert typo.exit_code == 0  # a typo in compare is said, not left as a blank comparison
+    assert "benchmark.compare 'acuracy': no run wrote it in a unit of time" in typo.output
+    assert "did you mean 'accuracy'?" in typo.output
     for name in [n for n in blobs.list("runs/") if n.endswith("metrics.json")]:
         blobs.delete(name)
     result = run("train_seconds")
