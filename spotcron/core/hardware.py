@@ -3,11 +3,12 @@
     {"version": 1, "local": false, "host": "sc-bench-...", "machine_type": "n1-standard-8",
      "zone": "us-central1-a", "cpu_model": "Intel(R) Xeon(R) CPU @ 2.20GHz", "cpus": 8,
      "memory_mib": 30100, "gpus": [{"name": "Tesla T4", "driver": "535.104.05", "memory_mib": 15360}],
-     "threads": null, "load_start": 0.12, "load_end": 1.05}
+     "threads": null, "load_start": 0.12, "load_end": 1.05, "waited_s": null}
 
 `threads` is the thread count the job was given (OMP_NUM_THREADS: local mode sets one per run),
 `load_start` and `load_end` the host's 1-minute load average when the job started and after it
-ended: a run on a host busier than its CPUs measured the other work too.
+ended: a run on a host busier than its CPUs measured the other work too. `waited_s` (local runs) is
+how long the local VM waited for its turn or its GPUs before its runner started.
 
 The runner writes it (vm_images/runner/hardware.sh), not the job; still, a job that reaches the
 VM's metadata server could rewrite it, so it is read like every file a VM writes: a ranged read
@@ -63,6 +64,7 @@ class Hardware(BaseModel):
     threads: int | None = None
     load_start: float | None = None
     load_end: float | None = None
+    waited_s: float | None = None
 
     @property
     def busy(self) -> bool:
@@ -135,7 +137,7 @@ def parse_hardware(data: bytes, where: str = HARDWARE_FILE) -> Hardware:
                            memory_mib=_count(gpu.get("memory_mib"), f"{at}.memory_mib", 0, 1 << 30)))
     fields["gpus"] = tuple(checked)
     fields["threads"] = _count(doc.get("threads"), f"{where}: threads", 1, 100_000)
-    for name in ("load_start", "load_end"):
+    for name in ("load_start", "load_end", "waited_s"):
         fields[name] = _load(doc.get(name), f"{where}: {name}")
     return Hardware(**fields)
 
@@ -160,7 +162,7 @@ def _load(value: Any, where: str) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1e6:
-        raise HardwareProblem(f"{where} is not a load average in 0..1e6; ignored")
+        raise HardwareProblem(f"{where} is not a number in 0..1e6; ignored")
     return float(value)
 
 

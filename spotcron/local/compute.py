@@ -134,6 +134,8 @@ class LocalCompute:
 
     def _start_when_free(self, key: tuple[str, str], request: InstanceRequest, need: int,
                          turn: str | None = None) -> None:
+        created = time.monotonic()
+
         def gone() -> bool:
             with self._lock:
                 return self._closed or key not in self._vms
@@ -151,7 +153,8 @@ class LocalCompute:
                 self._leave_turn(turn, request.name)
                 return
             try:
-                vm.process, vm.runtime, vm.workdir = self._start_runner(request, gpus)
+                vm.process, vm.runtime, vm.workdir = self._start_runner(request, gpus,
+                                                                        waited=time.monotonic() - created)
             except Exception:  # noqa: BLE001 - the VM stays unstarted; its deadline deletes it
                 self.gpus.give_back(gpus)
                 self._leave_turn(turn, request.name)
@@ -331,8 +334,8 @@ class LocalCompute:
             "SPOTCRON_LOCAL_GPUS": ",".join(gpus),
         }
 
-    def _start_runner(self, request: InstanceRequest,
-                      gpus: tuple[str, ...]) -> tuple[subprocess.Popen, str | None, Path]:
+    def _start_runner(self, request: InstanceRequest, gpus: tuple[str, ...],
+                      waited: float = 0.0) -> tuple[subprocess.Popen, str | None, Path]:
         descriptor = RunDescriptor.from_metadata(request.metadata[METADATA_KEY])
         lookup = self.lookup(descriptor.image, descriptor.job)
         runtime = lookup.binary
@@ -345,6 +348,9 @@ class LocalCompute:
         sharing = 1 if descriptor.compared else len(self._vms) + 1
         env = self.runner_env(request.name, lookup, workdir, gpus, sharing=sharing)
         env.pop("SPOTCRON_GPU_PROBLEM", None)  # only ever ours
+        # How long the VM waited for its turn or its GPUs: the runner records it, and the report
+        # leaves it out of the run's boot and cost (a cloud VM does not wait for another's run).
+        env["SPOTCRON_LOCAL_WAITED_S"] = f"{waited:.3f}"
         if request.gpu is not None and (shortage := self.gpus.shortage(request.gpu.count)):
             env["SPOTCRON_GPU_PROBLEM"] = shortage
         command = self.containment.command(["bash", str(self.runner)], runtime=runtime)

@@ -16,7 +16,9 @@ and the warnings a benchmarker's tools give (outlier runs, high noise, a busy ho
 - Phases, from the run record of the attempt that succeeded: boot and image pull (VM created to
   container start; the record has no mark between the two), set-up (the container's time outside
   the measured work), the measured work (the time metric), upload and teardown (container end to
-  VM deleted).
+  VM deleted). A local VM that waited for its turn on the host (or its GPUs) has the wait left
+  out of its boot and its cost, and shown on its own: a VM of its own on Google Cloud would not
+  have waited for another run.
 - Outliers: a run whose modified z-score |0.6745 (x - median) / MAD| exceeds 3.5 (Iglewicz and
   Hoaglin, as the history's regression rule); noise: an IQR over `NOISY_IQR` of the median
   (pyperf warns at a standard deviation of 10% of the mean).
@@ -30,6 +32,7 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from spotcron.core.runs import RunRecord
@@ -59,10 +62,27 @@ class Phases:
     measured: float | None = None
     upload: float | None = None
     vm: float | None = None  # the VM's life, first creation to last deletion, every attempt
+    wait: float | None = None  # a local VM's wait for its turn on the host, left out of the rest
 
     def to_json(self) -> dict[str, float | None]:
         return {"boot_pull_s": self.boot_pull, "setup_s": self.setup, "measured_s": self.measured,
-                "upload_s": self.upload, "vm_s": self.vm}
+                "upload_s": self.upload, "vm_s": self.vm, "local_wait_s": self.wait}
+
+
+def without_wait(record: RunRecord) -> tuple[RunRecord, float | None]:
+    """The record as if its local VM had been created when its runner started: a wait for its turn
+    (or its host GPUs) is no part of the configuration's boot or cost. Other records as they are."""
+    hardware = record.hardware
+    attempt = record.current_attempt
+    if hardware is None or not hardware.local or not hardware.waited_s or attempt is None \
+            or attempt.created_at is None:
+        return record, None
+    start = attempt.created_at + timedelta(seconds=hardware.waited_s)
+    if attempt.started_at is not None:
+        start = min(start, attempt.started_at)
+    waited = (start - attempt.created_at).total_seconds()
+    shifted = attempt.model_copy(update={"created_at": start})
+    return record.with_attempt(shifted, record.updated_at), waited
 
 
 def run_phases(record: RunRecord, measured: float | None) -> dict[str, float | None]:
@@ -92,7 +112,7 @@ def median_phases(runs: Sequence[Mapping[str, float | None]]) -> Phases | None:
         values = [run[name] for run in runs if run.get(name) is not None]
         return statistics.median(values) if values else None
 
-    return Phases(**{name: median(name) for name in (*PHASES, "vm")})
+    return Phases(**{name: median(name) for name in (*PHASES, "vm", "wait")})
 
 
 def hourly_price(record: RunRecord, table: PriceTable | None, region: str) -> float | None:

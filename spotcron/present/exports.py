@@ -148,8 +148,9 @@ def phase_title(report: BenchmarkReport) -> str:
 
 
 def phase_caption(report: BenchmarkReport) -> str:
-    local = (" Locally a run waiting for its turn on the host (the compared runs of a job take turns) shows the "
-             "wait as boot." if report.local_runs else "")
+    local = (" Locally the compared runs of a job take turns on the host: a run's wait for its turn is left out "
+             "of its boot and its cost (a VM of its own would not have waited), and is in the exports as "
+             "local_wait_s." if report.local_runs else "")
     return (f"boot + pull: VM created to container start (the record has no mark between the two); set-up: the "
             f"container's time outside the measured work; measured: {report.time_basis}; upload: container end to "
             f"VM deleted. {report.cost_basis}. {report.work_cost_basis}.{local}")
@@ -359,7 +360,7 @@ def csv_text(report: BenchmarkReport) -> str:
     header += [f"{prefix}_{stat}" for prefix, _ in CSV_SPREADS for stat in CSV_STATS]
     for name in RATIOS:
         header += [name, f"{name}_low", f"{name}_high", f"{name}_supported", f"{name}_confidence"]
-    header += [f"phase_{name}_s" for name in (*PHASES, "vm")]
+    header += [f"phase_{name}_s" for name in (*PHASES, "vm", "local_wait")]
     comparisons = all_comparisons(report)
     for comparison in comparisons:
         header += [f"{comparison.metric}:{field}" for field in ("median_s", "relative", "low", "high", "confidence",
@@ -378,7 +379,7 @@ def csv_text(report: BenchmarkReport) -> str:
             line += [_blank(data.get("ratio")), _blank(data.get("low")), _blank(data.get("high")),
                      _blank(data.get("supported")), _blank(data.get("confidence"))]
         phases = row.phases.to_json() if row.phases else {}
-        line += [_blank(phases.get(f"{name}_s")) for name in (*PHASES, "vm")]
+        line += [_blank(phases.get(f"{name}_s")) for name in (*PHASES, "vm", "local_wait")]
         for comparison in comparisons:
             figures = comparison.row(row.name)
             ratio = figures.relative_time if figures else None
@@ -395,7 +396,7 @@ RATIOS = ("relative_time", "relative_cost", "relative_cost_per_unit", "relative_
 RUN_HEADER = ["configuration", "hardware_row", "run_id", "tick", "time_s", "cost_usd", "work_cost_usd", "work",
               "work_unit", "local", "host", "machine_type", "zone", "cpu_model", "cpus", "memory_mib", "threads",
               "load_start", "load_end", "gpus", "gpu_count", "gpu_driver",
-              *(f"phase_{name}_s" for name in (*PHASES, "vm"))]
+              *(f"phase_{name}_s" for name in (*PHASES, "vm")), "local_wait_s"]
 
 
 def runs_csv(report: BenchmarkReport) -> str:
@@ -420,7 +421,7 @@ def runs_csv(report: BenchmarkReport) -> str:
                                                                "memory_mib", "threads", "load_start", "load_end")),
                 "/".join(sorted({g.name for g in gpus})), len(gpus) if hw is not None else "",
                 "/".join(sorted({g.driver for g in gpus if g.driver})),
-                *(_blank(run.phases.get(name)) for name in (*PHASES, "vm")),
+                *(_blank(run.phases.get(name)) for name in (*PHASES, "vm", "wait")),
                 *(_blank(run.metrics[name][0] if name in run.metrics else None) for name in names),
             ])
     return out.getvalue()

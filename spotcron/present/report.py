@@ -48,6 +48,7 @@ from spotcron.present.compare import (
     outliers,
     overall,
     run_phases,
+    without_wait,
     work_cost_basis,
 )
 from spotcron.present.stats import CONFIDENCE, Ratio, Spread, ratio_of_medians, spread
@@ -372,8 +373,18 @@ def _row(name: str, spec: JobSpec | None, done: list[RunRecord], other: list[Run
     from spotcron.present.ticks import tick_label
 
     samples = []
+    waits: dict[str, float | None] = {}
+    priced: dict[str, RunRecord] = {}
     for record in done:
-        cost = run_cost(record, table, region, usage=usage).total_usd if table is not None else record.cost_usd
+        # A local VM's wait for its turn on the host is no part of its configuration's cost.
+        priced[record.run_id], waits[record.run_id] = without_wait(record)
+        if table is not None:
+            cost = run_cost(priced[record.run_id], table, region, usage=usage).total_usd
+        else:
+            cost = record.cost_usd
+            hourly = hourly_price(record, None, region)
+            if cost is not None and waits[record.run_id] and hourly:
+                cost = max(0.0, cost - waits[record.run_id] * hourly / 3600)
         samples.append((record.run_id, run_seconds(record, time_metric), cost))
     works = {r.run_id: r.metrics.work for r in done if r.metrics is not None and r.metrics.work is not None}
     unit = Counter(w.unit for w in works.values()).most_common(1)[0][0] if works else None
@@ -396,7 +407,8 @@ def _row(name: str, spec: JobSpec | None, done: list[RunRecord], other: list[Run
             run_id, seconds, cost, works[run_id].value if run_id in works else None,
             works[run_id].unit if run_id in works else None, record.hardware, is_local(record), tick=tick_label(record),
             work_cost=seconds * hourly / 3600 if seconds is not None and hourly is not None else None,
-            phases=run_phases(record, seconds if time_metric is not None else None),
+            phases={**run_phases(priced[run_id], seconds if time_metric is not None else None),
+                    "wait": waits[run_id]},
             metrics={k: (m.value, m.unit) for k, m in (record.metrics.metrics if record.metrics else {}).items()},
             hourly=hourly))
     hardware = done[0].hardware.label if done and done[0].hardware is not None else NOT_RECORDED

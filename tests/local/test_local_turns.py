@@ -77,6 +77,7 @@ def test_compared_runs_take_turns_interleaved_and_each_gets_the_whole_host(host:
         order.append(holder)
         host.delete_instance(ZONE, holder)
     assert order == ["a1", "b1", "a2", "b2"]  # r1 of every configuration before any r2
+    assert float(env_of(host, "b2")["SPOTCRON_LOCAL_WAITED_S"]) > 0  # recorded, and left out of its cost
     assert set(threads.values()) == {"8"}  # the whole host, however many VMs were alive
 
 

@@ -142,6 +142,22 @@ def test_local_verdicts_and_charts_say_the_host_and_never_call_a_machine_type_fa
     assert "2 threads" in report.row("base").hardware
 
 
+def test_a_local_runs_wait_for_its_turn_is_no_part_of_its_boot_or_cost():
+    """Compared local runs take turns: the third waited for two others, as no cloud VM would."""
+    table = load_prices()
+    alone = run("base", 1, {"mlp": 100}, hardware=LAPTOP)
+    late = run("base", 2, {"mlp": 100}, boot=50 + 400, hardware=LAPTOP.model_copy(update={"waited_s": 400.0}))
+    report = benchmark_report("bench", [alone, late], table, "us-central1", spec=spec())
+    first, second = report.row("base").runs_detail
+    assert first.cost == pytest.approx(second.cost) and second.phases["boot_pull"] == 50
+    assert second.phases["wait"] == 400 and report.row("base").phases.wait == 400
+    stored = [r.model_copy(update={"cost_usd": 0.01 + (0.004 if r is late else 0.0),
+                                   "cost_items": {"compute": 0.008 + (0.004 if r is late else 0.0)}})
+              for r in (alone, late)]
+    page = benchmark_report("bench", stored, None, "us-central1", spec=spec())  # the page: costs as recorded
+    assert page.row("base").runs_detail[1].cost < 0.0141
+
+
 def test_outlier_noise_and_busy_host_are_warned_of():
     """The run given 2 threads among siblings given 1 took 298.9 s against 52-55 s: the report pooled it."""
     busy = CLOUD["base"].model_copy(update={"load_start": 9.0})  # load is no hardware: pooled, and warned of

@@ -38,7 +38,7 @@ _hw_gpus() {
 }
 
 record_hardware() {
-  local model cpus memory=null key value host machine=null zone=null local_run=false threads=null
+  local model cpus memory=null key value host machine=null zone=null local_run=false threads=null waited=null
   model=$(grep -m1 -E '^(model name|Hardware|Processor)[[:space:]]*:' /proc/cpuinfo 2>/dev/null) && model=${model#*: }
   [[ -n $model ]] || model=$(uname -m)
   # The CPUs the job may run on (its affinity); nproc would also obey a job's OMP_NUM_THREADS.
@@ -50,6 +50,8 @@ record_hardware() {
   done </proc/meminfo 2>/dev/null
   if [[ -n $LOCAL_HOST ]]; then
     local_run=true host=$LOCAL_HOST
+    # Seconds the local VM waited for its turn or its GPUs before this runner started.
+    [[ $LOCAL_WAITED_S =~ ^[0-9]{1,9}(\.[0-9]{1,6})?$ ]] && waited=$LOCAL_WAITED_S
   else
     host=$(hostname 2>/dev/null)
     # Both answer a full name (projects/NUMBER/machineTypes/TYPE): the last part is the one.
@@ -59,9 +61,9 @@ record_hardware() {
   _hw_text "$model" && model=$JQ
   _hw_text "$host" && host=$JQ
   HARDWARE_FILE=$TMP/hardware.json
-  printf '{"version":1,"local":%s,"host":%s,"machine_type":%s,"zone":%s,"cpu_model":%s,"cpus":%s,"memory_mib":%s,"gpus":%s,"threads":%s,"load_start":%s,"load_end":%s}\n' \
+  printf '{"version":1,"local":%s,"host":%s,"machine_type":%s,"zone":%s,"cpu_model":%s,"cpus":%s,"memory_mib":%s,"gpus":%s,"threads":%s,"load_start":%s,"load_end":%s,"waited_s":%s}\n' \
     "$local_run" "$host" "$machine" "$zone" "$model" "$cpus" "$memory" "$(_hw_gpus)" "$threads" "$LOAD_START" \
-    "$(host_load)" >"$HARDWARE_FILE"
+    "$(host_load)" "$waited" >"$HARDWARE_FILE"
 }
 
 upload_hardware() {
