@@ -73,7 +73,7 @@ def _ignores_state(text: str) -> bool:
 @click.argument("directory", required=False, default=".", type=click.Path(path_type=Path, file_okay=False))
 @click.option("--benchmark", is_flag=True,
               help="Write a benchmark: jobs/benchmark.yaml (a matrix given as axes, each task compared), "
-                   "benchmark/train.py, the helper that writes its metrics.json, and its Dockerfile; the stack "
+                   "benchmark/train.py, the module that writes its metrics.json, and its Dockerfile; the stack "
                    "file and .gitignore line too where missing.")
 def init(directory: Path, benchmark: bool) -> None:
     """Start a spotcron project in DIRECTORY (default: here).

@@ -1,5 +1,5 @@
 """What `spotcron init --benchmark` writes: a matrix job given as axes, a training script timed in
-tasks, the small helper that writes its metrics.json, and the image's Dockerfile.
+tasks, the small module that writes its metrics.json, and the image's Dockerfile.
 
 The script needs only Python's standard library, so `spotcron up --once` runs it as it is; each
 task is timed on its own (run until a time budget and a step count are both reached, after an

@@ -11,9 +11,9 @@ and the regression flag of a history.
   allow it, else the most they allow. Its confidence is exact and known, whatever the
   distribution of run times, when the configurations differ by a factor (the same spread shape),
   and it is stated with the interval: three runs a side give at most 90% (1 - 2/20; the interval
-  is then the ratio of the ranges), five a side 97%. The percentile bootstrap this replaced
-  claimed 95% at three runs a side and held the true ratio 90.7% of the time
-  (`python -m bench --only report` measures the coverage at each run count). A ratio whose
+  is then the ratio of the ranges), five a side 97%. A percentile bootstrap would say 95% at
+  three runs a side and hold the true ratio 90.7% of the time (`python -m bench --only report`
+  measures the coverage at each run count). A ratio whose
   interval contains 1.0 is a difference the spread does not support. With fewer than two runs
   on either side there is no interval at all.
 - Regression flag: the latest tick's value against the ticks before it (up to `WINDOW` of them,
