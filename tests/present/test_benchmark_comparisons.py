@@ -223,3 +223,27 @@ def test_rounds_that_disagree_are_flagged_not_pooled_and_tick_and_since_choose()
     assert since.row("base").runs == 3
     with pytest.raises(SpotcronError, match="no round of this job starts with it"):
         benchmark_report("bench", runs, None, "us-central1", spec=spec(), tick="2025")
+
+
+def test_report_command_chooses_rounds(tmp_path):
+    from click.testing import CliRunner
+
+    from spotcron.cli import cli as spotcron
+
+    runs = tasks_runs() + [r.model_copy(update={"run_id": r.run_id.replace("20261123", "20261130"),
+                                                "tick": r.tick + timedelta(weeks=1)}) for r in tasks_runs()]
+    for record in runs:
+        folder = tmp_path / "copy" / "runs" / "bench" / record.run_id
+        folder.mkdir(parents=True)
+        (folder / "run.json").write_bytes(record.to_json())
+
+    def report(*args: str) -> dict:
+        done = CliRunner().invoke(spotcron, ["report", "bench", "--records", str(tmp_path / "copy"), "--jobs",
+                                             str(tmp_path / "no-jobs"), "--format", "json", *args])
+        assert done.exit_code == 0, done.output
+        return json.loads(done.output)
+
+    assert report()["rounds"] == "every round" and report()["rows"][0]["runs"] == 6  # they agree: pooled
+    assert report("--tick", "latest")["rounds"] == "the round 2026-11-30 03:00"
+    assert report("--since", "2026-11-24")["rows"][0]["runs"] == 3
+    assert report("--all-rounds")["rows"][0]["runs"] == 6
