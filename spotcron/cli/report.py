@@ -28,6 +28,13 @@ if TYPE_CHECKING:
                    "left the band of the earlier ones.")
 @click.option("--charts", "charts_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Write the charts (PNG) into this folder: relative time and cost, cost against time, history.")
+@click.option("--tick", "tick", default=None, metavar="TICK",
+              help="Report one round: 'latest', or a tick as --history prints it (e.g. '2026-11-23 03:00').")
+@click.option("--since", "since", type=click.DateTime(formats=["%Y-%m-%d", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M"]),
+              default=None, help="Report the rounds from this UTC day or minute on (2026-11-01, '2026-11-01 03:00').")
+@click.option("--all-rounds", "all_rounds", is_flag=True,
+              help="Pool every round even where rounds disagree beyond their spread (by default the report then "
+                   "keeps the latest round and says which disagree).")
 @click.option("--records", "records_dir", type=click.Path(path_type=Path, exists=True, file_okay=False),
               default=None, help="Read run records from a folder laid out like the bucket (runs/JOB/RUN/run.json).")
 @bucket_options
@@ -35,13 +42,22 @@ if TYPE_CHECKING:
 @region_option
 @jobs_option
 @stack_option
-def report(job: str, fmt: str, as_json: bool, show_history: bool, charts_dir: Path | None, records_dir: Path | None,
-           bucket: str | None, state_dir: Path, prices: str | None, region: str | None, jobs_dir: Path,
-           stack_path: Path) -> None:
-    """Compare the configurations of a matrix job over all its runs (every repeat of every tick):
-    runs, median and spread of time, cost and cost per unit of work, and time and cost relative to
-    the base configuration (the job file's benchmark.base, else its first matrix entry) with a 95%
-    interval. Run records come from the local bucket, --bucket gs://NAME or a --records folder."""
+def report(job: str, fmt: str, as_json: bool, show_history: bool, charts_dir: Path | None, tick: str | None,
+           since, all_rounds: bool, records_dir: Path | None, bucket: str | None, state_dir: Path, prices: str | None,
+           region: str | None, jobs_dir: Path, stack_path: Path) -> None:
+    """Compare the configurations of a matrix job over its runs (every repeat of every round, unless
+    rounds disagree or --tick/--since choose): runs, median and spread of time, cost (the VM's
+    life) and the cost of the measured work, the phases of a run, and time and cost relative to the
+    base configuration (the job file's benchmark.base, else its first matrix entry) with an exact
+    rank interval whose confidence is stated (3 runs a side give 90%, 4 or more 95%). Each metric
+    of benchmark.compare gets its own comparison. Run records come from the local bucket,
+    --bucket gs://NAME or a --records folder.
+
+    \b
+    Examples:
+      spotcron report dl-benchmark
+      spotcron report dl-benchmark --tick latest --format md
+      spotcron report dl-benchmark --since 2026-11-01 --charts out/"""
     from spotcron.core.errors import SpotcronError
     from spotcron.core.loader import load_job_file
     from spotcron.present.formats import render_report
@@ -67,8 +83,20 @@ def report(job: str, fmt: str, as_json: bool, show_history: bool, charts_dir: Pa
         spec = None  # the job file is gone, its records are not: report from them alone
     if spec is not None and spec.benchmark.time_metric is not None:
         _check_time_metric(f"{job_file}: benchmark.time_metric", job, spec.benchmark.time_metric, records)
-    result = benchmark_report(job, records, load_table(prices), region or settings.region, spec=spec)
-    history = benchmark_history(result, records) if show_history or charts_dir is not None else None
+    if since is not None:
+        from datetime import UTC
+
+        since = since.replace(tzinfo=UTC)
+    table = load_table(prices)
+    where = region or settings.region
+    result = benchmark_report(job, records, table, where, spec=spec, tick=tick, since=since,
+                              pool_rounds=all_rounds or show_history)
+    history = None
+    if show_history or charts_dir is not None:
+        # The history is every round's (within --since), even where the comparison keeps one.
+        pooled = result if result.rounds == "every round" or tick is not None else \
+            benchmark_report(job, records, table, where, spec=spec, since=since, pool_rounds=True)
+        history = benchmark_history(pooled, records)
     written = []
     if charts_dir is not None:
         from spotcron.present.charts import write_charts

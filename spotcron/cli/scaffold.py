@@ -1,4 +1,5 @@
-"""`spotcron init [DIR]`: a jobs folder with one example job, a stack file and a .gitignore.
+"""`spotcron init [DIR]`: a jobs folder with one example job, a stack file and a .gitignore;
+`--benchmark` writes a benchmark instead (scaffold_benchmark.py).
 
 What it writes is what every other command reads by default from DIR (`jobs/`,
 `infra/stack.yaml`, state in `.spotcron/`), so `cd DIR && spotcron up --once` runs the example
@@ -75,7 +76,11 @@ def _ignores_state(text: str) -> bool:
 
 @click.command("init")
 @click.argument("directory", required=False, default=".", type=click.Path(path_type=Path, file_okay=False))
-def init(directory: Path) -> None:
+@click.option("--benchmark", is_flag=True,
+              help="Write a benchmark: jobs/benchmark.yaml (a matrix given as axes, each task compared), "
+                   "benchmark/train.py, the module that writes its metrics.json, and its Dockerfile; the stack "
+                   "file and .gitignore line too where missing.")
+def init(directory: Path, benchmark: bool) -> None:
     """Start a spotcron project in DIRECTORY (default: here).
 
     Writes jobs/hello.yaml (an example job that runs locally with no image), infra/stack.yaml
@@ -87,10 +92,18 @@ def init(directory: Path) -> None:
     Examples:
       spotcron init
       spotcron init my-jobs && cd my-jobs && spotcron up --once
+      spotcron init --benchmark && spotcron up --once && spotcron report benchmark
     """
     from spotcron.core.errors import SpotcronError
 
-    files = {directory / DEFAULT_JOBS / f"{EXAMPLE_JOB}.yaml": JOB_TEXT, directory / DEFAULT_STACK: STACK_TEXT}
+    if benchmark:
+        from spotcron.cli import scaffold_benchmark
+
+        files = {directory / name: text for name, text in scaffold_benchmark.files().items()}
+        if not (directory / DEFAULT_STACK).exists():
+            files[directory / DEFAULT_STACK] = STACK_TEXT
+    else:
+        files = {directory / DEFAULT_JOBS / f"{EXAMPLE_JOB}.yaml": JOB_TEXT, directory / DEFAULT_STACK: STACK_TEXT}
     existing = [str(path) for path in files if path.exists()]
     if existing:
         one = len(existing) == 1
@@ -116,7 +129,8 @@ def init(directory: Path) -> None:
     out = console()
     out.print("wrote " + ", ".join(written), markup=False)
     into = "" if directory == Path(".") else f"cd {directory} && "
-    out.print(f"next: {into}spotcron validate && spotcron up --once && spotcron runs", markup=False)
+    then = "spotcron report benchmark" if benchmark else "spotcron runs"
+    out.print(f"next: {into}spotcron validate && spotcron up --once && {then}", markup=False)
 
 
 COMMANDS = [init]

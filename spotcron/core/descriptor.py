@@ -86,6 +86,9 @@ class RunDescriptor(BaseModel):
     secrets: list[SecretItem] = []
     # Whether the job's VM reaches the internet; local mode takes the network from a job without it.
     egress: bool = True
+    # A run of a comparison (a matrix entry or one of several repeats): local mode runs the job's
+    # compared runs one at a time, each with the whole host (spotcron/local/turns.py).
+    compared: bool = False
 
     @model_validator(mode="before")
     @classmethod
@@ -129,6 +132,8 @@ class RunDescriptor(BaseModel):
             "egress": "true" if self.egress else "false",
         }
         lines = [f"{key}={value}" for key, value in values.items()]
+        if self.compared:  # only when set: the descriptors of other runs keep their exact shape
+            lines.append("compared=true")
         if self.gpu is not None:
             lines += [f"gpu_type={self.gpu.type}", f"gpu_count={self.gpu.count}"]
         for key in _LISTS:
@@ -153,6 +158,7 @@ class RunDescriptor(BaseModel):
         fields["checkpoint_path"] = raw.get("checkpoint_path") or None
         fields["metadata_access"] = raw.get("metadata_access") == "true"
         fields["egress"] = raw.get("egress", "true") != "false"
+        fields["compared"] = raw.get("compared") == "true"
         if "gpu_type" in raw:
             fields["gpu"] = GpuSpec(type=raw["gpu_type"], count=int(raw.get("gpu_count", "1")))
         for key in _LISTS:

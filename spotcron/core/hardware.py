@@ -2,7 +2,13 @@
 
     {"version": 1, "local": false, "host": "sc-bench-...", "machine_type": "n1-standard-8",
      "zone": "us-central1-a", "cpu_model": "Intel(R) Xeon(R) CPU @ 2.20GHz", "cpus": 8,
-     "memory_mib": 30100, "gpus": [{"name": "Tesla T4", "driver": "535.104.05", "memory_mib": 15360}]}
+     "memory_mib": 30100, "gpus": [{"name": "Tesla T4", "driver": "535.104.05", "memory_mib": 15360}],
+     "threads": null, "load_start": 0.12, "load_end": 1.05, "waited_s": null}
+
+`threads` is the thread count the job was given (OMP_NUM_THREADS: local mode sets one per run),
+`load_start` and `load_end` the host's 1-minute load average when the job started and after it
+ended: a run on a host busier than its CPUs measured the other work too. `waited_s` (local runs) is
+how long the local VM waited for its turn or its GPUs before its runner started.
 
 The runner writes it (vm_images/runner/hardware.sh), not the job; still, a job that reaches the
 VM's metadata server could rewrite it, so it is read like every file a VM writes: a ranged read
@@ -10,8 +16,8 @@ of at most `MAX_BYTES`, the bounded parser of core/jobdata.py, and field checks 
 becomes `hardware_problem` on the run, never an exception.
 
 `key` is what must be equal for two runs to be pooled in one report row: the same CPU model and
-count, memory within 2% (the kernel reserves a little that varies), the same GPUs and, on Google
-Cloud, the same machine type; local runs also need the same host.
+count, memory within 2% (the kernel reserves a little that varies), the same GPUs, the same thread
+count and, on Google Cloud, the same machine type; local runs also need the same host.
 """
 
 from __future__ import annotations
@@ -55,6 +61,16 @@ class Hardware(BaseModel):
     cpus: int | None = None
     memory_mib: int | None = None
     gpus: tuple[Gpu, ...] = ()
+    threads: int | None = None
+    load_start: float | None = None
+    load_end: float | None = None
+    waited_s: float | None = None
+
+    @property
+    def busy(self) -> bool:
+        """The host's load average exceeded its CPUs before or after the job: other work ran too."""
+        loads = [load for load in (self.load_start, self.load_end) if load is not None]
+        return bool(self.cpus and loads and max(loads) > self.cpus)
 
     @property
     def gpu_text(self) -> str:
@@ -73,7 +89,8 @@ class Hardware(BaseModel):
         where = f"local {self.host or '?'}" if self.local else (self.machine_type or self.host or "?")
         cpu = f"{self.cpus if self.cpus is not None else '?'} CPU {_short_cpu(self.cpu_model)}".rstrip()
         memory = f"{self.memory_mib / 1024:.0f} GiB" if self.memory_mib is not None else "? GiB"
-        return f"{where}: {cpu}, {memory}, {self.gpu_text}"
+        threads = f", {self.threads} thread{'s' if self.threads != 1 else ''}" if self.threads is not None else ""
+        return f"{where}: {cpu}, {memory}, {self.gpu_text}{threads}"
 
     @property
     def key(self) -> tuple:
@@ -81,7 +98,7 @@ class Hardware(BaseModel):
         memory = round(math.log(self.memory_mib) / math.log(1.02)) if self.memory_mib else None
         gpus = tuple(sorted((g.name, g.memory_mib) for g in self.gpus))
         place = ("local", self.host) if self.local else ("cloud", self.machine_type)
-        return (*place, self.cpu_model, self.cpus, memory, gpus)
+        return (*place, self.cpu_model, self.cpus, memory, gpus, self.threads)
 
 
 def _short_cpu(model: str | None) -> str:
@@ -119,6 +136,9 @@ def parse_hardware(data: bytes, where: str = HARDWARE_FILE) -> Hardware:
         checked.append(Gpu(name=name, driver=_text(gpu.get("driver"), f"{at}.driver"),
                            memory_mib=_count(gpu.get("memory_mib"), f"{at}.memory_mib", 0, 1 << 30)))
     fields["gpus"] = tuple(checked)
+    fields["threads"] = _count(doc.get("threads"), f"{where}: threads", 1, 100_000)
+    for name in ("load_start", "load_end", "waited_s"):
+        fields[name] = _load(doc.get(name), f"{where}: {name}")
     return Hardware(**fields)
 
 
@@ -136,6 +156,14 @@ def _text(value: Any, where: str) -> str | None:
     if not isinstance(value, str) or len(value) > TEXT_MAX or not value.isprintable():
         raise HardwareProblem(f"{where} is not printable text of at most {TEXT_MAX} characters; ignored")
     return value.strip() or None
+
+
+def _load(value: Any, where: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1e6:
+        raise HardwareProblem(f"{where} is not a number in 0..1e6; ignored")
+    return float(value)
 
 
 def _count(value: Any, where: str, low: int, high: int) -> int | None:

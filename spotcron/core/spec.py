@@ -28,6 +28,7 @@ from pydantic_core import PydanticCustomError
 
 from spotcron.core import catalog
 from spotcron.core import secret_refs as secret_names
+from spotcron.core.axes import expand_axes
 from spotcron.core.durations import parse_duration
 from spotcron.core.names import REGION, ZONE
 from spotcron.core.notify_spec import Notify
@@ -327,6 +328,20 @@ class Benchmark(_Model):
                                                "`spotcron report` and the results page; default: the first entry")
     time_metric: str | None = Field(None, description="a metrics.json metric in seconds taken as a run's time "
                                                       "instead of the container's wall time, e.g. train_seconds")
+    compare: tuple[str, ...] = Field((), description="more metrics.json metrics in seconds, each compared on its "
+                                                     "own (its ratio, interval, verdict and chart panel), e.g. "
+                                                     "the tasks of a benchmark: [mlp_seconds, cnn_seconds]")
+    overall: bool = Field(False, description="with compare: also one overall figure per configuration, the "
+                                             "geometric mean of its per-metric ratios")
+
+    @field_validator("compare")
+    @classmethod
+    def _compare(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if len(set(value)) != len(value):
+            raise ValueError("names a metric twice; name each once")
+        if len(value) > 16:
+            raise ValueError(f"names {len(value)} metrics; compare at most 16 (a panel each)")
+        return value
 
 
 Concurrency = Literal["allow", "forbid", "replace"]
@@ -402,6 +417,12 @@ class JobSpec(_Model):
     # Set by deploy only: service_account is the account it made for the job's secrets, whose
     # container gets no metadata access (it asked for none).
     deploy_account: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _axes(cls, data: Any) -> Any:
+        # `axes:` is a matrix written as its cross product (core/axes.py): the spec holds the entries.
+        return expand_axes(data)
 
     @field_validator("name")
     @classmethod
@@ -678,6 +699,12 @@ class JobSpec(_Model):
             for ref in (holder.get("secrets") or {}).values():
                 if ref.get("file") is None:
                     ref.pop("file", None)
+        # Left out when unset, for the same reason: a spec that does not compare metrics keeps its digest.
+        benchmark = payload.get("benchmark") or {}
+        if not benchmark.get("compare"):
+            benchmark.pop("compare", None)
+        if not benchmark.get("overall"):
+            benchmark.pop("overall", None)
         return payload
 
     @classmethod
@@ -701,6 +728,11 @@ def job_file_schema() -> dict[str, Any]:
     defs["MatrixEntry"]["properties"]["name"].update(pattern=_NAME.pattern, maxLength=ENTRY_NAME_MAX)
     defs["MatrixEntry"]["properties"]["image"]["anyOf"][0]["pattern"] = _IMAGE.pattern
     props["matrix"]["maxItems"] = MAX_MATRIX_ENTRIES
+    props["axes"] = {"type": "array", "minItems": 1, "maxItems": 4,
+                     "description": "the matrix as a cross product: a list of axes, each a mapping of labels to "
+                                    "matrix-entry fields; entries are named by their labels joined with '-' "
+                                    "(instead of matrix)",
+                     "items": {"type": "object", "additionalProperties": {"type": "object"}}}
     duration = {"type": "string", "pattern": r"^\s*\d+\s*[smhd]?\s*$"}
     for key in ("timeout", "starting_deadline"):
         props[key]["anyOf"] = [{"type": "integer", "minimum": 0}, duration]

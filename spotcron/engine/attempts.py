@@ -53,6 +53,7 @@ def instance_request(record: RunRecord, spec: JobSpec, attempt: Attempt, deps: D
         secrets=[SecretItem(name=name, version=f"{resource(ref.secret, settings.project)}/versions/{ref.version}",
                             file=ref.file) for name, ref in sorted(spec.secrets.items())],
         egress=spec.has_egress,
+        compared=spec.variant is not None or spec.repeat_index is not None,
     )
     # G2/A2/A3 machine types come with their GPUs; only N1 takes guestAccelerators.
     gpu = None if _bundled_gpu(attempt.machine_type) else spec.machine.gpu

@@ -32,6 +32,7 @@ from spotcron.local import leftovers
 from spotcron.local.containers import Lookup, find_runtime
 from spotcron.local.containment import Containment, detect
 from spotcron.local.gpus import GpuPool, host_gpus
+from spotcron.local.turns import Turns
 from spotcron.runtime import assets
 
 log = logging.getLogger("spotcron.local")
@@ -52,6 +53,7 @@ class _Vm:
     runtime: str | None  # the docker/podman binary running its container, if any
     workdir: Path
     gpus: tuple[str, ...] = ()  # the host GPUs it holds
+    turn: str | None = None  # the job whose compared runs take turns on this host (turns.py)
 
 
 class LocalCompute:
@@ -59,6 +61,7 @@ class LocalCompute:
 
     `gpus`: the host GPUs to hand out (nvidia-smi's indices); left out, nvidia-smi is asked.
     A VM without a GPU sees none; one with `count` GPUs gets that many to itself (gpus.py).
+    The compared runs of a job (matrix entries, repeats) take turns, each with the whole host (turns.py).
     """
 
     def __init__(self, metadata, storage_url: str, state_dir: Path, clock, *, base_env: Mapping[str, str],
@@ -77,6 +80,7 @@ class LocalCompute:
         self.preemption_notice_s = preemption_notice_s
         self.containment = containment or detect()
         self.gpus = GpuPool(host_gpus() if gpus is None else gpus)
+        self.turns = Turns()
         self.host = host or socket.gethostname()
         self.notify = notify  # says to the user, once, why containers are not used (a stopped daemon)
         self.secrets_url = secrets_url  # the local Secret Manager (local/secret_manager.py)
@@ -107,16 +111,22 @@ class LocalCompute:
             self.metadata.register(request.name, request.zone, request.metadata, instance_id=instance.instance_id,
                                    created_at=instance.created_at, service_account=request.service_account)
             need = request.gpu.count if request.gpu is not None else 0
-            gpus = self.gpus.try_take(need) if need and self.gpus.shortage(need) is None else ()
+            descriptor = RunDescriptor.from_metadata(request.metadata[METADATA_KEY])
+            turn = descriptor.job if descriptor.compared else None
+            gpus = None if turn is not None else \
+                self.gpus.try_take(need) if need and self.gpus.shortage(need) is None else ()
             expiry = threading.Timer(request.max_run_duration_s, self._expire, args=key)
             expiry.daemon = True
             if gpus is None:
-                # Its GPUs are another VM's for now: the runner starts when they are free.
-                self._vms[key] = _Vm(instance, None, expiry, None, self.vms_dir / request.name)
-                threading.Thread(target=self._start_when_free, args=(key, request, need),
-                                 name=f"gpus-{request.name}", daemon=True).start()
+                # Its turn or its GPUs are another VM's for now: the runner starts when they are free.
+                self._vms[key] = _Vm(instance, None, expiry, None, self.vms_dir / request.name, turn=turn)
+                if turn is not None:
+                    self.turns.enqueue(turn, request.name, descriptor.run_id)
+                threading.Thread(target=self._start_when_free, args=(key, request, need, turn),
+                                 name=f"wait-{request.name}", daemon=True).start()
                 expiry.start()
-                log.info("local VM %s waits for %d host GPU(s)", request.name, need)
+                log.info("local VM %s waits for %s", request.name,
+                         f"its turn among {turn}'s compared runs" if turn else f"{need} host GPU(s)")
                 return instance
             process, runtime, workdir = self._start_runner(request, gpus)
             expiry.start()
@@ -124,23 +134,32 @@ class LocalCompute:
         log.info("started local VM %s (pid %s)", request.name, process.pid)
         return instance
 
-    def _start_when_free(self, key: tuple[str, str], request: InstanceRequest, need: int) -> None:
+    def _start_when_free(self, key: tuple[str, str], request: InstanceRequest, need: int,
+                         turn: str | None = None) -> None:
+        created = time.monotonic()
+
         def gone() -> bool:
             with self._lock:
                 return self._closed or key not in self._vms
 
-        gpus = self.gpus.take(need, gone)
+        if turn is not None and not self.turns.take(turn, request.name, gone):
+            return
+        gpus = self.gpus.take(need, gone) if need and self.gpus.shortage(need) is None else ()
         if gpus is None:
+            self._leave_turn(turn, request.name)
             return
         with self._lock:
             vm = self._vms.get(key)
             if vm is None or self._closed:
                 self.gpus.give_back(gpus)
+                self._leave_turn(turn, request.name)
                 return
             try:
-                vm.process, vm.runtime, vm.workdir = self._start_runner(request, gpus)
+                vm.process, vm.runtime, vm.workdir = self._start_runner(request, gpus,
+                                                                        waited=time.monotonic() - created)
             except Exception:  # noqa: BLE001 - the VM stays unstarted; its deadline deletes it
                 self.gpus.give_back(gpus)
+                self._leave_turn(turn, request.name)
                 log.exception("local VM %s could not start its runner", request.name)
                 return
             vm.gpus = gpus
@@ -161,7 +180,8 @@ class LocalCompute:
         if vm is None:
             return False
         vm.expiry.cancel()
-        if vm.process is None:  # still waiting for its GPUs: nothing started
+        if vm.process is None:  # still waiting for its turn or its GPUs: nothing started
+            self._leave_turn(vm.turn, name)
             self.metadata.unregister(name)
             log.info("deleted local VM %s before it started", name)
             return True
@@ -184,6 +204,11 @@ class LocalCompute:
             log.warning("processes of local VM %s still alive %ss after SIGKILL", name, GROUP_EXIT_S)
         self._finish_deleting(name, vm.runtime, vm.workdir)
         self.gpus.give_back(vm.gpus)  # the next GPU configuration may start
+        self._leave_turn(vm.turn, name)  # and the job's next compared run
+
+    def _leave_turn(self, turn: str | None, name: str) -> None:
+        if turn is not None:
+            self.turns.leave(turn, name)
 
     def _finish_deleting(self, name: str, runtime: str | None, workdir: Path) -> None:
         if runtime is not None:
@@ -315,8 +340,8 @@ class LocalCompute:
             "SPOTCRON_SECRETS_DIR": secrets_dir(name, workdir),
         }
 
-    def _start_runner(self, request: InstanceRequest,
-                      gpus: tuple[str, ...]) -> tuple[subprocess.Popen, str | None, Path]:
+    def _start_runner(self, request: InstanceRequest, gpus: tuple[str, ...],
+                      waited: float = 0.0) -> tuple[subprocess.Popen, str | None, Path]:
         descriptor = RunDescriptor.from_metadata(request.metadata[METADATA_KEY])
         lookup = self.lookup(descriptor.image, descriptor.job)
         runtime = lookup.binary
@@ -324,8 +349,14 @@ class LocalCompute:
         # Recorded before it starts: a stack killed right after the start still leaves a record.
         record = leftovers.VmRecord(name=request.name, zone=request.zone, runtime=runtime)
         leftovers.write(workdir, record)
-        env = self.runner_env(request.name, lookup, workdir, gpus, sharing=len(self._vms) + 1)
+        # A compared run has the host to itself among its job's runs (turns.py): every repeat gets
+        # the same thread count, the host's, whatever else was alive when it started.
+        sharing = 1 if descriptor.compared else len(self._vms) + 1
+        env = self.runner_env(request.name, lookup, workdir, gpus, sharing=sharing)
         env.pop("SPOTCRON_GPU_PROBLEM", None)  # only ever ours
+        # How long the VM waited for its turn or its GPUs: the runner records it, and the report
+        # leaves it out of the run's boot and cost (a cloud VM does not wait for another's run).
+        env["SPOTCRON_LOCAL_WAITED_S"] = f"{waited:.3f}"
         if request.gpu is not None and (shortage := self.gpus.shortage(request.gpu.count)):
             env["SPOTCRON_GPU_PROBLEM"] = shortage
         command = self.containment.command(["bash", str(self.runner)], runtime=runtime)

@@ -1,5 +1,7 @@
-"""PNG charts of a benchmark report: relative time and cost with their intervals, cost against time
-with the frontier, and each configuration's history across ticks.
+"""PNG charts of a benchmark report: relative time and cost with their intervals, one panel per
+compared metric, the phases of a run, cost against time with the frontier, and each
+configuration's history across ticks. A chart of local runs says in its title that it measured
+the local host, not the machine types: a PNG is what gets pasted into a post.
 
 matplotlib is imported inside the functions (it costs about a second) and used through its
 object API with the Agg canvas: no pyplot, so no global figure state and no display needed.
@@ -11,6 +13,7 @@ import io
 from pathlib import Path
 from typing import Literal
 
+from spotcron.present.compare import PHASE_NAMES, PHASES, MetricComparison
 from spotcron.present.history import BenchmarkHistory, regressions
 from spotcron.present.report import BenchmarkReport, ConfigRow
 
@@ -21,8 +24,15 @@ FRONTIER = "#1864ab"
 
 
 def chart_name(job: str, kind: str) -> str:
-    """`JOB-relative-time.png`, `JOB-relative-cost.png`, `JOB-cost-vs-time.png`, `JOB-history.png`."""
+    """`JOB-relative-time.png`, `JOB-relative-cost.png`, `JOB-cost-vs-time.png`, `JOB-history.png`,
+    `JOB-per-metric.png`, `JOB-phases.png`."""
     return f"{job}-relative-{kind}.png" if kind in ("time", "cost") else f"{job}-{kind}.png"
+
+
+def chart_title(report: BenchmarkReport, what: str) -> str:
+    """`JOB: WHAT`, and for local runs on a second line where they were measured."""
+    title = f"{report.job}: {what}"
+    return f"{title}\n({report.host_words})" if report.local_runs else title
 
 
 def _figure(height: float, width: float = 7.0):
@@ -56,9 +66,9 @@ def relative_chart(report: BenchmarkReport, metric: Metric) -> bytes | None:
     colours = [BASE if r.variant == report.base else UNSURE if q.supported is False else
                BETTER if q.value <= 1 else WORSE for r, q in zip(rows, ratios, strict=True)]
     values = [q.value for q in ratios]
-    lower = [q.value - q.low if q.low is not None and r.variant != report.base else 0
+    lower = [max(0.0, q.value - q.low) if q.low is not None and r.variant != report.base else 0
              for r, q in zip(rows, ratios, strict=True)]
-    upper = [q.high - q.value if q.high is not None and r.variant != report.base else 0
+    upper = [max(0.0, q.high - q.value) if q.high is not None and r.variant != report.base else 0
              for r, q in zip(rows, ratios, strict=True)]
 
     figure = _figure(0.55 * len(rows) + 1.4)
@@ -71,9 +81,73 @@ def relative_chart(report: BenchmarkReport, metric: Metric) -> bytes | None:
         label = "base" if row.variant == report.base else q.mark
         axes.text(q.value + top, y, f" {q.value:.2f}x{(' ' + label) if label else ''}", va="center", fontsize=9)
     axes.set_xlim(0, max(v + u for v, u in zip(values, upper, strict=True)) * 1.25)
-    axes.set_xlabel(f"{_TITLES[metric]} relative to {report.base} (lower is better; bars: "
-                    f"{report.confidence:.0%} interval)")
-    axes.set_title(f"{report.job}: relative {_TITLES[metric]}")
+    levels = sorted({f"{q.confidence:.0%}" for q in ratios if q.confidence is not None})
+    basis = f"{report.time_basis}" if metric == "time" else "VM life x price"
+    axes.set_xlabel(f"{_TITLES[metric]} ({basis}) relative to {report.base} (lower is better; bars: "
+                    f"{'/'.join(levels) or 'no'} interval)")
+    axes.set_title(chart_title(report, f"relative {_TITLES[metric]}"), fontsize=11)
+    return _png(figure)
+
+
+def _bars(axes, rows, ratios, base: str) -> None:
+    """Horizontal bars of `ratios` (one per row name), coloured and labelled as relative_chart's."""
+    colours = [BASE if name == base else UNSURE if q.supported is False else BETTER if q.value <= 1 else WORSE
+               for name, q in zip(rows, ratios, strict=True)]
+    # An interval need not hold the ratio of medians (a rank interval of a skewed sample): no negative bars.
+    lower = [max(0.0, q.value - q.low) if q.low is not None and name != base else 0
+             for name, q in zip(rows, ratios, strict=True)]
+    upper = [max(0.0, q.high - q.value) if q.high is not None and name != base else 0
+             for name, q in zip(rows, ratios, strict=True)]
+    positions = list(range(len(rows)))[::-1]
+    axes.barh(positions, [q.value for q in ratios], color=colours, xerr=[lower, upper], ecolor="#222222", capsize=3)
+    axes.set_yticks(positions, rows)
+    axes.axvline(1.0, color="#222222", linestyle="--", linewidth=1)
+    for y, name, q, top in zip(positions, rows, ratios, upper, strict=True):
+        label = "base" if name == base else q.mark
+        axes.text(q.value + top, y, f" {q.value:.2f}x{(' ' + label) if label else ''}", va="center", fontsize=8)
+    axes.set_xlim(0, max(q.value + u for q, u in zip(ratios, upper, strict=True)) * 1.3)
+
+
+def metric_chart(report: BenchmarkReport) -> bytes | None:
+    """One panel per compared metric (and the overall geometric mean): each configuration's time
+    relative to the base, as the articles charted each model. None without compared metrics."""
+    panels: list[MetricComparison] = [*report.comparisons, *([report.overall] if report.overall else [])]
+    panels = [p for p in panels if any(r.relative_time is not None for r in p.rows)]
+    if not panels:
+        return None
+    base = report.row(report.base).name
+    rows = max(len(p.rows) for p in panels)
+    figure = _figure(0.45 * rows * len(panels) + 1.2 * len(panels) + 0.6)
+    for index, panel in enumerate(panels):
+        axes = figure.add_subplot(len(panels), 1, index + 1)
+        shown = [r for r in panel.rows if r.relative_time is not None]
+        _bars(axes, [r.name for r in shown], [r.relative_time for r in shown], base)
+        anchor = panel.row(base)
+        median = f", {base} median {anchor.time.median:.3g} s" if anchor and anchor.time else ""
+        axes.set_title(f"{panel.metric}{median}", fontsize=10)
+    figure.axes[-1].set_xlabel(f"time relative to {base} (lower is better; bars: rank interval)")
+    figure.suptitle(chart_title(report, "relative time per compared metric"), fontsize=11)
+    return _png(figure)
+
+
+def phase_chart(report: BenchmarkReport) -> bytes | None:
+    """A stacked bar per configuration: median seconds of boot + pull, set-up, measured work, upload."""
+    rows = [r for r in report.rows if r.phases is not None and any(getattr(r.phases, p) for p in PHASES)]
+    if not rows:
+        return None
+    figure = _figure(0.55 * len(rows) + 1.6)
+    axes = figure.add_subplot()
+    positions = list(range(len(rows)))[::-1]
+    left = [0.0] * len(rows)
+    colours = {"boot_pull": "#adb5bd", "setup": "#ffd43b", "measured": FRONTIER, "upload": "#868e96"}
+    for phase in PHASES:
+        widths = [getattr(r.phases, phase) or 0.0 for r in rows]
+        axes.barh(positions, widths, left=left, color=colours[phase], label=PHASE_NAMES[phase])
+        left = [a + b for a, b in zip(left, widths, strict=True)]
+    axes.set_yticks(positions, [r.name for r in rows])
+    axes.set_xlabel(f"median seconds per run (measured: {report.time_basis}; the VM bills all of it)")
+    axes.legend(loc="lower right", fontsize=8)
+    axes.set_title(chart_title(report, "where a run's time goes"), fontsize=11)
     return _png(figure)
 
 
@@ -108,16 +182,16 @@ def scatter_chart(report: BenchmarkReport) -> bytes | None:
     axes.step([r.median_seconds for r in on_front], [r.cost_per_run for r in on_front], where="post",
               color=FRONTIER, linewidth=1.2, label="frontier: cheapest for its speed")
     axes.set_xlabel(f"time per run, s ({report.time_basis}; median, IQR whiskers)")
-    axes.set_ylabel("cost per run, USD")
+    axes.set_ylabel("cost per run, USD (the VM's life x price)")
     # Room around the points for their labels and whiskers.
     axes.set_xlim(0, max(r.time.high for r in rows) * 1.15)
     axes.set_ylim(0, max(r.cost.high for r in rows) * 1.2)
     axes.legend(loc="lower left", fontsize=8)
-    axes.set_title(f"{report.job}: cost against time (* = base)")
+    axes.set_title(chart_title(report, "cost against time (* = base)"), fontsize=11)
     return _png(figure)
 
 
-def history_chart(history: BenchmarkHistory) -> bytes | None:
+def history_chart(history: BenchmarkHistory, where: str | None = None) -> bytes | None:
     """Time and cost per tick, one line per configuration; a flagged latest tick is circled in red."""
     series = [s for s in history.series if len(s.points) >= 2]
     if not series:
@@ -146,7 +220,8 @@ def history_chart(history: BenchmarkHistory) -> bytes | None:
     cost_axes.set_xticks(range(0, len(ticks), step), [ticks[i][:width] for i in range(0, len(ticks), step)],
                          rotation=30, ha="right", fontsize=8)
     time_axes.legend(loc="upper left", fontsize=8, ncols=min(4, len(series)))
-    time_axes.set_title(f"{history.job}: median per tick (band: earlier ticks; red ring: outside it)", fontsize=11)
+    title = f"{history.job}: median per tick (band: earlier ticks; red ring: outside it)"
+    time_axes.set_title(f"{title}\n({where})" if where else title, fontsize=11)
     return _png(figure)
 
 
@@ -163,6 +238,15 @@ def chart_captions(report: BenchmarkReport, history: BenchmarkHistory | None = N
     names = ", ".join(r.name for r in frontier(list(report.rows)))
     captions[chart_name(report.job, "cost-vs-time")] = (f"{report.job}: cost per run against time per run; "
                                                         f"frontier: {names or 'none'}")
+    if report.comparisons:
+        panels = [*report.comparisons, *([report.overall] if report.overall else [])]
+        captions[chart_name(report.job, "per-metric")] = f"{report.job}: time relative to {report.base} per " + \
+            "; ".join(f"{p.metric}: " + ", ".join(f"{r.name} {r.relative_time.value:.2f}x" for r in p.rows
+                                                   if r.relative_time is not None) for p in panels)
+    captions[chart_name(report.job, "phases")] = (f"{report.job}: median seconds per phase of a run (boot + pull, "
+                                                  f"set-up, measured, upload)")
+    if report.local_runs:
+        captions = {name: f"{text} ({report.host_words})" for name, text in captions.items()}
     if history is not None:
         captions[chart_name(report.job, "history")] = f"{report.job}: time and cost per tick; {regressions(history)}"
     return captions
@@ -172,8 +256,11 @@ def chart_pngs(report: BenchmarkReport, history: BenchmarkHistory | None = None)
     """{file name: PNG} for every chart that has data."""
     charts = {chart_name(report.job, metric): relative_chart(report, metric) for metric in ("time", "cost")}
     charts[chart_name(report.job, "cost-vs-time")] = scatter_chart(report)
+    charts[chart_name(report.job, "per-metric")] = metric_chart(report)
+    charts[chart_name(report.job, "phases")] = phase_chart(report)
     if history is not None:
-        charts[chart_name(report.job, "history")] = history_chart(history)
+        charts[chart_name(report.job, "history")] = history_chart(history,
+                                                                  report.host_words if report.local_runs else None)
     return {name: png for name, png in charts.items() if png is not None}
 
 

@@ -16,8 +16,9 @@ import math
 from collections.abc import Sequence
 
 from spotcron.core.durations import format_duration
+from spotcron.present.compare import PHASE_NAMES, PHASES, MetricComparison
 from spotcron.present.history import BenchmarkHistory
-from spotcron.present.report import BenchmarkReport, ConfigRow, verdict
+from spotcron.present.report import BenchmarkReport, ConfigRow, metric_verdicts, verdict
 from spotcron.present.stats import Ratio, Spread
 from spotcron.present.views import format_usd
 
@@ -105,13 +106,22 @@ def unit_cells(report: BenchmarkReport, row: ConfigRow) -> list[str]:
 
 def report_caption(report: BenchmarkReport) -> str:
     caption = (f"median ±IQR/2 (as a share of the median) per run; runs: succeeded/ended; time: {report.time_basis}; "
-               f"prices: {report.price_table}; rel.: ratio of medians to {report.base} (*) with its "
-               f"{report.confidence:.0%} bootstrap interval; {MARKS}")
+               f"{report.cost_basis}; prices: {report.price_table}; rel.: ratio of medians to {report.base} (*) "
+               f"with its exact rank interval and the confidence it has at those run counts ({_confidences(report)}; "
+               f"4 or more runs a side give 95%); {MARKS}; rounds: {report.rounds}")
     split = report.split_variants
     if split:
         caption += (f"; {', '.join(split)} ran on more than one kind of hardware: one row [k/n] per kind, never "
                     f"pooled (see the hardware table)")
     return caption
+
+
+def _confidences(report: BenchmarkReport) -> str:
+    levels = sorted({ratio.confidence for row in report.rows for ratio in (row.relative_time, row.relative_cost)
+                     if ratio is not None and ratio.confidence is not None})
+    if not levels:
+        return "no intervals: under 2 runs a side"
+    return "here " + ", ".join(f"{level:.0%}" for level in levels)
 
 
 def report_title(report: BenchmarkReport) -> str:
@@ -127,6 +137,76 @@ HARDWARE_HEADERS = ["configuration", "machine (priced)", "hardware (measured by 
 def hardware_cells(report: BenchmarkReport) -> list[list[str]]:
     """What each row ran on, as measured, beside what it was priced as, and its one-line verdict."""
     return [[row.name, row.machine, row.hardware, verdict(report, row)] for row in report.rows]
+
+
+PHASE_HEADERS = ["configuration", *(PHASE_NAMES[p] for p in PHASES), "VM life", "cost (VM life)", "work cost",
+                 "rel. work cost"]
+
+
+def phase_title(report: BenchmarkReport) -> str:
+    return f"{report.job}: where a run's time and cost go (median seconds per phase)"
+
+
+def phase_caption(report: BenchmarkReport) -> str:
+    local = (" Locally the compared runs of a job take turns on the host: a run's wait for its turn is left out "
+             "of its boot and its cost (a VM of its own would not have waited), and is in the exports as "
+             "local_wait_s." if report.local_runs else "")
+    return (f"boot + pull: VM created to container start (the record has no mark between the two); set-up: the "
+            f"container's time outside the measured work; measured: {report.time_basis}; upload: container end to "
+            f"VM deleted. {report.cost_basis}. {report.work_cost_basis}.{local}")
+
+
+def phase_cells(report: BenchmarkReport) -> list[list[str]]:
+    rows = []
+    for row in report.rows:
+        phases = row.phases
+        base = row.variant == report.base
+        cells = [row.name, *(format_seconds(getattr(phases, p)) if phases else "-" for p in PHASES),
+                 format_seconds(phases.vm) if phases else "-", with_spread(row.cost, format_usd),
+                 with_spread(row.work_cost, format_usd), format_ratio(row.relative_work_cost, base=base)]
+        rows.append(cells)
+    return rows
+
+
+def comparison_headers(report: BenchmarkReport) -> list[str]:
+    return ["metric", "configuration", "runs", "time", "rel. time", "work cost", "rel. work cost"]
+
+
+def comparison_cells(report: BenchmarkReport, sep: str = " ") -> list[list[str]]:
+    """One row per metric and configuration: the per-task comparison of the articles' charts."""
+    base = report.row(report.base).name
+    cells = []
+    for comparison in all_comparisons(report):
+        for row in comparison.rows:
+            is_base = row.name == base
+            cells.append([comparison.metric, row.name + (" *" if is_base else ""),
+                          str(row.time.n) if row.time else "0", with_spread(row.time, format_seconds, sep),
+                          format_ratio(row.relative_time, base=is_base, sep=sep),
+                          with_spread(row.work_cost, format_usd, sep),
+                          format_ratio(row.relative_work_cost, base=is_base, sep=sep)])
+    return cells
+
+
+def all_comparisons(report: BenchmarkReport) -> list[MetricComparison]:
+    return [*report.comparisons, *([report.overall] if report.overall else [])]
+
+
+def comparison_title(report: BenchmarkReport) -> str:
+    where = f" ({report.host_words})" if report.all_local else ""
+    return f"{report.job}: each compared metric, relative to {report.base}{where}"
+
+
+def comparison_caption(report: BenchmarkReport) -> str:
+    text = (f"one comparison per metric of benchmark.compare: median and ratio to {report.base} with its rank "
+            f"interval; work cost: the metric's seconds x the per-second price")
+    if report.overall:
+        text += ("; overall (geomean): the geometric mean of the per-metric ratios (each metric weighs the same), "
+                 "its interval from the runs' own geometric means; time there is a run's geometric mean")
+    return text
+
+
+def verdict_lines(report: BenchmarkReport) -> list[str]:
+    return [line for comparison in all_comparisons(report) for line in metric_verdicts(report, comparison)]
 
 
 def problem_lines(report: BenchmarkReport) -> list[str]:
@@ -171,6 +251,21 @@ def rich_tables(report: BenchmarkReport) -> list:
     for cells in hardware_cells(report):
         what.add_row(*cells)
     tables.append(what)
+    phases = new_table(phase_title(report))
+    phases.caption = Text(phase_caption(report))
+    for index, header in enumerate(PHASE_HEADERS):
+        phases.add_column(Text(header), overflow="fold", justify="left" if index == 0 else "right")
+    for cells in phase_cells(report):
+        phases.add_row(*map(Text, cells))
+    tables.append(phases)
+    if report.comparisons:
+        compared = new_table(comparison_title(report))
+        compared.caption = Text(comparison_caption(report))
+        for index, header in enumerate(comparison_headers(report)):
+            compared.add_column(Text(header), overflow="fold", justify="left" if index < 2 else "right")
+        for cells in comparison_cells(report, sep="\n"):
+            compared.add_row(*map(Text, cells))
+        tables.append(compared)
     if any(row.work_unit for row in report.rows):
         units = new_table(f"{report.job}: per unit of work ({_unit(report)}s, from metrics.json)")
         units.add_column("configuration", overflow="fold")
@@ -224,6 +319,17 @@ def markdown(report: BenchmarkReport) -> str:
     lines += ["", report_caption(report)]
     lines += ["", _md_row(HARDWARE_HEADERS), "|:---|:---|:---|:---|"]
     lines += [_md_row(cells) for cells in hardware_cells(report)]
+    lines += ["", f"**{phase_title(report)}**", "", _md_row(PHASE_HEADERS),
+              "|:---|" + "---:|" * (len(PHASE_HEADERS) - 1)]
+    lines += [_md_row(cells) for cells in phase_cells(report)]
+    lines += ["", phase_caption(report)]
+    if report.comparisons:
+        headers = comparison_headers(report)
+        lines += ["", f"**{comparison_title(report)}**", "", _md_row(headers), "|:---|:---|" + "---:|" * (len(headers) - 2)]
+        lines += [_md_row(cells) for cells in comparison_cells(report)]
+        lines += ["", comparison_caption(report), "", *(f"- {line}" for line in verdict_lines(report))]
+    if report.warnings:
+        lines += ["", "warnings:", *(f"- {line}" for line in report.warnings)]
     names, cells = metric_cells(report.rows)
     if names:
         lines += ["", _md_row(["configuration", *names]), "|:---|" + "---:|" * len(names)]
@@ -253,7 +359,12 @@ def csv_text(report: BenchmarkReport) -> str:
     header = ["configuration", "hardware_row", "machine", "hardware", "base", "runs", "other_runs", "work_unit"]
     header += [f"{prefix}_{stat}" for prefix, _ in CSV_SPREADS for stat in CSV_STATS]
     for name in RATIOS:
-        header += [name, f"{name}_low", f"{name}_high", f"{name}_supported"]
+        header += [name, f"{name}_low", f"{name}_high", f"{name}_supported", f"{name}_confidence"]
+    header += [f"phase_{name}_s" for name in (*PHASES, "vm", "local_wait")]
+    comparisons = all_comparisons(report)
+    for comparison in comparisons:
+        header += [f"{comparison.metric}:{field}" for field in ("median_s", "relative", "low", "high", "confidence",
+                                                                "relative_work_cost")]
     writer.writerow([*header, "verdict"])
     base = report.row(report.base)
     for row in report.rows:
@@ -266,32 +377,52 @@ def csv_text(report: BenchmarkReport) -> str:
             ratio = getattr(row, attr)
             data = ratio.to_json() if ratio else {}
             line += [_blank(data.get("ratio")), _blank(data.get("low")), _blank(data.get("high")),
-                     _blank(data.get("supported"))]
+                     _blank(data.get("supported")), _blank(data.get("confidence"))]
+        phases = row.phases.to_json() if row.phases else {}
+        line += [_blank(phases.get(f"{name}_s")) for name in (*PHASES, "vm", "local_wait")]
+        for comparison in comparisons:
+            figures = comparison.row(row.name)
+            ratio = figures.relative_time if figures else None
+            work = figures.relative_work_cost if figures else None
+            line += [_blank(figures.time.median if figures and figures.time else None),
+                     _blank(ratio.value if ratio else None), _blank(ratio.low if ratio else None),
+                     _blank(ratio.high if ratio else None), _blank(ratio.confidence if ratio else None),
+                     _blank(work.value if work else None)]
         writer.writerow([*line, verdict(report, row)])
     return out.getvalue()
 
 
-RATIOS = ("relative_time", "relative_cost", "relative_cost_per_unit")
-RUN_HEADER = ["configuration", "hardware_row", "run_id", "time_s", "cost_usd", "work", "work_unit", "local", "host",
-              "machine_type", "zone", "cpu_model", "cpus", "memory_mib", "gpus", "gpu_count", "gpu_driver"]
+RATIOS = ("relative_time", "relative_cost", "relative_cost_per_unit", "relative_work_cost")
+RUN_HEADER = ["configuration", "hardware_row", "run_id", "tick", "time_s", "cost_usd", "work_cost_usd", "work",
+              "work_unit", "local", "host", "machine_type", "zone", "cpu_model", "cpus", "memory_mib", "threads",
+              "load_start", "load_end", "gpus", "gpu_count", "gpu_driver",
+              *(f"phase_{name}_s" for name in (*PHASES, "vm")), "local_wait_s"]
 
 
 def runs_csv(report: BenchmarkReport) -> str:
-    """One line per measured run, at full precision: its time, cost, work and what it ran on."""
+    """One line per measured run, at full precision: its time, cost, work, phases, what it ran on,
+    and every metric it wrote (a `metric:NAME` column each, in the metric's own unit)."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(RUN_HEADER)
+    metrics = sorted({(name, unit) for row in report.rows for run in row.runs_detail
+                      for name, (_, unit) in run.metrics.items()})
+    names = list(dict.fromkeys(name for name, _ in metrics))
+    units = {name: "/".join(sorted({u for n, u in metrics if n == name})) for name in names}
+    writer.writerow([*RUN_HEADER, *(f"metric:{name} ({units[name]})" for name in names)])
     for row in report.rows:
         for run in row.runs_detail:
             hw = run.hardware
             gpus = hw.gpus if hw is not None else ()
             writer.writerow([
-                row.variant, f"{row.split[0]}/{row.split[1]}" if row.split else "", run.run_id,
-                _blank(run.seconds), _blank(run.cost), _blank(run.work), run.work_unit or "", run.local,
+                row.variant, f"{row.split[0]}/{row.split[1]}" if row.split else "", run.run_id, run.tick,
+                _blank(run.seconds), _blank(run.cost), _blank(run.work_cost), _blank(run.work), run.work_unit or "",
+                run.local,
                 *(_blank(getattr(hw, name, None)) for name in ("host", "machine_type", "zone", "cpu_model", "cpus",
-                                                               "memory_mib")),
+                                                               "memory_mib", "threads", "load_start", "load_end")),
                 "/".join(sorted({g.name for g in gpus})), len(gpus) if hw is not None else "",
                 "/".join(sorted({g.driver for g in gpus if g.driver})),
+                *(_blank(run.phases.get(name)) for name in (*PHASES, "vm", "wait")),
+                *(_blank(run.metrics[name][0] if name in run.metrics else None) for name in names),
             ])
     return out.getvalue()
 

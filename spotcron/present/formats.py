@@ -50,6 +50,8 @@ def render_report(report: BenchmarkReport, fmt: str, *, history: BenchmarkHistor
         return exports.runs_csv(report)
     if fmt == "md":
         return exports.markdown(report)
-    lines = [f"metrics.json problem: {line}" for line in exports.problem_lines(report)]
+    lines = [f"verdict: {line}" for line in exports.verdict_lines(report)]
+    lines += [f"warning: {line}" for line in report.warnings]
+    lines += [f"metrics.json problem: {line}" for line in exports.problem_lines(report)]
     lines += [f"not measured: {line}" for line in exports.unmeasured_lines(report)]
     return Tables(exports.rich_tables(report), lines)

@@ -11,16 +11,17 @@ jump there is the hardware's, not a regression of the job.
 
 from __future__ import annotations
 
-import re
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from spotcron.core.runs import RunRecord
 from spotcron.present.report import BenchmarkReport
 from spotcron.present.stats import MIN_HISTORY, Band, regression_band
+from spotcron.present.ticks import tick_label
+
+__all__ = ["BenchmarkHistory", "Series", "TickPoint", "benchmark_history", "regressions", "tick_label"]
 
 
 @dataclass(frozen=True)
@@ -74,9 +75,6 @@ class BenchmarkHistory:
                 "series": [s.to_json() for s in self.series]}
 
 
-_MANUAL = re.compile(r"^m(\d{8}-\d{6})-([0-9a-f]+)")
-
-
 def regressions(history: BenchmarkHistory) -> str:
     """`regressions: ...` for the history's caption: the flagged configurations, `none` when the
     latest tick was judged and passed, and `not judged yet` when too few ticks came before it."""
@@ -89,18 +87,6 @@ def regressions(history: BenchmarkHistory) -> str:
     ticks = max((len(s.points) for s in history.series), default=0)
     return (f"regressions: not judged yet ({ticks} tick{'s' if ticks != 1 else ''}; the latest is judged against "
             f"at least {MIN_HISTORY} ticks before it)")
-
-
-def tick_label(record: RunRecord) -> str:
-    """The scheduled tick; for a manual run, the request it came from (its id names the second
-    and a nonce), so the repeats of one "run now" are one point and two requests are two."""
-    if record.tick is not None:
-        return f"{record.tick:%Y-%m-%d %H:%M}"
-    match = _MANUAL.match(record.run_id)
-    if match:
-        at = datetime.strptime(match[1], "%Y%m%d-%H%M%S")
-        return f"{at:%Y-%m-%d %H:%M:%S} manual {match[2]}"
-    return f"{record.created_at:%Y-%m-%d %H:%M}"
 
 
 def benchmark_history(report: BenchmarkReport, records: Iterable[RunRecord]) -> BenchmarkHistory:

@@ -267,7 +267,17 @@ def benchmark_table(report: Any) -> str:
             + table(exports.report_headers(report, per_unit=per_unit),
                     exports.report_cells(report, per_unit=per_unit), 2)
             + f'<p class="meta">{escape(exports.report_caption(report))}</p>'
-            + table(exports.HARDWARE_HEADERS, exports.hardware_cells(report), 99))
+            + table(exports.HARDWARE_HEADERS, exports.hardware_cells(report), 99)
+            + f"<h4>{escape(exports.phase_title(report))}</h4>"
+            + table(exports.PHASE_HEADERS, exports.phase_cells(report), 1)
+            + f'<p class="meta">{escape(exports.phase_caption(report))}</p>'
+            + (f"<h4>{escape(exports.comparison_title(report))}</h4>"
+               + table(exports.comparison_headers(report), exports.comparison_cells(report), 2)
+               + f'<p class="meta">{escape(exports.comparison_caption(report))}</p>'
+               + "<ul>" + "".join(f"<li>{escape(line)}</li>" for line in exports.verdict_lines(report)) + "</ul>"
+               if report.comparisons else "")
+            + ('<ul class="warnings">' + "".join(f"<li>warning: {escape(line)}</li>" for line in report.warnings)
+               + "</ul>" if report.warnings else ""))
 
 
 def _benchmark_charts(records_by_job: Mapping[str, Sequence[RunRecord]],
@@ -292,7 +302,10 @@ def _benchmark_charts(records_by_job: Mapping[str, Sequence[RunRecord]],
             tables[job] = benchmark_table(report)
             if chart_pngs is None or chart_captions is None:
                 continue
-            history = benchmark_history(report, records)
+            # The history is every round's, even where the comparison keeps only the latest.
+            pooled = report if report.rounds == "every round" else benchmark_report(job, records, None, region,
+                                                                                     pool_rounds=True)
+            history = benchmark_history(pooled, records)
             drawn = chart_pngs(report, history)
             named = chart_captions(report, history)
         except ImportError:

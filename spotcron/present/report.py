@@ -13,7 +13,14 @@ Runs of one configuration that ran on different hardware (as their runners measu
 machine type that changed its CPU platform, a local run on another host) are never pooled: the
 configuration gets one row per kind of hardware, `t4 [1/2]` and `t4 [2/2]`, the one with the most
 runs first (the base's first row is what ratios compare with). A report of local runs says in its
-title that the machine types were priced, not measured, and on which host the times were taken.
+title, in every verdict and on every chart that the machine types were priced, not measured, and on
+which host the times were taken; its verdicts compare the entries' runs on that host and never call
+a machine type faster or slower.
+
+Beside the VM-life cost, each row has the cost of its measured work and the median phases of its
+runs; `benchmark.compare` adds one comparison per named time metric (spotcron.present.compare).
+Rounds (ticks) whose runs disagree beyond their spread are not pooled: the report keeps the latest
+and says so (spotcron.present.rounds).
 """
 
 from __future__ import annotations
@@ -31,7 +38,23 @@ from spotcron.core.runs import RunRecord, RunState
 from spotcron.core.spec import JobSpec
 from spotcron.cost.billing import DEFAULT_OVERHEADS, Overheads, run_cost
 from spotcron.cost.prices import PriceTable, gpu_key, parse_gpu
+from spotcron.present.compare import (
+    COST_BASIS,
+    MetricComparison,
+    Phases,
+    compare_metric,
+    hourly_price,
+    median_phases,
+    outliers,
+    overall,
+    run_phases,
+    without_wait,
+    work_cost_basis,
+)
 from spotcron.present.stats import CONFIDENCE, Ratio, Spread, ratio_of_medians, spread
+from spotcron.present.verdicts import metric_verdicts, verdict, warnings
+
+__all__ = ["BenchmarkReport", "ConfigRow", "RunSample", "benchmark_report", "metric_verdicts", "verdict"]
 
 NO_VARIANT = "(default)"
 NOT_RECORDED = "not recorded"
@@ -49,10 +72,17 @@ class RunSample:
     work_unit: str | None
     hardware: Hardware | None
     local: bool
+    tick: str = ""  # the round it belongs to, as --history and --tick name it
+    work_cost: float | None = None  # time x the machine's per-second price (no minimum, no boot)
+    phases: dict[str, float | None] = field(default_factory=dict)  # compare.PHASES and "vm", seconds
+    metrics: dict[str, tuple[float, str]] = field(default_factory=dict)  # every metric it wrote: (value, unit)
+    hourly: float | None = None  # the machine's and GPUs' price per hour
 
     def to_json(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "time_s": self.seconds, "cost_usd": self.cost, "work": self.work,
-                "work_unit": self.work_unit, "local": self.local,
+        return {"run_id": self.run_id, "tick": self.tick, "time_s": self.seconds, "cost_usd": self.cost,
+                "work_cost_usd": self.work_cost, "work": self.work, "work_unit": self.work_unit, "local": self.local,
+                "phases_s": self.phases,
+                "metrics": {name: {"value": value, "unit": unit} for name, (value, unit) in self.metrics.items()},
                 "hardware": self.hardware.model_dump(mode="json") if self.hardware is not None else None}
 
 
@@ -88,6 +118,10 @@ class ConfigRow:
     split: tuple[int, int] | None = None  # (this row, of how many) when the configuration ran on several
     relative_cost_per_unit: Ratio | None = None
     unmeasured: tuple[tuple[str, str], ...] = ()  # (run id, "failed: its reason") of the runs ended otherwise
+    work_cost: Spread | None = None  # USD of the measured work per run: time x per-second price
+    relative_work_cost: Ratio | None = None
+    phases: Phases | None = None  # median seconds of each phase
+    outliers: tuple[tuple[str, float, float], ...] = ()  # (run id, time, x the median) far from the others
 
     @property
     def name(self) -> str:
@@ -115,6 +149,9 @@ class ConfigRow:
             "throughput_per_s": part(self.throughput),
             "relative_time": part(self.relative_time), "relative_cost": part(self.relative_cost),
             "relative_cost_per_unit": part(self.relative_cost_per_unit),
+            "work_cost_usd": part(self.work_cost), "relative_work_cost": part(self.relative_work_cost),
+            "phases": part(self.phases),
+            "outliers": [{"run_id": run, "time_s": value, "of_median": share} for run, value, share in self.outliers],
             "metrics": {name: {"median": value, "unit": unit} for name, (value, unit) in self.metrics.items()},
             "metrics_problems": [{"run_id": run, "problem": text} for run, text in self.metrics_problems],
             "samples": [run.to_json() for run in self.runs_detail],
@@ -133,6 +170,28 @@ class BenchmarkReport:
     local_runs: int = 0  # measured runs that ran in local mode
     cloud_runs: int = 0
     local_hosts: tuple[str, ...] = ()  # the hosts they ran on, as their runners recorded them
+    comparisons: tuple[MetricComparison, ...] = ()  # one per benchmark.compare metric
+    overall: MetricComparison | None = None  # the geometric mean of the per-metric ratios
+    warnings: tuple[str, ...] = ()  # outliers, noise, a busy host, rounds not pooled
+    rounds: str = "every round"  # which rounds (ticks) the figures pool
+
+    @property
+    def all_local(self) -> bool:
+        return bool(self.local_runs) and not self.cloud_runs
+
+    @property
+    def cost_basis(self) -> str:
+        return COST_BASIS
+
+    @property
+    def work_cost_basis(self) -> str:
+        return work_cost_basis(self.time_basis)
+
+    @property
+    def host_words(self) -> str:
+        """`local host vm, not the machine types`: what every local verdict and chart says."""
+        hosts = ", ".join(self.local_hosts) or "an unrecorded host"
+        return f"measured on local host {hosts}, not on the machine types"
 
     def row(self, variant: str) -> ConfigRow:
         """The configuration's row; its first (most runs) when it ran on several kinds of hardware."""
@@ -158,19 +217,29 @@ class BenchmarkReport:
 
     def to_json(self) -> dict[str, Any]:
         return {"job": self.job, "base": self.base, "time_basis": self.time_basis, "price_table": self.price_table,
-                "confidence": self.confidence, "interval": "bootstrap of the ratio of medians (percentile, seeded)",
+                "cost_basis": self.cost_basis, "work_cost_basis": self.work_cost_basis, "rounds": self.rounds,
+                "confidence": self.confidence,
+                "interval": "exact rank (Mann-Whitney) interval of the ratio; each ratio states its confidence",
                 "measured": self.measured_where or "on the machine types named", "local_hosts": list(self.local_hosts),
-                "rows": [{**r.to_json(), "verdict": verdict(self, r)} for r in self.rows]}
+                "warnings": list(self.warnings),
+                "rows": [{**r.to_json(), "verdict": verdict(self, r)} for r in self.rows],
+                "comparisons": [{**c.to_json(), "verdicts": metric_verdicts(self, c)}
+                                for c in (*self.comparisons, *([self.overall] if self.overall else []))]}
 
 
 def benchmark_report(job: str, records: Iterable[RunRecord], table: PriceTable | None, region: str, *,
-                     spec: JobSpec | None = None, usage: Overheads = DEFAULT_OVERHEADS) -> BenchmarkReport:
+                     spec: JobSpec | None = None, usage: Overheads = DEFAULT_OVERHEADS, tick: str | None = None,
+                     since: Any = None, pool_rounds: bool = False) -> BenchmarkReport:
     """Rows in matrix order (spec given), else the base first and the rest by name.
 
     The base and the time metric are the job's `benchmark:` settings: from `spec` when given,
     else from the newest run record's resolved spec, so the page and the report agree.
     With no `table`, a run's cost is the one its record stored when it ended.
+    `tick` ("latest" or a tick as --history prints it) and `since` (a datetime) choose rounds;
+    without them, rounds that disagree beyond their spread are not pooled unless `pool_rounds`.
     """
+    from spotcron.present.rounds import choose_rounds
+
     ours = [r for r in records if r.job == job]
     order = [v.variant or NO_VARIANT for v in spec.configurations()] if spec is not None else []
     # Entries since removed from the matrix still have records: list them after the current ones.
@@ -179,6 +248,8 @@ def benchmark_report(job: str, records: Iterable[RunRecord], table: PriceTable |
         raise SpotcronError(f"job {job!r}: no run records to report on; run it first (spotcron up --once)")
     base = resolve_base(spec, ours) or order[0]
     time_metric = _setting(spec, ours, "time_metric")
+    ours, rounds, round_notes = choose_rounds(ours, lambda r: run_seconds(r, time_metric), tick=tick, since=since,
+                                              pool=pool_rounds)
     if spec is None and base in order:  # no matrix order to follow: the base first, then by name
         order.remove(base)
         order.insert(0, base)
@@ -209,12 +280,65 @@ def benchmark_report(job: str, records: Iterable[RunRecord], table: PriceTable |
                 if row.work_unit is not None and row.work_unit == base_row.work_unit else None)
         for row in rows
     ]
+    base_work = [run.work_cost for run in base_row.runs_detail if run.work_cost is not None]
+    rows = [replace(row, relative_work_cost=ratio_of_medians(
+        [run.work_cost for run in row.runs_detail if run.work_cost is not None], base_work)) for row in rows]
     measured = [r for r in ours if r.state == RunState.SUCCEEDED]
     local = [r for r in measured if is_local(r)]
     hosts = tuple(sorted({r.hardware.host for r in local if r.hardware is not None and r.hardware.host}))
+    compared = _compared(spec, ours, time_metric)
+    comparisons = tuple(
+        compare_metric(metric, {row.name: [(_metric_seconds(run, metric), run.hourly and run.hourly / 3600)
+                                            for run in row.runs_detail] for row in rows}, base_row.name)
+        for metric in compared)
+    total = overall(comparisons, {row.name: [{m: _metric_seconds(run, m) for m in compared}
+                                             for run in row.runs_detail] for row in rows},
+                    base_row.name) if _setting(spec, ours, "overall") else None
     return BenchmarkReport(job, base, time_metric or "container time",
                            table.name if table is not None else "as recorded", tuple(rows),
-                           local_runs=len(local), cloud_runs=len(measured) - len(local), local_hosts=hosts)
+                           local_runs=len(local), cloud_runs=len(measured) - len(local), local_hosts=hosts,
+                           comparisons=comparisons, overall=total,
+                           warnings=(*round_notes, *_unwritten(comparisons, rows), *warnings(rows, measured)),
+                           rounds=rounds)
+
+
+def _unwritten(comparisons: Sequence[MetricComparison], rows: Sequence[ConfigRow]) -> list[str]:
+    """A compared metric no run wrote in a unit of time: a typo, or a job that does not write it."""
+    from spotcron.core.catalog import suggest
+
+    written = sorted({name for row in rows for run in row.runs_detail for name in run.metrics})
+    notes = []
+    for comparison in comparisons:
+        if all(r.time is None for r in comparison.rows) and any(row.runs for row in rows):
+            hint = suggest(comparison.metric, written)
+            known = f"did you mean {hint!r}?" if hint else f"metrics there: {', '.join(written) or 'none'}"
+            notes.append(f"benchmark.compare {comparison.metric!r}: no run wrote it in a unit of time (s, ms, us, min, "
+                         f"h); {known}")
+    return notes
+
+
+def _compared(spec: JobSpec | None, records: Sequence[RunRecord], time_metric: str | None) -> tuple[str, ...]:
+    """benchmark.compare: from the spec, else the newest record's resolved spec."""
+    if spec is not None:
+        names: Any = spec.benchmark.compare
+    else:
+        names = ()
+        for record in sorted(records, key=lambda r: r.created_at, reverse=True):
+            value = ((record.spec or {}).get("benchmark") or {}).get("compare")
+            if isinstance(value, list) and all(isinstance(v, str) for v in value):
+                names = value
+                break
+    return tuple(dict.fromkeys(name for name in names))
+
+
+def _metric_seconds(run: RunSample, name: str) -> float | None:
+    from spotcron.core.metrics import TIME_UNITS
+
+    value = run.metrics.get(name)
+    if value is None or value[1] not in TIME_UNITS:
+        return None
+    seconds = value[0] * TIME_UNITS[value[1]]
+    return seconds if math.isfinite(seconds) and seconds > 0 else None
 
 
 def _by_hardware(done: list[RunRecord]) -> list[list[RunRecord]]:
@@ -233,45 +357,6 @@ def _unit_costs(row: ConfigRow) -> list[float]:
             if run.cost is not None and run.work and run.work_unit == row.work_unit]
 
 
-def verdict(report: BenchmarkReport, row: ConfigRow) -> str:
-    """One line a benchmarker can quote: `t4 ran 3.1x faster than highcpu-16 (2.8-3.4), at 0.60x the
-    cost per 1k samples`, with the same interval and marks as the table."""
-    base = report.row(report.base)
-    if row is base:
-        return f"{row.name} is the base: {row.runs} run{'s' if row.runs != 1 else ''} on {row.hardware}"
-    ratio = row.relative_time
-    if ratio is None:
-        return f"{row.name}: no time to compare with {base.name} (no measured runs on one side)"
-    if ratio.supported is False:
-        speed = (f"ran neither faster nor slower than {base.name} beyond the spread of the runs "
-                 f"({ratio.low:.2f}-{ratio.high:.2f}x its time)")
-    else:
-        faster = ratio.value <= 1
-        factor = 1 / ratio.value if faster else ratio.value
-        speed = f"ran {factor:.1f}x {'faster' if faster else 'slower'} than {base.name}"
-        if ratio.low is not None and ratio.high is not None:
-            low, high = sorted((1 / ratio.high, 1 / ratio.low) if faster else (ratio.low, ratio.high))
-            speed += f" ({low:.1f}-{high:.1f})"
-        else:
-            speed += " (under 2 runs a side: no interval)"
-    cost, per = (row.relative_cost_per_unit, _per_unit(report, row)) if row.relative_cost_per_unit else \
-        (row.relative_cost, "run")
-    if cost is None:
-        return f"{row.name} {speed}"
-    mark = f" {cost.mark}" if cost.mark else ""
-    return f"{row.name} {speed}, at {cost.value:.2f}x{mark} the cost per {per}"
-
-
-def _per_unit(report: BenchmarkReport, row: ConfigRow) -> str:
-    """`1k samples`, `sample`: the unit the cost-per-unit column uses, so verdict and table agree."""
-    costs = [r.cost_per_unit.median for r in report.rows if r.cost_per_unit is not None]
-    unit = (row.work_unit or "unit").removesuffix("s")
-    for scale, label in ((1.0, ""), (1e3, "1k "), (1e6, "1M ")):
-        if not costs or max(costs) * scale >= 0.001:
-            return f"{label}{unit}{'s' if label else ''}"
-    return f"1M {unit}s"
-
-
 def _append_finite(values: list[float], value: float) -> None:
     if math.isfinite(value):
         values.append(value)
@@ -286,11 +371,23 @@ def run_seconds(record: RunRecord, time_metric: str | None) -> float | None:
 
 def _row(name: str, spec: JobSpec | None, done: list[RunRecord], other: list[RunRecord], table: PriceTable | None,
          region: str, usage: Overheads, time_metric: str | None) -> ConfigRow:
+    from spotcron.present.ticks import tick_label
+
     samples = []
+    waits: dict[str, float | None] = {}
+    priced: dict[str, RunRecord] = {}
     for record in done:
-        # Re-priced at `table`, the transfer the run recorded stays: it priced the stack's own sizes.
-        cost = (run_cost(record, table, region, usage=usage).total_usd + record.cost_items.get("transfer", 0.0)
-                if table is not None else record.cost_usd)
+        # A local VM's wait for its turn on the host is no part of its configuration's cost.
+        priced[record.run_id], waits[record.run_id] = without_wait(record)
+        if table is not None:
+            # Re-priced at `table`, the transfer the run recorded stays: it priced the stack's own sizes.
+            cost = (run_cost(priced[record.run_id], table, region, usage=usage).total_usd
+                    + record.cost_items.get("transfer", 0.0))
+        else:
+            cost = record.cost_usd
+            hourly = hourly_price(record, None, region)
+            if cost is not None and waits[record.run_id] and hourly:
+                cost = max(0.0, cost - waits[record.run_id] * hourly / 3600)
         samples.append((record.run_id, run_seconds(record, time_metric), cost))
     works = {r.run_id: r.metrics.work for r in done if r.metrics is not None and r.metrics.work is not None}
     unit = Counter(w.unit for w in works.values()).most_common(1)[0][0] if works else None
@@ -306,11 +403,24 @@ def _row(name: str, spec: JobSpec | None, done: list[RunRecord], other: list[Run
                 _append_finite(rates, work.value / seconds)
         if cost is not None:
             _append_finite(per_cost, cost / work.value)
-    detail = tuple(
-        RunSample(run_id, seconds, cost, works[run_id].value if run_id in works else None,
-                  works[run_id].unit if run_id in works else None, record.hardware, is_local(record))
-        for record, (run_id, seconds, cost) in zip(done, samples, strict=True))
+    detail = []
+    for record, (run_id, seconds, cost) in zip(done, samples, strict=True):
+        hourly = hourly_price(record, table, region)
+        detail.append(RunSample(
+            run_id, seconds, cost, works[run_id].value if run_id in works else None,
+            works[run_id].unit if run_id in works else None, record.hardware, is_local(record), tick=tick_label(record),
+            work_cost=seconds * hourly / 3600 if seconds is not None and hourly is not None else None,
+            phases={**run_phases(priced[run_id], seconds if time_metric is not None else None),
+                    "wait": waits[run_id]},
+            metrics={k: (m.value, m.unit) for k, m in (record.metrics.metrics if record.metrics else {}).items()},
+            hourly=hourly))
     hardware = done[0].hardware.label if done and done[0].hardware is not None else NOT_RECORDED
+    if done and (done[0].hardware is None or done[0].hardware.threads is None):
+        # Where nothing set the job's threads (a cloud VM), the thread count the job reported using.
+        reported = sorted({int(r.metrics.metrics["cpu_threads"].value) for r in done
+                           if r.metrics is not None and "cpu_threads" in r.metrics.metrics})
+        if reported:
+            hardware += f", {'/'.join(map(str, reported))} CPU threads (the job's own count)"
     return ConfigRow(
         variant=name, machine=_machine(spec, name, [*done, *other]), runs=len(done), other_runs=len(other),
         time=spread([t for _, t, _ in samples if t is not None]),
@@ -318,7 +428,10 @@ def _row(name: str, spec: JobSpec | None, done: list[RunRecord], other: list[Run
         work_unit=unit, time_per_unit=spread(per_time), cost_per_unit=spread(per_cost), throughput=spread(rates),
         metrics=_median_metrics(done),
         metrics_problems=tuple((r.run_id, r.metrics_problem) for r in done if r.metrics_problem),
-        samples=tuple(samples), runs_detail=detail, hardware=hardware,
+        samples=tuple(samples), runs_detail=tuple(detail), hardware=hardware,
+        work_cost=spread([run.work_cost for run in detail if run.work_cost is not None]),
+        phases=median_phases([run.phases for run in detail]),
+        outliers=tuple(outliers([(run_id, t) for run_id, t, _ in samples if t is not None])),
         unmeasured=tuple((r.run_id, f"{r.state}: {r.reason or 'no reason recorded'}")
                          for r in sorted(other, key=lambda r: r.run_id)),
     )
@@ -341,7 +454,7 @@ def _setting(spec: JobSpec | None, records: Iterable[RunRecord], name: str) -> s
         return getattr(spec.benchmark, name)
     for record in sorted(records, key=lambda r: r.created_at, reverse=True):
         value = ((record.spec or {}).get("benchmark") or {}).get(name)
-        if isinstance(value, str) and value:
+        if isinstance(value, str) and value or value is True:
             return value
     return None
 

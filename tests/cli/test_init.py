@@ -98,3 +98,59 @@ def test_the_help_points_a_new_user_at_init() -> None:
     shown = run("--help").output
     assert "`spotcron init` starts a folder with one" in " ".join(shown.split())
     assert "  init " in shown
+
+
+def test_init_benchmark_writes_a_matrix_job_from_axes_and_a_script_whose_metrics_fit_it(here: Path) -> None:
+    """Before: no benchmark scaffold; a benchmarker assembled the job from two docs pages and wrote
+    metrics.json by hand."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from spotcron.core.metrics import check_time_metric, parse_metrics
+
+    done = run("init", "--benchmark")
+    assert done.exit_code == 0, done.output
+    assert done.output.splitlines()[-1] == "next: spotcron validate && spotcron up --once && spotcron report benchmark"
+    [job] = load_jobs([here / "jobs"], grace=300, retention_days=90)
+    assert [entry.name for entry in job.matrix] == ["e2-2-b64", "e2-2-b256", "e2-4-b64", "e2-4-b256"]
+    assert job.variant_named("e2-4-b256").machine.type == "e2-standard-4"
+    assert dict(job.variant_named("e2-4-b256").env) == {"BATCH": "256"}
+    assert job.benchmark.base == "e2-2-b64" and job.benchmark.compare == ("fit_seconds", "score_seconds")
+    assert job.repeat == 4 and job.build is not None
+    ran = subprocess.run([sys.executable, "benchmark/train.py", "--min-seconds", "0", "--min-steps", "2"],
+                         env={**os.environ, "SPOTCRON_RESULTS_DIR": str(here / "results"), "BATCH": "8"},
+                         capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    written = (here / "results" / "metrics.json").read_bytes()
+    metrics = parse_metrics(written)
+    check_time_metric(metrics, "train_seconds")
+    for name in job.benchmark.compare:
+        check_time_metric(metrics, name)
+    assert json.loads(written)["work"]["unit"] == "samples"
+    assert "spotcron_metrics.py" in (here / "benchmark" / "Dockerfile").read_text()
+    validated = run("validate")
+    assert validated.exit_code == 0, validated.output
+    again = run("init", "--benchmark")
+    assert again.exit_code == 2 and "jobs/benchmark.yaml" in again.output
+
+
+def test_axes_expand_to_their_cross_product_and_refuse_a_setting_given_twice(tmp_path: Path) -> None:
+    from spotcron.core.errors import SpotcronError
+    from spotcron.core.loader import load_job_file
+
+    path = tmp_path / "sweep.yaml"
+    path.write_text("schedule: '0 3 * * 1'\nimage: bench:1\naxes:\n"
+                    "  - {cpu: {machine: {type: e2-standard-4}}, t4: {machine: {type: n1-standard-8, gpu: "
+                    "{type: nvidia-tesla-t4, count: 1}}, image: 'bench:cuda'}}\n"
+                    "  - {b32: {env: {BATCH: '32'}}, b64: {env: {BATCH: '64'}, image: 'bench:big'}}\n")
+    with pytest.raises(SpotcronError, match="image is set by both 't4' and 'b64'"):
+        load_job_file(path)
+    path.write_text(path.read_text().replace(", image: 'bench:big'", ""))
+    spec = load_job_file(path)
+    assert [(e.name, e.image, dict(e.env)) for e in spec.matrix] == [
+        ("cpu-b32", None, {"BATCH": "32"}), ("cpu-b64", None, {"BATCH": "64"}),
+        ("t4-b32", "bench:cuda", {"BATCH": "32"}), ("t4-b64", "bench:cuda", {"BATCH": "64"})]
+    assert spec.variant_named("t4-b64").machine.gpu.count == 1
+    assert "axes" not in spec.to_payload()  # deployed as the entries it stands for

@@ -66,7 +66,7 @@ def test_text_formats(result):
 def test_the_table_format_is_tables_then_the_problems_and_the_runs_not_measured(result):
     tables = render_report(result, "table")
     assert isinstance(tables, Tables) and all(isinstance(t, Table) for t in tables.renderables)
-    assert len(tables.renderables) == 2  # the comparison and what each ran on: no work, no metrics
+    assert len(tables.renderables) == 3  # the comparison, what each ran on, the phases: no work, no metrics
     fast = [row for row in result.rows if row.variant == "fast"][0]
     assert tables.lines == [f"metrics.json problem: fast/{fast.metrics_problems[0][0]}: metrics.json: not JSON",
                             f"not measured: fast/{fast.unmeasured[0][0]}: {fast.unmeasured[0][1]}"]

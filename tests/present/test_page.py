@@ -60,7 +60,7 @@ def charts():
     from spotcron.present.history import benchmark_history
 
     records = bench_records()
-    report = benchmark_report("bench", records, load_prices(), "us-central1")
+    report = benchmark_report("bench", records, load_prices(), "us-central1", pool_rounds=True)
     return chart_pngs(report, benchmark_history(report, records))
 
 
@@ -143,9 +143,9 @@ def test_page_renders_in_headless_chromium(records_by_job, charts, tmp_path):
     assert dom.stdout.count('<span class="state ') == 22  # 20 hello-bot rows + 2 bench rows
     assert "20261123-1500" in dom.stdout and "logs.txt" in dom.stdout
     # Relative time and cost with error bars, cost against time with the frontier, the history.
-    assert dom.stdout.count("data:image/png;base64,") == len(charts) == 4
+    assert dom.stdout.count("data:image/png;base64,") == len(charts) == 5
     assert list(charts) == ["bench-relative-time.png", "bench-relative-cost.png", "bench-cost-vs-time.png",
-                            "bench-history.png"]
+                            "bench-phases.png", "bench-history.png"]
 
     shot = tmp_path / "shot.png"
     result = chromium("--hide-scrollbars", "--window-size=1280,3200", f"--screenshot={shot}")
@@ -287,7 +287,10 @@ def test_the_page_shows_the_numbers_and_what_ran_beside_the_charts(tmp_path):
             "on laptop: machine types were priced, not measured)</h3>") in section
     assert "<th>hardware (measured by the runner)</th>" in section
     assert "<td>local laptop: 2 CPU AMD EPYC 9454, 8 GiB, no GPU</td>" in section
-    assert "<td>t4 ran 2.6x faster than highcpu-16 (under 2 runs a side: no interval)" in section
+    # Local runs: the verdict is the entries' runs on this host, never a machine type faster.
+    assert ("<td>measured on local host laptop, not on the machine types: the t4 entry&#x27;s runs took 0.38x the "
+            "time of the highcpu-16 entry&#x27;s (under 2 runs a side: no interval)") in section
+    assert "faster" not in section and "slower" not in section
     assert section.index("<table>") < section.index("<figure>")  # the numbers, then the charts
 
 

@@ -155,7 +155,7 @@ def test_rich_table_markdown_csv_and_json(table, spec, records):
     result = benchmark_report("dl-benchmark", records, table, "us-central1", spec=spec)
     console = Console(width=100, record=True)
     tables = exports.rich_tables(result)
-    assert len(tables) == 2  # the comparison and what ran; no metrics, no metrics table
+    assert len(tables) == 3  # the comparison, what ran and the phases; no metrics, no metrics table
     console.print(tables[0])
     text = console.export_text()
     lines = text.splitlines()
@@ -247,7 +247,7 @@ def test_charts_are_pngs(table, spec, records, tmp_path):
     history = benchmark_history(result, records)
     charts = chart_pngs(result, history)
     assert list(charts) == ["dl-benchmark-relative-time.png", "dl-benchmark-relative-cost.png",
-                            "dl-benchmark-cost-vs-time.png", "dl-benchmark-history.png"]
+                            "dl-benchmark-cost-vs-time.png", "dl-benchmark-phases.png", "dl-benchmark-history.png"]
     for png in charts.values():
         assert png.startswith(PNG_MAGIC) and len(png) > 5000
     assert relative_chart(result, "time") == charts[chart_name("dl-benchmark", "time")]  # deterministic
@@ -300,7 +300,8 @@ def test_report_command(tmp_path, records, monkeypatch):
     assert data["rows"][2]["work_unit"] == "samples"
     assert [Path(p).name for p in data["charts"]] == ["dl-benchmark-relative-time.png",
                                                       "dl-benchmark-relative-cost.png",
-                                                      "dl-benchmark-cost-vs-time.png", "dl-benchmark-history.png"]
+                                                      "dl-benchmark-cost-vs-time.png", "dl-benchmark-phases.png",
+                                                      "dl-benchmark-history.png"]
     assert run("--records", str(bucket), "--json").output == run("--records", str(bucket), "--format", "json").output
     result = run("--records", str(bucket))
     assert result.exit_code == 0, result.output
@@ -394,7 +395,9 @@ def test_an_unknown_time_metric_is_an_error_that_lists_the_metrics(records, tmp_
     group = SpotcronGroup("spotcron")
     group.add_command(report_command)
     context = RunsContext(open_blobs=lambda bucket, state_dir: contextlib.nullcontext(blobs))
-    job_text = example("dl-benchmark").read_text()
+    # These runs wrote train_seconds and accuracy only: the example's per-task comparisons are left out here.
+    job_text = "".join(line for line in example("dl-benchmark").read_text().splitlines(keepends=True)
+                       if not line.startswith(("  compare:", "  overall:")))
     job_file = tmp_path / "dl-benchmark.yaml"
 
     def run(time_metric):
@@ -408,6 +411,13 @@ def test_an_unknown_time_metric_is_an_error_that_lists_the_metrics(records, tmp_
     result = run("train_second")
     assert result.exit_code == 2 and "did you mean 'train_seconds'?" in result.output
     assert run("train_seconds").exit_code == 0
+    job_file.write_text(job_text.replace("  time_metric: train_seconds", "  time_metric: train_seconds\n"
+                                         "  compare: [train_seconds, acuracy]"))
+    typo = CliRunner().invoke(group, ["report", "dl-benchmark", "--jobs", str(tmp_path), "--format", "md"],
+                              obj=context)
+    assert typo.exit_code == 0  # a typo in compare is said, not left as a blank comparison
+    assert "benchmark.compare 'acuracy': no run wrote it in a unit of time" in typo.output
+    assert "did you mean 'accuracy'?" in typo.output
     for name in [n for n in blobs.list("runs/") if n.endswith("metrics.json")]:
         blobs.delete(name)
     result = run("train_seconds")
@@ -424,7 +434,7 @@ def test_each_manual_request_is_a_tick_of_its_own(table, spec):
             run = bench_run("t4", seconds + repeat, 0, repeat=repeat)
             runs.append(run.model_copy(update={"tick": None, "trigger": "manual",
                                                "run_id": f"m20261123-0300{second:02d}-{nonce}-t4-r{repeat}"}))
-    result = benchmark_report("dl-benchmark", runs, table, "us-central1", spec=spec)
+    result = benchmark_report("dl-benchmark", runs, table, "us-central1", spec=spec, pool_rounds=True)
     points = benchmark_history(result, runs).series[2].points
     assert [(p.tick, p.runs, p.seconds) for p in points] == [
         ("2026-11-23 03:00:05 manual ab12", 2, 301.5), ("2026-11-23 03:00:40 manual cd34", 2, 331.5)]

@@ -44,15 +44,19 @@ def test_on_a_vm_the_machine_type_and_zone_come_from_the_metadata_server(harness
         total_kib = int(meminfo.readline().split()[1])
     assert hardware.memory_mib == total_kib // 1024
     assert hardware.cpu_model and hardware.gpus == ()  # a configuration without a GPU records none
+    # The thread count the job was given, and the host's load before and after the job.
+    assert hardware.threads == 1 and raw["threads"] == 1
+    assert hardware.load_start is not None and hardware.load_end is not None
 
 
 def test_locally_the_host_and_the_gpus_assigned_to_the_run(harness):
     fake_nvidia_smi(harness)
-    harness.extra_env.update(SPOTCRON_LOCAL_HOST="gpu-host", SPOTCRON_LOCAL_GPUS="1")
+    harness.extra_env.update(SPOTCRON_LOCAL_HOST="gpu-host", SPOTCRON_LOCAL_GPUS="1", SPOTCRON_LOCAL_WAITED_S="12.5")
     result = harness.run(harness.descriptor(gpu={"type": "nvidia-h100-80gb", "count": 1}))
     assert result.rc == 0, result.stderr
     _, hardware = stored(harness)
     assert (hardware.local, hardware.host, hardware.machine_type) == (True, "gpu-host", None)
+    assert hardware.waited_s == 12.5  # its wait for its turn or its GPUs: left out of its boot and cost
     [gpu] = hardware.gpus
     assert (gpu.name, gpu.driver, gpu.memory_mib) == ("NVIDIA H100 80GB HBM3", "570.86.15", 81559)
     asked = (harness.tmp / "nvidia-smi.log").read_text()

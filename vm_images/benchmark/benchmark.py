@@ -44,10 +44,7 @@ import contextlib
 import math
 import os
 import platform
-import subprocess
 import sys
-import threading
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -55,9 +52,20 @@ from typing import Any
 if str(Path(__file__).resolve().parent) not in sys.path:  # however this file is loaded: its shared part beside it
     sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchmark_common import Progress, totals, write_metrics  # noqa: E402
+from benchmark_measure import (  # noqa: E402
+    PRECISIONS,
+    GpuBusy,
+    autocast_dtype,
+    precision_label,
+    resolve_precision,
+    set_precision,
+    timed_loop,
+    train_flops,
+    warm_up,
+)
 
 BENCHMARK = "spotcron-dl-torch"
-VERSION = 3  # of the models, data and timing: figures of another version are never restored
+VERSION = 4  # of the models, data and timing: figures of another version are never restored
 TASKS: dict[str, dict[str, Any]] = {
     "mlp": {"dataset": "mnist", "input_shape": [784], "classes": 10, "epoch_samples": 60_000},
     "cnn": {"dataset": "cifar10", "input_shape": [3, 32, 32], "classes": 10, "epoch_samples": 50_000},
@@ -69,6 +77,9 @@ SIZES: dict[str, dict[str, dict[str, int]]] = {
     "small": {"mlp": {"batch": 128, "width": 256}, "cnn": {"batch": 64, "width": 8},
               "lstm": {"batch": 64, "width": 32, "embed": 32}},
 }
+# Per size: (seconds, steps) of the time budget of each task, and the seconds of warm-up.
+BUDGETS = {"gpu": {"min_seconds": 10.0, "warmup_seconds": 2.0}, "small": {"min_seconds": 0.0, "warmup_seconds": 0.0}}
+INPUTS = ("device", "host")
 LEARNING_RATE = {"mlp": 1e-3, "cnn": 1e-3, "lstm": 4e-3}
 HELDOUT_MARGIN = 0.2  # the held-out loss must end at most 80% of where it started
 PROGRESS_FILE = "benchmark-progress.json"
@@ -161,61 +172,6 @@ def model_text(task: str, size: dict[str, int]) -> str:
     return f"embedding {size['embed']}, bidirectional LSTM 2x{w}, dense 1"
 
 
-# --- GPU busy share --------------------------------------------------------------------------------
-
-
-class GpuBusy:
-    """Samples the GPU's utilisation (the share of time a kernel ran) while the timed loop runs."""
-
-    def __init__(self, device, interval_s: float = 0.1):
-        self.device, self.interval_s = device, interval_s
-        self.samples: list[float] = []
-        self.source: str | None = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def _read(self) -> float | None:
-        import torch
-
-        if self.source in (None, "nvml"):
-            try:
-                value = float(torch.cuda.utilization(self.device))
-                self.source = "nvml"
-                return value
-            except Exception:  # noqa: BLE001 - no nvidia-ml-py, or NVML refused: try nvidia-smi
-                self.source = "nvidia-smi"
-        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip() or "0"
-        try:
-            out = subprocess.run(["nvidia-smi", "-i", visible, "--query-gpu=utilization.gpu",
-                                  "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=5)
-            return float(out.stdout.split()[0]) if out.returncode == 0 and out.stdout.strip() else None
-        except (OSError, ValueError, subprocess.TimeoutExpired):
-            self.source = "none"
-            return None
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            value = self._read()
-            if value is not None:
-                self.samples.append(value / 100)
-            elif self.source == "none":
-                return
-
-    def __enter__(self) -> GpuBusy:
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-
-    @property
-    def share(self) -> float | None:
-        return sum(self.samples) / len(self.samples) if self.samples else None
-
-
 # --- one task --------------------------------------------------------------------------------------
 
 
@@ -232,6 +188,15 @@ def pick_device(requested: str):
     if requested == "auto":
         requested = "cuda" if torch.cuda.is_available() else "cpu"
     return torch.device(requested)
+
+
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo), so a resumed run never mixes two CPU platforms' tasks."""
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as info:
+        for line in info:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
 
 
 def device_name(device) -> str:
@@ -263,14 +228,18 @@ def heldout(model, task: str, data, batch: int) -> tuple[float, float]:
 
 
 def run_task(task: str, *, size: dict[str, int], steps: int, warmup: int, device, precision: str = "fp32",
-             pool: int = 0, heldout_samples: int = 4096, seed: int = 0) -> dict[str, Any]:
+             pool: int = 0, heldout_samples: int = 4096, seed: int = 0, min_seconds: float = 0.0,
+             warmup_seconds: float = 0.0, input_mode: str = "device") -> dict[str, Any]:
+    """Train `task` for at least `steps` steps and `min_seconds` after an untimed warm-up of at least
+    `warmup` steps and `warmup_seconds`. `input_mode` host keeps the batches in (pinned) host memory
+    and copies each to the device inside the timed step, as a data loader's training loop does."""
     import torch
 
     torch.manual_seed(seed)
+    precision = resolve_precision(precision, device)
+    set_precision(precision, device)
     if device.type == "cuda":
         torch.backends.cudnn.benchmark = True
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
     batch = size["batch"]
     pool = pool or steps + warmup
     model = build_model(task, size).to(device)
@@ -278,24 +247,33 @@ def run_task(task: str, *, size: dict[str, int], steps: int, warmup: int, device
         model = model.to(memory_format=torch.channels_last)
     optimizer = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE[task])
     loss_fn = torch.nn.BCEWithLogitsLoss() if task == "lstm" else torch.nn.CrossEntropyLoss()
-    train_x, train_y = make_data(task, pool * batch, seed + 1, device)
+    on_host = input_mode == "host" and device.type == "cuda"
+    cpu = torch.device("cpu")
+    train_x, train_y = make_data(task, pool * batch, seed + 1, cpu if on_host else device)
     if task == "lstm":
         train_y = train_y.float()
     if task == "cnn" and device.type == "cuda":
         train_x = train_x.contiguous(memory_format=torch.channels_last)
+    if on_host:  # pinned: the copy to the device is a DMA that overlaps the previous step's work
+        train_x, train_y = train_x.pin_memory(), train_y.pin_memory()
     test = make_data(task, heldout_samples, seed + 2, device)
-    autocast = precision == "bf16"
+    dtype = autocast_dtype(precision)
+    scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
 
     def step(i: int):
         start = (i % pool) * batch
         x, y = train_x[start:start + batch], train_y[start:start + batch]
+        if on_host:
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
         optimizer.zero_grad(set_to_none=True)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
-            loss = loss_fn(model(x), y)
-        loss.backward()
+        with torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
+            loss = loss_fn(model(x).float(), y)
+        scaler.scale(loss).backward()
         if task == "lstm":  # recurrent gradients spike now and then; no host sync: clipping stays on the device
+            scaler.unscale_(optimizer)
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
+        scaler.step(optimizer)
+        scaler.update()
         return loss.detach()
 
     def sync() -> None:
@@ -304,26 +282,26 @@ def run_task(task: str, *, size: dict[str, int], steps: int, warmup: int, device
 
     loss_start, accuracy_start = heldout(model, task, test, batch)
     first = step(0)
-    for i in range(1, warmup):  # untimed: allocations, cuDNN's algorithm search, caches
-        step(i)
-    sync()
+    # Untimed: allocations, cuDNN's algorithm search, caches, and the GPU's clocks coming up.
+    warmed = 1 + warm_up(lambda i: step(i + 1), sync, steps=max(0, warmup - 1), seconds=warmup_seconds)
     busy = GpuBusy(device) if device.type == "cuda" else None
     with busy if busy is not None else contextlib.nullcontext():
-        started = time.perf_counter()
-        last = first
-        for i in range(steps):
-            last = step(warmup + i)  # no .item() here: the loop never waits for the device
-        sync()
-        seconds = time.perf_counter() - started
+        # No .item() in a chunk: the loop never waits for the device until the chunk ends.
+        steps, seconds, last = timed_loop(step, sync, min_steps=steps, min_seconds=min_seconds, first_index=warmed)
+    last = first if last is None else last
     loss_end, accuracy_end = heldout(model, task, test, batch)
     rate = steps * batch / seconds if seconds > 0 else None
+    flops = train_flops(task, size)
     spec = TASKS[task]
     return {
         "model": model_text(task, size), "dataset": spec["dataset"], "input_shape": spec["input_shape"],
-        "classes": spec["classes"], "steps": steps, "warmup": warmup, "batch": batch, "seconds": seconds,
+        "classes": spec["classes"], "steps": steps, "warmup": warmed, "batch": batch, "seconds": seconds,
         "samples_per_second": rate,
         "epoch_seconds": spec["epoch_samples"] / rate if rate else None,
+        "train_gflop_per_sample": flops / 1e9, "tflops": flops * rate / 1e12 if rate else None,
+        "input": "host-to-device copy per step" if on_host else "on the device",
         "device": device_name(device), "framework": "torch", "precision": precision,
+        "precision_label": precision_label(precision, device),
         "parameters": sum(p.numel() for p in model.parameters()),
         "first_loss": float(first), "last_loss": float(last),
         "heldout_loss_start": loss_start, "heldout_loss": loss_end,
@@ -342,6 +320,7 @@ def run_task(task: str, *, size: dict[str, int], steps: int, warmup: int, device
 def figures_line(task: str, m: dict[str, Any]) -> str:
     rate = f"{m['samples_per_second']:>10.1f}" if m["samples_per_second"] else "         -"
     busy = f"  GPU busy {m['gpu_busy']:.0%}" if m.get("gpu_busy") is not None else ""
+    busy += f"  {m['tflops']:.3g} TFLOP/s" if m.get("tflops") else ""
     learned = "fell" if m["heldout_fell"] else f"did NOT fall {HELDOUT_MARGIN:.0%}"
     note = "  (from checkpoint)" if m["resumed"] else ""
     return (f"{task:<5} {m['dataset']:<8} batch {m['batch']:<5} {m['steps']:>4} steps {m['seconds']:>9.3f} s "
@@ -358,7 +337,8 @@ def contract_metrics(results: dict[str, Any], train_seconds: float, samples: int
         figures = {"seconds": (m["seconds"], "s"), "samples_per_second": (m["samples_per_second"], "samples/s"),
                    "epoch_seconds": (m["epoch_seconds"], "s"), "heldout_loss": (m["heldout_loss"], "1"),
                    "heldout_loss_start": (m["heldout_loss_start"], "1"),
-                   "heldout_accuracy": (m["heldout_accuracy"], "1"), "gpu_busy": (m.get("gpu_busy"), "1")}
+                   "heldout_accuracy": (m["heldout_accuracy"], "1"), "gpu_busy": (m.get("gpu_busy"), "1"),
+                   "tflops": (m.get("tflops"), "TFLOP/s")}
         for name, (value, unit) in figures.items():
             if value is not None and math.isfinite(value):
                 named[f"{task}_{name}"] = {"value": value, "unit": unit}
@@ -371,12 +351,26 @@ def parse_args(argv: list[str] | None, environ: dict[str, str]) -> argparse.Name
     parser.add_argument("--size", choices=sorted(SIZES), default="gpu",
                         help="gpu: sizes that keep a GPU busy (default); small: quick CPU runs")
     parser.add_argument("--batch", type=int, help="one batch size for every task (default: the size's)")
-    parser.add_argument("--steps", type=int, default=50, help="timed training steps per task (default 50)")
-    parser.add_argument("--warmup", type=int, default=5, help="untimed steps first (default 5)")
+    parser.add_argument("--steps", type=int, default=50,
+                        help="timed training steps per task, at least (default 50)")
+    parser.add_argument("--min-seconds", type=float, default=None,
+                        help="train each task at least this long, timed (default: 10 at --size gpu, 0 at small): "
+                             "a 20 ms loop measures launch jitter, not the GPU")
+    parser.add_argument("--warmup", type=int, default=5, help="untimed steps first, at least (default 5)")
+    parser.add_argument("--warmup-seconds", type=float, default=None,
+                        help="untimed warm-up of at least this long (default: 2 at --size gpu, 0 at small)")
+    parser.add_argument("--input", choices=INPUTS, default="device",
+                        help="device: batches wait on the device (the hardware's step rate); host: batches in "
+                             "pinned host memory, copied to the GPU in every timed step (a training loop's input "
+                             "path)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="CPU threads for PyTorch (default: its own choice, or OMP_NUM_THREADS)")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                         help="auto: the GPU when PyTorch sees one; cuda: fail rather than run on the CPU")
-    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
-                        help="bf16: mixed precision (autocast); named in the metrics")
+    parser.add_argument("--precision", choices=PRECISIONS, default="fp32",
+                        help="fp32 (TF32 allowed on Ampere and later, and labelled so), fp32-strict (no TF32), "
+                             "bf16 (autocast), fp16 (autocast + GradScaler: a T4's mixed precision), auto (bf16 "
+                             "where native, else fp16 on a GPU, fp32 on a CPU); named in the metrics")
     parser.add_argument("--pool", type=int, default=0,
                         help="training batches kept on the device, cycled (default: warm-up + steps, every step "
                              "a batch of its own)")
@@ -390,8 +384,14 @@ def parse_args(argv: list[str] | None, environ: dict[str, str]) -> argparse.Name
     unknown = [t for t in args.task_list if t not in TASKS]
     if unknown or not args.task_list:
         parser.error(f"--tasks: unknown {unknown or args.tasks!r}; choose from {','.join(TASKS)}")
-    if args.steps < 1 or args.warmup < 1 or args.pool < 0 or args.heldout < 1 or (args.batch or 1) < 1:
-        parser.error("--steps, --warmup, --heldout and --batch must be at least 1, --pool at least 0")
+    if args.steps < 1 or args.warmup < 1 or args.pool < 0 or args.heldout < 1 or (args.batch or 1) < 1 \
+            or (args.threads or 1) < 1:
+        parser.error("--steps, --warmup, --heldout, --batch and --threads must be at least 1, --pool at least 0")
+    budget = BUDGETS[args.size]
+    args.min_seconds = budget["min_seconds"] if args.min_seconds is None else args.min_seconds
+    args.warmup_seconds = budget["warmup_seconds"] if args.warmup_seconds is None else args.warmup_seconds
+    if args.min_seconds < 0 or args.warmup_seconds < 0:
+        parser.error("--min-seconds and --warmup-seconds must be at least 0")
     args.pool = args.pool or args.steps + args.warmup
     return args
 
@@ -406,27 +406,37 @@ def main(argv: list[str] | None = None, environ: dict[str, str] | None = None) -
         return NO_TORCH
     import torch
 
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    precision = resolve_precision(args.precision, device)
     sizes = {task: {**SIZES[args.size][task], **({"batch": args.batch} if args.batch else {})} for task in TASKS}
     started_at = datetime.now(UTC)
     name = device_name(device)
     # Another device, size or version never restores these figures: they would not be this run's.
-    config = {"benchmark": BENCHMARK, "version": VERSION, "device": name, "torch": torch.__version__, "sizes": sizes, "steps": args.steps,
-              "warmup": args.warmup, "precision": args.precision, "pool": args.pool, "heldout": args.heldout,
-              "seed": args.seed}
+    config = {"benchmark": BENCHMARK, "version": VERSION, "device": name, "cpu": cpu_model(), "torch": torch.__version__,
+              "sizes": sizes, "steps": args.steps, "min_seconds": args.min_seconds, "warmup": args.warmup,
+              "warmup_seconds": args.warmup_seconds, "precision": precision, "input": args.input, "pool": args.pool,
+              "heldout": args.heldout, "seed": args.seed, "threads": torch.get_num_threads()}
     progress = Progress(args.checkpoint, PROGRESS_FILE, config)
+    label = precision_label(precision, device)
     print(f"spotcron benchmark: {', '.join(args.task_list)} on {name} with torch {torch.__version__}, "
-          f"{args.size} sizes, {args.warmup} warm-up + {args.steps} timed steps, {args.precision}"
+          f"{args.size} sizes, warm-up {args.warmup}+ steps and {args.warmup_seconds:g}+ s, timed {args.steps}+ steps "
+          f"and {args.min_seconds:g}+ s, {label}, input {args.input}, {torch.get_num_threads()} CPU threads"
           + progress.restored(args.task_list), flush=True)
     results = progress.run(args.task_list, lambda task: run_task(
-        task, size=sizes[task], steps=args.steps, warmup=args.warmup, device=device, precision=args.precision,
-        pool=args.pool, heldout_samples=args.heldout, seed=args.seed), figures_line)
+        task, size=sizes[task], steps=args.steps, warmup=args.warmup, device=device, precision=precision,
+        pool=args.pool, heldout_samples=args.heldout, seed=args.seed, min_seconds=args.min_seconds,
+        warmup_seconds=args.warmup_seconds, input_mode=args.input), figures_line)
 
     train_seconds, samples = totals(results)
+    named = contract_metrics(results, train_seconds, samples)
+    named["cpu_threads"] = {"value": torch.get_num_threads(), "unit": "threads"}
     metrics = {
         "work": {"value": samples, "unit": "samples"},
-        "metrics": contract_metrics(results, train_seconds, samples),
+        "metrics": named,
         "benchmark": BENCHMARK, "version": VERSION, "framework": "torch", "torch": torch.__version__,
-        "cuda": torch.version.cuda, "device": name, "precision": args.precision, "size": args.size,
+        "cuda": torch.version.cuda, "device": name, "precision": precision, "precision_label": label,
+        "input": args.input, "size": args.size, "cpu": cpu_model(),
         "heldout_margin": HELDOUT_MARGIN, "tasks": results,
         "host": {"cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(), "machine": platform.machine(),
                  "python": platform.python_version()},

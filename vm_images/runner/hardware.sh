@@ -5,7 +5,15 @@
 # stored as attempt-N/hardware.json; the control plane reads it with a byte cap and a bounded
 # parser (spotcron.core.hardware), like every file a VM writes.
 
-HARDWARE_FILE=""
+HARDWARE_FILE="" LOAD_START=null
+
+# host_load: the host's 1-minute load average (/proc/loadavg), or null. Recorded before the job
+# and after it: runs that shared a busy host say so, as pyperf records load_avg_1min.
+host_load() {
+  local load _
+  read -r load _ </proc/loadavg 2>/dev/null && [[ $load =~ ^[0-9]{1,6}(\.[0-9]{1,3})?$ ]] || load=null
+  printf '%s' "$load"
+}
 
 # _hw_text VALUE: VALUE with control characters dropped and cut to 120 bytes, JSON-quoted in JQ.
 _hw_text() { local s=${1//[$'\x01'-$'\x1f']/}; json_quote "${s:0:120}"; }
@@ -30,16 +38,20 @@ _hw_gpus() {
 }
 
 record_hardware() {
-  local model cpus memory=null key value host machine=null zone=null local_run=false
+  local model cpus memory=null key value host machine=null zone=null local_run=false threads=null waited=null
   model=$(grep -m1 -E '^(model name|Hardware|Processor)[[:space:]]*:' /proc/cpuinfo 2>/dev/null) && model=${model#*: }
   [[ -n $model ]] || model=$(uname -m)
   # The CPUs the job may run on (its affinity); nproc would also obey a job's OMP_NUM_THREADS.
   cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc 2>/dev/null) && [[ $cpus =~ ^[0-9]{1,6}$ ]] || cpus=null
+  # The thread count the job was given (local mode sets it per run); null where nothing set it.
+  [[ ${OMP_NUM_THREADS-} =~ ^[0-9]{1,6}$ ]] && threads=$OMP_NUM_THREADS
   while read -r key value _; do
     [[ $key == MemTotal: && $value =~ ^[0-9]{1,12}$ ]] && { memory=$((value / 1024)); break; }
   done </proc/meminfo 2>/dev/null
   if [[ -n $LOCAL_HOST ]]; then
     local_run=true host=$LOCAL_HOST
+    # Seconds the local VM waited for its turn or its GPUs before this runner started.
+    [[ $LOCAL_WAITED_S =~ ^[0-9]{1,9}(\.[0-9]{1,6})?$ ]] && waited=$LOCAL_WAITED_S
   else
     host=$(hostname 2>/dev/null)
     # Both answer a full name (projects/NUMBER/machineTypes/TYPE): the last part is the one.
@@ -49,8 +61,9 @@ record_hardware() {
   _hw_text "$model" && model=$JQ
   _hw_text "$host" && host=$JQ
   HARDWARE_FILE=$TMP/hardware.json
-  printf '{"version":1,"local":%s,"host":%s,"machine_type":%s,"zone":%s,"cpu_model":%s,"cpus":%s,"memory_mib":%s,"gpus":%s}\n' \
-    "$local_run" "$host" "$machine" "$zone" "$model" "$cpus" "$memory" "$(_hw_gpus)" >"$HARDWARE_FILE"
+  printf '{"version":1,"local":%s,"host":%s,"machine_type":%s,"zone":%s,"cpu_model":%s,"cpus":%s,"memory_mib":%s,"gpus":%s,"threads":%s,"load_start":%s,"load_end":%s,"waited_s":%s}\n' \
+    "$local_run" "$host" "$machine" "$zone" "$model" "$cpus" "$memory" "$(_hw_gpus)" "$threads" "$LOAD_START" \
+    "$(host_load)" "$waited" >"$HARDWARE_FILE"
 }
 
 upload_hardware() {

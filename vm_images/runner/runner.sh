@@ -23,7 +23,7 @@ for setting in METADATA_URL=http://metadata.google.internal/computeMetadata/v1 D
   CALLBACK_RETRIES=8 BACKOFF_MS=1000 BACKOFF_MAX_MS=30000 STOP_GRACE=10 POLL=0.5 CONNECT_TIMEOUT=5 \
   HTTP_TIMEOUT=120 UPLOAD_TIMEOUT=3600 PREEMPT_WAIT=60 SHUTDOWN_BUDGET=18 SHUTDOWN_LIMIT=28 SHUTDOWN_RETRIES=2 \
   SHUTDOWN_HTTP_TIMEOUT=8 COS_EXTENSIONS=cos-extensions NVIDIA_DIR=/var/lib/nvidia DEV_DIR=/dev \
-  JOB_NETWORK=spotcron JOB_BRIDGE=spotcron0 LOCAL_HOST= LOCAL_GPUS= GPU_PROBLEM= \
+  JOB_NETWORK=spotcron JOB_BRIDGE=spotcron0 LOCAL_HOST= LOCAL_GPUS= GPU_PROBLEM= LOCAL_WAITED_S= \
   SECRETS_URL=https://secretmanager.googleapis.com/v1 SECRETS_DIR=/run/spotcron/secrets; do
   override=SPOTCRON_${setting%%=*}
   printf -v "${setting%%=*}" '%s' "${!override:-${setting#*=}}"
@@ -66,7 +66,7 @@ run_attempt() {
   fi
   if ((PREEMPTED)); then STATUS=preempted && note "stopped before the job started: $PREEMPT_REASON"
   elif ((setup_ok)); then
-    STARTED_AT=$(now_iso)
+    STARTED_AT=$(now_iso) LOAD_START=$(host_load)
     # `timeout_s` bounds the job from its start; the deadline (set when the VM was created) still
     # wins when boot and pull ate into it. NOW is rounded down: +1 never gives less than the timeout.
     now_s
