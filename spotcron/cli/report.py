@@ -15,6 +15,7 @@ from spotcron.cli.cost import load_table, prices_option, region_option
 
 if TYPE_CHECKING:
     from spotcron.core.runs import RunRecord
+    from spotcron.cost.prices import PriceTable
 
 
 @click.command("report")
@@ -67,7 +68,9 @@ def report(job: str, fmt: str, as_json: bool, show_history: bool, charts_dir: Pa
         spec = None  # the job file is gone, its records are not: report from them alone
     if spec is not None and spec.benchmark.time_metric is not None:
         _check_time_metric(f"{job_file}: benchmark.time_metric", job, spec.benchmark.time_metric, records)
-    result = benchmark_report(job, records, load_table(prices), region or settings.region, spec=spec)
+    table = load_table(prices)
+    result = benchmark_report(job, records, table, region or settings.region, spec=spec)
+    unpriced = unpriced_lines(records, table)
     history = benchmark_history(result, records) if show_history or charts_dir is not None else None
     written = []
     if charts_dir is not None:
@@ -78,7 +81,10 @@ def report(job: str, fmt: str, as_json: bool, show_history: bool, charts_dir: Pa
     rendered = render_report(result, fmt, history=history if show_history else None, charts=charts)
     if isinstance(rendered, str):
         click.echo(rendered, nl=False)
+        for line in unpriced:
+            click.echo(line, err=True)  # the text stays what its format says; the note goes beside it
     else:
+        rendered.lines.extend(unpriced)
         from spotcron.present.tables import print_whole
 
         out = console()
@@ -89,6 +95,18 @@ def report(job: str, fmt: str, as_json: bool, show_history: bool, charts_dir: Pa
     if fmt in ("table", "md"):
         for path in charts:
             click.echo(f"chart: {path}", err=fmt == "md")  # keeps the Markdown on stdout clean
+
+
+def unpriced_lines(records: list[RunRecord], table: PriceTable) -> list[str]:
+    """A line per configuration whose machine `table` cannot price: its cost shows `-`."""
+    from spotcron.cost.billing import unpriced_reason
+
+    reasons: dict[str, str] = {}
+    for record in records:
+        why = unpriced_reason(record, table)
+        if why is not None:
+            reasons.setdefault(record.variant or record.job, why)
+    return [f"not priced: {name}: its cost is -, {why}" for name, why in sorted(reasons.items())]
 
 
 def with_metrics(records: list[RunRecord], read: Callable[[str], bytes | None]) -> list[RunRecord]:

@@ -304,9 +304,9 @@ def scheduled(spec: JobSpec, run_id: str, tick: datetime | None, now: datetime) 
     )
 
 
-def priced(record: RunRecord, total: float, items: dict[str, float]) -> RunRecord:
-    """What the ended run cost, as the engine's cost function worked it out."""
-    return record.model_copy(update={"cost_usd": total, "cost_items": items})
+def priced(record: RunRecord, total: float | None, items: dict[str, float], problem: str | None = None) -> RunRecord:
+    """What the ended run cost, as the engine's cost function worked it out, or why it has no cost."""
+    return record.model_copy(update={"cost_usd": total, "cost_items": items, "cost_problem": problem})
 
 
 def skip(record: RunRecord, event: Skip, now: datetime) -> Result:

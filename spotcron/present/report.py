@@ -29,8 +29,8 @@ from spotcron.core.errors import SpotcronError
 from spotcron.core.hardware import Hardware
 from spotcron.core.runs import RunRecord, RunState
 from spotcron.core.spec import JobSpec
-from spotcron.cost.billing import DEFAULT_OVERHEADS, Overheads, run_cost
-from spotcron.cost.prices import PriceTable, gpu_key, parse_gpu
+from spotcron.cost.billing import DEFAULT_OVERHEADS, Overheads, run_cost, unpriced_reason
+from spotcron.cost.prices import PriceTable, PricingError, gpu_key, parse_gpu
 from spotcron.present.stats import CONFIDENCE, Ratio, Spread, ratio_of_medians, spread
 
 NO_VARIANT = "(default)"
@@ -287,7 +287,7 @@ def _row(name: str, spec: JobSpec | None, done: list[RunRecord], other: list[Run
          region: str, usage: Overheads, time_metric: str | None) -> ConfigRow:
     samples = []
     for record in done:
-        cost = run_cost(record, table, region, usage=usage).total_usd if table is not None else record.cost_usd
+        cost = _priced(record, table, region, usage) if table is not None else record.cost_usd
         samples.append((record.run_id, run_seconds(record, time_metric), cost))
     works = {r.run_id: r.metrics.work for r in done if r.metrics is not None and r.metrics.work is not None}
     unit = Counter(w.unit for w in works.values()).most_common(1)[0][0] if works else None
@@ -319,6 +319,17 @@ def _row(name: str, spec: JobSpec | None, done: list[RunRecord], other: list[Run
         unmeasured=tuple((r.run_id, f"{r.state}: {r.reason or 'no reason recorded'}")
                          for r in sorted(other, key=lambda r: r.run_id)),
     )
+
+
+def _priced(record: RunRecord, table: PriceTable, region: str, usage: Overheads) -> float | None:
+    """The run's cost at `table`'s prices; None (a dash, and `unpriced_lines` says why) where the table
+    lacks its machine type."""
+    try:
+        return run_cost(record, table, region, usage=usage).total_usd
+    except PricingError:
+        if unpriced_reason(record, table) is None:
+            raise  # not the machine's price (an unknown region): the user's to fix
+        return None
 
 
 def resolve_base(spec: JobSpec | None, records: Iterable[RunRecord]) -> str | None:
