@@ -16,6 +16,7 @@ import math
 from collections.abc import Sequence
 
 from spotcron.core.durations import format_duration
+from spotcron.core.metrics import problem_list
 from spotcron.present.history import BenchmarkHistory
 from spotcron.present.report import BenchmarkReport, ConfigRow, verdict
 from spotcron.present.stats import Ratio, Spread
@@ -130,7 +131,9 @@ def hardware_cells(report: BenchmarkReport) -> list[list[str]]:
 
 
 def problem_lines(report: BenchmarkReport) -> list[str]:
-    return [f"{row.variant}/{run_id}: {problem}" for row in report.rows for run_id, problem in row.metrics_problems]
+    """A line per problem of each run's metrics.json: every one of a file, not only its first."""
+    return [f"{row.variant}/{run_id}: {problem}" for row in report.rows for run_id, text in row.metrics_problems
+            for problem in problem_list(text)]
 
 
 def unmeasured_lines(report: BenchmarkReport) -> list[str]:

@@ -21,6 +21,7 @@ from typing import Any
 
 from spotcron.core import layout
 from spotcron.core.runs import RunRecord, RunState
+from spotcron.present.notes import metrics_note
 from spotcron.present.summary import PageSummary, ids_since, summarize, window_start
 from spotcron.present.views import duration_text, format_usd
 
@@ -42,7 +43,7 @@ td.num, th.num { text-align: right; }
 .state { font-weight: 600; }
 .succeeded { color: #2b8a3e; } .failed, .timed_out, .lost { color: #c92a2a; }
 .preempted, .skipped { color: #b8860b; } .scheduled, .starting, .running { color: #1864ab; } .queued { color: #862e9c; }
-.meta { color: #666; } td.reason { white-space: normal; max-width: 28em; }
+.meta { color: #666; } td.reason { white-space: normal; max-width: 28em; } .warn { color: #b8860b; }
 dl.summary { display: grid; grid-template-columns: max-content auto; gap: .2em 1.2em; }
 dl.summary dt { color: #666; } dl.summary dd { margin: 0; font-weight: 600; }
 figure { display: inline-block; margin: 1em 1em 0 0; }
@@ -316,7 +317,7 @@ def _run_row(record: RunRecord, matrix: bool, missing: Collection[str] = frozens
         str(len(record.attempts)),
         format_usd(record.cost_usd),
         str(record.exit_code) if record.exit_code is not None else "-",
-        escape(record.reason or "") if record.state != RunState.SUCCEEDED else "",
+        _reason_cell(record),
         " ".join(_links(record, missing)),
     ]
     classes = ["", "", "", "", "num", "", "num", "num", "num", "reason", ""]
@@ -324,6 +325,14 @@ def _run_row(record: RunRecord, matrix: bool, missing: Collection[str] = frozens
         del cells[1], classes[1]
     return "<tr>" + "".join(v if v.startswith("<td") else f'<td class="{c}">{v}</td>' if c else f"<td>{v}</td>"
                             for c, v in zip(classes, cells, strict=True)) + "</tr>"
+
+
+def _reason_cell(record: RunRecord) -> str:
+    """Why a run ended as it did; for one that succeeded, every problem of its metrics.json."""
+    if record.state != RunState.SUCCEEDED:
+        return escape(record.reason or "")
+    problems = metrics_note(record)
+    return f'<span class="warn">{escape(problems)}</span>' if problems else ""
 
 
 def _zone_cell(record: RunRecord) -> str:

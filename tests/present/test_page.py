@@ -207,11 +207,13 @@ def test_engine_cost_function_bills_until_the_run_ended_and_never_raises():
     live = live.model_copy(update={
         "attempts": (live.attempts[0].model_copy(update={"deleted_at": None}),),
         "updated_at": live.attempts[0].created_at + timedelta(seconds=120)})
-    total, items = cost(live)
+    total, items, unpriced = cost(live)
+    assert unpriced is None
     assert items["compute"] == pytest.approx(0.01 * 120 / 3600)
     assert total == pytest.approx(sum(items.values()))
     odd = live.model_copy(update={"attempts": (live.attempts[0].model_copy(update={"machine_type": "z9-mega"}),)})
-    assert cost(odd) == (None, {})
+    assert cost(odd) == (None, {}, "price table recipe-2018 has no price for machine type 'z9-mega' (add it under "
+                                   "machines: in a --prices file, see docs/cost.md)")
 
 
 def test_a_price_file_that_does_not_load_costs_nothing_and_fails_no_run(tmp_path):
@@ -220,7 +222,8 @@ def test_a_price_file_that_does_not_load_costs_nothing_and_fails_no_run(tmp_path
     broken = tmp_path / "prices.yaml"
     broken.write_text("machines: [not, a, mapping\n")
     cost = cost_function(str(broken), "us-central1")  # nothing is read until a run ends
-    assert cost(run("hello-bot", 0)) == (None, {})
+    total, items, why = cost(run("hello-bot", 0))
+    assert (total, items) == (None, {}) and why.startswith(f"{broken}:")
 
 
 def _bench_records(spec, seconds: dict[str, int]) -> list[RunRecord]:
