@@ -48,3 +48,40 @@ class PipeProgress:
         if out:
             self._last_line = now
         return out
+
+
+class StartLines:
+    """`spotcron run`'s word for each run it asked for: `started`, or `queued` with the limit it waits
+    for, said once the run's record shows which (a new run is `scheduled` until start_job decides),
+    and `started` again when a queued run gets its VM."""
+
+    def __init__(self, suffix: str = ""):
+        self.suffix = suffix  # " on the running `spotcron up`"
+        self._said: dict[tuple[str, str], str] = {}
+
+    def lines(self, records: Iterable[RunRecord]) -> list[str]:
+        out = []
+        for record in records:
+            key = (record.job, record.run_id)
+            if record.state == "scheduled":
+                continue
+            word = "queued" if record.state == "queued" else "started"
+            if self._said.get(key) == word:
+                continue
+            was = self._said.get(key)
+            self._said[key] = word
+            if word == "queued":
+                why = f": {' '.join(record.reason.split())}" if record.reason else ""
+                out.append(f"queued {record.job}/{record.run_id}{self.suffix}{why}; it starts when there is room")
+            else:
+                out.append(f"started {record.job}/{record.run_id}{self.suffix}" + (" (was queued)" if was else ""))
+        return out
+
+    def rest(self, runs: Iterable[tuple[str, str]]) -> list[str]:
+        """`started` for the runs no record has shown yet (so every run is named once)."""
+        out = []
+        for job, run_id in runs:
+            if (job, run_id) not in self._said:
+                self._said[(job, run_id)] = "started"
+                out.append(f"started {job}/{run_id}{self.suffix}")
+        return out
