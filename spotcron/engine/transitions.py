@@ -254,7 +254,8 @@ def verdict(outcome: Outcome, exit_code: int | None, *, complete: bool, callback
     if exit_code is None:  # the runner reports no code when setup failed or the container would not start
         return RunState.FAILED, f"the container did not start, so it has no exit code{lost}; the attempt's logs say why"
     if exit_code != 0:
-        return RunState.FAILED, f"the container exited with code {exit_code}{lost}"
+        # "the job": its container on a VM, or its local.command in local mode; both end with a code.
+        return RunState.FAILED, f"the job exited with code {exit_code}{lost}"
     if not complete:
         return RunState.FAILED, "the results upload did not complete (no manifest)"
     return RunState.SUCCEEDED, None

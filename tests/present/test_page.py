@@ -343,7 +343,7 @@ def test_update_index_counts_every_run_of_a_job():
         when = T0 - timedelta(hours=hour)
         deps.store.create(_at("hello-bot", when, "failed" if hour == 3 else "succeeded",
                               exit_code=127 if hour == 3 else 0,
-                              reason="the container exited with code 127: /app/bot.py: not found" if hour == 3
+                              reason="the job exited with code 127: /app/bot.py: not found" if hour == 3
                               else None))
     html = update_index(deps)
     assert "Showing the 20 most recent of 44 runs" in html
@@ -352,7 +352,7 @@ def test_update_index_counts_every_run_of_a_job():
     assert "<dt>spent in November 2026</dt><dd>$0.4400</dd>" in html
     row = next(line for line in html.splitlines() if f"<td>{T0 - timedelta(hours=3):%Y%m%d-%H%M}</td>" in line)
     assert '<td class="num">127</td>' in row
-    assert '<td class="reason">the container exited with code 127: /app/bot.py: not found</td>' in row
+    assert '<td class="reason">the job exited with code 127: /app/bot.py: not found</td>' in row
     # A failed run keeps its results: the link is there.
     failed_id = f"{T0 - timedelta(hours=3):%Y%m%d-%H%M}"
     assert f'href="{layout.manifest("hello-bot", failed_id, 1)}">results</a>' in row
