@@ -40,3 +40,26 @@ def test_run_says_queued_for_a_queued_run_and_started_when_it_starts(invoke, buc
     lines = [line for line in result.stderr.splitlines() if RUN in line]
     assert lines == [f"queued bot/{RUN}: limits.max_vms: 1 VM live of 1; it starts when there is room",
                      f"started bot/{RUN} (was queued)"], result.stderr
+
+
+def test_times_under_a_second_have_a_unit_that_reads():
+    from spotcron.present.exports import format_seconds
+
+    assert [format_seconds(v) for v in (4.78e-07, 1.2e-5, 0.0031, 0.5, 0.0009996, 2.345, 0)] == [
+        "478ns", "12µs", "3.1ms", "500ms", "1ms", "2.35s", "0s"]
+
+
+def test_a_size_a_series_lacks_suggests_the_sizes_around_it_not_the_nearest_spelling(tmp_path):
+    from spotcron.core.errors import ConfigError
+    from spotcron.core.loader import load_jobs
+
+    (tmp_path / "a.yaml").write_text('schedule: "0 * * * *"\nimage: x\nmachine: {type: n1-standard-3}\n')
+    try:
+        load_jobs([tmp_path], grace=300, retention_days=90)
+    except ConfigError as error:
+        said = str(error)
+    else:
+        raise AssertionError("n1-standard-3 was accepted")
+    assert "'n1-standard-3' is not a machine type; did you mean 'n1-standard-2' or 'n1-standard-4'? " \
+           "n1-standard comes in sizes 1, 2, 4, 8" in said
+    assert "n1-standard-32'?" not in said
