@@ -13,6 +13,9 @@ from spotcron.cli._bucket import bucket_options, open_store
 from spotcron.cli._common import console, find_job_file, jobs_option, load_stack, stack_option
 from spotcron.cli.cost import load_table, prices_option, region_option
 
+# In a pipe or a file the report's tables are laid out for this width (split by columns beyond it).
+REPORT_PAGE_WIDTH = 100
+
 if TYPE_CHECKING:
     from spotcron.core.runs import RunRecord
     from spotcron.cost.prices import PriceTable
@@ -88,10 +91,12 @@ def report(job: str, fmt: str, as_json: bool, show_history: bool, charts_dir: Pa
         from spotcron.present.tables import print_whole
 
         out = console()
-        for renderable in rendered.renderables:
-            print_whole(out, renderable)
+        for number, renderable in enumerate(rendered.renderables):
+            if number:
+                out.print()  # a caption ends one table; a blank line before the next one's title
+            print_whole(out, renderable, page_width=REPORT_PAGE_WIDTH)
         for line in rendered.lines:
-            out.print(line, markup=False)
+            out.print(line, markup=False, highlight=False, soft_wrap=not out.is_terminal)  # a file wraps its own
     if fmt in ("table", "md"):
         for path in charts:
             click.echo(f"chart: {path}", err=fmt == "md")  # keeps the Markdown on stdout clean

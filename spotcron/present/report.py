@@ -145,7 +145,10 @@ class BenchmarkReport:
         """What a title must say when the times are not the machine types': None when none are local."""
         if not self.local_runs:
             return None
-        hosts = ", ".join(self.local_hosts) or "an unrecorded host"
+        # Quoted and called a host: a host name such as `vm` must not read as "on a VM".
+        named = ", ".join(f'"{h}"' for h in self.local_hosts)
+        hosts = (f"the host {named}" if len(self.local_hosts) == 1 else f"the hosts {named}") if named \
+            else "an unrecorded host"
         if not self.cloud_runs:
             return f"local runs on {hosts}: machine types were priced, not measured"
         return (f"{self.local_runs} of {self.local_runs + self.cloud_runs} runs local on {hosts}: their machine "
