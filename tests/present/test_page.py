@@ -289,9 +289,10 @@ def test_the_page_shows_the_numbers_and_what_ran_beside_the_charts(tmp_path):
     assert ("<h3 id=\"bench-dl-benchmark\">dl-benchmark: per configuration, relative to highcpu-16 (local runs "
             "on the host &quot;laptop&quot;: machine types were priced, not measured)</h3>") in section
     assert "<th>hardware (measured by the runner)</th>" in section
-    assert "<td>local laptop: 2 CPU AMD EPYC 9454, 8 GiB, no GPU</td>" in section
-    assert "<td>t4 ran 2.6x faster than highcpu-16 (under 2 runs a side: no interval)" in section
-    assert section.index("<table>") < section.index("<figure>")  # the numbers, then the charts
+    assert '<td data-label="hardware (measured by the runner)">local laptop: 2 CPU AMD EPYC 9454, 8 GiB, no GPU</td>' \
+        in section  # each cell labelled with its column: a phone shows the rows as cards
+    assert '<td data-label="verdict">t4 ran 2.6x faster than highcpu-16 (under 2 runs a side: no interval)' in section
+    assert section.index('<table class="bench">') < section.index("<figure>")  # the numbers, then the charts
 
 
 # --- summary, counts, reasons (issue: the page understated history and hid failures) ----------------
