@@ -67,7 +67,7 @@ def up(jobs_dir: Path, stack_path: Path, once: bool, state_dir: Path, timeout: f
     with _stopped_however_it_ends(stack.stop):
         stack.start()
         out.print(f"[bold]spotcron up[/] — local bucket {stack.bucket.url}, state in {state_dir}/")
-        out.print(f"  {stack.compute.containment.statement}")
+        out.print(f"  {stack.compute.containment.statement}", soft_wrap=not out.is_terminal)  # a log wraps its own
         if stack.leftovers_ended:
             out.print(f"  ended {len(stack.leftovers_ended)} local VM(s) left running by a stack that did not stop: "
                       f"{', '.join(stack.leftovers_ended)}; the sweep settles their runs")
@@ -175,7 +175,7 @@ def _once(stack, specs, timeout: float, out) -> int:
                   highlight=False)
     problems = f", {len(noted)} of them with metrics.json problems (above)" if noted else ""
     out.print(f"{ok}/{len(runs)} runs succeeded{problems}. Results: `spotcron runs`, `spotcron results RUN`, "
-              "or the results page: `spotcron page --open`.")
+              "or the results page: `spotcron page --open`.", soft_wrap=not out.is_terminal)
     return 0 if not failed and not missing else 1
 
 
