@@ -27,8 +27,12 @@ run: $(STAMP) ## run every example job once, end to end, locally; then show the 
 	$(BIN)/spotcron cost --jobs $(JOBS)
 	@echo "spotcron is in $(BIN)/: '. $(BIN)/activate' puts it on PATH (or run $(BIN)/spotcron); 'pipx install .' installs it as a tool for any folder"
 
-test: $(STAMP) ## run the whole test suite
-	$(BIN)/python -m pytest -q
+# One worker per core: most of the suite's time is spent waiting on subprocesses (local stacks,
+# runners, chromium), which a second worker overlaps. The tests of a module with a module-wide fixture
+# stay on one worker (tests/conftest.py), so it is made once. `make test PYTEST_WORKERS=0`: one process.
+PYTEST_WORKERS ?= auto
+test: $(STAMP) ## run the whole test suite (in parallel, one worker per core)
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup
 
 lint: $(STAMP) ## ruff on the code, shellcheck on the VM scripts
 	$(BIN)/ruff check spotcron functions tests bench vm_images setup.py

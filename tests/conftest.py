@@ -28,3 +28,16 @@ def example_jobs(tmp_path):
     from tests.examples import copy_examples
 
     return copy_examples(tmp_path / "example-jobs")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (`make test`, --dist loadgroup): the tests of a module whose fixtures live
+    for the module (a simulation, a built wheel, a podman image, a bench run) stay on one worker, so
+    each such fixture is made once; every other test goes to whichever worker is free."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        defs = info.name2fixturedefs.values() if info is not None else ()
+        if any(d and d[-1].scope == "module" for d in defs):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))

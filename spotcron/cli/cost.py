@@ -244,7 +244,7 @@ def print_stack(stack: StackProjection, table: PriceTable, region: str,
     print_table(out, COLUMNS, rows, title=stack_title(table, region), styles=[{"total": "bold"}] * len(rows),
                 sections=frozenset({len(rows) - 1}), box=box.SIMPLE_HEAD, hint="--json has every item")
     for line in stack_notes(stack, table, basis, other):
-        out.print(line, markup=False)
+        out.print(line, markup=False, soft_wrap=not out.is_terminal)  # a file or a log wraps its own
 
 
 COMMANDS = [cost]

@@ -221,9 +221,10 @@ def delete(job: str, delete_results: bool, assume_yes: bool, jobs_dir: Path, sta
         if blobs is not None:
             out.print("  - delete its deployed spec in the local bucket: no tick or start message runs it any more",
                       markup=False)
-            what = f"{len(runs)} run{'s' if len(runs) != 1 else ''} with their logs and results"
+            what = f"{_count(len(runs), 'run')} with {'its' if len(runs) == 1 else 'their'} logs and results"
             out.print(f"  - delete its {what}" if delete_results else
-                      f"  keep its {what} (--delete-results removes them)", markup=False)
+                      f"  keep its {what} (--delete-results removes {'it' if len(runs) == 1 else 'them'})",
+                      markup=False)
         out.print(f"  on Google Cloud nothing changes now: if {name} is deployed there, the next `spotcron deploy` "
                   "removes its deployment (its scheduler entry and deployed spec)", markup=False, highlight=False)
         if not assume_yes:
@@ -242,12 +243,16 @@ def delete(job: str, delete_results: bool, assume_yes: bool, jobs_dir: Path, sta
                     removed += blobs.delete(object_name)
     said = f"deleted {name}: its file is kept at {kept}"
     if delete_results:
-        said += f"; {len(runs)} runs and their {removed} objects are gone"
+        said += f"; {_count(len(runs), 'run')} and their {_count(removed, 'object')} are gone"
     elif runs:
-        said += f"; its {len(runs)} runs stay (`spotcron runs {name}`)"
+        said += f"; its {_count(len(runs), 'run')} {'stays' if len(runs) == 1 else 'stay'} (`spotcron runs {name}`)"
     out.print(f"{said}. A running `spotcron up` drops it at its next reload. On Google Cloud it stays deployed "
               "until you run `spotcron deploy`, which removes its scheduler entry and deployed spec there.",
               markup=False, highlight=False)
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def _no_bucket() -> Any:

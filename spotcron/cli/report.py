@@ -13,8 +13,12 @@ from spotcron.cli._bucket import bucket_options, open_store
 from spotcron.cli._common import console, find_job_file, jobs_option, load_stack, stack_option
 from spotcron.cli.cost import load_table, prices_option, region_option
 
+# In a pipe or a file the report's tables are laid out for this width (split by columns beyond it).
+REPORT_PAGE_WIDTH = 100
+
 if TYPE_CHECKING:
     from spotcron.core.runs import RunRecord
+    from spotcron.cost.prices import PriceTable
 
 
 @click.command("report")
@@ -91,6 +95,7 @@ def report(job: str, fmt: str, as_json: bool, show_history: bool, charts_dir: Pa
     where = region or settings.region
     result = benchmark_report(job, records, table, where, spec=spec, tick=tick, since=since,
                               pool_rounds=all_rounds or show_history)
+    unpriced = unpriced_lines(records, table)
     history = None
     if show_history or charts_dir is not None:
         # The history is every round's (within --since), even where the comparison keeps one.
@@ -106,17 +111,34 @@ def report(job: str, fmt: str, as_json: bool, show_history: bool, charts_dir: Pa
     rendered = render_report(result, fmt, history=history if show_history else None, charts=charts)
     if isinstance(rendered, str):
         click.echo(rendered, nl=False)
+        for line in unpriced:
+            click.echo(line, err=True)  # the text stays what its format says; the note goes beside it
     else:
+        rendered.lines.extend(unpriced)
         from spotcron.present.tables import print_whole
 
         out = console()
-        for renderable in rendered.renderables:
-            print_whole(out, renderable)
+        for number, renderable in enumerate(rendered.renderables):
+            if number:
+                out.print()  # a caption ends one table; a blank line before the next one's title
+            print_whole(out, renderable, page_width=REPORT_PAGE_WIDTH)
         for line in rendered.lines:
-            out.print(line, markup=False)
+            out.print(line, markup=False, highlight=False, soft_wrap=not out.is_terminal)  # a file wraps its own
     if fmt in ("table", "md"):
         for path in charts:
             click.echo(f"chart: {path}", err=fmt == "md")  # keeps the Markdown on stdout clean
+
+
+def unpriced_lines(records: list[RunRecord], table: PriceTable) -> list[str]:
+    """A line per configuration whose machine `table` cannot price: its cost shows `-`."""
+    from spotcron.cost.billing import unpriced_reason
+
+    reasons: dict[str, str] = {}
+    for record in records:
+        why = unpriced_reason(record, table)
+        if why is not None:
+            reasons.setdefault(record.variant or record.job, why)
+    return [f"not priced: {name}: its cost is -, {why}" for name, why in sorted(reasons.items())]
 
 
 def with_metrics(records: list[RunRecord], read: Callable[[str], bytes | None]) -> list[RunRecord]:

@@ -343,24 +343,25 @@ def _run_locally(spec: Any, state_dir: Path, timeout_s: float, limits: Any = Non
                  streams: Streams | None = None, overrides: Any = None) -> list[RunRecord]:
     """Run every matrix entry now and wait for them all to end: on the `spotcron up` that owns
     `state_dir` when one runs (a second stack cannot share it), else on a local stack of its own."""
+    from spotcron.present.progress import StartLines
+
     err = console(stderr=True)
     payload = spec.to_payload() if overrides is None else {"spec": spec.to_payload(),
                                                             "overrides": overrides.model_dump(mode="json")}
     started = runs_context().hand_off(state_dir, payload)
     if started is not None:
-        for job, run_id in started:
-            err.print(f"started {job}/{run_id} on the running `spotcron up`")
         return _follow_runs(started, state_dir, timeout_s, err, streams)
     # Following, the job's output is the screen: no spinner redrawn over it.
     waiting = err.status(f"starting the local stack in {state_dir}…") if streams is None else contextlib.nullcontext()
     with waiting as spinner, runs_context().local_stack(state_dir, limits) as stack:
         started = stack.run_now(spec, overrides)
-        for job, run_id in started:
-            err.print(f"started {job}/{run_id}")
+        said = StartLines()  # `started` or `queued`, once the record says which
         if streams is not None:
             streams.start(started)
 
         def progress(records: list[RunRecord]) -> None:
+            for line in said.lines(records):
+                err.print(line, markup=False, highlight=False, soft_wrap=True)
             if streams is not None:
                 streams.poll(stack.deps.blobs, records)
                 return
@@ -368,6 +369,8 @@ def _run_locally(spec: Any, state_dir: Path, timeout_s: float, limits: Any = Non
             spinner.update(f"waiting for {spec.name}: {states}")
 
         records = list(stack.wait(started, timeout=timeout_s, progress=progress))
+        for line in said.rest(started):
+            err.print(line, markup=False, highlight=False, soft_wrap=True)
         if streams is not None:
             streams.poll(stack.deps.blobs, records)  # what the last upload added
     unfinished = [r for r in records if not r.terminal]
@@ -382,6 +385,13 @@ def _follow_runs(started: list[tuple[str, str]], state_dir: Path, timeout_s: flo
     """Ask the running `up` for the runs' records until every run has ended (or `timeout_s`);
     with `streams`, print their output from the bucket meanwhile (`up` serves it on disk)."""
     from spotcron.present.follow import wait_for_runs
+    from spotcron.present.progress import StartLines
+
+    said = StartLines(" on the running `spotcron up`")
+
+    def announce(records: list[RunRecord]) -> None:
+        for line in said.lines(records):
+            err.print(line, markup=False, highlight=False, soft_wrap=True)
 
     context = runs_context()
     if streams is not None:
@@ -393,9 +403,12 @@ def _follow_runs(started: list[tuple[str, str]], state_dir: Path, timeout_s: flo
         followed = wait_for_runs(
             lambda: [r for r in context.handed_records(state_dir, started) if r is not None], len(started),
             sleep=context.sleep, every_s=FOLLOW_POLL_S, limit_s=timeout_s,
-            poll=(lambda records: streams.poll(blobs, records)) if streams is not None else lambda records: None,
+            poll=(lambda records: (announce(records), streams.poll(blobs, records)))
+            if streams is not None else announce,
             waiting=(lambda records: spinner.update(", ".join(f"{r.run_id} {r.state}" for r in records)))
             if spinner is not None else lambda records: None)
+    for line in said.rest(started):
+        err.print(line, markup=False, highlight=False, soft_wrap=True)
     if not followed.ended:
         err.print(f"[yellow]gave up waiting after {timeout_s:.0f}s[/yellow]: the runs go on in the running "
                   "`spotcron up`; `spotcron runs` shows them")

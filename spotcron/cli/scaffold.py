@@ -16,9 +16,11 @@ import click
 from spotcron.cli._common import DEFAULT_JOBS, DEFAULT_STACK, console
 
 EXAMPLE_JOB = "hello"
+SCHEMA_FILE = "schema.json"  # `spotcron schema` writes the same
 STATE_DIR = ".spotcron/"
 
 JOB_TEXT = """\
+# yaml-language-server: $schema=./schema.json
 # A first job: the job's name is the file name (hello). Every field: docs/jobs.md in spotcron's repository.
 # Preview its schedule:  spotcron next hello       Run it once, locally:  spotcron run hello
 description: Says hello and writes the time to its results
@@ -83,8 +85,9 @@ def _ignores_state(text: str) -> bool:
 def init(directory: Path, benchmark: bool) -> None:
     """Start a spotcron project in DIRECTORY (default: here).
 
-    Writes jobs/hello.yaml (an example job that runs locally with no image), infra/stack.yaml
-    (the deployment settings) and a .gitignore line for .spotcron/ (local state). Writes nothing
+    Writes jobs/hello.yaml (an example job that runs locally with no image), jobs/schema.json
+    (what editors check job files against), infra/stack.yaml (the deployment settings) and a
+    .gitignore line for .spotcron/ (local state). Writes nothing
     if jobs/hello.yaml or infra/stack.yaml exists already; an existing .gitignore gets the line
     added, once.
 
@@ -116,6 +119,14 @@ def init(directory: Path, benchmark: bool) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
     written = [str(path) for path in files]
+    schema = directory / DEFAULT_JOBS / SCHEMA_FILE
+    if not schema.exists():  # what editors complete and check job files from (the first line of hello.yaml)
+        import json
+
+        from spotcron.core.spec import job_file_schema
+
+        schema.write_text(json.dumps(job_file_schema(), indent=2) + "\n", encoding="utf-8")
+        written.append(str(schema))
     gitignore = directory / ".gitignore"
     if not gitignore.exists():
         gitignore.write_text(GITIGNORE_TEXT, encoding="utf-8")

@@ -48,6 +48,7 @@ def validate(paths: tuple[Path, ...], jobs_dir: Path, stack_path: Path) -> None:
     _warn_gpu_images(specs)
     _warn_credential_env(specs)
     _warn_network(specs)
+    _warn_unpriced(specs)
 
 
 def _warn_network(specs) -> None:
@@ -92,6 +93,30 @@ def _warn_gpu_images(specs) -> None:
     for spec in specs:
         for warning in spec.image_warnings():
             err.print(f"warning: {spec.name}: {warning}", markup=False, highlight=False)
+
+
+def _warn_unpriced(specs) -> None:
+    """A machine type the price table lacks runs, but its runs record no cost and reports show `-`."""
+    import os
+
+    from spotcron.cli.cost import PRICES_ENV
+    from spotcron.core.errors import SpotcronError
+    from spotcron.cost.prices import load_prices
+
+    try:
+        table = load_prices(os.environ.get(PRICES_ENV) or None)
+    except SpotcronError:
+        return  # `spotcron cost` says what is wrong with the file
+    err = console(stderr=True)
+    for spec in specs:
+        for variant in spec.variants():
+            machine = variant.machine
+            gpu = f"{machine.gpu.type} x{machine.gpu.count}" if machine.gpu else None
+            missing = table.missing_price(machine.type, gpu)
+            if missing is not None:
+                name = f"{spec.name}/{variant.variant}" if variant.variant else spec.name
+                err.print(f"warning: {name}: {missing}; its runs record no cost, and `spotcron cost` and "
+                          f"`spotcron report` show `-` for it.", markup=False, highlight=False)
 
 
 def _machine_text(spec) -> str:

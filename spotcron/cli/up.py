@@ -69,7 +69,7 @@ def up(jobs_dir: Path, stack_path: Path, once: bool, state_dir: Path, timeout: f
     with _stopped_however_it_ends(stack.stop):
         stack.start()
         out.print(f"[bold]spotcron up[/] — local bucket {stack.bucket.url}, state in {state_dir}/")
-        out.print(f"  {stack.compute.containment.statement}")
+        out.print(f"  {stack.compute.containment.statement}", soft_wrap=not out.is_terminal)  # a log wraps its own
         from spotcron.local.containment import network_statement
 
         out.print(f"  {network_statement()}", markup=False, highlight=False)
@@ -142,10 +142,25 @@ def _once(stack, specs, timeout: float, out) -> int:
     if not runs:
         out.print("no jobs to run")
         return 0
-    with Live(console=out, refresh_per_second=4, transient=False) as live:
-        records = stack.wait(runs, timeout=timeout, progress=lambda rs: live.update(_progress(rs)))
-    out.print()  # Live leaves the cursor at the end of its last row
+    if out.is_terminal:
+        with Live(console=out, refresh_per_second=4, transient=False) as live:
+            records = stack.wait(runs, timeout=timeout, progress=lambda rs: live.update(_progress(rs)))
+        out.print()  # Live leaves the cursor at the end of its last row
+    else:
+        # A pipe cannot redraw a table: a line per change of state, and a heartbeat while none comes.
+        from datetime import UTC, datetime
+
+        from spotcron.present.progress import PipeProgress
+
+        lines = PipeProgress(datetime.now(UTC))
+
+        def said(records) -> None:
+            for line in lines.lines(records, datetime.now(UTC)):
+                out.print(line, markup=False, highlight=False, soft_wrap=True)
+
+        records = stack.wait(runs, timeout=timeout, progress=said)
     from spotcron.core.runs import RunState
+    from spotcron.present.notes import metrics_note
 
     # A skipped run did not fail: this host lacks what its configuration names (a GPU entry on a
     # machine without one), or its job was paused or busy. It is said, and the exit code stays 0.
@@ -159,8 +174,13 @@ def _once(stack, specs, timeout: float, out) -> int:
     if skipped:
         out.print(f"[yellow]{len(skipped)} run(s) skipped[/]: " + "; ".join(
             sorted({r.reason or "skipped" for r in skipped})))
-    out.print(f"{ok}/{len(runs)} runs succeeded. Results: `spotcron runs`, `spotcron results RUN`, "
-              "or the results page: `spotcron page --open`.")
+    noted = [r for r in records if r.state == RunState.SUCCEEDED and metrics_note(r)]
+    for record in noted:
+        out.print(f"[yellow]{record.job}/{record.run_id} succeeded, but[/] {metrics_note(record)}", soft_wrap=True,
+                  highlight=False)
+    problems = f", {len(noted)} of them with metrics.json problems (above)" if noted else ""
+    out.print(f"{ok}/{len(runs)} runs succeeded{problems}. Results: `spotcron runs`, `spotcron results RUN`, "
+              "or the results page: `spotcron page --open`.", soft_wrap=not out.is_terminal)
     return 0 if not failed and not missing else 1
 
 

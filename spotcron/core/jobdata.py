@@ -25,7 +25,8 @@ from spotcron.core.errors import SpotcronError
 MANIFEST_MAX_BYTES = 4 << 20
 MAX_DEPTH = 64  # far more than any metrics or manifest needs, far less than Python's recursion limit
 MAX_NUMBER_CHARS = 40  # digits of an integer: more is no measurement, and would overflow a float
-MAX_PROBLEM_CHARS = 500  # a problem kept on a run record
+MAX_PROBLEM_CHARS = 500  # a problem kept on a run record, per line
+MAX_PROBLEM_LINES = 10  # the lines of one (metrics.json names each of its problems on a line)
 # A string, where brackets do not count towards depth (escapes kept inside). Possessive, and an
 # unterminated string runs to the end: one pass, however many quotes the input holds.
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*+"?', re.DOTALL)
@@ -81,9 +82,11 @@ def _integer(where: str):
 
 
 def problem_text(problem: Exception | str) -> str:
-    """A problem as a run record keeps it: at most MAX_PROBLEM_CHARS characters, whatever a job's
-    names and values made of its message (every record read after carries it)."""
-    return _short(str(problem), MAX_PROBLEM_CHARS)
+    """A problem as a run record keeps it: at most MAX_PROBLEM_CHARS characters a line and
+    MAX_PROBLEM_LINES lines, whatever a job's names and values made of its message (every record
+    read after carries it)."""
+    lines = str(problem).split("\n")[:MAX_PROBLEM_LINES]
+    return "\n".join(_short(line, MAX_PROBLEM_CHARS) for line in lines)
 
 
 def _short(text: str, limit: int = 120) -> str:

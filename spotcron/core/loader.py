@@ -461,10 +461,31 @@ def _check_machine_type(name: Any, loc: Loc, file: _File) -> None:
         file.add(loc, f"{name!r}: custom machine types are not supported; pick a predefined type such as "
                       f"n2-standard-4 or e2-highmem-2")
         return
+    sizes = _sizes_around(name)
+    if sizes:
+        file.add(loc, f"{name!r} is not a machine type; {sizes}")
+        return
     hint = catalog.suggest(name, catalog.MACHINE_TYPES)
     families = ", ".join(sorted({m.family for m in catalog.MACHINE_TYPES.values()}))
     file.add(loc, f"{name!r} is not a machine type; did you mean {hint!r}?" if hint else
                   f"{name!r} is not a machine type spotcron knows (families: {families}); see docs/jobs.md")
+
+
+def _sizes_around(name: str) -> str | None:
+    """For a size a series lacks (`n1-standard-3`): the sizes on either side and the ones it has, not
+    the nearest spelling (`n1-standard-32`)."""
+    series, _, size = name.rpartition("-")
+    if not size.isdigit() or not series:
+        return None
+    sizes = sorted(int(m.rpartition("-")[2]) for m in catalog.MACHINE_TYPES
+                   if m.rpartition("-")[0] == series and m.rpartition("-")[2].isdigit())
+    if not sizes:
+        return None
+    wanted = int(size)
+    near = [f"{series}-{n}" for n in ([max((n for n in sizes if n < wanted), default=None),
+                                       min((n for n in sizes if n > wanted), default=None)]) if n is not None]
+    return (f"did you mean {' or '.join(map(repr, near))}? {series} comes in sizes "
+            f"{', '.join(map(str, sizes))}")
 
 
 # A run record is rewritten when its VM starts and when the run ends; the bucket's lifecycle rule

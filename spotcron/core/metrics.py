@@ -31,6 +31,7 @@ METRICS_FILE = "metrics.json"  # inside the results folder: /results/metrics.jso
 MAX_BYTES = 1 << 20
 MAX_METRICS = 64
 UNIT_MAX = 32
+MAX_LISTED = 8  # problems named one by one; a file with more says how many others there are
 # \Z, not $: `$` also matches before a final line break, and "acc\n" is no metric name.
 _NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_.-]{0,63}\Z")
 EXAMPLE = '{"work": {"value": 6400, "unit": "samples"}, "metrics": {"train_seconds": {"value": 41.2, "unit": "s"}}}'
@@ -39,7 +40,21 @@ TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "min": 60.0, "h": 3600.0}
 
 
 class MetricsProblem(SpotcronError):
-    """metrics.json breaks the contract; the message names the field, the value and the fix."""
+    """metrics.json breaks the contract; the message names the field, the value and the fix, a line
+    per problem when the file has several (`problems` lists them)."""
+
+    def __init__(self, *problems: str):
+        super().__init__(PROBLEM_SEPARATOR.join(problems))
+        self.problems = problems
+
+
+# A run record keeps a file's problems as one text, a line each (core/runs.py `metrics_problem`).
+PROBLEM_SEPARATOR = "\n"
+
+
+def problem_list(text: str | None) -> list[str]:
+    """The problems of a record's `metrics_problem`, one each."""
+    return [line for line in (text or "").split(PROBLEM_SEPARATOR) if line.strip()]
 
 
 class Measure(BaseModel):
@@ -67,7 +82,7 @@ class RunMetrics(BaseModel):
 
 
 def parse_metrics(data: bytes, where: str = f"results/{METRICS_FILE}") -> RunMetrics:
-    """The file's work and metrics; MetricsProblem at the first break of the contract."""
+    """The file's work and metrics; MetricsProblem naming every break of the contract."""
     try:
         # A job wrote it: bounded in size, depth and digits (core/jobdata.py), never a crash.
         doc = load_job_json(data, where, max_bytes=MAX_BYTES, example=EXAMPLE)
@@ -77,21 +92,39 @@ def parse_metrics(data: bytes, where: str = f"results/{METRICS_FILE}") -> RunMet
         raise MetricsProblem(f"{where}: a JSON {type(doc).__name__}, not an object; write e.g. {EXAMPLE}")
     if "work" not in doc and "metrics" not in doc:
         raise MetricsProblem(f"{where}: no \"work\" and no \"metrics\"; spotcron reads only those, e.g. {EXAMPLE}")
-    work = _measure(doc["work"], f"{where}: work", positive=True) if "work" in doc else None
+    # Every problem of the file is named at once, so one fix makes it right.
+    problems: list[str] = []
+    work = _checked(problems, doc["work"], f"{where}: work", positive=True) if "work" in doc else None
     metrics = doc.get("metrics", {})
-    if not isinstance(metrics, dict):
-        raise MetricsProblem(f"{where}: metrics is {_shown(metrics)}; write an object of named values, "
-                             f"e.g. {{\"train_seconds\": {{\"value\": 41.2, \"unit\": \"s\"}}}}")
-    if len(metrics) > MAX_METRICS:
-        raise MetricsProblem(f"{where}: metrics has {len(metrics)} entries, more than {MAX_METRICS}; keep the "
-                             f"ones to compare and put the rest in another results file")
     checked = {}
-    for name, value in metrics.items():
-        if not _NAME.match(name):
-            raise MetricsProblem(f"{where}: metrics name {_shown_name(name)} is not allowed; use letters, digits, _ . - "
-                                 f"(at most 64, starting with a letter or _)")
-        checked[name] = _measure(value, f"{where}: metrics.{name}", positive=False)
+    if not isinstance(metrics, dict):
+        problems.append(f"{where}: metrics is {_shown(metrics)}; write an object of named values, "
+                        f"e.g. {{\"train_seconds\": {{\"value\": 41.2, \"unit\": \"s\"}}}}")
+    elif len(metrics) > MAX_METRICS:
+        problems.append(f"{where}: metrics has {len(metrics)} entries, more than {MAX_METRICS}; keep the "
+                        f"ones to compare and put the rest in another results file")
+    else:
+        for name, value in metrics.items():
+            if not _NAME.match(name):
+                problems.append(f"{where}: metrics name {_shown_name(name)} is not allowed; use letters, digits, "
+                                f"_ . - (at most 64, starting with a letter or _)")
+                continue
+            measure = _checked(problems, value, f"{where}: metrics.{name}", positive=False)
+            if measure is not None:
+                checked[name] = measure
+    if len(problems) > MAX_LISTED:
+        problems[MAX_LISTED:] = [f"{where}: and {len(problems) - MAX_LISTED} more problems like these"]
+    if problems:
+        raise MetricsProblem(*problems)
     return RunMetrics(work=work, metrics=checked)
+
+
+def _checked(problems: list[str], value: Any, where: str, *, positive: bool) -> Measure | None:
+    try:
+        return _measure(value, where, positive=positive)
+    except MetricsProblem as problem:
+        problems.extend(problem.problems)
+        return None
 
 
 def check_time_metric(metrics: RunMetrics, name: str, where: str = f"results/{METRICS_FILE}") -> None:
@@ -109,17 +142,20 @@ def check_time_metric(metrics: RunMetrics, name: str, where: str = f"results/{ME
 def _measure(value: Any, where: str, *, positive: bool) -> Measure:
     if not isinstance(value, dict):
         raise MetricsProblem(f"{where} is {_shown(value)}; write {{\"value\": NUMBER, \"unit\": \"...\"}}")
+    problems = []
     number = value.get("value")
     if isinstance(number, bool) or not isinstance(number, int | float) or not math.isfinite(number):
-        raise MetricsProblem(f"{where}.value is {_shown(number)}; write a finite number")
-    if positive and number <= 0:
-        raise MetricsProblem(f"{where}.value is {number}; the work done must be more than 0 (steps, samples, "
-                             f"items processed)")
+        problems.append(f"{where}.value is {_shown(number)}; write a finite number")
+    elif positive and number <= 0:
+        problems.append(f"{where}.value is {number}; the work done must be more than 0 (steps, samples, "
+                        f"items processed)")
     unit = value.get("unit")
     # Printable only: a unit is shown in tables and Markdown, where a line break would start lines of its own.
     if not isinstance(unit, str) or not unit.strip() or len(unit) > UNIT_MAX or not unit.isprintable():
-        raise MetricsProblem(f"{where}.unit is {_shown(unit)}; name the unit in at most {UNIT_MAX} printable "
-                             f"characters, e.g. \"s\", \"samples\", \"1\" for a ratio")
+        problems.append(f"{where}.unit is {_shown(unit)}; name the unit in at most {UNIT_MAX} printable "
+                        f"characters, e.g. \"s\", \"samples\", \"1\" for a ratio")
+    if problems:
+        raise MetricsProblem(*problems)
     return Measure(value=float(number), unit=unit.strip())
 
 

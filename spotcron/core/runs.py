@@ -258,6 +258,7 @@ class RunRecord(_Record):
     placement: Placement | None = None  # where the run was placed and why (stack setting `placement`)
     cost_usd: float | None = None
     cost_items: dict[str, float] = Field(default_factory=dict)
+    cost_problem: str | None = None  # why the run has no cost (a machine type the price table lacks)
     # The ended attempt's results/metrics.json as checked when the run ended, or why it was not usable.
     metrics: RunMetrics | None = None
     metrics_problem: str | None = None

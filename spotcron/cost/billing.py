@@ -190,27 +190,38 @@ def _attempt_region(attempt: Attempt, table: PriceTable, default: str) -> str:
 
 
 def cost_function(prices: PriceTable | str | None, region: str, *, image_gb: float = 0.0,
-                  results_gb: float = 0.0) -> Callable[[Any], tuple[float | None, dict]]:
-    """What the engine calls on a run's terminal record: (total USD, items). `image_gb` and
-    `results_gb` price the data transfer of a VM outside `region` (run_cost).
+                  results_gb: float = 0.0) -> Callable[[Any], tuple[float | None, dict, str | None]]:
+    """What the engine calls on a run's terminal record: (total USD, items, why unpriced). `image_gb`
+    and `results_gb` price the data transfer of a VM outside `region` (run_cost).
 
     A VM not yet deleted when the run ends is billed up to that moment (the record's
-    updated_at). A machine the table has no price for gives (None, {}) and a warning: a missing
-    price must never fail a run.
+    updated_at). A machine the table has no price for gives (None, {}, the reason) and a warning: a
+    missing price must never fail a run, and the record says why it has no cost.
     """
     # Loaded on the first run that ends, not at the function's cold start: parsing the table
     # costs about 0.2 s, and most start_job calls price nothing.
     loaded: list[PriceTable] = [prices] if isinstance(prices, PriceTable) else []
 
-    def cost(record: Any) -> tuple[float | None, dict]:
+    def cost(record: Any) -> tuple[float | None, dict, str | None]:
         try:
             if not loaded:
                 loaded.append(load_prices(prices))
             result = run_cost(record, loaded[0], region, now=record.updated_at, image_gb=image_gb,
                               results_gb=results_gb)
         except SpotcronError as exc:  # an unknown price, or a --prices file that does not load
-            log.warning("no cost for run %s/%s: %s", record.job, record.run_id, exc)
-            return None, {}
-        return result.total_usd, result.items
+            why = unpriced_reason(record, loaded[0]) if loaded else None
+            log.warning("no cost for run %s/%s: %s", record.job, record.run_id, why or exc)
+            return None, {}, why or str(exc).splitlines()[0]
+        return result.total_usd, result.items, None
 
     return cost
+
+
+def unpriced_reason(record: RunRecord, table: PriceTable) -> str | None:
+    """Why `table` cannot price `record`: the first of its attempts' machines (or GPUs) it lacks."""
+    for attempt in record.attempts:
+        if attempt.outcome != Outcome.UNAVAILABLE and attempt.machine_type:
+            missing = table.missing_price(attempt.machine_type, attempt.gpu)
+            if missing is not None:
+                return missing
+    return None

@@ -219,6 +219,23 @@ class PriceTable(_Model):
             raise PricingError(self._unknown("disk type", disk_type, self.disks, "disks")) from None
         return price.gb_month * self.region_factor(region).disk
 
+    def missing_price(self, machine_type: str, gpu: str | None = None) -> str | None:
+        """Why a VM of `machine_type` (with `gpu`, "nvidia-tesla-t4 x1") cannot be priced, in one short
+        sentence with the fix; None when the table prices it."""
+        missing = []
+        if machine_type not in self.machines:
+            missing.append(("machine type", machine_type, "machines"))
+        elif gpu:
+            gpu_type = parse_gpu(gpu)[0]
+            bundled = self.bundled_gpus(machine_type)
+            if (bundled is None or gpu_key(bundled[0]) != gpu_key(gpu_type)) and gpu_key(gpu_type) not in self.gpus:
+                missing.append(("GPU", gpu_type, "gpus"))
+        if not missing:
+            return None
+        what, value, section = missing[0]
+        return (f"price table {self.name} has no price for {what} {value!r} "
+                f"(add it under {section}: in a --prices file, see docs/cost.md)")
+
     def bundled_gpus(self, machine_type: str) -> tuple[str, int] | None:
         """The GPUs a machine type's price already includes (G2, A2), as (type, count)."""
         includes = self.machine(machine_type).includes

@@ -47,15 +47,19 @@ def runs_per_month(schedule: str, time_zone: str, start: datetime) -> float:
 
 
 def _count_fires(cron, tz, start: datetime, end: datetime, chunk: int = 1000) -> int:
-    """Fire instants in [start, end)."""
-    after, count = start - timedelta(microseconds=1), 0
+    """Fire instants in [start, end).
+
+    Asked for in chunks that start small and double: a weekly job's window holds a few fires, and
+    computing a thousand of them to find that out made `spotcron cost` slow.
+    """
+    after, count, size = start - timedelta(microseconds=1), 0, 16
     while True:
-        times = cron.upcoming(after, tz, chunk)
+        times = cron.upcoming(after, tz, size)
         inside = sum(1 for t in times if t < end)
         count += inside
         if inside < len(times) or not times:
             return count
-        after = times[-1]
+        after, size = times[-1], min(size * 2, chunk)
 
 
 # --- monthly projection ------------------------------------------------------------------------
@@ -73,6 +77,8 @@ class VariantLoad:
     vm_seconds: float
     basis: str  # "runtime" or "median of N recent runs"
     external_ip: bool = False
+    # Why the table prices nothing of this VM (a machine type or GPU it lacks); None: priced.
+    unpriced: str | None = None
 
 
 @dataclass(frozen=True)
@@ -93,6 +99,11 @@ class JobProjection:
     def classic_monthly_usd(self) -> float:
         return sum(self.classic_items.values())
 
+    @property
+    def unpriced(self) -> dict[str, str]:
+        """Configuration (or job) name → why its VM is left out of the figures."""
+        return {v.variant or self.job: v.unpriced for v in self.variants if v.unpriced}
+
     def to_json(self) -> dict:
         return {
             "job": self.job,
@@ -103,6 +114,7 @@ class JobProjection:
             "runs_per_month": round(self.runs_per_month, 3),
             "vm_seconds_per_run": {v.variant or self.job: round(v.vm_seconds, 1) for v in self.variants},
             "vm_basis": {v.variant or self.job: v.basis for v in self.variants},
+            "unpriced": self.unpriced,
         }
 
 
@@ -116,6 +128,7 @@ def project_job(spec: JobSpec, *, runs_per_month: float, runtime_s: float, table
     used for both designs: in the classic one the stop rule must leave that much uptime.
     """
     runs = 0.0 if spec.paused else runs_per_month
+    table.region_factor(region)  # an unknown region is the user's to fix: it refuses, naming the known ones
     loads = []
     for variant in spec.variants():
         seen = (history or {}).get((spec.name, variant.variant))
@@ -129,7 +142,12 @@ def project_job(spec: JobSpec, *, runs_per_month: float, runtime_s: float, table
     price = table.functions
     items = dict.fromkeys(MONTHLY_ITEMS, 0.0)
     classic = dict.fromkeys(MONTHLY_ITEMS, 0.0)
-    for load in loads:
+    for number, load in enumerate(loads):
+        missing = table.missing_price(load.machine_type, load.gpu)
+        if missing is not None:
+            # A machine type the table lacks leaves that VM out and says so; the rest is still priced.
+            loads[number] = replace(load, unpriced=missing)
+            continue
         per_run = vm_items(load.machine_type, load.spot, load.gpu, load.disk_gb, load.vm_seconds,
                            table, region, usage.disk_type, external_ip=load.external_ip)
         for key in ("compute", "gpu", "disk"):
@@ -198,7 +216,7 @@ class StackProjection:
         total = dict.fromkeys(MONTHLY_ITEMS, 0.0)
         for items in self.overhead.values():
             for key, value in items.items():
-                total[key] += value
+                total[key] = total.get(key, 0.0) + value
         return total
 
     @property
@@ -218,7 +236,8 @@ class StackProjection:
         total = dict.fromkeys(MONTHLY_ITEMS, 0.0)
         for part in [j.items for j in self.jobs] + [self.shared_items]:
             for key, value in part.items():
-                total[key] = total.get(key, 0.0) + value  # a job's own items too (external_ip)
+                # Some items are a job's own (external_ip, only where a job has an address).
+                total[key] = total.get(key, 0.0) + value
         return total
 
 

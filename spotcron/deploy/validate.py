@@ -48,8 +48,11 @@ def settings_problems(settings: Settings, stack: Path | None) -> list[Problem]:
         problems.append(problem("project", f"{settings.project!r} is not a project id (6-30 characters: "
                                            "lower-case letters, digits, '-')"))
     if settings.bucket.startswith(f"{PLACEHOLDER_PROJECT}-"):
+        # With the project still the placeholder, its name would only suggest the placeholder again.
+        example = ("your project id followed by -spotcron" if settings.project == PLACEHOLDER_PROJECT
+                   else f"{settings.project}-spotcron")
         problems.append(problem("bucket", f"{settings.bucket!r} is the placeholder; bucket names are global, "
-                                          f"so pick your own, e.g. {settings.project}-spotcron"))
+                                          f"so pick your own, e.g. {example}"))
     elif not _BUCKET.match(settings.bucket) or ".." in settings.bucket:
         problems.append(problem("bucket", f"{settings.bucket!r} is not a bucket name (3-63 characters: "
                                           "lower-case letters, digits, '-', '_', '.')"))

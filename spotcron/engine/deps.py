@@ -15,7 +15,8 @@ from spotcron.engine.store import RunStore
 
 log = logging.getLogger("spotcron.engine")
 
-CostFn = Callable[[RunRecord], tuple[float, dict[str, float]]]
+# (total USD, items) or (None, {}, why it priced nothing).
+CostFn = Callable[[RunRecord], tuple[float, dict[str, float]] | tuple[float | None, dict[str, float], str | None]]
 RunEndHook = Callable[["Deps", RunRecord], None]
 
 

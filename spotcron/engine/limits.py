@@ -16,6 +16,7 @@ the same instant, each listing before the others' inserts land, still see each o
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -137,21 +138,34 @@ def read_day(blobs, day: str) -> DayUsage:
     admitted: dict[str, Admission] = {}
     used: dict[str, float] = {}
     for name in blobs.list(prefix):
-        kind, _, facts = name[len(prefix):].partition("/")
-        fields = facts.split("~")
-        try:
-            if kind == "admitted" and len(fields) == 4:
-                entry = Admission(vm=fields[0], at=datetime.fromtimestamp(int(fields[1]), UTC), gpus=int(fields[2]),
-                                  hours=float(fields[3]))
-                if entry.vm not in admitted or admitted[entry.vm].at < entry.at:
-                    admitted[entry.vm] = entry
-            elif kind == "used" and len(fields) == 2:
-                used[fields[0]] = float(fields[1])
-            else:
-                raise ValueError(name)
-        except ValueError:
+        fact = _fact(name[len(prefix):])
+        if isinstance(fact, Admission):
+            if fact.vm not in admitted or admitted[fact.vm].at < fact.at:
+                admitted[fact.vm] = fact
+        elif fact is not None:
+            used[fact[0]] = fact[1]
+        else:
             log.warning("limits: %s is neither an admission nor a settlement; ignored", name)
     return DayUsage(admitted=admitted, used=used)
+
+
+@functools.lru_cache(maxsize=8192)
+def _fact(rest: str) -> Admission | tuple[str, float] | None:
+    """One listed name after the day's prefix: an admission, a settlement (VM, hours), or None.
+
+    A name never changes what it says, and every start lists the whole day again: each is parsed
+    once per process (an instance handling many starts, the simulation's thousands)."""
+    kind, _, facts = rest.partition("/")
+    fields = facts.split("~")
+    try:
+        if kind == "admitted" and len(fields) == 4:
+            return Admission(vm=fields[0], at=datetime.fromtimestamp(int(fields[1]), UTC), gpus=int(fields[2]),
+                             hours=float(fields[3]))
+        if kind == "used" and len(fields) == 2:
+            return fields[0], float(fields[1])
+    except ValueError:
+        pass
+    return None
 
 
 def _pending(day: DayUsage, now: datetime, *, listed: set[str], own: set[str]) -> dict[str, Admission]:

@@ -279,7 +279,8 @@ def verdict(outcome: Outcome, exit_code: int | None, *, complete: bool, callback
     if exit_code is None:  # the runner reports no code when setup failed or the container would not start
         return RunState.FAILED, f"the container did not start, so it has no exit code{lost}; the attempt's logs say why"
     if exit_code != 0:
-        return RunState.FAILED, f"the container exited with code {exit_code}{lost}"
+        # "the job": its container on a VM, or its local.command in local mode; both end with a code.
+        return RunState.FAILED, f"the job exited with code {exit_code}{lost}"
     if not complete:
         return RunState.FAILED, "the results upload did not complete (no manifest)"
     return RunState.SUCCEEDED, None
@@ -352,9 +353,9 @@ def missed_more(record: RunRecord, event: MissedMore, now: datetime) -> Result:
                                      "missed_until": event.until, "updated_at": now})
 
 
-def priced(record: RunRecord, total: float, items: dict[str, float]) -> RunRecord:
-    """What the ended run cost, as the engine's cost function worked it out."""
-    return record.model_copy(update={"cost_usd": total, "cost_items": items})
+def priced(record: RunRecord, total: float | None, items: dict[str, float], problem: str | None = None) -> RunRecord:
+    """What the ended run cost, as the engine's cost function worked it out, or why it has no cost."""
+    return record.model_copy(update={"cost_usd": total, "cost_items": items, "cost_problem": problem})
 
 
 def skip(record: RunRecord, event: Skip, now: datetime) -> Result:

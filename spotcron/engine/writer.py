@@ -80,8 +80,8 @@ def create(deps: Deps, record: RunRecord) -> bool:
 def priced(deps: Deps, record: RunRecord) -> RunRecord:
     if deps.run_cost is None:
         return record
-    total, items = deps.run_cost(record)
-    return transitions.priced(record, total, items)
+    total, items, *why = deps.run_cost(record)  # a cost function may say why it priced nothing
+    return transitions.priced(record, total, items, why[0] if why else None)
 
 
 def _after(deps: Deps, before: RunRecord, after: RunRecord, event: transitions.Event) -> None:

@@ -14,6 +14,7 @@ so `google.oauth2.id_token.verify_token(..., certs_url=...)` verifies these toke
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import secrets
 import time
@@ -89,6 +90,12 @@ class LocalSigner:
         key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                     serialization.NoEncryption())
         self._signer = RS256Signer(key_pem, self.key_id)
+
+    def with_clock(self, clock: Callable[[], float]) -> LocalSigner:
+        """The same key and certificate, signing on another clock (a copy; this one is unchanged)."""
+        other = copy.copy(self)
+        other._clock = clock
+        return other
 
     def sign_identity(self, audience: str, claims: Mapping[str, Any]) -> str:
         """A signed JWT for `audience`; `claims` may override anything, iat and exp included.

@@ -32,6 +32,7 @@ import json
 import logging
 import re
 import socket
+import sys
 import threading
 import time
 import zlib
@@ -577,6 +578,13 @@ class _Server(ThreadingHTTPServer):
             with self._open_lock:
                 self._open.discard(request)
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hangs up while its request is read or answered is routine: no traceback."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            log.debug("storage connection from %s closed by the client", client_address)
+            return
+        super().handle_error(request, client_address)
+
     def close_connections(self) -> None:
         """End idle keep-alive connections, so no handler thread outlives the server."""
         with self._open_lock:
@@ -603,6 +611,11 @@ def _handler_for(server: StorageServer) -> type[BaseHTTPRequestHandler]:
             request = Request(self, self.command, split.path, dict(parse_qsl(split.query, keep_blank_values=True)))
             try:
                 server.handle(request)
+            except ConnectionError as gone:  # the client hung up mid-reply (a read cut short, a process
+                # that ended): nobody is left to answer, and that is no fault of the server's
+                log.debug("storage request %s %s: the client closed the connection (%s)", self.command,
+                          self.path, gone)
+                self.close_connection = True
             except BodyCut as cut:  # headers are out: another reply would be read as body
                 log.warning("storage request %s %s: %s; connection closed", self.command, self.path, cut)
                 self.close_connection = True

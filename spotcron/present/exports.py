@@ -16,6 +16,7 @@ import math
 from collections.abc import Sequence
 
 from spotcron.core.durations import format_duration
+from spotcron.core.metrics import problem_list
 from spotcron.present.compare import PHASE_NAMES, PHASES, MetricComparison
 from spotcron.present.history import BenchmarkHistory
 from spotcron.present.report import BenchmarkReport, ConfigRow, metric_verdicts, verdict
@@ -26,10 +27,19 @@ FORMATS = ("table", "md", "csv", "csv-runs", "json")
 MARKS = "~ = the interval includes 1.00x: the spread does not support a difference; ? = under 2 runs, no interval"
 
 
+# Below a second, the unit that keeps three digits readable: 478ns, not 4.78e-07s (time per sample).
+_SMALL_UNITS = ((1e-6, 1e9, "ns"), (1e-3, 1e6, "µs"), (1.0, 1e3, "ms"))
+
+
 def format_seconds(value: float | None) -> str:
-    """2.35s and 41.2s below a minute (benchmarks time steps), 12m05s above."""
+    """478ns, 12.5µs, 3.1ms below a second; 2.35s and 41.2s below a minute (benchmarks time steps),
+    12m05s above."""
     if value is None:
         return "-"
+    if 0 < value < 1:
+        for below, scale, unit in _SMALL_UNITS:
+            if value < below and float(f"{value * scale:.3g}") < 1000:  # 999.96µs shows as 1ms
+                return f"{value * scale:.3g}{unit}"
     if value < 10:
         return f"{value:.3g}s"
     if value < 60:
@@ -210,7 +220,9 @@ def verdict_lines(report: BenchmarkReport) -> list[str]:
 
 
 def problem_lines(report: BenchmarkReport) -> list[str]:
-    return [f"{row.variant}/{run_id}: {problem}" for row in report.rows for run_id, problem in row.metrics_problems]
+    """A line per problem of each run's metrics.json: every one of a file, not only its first."""
+    return [f"{row.variant}/{run_id}: {problem}" for row in report.rows for run_id, text in row.metrics_problems
+            for problem in problem_list(text)]
 
 
 def unmeasured_lines(report: BenchmarkReport) -> list[str]:

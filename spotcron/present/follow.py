@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from spotcron.core.errors import SpotcronError
 from spotcron.core.runs import RunState
 from spotcron.present.logs import RunOutput
+from spotcron.present.notes import ended_words, metrics_note
 from spotcron.present.views import pick_attempt
 
 if TYPE_CHECKING:
@@ -61,6 +62,8 @@ def follow_run(read: Callable[[str, str], RunRecord | None], blobs: Blobs, outpu
 def ended_line(output: RunOutput, record: RunRecord) -> str:
     """`JOB/RUN ended STATE: REASON`, saying when the run printed nothing."""
     ended = record.state + (f": {record.reason}" if record.reason else "")
+    if record.state == RunState.SUCCEEDED and metrics_note(record):
+        ended += f", but {metrics_note(record)}"
     return f"{output.job}/{output.run_id} ended {ended}" + ("" if output.printed_any else " (no logs)")
 
 
@@ -98,8 +101,7 @@ class Streams:
             self.write(output.finish())
         for record in records:
             code = f", exit {record.exit_code}" if record.exit_code is not None else ""
-            why = f": {' '.join(record.reason.split())}" if record.reason and record.state != RunState.SUCCEEDED else ""
-            self.report(f"{record.job}/{record.run_id} {record.state}{code}{why}")
+            self.report(f"{record.job}/{record.run_id} {record.state}{code}{ended_words(record)}")
         unfinished = len(records) < len(self.outputs) or any(not r.terminal for r in records)
         failed = [r for r in records if r.state != RunState.SUCCEEDED]
         if not failed and not unfinished:

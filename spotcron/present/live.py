@@ -14,6 +14,7 @@ from typing import Any
 
 from spotcron.core.durations import format_duration
 from spotcron.core.runs import RunRecord, RunState
+from spotcron.present.notes import ended_words, metrics_flag
 from spotcron.present.views import STATE_STYLES, format_usd
 
 
@@ -47,7 +48,8 @@ def log_line(at: datetime, subject: str, what: str, detail: str) -> Any:
 
 
 def ended_detail(record: RunRecord | None, event: Mapping[str, Any]) -> str:
-    """`in 12s, $0.0001, exit 0` (+ the reason when it did not succeed)."""
+    """`in 12s, $0.0001, exit 0` (+ the reason when it did not succeed, or what was wrong with the
+    metrics.json of one that did)."""
     if record is None:
         return str(event.get("reason") or "")
     parts = []
@@ -56,10 +58,7 @@ def ended_detail(record: RunRecord | None, event: Mapping[str, Any]) -> str:
     parts.append(format_usd(record.cost_usd))
     if record.exit_code is not None:
         parts.append(f"exit {record.exit_code}")
-    text = ", ".join(parts)
-    if record.state != RunState.SUCCEEDED and record.reason:
-        text += f": {' '.join(record.reason.split())}"
-    return text
+    return ", ".join(parts) + ended_words(record)
 
 
 JOB_COLUMNS = ("job", "next run (UTC)", "in")
@@ -113,15 +112,15 @@ WAIT_COLOURS: Mapping[str, str] = {RunState.SUCCEEDED: "green", RunState.RUNNING
                                    RunState.STARTING: "yellow", RunState.QUEUED: "magenta"}
 
 
-def wait_rows(records: Iterable[RunRecord], now: datetime) -> list[tuple[str, str, str, str, str]]:
-    """`up --once`'s runs while it waits: run, state, its colour, attempts, and how long it took
-    (an ended run) or has taken so far."""
+def wait_rows(records: Iterable[RunRecord], now: datetime) -> list[tuple[str, str, str, str, str, str]]:
+    """`up --once`'s runs while it waits: run, state, its colour, attempts, how long it took (an
+    ended run) or has taken so far, and a note (a succeeded run's metrics.json problems)."""
     rows = []
     for record in records:
         colour = WAIT_COLOURS.get(record.state, "red" if record.terminal else "white")
         age = (record.updated_at if record.terminal else now) - record.created_at
         rows.append((f"{record.job}/{record.run_id}", str(record.state), colour, str(len(record.attempts)),
-                     format_duration(age.total_seconds())))
+                     format_duration(age.total_seconds()), metrics_flag(record)))
     return rows
 
 
@@ -129,9 +128,11 @@ def wait_table(records: Iterable[RunRecord], now: datetime) -> Any:
     """The live table `up --once` shows while it waits: one row per run."""
     from rich.table import Table
 
+    rows = wait_rows(records, now)
+    noted = any(row[-1] for row in rows)
     table = Table(box=None, pad_edge=False)
-    for column in ("run", "state", "attempt", "for"):
+    for column in ("run", "state", "attempt", "for", *(["note"] if noted else [])):
         table.add_column(column)
-    for run, state, colour, attempts, took in wait_rows(records, now):
-        table.add_row(run, f"[{colour}]{state}[/]", attempts, took)
+    for run, state, colour, attempts, took, note in rows:
+        table.add_row(run, f"[{colour}]{state}[/]", attempts, took, *([f"[yellow]{note}[/]"] if noted else []))
     return table

@@ -21,6 +21,7 @@ from typing import Any
 
 from spotcron.core import layout
 from spotcron.core.runs import RunRecord, RunState
+from spotcron.present.notes import metrics_note
 from spotcron.present.summary import PageSummary, ids_since, summarize, window_start
 from spotcron.present.views import duration_text, format_usd
 
@@ -39,10 +40,13 @@ h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; }
 table { border-collapse: collapse; width: 100%; }
 th, td { text-align: left; padding: .3em .6em; border-bottom: 1px solid #e3e3e3; white-space: nowrap; }
 td.num, th.num { text-align: right; }
+/* What is long wraps (headers and words at spaces, run ids and zones at their hyphens, links
+   between them) so that no table is wider than the page; states and figures stay whole. */
+th, table.runs td:not(.num), table.bench td:not(.num) { white-space: normal; } .state { white-space: nowrap; }
 .state { font-weight: 600; }
 .succeeded { color: #2b8a3e; } .failed, .timed_out, .lost { color: #c92a2a; }
 .preempted, .skipped { color: #b8860b; } .scheduled, .starting, .running { color: #1864ab; } .queued { color: #862e9c; }
-.meta { color: #666; } td.reason { white-space: normal; max-width: 28em; }
+.meta { color: #666; } td.reason { white-space: normal; min-width: 14em; max-width: 28em; } .warn { color: #b8860b; }
 dl.summary { display: grid; grid-template-columns: max-content auto; gap: .2em 1.2em; }
 dl.summary dt { color: #666; } dl.summary dd { margin: 0; font-weight: 600; }
 figure { display: inline-block; margin: 1em 1em 0 0; }
@@ -56,7 +60,13 @@ figure img { max-width: 100%; border: 1px solid #e3e3e3; }
   table.runs tr { border-bottom: 1px solid #e3e3e3; padding: .5em 0; }
   table.runs td { border: 0; padding: .05em 0; white-space: normal; text-align: left; overflow-wrap: anywhere; }
   table.runs td::before { color: #666; }
-  table.runs td.reason { max-width: none; }
+  table.runs td.reason { min-width: 0; max-width: none; }
+  /* A benchmark's tables as cards too: a line per cell, labelled with its column. */
+  table.bench, table.bench tbody, table.bench tr, table.bench td { display: block; width: auto; }
+  table.bench thead { display: none; }
+  table.bench tr { border-bottom: 1px solid #e3e3e3; padding: .5em 0; }
+  table.bench td { border: 0; padding: .05em 0; white-space: normal; text-align: left; }
+  table.bench td::before { content: attr(data-label) ": "; color: #666; }
   table.runs td:empty { display: none; }
   figure { display: block; margin: 1em 0 0; }
 }
@@ -258,10 +268,13 @@ def benchmark_table(report: Any) -> str:
     def table(headers: Sequence[str], rows: Sequence[Sequence[str]], numeric_from: int) -> str:
         head = "".join(f'<th class="num">{escape(h)}</th>' if i >= numeric_from else f"<th>{escape(h)}</th>"
                        for i, h in enumerate(headers))
-        body = "\n".join("<tr>" + "".join(f'<td class="num">{escape(c)}</td>' if i >= numeric_from
-                                           else f"<td>{escape(c)}</td>" for i, c in enumerate(cells)) + "</tr>"
-                         for cells in rows)
-        return f"<table><thead><tr>{head}</tr></thead><tbody>\n{body}\n</tbody></table>"
+        # Each cell carries its column's name: a phone shows the rows as cards, a labelled line a cell.
+        body = "\n".join("<tr>" + "".join(
+            f'<td class="num" data-label="{escape(headers[i])}">{escape(c)}</td>' if i >= numeric_from
+            else f'<td data-label="{escape(headers[i])}">{escape(c)}</td>' for i, c in enumerate(cells)) + "</tr>"
+            for cells in rows)
+        return f'<table class="bench"><thead><tr>{head}</tr></thead><tbody>\n{body}\n</tbody></table>'
+
 
     return (f'<h3 id="bench-{escape(report.job)}">{escape(exports.report_title(report))}</h3>'
             + table(exports.report_headers(report, per_unit=per_unit),
@@ -356,7 +369,7 @@ def _run_row(record: RunRecord, matrix: bool, missing: Collection[str] = frozens
         str(len(record.attempts)),
         format_usd(record.cost_usd),
         str(record.exit_code) if record.exit_code is not None else "-",
-        escape(record.reason or "") if record.state != RunState.SUCCEEDED else "",
+        _reason_cell(record),
         " ".join(_links(record, missing)),
     ]
     classes = ["", "", "", "", "num", "", "num", "num", "num", "reason", ""]
@@ -364,6 +377,14 @@ def _run_row(record: RunRecord, matrix: bool, missing: Collection[str] = frozens
         del cells[1], classes[1]
     return "<tr>" + "".join(v if v.startswith("<td") else f'<td class="{c}">{v}</td>' if c else f"<td>{v}</td>"
                             for c, v in zip(classes, cells, strict=True)) + "</tr>"
+
+
+def _reason_cell(record: RunRecord) -> str:
+    """Why a run ended as it did; for one that succeeded, every problem of its metrics.json."""
+    if record.state != RunState.SUCCEEDED:
+        return escape(record.reason or "")
+    problems = metrics_note(record)
+    return f'<span class="warn">{escape(problems)}</span>' if problems else ""
 
 
 def _zone_cell(record: RunRecord) -> str:
@@ -397,33 +418,55 @@ def shown_runs(records: Sequence[RunRecord], limit: int = DEFAULT_LIMIT) -> list
 
 
 def _links(record: RunRecord, missing: Collection[str] = frozenset()) -> list[str]:
-    return [_link(name, label) if name not in missing else _no_logs(record, label)
+    return [_link(name, label) if name not in missing else _no_logs(record, label, _parts(missing, name))
             for name, label in run_links(record)]
 
 
-def _no_logs(record: RunRecord, label: str) -> str:
-    """In place of a logs link whose object was never written."""
+def _parts(missing: Collection[str], name: str) -> list[str]:
+    """The live log parts shipped in place of `name` (absent_logs maps each missing logs.txt to them)."""
+    return list(missing.get(name) or ()) if isinstance(missing, Mapping) else []
+
+
+def _no_logs(record: RunRecord, label: str, parts: Sequence[str] = ()) -> str:
+    """In place of a logs link whose object was never written: the live parts the attempt shipped
+    while it ran (a run cancelled or lost part way keeps what it printed), else a note."""
+    command = f"spotcron logs {escape(record.job)}/{escape(record.run_id)}"
+    if parts:
+        links = " ".join(f'<a href="{escape(part, quote=True)}">{number}</a>' for number, part in enumerate(parts, 1))
+        return (f'<span title="logs.txt was never written; the output shipped while it ran is in these parts, '
+                f'in order; {command} prints them as one">{escape(label.replace("logs", "partial logs"))}: '
+                f"{links}</span>")
     text = label.replace("logs", "no logs" if record.terminal else "no logs yet")
     why = ("the attempt ended before its runner wrote logs.txt" if record.terminal
            else "logs.txt is written when the attempt ends")
-    return f'<span class="meta" title="{why}; spotcron logs {escape(record.job)}/{escape(record.run_id)} ' \
-           f'shows what was shipped">{escape(text)}</span>'
+    return f'<span class="meta" title="{why}; {command} shows what was shipped">{escape(text)}</span>'
 
 
-def absent_logs(blobs: Any, records: Sequence[RunRecord]) -> set[str]:
-    """The logs objects the rows of `records` would link to that are not in the bucket.
+def absent_logs(blobs: Any, records: Sequence[RunRecord]) -> dict[str, list[str]]:
+    """The logs objects the rows of `records` would link to that are not in the bucket, each with
+    the live log parts its attempt shipped instead (in order; none when it printed nothing).
 
     A succeeded run's logs are in its manifest, so only other runs are looked at: one listing of
-    the exact name per attempt.
+    the attempt's logs per attempt.
     """
-    missing = set()
+    missing: dict[str, list[str]] = {}
     for record in records:
         if record.state == RunState.SUCCEEDED:
             continue
         for name, label in run_links(record):
-            if label.startswith("logs") and name not in blobs.list(name):
-                missing.add(name)
+            if not label.startswith("logs"):
+                continue
+            # logs.txt and its live parts (attempt-N/logs/OFFSET.txt) in one listing
+            listed = blobs.list(name.removesuffix(".txt"))
+            if name in listed:
+                continue
+            prefix = name.removesuffix(".txt") + "/"
+            parts = [p for p in listed if p.startswith(prefix) and p.endswith(".txt") and p[len(prefix):-4].isdigit()]
+            missing[name] = sorted(parts, key=lambda p: int(p[len(prefix):-4]))[:MAX_PART_LINKS]
     return missing
+
+
+MAX_PART_LINKS = 50  # a long run cut off ships a part per 5 s: the page links the first ones
 
 
 def _result_attempt(record: RunRecord) -> int | None:

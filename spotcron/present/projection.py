@@ -19,8 +19,9 @@ if TYPE_CHECKING:
     from spotcron.cost.prices import PriceTable
     from spotcron.cost.projection import StackProjection
 
-# GPUs count under compute here; --json splits them.
+# GPUs (and a job's external IPv4 addresses) count under compute here; --json splits them.
 ITEMS = tuple(k for k in MONTHLY_ITEMS if k != "gpu")
+VM_ITEMS = frozenset({"compute", "disk"})
 HEADERS = {"scheduler": "sched", "functions": "fns", "storage": "store"}
 NAMES = ("job", "runs", "VM/run", *(HEADERS.get(k, k) for k in ITEMS), "total", "classic")
 # A narrow terminal drops whole columns (the itemised ones first); no figure is ever cut.
@@ -40,11 +41,14 @@ def stack_rows(stack: StackProjection) -> list[tuple[str, ...]]:
         # A matrix job's configurations each have their own VM time: a row each, under the job's.
         per_config = {v.variant: format_duration(v.vm_seconds) for v in job.variants if v.variant}
         runs = job.runs_per_month
+        # A VM the table cannot price shows `-` where its figures would be (a note says why).
+        whole = not per_config and bool(job.unpriced)
         rows.append((job.job, f"{runs:.1f}" if runs < 100 else f"{runs:.0f}",
                      "" if per_config else format_duration(job.variants[0].vm_seconds) if job.variants else "",
-                     *(_usd(_item(job.items, k)) for k in ITEMS), _usd(job.monthly_usd),
-                     _usd(job.classic_monthly_usd)))
-        rows += [(f"  {name}", "", seconds, *("" for _ in ITEMS), "", "") for name, seconds in per_config.items()]
+                     *("-" if whole and k in VM_ITEMS else _usd(_item(job.items, k)) for k in ITEMS),
+                     _usd(job.monthly_usd), _usd(job.classic_monthly_usd)))
+        rows += [(f"  {name}", "", seconds, *("-" if name in job.unpriced and k in VM_ITEMS else "" for k in ITEMS),
+                  "-" if name in job.unpriced else "", "") for name, seconds in per_config.items()]
     for part, part_items in stack.overhead.items():
         rows.append((f"({part})", "", "", *(_usd(_item(part_items, k)) for k in ITEMS),
                      _usd(sum(part_items.values())), ""))
@@ -61,9 +65,12 @@ def stack_notes(stack: StackProjection, table: PriceTable, basis: tuple[str, str
     lines = []
     if basis is not None:
         lines.append(basis_line(stack, *basis))
-    gpu = stack.items()["gpu"]
-    if gpu > 0:
-        lines.append(f"compute includes GPUs: {gpu:.3f}")
+    items = stack.items()
+    if items["gpu"] > 0:
+        lines.append(f"compute includes GPUs: {items['gpu']:.3f}")
+    if items.get("external_ip", 0.0) > 0:
+        lines.append(f"compute includes external IPv4 addresses: {items['external_ip']:.3f}")
+    lines += unpriced_lines(stack)
     lines.append(f"After one billing account's free tiers (3 scheduler jobs, function calls): "
                  f"${stack.monthly_after_free_tier_usd:.2f}/month with scheduling: {stack.scheduling}.")
     if other is not None:
@@ -98,6 +105,16 @@ def basis_line(stack: StackProjection, source: str, runtime: str, explicit: bool
     return "VM time per run: " + "; ".join(dict.fromkeys(parts)) + "."  # repeats: one VM each, said once
 
 
+def unpriced_lines(stack: StackProjection) -> list[str]:
+    """A line per VM the price table cannot price: its figures are `-`, left out of every total."""
+    lines = []
+    for job in stack.jobs:
+        for name, why in job.unpriced.items():
+            label = job.job if name == job.job else f"{job.job}/{name}"
+            lines.append(f"{label}: not priced, left out of the totals: {why}")
+    return lines
+
+
 def scheduling_note(mode: str) -> str:
     if mode == "shared":
         return "one scheduler entry and a dispatcher every minute; set scheduling: shared in the stack file"
@@ -105,7 +122,9 @@ def scheduling_note(mode: str) -> str:
 
 
 def _item(items: dict[str, float], key: str) -> float:
-    return items[key] + items["gpu"] if key == "compute" else items[key]
+    if key == "compute":
+        return items[key] + items["gpu"] + items.get("external_ip", 0.0)
+    return items[key]
 
 
 def _usd(value: float) -> str:

@@ -36,8 +36,8 @@ from spotcron.core.errors import SpotcronError
 from spotcron.core.hardware import Hardware
 from spotcron.core.runs import RunRecord, RunState
 from spotcron.core.spec import JobSpec
-from spotcron.cost.billing import DEFAULT_OVERHEADS, Overheads, run_cost
-from spotcron.cost.prices import PriceTable, gpu_key, parse_gpu
+from spotcron.cost.billing import DEFAULT_OVERHEADS, Overheads, run_cost, unpriced_reason
+from spotcron.cost.prices import PriceTable, PricingError, gpu_key, parse_gpu
 from spotcron.present.compare import (
     COST_BASIS,
     MetricComparison,
@@ -205,7 +205,10 @@ class BenchmarkReport:
         """What a title must say when the times are not the machine types': None when none are local."""
         if not self.local_runs:
             return None
-        hosts = ", ".join(self.local_hosts) or "an unrecorded host"
+        # Quoted and called a host: a host name such as `vm` must not read as "on a VM".
+        named = ", ".join(f'"{h}"' for h in self.local_hosts)
+        hosts = (f"the host {named}" if len(self.local_hosts) == 1 else f"the hosts {named}") if named \
+            else "an unrecorded host"
         if not self.cloud_runs:
             return f"local runs on {hosts}: machine types were priced, not measured"
         return (f"{self.local_runs} of {self.local_runs + self.cloud_runs} runs local on {hosts}: their machine "
@@ -381,8 +384,9 @@ def _row(name: str, spec: JobSpec | None, done: list[RunRecord], other: list[Run
         priced[record.run_id], waits[record.run_id] = without_wait(record)
         if table is not None:
             # Re-priced at `table`, the transfer the run recorded stays: it priced the stack's own sizes.
-            cost = (run_cost(priced[record.run_id], table, region, usage=usage).total_usd
-                    + record.cost_items.get("transfer", 0.0))
+            cost = _priced(priced[record.run_id], table, region, usage)
+            if cost is not None:
+                cost += record.cost_items.get("transfer", 0.0)
         else:
             cost = record.cost_usd
             hourly = hourly_price(record, None, region)
@@ -435,6 +439,17 @@ def _row(name: str, spec: JobSpec | None, done: list[RunRecord], other: list[Run
         unmeasured=tuple((r.run_id, f"{r.state}: {r.reason or 'no reason recorded'}")
                          for r in sorted(other, key=lambda r: r.run_id)),
     )
+
+
+def _priced(record: RunRecord, table: PriceTable, region: str, usage: Overheads) -> float | None:
+    """The run's cost at `table`'s prices; None (a dash, and `unpriced_lines` says why) where the table
+    lacks its machine type."""
+    try:
+        return run_cost(record, table, region, usage=usage).total_usd
+    except PricingError:
+        if unpriced_reason(record, table) is None:
+            raise  # not the machine's price (an unknown region): the user's to fix
+        return None
 
 
 def resolve_base(spec: JobSpec | None, records: Iterable[RunRecord]) -> str | None:

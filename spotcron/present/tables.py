@@ -85,12 +85,30 @@ def print_table(out: Any, columns: Columns, rows: Sequence[Sequence[str]], *,
 
 
 
-def print_whole(out: Any, renderable: Any) -> None:
+def print_whole(out: Any, renderable: Any, *, page_width: int | None = None) -> None:
     """Print any rich renderable (a table with a caption, a few lines) as `print_table` prints its
-    tables: in a terminal as it is, in a pipe at its natural width, so no word is folded in two."""
+    tables: in a terminal as it is, in a pipe at its natural width, so no word is folded in two.
+
+    A table's title and caption start at its left edge. With `page_width` (the report's tables), a
+    table wider than that in a pipe or a file is laid out for reading there: long text columns
+    wrap at their words (sharing what the figures leave), and what is still too wide is split by columns into
+    tables that each repeat the first column; no figure is ever cut.
+    """
+    from rich.table import Table
+
+    if isinstance(renderable, Table):
+        renderable.title_justify = renderable.caption_justify = "left"
     if out.is_terminal:
         out.print(renderable)
         return
+    parts = split_wide(out, renderable, page_width) if page_width and isinstance(renderable, Table) else [renderable]
+    for number, part in enumerate(parts):
+        if number:
+            out.out("")  # a blank line between the parts of a split table
+        _print_natural(out, part)
+
+
+def _print_natural(out: Any, renderable: Any) -> None:
     from rich.measure import Measurement
 
     saved = out.width
@@ -103,3 +121,71 @@ def print_whole(out: Any, renderable: Any) -> None:
     finally:
         out.width = saved
     out.out("\n".join(line.rstrip() for line in captured.get().splitlines()), highlight=False)
+
+
+TEXT_COLUMN_MIN = 24  # a column of words (hardware, a verdict) wraps, in a pipe, at no less than this
+
+
+def split_wide(out: Any, table: Any, width: int) -> list[Any]:
+    """`table` as tables no wider than `width` where that can be: text columns wrapped at their words,
+    then the columns after the first split into groups, each a table repeating the first column."""
+    from rich.cells import cell_len
+    from rich.measure import Measurement
+
+    def natural(column: Any) -> int:
+        texts = [str(getattr(column.header, "plain", column.header))]
+        texts += [str(getattr(cell, "plain", cell)) for cell in column.cells]
+        return max((cell_len(line) for text in texts for line in text.split("\n")), default=0)
+
+    gap = 1 + sum(table.padding[1::2]) if isinstance(table.padding, tuple) and len(table.padding) == 4 else 3
+
+    def wraps(column: Any) -> bool:  # a column of words, not of figures
+        return column.justify != "right" and any(" " in str(getattr(cell, "plain", cell)) for cell in column.cells)
+
+    # Columns of words share what the others leave of `width`, each at least TEXT_COLUMN_MIN.
+    text = [c for c in table.columns if wraps(c)]
+    fixed = sum(natural(c) + gap for c in table.columns if not wraps(c))
+    share = max(TEXT_COLUMN_MIN, (width - fixed) // len(text) - gap) if text else 0
+    for column in text:
+        if natural(column) > share:
+            column.max_width, column.no_wrap, column.overflow = share, False, "fold"
+
+    def measured(candidate: Any) -> int:
+        saved = out.width
+        try:
+            out.width = 10_000
+            return Measurement.get(out, out.options, candidate).maximum
+        finally:
+            out.width = saved
+
+    if measured(table) <= width or len(table.columns) < 3:
+        return [table]
+    groups: list[list[int]] = [[]]
+    for index in range(1, len(table.columns)):
+        trial = [*groups[-1], index]
+        if groups[-1] and measured(_part(table, [0, *trial])) > width:
+            groups.append([index])
+        else:
+            groups[-1] = trial
+    return [_part(table, [0, *group], number=number, count=len(groups)) for number, group in enumerate(groups)]
+
+
+def _part(table: Any, indexes: list[int], *, number: int = 0, count: int = 1) -> Any:
+    """The columns `indexes` of `table`, as part `number` of `count`: the caption under the last."""
+    from rich.table import Table
+    from rich.text import Text
+
+    title = table.title
+    if title is not None and count > 1:
+        plain = str(getattr(title, "plain", title))
+        title = Text(f"{plain} ({number + 1} of {count})")
+    part = Table(title=title, caption=table.caption if number == count - 1 else None, box=table.box,
+                 pad_edge=table.pad_edge, padding=table.padding, show_edge=table.show_edge, header_style=table.header_style,
+                 title_justify="left", caption_justify="left", show_header=table.show_header)
+    for index in indexes:
+        column = table.columns[index]
+        part.add_column(column.header, justify=column.justify, no_wrap=column.no_wrap, overflow=column.overflow,
+                        min_width=column.min_width, max_width=column.max_width, style=column.style)
+    for row in range(table.row_count):
+        part.add_row(*(table.columns[i]._cells[row] for i in indexes), end_section=table.rows[row].end_section)
+    return part

@@ -18,6 +18,7 @@ from spotcron.core.errors import SpotcronError
 from spotcron.core.runs import RunRecord, RunState
 from spotcron.engine.ports import Instance
 from spotcron.engine.store import run_sort_key
+from spotcron.present.notes import run_note
 
 UNKNOWN = "-"
 
@@ -201,7 +202,7 @@ def run_row(record: RunRecord, now: datetime) -> RunRow:
         machine=machine_text(record),
         cost=format_usd(record.cost_usd),
         exit_code=UNKNOWN if record.exit_code is None else str(record.exit_code),
-        reason=one_line(record.reason),
+        reason=one_line(run_note(record)),  # the metrics.json problems of a run that succeeded too
     )
 
 

@@ -113,7 +113,7 @@ class Harness:
         self.compute = MemoryCompute(self.clock)
         self.blobs = MemoryBlobs("proj-results", self.clock)
         self.events = MemoryEvents()
-        self.identity = ClockedIdentity(self.clock)
+        self.identity = ClockedIdentity(self.clock, shared_key=True)
         self.settings = Settings(project="proj", zones=ZONES, bucket="proj-results", job_done_url=JOB_DONE_URL,
                                  credentials_url=CREDENTIALS_URL, **settings)
         self.minter = MemoryMinter()

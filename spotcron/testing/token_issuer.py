@@ -7,6 +7,8 @@ from typing import Any
 
 from spotcron.gcp.rs256 import verify_rs256
 
+_SHARED: dict[int, Any] = {}  # key size → the signer whose key the harnesses of this process share
+
 
 class ClockedIdentity:
     """ports.Identity on a clock we are given, with a LocalSigner issuing tokens on the same clock.
@@ -15,11 +17,20 @@ class ClockedIdentity:
     (which reads the real time) would call every token expired or not yet valid.
     """
 
-    def __init__(self, clock, *, key_size: int = 2048):
+    def __init__(self, clock, *, key_size: int = 2048, shared_key: bool = False):
         from spotcron.local.signer import LocalSigner
 
         self.clock = clock
-        self.signer = LocalSigner(clock=lambda: clock.now().timestamp(), key_size=key_size)
+        ticks = lambda: clock.now().timestamp()  # noqa: E731 - the signer's clock: this one's time
+        if shared_key:
+            # Making a 2048-bit key takes about half a second; the harness of every test would pay
+            # it. Harnesses share one key per process, each on its own clock; an identity that must
+            # not be trusted (a forger's) is made with a key of its own, the default.
+            if key_size not in _SHARED:
+                _SHARED[key_size] = LocalSigner(clock=ticks, key_size=key_size)
+            self.signer = _SHARED[key_size].with_clock(ticks)
+        else:
+            self.signer = LocalSigner(clock=ticks, key_size=key_size)
         self.certs = self.signer.certs()
 
     def verify(self, token: str, audience: str) -> dict[str, Any]:

@@ -66,7 +66,7 @@ def test_run_follow_streams_the_output_and_exits_with_the_jobs_code(invoke, buck
     def finish() -> None:
         bucket.logs("bot", run_id, 1, "one\ntwo\nbye\n")
         bucket.store.update("bot", run_id, lambda r: r.with_state(RunState.FAILED, NOW + timedelta(seconds=9),
-                                                                  reason="the container exited with code 3",
+                                                                  reason="the job exited with code 3",
                                                                   exit_code=3))
 
     context.hand_off = hand
@@ -76,7 +76,7 @@ def test_run_follow_streams_the_output_and_exits_with_the_jobs_code(invoke, buck
     result = invoke("run", "bot", "--follow")
     assert result.exit_code == 3, result.output
     assert result.stdout == "one\ntwo\nbye\n"  # the job's output only, each line once
-    assert f"bot/{run_id} failed, exit 3: the container exited with code 3" in result.stderr
+    assert f"bot/{run_id} failed, exit 3: the job exited with code 3" in result.stderr
     assert seen == ["one\n", "two\n"]
 
 
@@ -154,7 +154,7 @@ def test_run_cloud_follow_finds_its_runs_in_the_bucket_and_exits_with_the_jobs_c
             make_attempt("bot", run_id, start=NOW, seconds=None),)))
         sleeps.steps += [lambda: bucket.part("bot", run_id, 1, 0, "working\n"),
                          lambda: bucket.store.update("bot", run_id, lambda r: r.with_state(
-                             RunState.FAILED, NOW, reason="the container exited with code 4", exit_code=4))]
+                             RunState.FAILED, NOW, reason="the job exited with code 4", exit_code=4))]
 
     sleeps.steps = [lambda: None, created]
     result = invoke("run", "bot", "--cloud", "--project", "acme-prod", "--bucket", "gs://my-bucket", "--follow",
@@ -162,7 +162,7 @@ def test_run_cloud_follow_finds_its_runs_in_the_bucket_and_exits_with_the_jobs_c
     assert result.exit_code == 4, result.output
     assert result.stdout == "working\n"
     assert "published bot to projects/acme-prod/topics/spotcron-start: message msg-1" in result.stderr
-    assert "failed, exit 4: the container exited with code 4" in result.stderr
+    assert "failed, exit 4: the job exited with code 4" in result.stderr
 
 
 def test_handoff_server_takes_only_its_token(tmp_path):

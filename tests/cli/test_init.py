@@ -30,7 +30,7 @@ def run(*args: str):
 def test_init_writes_a_job_a_stack_file_and_a_gitignore(here: Path) -> None:
     done = run("init")
     assert done.exit_code == 0, done.output
-    assert done.output == ("wrote jobs/hello.yaml, infra/stack.yaml, .gitignore\n"
+    assert done.output == ("wrote jobs/hello.yaml, infra/stack.yaml, jobs/schema.json, .gitignore\n"
                            "next: spotcron validate && spotcron up --once && spotcron runs\n")
     assert (here / ".gitignore").read_text().splitlines()[-1] == ".spotcron/"
     [job] = load_jobs([here / "jobs"], grace=300, retention_days=90)
@@ -41,16 +41,19 @@ def test_init_writes_a_job_a_stack_file_and_a_gitignore(here: Path) -> None:
     validated = run("validate")
     assert validated.exit_code == 0, validated.output
     assert "1 job valid" in validated.output
+    # What the job file's first line points editors at is there, and it is `spotcron schema`'s.
+    assert (here / "jobs" / "hello.yaml").read_text().startswith("# yaml-language-server: $schema=./schema.json\n")
+    assert (here / "jobs" / "schema.json").read_text() == run("schema").output
 
 
 def test_init_dir_creates_the_folder_and_says_to_cd_into_it(here: Path) -> None:
     done = run("init", "my-jobs")
     assert done.exit_code == 0, done.output
     assert done.output.splitlines() == [
-        "wrote my-jobs/jobs/hello.yaml, my-jobs/infra/stack.yaml, my-jobs/.gitignore",
+        "wrote my-jobs/jobs/hello.yaml, my-jobs/infra/stack.yaml, my-jobs/jobs/schema.json, my-jobs/.gitignore",
         "next: cd my-jobs && spotcron validate && spotcron up --once && spotcron runs"]
     assert sorted(p.relative_to(here).as_posix() for p in (here / "my-jobs").rglob("*") if p.is_file()) == [
-        "my-jobs/.gitignore", "my-jobs/infra/stack.yaml", "my-jobs/jobs/hello.yaml"]
+        "my-jobs/.gitignore", "my-jobs/infra/stack.yaml", "my-jobs/jobs/hello.yaml", "my-jobs/jobs/schema.json"]
 
 
 @pytest.mark.parametrize("existing", ["jobs/hello.yaml", "infra/stack.yaml"])
@@ -77,7 +80,7 @@ def test_an_existing_gitignore_gets_the_state_line_once(here: Path) -> None:
     (here / ".gitignore").write_text("__pycache__/")
     done = run("init")
     assert done.exit_code == 0, done.output
-    assert done.output.startswith("wrote jobs/hello.yaml, infra/stack.yaml, .gitignore (added .spotcron/)\n")
+    assert done.output.startswith("wrote jobs/hello.yaml, infra/stack.yaml, jobs/schema.json, .gitignore (added .spotcron/)\n")
     text = (here / ".gitignore").read_text()
     assert text.startswith("__pycache__/\n") and text.endswith("\n.spotcron/\n")
     (here / "other").mkdir()

@@ -109,7 +109,7 @@ def test_delete_asks_then_removes_the_file_and_deployment_and_keeps_the_runs(con
     context.interactive = lambda: True
     result = cli(context, "delete", "bot", stdin="n\n")
     assert result.exit_code == 1 and (jobs / "bot.yaml").exists()
-    assert "keep its 1 run with their logs and results (--delete-results removes them)" in result.output
+    assert "keep its 1 run with its logs and results (--delete-results removes it)" in result.output
 
     result = cli(context, "delete", "bot", stdin="y\n")
     assert result.exit_code == 0, result.output
@@ -117,7 +117,7 @@ def test_delete_asks_then_removes_the_file_and_deployment_and_keeps_the_runs(con
     assert (tmp_path / ".spotcron" / "deleted" / "bot.yaml").read_text() == BOT
     assert bucket.blobs.read(layout.deployed_spec("bot")) is None
     assert bucket.store.read("bot", "20260302-1000") is not None  # results stay unless asked
-    assert "its 1 runs stay (`spotcron runs bot`)" in result.output
+    assert "its 1 run stays (`spotcron runs bot`)" in result.output
 
 
 def test_delete_results_too_but_never_under_a_run_in_flight(context, bucket, tmp_path, monkeypatch):

@@ -49,7 +49,7 @@ def fill(bucket, runs: int = 44) -> None:
         run_id = f"{created:%Y%m%d-%H%M}"
         if n == 2:
             bucket.add(make_record("hello-bot", run_id, "failed", created=created, cost=0.0004, exit_code=127,
-                                   reason="the container exited with code 127: python3: can't open file 'bot.py'"))
+                                   reason="the job exited with code 127: python3: can't open file 'bot.py'"))
             bucket.logs("hello-bot", run_id, 1, "python3: can't open file 'bot.py'\n")
             bucket.results("hello-bot", run_id, 1, {})
             continue
@@ -232,7 +232,7 @@ def test_the_page_in_headless_chromium(page_cli, bucket, tmp_path):
                  "succeeded, last 30 days 98% (45 of 46)", f"spent in {NOW:%B %Y}", "projected for the month"):
         assert part in text, part
     # Each run: failure reason and exit code.
-    assert "the container exited with code 127: python3: can't open file 'bot.py'" in text
+    assert "the job exited with code 127: python3: can't open file 'bot.py'" in text
     assert re.search(r'<td class="num">127</td>', dom.stdout)
     # Right counts.
     assert "Showing the 20 most recent of 44 runs" in text and "Showing all 2 runs" in text
@@ -275,7 +275,7 @@ def test_the_page_on_a_phone_has_no_sideways_scroll_and_reasons_wrap_across_the_
 
     from spotcron.present.page import render_index
 
-    reason = "the container exited with code 127: python3: can't open file '/app/bot.py': [Errno 2] No such file"
+    reason = "the job exited with code 127: python3: can't open file '/app/bot.py': [Errno 2] No such file"
     runs = {"hello-bot": [make_record("hello-bot", f"20260302-{h:02d}00", "failed", created=NOW - h * HOUR, cost=0.0004,
                                       exit_code=127, reason=reason) for h in range(1, 4)],
             "bench": [make_record("bench", "20260302-1000-t4", variant="t4", created=NOW, cost=0.01, exit_code=0)]}

@@ -34,7 +34,7 @@ def line_of(output: str, *needles: str) -> str:
 def fill_three_runs(bucket) -> None:
     bucket.add(make_record("hello-bot", "20260302-0800", created=NOW - 4 * HOUR, cost=0.00123, exit_code=0))
     bucket.add(make_record("hello-bot", "20260302-1000", "failed", created=NOW - 2 * HOUR, cost=0.0004, exit_code=3,
-                           reason="the container exited with code 3 after printing a very long error message"))
+                           reason="the job exited with code 3 after printing a very long error message"))
     bucket.add(make_record("dl-benchmark", "20260302-1100-t4", "running", variant="t4", created=NOW - HOUR,
                            attempts=(make_attempt("dl-benchmark", "20260302-1100-t4", start=NOW - timedelta(minutes=50),
                                                   seconds=None, machine_type="n1-standard-8",
@@ -57,7 +57,7 @@ def test_runs_table_shows_each_cell_newest_first(invoke, bucket):
         assert cell in ok
     failed = line_of(out, "20260302-1000")
     assert "failed" in failed and "$0.0004" in failed and " 3 " in failed
-    assert "the container exited with code 3 after printing a very long error message" in failed  # in full
+    assert "the job exited with code 3 after printing a very long error message" in failed  # in full
     live = line_of(out, "20260302-1100-t4")
     assert "dl-benchmark/t4" in live and "running" in live and "50m00s+" in live
     assert "us-central1-a n1-standard-8 SPOT + t4 x1" in live

@@ -10,7 +10,7 @@ from tests.cli.conftest import NOW, make_attempt, make_record
 
 HOUR = timedelta(hours=1)
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-LONG_REASON = ("the container exited with code 127 after printing a very long error message that goes on "
+LONG_REASON = ("the job exited with code 127 after printing a very long error message that goes on "
                "[and on] past any terminal")
 
 

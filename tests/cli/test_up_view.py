@@ -24,7 +24,7 @@ def test_a_pipe_gets_one_plain_line_per_run_start_and_end():
     buffer = io.StringIO()
     done = make_record("hello-bot", "20260302-1200", created=NOW, cost=0.00012, exit_code=0)
     failed = make_record("crasher", "20260302-1200", "failed", created=NOW, cost=0.0001, exit_code=3,
-                         reason="the container exited with code 3\nTraceback (most recent call last): ...",
+                         reason="the job exited with code 3\nTraceback (most recent call last): ...",
                          attempts=(make_attempt("crasher", "20260302-1200", start=NOW, seconds=2, exit_code=3),))
     view = view_on(buffer, {("hello-bot", "20260302-1200"): done, ("crasher", "20260302-1200"): failed}).start()
     for job in ("hello-bot", "crasher"):
@@ -40,7 +40,7 @@ def test_a_pipe_gets_one_plain_line_per_run_start_and_end():
         "12:00:00 hello-bot/20260302-1200 started  VM sc-hello-bot-a1 in local-zone1-a",
         "12:00:00 crasher/20260302-1200 started  VM sc-crasher-a1 in local-zone1-a",
         "12:00:00 hello-bot/20260302-1200 succeeded  in 1m00s, $0.00012, exit 0",
-        "12:00:00 crasher/20260302-1200 failed  in 2s, $0.0001, exit 3: the container exited with code 3 "
+        "12:00:00 crasher/20260302-1200 failed  in 2s, $0.0001, exit 3: the job exited with code 3 "
         "Traceback (most recent call last): ...",
     ]
     assert view.flying == {}

@@ -114,7 +114,7 @@ def test_placeholder_project_fails_before_any_call(invoke, context: DeployContex
         "infra/stack.yaml:2: project: 'my-project' is the placeholder; set your Google Cloud project id here "
         "or in SPOTCRON_PROJECT",
         "infra/stack.yaml:3: bucket: 'my-project-spotcron' is the placeholder; bucket names are global, so pick "
-        "your own, e.g. my-project-spotcron",
+        "your own, e.g. your project id followed by -spotcron",
         "2 problems in 1 file",
     ]
     assert cloud.calls() == []

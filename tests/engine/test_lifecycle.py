@@ -30,7 +30,7 @@ def test_nonzero_exit_fails_keeps_logs_and_deletes_the_vm(h):
     h.upload("bot", RUN, exit_code=3)
     h.callback("bot", RUN, exit_code=3)
     record = h.record("bot", RUN)
-    assert record.state == "failed" and record.reason == "the container exited with code 3"
+    assert record.state == "failed" and record.reason == "the job exited with code 3"
     assert h.blobs.read(layout.logs("bot", RUN, 1)) is not None
     assert h.live_vms() == []
 

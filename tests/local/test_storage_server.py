@@ -390,3 +390,36 @@ def _no_conditions():
 
 
 _NO_CONDITIONS = _no_conditions()
+
+
+def test_a_client_that_hangs_up_early_ends_its_connection_quietly(bucket, capfd, caplog):
+    """`spotcron status` and a runner may close a connection while a reply is still being written (a
+    read cut short, a process ending): the server drops that connection and prints no traceback."""
+    import socket
+    import struct
+    from urllib.parse import urlsplit
+
+    from spotcron.testing.waiting import wait_until
+
+    bucket.write("big.bin", b"x" * (8 << 20))  # more than the socket buffers hold: the write must block
+    server = bucket._server._httpd
+    address = urlsplit(bucket.url)
+    for _ in range(3):
+        client = socket.create_connection((address.hostname, address.port))
+        client.sendall(f"GET /storage/v1/b/{BUCKET}/o/big.bin?alt=media HTTP/1.1\r\nHost: x\r\n"
+                       f"Authorization: Bearer {bucket.full_token()}\r\n\r\n".encode())
+        client.recv(1024)  # the reply has started
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # hang up: a reset
+        client.close()
+    # A keep-alive connection reset between requests (a short-lived command that exits) too.
+    client = socket.create_connection((address.hostname, address.port))
+    client.sendall(f"GET /storage/v1/b/{BUCKET}/o HTTP/1.1\r\nHost: x\r\n"
+                   f"Authorization: Bearer {bucket.full_token()}\r\n\r\n".encode())
+    client.recv(1024)
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    client.close()
+    wait_until(lambda: not server._open, "the server dropped the connections the client reset")
+    assert bucket.read("big.bin") is not None  # still serving
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "BrokenPipeError" not in err and "ConnectionResetError" not in err, err
+    assert not [r for r in caplog.records if r.levelname in ("ERROR", "WARNING")], caplog.text

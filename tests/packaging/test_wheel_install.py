@@ -124,7 +124,7 @@ def test_a_wheel_install_would_deploy_the_checkouts_archive(user) -> None:
 
 def test_a_new_users_first_session_outside_the_repository(user) -> None:
     wrote = user("init")
-    assert wrote.startswith("wrote jobs/hello.yaml, infra/stack.yaml, .gitignore\n")
+    assert wrote.startswith("wrote jobs/hello.yaml, infra/stack.yaml, jobs/schema.json, .gitignore\n")
     assert "1 job valid" in user("validate")
     up = user("up", "--once", timeout=240)
     assert "1/1 runs succeeded" in up

@@ -207,11 +207,13 @@ def test_engine_cost_function_bills_until_the_run_ended_and_never_raises():
     live = live.model_copy(update={
         "attempts": (live.attempts[0].model_copy(update={"deleted_at": None}),),
         "updated_at": live.attempts[0].created_at + timedelta(seconds=120)})
-    total, items = cost(live)
+    total, items, unpriced = cost(live)
+    assert unpriced is None
     assert items["compute"] == pytest.approx(0.01 * 120 / 3600)
     assert total == pytest.approx(sum(items.values()))
     odd = live.model_copy(update={"attempts": (live.attempts[0].model_copy(update={"machine_type": "z9-mega"}),)})
-    assert cost(odd) == (None, {})
+    assert cost(odd) == (None, {}, "price table recipe-2018 has no price for machine type 'z9-mega' (add it under "
+                                   "machines: in a --prices file, see docs/cost.md)")
 
 
 def test_a_price_file_that_does_not_load_costs_nothing_and_fails_no_run(tmp_path):
@@ -220,7 +222,8 @@ def test_a_price_file_that_does_not_load_costs_nothing_and_fails_no_run(tmp_path
     broken = tmp_path / "prices.yaml"
     broken.write_text("machines: [not, a, mapping\n")
     cost = cost_function(str(broken), "us-central1")  # nothing is read until a run ends
-    assert cost(run("hello-bot", 0)) == (None, {})
+    total, items, why = cost(run("hello-bot", 0))
+    assert (total, items) == (None, {}) and why.startswith(f"{broken}:")
 
 
 def _bench_records(spec, seconds: dict[str, int]) -> list[RunRecord]:
@@ -284,14 +287,15 @@ def test_the_page_shows_the_numbers_and_what_ran_beside_the_charts(tmp_path):
     html = update_index(deps)
     section = html[html.index('<h2 id="charts">'):]
     assert ("<h3 id=\"bench-dl-benchmark\">dl-benchmark: per configuration, relative to highcpu-16 (local runs "
-            "on laptop: machine types were priced, not measured)</h3>") in section
+            "on the host &quot;laptop&quot;: machine types were priced, not measured)</h3>") in section
     assert "<th>hardware (measured by the runner)</th>" in section
-    assert "<td>local laptop: 2 CPU AMD EPYC 9454, 8 GiB, no GPU</td>" in section
+    assert '<td data-label="hardware (measured by the runner)">local laptop: 2 CPU AMD EPYC 9454, 8 GiB, no GPU</td>' \
+        in section  # each cell labelled with its column: a phone shows the rows as cards
     # Local runs: the verdict is the entries' runs on this host, never a machine type faster.
-    assert ("<td>measured on local host laptop, not on the machine types: the t4 entry&#x27;s runs took 0.38x the "
-            "time of the highcpu-16 entry&#x27;s (under 2 runs a side: no interval)") in section
+    assert ('<td data-label="verdict">measured on local host laptop, not on the machine types: the t4 entry&#x27;s runs '
+            'took 0.38x the time of the highcpu-16 entry&#x27;s (under 2 runs a side: no interval)') in section
     assert "faster" not in section and "slower" not in section
-    assert section.index("<table>") < section.index("<figure>")  # the numbers, then the charts
+    assert section.index('<table class="bench">') < section.index("<figure>")  # the numbers, then the charts
 
 
 # --- summary, counts, reasons: the page states the whole history and shows every failure ------------
@@ -343,7 +347,7 @@ def test_update_index_counts_every_run_of_a_job():
         when = T0 - timedelta(hours=hour)
         deps.store.create(_at("hello-bot", when, "failed" if hour == 3 else "succeeded",
                               exit_code=127 if hour == 3 else 0,
-                              reason="the container exited with code 127: /app/bot.py: not found" if hour == 3
+                              reason="the job exited with code 127: /app/bot.py: not found" if hour == 3
                               else None))
     html = update_index(deps)
     assert "Showing the 20 most recent of 44 runs" in html
@@ -352,7 +356,7 @@ def test_update_index_counts_every_run_of_a_job():
     assert "<dt>spent in November 2026</dt><dd>$0.4400</dd>" in html
     row = next(line for line in html.splitlines() if f"<td>{T0 - timedelta(hours=3):%Y%m%d-%H%M}</td>" in line)
     assert '<td class="num">127</td>' in row
-    assert '<td class="reason">the container exited with code 127: /app/bot.py: not found</td>' in row
+    assert '<td class="reason">the job exited with code 127: /app/bot.py: not found</td>' in row
     # A failed run keeps its results: the link is there.
     failed_id = f"{T0 - timedelta(hours=3):%Y%m%d-%H%M}"
     assert f'href="{layout.manifest("hello-bot", failed_id, 1)}">results</a>' in row

@@ -65,12 +65,12 @@ def test_runs_on_other_hardware_get_their_own_row_never_pooled(spec):
 def test_a_local_report_says_machine_types_were_priced_not_measured_and_where(spec):
     runs = [on(r, LAPTOP) for r in cloud_runs()]
     result = benchmark_report("dl-benchmark", runs, load_prices(), "us-central1", spec=spec)
-    title = ("dl-benchmark: per configuration, relative to highcpu-16 (local runs on laptop: machine types were "
+    title = ("dl-benchmark: per configuration, relative to highcpu-16 (local runs on the host \"laptop\": machine types were "
              "priced, not measured)")
     assert exports.report_title(result) == title
     assert exports.markdown(result).startswith("**dl-benchmark**: per configuration, relative to `highcpu-16` "
-                                               "(local runs on laptop: machine types were priced, not measured)")
-    assert json.loads(exports.json_text(result))["measured"] == ("local runs on laptop: machine types were "
+                                               "(local runs on the host \"laptop\": machine types were priced, not measured)")
+    assert json.loads(exports.json_text(result))["measured"] == ("local runs on the host \"laptop\": machine types were "
                                                                  "priced, not measured")
     cloud = benchmark_report("dl-benchmark", cloud_runs(), load_prices(), "us-central1", spec=spec)
     assert cloud.measured_where is None and exports.report_title(cloud).endswith("relative to highcpu-16")

@@ -128,7 +128,7 @@ def test_callback_lost_and_vm_powered_off_is_deleted_and_finished_from_its_manif
     assert h.live_vms() == [] and h.compute.deleted == [(ZONE, VM)]
     record = h.record("bot", RUN)
     assert record.state == "failed"
-    assert record.reason == "the container exited with code 4 (callback lost)"
+    assert record.reason == "the job exited with code 4 (callback lost)"
 
 
 def test_a_storage_error_after_job_done_deleted_the_vm_is_finished_by_the_sweep(h):

@@ -146,5 +146,5 @@ def test_a_lost_callback_after_a_failed_exit_spends_a_failure_retry(h):
     h.clock.advance(3 * 60)
     h.sweep()
     record = h.record("bot", RUN)
-    assert record.state == "failed" and record.reason == "the container exited with code 1 (callback lost)"
+    assert record.state == "failed" and record.reason == "the job exited with code 1 (callback lost)"
     assert len(record.attempts) == 2
