@@ -82,7 +82,9 @@ def without_wait(record: RunRecord) -> tuple[RunRecord, float | None]:
         start = min(start, attempt.started_at)
     waited = (start - attempt.created_at).total_seconds()
     shifted = attempt.model_copy(update={"created_at": start})
-    return record.with_attempt(shifted, record.updated_at), waited
+    # A view for pricing and phases only, never stored: the record itself changes only in the engine.
+    attempts = tuple(shifted if a.number == attempt.number else a for a in record.attempts)
+    return record.model_copy(update={"attempts": attempts}), waited
 
 
 def run_phases(record: RunRecord, measured: float | None) -> dict[str, float | None]:
