@@ -210,11 +210,17 @@ def firewall_body(name: str, fields: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _wait_compute(ctx: Context, what: str, operation: dict[str, Any]) -> None:
-    """Poll a Compute Engine operation (its selfLink-less name under the project) until DONE."""
+    """Poll a Compute Engine operation until DONE, under its own scope.
+
+    A regional operation is readable only under the region it names (a placement region's subnet
+    answers one of that region, not the stack's):
+    https://cloud.google.com/compute/docs/reference/rest/v1/regionOperations/get
+    """
     import time
 
     network, delay, waited = ctx.clients.network, ctx.poll_initial, 0.0
-    scope = f"regions/{ctx.names.region}" if operation.get("region") else "global"
+    region = str(operation.get("region") or "").rstrip("/").rsplit("/", 1)[-1]
+    scope = f"regions/{region}" if region else "global"
     while operation.get("status") != "DONE":
         if waited >= ctx.operation_timeout:
             raise DeployError(f"{what}: still not done after {int(waited)}s (operation {operation.get('name')})")

@@ -89,3 +89,14 @@ def test_without_the_subnet_deploy_stops_naming_the_settings(deployer: Deployer,
                                           r"\(`network:` and `subnetwork:` in the stack file\)"):
         deployer.deploy(deployer.jobs(JOBS_DIR))
     assert not cloud.changing_calls()
+
+
+def test_private_google_access_in_a_placement_region_waits_on_that_regions_operation(
+        deployer: Deployer, cloud: FakeCloud) -> None:
+    """setPrivateIpGoogleAccess answers an operation of the subnet's region, readable only there
+    (https://cloud.google.com/compute/docs/reference/rest/v1/regionOperations/get)."""
+    from tests.deploy.conftest import make_settings
+
+    settings = make_settings(placement={"regions": ["us-west4", "us-east1"]})
+    deployer.deploy(deployer.jobs(JOBS_DIR), settings=settings)
+    assert cloud.compute.private_google_access == {"us-central1": True, "us-east1": True, "us-west4": True}

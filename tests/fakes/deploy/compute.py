@@ -4,7 +4,9 @@ Private Google Access on a subnet, with their operations.
 Checked as Compute's parser would: a Firewall body may hold only the Firewall resource's fields;
 exactly one of `allowed` and `denied`, each entry naming `IPProtocol`; `direction` INGRESS or
 EGRESS; `priority` 0..65535; an ingress rule's sourceRanges all of one address family.
-Operations are DONE on the first poll. The default network has a `default` subnet in every
+Operations are DONE on the first poll. A regional operation is readable only under its own
+region (regionOperations.get, https://cloud.google.com/compute/docs/reference/rest/v1/regionOperations/get):
+polled under another region or under global it is 404, as Google answers. The default network has a `default` subnet in every
 region, Private Google Access off, as Google creates it.
 """
 
@@ -60,6 +62,8 @@ class FakeCompute:
         operation = {"kind": "compute#operation", "name": name, "status": "RUNNING", "targetLink": target}
         if region:
             operation["region"] = f"https://www.googleapis.com/compute/v1/projects/{self.project}/regions/{region}"
+        operation["selfLink"] = (f"https://www.googleapis.com/compute/v1/projects/{self.project}/"
+                                 f"{f'regions/{region}' if region else 'global'}/operations/{name}")
         self.operations[name] = {**operation, "status": "DONE"}
         return operation
 
@@ -160,6 +164,8 @@ class FakeCompute:
         self._project(request)
         with self._lock:
             operation = self.operations.get(request.match["op"])
-        if operation is None:
+        # Each operation lives in its scope: global, or the region of the resource it changes.
+        if operation is None or not operation["selfLink"].endswith(f"/{request.match['scope']}/operations/"
+                                                                   f"{request.match['op']}"):
             raise ApiError(404, f"operation {request.match['op']} was not found")
         return 200, json_copy(operation)
