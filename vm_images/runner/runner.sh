@@ -23,7 +23,7 @@ for setting in METADATA_URL=http://metadata.google.internal/computeMetadata/v1 D
   CALLBACK_RETRIES=8 BACKOFF_MS=1000 BACKOFF_MAX_MS=30000 STOP_GRACE=10 POLL=0.5 CONNECT_TIMEOUT=5 \
   HTTP_TIMEOUT=120 UPLOAD_TIMEOUT=3600 PREEMPT_WAIT=60 SHUTDOWN_BUDGET=18 SHUTDOWN_LIMIT=28 SHUTDOWN_RETRIES=2 \
   SHUTDOWN_HTTP_TIMEOUT=8 COS_EXTENSIONS=cos-extensions NVIDIA_DIR=/var/lib/nvidia DEV_DIR=/dev \
-  JOB_NETWORK=spotcron JOB_BRIDGE=spotcron0 LOCAL_HOST= LOCAL_GPUS= GPU_PROBLEM=; do
+  JOB_NETWORK=spotcron JOB_BRIDGE=spotcron0 LOCAL_HOST= LOCAL_GPUS= GPU_PROBLEM= IAM_WAIT=600; do
   override=SPOTCRON_${setting%%=*}
   printf -v "${setting%%=*}" '%s' "${!override:-${setting#*=}}"
 done
@@ -78,6 +78,8 @@ run_attempt() {
 
 main() {
   RUNNER_STARTED_AT=$(now_iso) STARTED_AT="" FINISHED_AT=""
+  now_s
+  IAM_WAIT_UNTIL=$((NOW + IAM_WAIT))
   trap 'on_shutdown "SIGTERM (the VM is shutting down)"' TERM INT
   trap 'on_shutdown "preemption notice from the metadata server"' USR1
   trap cleanup EXIT
