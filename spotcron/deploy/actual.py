@@ -331,6 +331,7 @@ def read_actual(clients: Clients, call: Caller, names: Names, desired: Inventory
     the kinds whose API is enabled."""
     reader = _Reader(clients, call, names, desired)
     apis, enabled, number = reader.apis()
+    call.project_number = call.project_number or number  # SERVICE_DISABLED names a project by number
     targets = [name for (kind, name) in desired if kind == IAM_POLICY]
     first: list[Callable[[], list[Resource]]] = [
         f for f in (reader.bucket, reader.topics, reader.accounts, reader.functions, reader.scheduler,

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from spotcron.core.errors import NotFound
-from spotcron.gcp.admin.calls import DeployError
+from spotcron.gcp.admin.calls import DeployError, ForeignQuotaProject
 
 T = TypeVar("T")
 
@@ -47,6 +47,8 @@ API_ENABLED = "the APIs just enabled to be usable (Google: 'wait a few minutes')
 
 def awaited(error: BaseException) -> str | None:
     """What `error` is waiting for, when it is one of the propagation delays above; else None."""
+    if isinstance(error, ForeignQuotaProject):
+        return None  # disabled in another project: no wait in this one ends it
     text = str(error)
     lower = text.lower()
     if "service account" in lower and "does not exist" in lower:
