@@ -14,7 +14,8 @@ propagated an earlier change, which Google documents as taking minutes:
 - an API just enabled: "If you enabled this API recently, wait a few minutes for the action to
   propagate to our systems and retry" (the SERVICE_DISABLED error text);
 - a build that runs as an account granted seconds ago (the functions' source read, an Artifact
-  Registry push): the grant again.
+  Registry push; Cloud Functions' "Could not build the function due to a missing permission on the
+  build service account" and "Error determining source provenance"): the grant again.
 
 `Settling.run` re-runs a whole idempotent step (a deploy action, a Cloud Build) while its error is
 one of those, with a budget of minutes and one printed line per thing awaited. Sleep is injected:
@@ -59,6 +60,9 @@ def awaited(error: BaseException) -> str | None:
         return EVENTARC_AGENT
     if "you must grant storage object viewer permission" in lower:
         return GRANTS  # a function build fetching its source as the build account
+    if "could not build the function due to a missing permission on the build service account" in lower \
+            or "error determining source provenance" in lower:
+        return GRANTS  # Cloud Functions' words for a build account whose roles have not applied yet
     if "artifactregistry.repositories.uploadartifacts" in lower and "denied" in lower:
         return GRANTS  # a build pushing as the build account
     if "is not enabled in project" in lower or "it is disabled" in lower:
