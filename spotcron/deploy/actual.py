@@ -19,6 +19,7 @@ from typing import Any
 
 from spotcron.core.errors import NotFound
 from spotcron.core.layout import DEPLOYED
+from spotcron.deploy.desired import cleanup_read
 from spotcron.deploy.iam import conditions, managed_members, managed_roles
 from spotcron.deploy.naming import Names, function_id, member
 from spotcron.deploy.policies import get_policy, managed_view
@@ -239,8 +240,9 @@ class _Reader:
         if repo.get("format", "DOCKER") != "DOCKER":
             raise DeployError(f"repository {path} exists but holds {repo.get('format')} packages, not container "
                               f"images; set another `repository:` in the stack file")
-        return [Resource(REPOSITORY, self.names.repository, {"format": "DOCKER", "labels": _labels(repo.get("labels"))},
-                         owned=_owned(repo.get("labels")))]
+        return [Resource(REPOSITORY, self.names.repository, {
+            "format": "DOCKER", "labels": _labels(repo.get("labels")), "cleanup": cleanup_read(repo.get("cleanupPolicies")),
+            "cleanup_dry_run": bool(repo.get("cleanupPolicyDryRun", False))}, owned=_owned(repo.get("labels")))]
 
     def network(self) -> list[Resource]:
         """The firewall rules and the subnet deploy wants, one get each (two rules, one subnet)."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spotcron.core.errors import AlreadyExists, NotFound, PreconditionFailed
+from spotcron.deploy.desired import CLEANUP_PREFIX, cleanup_body
 from spotcron.deploy.naming import Names
 from spotcron.deploy.planner import CREATE, DELETE, Action
 from spotcron.deploy.policies import update_policy
@@ -182,7 +183,8 @@ def repository(action: Action, ctx: Context) -> None:
     fields = action.resource.fields
     if action.kind == CREATE:
         body = {"format": fields["format"], "labels": dict(fields["labels"]),
-                "description": "spotcron: the functions' images and the job images"}
+                "description": "spotcron: the functions' images and the job images",
+                "cleanupPolicies": cleanup_body(fields["cleanup"]), "cleanupPolicyDryRun": fields["cleanup_dry_run"]}
         try:
             operation = ctx.call(f"create repository {action.name}", registry.create_repository,
                                  names.location_path, action.name, body)
@@ -192,7 +194,13 @@ def repository(action: Action, ctx: Context) -> None:
             pass  # created by an interrupted deploy (or by hand): bring its labels in line
     current = ctx.call(f"read repository {action.name}", registry.get_repository, path)
     labels = {**dict(current.get("labels") or {}), **fields["labels"]}
-    ctx.call(f"update repository {action.name}", registry.patch_repository, path, {"labels": labels}, "labels")
+    # Policies someone added by hand stay; deploy's own are replaced by what the stack file says.
+    policies = {ident: policy for ident, policy in dict(current.get("cleanupPolicies") or {}).items()
+                if not ident.startswith(CLEANUP_PREFIX)}
+    body = {"labels": labels, "cleanupPolicies": {**policies, **cleanup_body(fields["cleanup"])},
+            "cleanupPolicyDryRun": fields["cleanup_dry_run"]}
+    ctx.call(f"update repository {action.name}", registry.patch_repository, path, body,
+             "labels,cleanupPolicies,cleanupPolicyDryRun")
 
 
 def firewall_body(name: str, fields: Mapping[str, Any]) -> dict[str, Any]:
