@@ -325,6 +325,19 @@ class RunnerHarness:
         """The same for `ip6tables`, logging to ip6tables.log; docker made its DOCKER-USER chain there."""
         return self._recording_firewall("ip6tables")
 
+    @property
+    def fake_mount(self) -> str:
+        """A `mount` that records each call as a line of mount.log and succeeds (root is not needed)."""
+        wrapper = self.tmp / "mount"
+        if not wrapper.exists():
+            wrapper.write_text(f'#!/bin/sh\necho "$*" >> "{self.tmp}/mount.log"\nexit 0\n')
+            wrapper.chmod(0o755)
+        return str(wrapper)
+
+    def mount_calls(self) -> list[str]:
+        log = self.tmp / "mount.log"
+        return log.read_text().splitlines() if log.exists() else []
+
     def _recording_firewall(self, name: str) -> str:
         wrapper = self.tmp / name
         if not wrapper.exists():
@@ -350,6 +363,7 @@ class RunnerHarness:
             "SPOTCRON_DOCKER": docker,
             "SPOTCRON_IPTABLES": self.fake_iptables,
             "SPOTCRON_IP6TABLES": self.fake_ip6tables,
+            "SPOTCRON_MOUNT": self.fake_mount,
             "SPOTCRON_LOG_INTERVAL": "1",
             "SPOTCRON_WORKDIR": str(self.workdir),
             "SPOTCRON_CHECKPOINT_INTERVAL": "1",
