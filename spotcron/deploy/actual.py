@@ -257,7 +257,7 @@ class _Reader:
             except NotFound:
                 if kind == SUBNETWORK:
                     region = name.split("/regions/", 1)[-1].split("/", 1)[0]
-                    raise DeployError(f"{name} does not exist: job VMs join the stack's network (`network:` and "
+                    raise MissingSubnet(f"{name} does not exist: job VMs join the stack's network (`network:` and "
                                       f"`subnetwork:` in the stack file), which needs that subnet in region "
                                       f"{region}; create it, name another network or subnet, or remove {region} "
                                       f"from the stack's `region:` or `placement.regions` (spotcron doctor "
@@ -326,6 +326,11 @@ def _parent_exists(target: str, found: Inventory, names: Names, accounts: frozen
     if kind == POLICY_FUNCTION:
         return (FUNCTION, ident) in found
     return True
+
+
+class MissingSubnet(DeployError):
+    """A subnet job VMs need does not exist (or not yet: Google makes the `default` network when
+    Compute Engine's API is enabled)."""
 
 
 def read_actual(clients: Clients, call: Caller, names: Names, desired: Inventory, pool: ThreadPoolExecutor) -> Actual:

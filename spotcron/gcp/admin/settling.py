@@ -87,6 +87,12 @@ class Settling:
         self._announced: set[str] = set()
         self.waits = 0  # steps slept, over all calls
 
+    def also(self, recognise: Callable[[BaseException], str | None]) -> Settling:
+        """The same policy, also waiting while `recognise` names what an error waits for."""
+        mine = self._recognise
+        return Settling(budget_s=self.budget_s, first_step_s=self.first_step_s, max_step_s=self.max_step_s,
+                        sleep=self._sleep, say=self._say, recognise=lambda exc: recognise(exc) or mine(exc))
+
     def with_say(self, say: Callable[[str], None]) -> Settling:
         """The same policy, printing its lines with `say`."""
         return Settling(budget_s=self.budget_s, first_step_s=self.first_step_s, max_step_s=self.max_step_s,

@@ -55,7 +55,7 @@ class FakeCredentials(Credentials):  # type: ignore[misc]
 class FakeCloud:
     def __init__(self, project: str, latency_s: float = 0.0, *, account_delay_s: float = 30.0,
                  grant_delay_s: float = 120.0, agent_delay_s: float = 60.0, api_delay_s: float = 30.0,
-                 apis: Iterable[str] | None = None):
+                 network_delay_s: float = 60.0, apis: Iterable[str] | None = None):
         """An empty project: only Google's default APIs enabled (`apis` replaces that list), no
         service agent yet, the deployer (`OWNER`) its Owner. Delays in virtual seconds; by default
         what Google calls typical (a grant: about 2 minutes). Whatever talks to it must sleep on
@@ -82,7 +82,7 @@ class FakeCloud:
                                        self.pubsub.exists, PolicyStore(self.access), access=self.access,
                                        storage=self.storage, project_policies=self.project_policies,
                                        registry_policies=self.registry.policies)
-        self.compute = FakeCompute(project)
+        self.compute = FakeCompute(project, self.access, network_delay_s)
         self.serviceusage = FakeServiceUsage(self.access)
         self.project_reads = FakeProjectReads(project, self.compute)  # what `spotcron doctor` reads
         # Service Usage answers first: its list of enabled services is the access model's.

@@ -4,6 +4,10 @@ Private Google Access on a subnet, with their operations.
 Checked as Compute's parser would: a Firewall body may hold only the Firewall resource's fields;
 exactly one of `allowed` and `denied`, each entry naming `IPProtocol`; `direction` INGRESS or
 EGRESS; `priority` 0..65535; an ingress rule's sourceRanges all of one address family.
+The `default` network is Google's: "Unless you choose to disable it, each new project starts with
+a default network" (https://cloud.google.com/vpc/docs/vpc#default-network), made when Compute
+Engine's API is enabled; with an `access`, it and its subnets are visible only `network_delay_s`
+(virtual) after that API was enabled, as a network being created is.
 Operations are DONE on the first poll. A regional operation is readable only under its own
 region (regionOperations.get, https://cloud.google.com/compute/docs/reference/rest/v1/regionOperations/get):
 polled under another region or under global it is 404, as Google answers. The default network has a `default` subnet in every
@@ -31,13 +35,15 @@ PROTOCOLS = frozenset({"tcp", "udp", "icmp", "esp", "ah", "sctp", "ipip", "all"}
 
 
 class FakeCompute:
-    def __init__(self, project: str):
+    def __init__(self, project: str, access: Any = None, network_delay_s: float = 0.0):
         self.project = project
+        self.access = access
+        self.network_delay_s = network_delay_s
         self.firewalls: dict[str, dict[str, Any]] = {}
         self.private_google_access: dict[str, bool] = {}  # region -> state of its default subnet
         # The project's VPC networks: name -> {"auto": auto mode, "subnets": {region: [names]}}.
         # An auto-mode network has a subnet named like itself in every region, as Google creates it.
-        self.networks: dict[str, dict[str, Any]] = {"default": {"auto": True, "subnets": {}}}
+        self.networks: dict[str, dict[str, Any]] = {"default": {"auto": True, "subnets": {}, "with_api": True}}
         self.operations: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
@@ -131,9 +137,18 @@ class FakeCompute:
     def subnet_network(self, region: str, subnet: str) -> str | None:
         """The network holding `subnet` in `region`, None when there is no such subnet."""
         for name, network in self.networks.items():
+            if network.get("with_api") and not self._made_yet():
+                continue
             if (network["auto"] and subnet == name) or subnet in network["subnets"].get(region, ()):
                 return name
         return None
+
+    def _made_yet(self) -> bool:
+        """Whether Google has made the default network by now (Compute Engine enabled long enough)."""
+        if self.access is None:
+            return True
+        since = self.access.enabled_at("compute.googleapis.com")
+        return since is not None and self.access.clock.now() >= since + self.network_delay_s
 
     def get_subnet(self, request: Request) -> tuple[int, Any]:
         self._project(request)
