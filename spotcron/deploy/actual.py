@@ -261,7 +261,10 @@ class _Reader:
                                       f"`subnetwork:` in the stack file), which needs that subnet in region "
                                       f"{region}; create it, name another network or subnet, or remove {region} "
                                       f"from the stack's `region:` or `placement.regions` (spotcron doctor "
-                                      f"checks this before deploy)") from None
+                                      f"checks this before deploy)" + (
+                                          "; if Compute Engine's API was enabled minutes ago, Google may still be "
+                                          "creating the default network: run deploy again in a few minutes"
+                                          if "/subnetworks/default" in name else "")) from None
                 continue
             if kind == FIREWALL:
                 found.append(Resource(FIREWALL, name, firewall_fields(got), owned=name.startswith(NAME_PREFIX)))

@@ -290,6 +290,7 @@ def test_interrupted_apply_converges_when_run_again(deployer: Deployer, cloud: F
     assert failed.value.result.passes  # something was applied before the failure
     half = cloud.state()
     cloud.heal()
+    cloud.clock.sleep(300)  # run again minutes later: Google has made the default network by then
     deployer.deploy(jobs)
     assert deployer.plan(jobs).actions == []
     full = cloud.state()
