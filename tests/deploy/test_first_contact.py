@@ -72,7 +72,7 @@ def test_every_function_builds_from_the_source_copy_as_the_build_account(deploye
     last = {name: error for name, error in cloud.functions.builds}  # each function's latest build
     assert sorted(last) == ["spotcron-credentials", "spotcron-job-done", "spotcron-start-job", "spotcron-sweep"]
     assert set(last.values()) == {None}
-    # The grant behind it is the one narrow exception: Object Viewer, on the project, only where
+    # The grant behind it is the one narrow exception: Object Admin, on the project, only where
     # the resource is that bucket or one of its objects.
     [binding] = [b for b in cloud.project_policies.all()[f"projects/{PROJECT}"]["bindings"]
                  if b["role"].startswith("roles/storage.")]
