@@ -116,7 +116,8 @@ class FakeRegistry(LongRunningOperations):
                         if policy["action"] == "KEEP" and "mostRecentVersions" in policy:
                             kept |= {v[0] for v in newest_first[:policy["mostRecentVersions"]["keepCount"]]}
 
-                    def deleted(version: tuple[str, float, tuple[str, ...]]) -> bool:
+                    def deleted(version: tuple[str, float, tuple[str, ...]],
+                                policies: list[dict[str, Any]] = policies) -> bool:
                         for policy in policies:
                             condition = policy.get("condition")
                             if policy["action"] != "DELETE" or condition is None:
