@@ -293,6 +293,8 @@ def _patient(builder: Any, env: DeployContext, out: Any) -> Any:
         from spotcron.gcp.admin.settling import Settling
 
         builder.settling = Settling(sleep=env.sleep, say=lambda text: out.print(f"[cyan]{text}[/]"))
+    if hasattr(builder, "say"):  # e.g. a project Cloud Build restricts, building in its global location
+        builder.say = lambda text: out.print(f"[cyan]{text}[/]")
     return builder
 
 

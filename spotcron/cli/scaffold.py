@@ -49,6 +49,7 @@ region: us-central1              # where the functions, topics and scheduler ent
 zones: [us-central1-a, us-central1-b, us-central1-c, us-central1-f]  # tried in order for VMs
 bucket: my-project-spotcron      # results bucket (created by deploy)
 repository: spotcron             # Artifact Registry repository for job and function images (created by deploy, in region)
+image_versions_kept: 10          # versions of each image the repository keeps; older ones go after 30 days
 functions_service_account: spotcron-functions
 vm_service_account: spotcron-vm
 network: default                 # the VPC network job VMs join (an organisation without `default` names its own)

@@ -137,6 +137,9 @@ class Settings(BaseModel):
     # The one Artifact Registry repository (Docker, in `region`) deploy creates: the functions'
     # builds push there and job images are pulled from there; every registry role sits on it.
     repository: str = "spotcron"
+    # Versions of each image (package) the repository keeps; older ones are deleted once a month
+    # old, by Artifact Registry's cleanup policies (deploy/desired.py).
+    image_versions_kept: int = Field(10, ge=1)
     job_done_url: str = ""  # filled in by deploy once the function exists; local mode sets its own
     credentials_url: str = ""  # the credentials broker's URL, learned like job_done_url
     image_family: str = "projects/cos-cloud/global/images/family/cos-stable"

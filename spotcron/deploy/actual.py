@@ -19,6 +19,7 @@ from typing import Any
 
 from spotcron.core.errors import NotFound, SpotcronError
 from spotcron.core.layout import DEPLOYED
+from spotcron.deploy.desired import cleanup_read
 from spotcron.deploy.iam import conditions, managed_members, managed_roles
 from spotcron.deploy.naming import Names, function_id, member
 from spotcron.deploy.policies import get_policy, managed_view
@@ -240,8 +241,9 @@ class _Reader:
         if repo.get("format", "DOCKER") != "DOCKER":
             raise DeployError(f"repository {path} exists but holds {repo.get('format')} packages, not container "
                               f"images; set another `repository:` in the stack file")
-        return [Resource(REPOSITORY, self.names.repository, {"format": "DOCKER", "labels": _labels(repo.get("labels"))},
-                         owned=_owned(repo.get("labels")))]
+        return [Resource(REPOSITORY, self.names.repository, {
+            "format": "DOCKER", "labels": _labels(repo.get("labels")), "cleanup": cleanup_read(repo.get("cleanupPolicies")),
+            "cleanup_dry_run": bool(repo.get("cleanupPolicyDryRun", False))}, owned=_owned(repo.get("labels")))]
 
     def network(self) -> list[Resource]:
         """The firewall rules and the subnet deploy wants, one get each (two rules, one subnet)."""
@@ -256,11 +258,14 @@ class _Reader:
             except NotFound:
                 if kind == SUBNETWORK:
                     region = name.split("/regions/", 1)[-1].split("/", 1)[0]
-                    raise DeployError(f"{name} does not exist: job VMs join the stack's network (`network:` and "
+                    raise MissingSubnet(f"{name} does not exist: job VMs join the stack's network (`network:` and "
                                       f"`subnetwork:` in the stack file), which needs that subnet in region "
                                       f"{region}; create it, name another network or subnet, or remove {region} "
                                       f"from the stack's `region:` or `placement.regions` (spotcron doctor "
-                                      f"checks this before deploy)") from None
+                                      f"checks this before deploy)" + (
+                                          "; if Compute Engine's API was enabled minutes ago, Google may still be "
+                                          "creating the default network: run deploy again in a few minutes"
+                                          if "/subnetworks/default" in name else "")) from None
                 continue
             if kind == FIREWALL:
                 found.append(Resource(FIREWALL, name, firewall_fields(got), owned=name.startswith(NAME_PREFIX)))
@@ -344,11 +349,17 @@ def _parent_exists(target: str, found: Inventory, names: Names, accounts: frozen
     return True
 
 
+class MissingSubnet(DeployError):
+    """A subnet job VMs need does not exist (or not yet: Google makes the `default` network when
+    Compute Engine's API is enabled)."""
+
+
 def read_actual(clients: Clients, call: Caller, names: Names, desired: Inventory, pool: ThreadPoolExecutor) -> Actual:
     """Everything deploy manages that exists now: the enabled APIs, then two parallel waves of
     the kinds whose API is enabled."""
     reader = _Reader(clients, call, names, desired)
     apis, enabled, number = reader.apis()
+    call.project_number = call.project_number or number  # SERVICE_DISABLED names a project by number
     targets = [name for (kind, name) in desired if kind == IAM_POLICY]
     first: list[Callable[[], list[Resource]]] = [
         f for f in (reader.bucket, reader.topics, reader.accounts, reader.functions, reader.scheduler,

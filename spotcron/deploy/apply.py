@@ -21,7 +21,7 @@ from typing import Protocol
 from spotcron.core.errors import NotFound, Transient
 from spotcron.core.settings import Settings
 from spotcron.core.spec import JobSpec
-from spotcron.deploy.actual import Actual, read_actual
+from spotcron.deploy.actual import Actual, MissingSubnet, read_actual
 from spotcron.deploy.desired import desired_state
 from spotcron.deploy.executor import ApiExecutor, Applied
 from spotcron.deploy.handlers import Context
@@ -119,6 +119,20 @@ def compute_plan(settings: Settings, jobs: Sequence[JobSpec], source_object: str
     # account's grant on Cloud Functions' source copy names it).
     desired = desired_state(settings, jobs, source_object, url, broker, retired, project_number=actual.project_number)
     return PlanResult(desired, actual, plan(desired, actual.state))
+
+
+DEFAULT_NETWORK = ("the default network, which Google creates when Compute Engine's API is enabled "
+                   "(https://cloud.google.com/vpc/docs/vpc#default-network)")
+
+
+def _makes_default_network(apis: list[Action], settings: Settings) -> bool:
+    """Whether this deploy just enabled Compute Engine, so that the `default` network the stack
+    uses may still be in the making."""
+    return settings.network == "default" and any(a.name == "compute.googleapis.com" for a in apis)
+
+
+def _default_network(error: BaseException) -> str | None:
+    return DEFAULT_NETWORK if isinstance(error, MissingSubnet) else None
 
 
 def retired_accounts(actual: Actual, jobs: Sequence[JobSpec]) -> frozenset[str]:
@@ -231,7 +245,10 @@ def run_deploy(settings: Settings, jobs: Sequence[JobSpec], source: SourceBundle
         if apis:
             _apply_pass(ctx, pool, reporter, apis, "enabling the APIs", result)
             try:
-                actions = replan("read the stack once the APIs are enabled")
+                actions = replan("read the stack once the APIs are enabled") if not _makes_default_network(
+                    apis, settings) else settle.also(_default_network).run(
+                    "read the stack once the APIs are enabled",
+                    lambda: compute_plan(settings, jobs, source.object_name, clients, call, pool).actions)
             except (NotFound, Transient, ApiError) as exc:
                 raise DeployFailed(f"enabled the APIs, then reading the stack failed: {exc}. Run deploy again to "
                                    "check and finish.",

@@ -23,6 +23,7 @@ from spotcron.core.errors import SpotcronError
 from spotcron.core.settings import Settings
 from spotcron.core.spec import JobSpec
 from spotcron.deploy.checkup_rules import (
+    CLOUD_BUILD_UNRESTRICTED,
     COS_IMAGES,
     DEPLOY_PERMISSIONS,
     LIST_ALLOWED,
@@ -36,7 +37,7 @@ from spotcron.deploy.checkup_rules import (
 )
 from spotcron.gcp.admin.calls import REQUIRED_APIS, ServiceDisabled
 
-OK, FAIL, UNKNOWN = "ok", "fail", "unknown"
+OK, FAIL, UNKNOWN, WARN = "ok", "fail", "unknown", "warn"
 SERVICE_USAGE = "serviceusage.googleapis.com"  # deploy enables every other API through it
 T = TypeVar("T")
 
@@ -44,7 +45,7 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class Check:
     name: str
-    status: str  # ok | fail | unknown (the project could not be read for it)
+    status: str  # ok | fail | unknown (the project could not be read for it) | warn (may fail; does not stop)
     detail: str
     fix: str = ""  # what to run (or ask for); empty when nothing is to be done
 
@@ -326,15 +327,28 @@ def check_network(facts: ProjectFacts, settings: Settings, regions: Sequence[str
     return checks
 
 
+def check_build_region(settings: Settings) -> Check:
+    """Cloud Build may be restricted to a few regions for some projects, "due to quota
+    restrictions" (https://cloud.google.com/build/docs/locations); no read tells in advance."""
+    name = f"Cloud Build in {settings.region}"
+    if settings.region in CLOUD_BUILD_UNRESTRICTED:
+        return Check(name, OK, "a region where every project may build")
+    return Check(name, WARN, f"Google may restrict a project's builds to {', '.join(CLOUD_BUILD_UNRESTRICTED)} "
+                             "(\"cannot run builds in this region\"); the functions are built in the stack's region, "
+                             "job images then in Cloud Build's global location",
+                 "if the functions' builds are refused: set `region:` in infra/stack.yaml to one of "
+                 f"{', '.join(CLOUD_BUILD_UNRESTRICTED)}, or ask Google support to lift the restriction")
+
+
 def run_checks(facts: ProjectFacts, settings: Settings, jobs: Sequence[JobSpec], required_apis: Sequence[str]) -> list[Check]:
     """Every check, in the order a first deploy would meet them."""
     regions = regions_used(settings, jobs)
     return [check_apis(facts, required_apis), check_permissions(facts),
             *check_gpu_quotas(facts, gpu_needs(settings, jobs)), *check_policies(facts, settings, jobs),
-            *check_network(facts, settings, regions)]
+            *check_network(facts, settings, regions), check_build_region(settings)]
 
 
-MARKS = {OK: "✓", FAIL: "✗", UNKNOWN: "?"}
+MARKS = {OK: "✓", FAIL: "✗", UNKNOWN: "?", WARN: "!"}
 
 
 def format_checks(checks: Sequence[Check]) -> list[str]:
@@ -352,6 +366,8 @@ def format_checks(checks: Sequence[Check]) -> list[str]:
                        "again.")
     elif unknown:
         lines.append(f"No check failed; {unknown} could not be made (see above).")
+    elif any(c.status == WARN for c in checks):
+        lines.append("No check failed; see the warnings above.")
     else:
         lines.append(f"All {len(checks)} checks passed.")
     return lines

@@ -9,6 +9,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
+# "Depending on usage, some projects might be restricted to using Cloud Build only in the
+# following regions" (https://cloud.google.com/build/docs/locations): the regions where every
+# project may build.
+CLOUD_BUILD_UNRESTRICTED = ("us-central1", "us-west2", "europe-west1", "asia-east1", "australia-southeast1",
+                            "southamerica-east1")
+
 # The image project every job VM boots from (settings.image_family), as
 # compute.trustedImageProjects names it.
 COS_IMAGES = "projects/cos-cloud"

@@ -59,7 +59,7 @@ RETRY_POLICY = {"start_job": "RETRY_POLICY_RETRY", "sweep": "RETRY_POLICY_DO_NOT
 SWEEP_DATA = json.dumps({"sweep": True}, separators=(",", ":"))
 # Settings only deploy reads: left out of the functions' environment, so that switching modes
 # does not rebuild every function.
-DEPLOY_ONLY_SETTINGS = frozenset({"scheduling", "dispatch_topic", "repository", "alerts"})
+DEPLOY_ONLY_SETTINGS = frozenset({"scheduling", "dispatch_topic", "repository", "alerts", "image_versions_kept"})
 # Cloud Scheduler does not retry a failed publish by default (retryCount 0), so one Pub/Sub hiccup
 # would lose the tick. Retries stop at the entry's next fire time, so a retried message still
 # maps to the same tick, and start_job's starting_deadline still bounds how late a run starts.
@@ -179,9 +179,47 @@ def _placement_subnets(settings: Settings, jobs: Iterable[JobSpec]) -> list[Reso
             for region in sorted(regions - {settings.region})]
 
 
-def _repository(names: Names) -> Resource:
+# Artifact Registry keeps every pushed version for ever (each job build and each function build
+# adds one) unless cleanup policies say otherwise. A keep policy "only exempts matching artifacts
+# from deletion": a delete policy must exist for it to act
+# (https://cloud.google.com/artifact-registry/docs/repositories/cleanup-policy-overview). So:
+# delete versions older than a month, except the most recent N of each package (image).
+CLEANUP_DELETE_AFTER = "2592000s"  # 30 days: no deployed spec names an image older than its last deploy's build
+
+
+def cleanup_policies(keep: int) -> tuple[tuple[str, str, tuple[tuple[str, Any], ...]], ...]:
+    """The repository's cleanup policies as comparable data: (id, action, fields)."""
+    return (("spotcron-delete-old", "DELETE", (("condition", (("olderThan", CLEANUP_DELETE_AFTER),
+                                                                ("tagState", "ANY"))),)),
+            ("spotcron-keep-recent", "KEEP", (("mostRecentVersions", (("keepCount", keep),)),)))
+
+
+CLEANUP_PREFIX = "spotcron-"  # the policies deploy manages; others on the repository are left alone
+
+
+def cleanup_body(policies: tuple[tuple[str, str, tuple[tuple[str, Any], ...]], ...]) -> dict[str, Any]:
+    """`cleanup_policies` as the Repository's `cleanupPolicies` map (REST JSON)."""
+    return {ident: {"id": ident, "action": action, **{key: dict(value) for key, value in fields}}
+            for ident, action, fields in policies}
+
+
+def cleanup_read(found: Any) -> tuple[tuple[str, str, tuple[tuple[str, Any], ...]], ...]:
+    """The managed policies of a Repository's `cleanupPolicies`, in `cleanup_policies`' shape."""
+    out = []
+    for ident, policy in sorted(dict(found or {}).items()):
+        if not ident.startswith(CLEANUP_PREFIX) or not isinstance(policy, dict):
+            continue
+        fields = tuple(sorted((key, tuple(sorted(dict(value).items())))
+                              for key, value in policy.items() if key in ("condition", "mostRecentVersions")
+                              and isinstance(value, dict)))
+        out.append((ident, str(policy.get("action", "")), fields))
+    return tuple(out)
+
+
+def _repository(names: Names, keep: int) -> Resource:
     """The one Artifact Registry repository: the functions' builds push to it, job VMs pull from it."""
-    return Resource(REPOSITORY, names.repository, {"format": "DOCKER", "labels": dict(MANAGED_LABELS)})
+    return Resource(REPOSITORY, names.repository, {"format": "DOCKER", "labels": dict(MANAGED_LABELS),
+                                                   "cleanup": cleanup_policies(keep), "cleanup_dry_run": False})
 
 
 def _function(logical: str, names: Names, source_object: str, env: dict[str, str]) -> Resource:
@@ -270,7 +308,7 @@ def desired_state(settings: Settings, jobs: Iterable[JobSpec], source_object: st
     resources = [Resource(API, api, {}) for api in REQUIRED_APIS]
     if settings.alerts.failed_runs:  # the alert policy lives in Cloud Monitoring
         resources.append(Resource(API, MONITORING_API, {}))
-    resources += [_bucket(settings), _repository(names), *_network(settings, names), *_placement_subnets(settings, jobs)]
+    resources += [_bucket(settings), _repository(names, settings.image_versions_kept), *_network(settings, names), *_placement_subnets(settings, jobs)]
     topics = (*names.topics, names.dispatch_topic) if names.shared else names.topics
     resources += [Resource(TOPIC, topic, {"labels": dict(MANAGED_LABELS)}) for topic in topics]
     resources += [Resource(SERVICE_ACCOUNT, email, {"display_name": f"spotcron {email.split('@')[0]}"})

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spotcron.core.errors import AlreadyExists, NotFound, PreconditionFailed
+from spotcron.deploy.desired import CLEANUP_PREFIX, cleanup_body
 from spotcron.deploy.naming import Names
 from spotcron.deploy.planner import CREATE, DELETE, Action
 from spotcron.deploy.policies import update_policy
@@ -183,7 +184,8 @@ def repository(action: Action, ctx: Context) -> None:
     fields = action.resource.fields
     if action.kind == CREATE:
         body = {"format": fields["format"], "labels": dict(fields["labels"]),
-                "description": "spotcron: the functions' images and the job images"}
+                "description": "spotcron: the functions' images and the job images",
+                "cleanupPolicies": cleanup_body(fields["cleanup"]), "cleanupPolicyDryRun": fields["cleanup_dry_run"]}
         try:
             operation = ctx.call(f"create repository {action.name}", registry.create_repository,
                                  names.location_path, action.name, body)
@@ -193,7 +195,13 @@ def repository(action: Action, ctx: Context) -> None:
             pass  # created by an interrupted deploy (or by hand): bring its labels in line
     current = ctx.call(f"read repository {action.name}", registry.get_repository, path)
     labels = {**dict(current.get("labels") or {}), **fields["labels"]}
-    ctx.call(f"update repository {action.name}", registry.patch_repository, path, {"labels": labels}, "labels")
+    # Policies someone added by hand stay; deploy's own are replaced by what the stack file says.
+    policies = {ident: policy for ident, policy in dict(current.get("cleanupPolicies") or {}).items()
+                if not ident.startswith(CLEANUP_PREFIX)}
+    body = {"labels": labels, "cleanupPolicies": {**policies, **cleanup_body(fields["cleanup"])},
+            "cleanupPolicyDryRun": fields["cleanup_dry_run"]}
+    ctx.call(f"update repository {action.name}", registry.patch_repository, path, body,
+             "labels,cleanupPolicies,cleanupPolicyDryRun")
 
 
 def firewall_body(name: str, fields: Mapping[str, Any]) -> dict[str, Any]:
@@ -211,11 +219,17 @@ def firewall_body(name: str, fields: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _wait_compute(ctx: Context, what: str, operation: dict[str, Any]) -> None:
-    """Poll a Compute Engine operation (its selfLink-less name under the project) until DONE."""
+    """Poll a Compute Engine operation until DONE, under its own scope.
+
+    A regional operation is readable only under the region it names (a placement region's subnet
+    answers one of that region, not the stack's):
+    https://cloud.google.com/compute/docs/reference/rest/v1/regionOperations/get
+    """
     import time
 
     network, delay, waited = ctx.clients.network, ctx.poll_initial, 0.0
-    scope = f"regions/{ctx.names.region}" if operation.get("region") else "global"
+    region = str(operation.get("region") or "").rstrip("/").rsplit("/", 1)[-1]
+    scope = f"regions/{region}" if region else "global"
     while operation.get("status") != "DONE":
         if waited >= ctx.operation_timeout:
             raise DeployError(f"{what}: still not done after {int(waited)}s (operation {operation.get('name')})")

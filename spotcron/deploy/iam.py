@@ -76,7 +76,7 @@ class Binding:
 CONDITION_SEPARATOR = "|"  # in no role name
 DEPLOY_SOURCE = "spotcron-deploy-source-only"
 SOURCE_COPY = "spotcron-functions-source-copy"
-SOURCE_COPY_ROLE = "roles/storage.objectViewer"
+SOURCE_COPY_ROLE = "roles/storage.objectAdmin"
 
 
 def source_copy_bucket(project_number: str, region: str) -> str:
@@ -171,11 +171,14 @@ def bindings(names: Names, job_accounts: Iterable[str] = (), *, advice: bool = F
         # The one exception to "no storage role on the project". Cloud Functions copies the source
         # into its own bucket and Cloud Build fetches it from there as the build account: Google's
         # page on the build service account lists Storage Object Admin "for retrieving the function
-        # source" (https://cloud.google.com/run/docs/configuring/services/build-service-account).
-        # Object Viewer is enough to read, and the condition narrows it to that one bucket, which
-        # Google creates on the first function deploy (so it cannot carry a bucket policy before).
+        # source from the Cloud Storage bucket, and to store build images in Artifact Registry"
+        # (https://cloud.google.com/run/docs/configuring/services/build-service-account; the same
+        # for functions: https://cloud.google.com/functions/docs/securing/build-custom-sa). Google documents no
+        # read-only role as enough, so the role is the one it names; the condition narrows it to
+        # that one bucket, which holds only copies of spotcron's own sources and which Google
+        # creates on the first function deploy (so it cannot carry a bucket policy before).
         out.append(Binding(project, SOURCE_COPY_ROLE, build,
-                           "read Cloud Functions' copy of the functions' source, which their build fetches "
+                           "fetch Cloud Functions' copy of the functions' source, as their build does "
                            f"(gs://{source_copy_bucket(project_number, names.region)} only)", condition=SOURCE_COPY))
     for email in sorted(set(job_accounts)):
         job = member(email)

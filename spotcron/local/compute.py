@@ -326,6 +326,8 @@ class LocalCompute:
             # No metadata server address to wall off here: the local one listens on loopback,
             # which a container on its own network doesn't reach.
             "SPOTCRON_IPTABLES": "none",
+            # The work dir is the host's own directory: nothing to remount exec, as on a COS VM.
+            "SPOTCRON_MOUNT": "none",
             # A VM ships new output every 5 s; here a request costs nothing, so `run --follow`
             # and `logs --follow` see each line within a second.
             "SPOTCRON_LOG_INTERVAL": self.base_env.get("SPOTCRON_LOG_INTERVAL", LOCAL_LOG_INTERVAL),

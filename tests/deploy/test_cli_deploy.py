@@ -164,6 +164,7 @@ def test_failed_apply_exits_2_with_what_to_do(invoke, cloud: FakeCloud) -> None:
     assert result.output.rstrip().endswith(("run deploy again to continue from where it stopped.",
                                             "Run deploy again to check and finish."))
     cloud.heal()
+    cloud.clock.sleep(300)  # run again minutes later: Google has made the default network by then
     assert invoke("--yes").exit_code == 0
     assert len(cloud.scheduler.jobs) == 4
 

@@ -103,9 +103,9 @@ def test_deployed_iam_is_least_privilege(deployer: Deployer, cloud: FakeCloud) -
         # Google's, granted when Eventarc first made its agent: deploy leaves it alone.
         "roles/eventarc.serviceAgent": ["serviceAccount:service-123456789012@gcp-sa-eventarc.iam.gserviceaccount.com"],
         # The one storage role on the project, conditional: Cloud Functions' source copy only.
-        "roles/storage.objectViewer": [f"serviceAccount:{BUILD}"],
+        "roles/storage.objectAdmin": [f"serviceAccount:{BUILD}"],
     }  # otherwise no storage or registry role on the project: those sit on the one bucket and the one repository
-    [copy] = [b for b in project["bindings"] if b["role"] == "roles/storage.objectViewer"]
+    [copy] = [b for b in project["bindings"] if b["role"] == "roles/storage.objectAdmin"]
     bucket = "projects/_/buckets/gcf-v2-sources-123456789012-us-central1"
     assert copy["condition"]["expression"] == (f'resource.name == "{bucket}" || '
                                                f'resource.name.startsWith("{bucket}/objects/")')
@@ -292,6 +292,7 @@ def test_interrupted_apply_converges_when_run_again(deployer: Deployer, cloud: F
     assert failed.value.result.passes  # something was applied before the failure
     half = cloud.state()
     cloud.heal()
+    cloud.clock.sleep(300)  # run again minutes later: Google has made the default network by then
     deployer.deploy(jobs)
     assert deployer.plan(jobs).actions == []
     full = cloud.state()

@@ -81,6 +81,24 @@ def test_a_healthy_project_passes_every_check_and_nothing_changes(cloud: FakeClo
     assert asked and all(len(c.body["permissions"]) <= 100 for c in asked)
 
 
+def test_a_region_where_cloud_build_may_be_restricted_is_a_warning() -> None:
+    """Some projects may build only in six regions (https://cloud.google.com/build/docs/locations)."""
+    from spotcron.deploy.checkup import WARN, check_build_region, failed, format_checks
+
+    check = check_build_region(Settings(project=PROJECT, bucket=BUCKET, region="europe-west3"))
+    assert check.name == "Cloud Build in europe-west3"
+    assert check.status == WARN and "cannot run builds in this region" in check.detail
+    assert "us-central1, us-west2, europe-west1, asia-east1, australia-southeast1, southamerica-east1" in check.fix
+    assert not failed([check])
+    assert format_checks([check])[0].startswith("! Cloud Build in europe-west3: ")
+    assert format_checks([check])[-1] == "No check failed; see the warnings above."
+    assert check_build_region(Settings(project=PROJECT, bucket=BUCKET)).status == OK
+
+
+def test_run_checks_include_the_build_region(cloud: FakeCloud) -> None:
+    assert "Cloud Build in us-central1" in checks(cloud)
+
+
 def test_apis_deploy_enables_itself_are_no_failure(cloud: FakeCloud) -> None:
     """Deploy enables the APIs it needs after the user confirms: an API that is off is reported,
     not failed."""

@@ -72,7 +72,7 @@ def test_every_function_builds_from_the_source_copy_as_the_build_account(deploye
     last = {name: error for name, error in cloud.functions.builds}  # each function's latest build
     assert sorted(last) == ["spotcron-credentials", "spotcron-job-done", "spotcron-start-job", "spotcron-sweep"]
     assert set(last.values()) == {None}
-    # The grant behind it is the one narrow exception: Object Viewer, on the project, only where
+    # The grant behind it is the one narrow exception: Object Admin, on the project, only where
     # the resource is that bucket or one of its objects.
     [binding] = [b for b in cloud.project_policies.all()[f"projects/{PROJECT}"]["bindings"]
                  if b["role"].startswith("roles/storage.")]
@@ -102,12 +102,44 @@ def test_without_the_grant_the_fake_build_fails_as_google_reports_it(source: Any
                                      f"Viewer permission to {BUILD}." in error
 
 
+def test_a_build_account_that_may_only_read_the_copy_fails_and_the_wait_knows_googles_words(source: Any) -> None:
+    """Google's page on the build account asks for Storage Object Admin on the source copy, not a
+    read-only role (https://cloud.google.com/run/docs/configuring/services/build-service-account):
+    the fake build needs to write there too, and deploy's grant is that role, narrowed."""
+    from spotcron.deploy.iam import SOURCE_COPY_ROLE
+    from spotcron.gcp.admin.settling import GRANTS, awaited
+
+    assert SOURCE_COPY_ROLE == "roles/storage.objectAdmin"
+    with fake() as cloud:
+        cloud.enable_apis()
+        clients = cloud.clients()
+        from google.cloud.iam_admin_v1 import types
+
+        clients.iam.create_service_account(request=types.CreateServiceAccountRequest(
+            name=f"projects/{PROJECT}", account_id="spotcron-build"))
+        copy = f"projects/_/buckets/{COPY_BUCKET}"
+        cloud.clock.sleep(3600)  # the account is visible to IAM
+        cloud.project_policies.set(f"projects/{PROJECT}", {"version": 3, "bindings": [
+            {"role": "roles/storage.objectViewer", "members": [f"serviceAccount:{BUILD}"],
+             "condition": {"title": SOURCE_COPY, "expression": f'resource.name == "{copy}" || '
+                                                                f'resource.name.startsWith("{copy}/objects/")'}}]})
+        cloud.clock.sleep(3600)  # and the read-only grant has applied
+        error = cloud.functions._build({"buildConfig": {
+            "serviceAccount": f"projects/{PROJECT}/serviceAccounts/{BUILD}",
+            "source": {"storageSource": {"bucket": BUCKET, "object": "deploy/source-x.zip"}}}},
+            f"projects/{PROJECT}/locations/us-central1/functions/spotcron-sweep")
+    assert error is not None and "Could not build the function due to a missing permission on the build " \
+                                 "service account" in error
+    assert awaited(SpotcronError(error)) == GRANTS
+    assert awaited(SpotcronError("Build failed: Error determining source provenance")) == GRANTS
+
+
 def test_the_source_copy_grant_is_the_only_project_wide_storage_role_allowed() -> None:
     build = f"serviceAccount:{BUILD}"
-    narrow = Binding(f"project:{PROJECT}", "roles/storage.objectViewer", build, "", condition=SOURCE_COPY)
+    narrow = Binding(f"project:{PROJECT}", "roles/storage.objectAdmin", build, "", condition=SOURCE_COPY)
     assert security_problems([narrow]) == []
-    assert security_problems([Binding(f"project:{PROJECT}", "roles/storage.objectViewer", build, "")])
-    assert security_problems([Binding(f"project:{PROJECT}", "roles/storage.objectAdmin", build, "",
+    assert security_problems([Binding(f"project:{PROJECT}", "roles/storage.objectAdmin", build, "")])
+    assert security_problems([Binding(f"project:{PROJECT}", "roles/storage.objectViewer", build, "",
                                       condition=SOURCE_COPY)])
 
 

@@ -114,6 +114,26 @@ def test_a_failed_build_says_so(tmp_path, builder, fake) -> None:
         builder.build(build, build.image(REGISTRY))
 
 
+def test_a_project_cloud_build_restricts_builds_in_the_global_location_and_says_so(tmp_path, builder, fake) -> None:
+    """Some projects may use Cloud Build only in six regions (https://cloud.google.com/build/docs/locations)."""
+    _context(tmp_path)
+    [build] = images.plan_builds([_job(build="images/bot")], tmp_path)
+    builder.region = builder.location = "europe-west3"
+    fake.restricted_to = frozenset({"us-central1", "us-west2", "europe-west1", "asia-east1", "australia-southeast1",
+                                    "southamerica-east1"})
+    said: list[str] = []
+    builder.say = said.append
+    digest = builder.build(build, build.image(REGISTRY))
+    assert digest.startswith("sha256:")
+    assert [b["name"].split("/builds/")[0] for b in fake.builds] == [f"projects/{PROJECT}/locations/global"]
+    assert said == [f"Cloud Build refuses builds in europe-west3 for project {PROJECT} (\"cannot run builds in this "
+                    "region\": a quota restriction, https://cloud.google.com/build/docs/locations); building in its "
+                    "global location instead"]
+    # A later deploy (a new builder) finds that build where it was made.
+    builder.location = "europe-west3"
+    assert builder.find(build, build.image(REGISTRY)) == digest
+
+
 # --- the content tag ----------------------------------------------------------------------------
 
 def test_the_tag_depends_on_the_contents_only(tmp_path) -> None:

@@ -88,5 +88,33 @@ def test_without_the_subnet_deploy_stops_naming_the_settings(deployer: Deployer,
     with pytest.raises(DeployError, match=r"subnetworks/default does not exist: job VMs join the stack's network "
                                           r"\(`network:` and `subnetwork:` in the stack file\)"):
         deployer.deploy(deployer.jobs(JOBS_DIR))
-    # Only the plan's first step ran: the APIs enabled (the network is read once Compute Engine is on).
-    assert {c.api for c in cloud.changing_calls()} == {"serviceusage"}
+    # Enabling the APIs comes first; nothing else was made.
+    assert [c for c in cloud.changing_calls() if not c.path.endswith(":enable")] == []
+
+
+def test_the_default_network_google_makes_with_compute_engine_is_waited_for(source) -> None:
+    """Google makes the `default` network when Compute Engine's API is enabled
+    (https://cloud.google.com/vpc/docs/vpc#default-network); for a while after, its subnets read 404."""
+    from spotcron.deploy.apply import DEFAULT_NETWORK
+    from tests.deploy.conftest import Deployer, make_settings
+
+    cloud = FakeCloud(PROJECT, network_delay_s=240.0).start()
+    try:
+        deployer = Deployer(cloud, make_settings(), source)
+        deployer.deploy(deployer.jobs(JOBS_DIR))
+        assert any(c.status == 404 and c.path.endswith("/subnetworks/default") for c in cloud.calls())
+        assert cloud.compute.private_google_access == {"us-central1": True}
+        assert any(f"waiting for {DEFAULT_NETWORK}" in note for note in deployer.reporter.notes)
+    finally:
+        cloud.stop()
+
+
+def test_private_google_access_in_a_placement_region_waits_on_that_regions_operation(
+        deployer: Deployer, cloud: FakeCloud) -> None:
+    """setPrivateIpGoogleAccess answers an operation of the subnet's region, readable only there
+    (https://cloud.google.com/compute/docs/reference/rest/v1/regionOperations/get)."""
+    from tests.deploy.conftest import make_settings
+
+    settings = make_settings(placement={"regions": ["us-west4", "us-east1"]})
+    deployer.deploy(deployer.jobs(JOBS_DIR), settings=settings)
+    assert cloud.compute.private_google_access == {"us-central1": True, "us-east1": True, "us-west4": True}

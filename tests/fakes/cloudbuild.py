@@ -6,6 +6,13 @@ against the published schema (cloudbuild_schema.py) and parsed strictly with the
 Build message; a mismatch is a 400, as Google answers. A build "runs" by reading its source object
 from `sources` (the stack's bucket in tests) and pushing each of its images with a digest derived
 from the image's name and the source's bytes.
+
+`restricted_to`: a project Cloud Build limits to a few regions ("Depending on usage, some projects
+might be restricted to using Cloud Build only in the following regions",
+https://cloud.google.com/build/docs/locations): a build created in any other region (the global
+location aside) is refused 400 FAILED_PRECONDITION with Google's words, "failed precondition: due
+to quota restrictions, cannot run builds in this region. Please contact support"
+(google-github-actions/deploy-cloudrun#480).
 """
 
 from __future__ import annotations
@@ -22,16 +29,17 @@ from urllib.parse import parse_qs, urlsplit
 
 from tests.fakes import cloudbuild_schema
 
-PARENT = r"/v1/(?P<parent>projects/(?P<project>[^/]+)/locations/[^/]+)"
+PARENT = r"/v1/(?P<parent>projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+))"
 BUILD_TYPE = "type.googleapis.com/google.devtools.cloudbuild.v1.Build"
 METADATA_TYPE = "type.googleapis.com/google.devtools.cloudbuild.v1.BuildOperationMetadata"
 _FILTER = re.compile(r'^tags="(?P<tag>[^"]+)" AND status="(?P<status>[A-Z_]+)"$')
 
 
 class _Refused(Exception):
-    def __init__(self, code: int, message: str):
+    def __init__(self, code: int, message: str, status: str = ""):
         super().__init__(message)
         self.code, self.message = code, message
+        self.status = status or ("INVALID_ARGUMENT" if code == 400 else "NOT_FOUND")
 
 
 class FakeCloudBuild:
@@ -48,6 +56,7 @@ class FakeCloudBuild:
         self.requests: list[dict[str, Any]] = []  # every create's body, as sent
         self.operations: dict[str, dict[str, Any]] = {}
         self.fail_next = False  # the next build ends FAILURE, as a Dockerfile with an error does
+        self.restricted_to: frozenset[str] | None = None  # the only regions this project may build in
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -67,8 +76,7 @@ class FakeCloudBuild:
                     status, out = fake.handle(method, self.path, body)
                 except _Refused as exc:
                     status, out = exc.code, {"error": {"code": exc.code, "message": exc.message,
-                                                       "status": "INVALID_ARGUMENT" if exc.code == 400 else
-                                                       "NOT_FOUND"}}
+                                                       "status": exc.status}}
                 data = json.dumps(out).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -113,6 +121,10 @@ class FakeCloudBuild:
     def create(self, match: re.Match[str], body: dict[str, Any]) -> tuple[int, Any]:
         self._check_project(match)
         self.requests.append(body)
+        location = match["location"]
+        if self.restricted_to is not None and location != "global" and location not in self.restricted_to:
+            raise _Refused(400, "failed precondition: due to quota restrictions, cannot run builds in this region. "
+                                "Please contact support", "FAILED_PRECONDITION")
         problems = cloudbuild_schema.problems(body)
         problems += [f"build.{name}: required" for name in cloudbuild_schema.BUILD_REQUIRED if not body.get(name)]
         problems += [f"build.tags: {tag!r} does not match {cloudbuild_schema.TAG_PATTERN}"

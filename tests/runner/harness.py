@@ -83,11 +83,15 @@ class Callback:
 
 
 class Receiver(_Serving):
-    """Stands in for job_done: verifies the bearer token, records every call, may fail on purpose."""
+    """Stands in for job_done: verifies the bearer token, records every call, may fail on purpose.
 
-    def __init__(self, identity: GoogleIdentity, fail_first: int = 0):
+    `deny_first` answers 403 to that many verified calls, as Cloud Run does to a caller whose
+    invoker grant has not propagated yet (https://cloud.google.com/iam/docs/access-change-propagation)."""
+
+    def __init__(self, identity: GoogleIdentity, fail_first: int = 0, deny_first: int = 0):
         self.identity = identity
         self.fail_first = fail_first
+        self.deny_first = deny_first
         self.calls: list[Callback] = []
         self._lock = threading.Lock()
         receiver = self
@@ -123,10 +127,13 @@ class Receiver(_Serving):
         except InvalidToken as exc:
             return 401, Callback(401, body, None, str(exc), token)
         with self._lock:
-            failing = self.fail_first > 0
+            denied = self.deny_first > 0
+            failing = not denied and self.fail_first > 0
+            if denied:
+                self.deny_first -= 1
             if failing:
                 self.fail_first -= 1
-        status = 503 if failing else 200
+        status = 403 if denied else 503 if failing else 200
         return status, Callback(status, body, claims, None, token)
 
     @property
@@ -138,12 +145,15 @@ class CredentialsBroker(_Serving):
     """Stands in for the credentials endpoint (no run records here): verifies the instance
     identity token (audience = this URL), and mints, with the bucket's grants, the broker's own
     rules (engine/broker.boundary_rules) for the descriptor of the VM the token names, each
-    token living `life` seconds."""
+    token living `life` seconds. `deny_first` answers 403 to that many calls, as Cloud Run does
+    while the VM account's invoker grant propagates."""
 
     def __init__(self, identity: GoogleIdentity, metadata: LocalMetadataServer, bucket: LocalBucket, *,
-                 life: int = 3600):
+                 life: int = 3600, deny_first: int = 0):
         self.identity = identity
         self.life = life
+        self.deny_first = deny_first
+        self.denied = 0
         self.issued: list[str] = []
         self.refused: list[str] = []
         broker = self
@@ -157,6 +167,13 @@ class CredentialsBroker(_Serving):
 
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 token = self.headers.get("Authorization", "").removeprefix("Bearer ")
+                if broker.deny_first > 0:
+                    broker.deny_first -= 1
+                    broker.denied += 1
+                    self.send_response(403)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 try:
                     claims = broker.identity.verify(token, broker.url)
                     vm = metadata.vm(claims["google"]["compute_engine"]["instance_name"])
@@ -308,6 +325,19 @@ class RunnerHarness:
         """The same for `ip6tables`, logging to ip6tables.log; docker made its DOCKER-USER chain there."""
         return self._recording_firewall("ip6tables")
 
+    @property
+    def fake_mount(self) -> str:
+        """A `mount` that records each call as a line of mount.log and succeeds (root is not needed)."""
+        wrapper = self.tmp / "mount"
+        if not wrapper.exists():
+            wrapper.write_text(f'#!/bin/sh\necho "$*" >> "{self.tmp}/mount.log"\nexit 0\n')
+            wrapper.chmod(0o755)
+        return str(wrapper)
+
+    def mount_calls(self) -> list[str]:
+        log = self.tmp / "mount.log"
+        return log.read_text().splitlines() if log.exists() else []
+
     def _recording_firewall(self, name: str) -> str:
         wrapper = self.tmp / name
         if not wrapper.exists():
@@ -333,6 +363,7 @@ class RunnerHarness:
             "SPOTCRON_DOCKER": docker,
             "SPOTCRON_IPTABLES": self.fake_iptables,
             "SPOTCRON_IP6TABLES": self.fake_ip6tables,
+            "SPOTCRON_MOUNT": self.fake_mount,
             "SPOTCRON_LOG_INTERVAL": "1",
             "SPOTCRON_WORKDIR": str(self.workdir),
             "SPOTCRON_CHECKPOINT_INTERVAL": "1",

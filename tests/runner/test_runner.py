@@ -130,6 +130,33 @@ def test_fake_docker_gets_mounts_env_entrypoint_and_carries_the_exit_code(harnes
     _assert_tidy(harness, result)
 
 
+def test_the_work_dir_is_remounted_exec_before_the_job_sees_it(harness):
+    """COS mounts /var noexec (https://cloud.google.com/container-optimized-os/docs/concepts/disks-and-filesystem);
+    the results and checkpoint directories reach the container from the work dir, so it is bound
+    onto itself and remounted exec, as Google's steps do for /var/lib/nvidia."""
+    descriptor = harness.descriptor(checkpoint_path="/checkpoint")
+    result = harness.run(descriptor, docker=harness.fake_docker)
+
+    assert result.rc == 0, result.stderr
+    work = str(harness.workdir)
+    assert harness.mount_calls() == [f"--bind {work} {work}", f"-o remount,exec {work}"]
+    [run] = [argv for argv in harness.docker_calls() if argv[0] == "run"]
+    assert f"{work}/checkpoint:/checkpoint" in run
+
+
+def test_a_failed_remount_is_said_and_the_job_still_runs(harness, tmp_path):
+    failing = tmp_path / "mount-fails"
+    failing.write_text("#!/bin/sh\nexit 32\n")
+    failing.chmod(0o755)
+    harness.extra_env["SPOTCRON_MOUNT"] = str(failing)
+    result = harness.run(harness.descriptor())
+
+    assert result.rc == 0, result.stderr
+    assert "could not remount" in result.stderr and "cannot execute files" in result.stderr
+    [call] = harness.receiver.accepted
+    assert call.body["status"] == "exited"
+
+
 def test_image_default_command_is_kept_when_the_descriptor_has_none(harness):
     harness.extra_env["FAKE_DOCKER_IMAGES"] = "example/job:1"
     descriptor = harness.descriptor(command=None, args=[sys.executable, str(JOB), "ok"])

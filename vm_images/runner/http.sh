@@ -70,20 +70,42 @@ http_call() {
     timeout=$((SHUTDOWN_AT + SHUTDOWN_LIMIT - NOW < timeout ? SHUTDOWN_AT + SHUTDOWN_LIMIT - NOW : timeout))
     timeout=$((timeout > SHUTDOWN_HTTP_TIMEOUT ? SHUTDOWN_HTTP_TIMEOUT : timeout < 1 ? 1 : timeout))
   fi
+  DENIED_BY=""
   HTTP_CODE=$(curl -sS -o "$out" -w '%{http_code}' --connect-timeout "$CONNECT_TIMEOUT" --max-time "$timeout" \
     -H 'Expect:' "$@") || true
   [[ $HTTP_CODE =~ ^[0-9]{3}$ ]] || HTTP_CODE=000
   [[ $HTTP_CODE == 2[0-9][0-9] ]]
 }
 
+# The broker and job_done admit this VM's account through an invoker grant that deploy made
+# minutes before the first tick; a new grant takes "typically 2 minutes, potentially 7 minutes or
+# longer" to apply (https://cloud.google.com/iam/docs/access-change-propagation). Until
+# IAM_WAIT_UNTIL (IAM_WAIT seconds after the runner started) a 403 from either is waited out;
+# after that it is final. DENIED_BY names the endpoint whose 403 HTTP_CODE holds.
+DENIED_BY="" IAM_WAITING=0
+awaiting_grant() {
+  [[ $HTTP_CODE == 403 && -n $DENIED_BY ]] && ((!SHUTDOWN)) || return 1
+  now_s
+  ((NOW < IAM_WAIT_UNTIL)) || return 1
+  ((IAM_WAITING)) || log "HTTP 403 from $DENIED_BY: waiting up to $((IAM_WAIT_UNTIL - NOW))s for this VM's" \
+    "invoker grant to take effect (IAM propagation takes minutes)"
+  IAM_WAITING=1
+}
+
 # retry MAX FN ARGS...: FN until it succeeds, fails for good (a non-retryable HTTP answer), or
-# MAX retries are spent. Once shutting down, at most SHUTDOWN_RETRIES, within the limit.
+# MAX retries are spent. Once shutting down, at most SHUTDOWN_RETRIES, within the limit. A 403
+# from the broker or job_done is retried until IAM_WAIT_UNTIL without counting against MAX.
 retry() {
   local max=$1 try=0
   shift
   until "$@"; do
     [[ $HTTP_CODE == 401 ]] && rm -f "$AUTH_HEADER.expires"  # a new token on the next try
     try=$((try + 1))
+    if awaiting_grant; then
+      backoff "$try"
+      try=$((try > max ? max : try))
+      continue
+    fi
     if ((SHUTDOWN)); then
       now_s
       ((max > SHUTDOWN_RETRIES)) && max=$SHUTDOWN_RETRIES

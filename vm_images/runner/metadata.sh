@@ -29,8 +29,12 @@ access_token() {
   now_s
   { read -r expires <"$AUTH_HEADER.expires"; } 2>/dev/null && ((NOW < expires)) && return 0
   if [[ -n $D_CREDENTIALS_URL ]]; then
-    identity_token "$D_CREDENTIALS_URL" "$TMP/broker.$BASHPID" && http_call "$answer" -X POST -H "@$TMP/broker.$BASHPID" \
-      -H 'Content-Type: application/json' --data-binary '{}' "$D_CREDENTIALS_URL" || return 1
+    identity_token "$D_CREDENTIALS_URL" "$TMP/broker.$BASHPID" || return 1
+    if ! http_call "$answer" -X POST -H "@$TMP/broker.$BASHPID" -H 'Content-Type: application/json' \
+      --data-binary '{}' "$D_CREDENTIALS_URL"; then
+      [[ $HTTP_CODE == 403 ]] && DENIED_BY="the credentials broker"
+      return 1
+    fi
   else
     md_fetch instance/service-accounts/default/token "$answer" || return 1
   fi
@@ -80,8 +84,11 @@ load_descriptor() {
 }
 
 _callback_once() {
-  identity_token "$D_JOB_DONE_URL" "$TMP/identity.header" && http_call "$TMP/callback.out" -X POST \
-    -H "@$TMP/identity.header" -H 'Content-Type: application/json' --data-binary "@$TMP/callback.json" "$D_JOB_DONE_URL"
+  identity_token "$D_JOB_DONE_URL" "$TMP/identity.header" || return 1
+  http_call "$TMP/callback.out" -X POST -H "@$TMP/identity.header" -H 'Content-Type: application/json' \
+    --data-binary "@$TMP/callback.json" "$D_JOB_DONE_URL" && return 0
+  [[ $HTTP_CODE == 403 ]] && DENIED_BY=job_done
+  return 1
 }
 
 # JSON for a time that may be missing.

@@ -23,7 +23,7 @@ for setting in METADATA_URL=http://metadata.google.internal/computeMetadata/v1 D
   CALLBACK_RETRIES=8 BACKOFF_MS=1000 BACKOFF_MAX_MS=30000 STOP_GRACE=10 POLL=0.5 CONNECT_TIMEOUT=5 \
   HTTP_TIMEOUT=120 UPLOAD_TIMEOUT=3600 PREEMPT_WAIT=60 SHUTDOWN_BUDGET=18 SHUTDOWN_LIMIT=28 SHUTDOWN_RETRIES=2 \
   SHUTDOWN_HTTP_TIMEOUT=8 COS_EXTENSIONS=cos-extensions NVIDIA_DIR=/var/lib/nvidia DEV_DIR=/dev \
-  JOB_NETWORK=spotcron JOB_BRIDGE=spotcron0 LOCAL_HOST= LOCAL_GPUS= GPU_PROBLEM= LOCAL_WAITED_S= \
+  JOB_NETWORK=spotcron JOB_BRIDGE=spotcron0 LOCAL_HOST= LOCAL_GPUS= GPU_PROBLEM= LOCAL_WAITED_S= IAM_WAIT=600 MOUNT=mount \
   SECRETS_URL=https://secretmanager.googleapis.com/v1 SECRETS_DIR=/run/spotcron/secrets; do
   override=SPOTCRON_${setting%%=*}
   printf -v "${setting%%=*}" '%s' "${!override:-${setting#*=}}"
@@ -45,10 +45,22 @@ cleanup() {
   rm -rf "$TMP"
 }
 
+# Container-Optimized OS mounts /var writable but non-executable
+# (https://cloud.google.com/container-optimized-os/docs/concepts/disks-and-filesystem), and the
+# job's results and checkpoint directories are bind-mounted from here into its container with
+# that flag: a job could not run a file it restored from its checkpoint. The work dir becomes a
+# mount of its own, remounted exec, as Google's GPU steps do for /var/lib/nvidia.
+# SPOTCRON_MOUNT=none (local mode): the host's directory is left as it is.
+exec_workdir() {
+  [[ $MOUNT == none ]] && return 0
+  { "$MOUNT" --bind "$WORKDIR" "$WORKDIR" && "$MOUNT" -o remount,exec "$WORKDIR"; } ||
+    log "could not remount $WORKDIR exec: the job cannot execute files in its results or checkpoint directory"
+}
+
 # The container may run as any user and must be able to write its outputs; the runner's own
 # files (tokens among them) are for root only.
 prepare_workdir() {
-  mkdir -p "$WORKDIR" && rm -rf "$RESULTS_DIR" "$CKPT_DIR" "$TMP" "$LOGS" &&
+  mkdir -p "$WORKDIR" && exec_workdir && rm -rf "$RESULTS_DIR" "$CKPT_DIR" "$TMP" "$LOGS" &&
     mkdir -p "$RESULTS_DIR" "$CKPT_DIR" "$TMP/up" "$TMP/logs" && : >"$LOGS" &&
     chmod 0777 "$RESULTS_DIR" "$CKPT_DIR" && chmod 0700 "$TMP"
 }
@@ -81,6 +93,8 @@ run_attempt() {
 
 main() {
   RUNNER_STARTED_AT=$(now_iso) STARTED_AT="" FINISHED_AT=""
+  now_s
+  IAM_WAIT_UNTIL=$((NOW + IAM_WAIT))
   trap 'on_shutdown "SIGTERM (the VM is shutting down)"' TERM INT
   trap 'on_shutdown "preemption notice from the metadata server"' USR1
   trap cleanup EXIT

@@ -4,6 +4,7 @@ not enabled, a missing role, rejected credentials), on the one retry loop of ret
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from spotcron.core.errors import SpotcronError
@@ -60,6 +61,13 @@ class MissingCredentials(DeployError):
         self.cause = cause
 
 
+class ForeignQuotaProject(DeployError):
+    """Google refused a call for an API disabled in another project than the stack's: the one the
+    credentials name as their quota project, which Google checks and bills instead
+    (https://cloud.google.com/docs/quotas/set-quota-project). Enabling APIs in the stack's project
+    does not help, so nothing waits for it."""
+
+
 def enable_command(project: str) -> str:
     return f"gcloud services enable {' '.join(REQUIRED_APIS)} --project {project}"
 
@@ -75,14 +83,32 @@ def _service_disabled(exc: BaseException) -> str | None:
     return str(metadata.get("service") or metadata.get("serviceTitle") or "a required API")
 
 
-def translate_deploy_error(exc: BaseException, what: str, project: str) -> SpotcronError:
-    """The spotcron error for any exception a Google call raised during deploy."""
+def _consumer(exc: BaseException) -> str:
+    """The project SERVICE_DISABLED names (its ErrorInfo's `consumer`, `projects/ID_OR_NUMBER`, or
+    "… in project X before …" in the text), "" when it names none."""
+    consumer = str((getattr(exc, "metadata", None) or {}).get("consumer") or "")
+    if consumer.startswith("projects/"):
+        return consumer.split("/", 1)[1]
+    found = re.search(r"in project ([a-z0-9][a-z0-9.:-]*[a-z0-9]) before", str(getattr(exc, "message", "") or exc))
+    return found.group(1) if found else ""
+
+
+def translate_deploy_error(exc: BaseException, what: str, project: str, number: str = "") -> SpotcronError:
+    """The spotcron error for any exception a Google call raised during deploy. `number`: the
+    project's number when known, as SERVICE_DISABLED names the project by number."""
     if isinstance(exc, SpotcronError):
         return exc
     from google.api_core import exceptions as gexc
 
     if isinstance(exc, gexc.PermissionDenied | gexc.Forbidden):
         service = _service_disabled(exc)
+        consumer = _consumer(exc) if service else ""
+        # A number is comparable only once the stack's own is known.
+        if consumer and consumer not in (project, number) and (number or not consumer.isdigit()):
+            return ForeignQuotaProject(
+                f"{what}: {service} is refused as disabled in project {consumer}, not the stack's project "
+                f"{project}: Google checked the call against the quota project of your credentials. Make "
+                f"{project} their quota project:\n  gcloud auth application-default set-quota-project {project}")
         if service:
             return ServiceDisabled(f"{what}: {service} is not enabled in project {project}. "
                                    f"Enable every API deploy needs with:\n  {enable_command(project)}", service)
@@ -100,5 +126,6 @@ class Caller(retry.Caller):
     """retry.Caller with deploy's translation (translate_deploy_error) for one project."""
 
     def __init__(self, project: str, **policy: Any):
-        super().__init__(lambda exc, what: translate_deploy_error(exc, what, project), **policy)
+        super().__init__(lambda exc, what: translate_deploy_error(exc, what, project, self.project_number), **policy)
         self.project = project
+        self.project_number = ""  # learnt from the first read (Service Usage's names)

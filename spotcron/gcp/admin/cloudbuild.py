@@ -6,11 +6,17 @@ reproducible .tar.gz, core/images.py) is uploaded to the bucket, a Build with on
 waited on, and the digest comes from the Build's `results.images`. Before building, the builds
 of the same context are looked up by their Cloud Build tag: an unchanged context is not built
 again.
+
+"Depending on usage, some projects might be restricted to using Cloud Build only in" six regions
+(https://cloud.google.com/build/docs/locations); elsewhere such a project's build is refused
+"due to quota restrictions, cannot run builds in this region". The builder then builds in Cloud
+Build's global location, saying so; the image still goes to the stack's regional repository.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from spotcron.core.errors import SpotcronError
@@ -20,6 +26,7 @@ from spotcron.gcp.admin.settling import Settling
 from spotcron.gcp.error_map import translated
 
 BUILD_WAIT_S = 1800.0  # the build's own timeout (core/images.py) plus queueing
+REGION_REFUSED = "cannot run builds in this region"  # Cloud Build's words for a restricted project
 
 
 class BuildFailed(SpotcronError):
@@ -55,6 +62,8 @@ class CloudBuilder:
         # grant still propagating: the build runs again (settling.py), for minutes.
         self.settling = settling or Settling()
         self.region = region
+        self.location = region  # "global" once the region refused this project's builds
+        self.say: Callable[[str], None] = lambda text: None
         self.blobs = blobs
         self.service_account = service_account
         self.wait_s = wait_s
@@ -70,19 +79,21 @@ class CloudBuilder:
 
     @property
     def parent(self) -> str:
-        return f"projects/{self.project}/locations/{self.region}"
+        return f"projects/{self.project}/locations/{self.location}"
 
     def find(self, build: ImageBuild, image: str) -> str | None:
-        """The digest of an earlier successful build of this exact context pushed as `image`, if any."""
+        """The digest of an earlier successful build of this exact context pushed as `image`, if any:
+        in the stack's region, then in the global location (where a restricted project built)."""
         what = f"list the builds of {image}"
-        with translated(what):
-            pages = self.client.list_builds(request={
-                "parent": self.parent,
-                "filter": f'tags="{build_tag(build)}" AND status="SUCCESS"'})
-            for found in pages:
-                digest = pushed_digest(_as_json(found), image)
-                if digest is not None:
-                    return digest
+        for location in dict.fromkeys((self.location, self.region, "global")):
+            with translated(what):
+                pages = self.client.list_builds(request={
+                    "parent": f"projects/{self.project}/locations/{location}",
+                    "filter": f'tags="{build_tag(build)}" AND status="SUCCESS"'})
+                for found in pages:
+                    digest = pushed_digest(_as_json(found), image)
+                    if digest is not None:
+                        return digest
         return None
 
     def build(self, build: ImageBuild, image: str) -> str:
@@ -90,6 +101,18 @@ class CloudBuilder:
         return self.settling.run(f"build {image}", lambda: self._build_once(build, image))
 
     def _build_once(self, build: ImageBuild, image: str) -> str:
+        try:
+            return self._build_in_location(build, image)
+        except SpotcronError as exc:
+            if self.location == "global" or REGION_REFUSED not in str(exc):
+                raise
+        self.say(f"Cloud Build refuses builds in {self.region} for project {self.project} (\"{REGION_REFUSED}\": "
+                 "a quota restriction, https://cloud.google.com/build/docs/locations); building in its global "
+                 "location instead")
+        self.location = "global"
+        return self._build_in_location(build, image)
+
+    def _build_in_location(self, build: ImageBuild, image: str) -> str:
         from google.cloud.devtools import cloudbuild_v1
 
         generation = self.blobs.write(build.source_object, build.tarball, content_type="application/gzip")
@@ -105,13 +128,13 @@ class CloudBuilder:
                 if _ended_with_error(operation):
                     raise BuildFailed(f"the build of {image} from {build.relative}/ failed{_failure(operation)}: "
                                       f"{operation.operation.error.message}; its log is in "
-                                      f"Cloud Build's history (gcloud builds list --region {self.region})") from exc
+                                      f"Cloud Build's history (gcloud builds list --region {self.location})") from exc
                 raise
         result = _as_json(done)
         digest = pushed_digest(result, image)
         if digest is None:
             raise BuildFailed(f"the build of {image} ended {result.get('status', '?')} without pushing the image; "
-                              f"see {result.get('logUrl') or 'gcloud builds list --region ' + self.region}")
+                              f"see {result.get('logUrl') or 'gcloud builds list --region ' + self.location}")
         return digest
 
 

@@ -14,7 +14,8 @@ propagated an earlier change, which Google documents as taking minutes:
 - an API just enabled: "If you enabled this API recently, wait a few minutes for the action to
   propagate to our systems and retry" (the SERVICE_DISABLED error text);
 - a build that runs as an account granted seconds ago (the functions' source read, an Artifact
-  Registry push): the grant again.
+  Registry push; Cloud Functions' "Could not build the function due to a missing permission on the
+  build service account" and "Error determining source provenance"): the grant again.
 
 `Settling.run` re-runs a whole idempotent step (a deploy action, a Cloud Build) while its error is
 one of those, with a budget of minutes and one printed line per thing awaited. Sleep is injected:
@@ -29,7 +30,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from spotcron.core.errors import NotFound
-from spotcron.gcp.admin.calls import DeployError
+from spotcron.gcp.admin.calls import DeployError, ForeignQuotaProject
 
 T = TypeVar("T")
 
@@ -47,6 +48,8 @@ API_ENABLED = "the APIs just enabled to be usable (Google: 'wait a few minutes')
 
 def awaited(error: BaseException) -> str | None:
     """What `error` is waiting for, when it is one of the propagation delays above; else None."""
+    if isinstance(error, ForeignQuotaProject):
+        return None  # disabled in another project: no wait in this one ends it
     text = str(error)
     lower = text.lower()
     if "service account" in lower and "does not exist" in lower:
@@ -57,6 +60,9 @@ def awaited(error: BaseException) -> str | None:
         return EVENTARC_AGENT
     if "you must grant storage object viewer permission" in lower:
         return GRANTS  # a function build fetching its source as the build account
+    if "could not build the function due to a missing permission on the build service account" in lower \
+            or "error determining source provenance" in lower:
+        return GRANTS  # Cloud Functions' words for a build account whose roles have not applied yet
     if "artifactregistry.repositories.uploadartifacts" in lower and "denied" in lower:
         return GRANTS  # a build pushing as the build account
     if "is not enabled in project" in lower or "it is disabled" in lower:
@@ -80,6 +86,12 @@ class Settling:
         self._lock = threading.Lock()
         self._announced: set[str] = set()
         self.waits = 0  # steps slept, over all calls
+
+    def also(self, recognise: Callable[[BaseException], str | None]) -> Settling:
+        """The same policy, also waiting while `recognise` names what an error waits for."""
+        mine = self._recognise
+        return Settling(budget_s=self.budget_s, first_step_s=self.first_step_s, max_step_s=self.max_step_s,
+                        sleep=self._sleep, say=self._say, recognise=lambda exc: recognise(exc) or mine(exc))
 
     def with_say(self, say: Callable[[str], None]) -> Settling:
         """The same policy, printing its lines with `say`."""

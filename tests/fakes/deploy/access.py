@@ -167,6 +167,11 @@ class Access:
         with self._lock:
             return sorted(self._apis)
 
+    def enabled_at(self, service: str) -> float | None:
+        """When `service` was enabled (virtual seconds), None if it is not."""
+        with self._lock:
+            return self._apis.get(service)
+
     def require_api(self, service: str) -> None:
         with self._lock:
             since = self._apis.get(service)

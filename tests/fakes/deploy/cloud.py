@@ -58,7 +58,7 @@ class FakeCredentials(Credentials):  # type: ignore[misc]
 class FakeCloud:
     def __init__(self, project: str, latency_s: float = 0.0, *, account_delay_s: float = 30.0,
                  grant_delay_s: float = 120.0, agent_delay_s: float = 60.0, api_delay_s: float = 30.0,
-                 apis: Iterable[str] | None = None):
+                 network_delay_s: float = 60.0, apis: Iterable[str] | None = None):
         """An empty project: only Google's default APIs enabled (`apis` replaces that list), no
         service agent yet, the deployer (`OWNER`) its Owner. Delays in virtual seconds; by default
         what Google calls typical (a grant: about 2 minutes). Whatever talks to it must sleep on
@@ -85,7 +85,7 @@ class FakeCloud:
                                        self.pubsub.exists, PolicyStore(self.access), access=self.access,
                                        storage=self.storage, project_policies=self.project_policies,
                                        registry_policies=self.registry.policies)
-        self.compute = FakeCompute(project)
+        self.compute = FakeCompute(project, self.access, network_delay_s)
         # A run's VMs, created and deleted as the functions' account (instances.py).
         self.instances = FakeInstances(project, self.access, self.project_policies, self.iam.policies)
         self.serviceusage = FakeServiceUsage(self.access)

@@ -4,7 +4,13 @@ Private Google Access on a subnet, with their operations.
 Checked as Compute's parser would: a Firewall body may hold only the Firewall resource's fields;
 exactly one of `allowed` and `denied`, each entry naming `IPProtocol`; `direction` INGRESS or
 EGRESS; `priority` 0..65535; an ingress rule's sourceRanges all of one address family.
-Operations are DONE on the first poll. The default network has a `default` subnet in every
+The `default` network is Google's: "Unless you choose to disable it, each new project starts with
+a default network" (https://cloud.google.com/vpc/docs/vpc#default-network), made when Compute
+Engine's API is enabled; with an `access`, it and its subnets are visible only `network_delay_s`
+(virtual) after that API was enabled, as a network being created is.
+Operations are DONE on the first poll. A regional operation is readable only under its own
+region (regionOperations.get, https://cloud.google.com/compute/docs/reference/rest/v1/regionOperations/get):
+polled under another region or under global it is 404, as Google answers. The default network has a `default` subnet in every
 region, Private Google Access off, as Google creates it.
 """
 
@@ -29,13 +35,15 @@ PROTOCOLS = frozenset({"tcp", "udp", "icmp", "esp", "ah", "sctp", "ipip", "all"}
 
 
 class FakeCompute:
-    def __init__(self, project: str):
+    def __init__(self, project: str, access: Any = None, network_delay_s: float = 0.0):
         self.project = project
+        self.access = access
+        self.network_delay_s = network_delay_s
         self.firewalls: dict[str, dict[str, Any]] = {}
         self.private_google_access: dict[str, bool] = {}  # region -> state of its default subnet
         # The project's VPC networks: name -> {"auto": auto mode, "subnets": {region: [names]}}.
         # An auto-mode network has a subnet named like itself in every region, as Google creates it.
-        self.networks: dict[str, dict[str, Any]] = {"default": {"auto": True, "subnets": {}}}
+        self.networks: dict[str, dict[str, Any]] = {"default": {"auto": True, "subnets": {}, "with_api": True}}
         self.operations: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
@@ -60,6 +68,8 @@ class FakeCompute:
         operation = {"kind": "compute#operation", "name": name, "status": "RUNNING", "targetLink": target}
         if region:
             operation["region"] = f"https://www.googleapis.com/compute/v1/projects/{self.project}/regions/{region}"
+        operation["selfLink"] = (f"https://www.googleapis.com/compute/v1/projects/{self.project}/"
+                                 f"{f'regions/{region}' if region else 'global'}/operations/{name}")
         self.operations[name] = {**operation, "status": "DONE"}
         return operation
 
@@ -127,9 +137,18 @@ class FakeCompute:
     def subnet_network(self, region: str, subnet: str) -> str | None:
         """The network holding `subnet` in `region`, None when there is no such subnet."""
         for name, network in self.networks.items():
+            if network.get("with_api") and not self._made_yet():
+                continue
             if (network["auto"] and subnet == name) or subnet in network["subnets"].get(region, ()):
                 return name
         return None
+
+    def _made_yet(self) -> bool:
+        """Whether Google has made the default network by now (Compute Engine enabled long enough)."""
+        if self.access is None:
+            return True
+        since = self.access.enabled_at("compute.googleapis.com")
+        return since is not None and self.access.clock.now() >= since + self.network_delay_s
 
     def get_subnet(self, request: Request) -> tuple[int, Any]:
         self._project(request)
@@ -160,6 +179,8 @@ class FakeCompute:
         self._project(request)
         with self._lock:
             operation = self.operations.get(request.match["op"])
-        if operation is None:
+        # Each operation lives in its scope: global, or the region of the resource it changes.
+        if operation is None or not operation["selfLink"].endswith(f"/{request.match['scope']}/operations/"
+                                                                   f"{request.match['op']}"):
             raise ApiError(404, f"operation {request.match['op']} was not found")
         return 200, json_copy(operation)

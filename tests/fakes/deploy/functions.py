@@ -10,7 +10,13 @@ With an `Access` (FakeCloud always passes one) it builds the way 2nd gen does:
   (https://cloud.google.com/functions/docs/building), and the build fetches it from there as the
   build service account: without `storage.objects.get` on that object (granted and propagated)
   the function ends FAILED with Cloud Build's "Access to bucket … denied. You must grant Storage
-  Object Viewer permission to …" (the message of terraform-provider-google#20571);
+  Object Viewer permission to …" (the message of terraform-provider-google#20571). Google's page
+  on the build service account asks for Storage Object Admin there, "for retrieving the function
+  source from the Cloud Storage bucket, and to store build images in Artifact Registry"
+  (https://cloud.google.com/run/docs/configuring/services/build-service-account) and documents no
+  read-only role as enough: so the fake build also needs `storage.objects.create` in that bucket,
+  and without it fails with Cloud Functions' "Could not build the function due to a missing
+  permission on the build service account …" (terraform-genai-knowledge-base#245);
 - the image is pushed to `buildConfig.dockerRepository` as the build account, which needs
   `artifactregistry.repositories.uploadArtifacts` there;
 - a Pub/Sub trigger uses Eventarc's service agent, created on the project's first trigger; until
@@ -157,12 +163,18 @@ class FakeFunctions(LongRunningOperations):
         member = f"serviceAccount:{account}"
         project = (self.project_policies, f"projects/{self.project}")
         error = None
+        copy_policies = self._policies((storage.policies, f"projects/_/buckets/{bucket}"), project)
         if not access.allowed(member, "storage.objects.get", f"projects/_/buckets/{bucket}/objects/{obj}",
-                              self._policies((storage.policies, f"projects/_/buckets/{bucket}"), project)):
+                              copy_policies):
             error = (f"Build failed with status: FAILURE and message: failed to Fetch: failed to download archive "
                      f"gs://{bucket}/{obj}: Access to bucket {bucket} denied. You must grant Storage Object Viewer "
                      f"permission to {account}. If you are using VPC Service Controls, you must also grant it access "
                      f"to your service perimeter.")
+        elif not access.allowed(member, "storage.objects.create", f"projects/_/buckets/{bucket}/objects/{obj}",
+                                copy_policies):
+            error = ("Build failed with status: FAILURE. Could not build the function due to a missing permission on "
+                     "the build service account. If you didn't revoke that permission explicitly, this could be caused "
+                     "by a change in the organization policies.")
         else:
             repository = build.get("dockerRepository", "")
             if not access.allowed(member, "artifactregistry.repositories.uploadArtifacts", repository,

@@ -3,11 +3,21 @@
 The shapes deploy uses: POST .../repositories?repositoryId=ID with a Repository body answers an
 Operation (done on the first poll); GET and PATCH ?updateMask=labels on the repository;
 GET :getIamPolicy?options.requestedPolicyVersion=3 and POST :setIamPolicy {"policy"}.
+
+`cleanupPolicies` is checked as Google documents it
+(https://cloud.google.com/artifact-registry/docs/repositories/cleanup-policy and the Repository
+resource): a map of at most 10 policies keyed by their `id` (under 128 characters), each with an
+`action` of DELETE or KEEP and either a `condition` (tagState TAGGED/UNTAGGED/ANY, durations such as
+`olderThan` in seconds, "2592000s") or, for KEEP only, `mostRecentVersions` with a positive
+`keepCount`, never both. Artifact Registry applies them in a background job "within
+approximately one day"; `cleanup(now_s)` is that job: each package keeps the versions a KEEP
+policy names, and loses those a DELETE policy matches, unless the repository is in dry run.
 """
 
 from __future__ import annotations
 
 import itertools
+import re
 import threading
 from typing import Any
 
@@ -18,7 +28,10 @@ PARENT = r"/v1/(?P<parent>projects/[^/]+/locations/[^/]+)"
 REPOSITORY = f"{PARENT}/repositories/(?P<repo>[^/:]+)"
 REPOSITORY_TYPE = "type.googleapis.com/google.devtools.artifactregistry.v1.Repository"
 # The Repository fields deploy may send; anything else is a 400, as Google's strict parser answers.
-WRITABLE = frozenset({"format", "labels", "description"})
+WRITABLE = frozenset({"format", "labels", "description", "cleanupPolicies", "cleanupPolicyDryRun"})
+DURATION = re.compile(r"^\d+(\.\d+)?s$")
+CONDITION = frozenset({"tagState", "tagPrefixes", "versionNamePrefixes", "packageNamePrefixes", "olderThan",
+                       "newerThan"})
 FORMATS = frozenset({"DOCKER", "MAVEN", "NPM", "PYTHON", "APT", "YUM", "GO"})
 
 
@@ -26,6 +39,8 @@ class FakeRegistry(LongRunningOperations):
     def __init__(self, project: str, policies: PolicyStore):
         self.project = project
         self.repositories: dict[str, dict[str, Any]] = {}
+        # repository -> package -> [(version, pushed at, tags)], oldest first
+        self.versions: dict[str, dict[str, list[tuple[str, float, tuple[str, ...]]]]] = {}
         self.operations: dict[str, dict[str, Any]] = {}
         self.policies = policies
         self._lock = threading.Lock()
@@ -49,7 +64,73 @@ class FakeRegistry(LongRunningOperations):
         unknown = set(body) - WRITABLE - {"name"}
         if unknown:
             raise ApiError(400, f"Invalid JSON payload received. Unknown name {sorted(unknown)[0]!r}")
+        self._check_cleanup(body.get("cleanupPolicies"))
+        if not isinstance(body.get("cleanupPolicyDryRun", False), bool):
+            raise ApiError(400, "Invalid value at 'repository.cleanup_policy_dry_run'")
         return body
+
+    @staticmethod
+    def _check_cleanup(policies: Any) -> None:
+        if policies is None:
+            return
+        if not isinstance(policies, dict) or len(policies) > 10:
+            raise ApiError(400, "cleanupPolicies: a map of at most 10 policies")
+        for key, policy in policies.items():
+            where = f"cleanupPolicies[{key!r}]"
+            if not isinstance(policy, dict) or set(policy) - {"id", "action", "condition", "mostRecentVersions"}:
+                raise ApiError(400, f"Invalid JSON payload received. {where}: unknown field")
+            if len(key) >= 128 or policy.get("id", key) != key:
+                raise ApiError(400, f"{where}: the id must be the map key, under 128 characters")
+            if policy.get("action") not in ("DELETE", "KEEP"):
+                raise ApiError(400, f"{where}.action: DELETE or KEEP, not {policy.get('action')!r}")
+            condition, recent = policy.get("condition"), policy.get("mostRecentVersions")
+            if (condition is None) == (recent is None):
+                raise ApiError(400, f"{where}: exactly one of condition and mostRecentVersions")
+            if recent is not None and (policy["action"] != "KEEP" or set(recent) - {"keepCount", "packageNamePrefixes"}
+                                       or not isinstance(recent.get("keepCount"), int) or recent["keepCount"] < 1):
+                raise ApiError(400, f"{where}.mostRecentVersions: a KEEP policy's positive keepCount")
+            if condition is not None:
+                if set(condition) - CONDITION or condition.get("tagState", "ANY") not in ("TAGGED", "UNTAGGED", "ANY"):
+                    raise ApiError(400, f"{where}.condition: {condition}")
+                for field in ("olderThan", "newerThan"):
+                    if field in condition and not DURATION.match(str(condition[field])):
+                        raise ApiError(400, f"{where}.condition.{field}: a duration in seconds, such as '2592000s'")
+
+    def push(self, repository: str, package: str, version: str, at_s: float, tags: tuple[str, ...] = ()) -> None:
+        """A pushed image version (what a build or `docker push` adds)."""
+        with self._lock:
+            self.versions.setdefault(repository, {}).setdefault(package, []).append((version, at_s, tags))
+
+    def cleanup(self, now_s: float) -> None:
+        """Artifact Registry's periodic cleanup: KEEP wins over DELETE; dry run deletes nothing."""
+        with self._lock:
+            for name, packages in self.versions.items():
+                repo = self.repositories.get(name, {})
+                policies = list(dict(repo.get("cleanupPolicies") or {}).values())
+                if repo.get("cleanupPolicyDryRun"):
+                    continue
+                for package, versions in packages.items():
+                    newest_first = sorted(versions, key=lambda v: -v[1])
+                    kept: set[str] = set()
+                    for policy in policies:
+                        if policy["action"] == "KEEP" and "mostRecentVersions" in policy:
+                            kept |= {v[0] for v in newest_first[:policy["mostRecentVersions"]["keepCount"]]}
+
+                    def deleted(version: tuple[str, float, tuple[str, ...]],
+                                policies: list[dict[str, Any]] = policies) -> bool:
+                        for policy in policies:
+                            condition = policy.get("condition")
+                            if policy["action"] != "DELETE" or condition is None:
+                                continue
+                            state = condition.get("tagState", "ANY")
+                            if (state == "TAGGED" and not version[2]) or (state == "UNTAGGED" and version[2]):
+                                continue
+                            if "olderThan" in condition and now_s - version[1] < float(condition["olderThan"][:-1]):
+                                continue
+                            return True
+                        return False
+
+                    packages[package] = [v for v in versions if v[0] in kept or not deleted(v)]
 
     def create(self, request: Request) -> tuple[int, Any]:
         parent, repo_id = request.match["parent"], request.query.get("repositoryId", "")
@@ -65,6 +146,10 @@ class FakeRegistry(LongRunningOperations):
                 raise ApiError(409, f"the repository already exists: {name}")
             repo = {"name": name, "format": body["format"], "labels": dict(body.get("labels") or {}),
                     "description": body.get("description", "")}
+            if body.get("cleanupPolicies"):
+                repo["cleanupPolicies"] = json_copy(body["cleanupPolicies"])
+            if "cleanupPolicyDryRun" in body:
+                repo["cleanupPolicyDryRun"] = body["cleanupPolicyDryRun"]
             self.repositories[name] = repo
             operation = f"{parent}/operations/op-{next(self._ids)}"
             self.operations[operation] = {"name": operation, "done": True,
@@ -89,8 +174,8 @@ class FakeRegistry(LongRunningOperations):
         name = self._repo(request)
         body = self._body(request)
         mask = [p for p in request.query.get("updateMask", "").split(",") if p]
-        if not mask or set(mask) - {"labels", "description"}:
-            raise ApiError(400, f"updateMask {mask!r}: only labels and description can change")
+        if not mask or set(mask) - {"labels", "description", "cleanupPolicies", "cleanupPolicyDryRun"}:
+            raise ApiError(400, f"updateMask {mask!r}: only labels, description and the cleanup policies can change")
         with self._lock:
             for field in mask:
                 self.repositories[name][field] = json_copy(body.get(field))
