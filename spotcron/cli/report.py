@@ -123,7 +123,14 @@ def report(job: str, fmt: str, as_json: bool, show_history: bool, charts_dir: Pa
                 out.print()  # a caption ends one table; a blank line before the next one's title
             print_whole(out, renderable, page_width=REPORT_PAGE_WIDTH)
         for line in rendered.lines:
-            out.print(line, markup=False, highlight=False, soft_wrap=not out.is_terminal)  # a file wraps its own
+            if out.is_terminal:
+                out.print(line, markup=False, highlight=False)
+                continue
+            # A pipe or a file: the page's width, a wrapped line indented under its start.
+            import textwrap
+
+            for part in textwrap.wrap(line, REPORT_PAGE_WIDTH, subsequent_indent="  ", break_on_hyphens=False) or [""]:
+                out.print(part, markup=False, highlight=False, soft_wrap=True)
     if fmt in ("table", "md"):
         for path in charts:
             click.echo(f"chart: {path}", err=fmt == "md")  # keeps the Markdown on stdout clean

@@ -93,7 +93,7 @@ class FakeStack:
     def __exit__(self, *exc):
         return False
 
-    def run_now(self, spec):
+    def run_now(self, spec, overrides=None):
         for job, run_id in self.runs:
             self.bucket.add(make_record(job, run_id, "running", created=NOW, variant=run_id.split("-")[-1],
                                         attempts=(make_attempt(job, run_id, start=NOW, seconds=None),)))

@@ -17,7 +17,7 @@ class QueuedStack:
     def __exit__(self, *exc):
         return None
 
-    def run_now(self, spec):
+    def run_now(self, spec, overrides=None):
         return [(spec.name, RUN)]
 
     def wait(self, runs, *, timeout, progress=None):

@@ -152,7 +152,7 @@ def test_a_vm_outside_the_stacks_region_pays_its_data_transfer(table):
                                                      for a in away.attempts)})
     assert "transfer" not in run_cost(home, table, "us-central1", image_gb=0.5, results_gb=0.01).items
     # The engine's cost function prices it with the stack's assumed sizes.
-    total, items = cost_function(table, "us-central1", image_gb=0.5, results_gb=0.01)(away)
+    total, items, _unpriced = cost_function(table, "us-central1", image_gb=0.5, results_gb=0.01)(away)
     assert items["transfer"] == pytest.approx(cost.items["transfer"]) and total == pytest.approx(cost.total_usd, rel=1e-6)
 
 

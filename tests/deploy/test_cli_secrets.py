@@ -21,6 +21,9 @@ TOKEN = f"projects/{PROJECT}/secrets/bot-token"
 def context(cloud: FakeCloud, tmp_path: Path, monkeypatch) -> DeployContext:
     from google.auth.credentials import AnonymousCredentials
 
+    from spotcron.gcp.admin.calls import REQUIRED_APIS
+
+    cloud.access.enable_all(REQUIRED_APIS)  # a project deploy has set up: the APIs it needs are on
     user_repository(tmp_path, monkeypatch, STACK)
     return DeployContext(credentials=lambda project: AnonymousCredentials(),
                          clients=lambda project, credentials, concurrency: cloud.clients(concurrency),

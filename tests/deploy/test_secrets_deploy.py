@@ -88,6 +88,8 @@ def test_a_secret_that_cannot_be_read_stops_deploy_before_anything_is_created(de
 
 def test_another_projects_secret_must_already_let_the_account_read_it(deployer: Deployer, cloud: FakeCloud,
                                                                      jobs_dir) -> None:
+    # The project is in use: its owner made the job's account and reads secrets already.
+    cloud.access.enable_all(["iam.googleapis.com", "secretmanager.googleapis.com"])
     cloud.clients().iam.create_service_account(request=types.CreateServiceAccountRequest(
         name=f"projects/{PROJECT}", account_id="bot-runner"))
     foreign = "projects/other-proj/secrets/shared"

@@ -91,7 +91,7 @@ class FakeCloud:
         self.serviceusage = FakeServiceUsage(self.access)
         # What `spotcron doctor` reads: the same enabled APIs and IAM policies deploy's fakes enforce.
         self.project_reads = FakeProjectReads(project, self.compute, self.access, self.project_policies)
-        self.secrets = FakeSecretManagerAdmin(project, PolicyStore(self.access))
+        self.secrets = FakeSecretManagerAdmin(project, PolicyStore(self.access), self.access)
         self.monitoring = FakeMonitoring(project)
         # Service Usage answers first: its list of enabled services is the access model's.
         for api in (self.resourcemanager, self.pubsub, self.storage, self.scheduler, self.functions, self.registry,

@@ -26,9 +26,10 @@ API = "secretmanager"
 
 
 class FakeSecretManagerAdmin:
-    def __init__(self, project: str, policies: PolicyStore):
+    def __init__(self, project: str, policies: PolicyStore, access: Any = None):
         self.project = project
         self.policies = policies
+        self.access = access  # a secret exists only in a project whose Secret Manager API is on
         self.secrets: dict[str, dict[str, Any]] = {}  # full name -> {"labels", "versions": [{name,state,data}]}
         self._lock = threading.Lock()
 
@@ -52,6 +53,8 @@ class FakeSecretManagerAdmin:
                                            "state": states[index] if index < len(states) else "ENABLED",
                                            "data": value})
         self.policies.create(name)
+        if self.access is not None and name.startswith(f"projects/{self.project}/"):
+            self.access.enable_all(["secretmanager.googleapis.com"])
 
     def readers(self, name: str) -> set[str]:
         policy = self.policies.get(name)
