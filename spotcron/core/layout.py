@@ -12,6 +12,8 @@
     pruned/JOB                                 when the job's history was last pruned
     deployed/JOB.json                          the job's spec as deploy validated it (canonical JSON); written only
                                                when it changes, so the object's time is when it was deployed
+    digests/JOB/SHA256                         an empty marker: a digest that was once JOB's deployed spec (a
+                                               start published before a deploy overtook it still runs)
     dispatch/cursor.json                       the minute through which the dispatcher published every tick (shared)
     advice/spot.json                           Spot prices, preemption rates and capacity per zone (placement),
                                                refreshed by the sweep, read by start_job
@@ -109,6 +111,14 @@ ADVICE = "advice/spot.json"
 def deployed_spec(job: str) -> str:
     """The spec start_job trusts for `job`: written by deploy (or `up`), never by a VM."""
     return f"{DEPLOYED}{job}.json"
+
+
+DIGESTS = "digests/"
+
+
+def deployed_digest(job: str, digest: str) -> str:
+    """Marks `digest` as once deployed for `job`: written with the spec, before it, never by a VM."""
+    return f"{DIGESTS}{job}/{digest}"
 
 
 DISPATCH_CURSOR = "dispatch/cursor.json"

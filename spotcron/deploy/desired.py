@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from spotcron.core.layout import LIMITS, RUNS, TOKENS, deployed_spec
+from spotcron.core.layout import DIGESTS, LIMITS, RUNS, TOKENS, deployed_spec
 from spotcron.core.settings import ENV_PREFIX, Settings
 from spotcron.core.spec import JobSpec
 from spotcron.deploy.iam import Binding, bindings, job_accounts
@@ -123,9 +123,10 @@ def _bucket(settings: Settings) -> Resource:
         "uniform_access": True,
         "public_access_prevention": "enforced",
         # A replay marker guards a token only while the token is valid (an hour at most); the
-        # limits read today's and yesterday's admissions only.
+        # limits read today's and yesterday's admissions only; a digest's marker is rewritten when
+        # its spec is replaced and serves starts published before that, redelivered for 7 days at most.
         "lifecycle": (("Delete", settings.results_retention_days, (RUNS,)), ("Delete", 1, (TOKENS,)),
-                      ("Delete", 3, (LIMITS,))),
+                      ("Delete", 3, (LIMITS,)), ("Delete", 8, (DIGESTS,))),
         "labels": dict(MANAGED_LABELS),
     })
 

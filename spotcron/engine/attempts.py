@@ -27,6 +27,7 @@ from spotcron.engine.limits import (
     queued_ahead,
 )
 from spotcron.engine.ports import GpuRequest, Instance, InstanceRequest
+from spotcron.engine.still_deployed import deployed_problem
 from spotcron.engine.writer import step
 
 log = logging.getLogger("spotcron.engine")
@@ -82,6 +83,12 @@ def create_attempt(deps: Deps, record: RunRecord, *, claimed: bool = True) -> Ru
     admitted_at = deps.clock.now()
     if record.state == RunState.STARTING and record.current_attempt is not None:
         # Once per attempt, before any insert: a move to the next zone keeps the VM's name and budget.
+        # The run's copy of its spec may be older than what is deployed now (it waited in the queue,
+        # for an earlier VM, or for the sweep after a failed insert): a paused, removed or changed
+        # job gets no VM from it. A fresh start has just resolved the deployed spec itself.
+        gone = deployed_problem(deps, record) if _has_waited(record, claimed=claimed) else None
+        if gone:
+            return step(deps, record.job, record.run_id, transitions.Withdrawn(record.current_attempt, gone)).record or record
         problem = catalog.machine_problem(spec.machine) or never_fits(deps, spec)
         if problem:
             return step(deps, record.job, record.run_id, transitions.CreateRefused(record.current_attempt, problem)).record or record
@@ -98,7 +105,7 @@ def create_attempt(deps: Deps, record: RunRecord, *, claimed: bool = True) -> Ru
             record = stepped.record or record
             if not stepped.changed:
                 if stepped.record is None or not transitions.is_current_attempt(stepped.record, attempt):
-                    _withdraw(deps, admitted)  # the run moved on (ended, queued, another zone's delivery)
+                    withdraw(deps, admitted)  # the run moved on (ended, queued, another zone's delivery)
                 continue  # another writer moved the run on: look again at what it is now
         claimed = False
         # A delivery can stall anywhere; read once more right before the insert, so one that stalled
@@ -106,14 +113,14 @@ def create_attempt(deps: Deps, record: RunRecord, *, claimed: bool = True) -> Ru
         # is answered after it: the VM is deleted at once below, and the broker and job_done refuse it.)
         latest = deps.store.read(record.job, record.run_id)
         if latest is None or not transitions.is_current_attempt(latest, attempt):
-            _withdraw(deps, admitted)
+            withdraw(deps, admitted)
             return latest or record
         if deps.clock.now() - admitted_at > ADMISSION_WINDOW / 2:
             # Held so long that its admission may stop counting for others before the VM is listed.
             refused = admit(deps, latest, spec, attempt, written=admitted)
             admitted_at = deps.clock.now()
             if refused:
-                _withdraw(deps, admitted)
+                withdraw(deps, admitted)
                 return step(deps, record.job, record.run_id, transitions.Queue(attempt, f"waiting for room: {refused}")).record or record
         try:
             instance = _create_or_adopt(deps, instance_request(record, spec, attempt, deps))
@@ -141,7 +148,14 @@ def create_attempt(deps: Deps, record: RunRecord, *, claimed: bool = True) -> Ru
     return record
 
 
-def _withdraw(deps: Deps, admitted: list[str]) -> None:
+def _has_waited(record: RunRecord, *, claimed: bool) -> bool:
+    """Whether the run may have waited since its start message resolved the deployed spec: a retry,
+    a run that was queued, or an attempt taken up again by someone else (a redelivery, the sweep)."""
+    return (not claimed or record.had_vm or len(record.attempts) > 1
+            or any(change.state == RunState.QUEUED for change in record.history))
+
+
+def withdraw(deps: Deps, admitted: list[str]) -> None:
     """Take back the admission this delivery wrote for an attempt that will get no VM from it: left
     standing it would reserve hours nobody settles (its run has ended, or waits elsewhere)."""
     while admitted:

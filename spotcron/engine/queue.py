@@ -20,10 +20,11 @@ import logging
 from spotcron.core.errors import Transient
 from spotcron.core.runs import RunRecord, RunState
 from spotcron.engine import transitions
-from spotcron.engine.attempts import create_attempt
+from spotcron.engine.attempts import create_attempt, withdraw
 from spotcron.engine.deps import Deps
 from spotcron.engine.limits import admit
 from spotcron.engine.live_index import QUEUED, LiveEntry, queue_deadline
+from spotcron.engine.still_deployed import deployed_problem
 from spotcron.engine.store import run_sort_key
 from spotcron.engine.writer import do_owed_effects, step
 
@@ -90,11 +91,25 @@ def _start_one(deps: Deps, entry: LiveEntry, *, admit_it: bool = True) -> tuple[
         limit = (record.reason or "a stack limit").removeprefix("waiting for room: ")
         reason = f"no room before its starting_deadline passed: {limit}"
         return step(deps, record.job, record.run_id, transitions.QueueExpired(reason)).record, False
-    if not admit_it or admit(deps, record, transitions.spec_of(record), attempt):
+    if not admit_it:
+        return None, True
+    gone = deployed_problem(deps, record)
+    if gone:
+        # Its job was paused, removed or deployed again while it waited: it ends, with no VM.
+        return step(deps, record.job, record.run_id, transitions.Withdrawn(attempt, gone)).record, False
+    admitted: list[str] = []
+    if admit(deps, record, transitions.spec_of(record), attempt, written=admitted):
         return None, True  # still no room; it reserved nothing
-    stepped = step(deps, record.job, record.run_id, transitions.Dequeue(attempt))
+    try:
+        stepped = step(deps, record.job, record.run_id, transitions.Dequeue(attempt))
+    except BaseException:
+        withdraw(deps, admitted)  # a failed dequeue (a conflict, a crash) leaves no reservation behind
+        raise
     if not stepped.changed or stepped.record is None:
-        return None, False  # another queue pass took it
+        # Another pass took it, or it ended meanwhile (expired, its job withdrawn): this pass's
+        # admission would reserve its hours all day for a VM nobody creates.
+        withdraw(deps, admitted)
+        return None, False
     log.info("queue: room for %s/%s after %ss", record.job, record.run_id,
              int((now - (entry.since or now)).total_seconds()))
     return create_attempt(deps, stepped.record, claimed=True), False

@@ -14,6 +14,7 @@ choice between retrying and finalizing each live here, once.
                            +--Queue--> queued --Dequeue--> starting
                                          +--QueueExpired--> skipped (failed for a retry)
     any live state --Replaced--> failed, --Cancel--> cancelled, --Fail--> failed
+    starting/queued, no VM yet --Withdrawn--> skipped (cancelled once an earlier attempt had a VM)
     terminal (effects owed) --EffectsDone--> terminal (fewer owed)
 """
 
@@ -142,6 +143,15 @@ class Replaced:
 
 
 @dataclass(frozen=True)
+class Withdrawn:
+    """The job of a run still waiting for its attempt's VM was paused, removed or deployed again
+    (engine/still_deployed.py): the attempt gets no VM and the run ends."""
+
+    attempt: Attempt
+    reason: str
+
+
+@dataclass(frozen=True)
 class Cancel:
     """The stack that ran the run was stopped; its VM is gone."""
 
@@ -185,7 +195,7 @@ class VmGone:
 
 
 Event = (Begin | Skip | Claim | MoveAttempt | VmCreated | CreateRefused | Queue | Dequeue | QueueExpired
-         | EffectsDone | Stuck | Fail | Replaced | Cancel | AttemptReported | VmGone)
+         | EffectsDone | Stuck | Fail | Replaced | Cancel | AttemptReported | VmGone | Withdrawn)
 
 
 # --- pure helpers --------------------------------------------------------------------------------
@@ -407,6 +417,16 @@ def cancel(record: RunRecord, event: Cancel, now: datetime) -> Result:
     return updated.with_state(RunState.CANCELLED, now, event.reason)
 
 
+def withdrawn(record: RunRecord, event: Withdrawn, now: datetime) -> Result:
+    current = record.current_attempt
+    if (record.state not in (RunState.STARTING, RunState.QUEUED) or current is None
+            or current.number != event.attempt.number or current.created_at is not None):
+        return Refused(f"not waiting for attempt {event.attempt.number}'s VM (now {record.state})")
+    ended = current.model_copy(update={"outcome": Outcome.CREATE_FAILED, "error": event.reason})
+    updated = record.with_attempt(ended, now)
+    return updated.with_state(RunState.CANCELLED if record.had_vm else RunState.SKIPPED, now, event.reason)
+
+
 def attempt_reported(record: RunRecord, event: AttemptReported, now: datetime) -> Result:
     attempt = next((a for a in record.attempts if a.number == event.number), None)
     if attempt is None:
@@ -471,7 +491,7 @@ TRANSITIONS: dict[type, Callable[[RunRecord, object, datetime], Result]] = {
     Begin: begin, Skip: skip, Claim: claim, MoveAttempt: move_attempt, VmCreated: vm_created,
     CreateRefused: create_refused, Queue: queue, Dequeue: dequeue, QueueExpired: queue_expired,
     EffectsDone: effects_done, Stuck: stuck, Fail: fail, Replaced: replaced, Cancel: cancel,
-    AttemptReported: attempt_reported, VmGone: vm_gone,
+    AttemptReported: attempt_reported, VmGone: vm_gone, Withdrawn: withdrawn,
 }
 
 
