@@ -6,9 +6,11 @@ VM-hours per UTC day. A run outside the catalog ends `failed`; a run that would 
 queued until room frees or its starting_deadline passes (engine/queue.py), its reason naming the
 limit.
 
-Each admission is an object of its own under the UTC day (layout.usage_admitted), written
-before the limits are checked: an attempt reserves its worst case, timeout + grace, and when its
-run ends a settlement (layout.usage_used) replaces that with the hours its VM really ran. Live
+Each admission is an object of its own under each UTC day its reservation reaches
+(layout.usage_admitted, engine/day_hours.py), written before the limits are checked: an attempt
+reserves its worst case, timeout + grace, and when its run ends a settlement (layout.usage_used)
+replaces that with the hours its VM really ran in each of those days. A VM counts in each day
+once, with only its hours inside that day, however often it was admitted. Live
 VMs and GPUs are counted from Compute Engine's list of managed VMs at admission, plus the
 admissions of the last ADMISSION_WINDOW that the list does not show yet, so starts handled at
 the same instant, each listing before the others' inserts land, still see each other.
@@ -17,15 +19,23 @@ the same instant, each listing before the others' inserts land, still see each o
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from spotcron.core import catalog, layout
 from spotcron.core.errors import PreconditionFailed, Transient
 from spotcron.core.runs import Attempt, RunRecord, RunState
 from spotcron.core.settings import Limits
 from spotcron.core.spec import JobSpec
+from spotcron.engine.day_hours import (  # noqa: F401 - read_day, DayUsage, settle: the limits' day, as callers know it
+    Admission,
+    DayUsage,
+    day_name,
+    overlap_hours,
+    read_day,
+    reserved_days,
+    settle,
+)
 from spotcron.engine.live_index import QUEUED
 from spotcron.engine.ports import ALIVE_STATUSES, Instance
 from spotcron.engine.store import run_sort_key
@@ -62,8 +72,9 @@ class Usage:
     vm_hours_today: float
 
 
-def limit_problem(limits: Limits, usage: Usage, *, gpus: int, hours: float) -> str | None:
-    """Which limit one more VM (with `gpus` GPUs, reserving `hours`) would cross; None if none. Pure."""
+def limit_problem(limits: Limits, usage: Usage, *, gpus: int, hours: float, day: str | None = None) -> str | None:
+    """Which limit one more VM (with `gpus` GPUs, reserving `hours` of UTC day `day`, None: today)
+    would cross; None if none. Pure."""
     if usage.live_vms + 1 > limits.max_live_vms:
         return (f"refused by the stack limit max_live_vms: {usage.live_vms} job VMs are live and the limit is "
                 f"{limits.max_live_vms}; {LIMITS_HINT}")
@@ -71,8 +82,9 @@ def limit_problem(limits: Limits, usage: Usage, *, gpus: int, hours: float) -> s
         return (f"refused by the stack limit max_gpus: {usage.gpus} GPUs are on live VMs, this run needs {gpus} "
                 f"and the limit is {limits.max_gpus}; {LIMITS_HINT}")
     if usage.vm_hours_today + hours > limits.max_vm_hours_per_day:
+        when = f"on {day} (UTC)" if day else "today (UTC)"
         return (f"refused by the stack limit max_vm_hours_per_day: {usage.vm_hours_today:.2f} VM-hours are used or "
-                f"reserved today (UTC), this attempt reserves {hours:.2f} (timeout + grace) and the limit is "
+                f"reserved {when}, this attempt reserves {hours:.2f} (timeout + grace) and the limit is "
                 f"{limits.max_vm_hours_per_day:g}; {LIMITS_HINT}")
     return None
 
@@ -81,8 +93,9 @@ def never_fits(deps, spec: JobSpec) -> str | None:
     """Why `spec`'s VM could not start even on an empty stack (more GPUs than max_gpus, a timeout
     longer than a day's VM-hours): such a run fails at once instead of waiting at the queue's
     head, where it would hold every run behind it until its deadline."""
+    # A day holds 24 hours of one VM at most: a longer timeout counts on each of its days.
     problem = limit_problem(deps.settings.limits, Usage(live_vms=0, gpus=0, vm_hours_today=0.0), gpus=gpu_count(spec),
-                            hours=(spec.timeout + deps.settings.grace) / 3600)
+                            hours=min(24.0, (spec.timeout + deps.settings.grace) / 3600))
     return f"{problem} (even with nothing else running)" if problem else None
 
 
@@ -100,58 +113,9 @@ def queued_ahead(deps, record: RunRecord) -> str | None:
             f"limits ({ahead[0].job}/{ahead[0].run_id} first); runs start in tick order")
 
 
-# --- the day's admissions -------------------------------------------------------------------------
+# --- the day's admissions (engine/day_hours.py) -----------------------------------------------------
 
-def _day(at: datetime) -> str:
-    return at.strftime("%Y-%m-%d")
-
-
-@dataclass(frozen=True)
-class Admission:
-    vm: str
-    at: datetime
-    gpus: int
-    hours: float  # reserved: the attempt's timeout + grace
-
-
-@dataclass(frozen=True)
-class DayUsage:
-    """One UTC day's admissions and what their VMs really ran, read from one listing."""
-
-    admitted: dict[str, Admission]  # VM name → its latest admission
-    used: dict[str, float]  # VM name → hours it ran, once its run has ended
-
-    @property
-    def hours(self) -> float:
-        """What ended runs really used, plus the reservations still open."""
-        return sum(self.hours_of(vm) for vm in self.admitted)
-
-    def hours_of(self, vm: str) -> float:
-        if vm not in self.admitted:
-            return 0.0
-        return self.used.get(vm, self.admitted[vm].hours)
-
-
-def read_day(blobs, day: str) -> DayUsage:
-    prefix = layout.usage_day(day)
-    admitted: dict[str, Admission] = {}
-    used: dict[str, float] = {}
-    for name in blobs.list(prefix):
-        kind, _, facts = name[len(prefix):].partition("/")
-        fields = facts.split("~")
-        try:
-            if kind == "admitted" and len(fields) == 4:
-                entry = Admission(vm=fields[0], at=datetime.fromtimestamp(int(fields[1]), UTC), gpus=int(fields[2]),
-                                  hours=float(fields[3]))
-                if entry.vm not in admitted or admitted[entry.vm].at < entry.at:
-                    admitted[entry.vm] = entry
-            elif kind == "used" and len(fields) == 2:
-                used[fields[0]] = float(fields[1])
-            else:
-                raise ValueError(name)
-        except ValueError:
-            log.warning("limits: %s is neither an admission nor a settlement; ignored", name)
-    return DayUsage(admitted=admitted, used=used)
+_day = day_name
 
 
 def _pending(day: DayUsage, now: datetime, *, listed: set[str], own: set[str]) -> dict[str, Admission]:
@@ -218,72 +182,54 @@ def admit(deps, record: RunRecord, spec: JobSpec, attempt: Attempt, *, written: 
     hours = (spec.timeout + deps.settings.grace) / 3600
     gpus = gpu_count(spec)
     today = _day(now)
-    mine = layout.usage_admitted(today, attempt.vm_name, int(now.timestamp()), gpus, hours)
-    wrote = _write_once(deps.blobs, mine)
-    day = read_day(deps.blobs, today)
-    before = read_day(deps.blobs, _day(now - timedelta(days=1)))
-    pending = _pending(day, now, listed=listed, own=own)
+    # Written under every UTC day the reservation reaches, so each of those days counts it.
+    days = reserved_days(now, hours)
+    mine = [layout.usage_admitted(day, attempt.vm_name, int(now.timestamp()), gpus, hours) for day in days]
+    wrote = [name for name in mine if _write_once(deps.blobs, name)]
+    usages = {day: read_day(deps.blobs, day) for day in days}
+    pending = _pending(usages[today], now, listed=listed, own=own)
     # Admissions written just before midnight (UTC) are in yesterday's listing.
     if _day(now - ADMISSION_WINDOW) != today:
+        before = read_day(deps.blobs, _day(now - timedelta(days=1)))
         pending = {**_pending(before, now, listed=listed, own=own), **pending}
-    hours_today = day.hours - day.hours_of(attempt.vm_name) + carried_over(before, now, besides=attempt.vm_name)
-    settled = Usage(live_vms=len(others), gpus=sum(instance_gpus(i) for i in others),
-                    vm_hours_today=hours_today - sum(day.hours_of(vm) for vm in pending))
-    counted = Usage(live_vms=settled.live_vms + len(pending), gpus=settled.gpus + sum(a.gpus for a in pending.values()),
-                    vm_hours_today=hours_today)
-    if limit_problem(limits, counted, gpus=gpus, hours=hours) is None:
-        if wrote and written is not None:
-            written.append(mine)
+    live, live_gpus = len(others), sum(instance_gpus(i) for i in others)
+    until = now + timedelta(hours=hours)
+
+    def problem_of(*, with_pending: bool, without_earlier: bool = False) -> str | None:
+        """The first limit crossed on any of the days, counting the pending admissions or not."""
+        vms = live + (len(pending) if with_pending else 0) - (len(earlier) if without_earlier else 0)
+        used_gpus = (live_gpus + (sum(a.gpus for a in pending.values()) if with_pending else 0)
+                     - (sum(instance_gpus(i) for i in earlier) if without_earlier else 0))
+        for day in days:
+            usage = usages[day]
+            used = usage.hours - usage.hours_of(attempt.vm_name)  # its own earlier admission counts once: as this one
+            if not with_pending:
+                used -= sum(usage.hours_of(vm) for vm in pending)
+            problem = limit_problem(limits, Usage(live_vms=vms, gpus=used_gpus, vm_hours_today=used), gpus=gpus,
+                                    hours=overlap_hours(now, until, day), day=None if day == today else day)
+            if problem:
+                return problem
         return None
-    problem = limit_problem(limits, settled, gpus=gpus, hours=hours)
-    without_earlier = Usage(live_vms=settled.live_vms - len(earlier),
-                            gpus=settled.gpus - sum(instance_gpus(i) for i in earlier),
-                            vm_hours_today=settled.vm_hours_today)
-    if problem is None or (earlier and limit_problem(limits, without_earlier, gpus=gpus, hours=hours) is None):
+
+    if problem_of(with_pending=True) is None:
+        if written is not None:
+            written.extend(wrote)
+        return None
+    problem = problem_of(with_pending=False)
+    if problem is None or (earlier and problem_of(with_pending=False, without_earlier=True) is None):
         # It would fit once others are decided, or once this run's own earlier VM has stopped:
         # wait (a redelivery, or the sweep for a retry) rather than fail the run.
-        # Only the admission this call wrote: another delivery of the same attempt may have been
+        # Only the admissions this call wrote: another delivery of the same attempt may have been
         # admitted under an earlier one, and its VM must stay counted.
-        if wrote:
-            deps.blobs.delete(mine)
+        for name in wrote:
+            deps.blobs.delete(name)
         why = (f"{len(pending)} other starts are being admitted near the stack limits" if problem is None else
                f"its earlier attempt's VM {earlier[0].name} is still {earlier[0].status} and counts as live")
         raise AdmissionBusy(f"{why}; {record.job}/{record.run_id} will be tried again")
     # The run waits for room (engine/queue.py) and reserves nothing meanwhile: its admission, left
     # standing, would count as a start in progress against every other start for a while.
-    if wrote:
-        deps.blobs.delete(mine)
+    for name in wrote:
+        deps.blobs.delete(name)
     log.info("%s/%s: %s", record.job, record.run_id, problem,
              extra={"fields": {"event": "limit_reached", "job": record.job, "run_id": record.run_id}})
     return problem
-
-
-def carried_over(before: DayUsage, now: datetime, *, besides: str = "") -> float:
-    """The hours that VMs admitted the day before may run into today (UTC): each is charged in full
-    to the day it was admitted, and what its reservation (or, once settled, its use) reaches past
-    midnight counts today too, so no UTC day can run twice its limit."""
-    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
-    return sum(max(0.0, (entry.at - midnight).total_seconds() / 3600 + before.hours_of(vm))
-               for vm, entry in before.admitted.items() if vm != besides)
-
-
-def settle(deps, record: RunRecord) -> None:
-    """At run end: replace each attempt's reservation with the hours its VM really ran."""
-    # A VM that was never created used nothing; one whose deletion time is unknown (lost) keeps
-    # its reservation, the worst case it could have run.
-    actual = {a.vm_name: (a.vm_seconds or 0.0) / 3600 for a in record.attempts
-              if a.vm_seconds is not None or a.created_at is None}
-    if not actual:
-        return
-    for day in _days(record.created_at, deps.clock.now()):
-        usage = read_day(deps.blobs, day)
-        for vm, hours in actual.items():
-            if vm in usage.admitted and vm not in usage.used:
-                _write_once(deps.blobs, layout.usage_used(day, vm, min(usage.admitted[vm].hours, hours)))
-
-
-def _days(start: datetime, end: datetime) -> Iterable[str]:
-    day = start.replace(hour=0, minute=0, second=0, microsecond=0)
-    while day <= end:
-        yield _day(day)
-        day += timedelta(days=1)

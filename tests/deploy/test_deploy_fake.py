@@ -69,7 +69,7 @@ def test_first_deploy_builds_the_whole_stack(deployer: Deployer, cloud: FakeClou
     assert bucket["lifecycle"] == {"rule": [
         {"action": {"type": "Delete"}, "condition": {"age": 90, "matchesPrefix": ["runs/"]}},
         {"action": {"type": "Delete"}, "condition": {"age": 1, "matchesPrefix": ["tokens/"]}},
-        {"action": {"type": "Delete"}, "condition": {"age": 3, "matchesPrefix": ["limits/"]}},
+        {"action": {"type": "Delete"}, "condition": {"age": 90, "matchesPrefix": ["limits/"]}},
         {"action": {"type": "Delete"}, "condition": {"age": 8, "matchesPrefix": ["digests/"]}}]}
     assert bucket["labels"] == {"spotcron": "1"} and bucket["location"] == "US-CENTRAL1"
     assert cloud.storage.objects[(BUCKET, deployer.source.object_name)][0] == deployer.source.data
@@ -331,7 +331,7 @@ def test_lifecycle_rules_of_others_on_our_bucket_are_kept(deployer: Deployer, cl
     assert cloud.storage.buckets[BUCKET]["lifecycle"]["rule"] == [
         theirs, {"action": {"type": "Delete"}, "condition": {"age": 30, "matchesPrefix": ["runs/"]}},
         {"action": {"type": "Delete"}, "condition": {"age": 1, "matchesPrefix": ["tokens/"]}},
-        {"action": {"type": "Delete"}, "condition": {"age": 3, "matchesPrefix": ["limits/"]}},
+        {"action": {"type": "Delete"}, "condition": {"age": 30, "matchesPrefix": ["limits/"]}},
         {"action": {"type": "Delete"}, "condition": {"age": 8, "matchesPrefix": ["digests/"]}}]
 
 
