@@ -175,6 +175,11 @@ class AttemptReported:
     # The attempt's checked metrics.json as record fields (metrics or metrics_problem); kept when the run ends.
     metrics: tuple[tuple[str, object], ...] = ()
     problem: str | None = None  # the runner's word on why the job did not start (no GPU, driver failed)
+    # The VM's creation and instance id as job_done found them (the live instance, else the token's
+    # signed claim): a callback may beat the start delivery's write of them, and the attempt must
+    # still be billed and settled for the time its VM ran.
+    vm_created_at: datetime | None = None
+    instance_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -444,6 +449,8 @@ def attempt_reported(record: RunRecord, event: AttemptReported, now: datetime) -
     ended = attempt.model_copy(update={
         "outcome": outcome, "exit_code": event.exit_code, "started_at": event.started_at,
         "finished_at": event.finished_at, "deleted_at": now, "zone": attempt.zone or event.zone,
+        "created_at": attempt.created_at or event.vm_created_at,
+        "instance_id": attempt.instance_id or event.instance_id or None,
     })
     updated = record.with_attempt(ended, now)
     current = record.current_attempt

@@ -78,3 +78,28 @@ def test_hours_a_reservation_reaches_into_tomorrow_are_held_to_tomorrows_limit(h
     record = h.record("b", "20261122-2000")
     assert record.state == RunState.QUEUED and f"reserved on {DAY2} (UTC)" in record.reason
     assert read_day(h.blobs, DAY2).hours == pytest.approx(5 + 5 / 60 + 1 / 720, abs=1e-2)
+
+
+def test_a_callback_that_beats_the_record_of_its_vm_still_bills_and_settles_the_vm(harness):
+    import dataclasses
+
+    from spotcron.cost.billing import cost_function
+
+    h = harness(datetime(2026, 11, 22, 12, 0, 5, tzinfo=UTC))
+    h.deps = dataclasses.replace(h.deps, run_cost=cost_function(None, h.settings.region))
+    entrypoints.use(h.deps)
+    # The insert lands, but the delivery never hears back nor finds the VM: it dies before the
+    # record says the VM was created (a redelivery would adopt it, after the callback below).
+    h.compute.fail_create(Transient("the insert timed out"), succeed_anyway=True)
+    h.compute.fault = lambda call, name: call == "get"
+    assert h.start(make_spec(name="a")).status_code >= 500
+    h.compute.fault = None
+    assert h.record("a", "20261122-1200").current_attempt.created_at is None
+    h.clock.advance(300)
+    assert h.finish_ok("a", "20261122-1200").status_code == 200
+    record = h.record("a", "20261122-1200")
+    attempt = record.current_attempt
+    assert record.state == RunState.SUCCEEDED
+    assert attempt.created_at is not None and attempt.vm_seconds == pytest.approx(300, abs=1)
+    assert record.cost_usd > 0 and any("vm" in item or "compute" in item for item in record.cost_items)
+    assert read_day(h.blobs, DAY1).used["sc-a-20261122-1200-a1"] == pytest.approx(300 / 3600, abs=1e-3)
