@@ -8,6 +8,7 @@ the same tick all try the same (zone, name) and Compute Engine's 409 leaves exac
 from __future__ import annotations
 
 import logging
+import uuid
 from datetime import timedelta
 
 from spotcron.core import catalog, layout
@@ -61,7 +62,23 @@ def instance_request(record: RunRecord, spec: JobSpec, attempt: Attempt, deps: D
         metadata={"spotcron-run": descriptor.to_metadata(), "user-data": deps.user_data()},
         service_account=expected_email(settings, record, attempt), image=settings.image_family,
         gpu=GpuRequest(type=gpu.type, count=gpu.count) if gpu else None, external_ip=attempt.external_ip,
+        request_id=insert_request_id(settings.project, record, attempt),
     )
+
+
+# The namespace of every insert's requestId (a UUID of its own, so no other tool's ids collide).
+REQUEST_ID_NAMESPACE = uuid.UUID("6f3a2c1e-5b7d-4e8f-9a0b-1c2d3e4f5a6b")
+
+
+def insert_request_id(project: str, record: RunRecord, attempt: Attempt) -> str:
+    """Compute Engine's `requestId` for `attempt`'s insert: the same for every delivery of this
+    attempt in this zone and provisioning model, so a repeated insert within 60 minutes is a no-op
+    (a delivery held inside its insert while a copy created, ran and deleted the VM creates
+    nothing). Another zone or the on-demand fallback is another request, never answered with the
+    stockout the first one met. A version-5 UUID, never the zero UUID Compute Engine refuses."""
+    zone = attempt.zone or ""
+    key = f"{project}/{record.job}/{record.run_id}/{attempt.number}/{attempt.vm_name}/{zone}/{attempt.provisioning_model}"
+    return str(uuid.uuid5(REQUEST_ID_NAMESPACE, key))
 
 
 def _bundled_gpu(machine_type: str) -> bool:
