@@ -9,7 +9,6 @@ one-line verdict per configuration.
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import math
@@ -17,6 +16,7 @@ from collections.abc import Sequence
 
 from spotcron.core.durations import format_duration
 from spotcron.present.history import BenchmarkHistory
+from spotcron.present.neutral import InertWriter, md_text
 from spotcron.present.report import BenchmarkReport, ConfigRow, verdict
 from spotcron.present.stats import Ratio, Spread
 from spotcron.present.views import format_usd
@@ -230,15 +230,16 @@ def markdown(report: BenchmarkReport) -> str:
         lines += [_md_row(row) for row in cells]
     problems = problem_lines(report)
     if problems:
-        lines += ["", "metrics.json problems:", *(f"- {line}" for line in problems)]
+        lines += ["", "metrics.json problems:", *(f"- {md_text(line, line=True)}" for line in problems)]
     unmeasured = unmeasured_lines(report)
     if unmeasured:
-        lines += ["", "runs not measured:", *(f"- {line}" for line in unmeasured)]
+        lines += ["", "runs not measured:", *(f"- {md_text(line, line=True)}" for line in unmeasured)]
     return "\n".join(lines) + "\n"
 
 
 def _md_row(cells: Sequence[str]) -> str:
-    return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
+    # Cells carry job-written text (units, hardware, configurations): literal, never markup.
+    return "| " + " | ".join(md_text(cell) for cell in cells) + " |"
 
 
 CSV_SPREADS = (("time_s", "time"), ("cost_usd", "cost"), ("time_per_unit_s", "time_per_unit"),
@@ -249,7 +250,7 @@ CSV_STATS = ("median", "q1", "q3", "iqr", "stdev", "min", "max")
 def csv_text(report: BenchmarkReport) -> str:
     """One line per configuration; every statistic in its own column, empty where unknown."""
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+    writer = InertWriter(out)  # job-written text never runs as a formula
     header = ["configuration", "hardware_row", "machine", "hardware", "base", "runs", "other_runs", "work_unit"]
     header += [f"{prefix}_{stat}" for prefix, _ in CSV_SPREADS for stat in CSV_STATS]
     for name in RATIOS:
@@ -279,7 +280,7 @@ RUN_HEADER = ["configuration", "hardware_row", "run_id", "time_s", "cost_usd", "
 def runs_csv(report: BenchmarkReport) -> str:
     """One line per measured run, at full precision: its time, cost, work and what it ran on."""
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+    writer = InertWriter(out)  # job-written text never runs as a formula
     writer.writerow(RUN_HEADER)
     for row in report.rows:
         for run in row.runs_detail:
@@ -341,7 +342,7 @@ def history_markdown(history: BenchmarkHistory) -> str:
 
 def history_csv(history: BenchmarkHistory) -> str:
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+    writer = InertWriter(out)  # job-written text never runs as a formula
     writer.writerow(["configuration", "tick", "runs", "time_s", "cost_usd", "time_flag", "cost_flag", "hardware",
                      "hardware_changed"])
     for series in history.series:
