@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from spotcron.core.durations import format_duration
 from spotcron.present.history import BenchmarkHistory
-from spotcron.present.neutral import InertWriter, md_text
+from spotcron.present.neutral import InertWriter, md_text, printable
 from spotcron.present.report import BenchmarkReport, ConfigRow, verdict
 from spotcron.present.stats import Ratio, Spread
 from spotcron.present.views import format_usd
@@ -146,10 +146,14 @@ def rich_tables(report: BenchmarkReport) -> list:
     """
     from rich import box
     from rich.table import Table
-    from rich.text import Text
+    from rich.text import Text as RichText
 
     # Units and metric names are what a job wrote: every title, header and cell is plain Text, so
-    # nothing in them is read as rich markup (a unit of "[/]" would raise MarkupError).
+    # nothing in them is read as rich markup (a unit of "[/]" would raise MarkupError), and
+    # printable, so nothing in them is a terminal escape.
+    def Text(text: str) -> RichText:  # noqa: N802 - stands in for rich's Text everywhere below
+        return RichText(printable(text, lines=True))
+
     def new_table(title: str | None) -> Table:
         return Table(title=Text(title) if title else None, box=box.SIMPLE_HEAD, pad_edge=False,
                      padding=(0, 0, 0, 1))
@@ -169,7 +173,7 @@ def rich_tables(report: BenchmarkReport) -> list:
     for header in HARDWARE_HEADERS:
         what.add_column(header, overflow="fold")
     for cells in hardware_cells(report):
-        what.add_row(*cells)
+        what.add_row(*map(Text, cells))
     tables.append(what)
     if any(row.work_unit for row in report.rows):
         units = new_table(f"{report.job}: per unit of work ({_unit(report)}s, from metrics.json)")

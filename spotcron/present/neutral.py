@@ -1,4 +1,4 @@
-"""Job-written text made inert where it is exported: CSV cells and Markdown.
+r"""Job-written text made inert where it is exported: CSV cells and Markdown.
 
 Anything a job wrote (its work unit, its hardware strings, metric names, problems, run ids it
 cannot choose but configurations it can) reaches files people open in a spreadsheet or paste
@@ -52,3 +52,18 @@ def md_text(text: str, *, line: bool = False) -> str:
     escaped = _MD_SPECIAL.sub(r"\\\1", flat)
     escaped = _AUTOLINK.sub(lambda m: f"{m.group(1) or m.group(3)}\\{m.group(2) or m.group(4)}", escaped)
     return _LEADING.sub(lambda m: f"{m.group(1)}\\{m.group(2)}", escaped) if line else escaped
+
+
+# Control characters (C0, DEL, C1: ESC starts a terminal escape sequence, CR rewrites a line) and
+# the Unicode format characters that reorder or hide text (bidi overrides, zero-width marks).
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
+
+
+def printable(text: str, *, lines: bool = False) -> str:
+    """`text` safe to print to a terminal: every control or reordering character shown as its
+    escape (`\\x1b`, `\\u202e`), so job-written names cannot move the cursor, rewrite lines or
+    change what the operator sees. `lines`: keep its line breaks (a message of several lines)."""
+    if lines:
+        return "\n".join(printable(line) for line in text.split("\n"))
+    return _UNPRINTABLE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                            else f"\\u{ord(m.group()):04x}", text)
