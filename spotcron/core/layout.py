@@ -17,7 +17,8 @@
     dispatch/cursor.json                       the minute through which the dispatcher published every tick (shared)
     advice/spot.json                           Spot prices, preemption rates and capacity per zone (placement),
                                                refreshed by the sweep, read by start_job
-    limits/DAY/admitted/VM~AT~GPUS~HOURS       an admitted VM (stack limits): when, its GPUs, the hours it reserves
+    limits/DAY/admitted/VM~AT~GPUS~HOURS[~m]   an admitted VM (stack limits): when, its GPUs, the hours it reserves
+                                               (~m: a manual run's), under each UTC day the reservation reaches
     limits/DAY/used/VM~HOURS                   what that VM really ran, written when its run ends
     index.html                                 the results page
 """
@@ -87,9 +88,10 @@ def usage_day(day: str) -> str:
     return f"{LIMITS}{day}/"
 
 
-def usage_admitted(day: str, vm: str, at: int, gpus: int, hours: float) -> str:
-    """An admission; its facts are in its name so a listing reads them all. `at`: epoch seconds."""
-    return f"{usage_day(day)}admitted/{vm}~{at}~{gpus}~{hours:.6f}"
+def usage_admitted(day: str, vm: str, at: int, gpus: int, hours: float, *, manual: bool = False) -> str:
+    """An admission; its facts are in its name so a listing reads them all. `at`: epoch seconds;
+    `manual`: a manual run's (held to the limits' manual share), marked by a last field `m`."""
+    return f"{usage_day(day)}admitted/{vm}~{at}~{gpus}~{hours:.6f}" + ("~m" if manual else "")
 
 
 def usage_used(day: str, vm: str, hours: float) -> str:

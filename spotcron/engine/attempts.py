@@ -11,7 +11,7 @@ import logging
 import uuid
 from datetime import timedelta
 
-from spotcron.core import catalog, layout
+from spotcron.core import layout
 from spotcron.core.catalog import boot_disk_type
 from spotcron.core.descriptor import GpuSpec, RunDescriptor
 from spotcron.core.errors import AlreadyExists, CreateFailed, Transient
@@ -106,7 +106,7 @@ def create_attempt(deps: Deps, record: RunRecord, *, claimed: bool = True) -> Ru
         gone = deployed_problem(deps, record) if _has_waited(record, claimed=claimed) else None
         if gone:
             return step(deps, record.job, record.run_id, transitions.Withdrawn(record.current_attempt, gone)).record or record
-        problem = catalog.machine_problem(spec.machine) or never_fits(deps, spec)
+        problem = catalog_problem(spec) or never_fits(deps, spec, manual=record.trigger == "manual")
         if problem:
             return step(deps, record.job, record.run_id, transitions.CreateRefused(record.current_attempt, problem)).record or record
         refused = queued_ahead(deps, record) or admit(deps, record, spec, record.current_attempt, written=admitted)

@@ -59,6 +59,7 @@ class Admission:
     at: datetime
     gpus: int
     hours: float  # reserved from `at`: the attempt's timeout + grace
+    manual: bool = False  # a manual run's: held to the limits' manual share too
 
     @property
     def until(self) -> datetime:
@@ -79,6 +80,11 @@ class DayUsage:
         """What ended runs really used this day, plus the reservations still open, each VM once."""
         return sum(self.hours_of(vm) for vm in self.admitted)
 
+    @property
+    def manual_hours(self) -> float:
+        """The part of `hours` that manual runs' VMs hold."""
+        return sum(self.hours_of(vm) for vm, entry in self.admitted.items() if entry.manual)
+
     def hours_of(self, vm: str) -> float:
         if vm not in self.admitted:
             return 0.0
@@ -97,9 +103,9 @@ def read_day(blobs, day: str) -> DayUsage:
         kind, _, facts = name[len(prefix):].partition("/")
         fields = facts.split("~")
         try:
-            if kind == "admitted" and len(fields) == 4:
+            if kind == "admitted" and (len(fields) == 4 or (len(fields) == 5 and fields[4] == "m")):
                 entry = Admission(vm=fields[0], at=datetime.fromtimestamp(int(fields[1]), UTC), gpus=int(fields[2]),
-                                  hours=float(fields[3]))
+                                  hours=float(fields[3]), manual=len(fields) == 5)
                 if entry.vm not in admitted or admitted[entry.vm].at < entry.at:
                     admitted[entry.vm] = entry
                 start, end = spans.get(entry.vm, (entry.at, entry.until))

@@ -89,13 +89,21 @@ def limit_problem(limits: Limits, usage: Usage, *, gpus: int, hours: float, day:
     return None
 
 
-def never_fits(deps, spec: JobSpec) -> str | None:
+def never_fits(deps, spec: JobSpec, *, manual: bool = False) -> str | None:
     """Why `spec`'s VM could not start even on an empty stack (more GPUs than max_gpus, a timeout
     longer than a day's VM-hours): such a run fails at once instead of waiting at the queue's
     head, where it would hold every run behind it until its deadline."""
     # A day holds 24 hours of one VM at most: a longer timeout counts on each of its days.
     problem = limit_problem(deps.settings.limits, Usage(live_vms=0, gpus=0, vm_hours_today=0.0), gpus=gpu_count(spec),
                             hours=min(24.0, (spec.timeout + deps.settings.grace) / 3600))
+    if problem is None and manual:
+        max_vms, max_gpus, max_hours = deps.settings.limits.manual_caps()
+        hours = min(24.0, (spec.timeout + deps.settings.grace) / 3600)
+        if max_vms < 1 or gpu_count(spec) > max_gpus or hours > max_hours + 1e-9:
+            problem = (f"refused by the limits' manual share: a manual run may hold at most {max_vms} VMs, {max_gpus} "
+                       f"GPUs and {max_hours:g} VM-hours a day (manual_share {deps.settings.limits.manual_share:g}), "
+                       f"and this one needs 1, {gpu_count(spec)} and {hours:.2f}; raise manual_share under `limits:` "
+                       f"in infra/stack.yaml")
     return f"{problem} (even with nothing else running)" if problem else None
 
 
@@ -106,7 +114,10 @@ def queued_ahead(deps, record: RunRecord) -> str | None:
     if len(record.attempts) > 1 or any(change.state == RunState.QUEUED for change in record.history):
         return None  # a retry goes on with its run's work; a run that was queued waited its turn already
     mine = run_sort_key(record.run_id)
-    ahead = [e for e in deps.store.live_index() if e.kind == QUEUED and run_sort_key(e.run_id) < mine]
+    # Manual runs wait behind each other and behind ticks, never ticks behind them: a publisher's
+    # manual runs must not hold the queue that scheduled ticks wait in.
+    ahead = [e for e in deps.store.live_index() if e.kind == QUEUED and run_sort_key(e.run_id) < mine
+             and (record.trigger == "manual" or not e.run_id.startswith("m"))]
     if not ahead:
         return None
     return (f"{len(ahead)} older run{'s are' if len(ahead) != 1 else ' is'} queued for room under the stack "
@@ -116,6 +127,34 @@ def queued_ahead(deps, record: RunRecord) -> str | None:
 # --- the day's admissions (engine/day_hours.py) -----------------------------------------------------
 
 _day = day_name
+
+
+def is_manual_instance(instance: Instance) -> bool:
+    """A VM of a manual run: its run id (the `run` label) starts with `m` (core/runs.manual_run_id)."""
+    return instance.labels.get("run", "").startswith("m")
+
+
+def manual_share_problem(limits: Limits, vm: str, others: list[Instance], pending: dict[str, Admission],
+                         usages: dict[str, DayUsage], now: datetime, until: datetime, gpus: int) -> str | None:
+    """Why one more manual VM would take what the limits keep for scheduled ticks; None if it fits
+    in the manual share (`limits.manual_share`). Pending admissions count, as for the limits."""
+    max_vms, max_gpus, max_hours = limits.manual_caps()
+    hint = (f"manual runs may hold {limits.manual_share:g} of each limit and the rest is kept for scheduled ticks; "
+            f"raise manual_share under `limits:` in infra/stack.yaml to let them take more")
+    vms = sum(1 for i in others if is_manual_instance(i)) + sum(1 for a in pending.values() if a.manual)
+    if vms + 1 > max_vms:
+        return f"refused by the limits' manual share: {vms} manual runs' VMs are live of the {max_vms} they may hold; {hint}"
+    used_gpus = sum(instance_gpus(i) for i in others if is_manual_instance(i)) + sum(
+        a.gpus for a in pending.values() if a.manual)
+    if gpus and used_gpus + gpus > max_gpus:
+        return (f"refused by the limits' manual share: manual runs' VMs hold {used_gpus} GPUs of the {max_gpus} they "
+                f"may, this run needs {gpus}; {hint}")
+    for day, usage in usages.items():
+        used = usage.manual_hours - (usage.hours_of(vm) if vm in usage.admitted and usage.admitted[vm].manual else 0.0)
+        if used + overlap_hours(now, until, day) > max_hours + 1e-9:
+            return (f"refused by the limits' manual share: manual runs hold {used:.2f} VM-hours on {day} (UTC) of the "
+                    f"{max_hours:g} they may, this attempt reserves {overlap_hours(now, until, day):.2f}; {hint}")
+    return None
 
 
 def _pending(day: DayUsage, now: datetime, *, listed: set[str], own: set[str]) -> dict[str, Admission]:
@@ -184,7 +223,9 @@ def admit(deps, record: RunRecord, spec: JobSpec, attempt: Attempt, *, written: 
     today = _day(now)
     # Written under every UTC day the reservation reaches, so each of those days counts it.
     days = reserved_days(now, hours)
-    mine = [layout.usage_admitted(day, attempt.vm_name, int(now.timestamp()), gpus, hours) for day in days]
+    manual = record.trigger == "manual"
+    mine = [layout.usage_admitted(day, attempt.vm_name, int(now.timestamp()), gpus, hours, manual=manual)
+            for day in days]
     wrote = [name for name in mine if _write_once(deps.blobs, name)]
     usages = {day: read_day(deps.blobs, day) for day in days}
     pending = _pending(usages[today], now, listed=listed, own=own)
@@ -211,6 +252,20 @@ def admit(deps, record: RunRecord, spec: JobSpec, attempt: Attempt, *, written: 
                 return problem
         return None
 
+    if manual:
+        # Manual runs wait within their share; scheduled ticks keep the rest (docs/security.md).
+        share = manual_share_problem(limits, attempt.vm_name, others, {}, usages, now, until, gpus)
+        crowded = share is None and manual_share_problem(limits, attempt.vm_name, others, pending, usages, now,
+                                                         until, gpus) is not None
+        if share is not None or crowded:
+            for name in wrote:
+                deps.blobs.delete(name)
+            if crowded:  # it fits once the other manual starts being admitted are decided
+                raise AdmissionBusy(f"{len(pending)} other starts are being admitted near the manual share; "
+                                    f"{record.job}/{record.run_id} will be tried again")
+            log.info("%s/%s: %s", record.job, record.run_id, share,
+                     extra={"fields": {"event": "limit_reached", "job": record.job, "run_id": record.run_id}})
+            return share
     if problem_of(with_pending=True) is None:
         if written is not None:
             written.extend(wrote)

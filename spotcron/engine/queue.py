@@ -44,13 +44,16 @@ def start_queued(deps: Deps, entries: list[LiveEntry] | None = None,
     if entries is None:
         entries = deps.store.live_index()
     moved: list[RunRecord] = []
-    blocked = False
+    blocked = blocked_manual = False
     now = deps.clock.now()
     for entry in in_tick_order(entries):
-        if blocked and entry.deadline is not None and entry.deadline > now:
+        manual = entry.run_id.startswith("m")  # core/runs.manual_run_id
+        # A manual run that waits holds back only younger manual runs: scheduled ticks never queue
+        # behind what a publisher asked for (the limits' manual share, docs/security.md).
+        if (blocked or (manual and blocked_manual)) and entry.deadline is not None and entry.deadline > now:
             continue  # behind a run that waits, and not yet due to expire: its marker says so
         try:
-            record, waits = _start_one(deps, entry, admit_it=not blocked)
+            record, waits = _start_one(deps, entry, admit_it=not (blocked or (manual and blocked_manual)))
         except Transient as exc:
             log.warning("queue: %s/%s stays queued for now: %s", entry.job, entry.run_id, exc)
             if errors is not None:
@@ -66,7 +69,10 @@ def start_queued(deps: Deps, entries: list[LiveEntry] | None = None,
         # First in, first out: a younger run does not take the room an older one waits for (and a
         # long queue costs one admission per pass, not one per run); behind it, only runs whose
         # deadline has passed are read, to end them.
-        blocked = blocked or waits
+        if manual:
+            blocked_manual = blocked_manual or waits
+        else:
+            blocked = blocked or waits
     return moved
 
 
