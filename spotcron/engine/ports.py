@@ -167,6 +167,11 @@ class Blobs(Protocol):
         """Every object name under `prefix`, sorted, all pages."""
         ...
 
+    def list_some(self, prefix: str, limit: int, *, start: str = "") -> list[str]:
+        """At most `limit` object names under `prefix` that sort at or after `start`, sorted: a
+        bounded listing (one page or a few, however many objects a job wrote there)."""
+        ...
+
     def delete(self, name: str) -> bool:
         """Delete; False when it was already gone."""
         ...

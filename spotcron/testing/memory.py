@@ -280,6 +280,16 @@ class MemoryBlobs:
                 at += 1
             return names
 
+    def list_some(self, prefix: str, limit: int, *, start: str = "") -> list[str]:
+        self._hook("list", prefix)
+        with self._lock:
+            self.calls["list"] += 1
+            names, at = [], bisect.bisect_left(self._names, max(prefix, start))
+            while at < len(self._names) and self._names[at].startswith(prefix) and len(names) < limit:
+                names.append(self._names[at])
+                at += 1
+            return names
+
     def delete(self, name: str) -> bool:
         self._hook("delete", name)
         with self._lock:
