@@ -136,7 +136,7 @@ def settle(deps, record: RunRecord) -> None:
             ran[a.vm_name] = (a.created_at, a.created_at + timedelta(seconds=a.vm_seconds))
     if not ran:
         return
-    for day in _settle_days(record, deps.clock.now()):
+    for day in _settle_days(record, deps.clock.now(), deps.settings.grace):
         usage = read_day(deps.blobs, day)
         for vm, interval in ran.items():
             if vm in usage.admitted and vm not in usage.used:
@@ -144,8 +144,11 @@ def settle(deps, record: RunRecord) -> None:
                 _write_once(deps.blobs, layout.usage_used(day, vm, min(usage.hours_of(vm), hours)))
 
 
-def _settle_days(record: RunRecord, now: datetime) -> Iterable[str]:
-    return days_between(record.created_at, now)
+def _settle_days(record: RunRecord, now: datetime, grace: int) -> Iterable[str]:
+    """Every day an admission of the run may be under: from the run's creation to as far as a
+    reservation made by now reaches (a run that ends before midnight settles tomorrow too)."""
+    timeout = int((record.spec or {}).get("timeout") or 0)
+    return days_between(record.created_at, now + timedelta(seconds=timeout + grace))
 
 
 def _write_once(blobs, name: str) -> bool:

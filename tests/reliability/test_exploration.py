@@ -271,12 +271,15 @@ class Explore(RuleBasedStateMachine):
         store.write(spec)
         self.deployed[job] = spec
 
+    def _to_midnight(self) -> timedelta:
+        now = self.h.clock.now()
+        return datetime(now.year, now.month, now.day, tzinfo=UTC) + timedelta(days=1) - now
+
+    @precondition(lambda self: self._to_midnight() <= timedelta(hours=4))  # as far as clock_moves goes
     @rule(seconds=st.integers(20, 150))
     def clock_to_just_before_midnight(self, seconds):
         """The clock reaches the last minutes of a UTC day: starts, queues and settlements straddle it."""
-        now = self.h.clock.now()
-        midnight = datetime(now.year, now.month, now.day, tzinfo=UTC) + timedelta(days=1)
-        self._advance(max(0.0, (midnight - timedelta(seconds=seconds) - now).total_seconds()))
+        self._advance(max(0.0, (self._to_midnight() - timedelta(seconds=seconds)).total_seconds()))
 
     @rule(data=st.data())
     def capacity_advice_and_stockouts(self, data):
