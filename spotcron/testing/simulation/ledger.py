@@ -20,7 +20,7 @@ from spotcron.core.runs import RunRecord, RunState
 from spotcron.engine.ports import Blobs, InstanceRequest
 from spotcron.engine.store import RunStore, run_sort_key
 
-EXPECTED_ERRORS = frozenset({"Transient"})  # what the injected faults raise; anything else is a bug
+EXPECTED_ERRORS = frozenset({"Transient", "AdmissionBusy"})  # what injected faults and starts near a limit raise (redelivered)
 MAX_DETAILS = 20
 
 
