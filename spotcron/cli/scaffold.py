@@ -56,6 +56,7 @@ limits:
   max_live_vms: 20               # job VMs alive at once, all jobs together
   max_gpus: 4                    # GPUs on live job VMs
   max_vm_hours_per_day: 48       # per UTC day: timeout + grace reserved at start, real use charged at the end
+  manual_share: 0.5              # the most of each limit manual runs may hold; the rest is kept for ticks
 """
 
 GITIGNORE_TEXT = f"""\
