@@ -252,7 +252,7 @@ def admit(deps, record: RunRecord, spec: JobSpec, attempt: Attempt, *, written: 
                 return problem
         return None
 
-    if manual:
+    if manual and limits.manual_share < 1:
         # Manual runs wait within their share; scheduled ticks keep the rest (docs/security.md).
         share = manual_share_problem(limits, attempt.vm_name, others, {}, usages, now, until, gpus)
         crowded = share is None and manual_share_problem(limits, attempt.vm_name, others, pending, usages, now,
