@@ -42,7 +42,8 @@ bench: $(STAMP) ## print speed and cost figures, each beside its baseline
 	$(BIN)/python -m bench
 
 reliability: $(STAMP) ## a long seeded fault simulation; prints the figures
-	$(BIN)/python -m spotcron.testing.simulation --days 30 --jobs 60 --seed 7 --reliability-map tests/RELIABILITY.md
+	$(BIN)/python -m spotcron.testing.simulation --days 30 --jobs 60 --seed 7 --vm-hours-per-day 120 --deploy-every-hours 3 \
+	  --reliability-map tests/RELIABILITY.md
 
 e2e: $(STAMP) ## on a throwaway project (SPOTCRON_E2E_PROJECT): doctor, deploy, no-change replan, one scheduled run, storage contracts, destroy
 	$(BIN)/python -m tests.e2e

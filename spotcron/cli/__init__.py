@@ -41,7 +41,10 @@ class ReportedError(click.ClickException):
     exit_code = EXIT_USER_ERROR
 
     def show(self, file: Any = None) -> None:
-        click.echo(self.message, err=True, file=file)
+        from spotcron.present.neutral import printable
+
+        # A message may name what a job wrote (a results file, a reason): never a terminal escape.
+        click.echo(printable(self.message, lines=True), err=True, file=file)
 
 
 def render_error(exc: SpotcronError) -> str:

@@ -63,7 +63,8 @@ results_retention_days: 90       # the bucket's lifecycle rule deletes runs olde
 limits:
   max_live_vms: 20               # job VMs alive at once, all jobs together
   max_gpus: 4                    # GPUs on live job VMs
-  max_vm_hours_per_day: 48       # per UTC day: timeout + grace reserved at start, real use charged at the end
+  max_vm_hours_per_day: 48       # per UTC day: timeout + grace admitted at start, settled to real use at the end
+  manual_share: 0.5              # the most of each limit manual runs may hold; the rest is kept for ticks
 """
 
 GITIGNORE_TEXT = f"""\

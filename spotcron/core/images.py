@@ -17,6 +17,7 @@ import hashlib
 import io
 import json
 import os
+import posixpath
 import re
 import stat
 import tarfile
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from spotcron.core import dockerignore
 from spotcron.core.errors import ConfigError, Problem
 from spotcron.core.spec import Build, JobSpec
 
@@ -97,13 +99,25 @@ def pinned(image: str, digest: str) -> str:
     return f"{head}/{last}@{digest}" if head else f"{last}@{digest}"
 
 
-def context_tar(folder: Path) -> bytes:
+def context_tar(folder: Path, dockerfile: str = "Dockerfile") -> bytes:
     """The folder as an uncompressed tar that depends only on names, contents, links and the
-    executable bit: the same folder gives the same bytes on any machine."""
+    executable bit: the same folder gives the same bytes on any machine. What its `.dockerignore`
+    leaves out is left out, as `docker build` leaves it out (core/dockerignore.py): a `.env` or a
+    key the user excluded never reaches the bucket or the build."""
+    patterns = dockerignore.read(folder)
+    always = {posixpath.normpath(dockerfile).lstrip("/"), dockerignore.NAME}
+    entries = [(path, path.relative_to(folder).as_posix()) for path in _walk(folder)]
+    kept = {relative for _, relative in entries
+            if relative in always or not dockerignore.excluded(patterns, relative)}
+    # A folder left out still goes in when an exception (`!`) keeps something inside it.
+    for relative in list(kept):
+        parts = relative.split("/")
+        kept.update("/".join(parts[:n]) for n in range(1, len(parts)))
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for path in _walk(folder):
-            relative = path.relative_to(folder).as_posix()
+        for path, relative in entries:
+            if relative not in kept:
+                continue
             info = tarfile.TarInfo(relative)
             info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
             mode = path.lstat().st_mode
@@ -223,7 +237,7 @@ def plan_builds(jobs: Iterable[JobSpec], root: Path, *, only: str | None = None)
             if key in found:
                 found[key] = replace(found[key], users=(*found[key].users, user))
                 continue
-            tar = context_tar(root / build.context)
+            tar = context_tar(root / build.context, build.dockerfile)
             found[key] = ImageBuild(context=(root / build.context).resolve(), relative=build.context,
                                     dockerfile=build.dockerfile, args=args, name=name, tarball=gzip_bytes(tar),
                                     content=content_hash(tar, build.dockerfile, build.args), users=(user,))

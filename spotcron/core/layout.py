@@ -12,10 +12,13 @@
     pruned/JOB                                 when the job's history was last pruned
     deployed/JOB.json                          the job's spec as deploy validated it (canonical JSON); written only
                                                when it changes, so the object's time is when it was deployed
+    digests/JOB/SHA256                         an empty marker: a digest that was once JOB's deployed spec (a
+                                               start published before a deploy overtook it still runs)
     dispatch/cursor.json                       the minute through which the dispatcher published every tick (shared)
     advice/spot.json                           Spot prices, preemption rates and capacity per zone (placement),
                                                refreshed by the sweep, read by start_job
-    limits/DAY/admitted/VM~AT~GPUS~HOURS       an admitted VM (stack limits): when, its GPUs, the hours it is admitted for
+    limits/DAY/admitted/VM~AT~GPUS~HOURS[~m]   an admitted VM (stack limits): when, its GPUs, the hours it is admitted for
+                                               (~m: a manual run's), under each UTC day the admission reaches
     limits/DAY/used/VM~HOURS                   what that VM really ran, written when its run ends
     index.html                                 the results page
 """
@@ -85,9 +88,10 @@ def usage_day(day: str) -> str:
     return f"{LIMITS}{day}/"
 
 
-def usage_admitted(day: str, vm: str, at: int, gpus: int, hours: float) -> str:
-    """An admission; its facts are in its name so a listing reads them all. `at`: epoch seconds."""
-    return f"{usage_day(day)}admitted/{vm}~{at}~{gpus}~{hours:.6f}"
+def usage_admitted(day: str, vm: str, at: int, gpus: int, hours: float, *, manual: bool = False) -> str:
+    """An admission; its facts are in its name so a listing reads them all. `at`: epoch seconds;
+    `manual`: a manual run's (held to the limits' manual share), marked by a last field `m`."""
+    return f"{usage_day(day)}admitted/{vm}~{at}~{gpus}~{hours:.6f}" + ("~m" if manual else "")
 
 
 def usage_used(day: str, vm: str, hours: float) -> str:
@@ -109,6 +113,14 @@ ADVICE = "advice/spot.json"
 def deployed_spec(job: str) -> str:
     """The spec start_job trusts for `job`: written by deploy (or `up`), never by a VM."""
     return f"{DEPLOYED}{job}.json"
+
+
+DIGESTS = "digests/"
+
+
+def deployed_digest(job: str, digest: str) -> str:
+    """Marks `digest` as once deployed for `job`: written with the spec, before it, never by a VM."""
+    return f"{DIGESTS}{job}/{digest}"
 
 
 DISPATCH_CURSOR = "dispatch/cursor.json"

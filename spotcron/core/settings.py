@@ -6,6 +6,7 @@ the environment mapping in (the CLI and the functions pass os.environ).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -39,6 +40,19 @@ class Limits(BaseModel):
         48.0, gt=0, le=1_000_000,
         description="VM-hours per UTC day: each attempt's admission counts timeout + grace when it "
                     "starts and is settled to what it really used when its run ends")
+    manual_share: float = Field(
+        0.5, ge=0, le=1,
+        description="the most of each limit that manual runs (`spotcron run --cloud`, any publisher of a manual "
+                    "start) may hold together; the rest (rounded up) is kept for scheduled ticks. 1 lets manual "
+                    "runs take everything, 0 stops them on Google Cloud")
+
+    def manual_caps(self) -> tuple[int, int, float]:
+        """(live VMs, GPUs, VM-hours per day) that manual runs may hold together: each limit less the
+        share kept for scheduled ticks, rounded up in the ticks' favour."""
+        keep = 1.0 - self.manual_share
+        return (self.max_live_vms - math.ceil(keep * self.max_live_vms - 1e-9),
+                self.max_gpus - math.ceil(keep * self.max_gpus - 1e-9),
+                self.max_vm_hours_per_day * self.manual_share)
 
 
 # Zones of the US regions (Google's regions-and-zones list): placement tries these in a region

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from spotcron.core.layout import LIMITS, RUNS, TOKENS, deployed_spec
+from spotcron.core.layout import DIGESTS, LIMITS, RUNS, TOKENS, deployed_spec
 from spotcron.core.settings import ENV_PREFIX, Settings
 from spotcron.core.spec import JobSpec
 from spotcron.deploy.alerts import alert_policies
@@ -130,9 +130,12 @@ def _bucket(settings: Settings) -> Resource:
         "uniform_access": True,
         "public_access_prevention": "enforced",
         # A replay marker guards a token only while the token is valid (an hour at most); the
-        # limits read today's and yesterday's admissions only.
+        # limits' admissions are written under every day a VM's admission reaches, so they must
+        # outlast the longest VM as run records do (validate holds the retention to that); a
+        # digest's marker is rewritten when its spec is replaced and serves starts published
+        # before that, redelivered for 7 days at most.
         "lifecycle": (("Delete", settings.results_retention_days, (RUNS,)), ("Delete", 1, (TOKENS,)),
-                      ("Delete", 3, (LIMITS,))),
+                      ("Delete", max(3, settings.results_retention_days), (LIMITS,)), ("Delete", 8, (DIGESTS,))),
         "labels": dict(MANAGED_LABELS),
     })
 

@@ -8,12 +8,15 @@ deploy runs again.
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from spotcron.core.errors import AlreadyExists, NotFound, PreconditionFailed
+from spotcron.core.layout import DEPLOYED, deployed_digest
 from spotcron.deploy.desired import CLEANUP_PREFIX, cleanup_body
 from spotcron.deploy.naming import Names
 from spotcron.deploy.planner import CREATE, DELETE, Action
@@ -301,6 +304,13 @@ def deployed_spec(action: Action, ctx: Context) -> None:
     if action.kind == DELETE:
         _ignore_missing(lambda: ctx.call(f"delete {action.name}", blob.delete, retry=None, timeout=ctx.timeout))
         return
+    # Every digest ever deployed is marked, the one replaced included, before the spec changes: a
+    # start published under it and handled after this write still runs (engine/deployed.py).
+    job = action.name.removeprefix(DEPLOYED).removesuffix(".json")
+    old = (action.current.fields.get("digest") if action.current is not None else None) or \
+        action.changes.get("digest", (None, None))[0]
+    for known in dict.fromkeys(d for d in (old, action.resource.fields["digest"]) if isinstance(d, str) and d):
+        _mark_digest(ctx, job, known)
     account = action.resource.meta.get("service_account")
     blob.metadata = {DIGEST_KEY: action.resource.fields["digest"], **({ACCOUNT_KEY: account} if account else {})}
     ctx.call(f"upload {action.name}", blob.upload_from_string, action.resource.meta["data"],
@@ -359,6 +369,8 @@ def scheduler_job(action: Action, ctx: Context) -> None:
     message = scheduler_message(name, fields, ctx.names)
     was_paused: bool | None = None
     changed = [f for f in action.changes if f in SCHEDULER_MASK]
+    if "data" in action.changes:
+        _mark_entry_digest(ctx, fields["data"])
     if action.kind == CREATE:
         try:
             ctx.call(f"create scheduler job {name}", scheduler.create_job,
@@ -374,6 +386,24 @@ def scheduler_job(action: Action, ctx: Context) -> None:
                        request={"job": message, "update_mask": {"paths": mask}}, retry=None, timeout=ctx.timeout)
         was_paused = job.state.name == "PAUSED"
     set_entry_paused(ctx, name, fields["paused"], was_paused)
+
+
+def _mark_digest(ctx: Context, job: str, spec_digest: str) -> None:
+    marker = ctx.clients.storage.bucket(ctx.names.bucket).blob(deployed_digest(job, spec_digest))
+    ctx.call(f"upload {marker.name}", marker.upload_from_string, b"", content_type="text/plain",
+             retry=None, timeout=ctx.timeout)
+
+
+def _mark_entry_digest(ctx: Context, data: Any) -> None:
+    """An entry that will name a new digest has it marked first: its ticks may fire before the spec
+    object is rewritten, and start_job then runs what is deployed instead of dropping them."""
+    try:
+        body = json.loads(base64.b64decode(data))
+        job, spec_digest = body["job"], body["digest"]
+    except (ValueError, TypeError, KeyError):
+        return  # not a job's start message (the dispatcher's entry)
+    if isinstance(job, str) and isinstance(spec_digest, str):
+        _mark_digest(ctx, job, spec_digest)
 
 
 def set_entry_paused(ctx: Context, name: str, paused: bool, was_paused: bool | None) -> bool:

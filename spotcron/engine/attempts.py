@@ -8,6 +8,7 @@ the same tick all try the same (zone, name) and Compute Engine's 409 leaves exac
 from __future__ import annotations
 
 import logging
+import uuid
 from datetime import timedelta
 
 from spotcron.core import catalog, layout
@@ -28,6 +29,7 @@ from spotcron.engine.limits import (
     queued_ahead,
 )
 from spotcron.engine.ports import GpuRequest, Instance, InstanceRequest
+from spotcron.engine.still_deployed import deployed_problem
 from spotcron.engine.writer import step
 
 log = logging.getLogger("spotcron.engine")
@@ -69,7 +71,23 @@ def instance_request(record: RunRecord, spec: JobSpec, attempt: Attempt, deps: D
         gpu=GpuRequest(type=gpu.type, count=gpu.count) if gpu else None, external_ip=attempt.external_ip,
         network=settings.network_path, subnetwork=settings.subnetwork_path(zone.rsplit("-", 1)[0]),
         secure_boot=spec.machine.gpu is None and not _bundled_gpu(attempt.machine_type),
+        request_id=insert_request_id(settings.project, record, attempt),
     )
+
+
+# The namespace of every insert's requestId (a UUID of its own, so no other tool's ids collide).
+REQUEST_ID_NAMESPACE = uuid.UUID("6f3a2c1e-5b7d-4e8f-9a0b-1c2d3e4f5a6b")
+
+
+def insert_request_id(project: str, record: RunRecord, attempt: Attempt) -> str:
+    """Compute Engine's `requestId` for `attempt`'s insert: the same for every delivery of this
+    attempt in this zone and provisioning model, so a repeated insert within 60 minutes is a no-op
+    (a delivery held inside its insert while a copy created, ran and deleted the VM creates
+    nothing). Another zone or the on-demand fallback is another request, never answered with the
+    stockout the first one met. A version-5 UUID, never the zero UUID Compute Engine refuses."""
+    zone = attempt.zone or ""
+    key = f"{project}/{record.job}/{record.run_id}/{attempt.number}/{attempt.vm_name}/{zone}/{attempt.provisioning_model}"
+    return str(uuid.uuid5(REQUEST_ID_NAMESPACE, key))
 
 
 def _bundled_gpu(machine_type: str) -> bool:
@@ -91,7 +109,13 @@ def create_attempt(deps: Deps, record: RunRecord, *, claimed: bool = True) -> Ru
     admitted_at = deps.clock.now()
     if record.state == RunState.STARTING and record.current_attempt is not None:
         # Once per attempt, before any insert: a move to the next zone keeps the VM's name and budget.
-        problem = catalog.machine_problem(spec.machine) or never_fits(deps, spec)
+        # The run's copy of its spec may be older than what is deployed now (it waited in the queue,
+        # for an earlier VM, or for the sweep after a failed insert): a paused, removed or changed
+        # job gets no VM from it. A fresh start has just resolved the deployed spec itself.
+        gone = deployed_problem(deps, record) if _has_waited(record, claimed=claimed) else None
+        if gone:
+            return step(deps, record.job, record.run_id, transitions.Withdrawn(record.current_attempt, gone)).record or record
+        problem = catalog.machine_problem(spec.machine) or never_fits(deps, spec, manual=record.trigger == "manual")
         if problem:
             return step(deps, record.job, record.run_id, transitions.CreateRefused(record.current_attempt, problem)).record or record
         refused = queued_ahead(deps, record) or admit(deps, record, spec, record.current_attempt, written=admitted)
@@ -107,7 +131,7 @@ def create_attempt(deps: Deps, record: RunRecord, *, claimed: bool = True) -> Ru
             record = stepped.record or record
             if not stepped.changed:
                 if stepped.record is None or not transitions.is_current_attempt(stepped.record, attempt):
-                    _withdraw(deps, admitted)  # the run moved on (ended, queued, another zone's delivery)
+                    withdraw(deps, admitted)  # the run moved on (ended, queued, another zone's delivery)
                 continue  # another writer moved the run on: look again at what it is now
         claimed = False
         # A delivery can stall anywhere; read once more right before the insert, so one that stalled
@@ -115,14 +139,14 @@ def create_attempt(deps: Deps, record: RunRecord, *, claimed: bool = True) -> Ru
         # is answered after it: the VM is deleted at once below, and the broker and job_done refuse it.)
         latest = deps.store.read(record.job, record.run_id)
         if latest is None or not transitions.is_current_attempt(latest, attempt):
-            _withdraw(deps, admitted)
+            withdraw(deps, admitted)
             return latest or record
         if deps.clock.now() - admitted_at > ADMISSION_WINDOW / 2:
             # Held so long that its admission may stop counting for others before the VM is listed.
             refused = admit(deps, latest, spec, attempt, written=admitted)
             admitted_at = deps.clock.now()
             if refused:
-                _withdraw(deps, admitted)
+                withdraw(deps, admitted)
                 return step(deps, record.job, record.run_id, transitions.Queue(attempt, f"waiting for room: {refused}")).record or record
         try:
             instance = _create_or_adopt(deps, instance_request(record, spec, attempt, deps))
@@ -150,7 +174,14 @@ def create_attempt(deps: Deps, record: RunRecord, *, claimed: bool = True) -> Ru
     return record
 
 
-def _withdraw(deps: Deps, admitted: list[str]) -> None:
+def _has_waited(record: RunRecord, *, claimed: bool) -> bool:
+    """Whether the run may have waited since its start message resolved the deployed spec: a retry,
+    a run that was queued, or an attempt taken up again by someone else (a redelivery, the sweep)."""
+    return (not claimed or record.had_vm or len(record.attempts) > 1
+            or any(change.state == RunState.QUEUED for change in record.history))
+
+
+def withdraw(deps: Deps, admitted: list[str]) -> None:
     """Take back the admission this delivery wrote for an attempt that will get no VM from it: left
     standing it would count hours nobody settles (its run has ended, or waits elsewhere)."""
     while admitted:

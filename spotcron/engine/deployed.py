@@ -6,6 +6,17 @@ and that digest, so whoever can publish on the start topic or edit a scheduler e
 a run of a job that was deployed, as it was deployed, and nothing else: a spec carried by the
 message itself is never read (`SpecStore.resolve`). No VM credential can write under
 `deployed/` (docs/security.md). The dispatcher reads the whole set (engine/dispatch_specs.py).
+
+A deploy overtakes starts in flight: a scheduler entry or the dispatcher publishes the digest
+deployed when its tick fired, and a deploy may replace the spec before that message is handled
+(or before a failed first delivery comes back), or write the spec minutes before it rewrites the
+entry that names it. Such a start is not refused: every digest ever deployed leaves a marker
+(`layout.deployed_digest`, written before the spec and before an entry names it), and a
+scheduled start naming a marked digest runs the spec deployed *now* at its tick. So a tick is
+never dropped by a deploy, and a run only ever starts what is deployed now (a paused or removed
+job starts nothing, and engine/still_deployed.py ends a waiting run whose job changed). A
+publisher naming an old digest gains nothing the current one would not give it: the same
+deployed spec, at a tick the schedule holds it to. Manual runs name the current digest exactly.
 """
 
 from __future__ import annotations
@@ -25,6 +36,7 @@ from spotcron.core.spec import JobSpec
 from spotcron.engine.ports import Blobs
 
 log = logging.getLogger("spotcron.engine")
+
 
 
 def canonical(spec: JobSpec) -> bytes:
@@ -81,12 +93,8 @@ class SpecStore:
 
     def write(self, spec: JobSpec) -> str:
         """Store `spec` as deployed (unchanged bytes are not rewritten); returns its digest."""
-        data = canonical(spec)
-        name = layout.deployed_spec(spec.name)
-        current = self.blobs.read(name)
-        if current is None or current.data != data:
-            self.blobs.write(name, data, content_type="application/json")
-        return digest_of(data)
+        _write_spec(self.blobs, spec)
+        return digest(spec)
 
     def deploy(self, specs: Iterable[JobSpec]) -> None:
         """Make exactly `specs` the deployed ones: what deploy does, for local mode."""
@@ -100,6 +108,11 @@ class SpecStore:
             if rest.endswith(".json") and "/" not in rest:
                 names.append(rest[: -len(".json")])
         return names
+
+    def _once_deployed(self, job: str, wanted: str) -> bool:
+        if len(wanted) != 64 or any(c not in "0123456789abcdef" for c in wanted):
+            return False
+        return self.blobs.read(layout.deployed_digest(job, wanted)) is not None
 
     def read(self, job: str) -> Deployed | None:
         """The deployed spec of `job`, or None when there is none (or it does not load)."""
@@ -115,8 +128,11 @@ class SpecStore:
             return None
         return Deployed(spec=spec, digest=digest_of(blob.data))
 
-    def resolve(self, job: Any, wanted: Any) -> JobSpec:
-        """The spec a start message may run; NotDeployed when `job` or `wanted` is not what is deployed."""
+    def resolve(self, job: Any, wanted: Any, *, scheduled: bool = False) -> JobSpec:
+        """The spec a start message may run; NotDeployed when `job` or `wanted` is not what is deployed.
+
+        `scheduled`: a scheduled start (not a manual one) naming a digest that was deployed before
+        runs the current spec (see the module's docstring)."""
         if not isinstance(job, str) or not isinstance(wanted, str):
             raise NotDeployed("the message must name a job and its spec digest as strings",
                           job=_short(job), digest=_short(wanted))
@@ -125,6 +141,10 @@ class SpecStore:
         deployed = self.read(job)
         if deployed is None:
             raise NotDeployed(f"no job {job!r} is deployed", job=job, digest=_short(wanted))
+        if wanted != deployed.digest and scheduled and self._once_deployed(job, wanted):
+            log.info("job %s: a start naming digest %s... was overtaken by a deploy; it runs the spec deployed "
+                     "now (%s...)", job, wanted[:12], deployed.digest[:12])
+            return deployed.spec
         if wanted != deployed.digest:
             raise NotDeployed(f"job {job!r}: digest {_short(wanted)!r} is not the deployed spec's "
                           f"({deployed.digest[:12]}...); only the deployed spec runs: run `spotcron deploy` "
@@ -150,11 +170,22 @@ def write_deployed(blobs: Blobs, specs: Iterable[JobSpec]) -> str:
         if name not in keep and name.endswith(".json"):
             blobs.delete(name)
     for spec in specs:
-        name, data = layout.deployed_spec(spec.name), canonical(spec)
-        current = blobs.read(name)
-        if current is None or current.data != data:
-            blobs.write(name, data, content_type="application/json")
+        _write_spec(blobs, spec)
     return specs_version(specs)
+
+
+def _write_spec(blobs: Blobs, spec: JobSpec) -> None:
+    """Write `spec` as deployed unless it is so already; its digest's marker first, so a start that
+    names it is recognised from the moment it can be published."""
+    name, data = layout.deployed_spec(spec.name), canonical(spec)
+    current = blobs.read(name)
+    if current is not None and current.data == data:
+        return
+    blobs.write(layout.deployed_digest(spec.name, digest_of(data)), b"", content_type="text/plain")
+    if current is not None:
+        # The spec it replaces may have been written before markers were: mark it too.
+        blobs.write(layout.deployed_digest(spec.name, digest_of(current.data)), b"", content_type="text/plain")
+    blobs.write(name, data, content_type="application/json")
 
 
 def _short(value: Any) -> str:

@@ -166,7 +166,8 @@ def handle_callback(deps: Deps, authorization: str | None, body: Any) -> Reply:
         return Reply(400, {"error": "malformed callback body", "details": [problem]})
 
     deleted = deps.compute.delete_instance(zone, instance_name)  # first: see the module's docstring
-    record = _record_outcome(deps, record, callback, zone)
+    created = instance.created_at if instance is not None else _claimed_creation(caller.claims)
+    record = _record_outcome(deps, record, callback, zone, vm_created_at=created, instance_id=caller.instance_id)
     # A concurrent copy of the same callback may get here first; both saw the same outcome.
     with contextlib.suppress(PreconditionFailed):
         deps.blobs.write(layout.accepted_token(digest), instance_name.encode(), if_generation_match=0)
@@ -195,7 +196,20 @@ def _replay_key(token: str) -> str:
     return hashlib.sha256(signed + b"." + signature).hexdigest()
 
 
-def _record_outcome(deps: Deps, record: RunRecord, callback: CallbackBody, zone: str) -> RunRecord:
+def _claimed_creation(claims: dict[str, Any]) -> datetime | None:
+    """The VM's creation time as Google signed it into the identity token (format=full)."""
+    engine = (claims.get("google") or {}).get("compute_engine") or {}
+    stamp = engine.get("instance_creation_timestamp")
+    if not isinstance(stamp, int) or isinstance(stamp, bool):
+        return None
+    try:
+        return datetime.fromtimestamp(stamp, UTC)
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def _record_outcome(deps: Deps, record: RunRecord, callback: CallbackBody, zone: str, *,
+                    vm_created_at: datetime | None = None, instance_id: str | None = None) -> RunRecord:
     """Store what the attempt did; start the next attempt when it should be retried."""
     complete = manifest_present(deps, callback.job, callback.run_id, callback.attempt)
     metrics: dict = {}
@@ -205,8 +219,8 @@ def _record_outcome(deps: Deps, record: RunRecord, callback: CallbackBody, zone:
         number=callback.attempt, status=callback.status, exit_code=callback.exit_code,
         timed_out=callback.timed_out, uploaded=callback.uploaded, manifest_present=complete,
         started_at=callback.started_at, finished_at=callback.finished_at, zone=zone, zones=deps.settings.zones,
-        metrics=tuple(metrics.items()), problem=callback.problem,
-        secret_versions=tuple(sorted(callback.secret_versions.items())))
+        metrics=tuple(metrics.items()), problem=callback.problem, vm_created_at=vm_created_at,
+        instance_id=instance_id or None, secret_versions=tuple(sorted(callback.secret_versions.items())))
     stepped = step(deps, record.job, record.run_id, event)
     if stepped.record is None:
         return record

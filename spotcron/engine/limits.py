@@ -6,9 +6,11 @@ VM-hours per UTC day. A run outside the catalog ends `failed`; a run that would 
 queued until room frees or its starting_deadline passes (engine/queue.py), its reason naming the
 limit.
 
-Each admission is an object of its own under the UTC day (layout.usage_admitted), written
-before the limits are checked: an attempt's admission counts its worst case, timeout + grace; when its
-run ends a settlement (layout.usage_used) replaces that with the hours its VM really ran. Live
+Each admission is an object of its own under each UTC day its admission reaches
+(layout.usage_admitted, engine/day_hours.py), written before the limits are checked: an attempt's
+admission counts its worst case, timeout + grace, and when its run ends a settlement (layout.usage_used)
+replaces that with the hours its VM really ran in each of those days. A VM counts in each day
+once, with only its hours inside that day, however often it was admitted. Live
 VMs and GPUs are counted from Compute Engine's list of managed VMs at admission, plus the
 admissions of the last ADMISSION_WINDOW that the list does not show yet, so starts handled at
 the same instant, each listing before the others' inserts land, still see each other.
@@ -16,17 +18,24 @@ the same instant, each listing before the others' inserts land, still see each o
 
 from __future__ import annotations
 
-import functools
 import logging
-from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from spotcron.core import catalog, layout
 from spotcron.core.errors import PreconditionFailed, Transient
 from spotcron.core.runs import Attempt, RunRecord, RunState
 from spotcron.core.settings import Limits
 from spotcron.core.spec import JobSpec
+from spotcron.engine.day_hours import (  # noqa: F401 - read_day, DayUsage, settle: the limits' day, as callers know it
+    Admission,
+    DayUsage,
+    day_name,
+    overlap_hours,
+    read_day,
+    admitted_days,
+    settle,
+)
 from spotcron.engine.live_index import QUEUED
 from spotcron.engine.ports import ALIVE_STATUSES, Instance
 from spotcron.engine.store import run_sort_key
@@ -63,8 +72,9 @@ class Usage:
     vm_hours_today: float
 
 
-def limit_problem(limits: Limits, usage: Usage, *, gpus: int, hours: float) -> str | None:
-    """Which limit one more VM (with `gpus` GPUs, admitted for `hours`) would cross; None if none. Pure."""
+def limit_problem(limits: Limits, usage: Usage, *, gpus: int, hours: float, day: str | None = None) -> str | None:
+    """Which limit one more VM (with `gpus` GPUs, admitted for `hours` of UTC day `day`, None: today)
+    would cross; None if none. Pure."""
     if usage.live_vms + 1 > limits.max_live_vms:
         return (f"refused by the stack limit max_live_vms: {usage.live_vms} job VMs are live and the limit is "
                 f"{limits.max_live_vms}; {LIMITS_HINT}")
@@ -72,18 +82,28 @@ def limit_problem(limits: Limits, usage: Usage, *, gpus: int, hours: float) -> s
         return (f"refused by the stack limit max_gpus: {usage.gpus} GPUs are on live VMs, this run needs {gpus} "
                 f"and the limit is {limits.max_gpus}; {LIMITS_HINT}")
     if usage.vm_hours_today + hours > limits.max_vm_hours_per_day:
+        when = f"on {day} (UTC)" if day else "today (UTC)"
         return (f"refused by the stack limit max_vm_hours_per_day: {usage.vm_hours_today:.2f} VM-hours are used or "
-                f"admitted today (UTC), this attempt needs {hours:.2f} (timeout + grace) and the limit is "
+                f"admitted {when}, this attempt needs {hours:.2f} (timeout + grace) and the limit is "
                 f"{limits.max_vm_hours_per_day:g}; {LIMITS_HINT}")
     return None
 
 
-def never_fits(deps, spec: JobSpec) -> str | None:
+def never_fits(deps, spec: JobSpec, *, manual: bool = False) -> str | None:
     """Why `spec`'s VM could not start even on an empty stack (more GPUs than max_gpus, a timeout
     longer than a day's VM-hours): such a run fails at once instead of waiting at the queue's
     head, where it would hold every run behind it until its deadline."""
+    # A day holds 24 hours of one VM at most: a longer timeout counts on each of its days.
     problem = limit_problem(deps.settings.limits, Usage(live_vms=0, gpus=0, vm_hours_today=0.0), gpus=gpu_count(spec),
-                            hours=(spec.timeout + deps.settings.grace) / 3600)
+                            hours=min(24.0, (spec.timeout + deps.settings.grace) / 3600))
+    if problem is None and manual:
+        max_vms, max_gpus, max_hours = deps.settings.limits.manual_caps()
+        hours = min(24.0, (spec.timeout + deps.settings.grace) / 3600)
+        if max_vms < 1 or gpu_count(spec) > max_gpus or hours > max_hours + 1e-9:
+            problem = (f"refused by the limits' manual share: a manual run may hold at most {max_vms} VMs, {max_gpus} "
+                       f"GPUs and {max_hours:g} VM-hours a day (manual_share {deps.settings.limits.manual_share:g}), "
+                       f"and this one needs 1, {gpu_count(spec)} and {hours:.2f}; raise manual_share under `limits:` "
+                       f"in infra/stack.yaml")
     return f"{problem} (even with nothing else running)" if problem else None
 
 
@@ -94,77 +114,46 @@ def queued_ahead(deps, record: RunRecord) -> str | None:
     if len(record.attempts) > 1 or any(change.state == RunState.QUEUED for change in record.history):
         return None  # a retry goes on with its run's work; a run that was queued waited its turn already
     mine = run_sort_key(record.run_id)
-    ahead = [e for e in deps.store.live_index() if e.kind == QUEUED and run_sort_key(e.run_id) < mine]
+    # Manual runs wait behind each other and behind ticks, never ticks behind them: a publisher's
+    # manual runs must not hold the queue that scheduled ticks wait in.
+    ahead = [e for e in deps.store.live_index() if e.kind == QUEUED and run_sort_key(e.run_id) < mine
+             and (record.trigger == "manual" or not e.run_id.startswith("m"))]
     if not ahead:
         return None
     return (f"{len(ahead)} older run{'s are' if len(ahead) != 1 else ' is'} queued for room under the stack "
             f"limits ({ahead[0].job}/{ahead[0].run_id} first); runs start in tick order")
 
 
-# --- the day's admissions -------------------------------------------------------------------------
+# --- the day's admissions (engine/day_hours.py) -----------------------------------------------------
 
-def _day(at: datetime) -> str:
-    return at.strftime("%Y-%m-%d")
-
-
-@dataclass(frozen=True)
-class Admission:
-    vm: str
-    at: datetime
-    gpus: int
-    hours: float  # reserved: the attempt's timeout + grace
+_day = day_name
 
 
-@dataclass(frozen=True)
-class DayUsage:
-    """One UTC day's admissions and what their VMs really ran, read from one listing."""
-
-    admitted: dict[str, Admission]  # VM name → its latest admission
-    used: dict[str, float]  # VM name → hours it ran, once its run has ended
-
-    @property
-    def hours(self) -> float:
-        """What ended runs really used, plus the admissions not yet settled."""
-        return sum(self.hours_of(vm) for vm in self.admitted)
-
-    def hours_of(self, vm: str) -> float:
-        if vm not in self.admitted:
-            return 0.0
-        return self.used.get(vm, self.admitted[vm].hours)
+def is_manual_instance(instance: Instance) -> bool:
+    """A VM of a manual run: its run id (the `run` label) starts with `m` (core/runs.manual_run_id)."""
+    return instance.labels.get("run", "").startswith("m")
 
 
-def read_day(blobs, day: str) -> DayUsage:
-    prefix = layout.usage_day(day)
-    admitted: dict[str, Admission] = {}
-    used: dict[str, float] = {}
-    for name in blobs.list(prefix):
-        fact = _fact(name[len(prefix):])
-        if isinstance(fact, Admission):
-            if fact.vm not in admitted or admitted[fact.vm].at < fact.at:
-                admitted[fact.vm] = fact
-        elif fact is not None:
-            used[fact[0]] = fact[1]
-        else:
-            log.warning("limits: %s is neither an admission nor a settlement; ignored", name)
-    return DayUsage(admitted=admitted, used=used)
-
-
-@functools.lru_cache(maxsize=8192)
-def _fact(rest: str) -> Admission | tuple[str, float] | None:
-    """One listed name after the day's prefix: an admission, a settlement (VM, hours), or None.
-
-    A name never changes what it says, and every start lists the whole day again: each is parsed
-    once per process (an instance handling many starts, the simulation's thousands)."""
-    kind, _, facts = rest.partition("/")
-    fields = facts.split("~")
-    try:
-        if kind == "admitted" and len(fields) == 4:
-            return Admission(vm=fields[0], at=datetime.fromtimestamp(int(fields[1]), UTC), gpus=int(fields[2]),
-                             hours=float(fields[3]))
-        if kind == "used" and len(fields) == 2:
-            return fields[0], float(fields[1])
-    except ValueError:
-        pass
+def manual_share_problem(limits: Limits, vm: str, others: list[Instance], pending: dict[str, Admission],
+                         usages: dict[str, DayUsage], now: datetime, until: datetime, gpus: int) -> str | None:
+    """Why one more manual VM would take what the limits keep for scheduled ticks; None if it fits
+    in the manual share (`limits.manual_share`). Pending admissions count, as for the limits."""
+    max_vms, max_gpus, max_hours = limits.manual_caps()
+    hint = (f"manual runs may hold {limits.manual_share:g} of each limit and the rest is kept for scheduled ticks; "
+            f"raise manual_share under `limits:` in infra/stack.yaml to let them take more")
+    vms = sum(1 for i in others if is_manual_instance(i)) + sum(1 for a in pending.values() if a.manual)
+    if vms + 1 > max_vms:
+        return f"refused by the limits' manual share: {vms} manual runs' VMs are live of the {max_vms} they may hold; {hint}"
+    used_gpus = sum(instance_gpus(i) for i in others if is_manual_instance(i)) + sum(
+        a.gpus for a in pending.values() if a.manual)
+    if gpus and used_gpus + gpus > max_gpus:
+        return (f"refused by the limits' manual share: manual runs' VMs hold {used_gpus} GPUs of the {max_gpus} they "
+                f"may, this run needs {gpus}; {hint}")
+    for day, usage in usages.items():
+        used = usage.manual_hours - (usage.hours_of(vm) if vm in usage.admitted and usage.admitted[vm].manual else 0.0)
+        if used + overlap_hours(now, until, day) > max_hours + 1e-9:
+            return (f"refused by the limits' manual share: manual runs hold {used:.2f} VM-hours on {day} (UTC) of the "
+                    f"{max_hours:g} they may, this attempt is admitted for {overlap_hours(now, until, day):.2f}; {hint}")
     return None
 
 
@@ -232,72 +221,70 @@ def admit(deps, record: RunRecord, spec: JobSpec, attempt: Attempt, *, written: 
     hours = (spec.timeout + deps.settings.grace) / 3600
     gpus = gpu_count(spec)
     today = _day(now)
-    mine = layout.usage_admitted(today, attempt.vm_name, int(now.timestamp()), gpus, hours)
-    wrote = _write_once(deps.blobs, mine)
-    day = read_day(deps.blobs, today)
-    before = read_day(deps.blobs, _day(now - timedelta(days=1)))
-    pending = _pending(day, now, listed=listed, own=own)
+    # Written under every UTC day the admission reaches, so each of those days counts it.
+    days = admitted_days(now, hours)
+    manual = record.trigger == "manual"
+    mine = [layout.usage_admitted(day, attempt.vm_name, int(now.timestamp()), gpus, hours, manual=manual)
+            for day in days]
+    wrote = [name for name in mine if _write_once(deps.blobs, name)]
+    usages = {day: read_day(deps.blobs, day) for day in days}
+    pending = _pending(usages[today], now, listed=listed, own=own)
     # Admissions written just before midnight (UTC) are in yesterday's listing.
     if _day(now - ADMISSION_WINDOW) != today:
+        before = read_day(deps.blobs, _day(now - timedelta(days=1)))
         pending = {**_pending(before, now, listed=listed, own=own), **pending}
-    hours_today = day.hours - day.hours_of(attempt.vm_name) + carried_over(before, now, besides=attempt.vm_name)
-    settled = Usage(live_vms=len(others), gpus=sum(instance_gpus(i) for i in others),
-                    vm_hours_today=hours_today - sum(day.hours_of(vm) for vm in pending))
-    counted = Usage(live_vms=settled.live_vms + len(pending), gpus=settled.gpus + sum(a.gpus for a in pending.values()),
-                    vm_hours_today=hours_today)
-    if limit_problem(limits, counted, gpus=gpus, hours=hours) is None:
-        if wrote and written is not None:
-            written.append(mine)
+    live, live_gpus = len(others), sum(instance_gpus(i) for i in others)
+    until = now + timedelta(hours=hours)
+
+    def problem_of(*, with_pending: bool, without_earlier: bool = False) -> str | None:
+        """The first limit crossed on any of the days, counting the pending admissions or not."""
+        vms = live + (len(pending) if with_pending else 0) - (len(earlier) if without_earlier else 0)
+        used_gpus = (live_gpus + (sum(a.gpus for a in pending.values()) if with_pending else 0)
+                     - (sum(instance_gpus(i) for i in earlier) if without_earlier else 0))
+        for day in days:
+            usage = usages[day]
+            used = usage.hours - usage.hours_of(attempt.vm_name)  # its own earlier admission counts once: as this one
+            if not with_pending:
+                used -= sum(usage.hours_of(vm) for vm in pending)
+            problem = limit_problem(limits, Usage(live_vms=vms, gpus=used_gpus, vm_hours_today=used), gpus=gpus,
+                                    hours=overlap_hours(now, until, day), day=None if day == today else day)
+            if problem:
+                return problem
         return None
-    problem = limit_problem(limits, settled, gpus=gpus, hours=hours)
-    without_earlier = Usage(live_vms=settled.live_vms - len(earlier),
-                            gpus=settled.gpus - sum(instance_gpus(i) for i in earlier),
-                            vm_hours_today=settled.vm_hours_today)
-    if problem is None or (earlier and limit_problem(limits, without_earlier, gpus=gpus, hours=hours) is None):
+
+    if manual and limits.manual_share < 1:
+        # Manual runs wait within their share; scheduled ticks keep the rest (docs/security.md).
+        share = manual_share_problem(limits, attempt.vm_name, others, {}, usages, now, until, gpus)
+        crowded = share is None and manual_share_problem(limits, attempt.vm_name, others, pending, usages, now,
+                                                         until, gpus) is not None
+        if share is not None or crowded:
+            for name in wrote:
+                deps.blobs.delete(name)
+            if crowded:  # it fits once the other manual starts being admitted are decided
+                raise AdmissionBusy(f"{len(pending)} other starts are being admitted near the manual share; "
+                                    f"{record.job}/{record.run_id} will be tried again")
+            log.info("%s/%s: %s", record.job, record.run_id, share,
+                     extra={"fields": {"event": "limit_reached", "job": record.job, "run_id": record.run_id}})
+            return share
+    if problem_of(with_pending=True) is None:
+        if written is not None:
+            written.extend(wrote)
+        return None
+    problem = problem_of(with_pending=False)
+    if problem is None or (earlier and problem_of(with_pending=False, without_earlier=True) is None):
         # It would fit once others are decided, or once this run's own earlier VM has stopped:
         # wait (a redelivery, or the sweep for a retry) rather than fail the run.
-        # Only the admission this call wrote: another delivery of the same attempt may have been
+        # Only the admissions this call wrote: another delivery of the same attempt may have been
         # admitted under an earlier one, and its VM must stay counted.
-        if wrote:
-            deps.blobs.delete(mine)
+        for name in wrote:
+            deps.blobs.delete(name)
         why = (f"{len(pending)} other starts are being admitted near the stack limits" if problem is None else
                f"its earlier attempt's VM {earlier[0].name} is still {earlier[0].status} and counts as live")
         raise AdmissionBusy(f"{why}; {record.job}/{record.run_id} will be tried again")
     # The run waits for room (engine/queue.py) and holds no admission meanwhile: its admission, left
     # standing, would count as a start in progress against every other start for a while.
-    if wrote:
-        deps.blobs.delete(mine)
+    for name in wrote:
+        deps.blobs.delete(name)
     log.info("%s/%s: %s", record.job, record.run_id, problem,
              extra={"fields": {"event": "limit_reached", "job": record.job, "run_id": record.run_id}})
     return problem
-
-
-def carried_over(before: DayUsage, now: datetime, *, besides: str = "") -> float:
-    """The hours that VMs admitted the day before may run into today (UTC): each is charged in full
-    to the day it was admitted, and what its admission (or, once settled, its use) reaches past
-    midnight counts today too, so no UTC day can run twice its limit."""
-    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
-    return sum(max(0.0, (entry.at - midnight).total_seconds() / 3600 + before.hours_of(vm))
-               for vm, entry in before.admitted.items() if vm != besides)
-
-
-def settle(deps, record: RunRecord) -> None:
-    """At run end: replace each attempt's admitted hours with the hours its VM really ran."""
-    # A VM that was never created used nothing; one whose deletion time is unknown (lost) keeps
-    # its admitted hours, the worst case it could have run.
-    actual = {a.vm_name: (a.vm_seconds or 0.0) / 3600 for a in record.attempts
-              if a.vm_seconds is not None or a.created_at is None}
-    if not actual:
-        return
-    for day in _days(record.created_at, deps.clock.now()):
-        usage = read_day(deps.blobs, day)
-        for vm, hours in actual.items():
-            if vm in usage.admitted and vm not in usage.used:
-                _write_once(deps.blobs, layout.usage_used(day, vm, min(usage.admitted[vm].hours, hours)))
-
-
-def _days(start: datetime, end: datetime) -> Iterable[str]:
-    day = start.replace(hour=0, minute=0, second=0, microsecond=0)
-    while day <= end:
-        yield _day(day)
-        day += timedelta(days=1)

@@ -6,8 +6,10 @@ For each zone of each allowed region:
              + preemption rate x (work redone) x Spot price
              + data transfer (image pull and results upload across regions, cost/transfer.py)
 
-among the zones where capacity advice does not say "no Spot capacity now". The run tries the
-zones cheapest first; a stockout moves to the next in that order, as the fixed order did.
+The run tries the zones cheapest first; a stockout moves to the next in that order, as the fixed
+order did. Zones where capacity advice says "no Spot capacity now" are tried last (cheapest of them
+first), never dropped: advice is a forecast, and a run that meets a stockout in every likely zone
+must still get its try in the others before it fails.
 
 What it can know: prices, daily preemption rates and capacity as of the last refresh of the
 advice object (core/zone_advice.py). What it cannot: how long this run will take (it takes the job's
@@ -60,7 +62,10 @@ def place(spec: JobSpec, settings: Settings, *, advice: Advice | None, table: Pr
     `expected_s`: how long a run is expected to keep its VM; None: the job's timeout."""
     if not placement_applies(spec, settings):
         return None
-    fixed = spec.machine.zones or settings.zones
+    # Without usable advice: the stack's zones first, then every other allowed region's, so a
+    # stockout in the stack's region still tries the rest before the run fails (never dropped).
+    fixed = tuple(dict.fromkeys([*(spec.machine.zones or settings.zones),
+                                 *(z for r in regions_for(spec, settings) for z in settings.zones_in(r))]))
     age_limit = settings.placement.max_advice_age
     if advice is None:
         why = advice_problem or "no Spot advice yet (the sweep writes it on its next pass)"
@@ -71,6 +76,7 @@ def place(spec: JobSpec, settings: Settings, *, advice: Advice | None, table: Pr
         return Placement(zones=fixed, why=f"fixed order: {why}", advice_at=advice.fetched_at, fallback=why)
 
     choices: list[ZoneChoice] = []
+    unlikely: list[ZoneChoice] = []
     skipped: list[str] = []
     notes: list[str] = []
     for region in regions_for(spec, settings):
@@ -84,14 +90,18 @@ def place(spec: JobSpec, settings: Settings, *, advice: Advice | None, table: Pr
                 continue
             if choice.capacity == "none":
                 skipped.append(zone)
+                unlikely.append(choice)
                 continue
             choices.append(choice)
-    if not choices:
-        why = "capacity advice says no zone allowed has Spot capacity now" if skipped else \
-            "; ".join(notes) or "no zone could be priced"
+    if not choices and not unlikely:
+        why = "; ".join(notes) or "no zone could be priced"
         return Placement(zones=fixed, why=f"fixed order: {why}", advice_at=advice.fetched_at, fallback=why)
     rank = {zone: i for i, zone in enumerate(z for r in regions_for(spec, settings) for z in settings.zones_in(r))}
-    choices.sort(key=lambda c: (round(c.expected_usd, 12), rank.get(c.zone, len(rank))))
+
+    def by_cost(c: ZoneChoice) -> tuple[float, int]:
+        return round(c.expected_usd, 12), rank.get(c.zone, len(rank))
+
+    choices = sorted(choices, key=by_cost) + sorted(unlikely, key=by_cost)
     best = choices[0]
     why = _explain(best, choices[1:], skipped, notes)
     return Placement(zones=tuple(c.zone for c in choices), why=why, advice_at=advice.fetched_at,
@@ -139,7 +149,7 @@ def _explain(best: ZoneChoice, others: list[ZoneChoice], skipped: list[str], not
     if others:
         parts.append(f"next {others[0].zone} ${others[0].expected_usd:.6f}")
     if skipped:
-        parts.append(f"no Spot capacity per advice in {', '.join(skipped)}")
+        parts.append(f"no Spot capacity per advice in {', '.join(skipped)} (tried last)")
     parts.extend(notes)
     return "; ".join(parts)
 

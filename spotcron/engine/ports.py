@@ -51,6 +51,11 @@ class InstanceRequest:
     # the VM reaches Google's APIs, Artifact Registry, Cloud Storage and the functions through
     # Private Google Access, and nothing on the internet can reach it.
     external_ip: bool = False
+    # Compute Engine's `requestId` (a UUID): an insert repeated with the same id within 60 minutes
+    # is ignored and answered with the first one's operation, so a delivery whose insert call was
+    # held while a copy created, ran and deleted the attempt's VM cannot create it again. One per
+    # attempt, zone and provisioning model (engine/attempts.insert_request_id).
+    request_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -70,10 +75,39 @@ class Instance:
         return self.labels.get(MANAGED_LABEL) == "1"
 
 
+# How long Compute Engine remembers a requestId: "the server will guarantee that for at least 60
+# minutes after the first request" (instances.insert, `requestId`).
+REQUEST_ID_MEMORY_S = 3600
+
+
+class RequestLedger:
+    """The requestId rule for the in-memory and local Compute implementations: the first insert
+    of an id within REQUEST_ID_MEMORY_S is remembered with its answer, and a repeat gets that
+    answer (the instance as it was created, or the error) instead of a second insert."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, tuple[datetime, Instance | Exception]] = {}
+
+    def repeat(self, request: InstanceRequest, now: datetime) -> Instance | Exception | None:
+        if not request.request_id:
+            return None
+        seen = self._seen.get(request.request_id)
+        if seen is None or (now - seen[0]).total_seconds() > REQUEST_ID_MEMORY_S:
+            return None
+        return seen[1]
+
+    def remember(self, request: InstanceRequest, now: datetime, answer: Instance | Exception) -> None:
+        if request.request_id and request.request_id not in self._seen:
+            self._seen[request.request_id] = (now, answer)
+
+
 @runtime_checkable
 class Compute(Protocol):
     def create_instance(self, request: InstanceRequest) -> Instance:
         """Create and return the instance once the insert is accepted.
+
+        An insert whose `request_id` was seen within REQUEST_ID_MEMORY_S creates nothing: it is
+        answered as the first was (that instance, even if deleted since, or that error).
 
         Raises AlreadyExists when an instance of that name exists in the zone (HTTP 409),
         CreateFailed(kind, reason) when Compute Engine refuses (stockout, quota, permission, image),
@@ -135,6 +169,11 @@ class Blobs(Protocol):
 
     def list(self, prefix: str) -> list[str]:
         """Every object name under `prefix`, sorted, all pages."""
+        ...
+
+    def list_some(self, prefix: str, limit: int, *, start: str = "") -> list[str]:
+        """At most `limit` object names under `prefix` that sort at or after `start`, sorted: a
+        bounded listing (one page or a few, however many objects a job wrote there)."""
         ...
 
     def delete(self, name: str) -> bool:

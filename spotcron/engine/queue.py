@@ -20,10 +20,11 @@ import logging
 from spotcron.core.errors import Transient
 from spotcron.core.runs import RunRecord, RunState
 from spotcron.engine import transitions
-from spotcron.engine.attempts import create_attempt
+from spotcron.engine.attempts import create_attempt, withdraw
 from spotcron.engine.deps import Deps
 from spotcron.engine.limits import admit
 from spotcron.engine.live_index import QUEUED, LiveEntry, queue_deadline
+from spotcron.engine.still_deployed import deployed_problem
 from spotcron.engine.store import run_sort_key
 from spotcron.engine.writer import do_owed_effects, step
 
@@ -43,13 +44,16 @@ def start_queued(deps: Deps, entries: list[LiveEntry] | None = None,
     if entries is None:
         entries = deps.store.live_index()
     moved: list[RunRecord] = []
-    blocked = False
+    blocked = blocked_manual = False
     now = deps.clock.now()
     for entry in in_tick_order(entries):
-        if blocked and entry.deadline is not None and entry.deadline > now:
+        manual = entry.run_id.startswith("m")  # core/runs.manual_run_id
+        # A manual run that waits holds back only younger manual runs: scheduled ticks never queue
+        # behind what a publisher asked for (the limits' manual share, docs/security.md).
+        if (blocked or (manual and blocked_manual)) and entry.deadline is not None and entry.deadline > now:
             continue  # behind a run that waits, and not yet due to expire: its marker says so
         try:
-            record, waits = _start_one(deps, entry, admit_it=not blocked)
+            record, waits = _start_one(deps, entry, admit_it=not (blocked or (manual and blocked_manual)))
         except Transient as exc:
             log.warning("queue: %s/%s stays queued for now: %s", entry.job, entry.run_id, exc)
             if errors is not None:
@@ -65,7 +69,10 @@ def start_queued(deps: Deps, entries: list[LiveEntry] | None = None,
         # First in, first out: a younger run does not take the room an older one waits for (and a
         # long queue costs one admission per pass, not one per run); behind it, only runs whose
         # deadline has passed are read, to end them.
-        blocked = blocked or waits
+        if manual:
+            blocked_manual = blocked_manual or waits
+        else:
+            blocked = blocked or waits
     return moved
 
 
@@ -90,11 +97,25 @@ def _start_one(deps: Deps, entry: LiveEntry, *, admit_it: bool = True) -> tuple[
         limit = (record.reason or "a stack limit").removeprefix("waiting for room: ")
         reason = f"no room before its starting_deadline passed: {limit}"
         return step(deps, record.job, record.run_id, transitions.QueueExpired(reason)).record, False
-    if not admit_it or admit(deps, record, transitions.spec_of(record), attempt):
-        return None, True  # still no room; it reserved nothing
-    stepped = step(deps, record.job, record.run_id, transitions.Dequeue(attempt))
+    if not admit_it:
+        return None, True
+    gone = deployed_problem(deps, record)
+    if gone:
+        # Its job was paused, removed or deployed again while it waited: it ends, with no VM.
+        return step(deps, record.job, record.run_id, transitions.Withdrawn(attempt, gone)).record, False
+    admitted: list[str] = []
+    if admit(deps, record, transitions.spec_of(record), attempt, written=admitted):
+        return None, True  # still no room; it was admitted for nothing
+    try:
+        stepped = step(deps, record.job, record.run_id, transitions.Dequeue(attempt))
+    except BaseException:
+        withdraw(deps, admitted)  # a failed dequeue (a conflict, a crash) leaves no admission behind
+        raise
     if not stepped.changed or stepped.record is None:
-        return None, False  # another queue pass took it
+        # Another pass took it, or it ended meanwhile (expired, its job withdrawn): this pass's
+        # admission would hold its hours all day for a VM nobody creates.
+        withdraw(deps, admitted)
+        return None, False
     log.info("queue: room for %s/%s after %ss", record.job, record.run_id,
              int((now - (entry.since or now)).total_seconds()))
     return create_attempt(deps, stepped.record, claimed=True), False

@@ -57,7 +57,9 @@ def placed(deps: Deps, spec: JobSpec) -> Placement | None:
         table = deps.prices or _packaged_table()
     except SpotcronError as exc:
         why = f"no price table ({exc})"
-        return Placement(zones=spec.machine.zones or deps.settings.zones, why=f"fixed order: {why}", fallback=why)
+        zones = [*(spec.machine.zones or deps.settings.zones),
+                 *(z for r in regions_for(spec, deps.settings) for z in deps.settings.zones_in(r))]
+        return Placement(zones=tuple(dict.fromkeys(zones)), why=f"fixed order: {why}", fallback=why)
     return place(spec, deps.settings, advice=advice, table=table, now=deps.clock.now(), advice_problem=problem)
 
 

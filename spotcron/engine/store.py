@@ -25,6 +25,19 @@ log = logging.getLogger("spotcron.engine")
 MAX_CONFLICTS = 20
 
 
+# History pruning is bounded per call: listings come in pages of PRUNE_PAGE names (at most
+# PRUNE_PAGES of them) and at most PRUNE_DELETES objects are deleted. A job that wrote more leaves
+# its pruning owed (PruneIncomplete) for the next toucher, so no run end and no sweep pass waits on
+# one job's backlog.
+PRUNE_PAGE = 1000
+PRUNE_PAGES = 50
+PRUNE_DELETES = 1000
+
+
+class PruneIncomplete(Transient):
+    """History pruning did its share of the work for now; the rest is owed to a later pass."""
+
+
 class RecordConflict(SpotcronError):
     """A record kept changing under us; the caller should let the delivery be retried."""
 
@@ -161,11 +174,7 @@ class RunStore:
         than history; pruned manual runs raise a mark of their own, which only manual requests
         are held to. A run whose end still owes effects is never pruned.
         """
-        by_run: dict[str, list[str]] = {}
-        for name in self.blobs.list(layout.job_prefix(job)):
-            parts = name.split("/")
-            if len(parts) > 3:
-                by_run.setdefault(parts[2], []).append(name)
+        by_run = self._runs_listed(job)
         if len(by_run) <= keep:
             return []  # fewer runs than either count keeps: nothing to read
         ticks: dict[str, list[str]] = {}
@@ -209,10 +218,47 @@ class RunStore:
         manual = [run_id for run_id in doomed if run_id.startswith("m")]
         if manual:
             self._raise_pruned_mark(job, max(manual, key=run_sort_key), manual=True)
+        budget = PRUNE_DELETES
         for run_id in sorted(doomed, key=run_sort_key):
-            for name in by_run[run_id]:
-                self.blobs.delete(name)
+            budget = self._delete_run(job, run_id, budget)
         return sorted(doomed, key=run_sort_key)
+
+    def _runs_listed(self, job: str) -> dict[str, list[str]]:
+        """run id → the names of its objects seen, from bounded pages of the job's listing. A page
+        that ends inside one run skips the rest of that run's objects (`startOffset` just past its
+        folder), so a run with a hundred thousand result files costs one page, not a hundred."""
+        prefix = layout.job_prefix(job)
+        by_run: dict[str, list[str]] = {}
+        start = ""
+        for _ in range(PRUNE_PAGES):
+            names = self.blobs.list_some(prefix, PRUNE_PAGE, start=start)
+            for name in names:
+                parts = name.split("/")
+                if len(parts) > 3:
+                    by_run.setdefault(parts[2], []).append(name)
+            if len(names) < PRUNE_PAGE:
+                return by_run
+            last = names[-1].split("/")
+            # '0' follows '/': past every object of the last run seen, before anything after it.
+            start = f"{prefix}{last[2]}0" if len(last) > 3 else names[-1] + "\x00"
+        raise PruneIncomplete(f"job {job}: more than {PRUNE_PAGES * PRUNE_PAGE} run folders; history is pruned "
+                              f"on a later pass")
+
+    def _delete_run(self, job: str, run_id: str, budget: int) -> int:
+        """Delete the objects of one pruned run, at most `budget` of them; the budget left.
+        PruneIncomplete when the budget ran out first: the rest goes on a later pass."""
+        prefix = layout.run_prefix(job, run_id)
+        while True:
+            if budget <= 0:
+                raise PruneIncomplete(f"job {job}: pruning {run_id} goes on later (at most {PRUNE_DELETES} deletes "
+                                      f"each time)")
+            names = self.blobs.list_some(prefix, min(budget, PRUNE_PAGE))
+            if not names:
+                return budget
+            # The record last: while any object of the run is left its record says what the run was.
+            for name in sorted(names, key=lambda n: n == layout.run_record(job, run_id)):
+                self.blobs.delete(name)
+                budget -= 1
 
     def pruned_through(self, job: str, *, manual: bool = False) -> str | None:
         """The newest run id of `job` that history pruning deleted (`manual`: of its manual runs);

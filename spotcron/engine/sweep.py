@@ -107,16 +107,14 @@ def _sweep(deps: Deps) -> SweepReport:
     else:
         instances = _named_vms(deps, markers, unread, report)
     records: dict[tuple[str, str], RunRecord] = {}
+    ending: list[tuple[tuple[str, str], RunRecord, list[LiveEntry]]] = []
     for key, entries in markers.items():
         if key in unread or not needs_attention(deps, entries, instances, now):
             continue
         try:
             record = deps.store.read(*key)
             if record is not None and record.terminal and record.owed:
-                record = do_owed_effects(deps, record)  # a crash or an error after its terminal write
-                deps.store.fix_markers(record, [entry.name for entry in entries])
-                if not record.owed:
-                    report.effects_done.append(key)
+                ending.append((key, record, entries))  # after the VMs, the runs and the queue: see below
                 continue
             if record is None or record.terminal:
                 for entry in entries:  # left by an interrupted update
@@ -154,9 +152,33 @@ def _sweep(deps: Deps) -> SweepReport:
             _failed(report, f"sweeping {record.job}/{record.run_id}", exc)
     if index is not None:
         _start_queued(deps, index, unread, report)
+    # Ends still owed (a crash or an error after a terminal write) come last, a bounded number per
+    # pass, in an order that turns with the clock: one job's backlog (a run whose pruning has a
+    # hundred thousand objects to delete) never stands before the reaping, the runs and the queue,
+    # nor always before other jobs' ends.
+    _finish_ends(deps, ending, now, report)
     for error in report.errors:
         log.warning("sweep: %s", error)
     return report
+
+
+ENDS_PER_PASS = 100
+
+
+def _finish_ends(deps: Deps, ending: list[tuple[tuple[str, str], RunRecord, list[LiveEntry]]], now: datetime,
+                 report: SweepReport) -> None:
+    if not ending:
+        return
+    ending.sort(key=lambda item: item[0])
+    turn = int(now.timestamp() // 60) % len(ending)
+    for key, record, entries in (ending[turn:] + ending[:turn])[:ENDS_PER_PASS]:
+        try:
+            record = do_owed_effects(deps, record)
+            deps.store.fix_markers(record, [entry.name for entry in entries])
+            if not record.owed:
+                report.effects_done.append(key)
+        except Exception as exc:  # noqa: BLE001 - one run never stops the pass
+            _failed(report, f"finishing the end of {key[0]}/{key[1]}", exc)
 
 
 def _start_queued(deps: Deps, index: list[LiveEntry], unread: set[tuple[str, str]], report: SweepReport) -> None:

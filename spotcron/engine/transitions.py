@@ -14,6 +14,7 @@ choice between retrying and finalizing each live here, once.
                            +--Queue--> queued --Dequeue--> starting
                                          +--QueueExpired--> skipped (failed for a retry)
     any live state --Replaced--> failed, --Cancel--> cancelled, --Fail--> failed
+    starting/queued, no VM yet --Withdrawn--> skipped (cancelled once an earlier attempt had a VM)
     terminal (effects owed) --EffectsDone--> terminal (fewer owed)
 """
 
@@ -166,6 +167,15 @@ class Replaced:
 
 
 @dataclass(frozen=True)
+class Withdrawn:
+    """The job of a run still waiting for its attempt's VM was paused, removed or deployed again
+    (engine/still_deployed.py): the attempt gets no VM and the run ends."""
+
+    attempt: Attempt
+    reason: str
+
+
+@dataclass(frozen=True)
 class Cancel:
     """The stack that ran the run was stopped; its VM is gone."""
 
@@ -190,6 +200,11 @@ class AttemptReported:
     metrics: tuple[tuple[str, object], ...] = ()
     problem: str | None = None  # the runner's word on why the job did not start (no GPU, driver failed)
     secret_versions: tuple[tuple[str, str], ...] = ()  # the version each secret resolved to
+    # The VM's creation and instance id as job_done found them (the live instance, else the token's
+    # signed claim): a callback may beat the start delivery's write of them, and the attempt must
+    # still be billed and settled for the time its VM ran.
+    vm_created_at: datetime | None = None
+    instance_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -210,7 +225,7 @@ class VmGone:
 
 
 Event = (Begin | Skip | Claim | MoveAttempt | VmCreated | CreateRefused | Queue | Dequeue | QueueExpired
-         | EffectsDone | Stuck | Fail | Replaced | Cancel | AttemptReported | VmGone | MissedMore)
+         | EffectsDone | Stuck | Fail | Replaced | Cancel | AttemptReported | VmGone | MissedMore | Withdrawn)
 
 
 # --- pure helpers --------------------------------------------------------------------------------
@@ -465,6 +480,16 @@ def cancel(record: RunRecord, event: Cancel, now: datetime) -> Result:
     return updated.with_state(RunState.CANCELLED, now, event.reason)
 
 
+def withdrawn(record: RunRecord, event: Withdrawn, now: datetime) -> Result:
+    current = record.current_attempt
+    if (record.state not in (RunState.STARTING, RunState.QUEUED) or current is None
+            or current.number != event.attempt.number or current.created_at is not None):
+        return Refused(f"not waiting for attempt {event.attempt.number}'s VM (now {record.state})")
+    ended = current.model_copy(update={"outcome": Outcome.CREATE_FAILED, "error": event.reason})
+    updated = record.with_attempt(ended, now)
+    return updated.with_state(RunState.CANCELLED if record.had_vm else RunState.SKIPPED, now, event.reason)
+
+
 def attempt_reported(record: RunRecord, event: AttemptReported, now: datetime) -> Result:
     attempt = next((a for a in record.attempts if a.number == event.number), None)
     if attempt is None:
@@ -483,6 +508,8 @@ def attempt_reported(record: RunRecord, event: AttemptReported, now: datetime) -
         "outcome": outcome, "exit_code": event.exit_code, "started_at": event.started_at,
         "finished_at": event.finished_at, "deleted_at": now, "zone": attempt.zone or event.zone,
         **({"secret_versions": dict(event.secret_versions)} if event.secret_versions else {}),
+        "created_at": attempt.created_at or event.vm_created_at,
+        "instance_id": attempt.instance_id or event.instance_id or None,
     })
     updated = record.with_attempt(ended, now)
     current = record.current_attempt
@@ -530,7 +557,7 @@ TRANSITIONS: dict[type, Callable[[RunRecord, object, datetime], Result]] = {
     Begin: begin, Skip: skip, Claim: claim, MoveAttempt: move_attempt, VmCreated: vm_created,
     CreateRefused: create_refused, Queue: queue, Dequeue: dequeue, QueueExpired: queue_expired,
     EffectsDone: effects_done, Stuck: stuck, Fail: fail, Replaced: replaced, Cancel: cancel,
-    AttemptReported: attempt_reported, VmGone: vm_gone, MissedMore: missed_more,
+    AttemptReported: attempt_reported, VmGone: vm_gone, MissedMore: missed_more, Withdrawn: withdrawn,
 }
 
 

@@ -159,8 +159,13 @@ class GoogleCompute:
         what = f"create instance {request.name} in {request.zone}"
         resource = compute_v1.Instance.from_json(json.dumps(instance_body(request)))
         try:
-            operation = instances.insert_unary(project=self.project, zone=request.zone,
-                                               instance_resource=resource, timeout=self.timeout)
+            # requestId: a repeat of this attempt's insert within 60 minutes is ignored by Compute
+            # Engine and answered with the first insert's operation (engine/ports.InstanceRequest).
+            insert = compute_v1.InsertInstanceRequest(project=self.project, zone=request.zone,
+                                                      instance_resource=resource)
+            if request.request_id:
+                insert.request_id = request.request_id
+            operation = instances.insert_unary(request=insert, timeout=self.timeout)
         except Exception as exc:
             mapped = create_error(exc, what)
             if mapped is None:

@@ -123,6 +123,15 @@ class GcsBlobs:
             names = [blob.name for blob in pages]
         return sorted(names)
 
+    def list_some(self, prefix: str, limit: int, *, start: str = "") -> list[str]:
+        bucket = self._handle()
+        with translated(f"list gs://{self.bucket}/{prefix} (at most {limit}, from {start or 'the start'})"):
+            # max_results stops the iterator after `limit` names; startOffset skips what sorts before.
+            pages = bucket.client.list_blobs(bucket, prefix=prefix, max_results=limit, start_offset=start or None,
+                                             fields="items(name),nextPageToken", timeout=self.timeout)
+            names = [blob.name for blob in pages]
+        return sorted(names)[:limit]
+
     def delete(self, name: str) -> bool:
         from google.api_core import exceptions as gexc
 

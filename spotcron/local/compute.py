@@ -27,7 +27,7 @@ from pathlib import Path
 from spotcron.core.descriptor import METADATA_KEY, RunDescriptor
 from spotcron.core.errors import AlreadyExists, Transient
 from spotcron.core.secret_refs import LOCAL_PREFIX
-from spotcron.engine.ports import Instance, InstanceRequest
+from spotcron.engine.ports import Instance, InstanceRequest, RequestLedger
 from spotcron.local import leftovers
 from spotcron.local.containers import Lookup, find_runtime
 from spotcron.local.containment import Containment, detect
@@ -88,6 +88,7 @@ class LocalCompute:
         self._vms: dict[tuple[str, str], _Vm] = {}
         self._runtimes: dict[str, Lookup] = {}
         self._ids = 5000
+        self._requests = RequestLedger()
         self._lock = threading.RLock()
         self._reapers: list[threading.Thread] = []
         self._closed = False
@@ -100,6 +101,11 @@ class LocalCompute:
                 # A callback or delivery still in flight while local mode stops would otherwise
                 # start a runner that nothing ever deletes.
                 raise Transient(f"local compute is shut down; {request.name} was not created")
+            repeated = self._requests.repeat(request, self.clock.now())
+            if isinstance(repeated, Exception):
+                raise repeated
+            if repeated is not None:
+                return repeated  # Compute Engine ignores a repeated requestId: nothing is started
             if key in self._vms:
                 raise AlreadyExists(f"instance {request.name} already exists in {request.zone}")
             self._ids += 1
@@ -108,6 +114,7 @@ class LocalCompute:
                 machine_type=request.machine_type, provisioning_model="SPOT" if request.spot else "STANDARD",
                 created_at=self.clock.now(), metadata=dict(request.metadata), instance_id=str(self._ids),
             )
+            self._requests.remember(request, instance.created_at, instance)
             self.metadata.register(request.name, request.zone, request.metadata, instance_id=instance.instance_id,
                                    created_at=instance.created_at, service_account=request.service_account)
             need = request.gpu.count if request.gpu is not None else 0

@@ -9,7 +9,6 @@ one-line verdict per configuration.
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import math
@@ -19,6 +18,7 @@ from spotcron.core.durations import format_duration
 from spotcron.core.metrics import problem_list
 from spotcron.present.compare import PHASE_NAMES, PHASES, MetricComparison
 from spotcron.present.history import BenchmarkHistory
+from spotcron.present.neutral import InertWriter, md_text, printable
 from spotcron.present.report import BenchmarkReport, ConfigRow, metric_verdicts, verdict
 from spotcron.present.stats import Ratio, Spread
 from spotcron.present.views import format_usd
@@ -238,10 +238,14 @@ def rich_tables(report: BenchmarkReport) -> list:
     """
     from rich import box
     from rich.table import Table
-    from rich.text import Text
+    from rich.text import Text as RichText
 
     # Units and metric names are what a job wrote: every title, header and cell is plain Text, so
-    # nothing in them is read as rich markup (a unit of "[/]" would raise MarkupError).
+    # nothing in them is read as rich markup (a unit of "[/]" would raise MarkupError), and
+    # printable, so nothing in them is a terminal escape.
+    def Text(text: str) -> RichText:  # noqa: N802 - stands in for rich's Text everywhere below
+        return RichText(printable(text, lines=True))
+
     def new_table(title: str | None) -> Table:
         return Table(title=Text(title) if title else None, box=box.SIMPLE_HEAD, pad_edge=False,
                      padding=(0, 0, 0, 1))
@@ -261,7 +265,7 @@ def rich_tables(report: BenchmarkReport) -> list:
     for header in HARDWARE_HEADERS:
         what.add_column(header, overflow="fold")
     for cells in hardware_cells(report):
-        what.add_row(*cells)
+        what.add_row(*map(Text, cells))
     tables.append(what)
     phases = new_table(phase_title(report))
     phases.caption = Text(phase_caption(report))
@@ -348,15 +352,16 @@ def markdown(report: BenchmarkReport) -> str:
         lines += [_md_row(row) for row in cells]
     problems = problem_lines(report)
     if problems:
-        lines += ["", "metrics.json problems:", *(f"- {line}" for line in problems)]
+        lines += ["", "metrics.json problems:", *(f"- {md_text(line, line=True)}" for line in problems)]
     unmeasured = unmeasured_lines(report)
     if unmeasured:
-        lines += ["", "runs not measured:", *(f"- {line}" for line in unmeasured)]
+        lines += ["", "runs not measured:", *(f"- {md_text(line, line=True)}" for line in unmeasured)]
     return "\n".join(lines) + "\n"
 
 
 def _md_row(cells: Sequence[str]) -> str:
-    return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
+    # Cells carry job-written text (units, hardware, configurations): literal, never markup.
+    return "| " + " | ".join(md_text(cell) for cell in cells) + " |"
 
 
 CSV_SPREADS = (("time_s", "time"), ("cost_usd", "cost"), ("time_per_unit_s", "time_per_unit"),
@@ -367,7 +372,7 @@ CSV_STATS = ("median", "q1", "q3", "iqr", "stdev", "min", "max")
 def csv_text(report: BenchmarkReport) -> str:
     """One line per configuration; every statistic in its own column, empty where unknown."""
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+    writer = InertWriter(out)  # job-written text never runs as a formula
     header = ["configuration", "hardware_row", "machine", "hardware", "base", "runs", "other_runs", "work_unit"]
     header += [f"{prefix}_{stat}" for prefix, _ in CSV_SPREADS for stat in CSV_STATS]
     for name in RATIOS:
@@ -415,7 +420,7 @@ def runs_csv(report: BenchmarkReport) -> str:
     """One line per measured run, at full precision: its time, cost, work, phases, what it ran on,
     and every metric it wrote (a `metric:NAME` column each, in the metric's own unit)."""
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+    writer = InertWriter(out)  # job-written text never runs as a formula
     metrics = sorted({(name, unit) for row in report.rows for run in row.runs_detail
                       for name, (_, unit) in run.metrics.items()})
     names = list(dict.fromkeys(name for name, _ in metrics))
@@ -484,7 +489,7 @@ def history_markdown(history: BenchmarkHistory) -> str:
 
 def history_csv(history: BenchmarkHistory) -> str:
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+    writer = InertWriter(out)  # job-written text never runs as a formula
     writer.writerow(["configuration", "tick", "runs", "time_s", "cost_usd", "time_flag", "cost_flag", "hardware",
                      "hardware_changed"])
     for series in history.series:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from spotcron.core.errors import SpotcronError
 from spotcron.core.runs import RunState
 from spotcron.present.logs import RunOutput
+from spotcron.present.neutral import printable
 from spotcron.present.notes import ended_words, metrics_note
 from spotcron.present.views import pick_attempt
 
@@ -61,9 +62,10 @@ def follow_run(read: Callable[[str, str], RunRecord | None], blobs: Blobs, outpu
 
 def ended_line(output: RunOutput, record: RunRecord) -> str:
     """`JOB/RUN ended STATE: REASON`, saying when the run printed nothing."""
-    ended = record.state + (f": {record.reason}" if record.reason else "")
+    # A reason may quote what a job wrote (its problem, metrics.json): never a terminal escape.
+    ended = record.state + (f": {printable(record.reason)}" if record.reason else "")
     if record.state == RunState.SUCCEEDED and metrics_note(record):
-        ended += f", but {metrics_note(record)}"
+        ended += f", but {printable(metrics_note(record))}"
     return f"{output.job}/{output.run_id} ended {ended}" + ("" if output.printed_any else " (no logs)")
 
 

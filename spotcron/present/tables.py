@@ -35,6 +35,12 @@ def natural_widths(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> dic
     return {c: max([width(c), *(width(row[i]) for row in rows)]) for i, c in enumerate(columns)}
 
 
+def _printable(text: str) -> str:
+    from spotcron.present.neutral import printable
+
+    return printable(text, lines=True)  # a cell may hold lines of its own
+
+
 def print_table(out: Any, columns: Columns, rows: Sequence[Sequence[str]], *,
                 styles: Sequence[Mapping[str, str]] | None = None, title: str | None = None,
                 hint: str = "--json has everything", sections: frozenset[int] = frozenset(),
@@ -65,7 +71,8 @@ def print_table(out: Any, columns: Columns, rows: Sequence[Sequence[str]], *,
         if number in sections:
             table.add_section()
         style = styles[number] if styles else {}
-        table.add_row(*(Text(row[i], style=style.get(columns.names[i], "")) for i in positions))
+        # Cells may hold what a job wrote (file names, reasons): never a terminal escape.
+        table.add_row(*(Text(_printable(row[i]), style=style.get(columns.names[i], "")) for i in positions))
     if terminal:
         out.print(table)
     else:

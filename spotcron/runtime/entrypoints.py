@@ -69,7 +69,7 @@ def handle_start(event_data: Any, event_time: datetime | None) -> None:
     try:
         request = parse_start(event_data, event_time)
         deps = current()
-        spec = SpecStore(deps.blobs).resolve(request.job, request.digest)
+        spec = SpecStore(deps.blobs).resolve(request.job, request.digest, scheduled=not request.manual)
         overrides = read_overrides(deps.blobs, request.overrides) if request.overrides else None
         outcomes = launch(deps, spec, requested_at=request.requested_at, manual=request.manual,
                           nonce=request.nonce, tick=request.tick, overrides=overrides)

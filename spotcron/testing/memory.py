@@ -17,9 +17,9 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from spotcron.core.errors import AlreadyExists, PreconditionFailed, Transient
+from spotcron.core.errors import AlreadyExists, CreateFailed, PreconditionFailed, Transient
 from spotcron.engine.clock import SystemClock
-from spotcron.engine.ports import Blob, Instance, InstanceRequest, ZoneHistory
+from spotcron.engine.ports import Blob, Instance, InstanceRequest, RequestLedger, ZoneHistory
 
 
 class FakeClock:
@@ -64,6 +64,7 @@ class MemoryCompute:
         self._instances: dict[tuple[str, str], Instance] = {}
         self._max_run: dict[tuple[str, str], int] = {}
         self._faults: list[CreateFault] = []
+        self._requests = RequestLedger()
         self._lock = threading.RLock()
         self._ids = itertools.count(1000)
         self.calls: dict[str, int] = {"create": 0, "get": 0, "list": 0, "delete": 0}
@@ -102,8 +103,16 @@ class MemoryCompute:
             self.clock.advance(delay)
         with self._lock:
             self.calls["create"] += 1
+            now = self.clock.now()
+            repeated = self._requests.repeat(request, now)
+            if isinstance(repeated, Exception):
+                raise repeated
+            if repeated is not None:
+                return repeated  # Compute Engine ignores a repeated requestId: nothing is created
             fault = self._take_fault(request.zone)
             if fault and not fault.succeed_anyway:
+                if isinstance(fault.error, CreateFailed):
+                    self._requests.remember(request, now, fault.error)  # an operation that failed
                 raise fault.error
             key = (request.zone, request.name)
             if key in self._instances:
@@ -116,6 +125,7 @@ class MemoryCompute:
             self._instances[key] = instance
             self._max_run[key] = request.max_run_duration_s
             self.created.append(request)
+            self._requests.remember(request, now, instance)
             if fault:
                 raise fault.error
             return instance
@@ -266,6 +276,16 @@ class MemoryBlobs:
             self.calls["list"] += 1
             names, at = [], bisect.bisect_left(self._names, prefix)
             while at < len(self._names) and self._names[at].startswith(prefix):
+                names.append(self._names[at])
+                at += 1
+            return names
+
+    def list_some(self, prefix: str, limit: int, *, start: str = "") -> list[str]:
+        self._hook("list", prefix)
+        with self._lock:
+            self.calls["list"] += 1
+            names, at = [], bisect.bisect_left(self._names, max(prefix, start))
+            while at < len(self._names) and self._names[at].startswith(prefix) and len(names) < limit:
                 names.append(self._names[at])
                 at += 1
             return names

@@ -109,6 +109,18 @@ def test_a_prefix_is_a_string_prefix_not_a_folder(blobs):
     assert blobs.list("runs/bot") == ["runs/bot/1/run.json", "runs/bots/1/run.json"]
 
 
+def test_a_bounded_listing_returns_at_most_its_limit_from_where_it_is_told(blobs):
+    names = [f"runs/bot/r{i:02d}/run.json" for i in range(12)]
+    for name in reversed(names):  # more than one page of the recording fake
+        blobs.write(name, b"{}")
+    blobs.write("runs/bots/r00/run.json", b"{}")
+
+    assert blobs.list_some("runs/bot/", 3) == names[:3]
+    assert blobs.list_some("runs/bot/", 4, start="runs/bot/r05") == names[5:9]
+    assert blobs.list_some("runs/bot/", 50, start="runs/bot/r10/run.json0") == names[11:]
+    assert blobs.list_some("runs/bot/", 5, start="runs/bot0") == []
+
+
 def test_list_of_nothing_is_empty(blobs):
     assert blobs.list("runs/nobody/") == []
 

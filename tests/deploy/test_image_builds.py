@@ -85,7 +85,8 @@ def test_the_build_request_is_what_gcloud_builds_submit_sends(tmp_path, builder,
     storage = body["source"]["storageSource"]
     assert storage["bucket"] == BUCKET and storage["object"] == build.source_object
     assert storage["object"].startswith("deploy/build-")  # the only part of the bucket the build account reads
-    assert int(storage["generation"]) == blobs.read(build.source_object).generation
+    assert int(storage["generation"]) >= 1
+    assert blobs.read(build.source_object) is None  # the context stays only while the build may read it
     assert body["steps"] == [{"name": "gcr.io/cloud-builders/docker",
                               "args": ["build", "--network", "cloudbuild", "-t", image, "-f", "Dockerfile",
                                        "--build-arg", "PY=3.12", "."]}]
@@ -94,6 +95,42 @@ def test_the_build_request_is_what_gcloud_builds_submit_sends(tmp_path, builder,
     assert body["tags"] == ["spotcron", f"spotcron-{build.tag}"]
     assert image == f"{REGISTRY}/bot:{build.tag}"
     assert digest == fake.builds[0]["results"]["images"][0]["digest"]
+
+
+def test_a_failed_build_leaves_no_context_behind_either(tmp_path, builder, fake, blobs) -> None:
+    _context(tmp_path)
+    [build] = images.plan_builds([_job(build={"context": "images/bot"})], tmp_path)
+    fake.fail_next = True
+    with pytest.raises(BuildFailed):
+        builder.build(build, build.image(REGISTRY))
+    assert blobs.list("deploy/") == []
+
+
+def _names(tar: bytes) -> list[str]:
+    import io
+    import tarfile
+
+    with tarfile.open(fileobj=io.BytesIO(tar)) as archive:
+        return sorted(archive.getnames())
+
+
+def test_the_context_leaves_out_what_dockerignore_excludes_as_docker_does(tmp_path) -> None:
+    folder = _context(tmp_path)
+    for name, text in {".env": "TOKEN=secret", "key.pem": "-----", "certs/a.pem": "x", "certs/keep.pem": "k",
+                       "notes/x.md": "x", "deep/a/b/c.log": "x", "src/app.py": "x", "src/app.log": "x"}.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+    (folder / ".dockerignore").write_text("# secrets\n.env\n*.pem\ncerts\n!certs/keep.pem\n/notes/\n"
+                                          "**/*.log\n  Dockerfile  \n")
+    names = _names(images.context_tar(folder))
+    assert ".env" not in names and "key.pem" not in names and "certs/a.pem" not in names
+    assert "notes/x.md" not in names and "notes" not in names
+    assert "deep/a/b/c.log" not in names and "src/app.log" not in names
+    assert {"certs/keep.pem", "certs", "src/app.py", "bot.py", "Dockerfile", ".dockerignore"} <= set(names)
+    # The tag follows what is sent: an excluded file changing changes nothing.
+    before = images.context_tar(folder)
+    (folder / ".env").write_text("TOKEN=other")
+    assert images.context_tar(folder) == before
 
 
 def test_the_schema_check_refuses_a_misspelt_or_mistyped_field() -> None:

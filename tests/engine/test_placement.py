@@ -85,23 +85,32 @@ def test_an_image_in_a_multi_region_repository_pulls_free_across_its_continent()
     assert pull_rate("us-west4-docker.pkg.dev/p/r/bot:1", "us-west4") == 0.0
 
 
-def test_capacity_advice_skips_a_zone():
+def test_capacity_advice_puts_a_zone_last_never_drops_it():
     prices = {**PRICES, "us-west4-b": (0.0021, 0.02, 0.1)}
     chosen = place(make_spec(), settings(), advice=advice(prices), table=TABLE, now=NOW)
-    assert "us-west4-b" not in chosen.zones and chosen.zones[0] == "us-west4-a"
-    assert "no Spot capacity per advice in us-west4-b" in chosen.why
+    assert chosen.zones[0] == "us-west4-a" and chosen.zones[-1] == "us-west4-b"
+    assert len(chosen.zones) == 8
+    assert "no Spot capacity per advice in us-west4-b (tried last)" in chosen.why
+
+
+def test_advice_of_no_capacity_anywhere_still_orders_every_allowed_zone():
+    prices = {zone: (price, rate, 0.1) for zone, (price, rate, _) in PRICES.items()}
+    chosen = place(make_spec(), settings(), advice=advice(prices), table=TABLE, now=NOW)
+    assert set(chosen.zones) == set(PRICES) and chosen.fallback is None
 
 
 def test_stale_advice_falls_back_to_the_fixed_order_and_says_so():
     old = advice(PRICES, at=NOW - timedelta(hours=2))
     chosen = place(make_spec(), settings(), advice=old, table=TABLE, now=NOW)
-    assert chosen.zones == ("us-central1-a", "us-central1-b")
+    # The stack's zones first, then the other allowed regions' (tried before the run fails).
+    assert chosen.zones[:2] == ("us-central1-a", "us-central1-b") and len(chosen.zones) == 8
     assert chosen.fallback == "Spot advice is 120 min old, older than placement.max_advice_age (3600s)"
 
 
 def test_missing_advice_falls_back_to_the_fixed_order_and_says_so():
     chosen = place(make_spec(), settings(), advice=None, table=TABLE, now=NOW)
-    assert chosen.zones == ("us-central1-a", "us-central1-b") and "no Spot advice yet" in chosen.fallback
+    assert chosen.zones[:2] == ("us-central1-a", "us-central1-b") and "no Spot advice yet" in chosen.fallback
+    assert set(chosen.zones) == set(PRICES)
 
 
 def test_a_type_the_history_does_not_cover_is_priced_from_the_table_without_a_preemption_term():
@@ -162,6 +171,18 @@ def test_a_stockout_moves_down_the_placement_order(placed):
                                zone="us-west4-b")
     placed.start(make_spec())
     assert placed.record("bot", RUN).current_attempt.zone == "us-west4-a"
+
+
+def test_a_stockout_in_every_likely_zone_tries_the_unlikely_ones_before_failing(placed):
+    unlikely = {"us-east1-b", "us-east1-c"}
+    prices = {zone: (price, rate, 0.1 if zone in unlikely else 0.9) for zone, (price, rate, _) in PRICES.items()}
+    write_advice(placed, advice(prices))
+    allowed = {z for region in placed.settings.placement_regions() for z in placed.settings.zones_in(region)}
+    for zone in allowed - unlikely:
+        placed.compute.fail_create(CreateFailed(CreateFailed.STOCKOUT, "ZONE_RESOURCE_POOL_EXHAUSTED"), zone=zone)
+    placed.start(make_spec())
+    record = placed.record("bot", RUN)
+    assert record.state == "running" and record.current_attempt.zone in unlikely
 
 
 def test_a_preemption_retries_in_the_next_zone_of_the_placement_order(placed):

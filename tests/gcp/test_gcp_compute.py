@@ -11,6 +11,7 @@ import pytest
 from spotcron.core.errors import AlreadyExists, CreateFailed, Transient
 from spotcron.gcp.compute import MANAGED_FILTER, instance_body
 from spotcron.gcp.error_map import ApiError
+from tests.fakes.gcp.compute import INSTANCES_PATH
 from tests.gcp.fixtures import make_google_compute
 from tests.gcp.samples import VM_ACCOUNT, ZONE, cpu_request, gpu_request
 
@@ -374,3 +375,51 @@ def test_the_vm_joins_the_named_subnet_and_is_shielded():
     assert body["shieldedInstanceConfig"] == {"enableSecureBoot": True, "enableVtpm": True,
                                               "enableIntegrityMonitoring": True}
     assert instance_body(cpu_request(secure_boot=False))["shieldedInstanceConfig"]["enableSecureBoot"] is False
+
+
+# --- requestId: one insert per attempt ---------------------------------------------------------
+
+REQUEST_ID = "0d6f3f0e-2a7c-5c54-9a8e-3b1d2c4e5f60"
+
+
+def test_the_insert_carries_the_attempts_request_id(fake_compute, google_compute):
+    import dataclasses
+
+    google_compute.create_instance(dataclasses.replace(cpu_request(), request_id=REQUEST_ID))
+    [insert] = fake_compute.calls("POST", INSTANCES_PATH)
+    assert insert.param("requestId") == REQUEST_ID
+
+
+def test_an_insert_repeated_with_its_request_id_after_the_vm_was_deleted_creates_nothing(fake_compute,
+                                                                                          google_compute):
+    import dataclasses
+
+    request = dataclasses.replace(cpu_request(), request_id=REQUEST_ID)
+    first = google_compute.create_instance(request)
+    assert google_compute.delete_instance(ZONE, request.name)
+    # A delivery held inside its insert call lands after the attempt ran and its VM was deleted.
+    again = google_compute.create_instance(request)
+    assert again.instance_id == first.instance_id
+    assert google_compute.get_instance(ZONE, request.name) is None and not fake_compute.instances
+
+
+def test_a_request_id_is_forgotten_after_sixty_minutes(fake_compute, google_compute):
+    import dataclasses
+    from datetime import timedelta
+
+    now = [datetime(2026, 11, 22, 10, 0, tzinfo=UTC)]
+    fake_compute.clock = lambda: now[0]
+    request = dataclasses.replace(cpu_request(), request_id=REQUEST_ID)
+    google_compute.create_instance(request)
+    google_compute.delete_instance(ZONE, request.name)
+    now[0] += timedelta(minutes=61)
+    google_compute.create_instance(request)
+    assert len(fake_compute.instances) == 1
+
+
+def test_the_zero_uuid_is_refused_as_compute_engine_does(fake_compute, google_compute):
+    import dataclasses
+
+    with pytest.raises(CreateFailed):
+        google_compute.create_instance(dataclasses.replace(cpu_request(),
+                                                           request_id="00000000-0000-0000-0000-000000000000"))

@@ -175,7 +175,7 @@ def test_rich_table_markdown_csv_and_json(table, spec, records):
     assert lines[3] == "|:---|:---|---:|---:|---:|---:|---:|"
     assert lines[6] == ("| t4 | n1-standard-8 + T4 x1, spot | 2/2 | 5m20s ±3% | $0.0260 ±3% | 0.29x (0.25-0.34) | "
                         "0.51x (0.45-0.59) |")
-    assert "| 1.16x ~ (0.93-1.43) |" in lines[5]
+    assert "| 1.16x \\~ (0.93-1.43) |" in lines[5]
 
     rows = list(csv.DictReader(io.StringIO(exports.csv_text(result))))
     assert [r["configuration"] for r in rows] == ["highcpu-16", "e2-std-4", "t4"]

@@ -156,8 +156,8 @@ def test_a_storage_error_after_job_done_deleted_the_vm_is_finished_by_the_sweep(
 
 def test_a_vm_recreated_for_an_attempt_is_never_alive_twice(h):
     """The insert landed, the record update after it failed, and the VM vanished before the
-    redelivery: the redelivery inserts the same name again (a known gap, see the simulation's
-    report). Never two VMs of one attempt at the same time, and the run still ends once."""
+    redelivery: the redelivery's insert (same requestId) creates nothing, the run is retried.
+    Never two VMs of one attempt at the same time, and the run still ends once."""
     writes: list[str] = []
 
     def third_record_write(name: str) -> bool:
@@ -173,8 +173,15 @@ def test_a_vm_recreated_for_an_attempt_is_never_alive_twice(h):
     h.compute.preempt(ZONE, VM)
     h.clock.advance(10)
     assert h.start(make_spec()).status_code == 200
-    assert h.live_vms() == [VM]
-    h.finish_ok("bot", RUN)
+    # The redelivery's insert carries the attempt's requestId: Compute Engine answers it with the
+    # first insert's operation and creates nothing. The run records the VM that insert made,
+    # which is gone, and the sweep finds it so and retries.
+    assert h.live_vms() == [] and [r.name for r in h.compute.created] == [VM]
+    h.clock.advance(3 * 60)
+    assert h.sweep().status_code == 200
+    record = h.record("bot", RUN)
+    assert record.current_attempt.number == 2 and h.live_vms() == [record.current_attempt.vm_name]
+    h.finish_ok("bot", RUN, 2)
     assert h.record("bot", RUN).state == "succeeded" and h.live_vms() == []
     assert len(h.events.of_type("run.finished")) == 1
 

@@ -5,9 +5,14 @@ or stalled right before the insert while the run goes on), manual runs with and 
 preemption at any point (with or without the runner's notice), callbacks that arrive, get lost,
 come twice, come late or are forged, transient errors on any Compute, Storage or Pub/Sub call, a
 handler killed right after any call it makes (a BaseException: a timeout, an OOM kill, a recycled
-instance), sweeps at any moment, clock jumps, and a Compute Engine that enforces maxRunDuration
-late. The stack allows two live VMs, so runs queue for room. After every step the invariants of
-RELIABILITY.md are checked. Everything goes through the harness's
+instance), sweeps at any moment, clock jumps (to just before UTC midnight too, with starts in
+flight), a Compute Engine that enforces maxRunDuration late, stockouts in any zone with capacity
+advice that calls zones unlikely, and deploys between any two steps (a job paused, resumed,
+removed, or deployed again with another image). The stack allows two live VMs and a few VM-hours
+a day, so runs queue for room. After every step the invariants of RELIABILITY.md are checked,
+among them: no VM is ever created for a run whose job is not deployed as the run recorded it;
+each UTC day's accounting holds its limit and counts a VM's hours once, settled on every day;
+a run that failed for capacity tried every allowed zone; an attempt's insert never lands twice. Everything goes through the harness's
 functions-framework clients on the in-memory backends.
 
 `make test` runs a bounded number of examples; `make explore` runs many more with a printed seed
@@ -17,7 +22,8 @@ functions-framework clients on the in-memory backends.
 from __future__ import annotations
 
 import os
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
@@ -26,11 +32,15 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from spotcron.core import layout
 from spotcron.core.cron.schedule import load_time_zone, parse_schedule
 from spotcron.core.descriptor import METADATA_KEY, RunDescriptor
+from spotcron.core.errors import CreateFailed
 from spotcron.core.runs import RunRecord, RunState
 from spotcron.core.settings import Limits
+from spotcron.core.zone_advice import Advice, ZoneAdvice
+from spotcron.engine.day_hours import days_between
 from spotcron.engine.deployed import SpecStore, start_message
 from spotcron.engine.limits import read_day
 from spotcron.engine.ports import ALIVE_STATUSES
+from spotcron.engine.still_deployed import deployed_problem
 from spotcron.engine.sweep import LIST_LAG
 from spotcron.engine.writer import finished_event_id
 from spotcron.testing.harness import Harness, make_spec
@@ -44,7 +54,14 @@ JOBS = {
     "bench": make_spec(name="bench", schedule="15 */2 * * *", timeout="20m", concurrency="allow",
                        matrix=[{"name": "cpu"}, {"name": "big", "machine": {"type": "e2-standard-4"}}],
                        history_limit=6),
+    "swap": make_spec(name="swap", schedule="45 * * * *", timeout="15m", concurrency="replace",
+                      retries={"preemption": 1}, starting_deadline="20m"),
 }
+# What a redeploy changes: another image, so the deployed spec's digest changes too.
+REDEPLOYED = {name: spec.model_copy(update={"image": "us-docker.pkg.dev/p/r/other:2"}) for name, spec in JOBS.items()}
+MAX_VM_HOURS = 3.0  # a few runs a day: starts queue for hours too, and days end with reservations open
+PLACEMENT = {"regions": ["us-west4"], "zones": {"us-west4": ["us-west4-a", "us-west4-b"]},
+             "image_gb": 0.0, "results_gb": 0.0}
 CALLS = ("compute:create", "compute:get", "compute:delete", "compute:list",
          "storage:read", "storage:write", "storage:list", "storage:delete", "events:publish")
 MAX_LIVE_VMS = 2  # three runs can be due at once (bot and bench's two entries): some queue
@@ -64,9 +81,13 @@ class NoAnswer:
 class Explore(RuleBasedStateMachine):
     def __init__(self):
         super().__init__()
-        self.h = Harness(limits=Limits(max_live_vms=MAX_LIVE_VMS))
+        self.h = Harness(limits=Limits(max_live_vms=MAX_LIVE_VMS, max_vm_hours_per_day=MAX_VM_HOURS),
+                         placement=PLACEMENT)
+        self.deployed = dict(JOBS)  # job → the spec deployed now (None: removed)
         for spec in JOBS.values():
             SpecStore(self.h.blobs).write(spec)  # what deploy leaves for start_job
+        self.inserts: list[tuple[str, str, bool, datetime]] = []  # (VM, zone, spot, when) of every insert that landed
+        self._check_inserts()
         self.interval = timedelta(seconds=self.h.settings.sweep_interval)
         self.next_sweep = self.h.clock.now() + self.interval
         self.messages: list[dict] = []  # every start message published: redeliverable at any time
@@ -171,13 +192,16 @@ class Explore(RuleBasedStateMachine):
 
     # --- triggers -------------------------------------------------------------------------------
     def _publish(self, job: str, attributes: dict[str, str]) -> dict:
+        # The digest the publisher names is the one deployed when it publishes (a scheduler entry,
+        # the dispatcher, `spotcron run --cloud`); a deploy may overtake it before it is handled.
+        spec = self.deployed[job] or JOBS[job]
         message = {"job": job, "published": self.h.clock.now(), "attributes": attributes,
-                   "id": f"msg-{len(self.messages)}", "acked": False}
+                   "id": f"msg-{len(self.messages)}", "acked": False, "spec": spec}
         self.messages.append(message)
         return message
 
     def _deliver(self, message: dict):
-        raw = start_message(JOBS[message["job"]])
+        raw = start_message(message["spec"])
         response = self._call(lambda: self.h.functions.start(raw, message["published"], dict(message["attributes"]),
                                                              message["id"]))
         message["acked"] = message["acked"] or response.status_code < 500
@@ -188,6 +212,8 @@ class Explore(RuleBasedStateMachine):
         spec = JOBS[job]
         tick = parse_schedule(spec.schedule).next_after(self.h.clock.now(), load_time_zone(spec.time_zone))
         self._advance((tick - self.h.clock.now()).total_seconds() + 1)
+        if self.deployed[job] is None or self.deployed[job].paused:
+            return  # its scheduler entry is deleted or paused: nothing is published
         response = self._deliver(self._publish(job, {}))
         assert response.status_code in (200, 500, NoAnswer.status_code)
 
@@ -224,13 +250,75 @@ class Explore(RuleBasedStateMachine):
 
         self.h.compute.fault = fault
         try:
-            response = self.h.functions.start(start_message(JOBS[message["job"]]), message["published"],
+            response = self.h.functions.start(start_message(message["spec"]), message["published"],
                                               dict(message["attributes"]), message["id"])
         finally:
             self.h.compute.fault = None
         assert response.status_code in (200, 500)
 
+    @rule(job=st.sampled_from(sorted(JOBS)), change=st.sampled_from(["pause", "resume", "remove", "redeploy",
+                                                                        "restore"]))
+    def a_deploy_changes_a_job(self, job, change):
+        """Between any two steps: `spotcron pause/resume`, a job file removed, or edited and deployed."""
+        store = SpecStore(self.h.blobs)
+        current = self.deployed[job]
+        if change == "remove":
+            self.h.blobs.delete(layout.deployed_spec(job))
+            self.deployed[job] = None
+            return
+        base = {"redeploy": REDEPLOYED[job], "restore": JOBS[job]}.get(change, current or JOBS[job])
+        spec = base.model_copy(update={"paused": change == "pause"})
+        store.write(spec)
+        self.deployed[job] = spec
+
+    def _to_midnight(self) -> timedelta:
+        now = self.h.clock.now()
+        return datetime(now.year, now.month, now.day, tzinfo=UTC) + timedelta(days=1) - now
+
+    @precondition(lambda self: self._to_midnight() <= timedelta(hours=4))  # as far as clock_moves goes
+    @rule(seconds=st.integers(20, 150))
+    def clock_to_just_before_midnight(self, seconds):
+        """The clock reaches the last minutes of a UTC day: starts, queues and settlements straddle it."""
+        self._advance(max(0.0, (self._to_midnight() - timedelta(seconds=seconds)).total_seconds()))
+
+    @rule(data=st.data())
+    def capacity_advice_and_stockouts(self, data):
+        """The sweep's advice says some zones have no Spot capacity; some zones stock out for a while."""
+        zones = [*self.h.settings.zones, *PLACEMENT["zones"]["us-west4"]]
+        unlikely = data.draw(st.sets(st.sampled_from(zones)))
+        said = {zone: ZoneAdvice(spot_hourly=0.002 + 0.001 * i, preemption_rate=0.05,
+                                 obtainability=0.1 if zone in unlikely else 0.9) for i, zone in enumerate(zones)}
+        advice = Advice(fetched_at=self.h.clock.now(), machines={t: said for t in ("e2-small", "e2-standard-4")})
+        self.h.blobs.write(layout.ADVICE, advice.to_json())
+        for zone in data.draw(st.sets(st.sampled_from(zones))):
+            self.h.compute.fail_create(CreateFailed(CreateFailed.STOCKOUT, "ZONE_RESOURCE_POOL_EXHAUSTED"),
+                                       zone=zone, times=data.draw(st.integers(1, 3)))
+
     # --- the VMs ----------------------------------------------------------------------------------
+    def _check_inserts(self) -> None:
+        """Every insert that lands is checked as it lands: its run's job is deployed as the run
+        recorded it, and no insert of the same attempt has landed in the last hour."""
+        compute, create = self.h.compute, self.h.compute.create_instance
+        machine = self
+
+        def checked(request):
+            instance = create(request)
+            if any(r is request for r in compute.created[-1:]):  # it landed (not a repeat answered as the first)
+                # Read quietly: no injected fault or crash may touch the check itself.
+                blob = machine.h.blobs.peek(layout.run_record(request.labels["job"], request.labels["run"]))
+                record = RunRecord.from_json(blob.data) if blob is not None else None
+                quiet = SimpleNamespace(blobs=SimpleNamespace(read=machine.h.blobs.peek))
+                problem = deployed_problem(quiet, record) if record is not None else "no record"
+                assert problem is None, f"{request.name} created though {problem}"
+                now = machine.h.clock.now()
+                again = [w for (n, z, spot, w) in machine.inserts
+                         if (n, z, spot) == (request.name, request.zone, request.spot) and now - w < timedelta(hours=1)]
+                assert not again, f"{request.name} inserted again in {request.zone} within the hour"
+                machine.inserts.append((request.name, request.zone, request.spot, now))
+            return instance
+
+        compute.create_instance = checked
+
     def _live(self):
         return sorted((i for i in self.h.compute.all_instances() if i.managed), key=lambda i: (i.name, i.zone))
 
@@ -324,11 +412,42 @@ class Explore(RuleBasedStateMachine):
         self.no_tick_is_skipped_for_a_run_that_is_over()
         self.the_limits_hold()
         self.an_ended_runs_effects_are_done_by_the_next_clean_sweep()
+        self.a_vms_hours_count_once_on_each_day()
+        self.a_run_that_failed_for_capacity_tried_every_allowed_zone()
+        self.a_replace_job_keeps_at_most_one_run_on_a_vm()
         self.swept_clean = False
 
     def the_limits_hold(self):
         alive = [vm for vm in self._live() if vm.status in ALIVE_STATUSES]
         assert len(alive) <= MAX_LIVE_VMS, f"{len(alive)} VMs alive: {[vm.name for vm in alive]}"
+        for name in self.h.blobs.list_quietly(layout.LIMITS):
+            day = name[len(layout.LIMITS):].split("/", 1)[0]
+            usage = read_day(self.h.blobs, day)
+            assert usage.hours <= MAX_VM_HOURS + 1e-6, f"{day}: {usage.hours:.3f} VM-hours counted"
+
+    def a_vms_hours_count_once_on_each_day(self):
+        """Each VM's settled hours, over all days, are at most what it ran: never counted twice."""
+        for key, record in self._records().items():
+            for attempt in record.attempts:
+                if attempt.created_at is None or attempt.vm_seconds is None:
+                    continue
+                days = days_between(attempt.created_at - timedelta(days=1), self.h.clock.now())
+                settled = [read_day(self.h.blobs, day).used.get(attempt.vm_name) for day in days]
+                total = sum(h for h in settled if h is not None)
+                assert total <= attempt.vm_seconds / 3600 + 1e-4, \
+                    f"{key}: {attempt.vm_name} settled {total:.4f} h over days, ran {attempt.vm_seconds / 3600:.4f}"
+
+    def a_run_that_failed_for_capacity_tried_every_allowed_zone(self):
+        allowed = [*self.h.settings.zones, *PLACEMENT["zones"]["us-west4"]]
+        for key, record in self._records().items():
+            if record.state == RunState.FAILED and (record.reason or "").startswith("no Spot capacity"):
+                missing = [z for z in allowed if z not in record.reason]
+                assert not missing, f"{key} failed for capacity without trying {missing}: {record.reason}"
+
+    def a_replace_job_keeps_at_most_one_run_on_a_vm(self):
+        running = [r for r in self._records().values() if r.job == "swap" and r.state == RunState.RUNNING]
+        vms = [vm for vm in self._live() if vm.labels.get("job") == "swap" and vm.status in ALIVE_STATUSES]
+        assert len(running) <= 1 or len(vms) <= len(running), f"{[r.run_id for r in running]} all running"
 
     def an_ended_runs_effects_are_done_by_the_next_clean_sweep(self):
         """Whatever crashed or failed after a terminal write: once a sweep has run without faults,
@@ -345,11 +464,13 @@ class Explore(RuleBasedStateMachine):
                 continue
             assert finished_event_id(record) in published, f"{key} ended without run.finished"
             for attempt in record.attempts:
-                if attempt.created_at is None:
+                if attempt.created_at is None or attempt.vm_seconds is None:
                     continue
-                day = read_day(self.h.blobs, attempt.created_at.strftime("%Y-%m-%d"))
-                if attempt.vm_name in day.admitted and attempt.vm_seconds is not None:
-                    assert attempt.vm_name in day.used, f"{key}: {attempt.vm_name}'s hours never settled"
+                # Settled on every UTC day its admissions reach, not only the day it was created.
+                for day in days_between(record.created_at, record.updated_at):
+                    usage = read_day(self.h.blobs, day)
+                    if attempt.vm_name in usage.admitted:
+                        assert attempt.vm_name in usage.used, f"{key}: {attempt.vm_name}'s hours on {day} never settled"
 
     def at_most_one_live_vm_per_attempt(self):
         seen = {}
@@ -421,4 +542,5 @@ def test_the_machine_covers_the_issue_rules():
     names = {name for name in dir(Explore) if hasattr(getattr(Explore, name), "hypothesis_stateful_rule")}
     assert {"scheduled_tick", "redelivery", "stalled_redelivery", "manual_run", "preemption", "a_vm_ends",
             "late_or_retried_callback", "forged_callback", "arm_a_transient_error", "arm_a_crash_after_a_call",
-            "sweep_at_any_moment", "clock_moves", "compute_enforces_max_run_duration_late"} <= names
+            "sweep_at_any_moment", "clock_moves", "compute_enforces_max_run_duration_late",
+            "a_deploy_changes_a_job", "clock_to_just_before_midnight", "capacity_advice_and_stockouts"} <= names

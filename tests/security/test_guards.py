@@ -30,6 +30,9 @@ def limited():
     made = []
 
     def make(**limits) -> Harness:
+        # These tests fire many starts at once as manual runs; the manual share (held apart in
+        # tests/security/test_manual_share.py) would make them about something else.
+        limits.setdefault("manual_share", 1.0)
         harness = Harness(limits=Limits(**limits))
         made.append(harness)
         return harness

@@ -118,18 +118,24 @@ class CloudBuilder:
         generation = self.blobs.write(build.source_object, build.tarball, content_type="application/gzip")
         body = build_request(build, image, bucket=self.blobs.bucket, generation=generation,
                              service_account=self.service_account, project=self.project)
-        with translated(f"build {image}"):
-            operation = self.client.create_build(request={
-                "parent": self.parent,
-                "build": cloudbuild_v1.Build.from_json(json.dumps(body))})
-            try:
-                done = operation.result(timeout=self.wait_s)
-            except Exception as exc:
-                if _ended_with_error(operation):
-                    raise BuildFailed(f"the build of {image} from {build.relative}/ failed{_failure(operation)}: "
-                                      f"{operation.operation.error.message}; its log is in "
-                                      f"Cloud Build's history (gcloud builds list --region {self.location})") from exc
-                raise
+        operation = None
+        try:
+            with translated(f"build {image}"):
+                operation = self.client.create_build(request={
+                    "parent": self.parent,
+                    "build": cloudbuild_v1.Build.from_json(json.dumps(body))})
+                try:
+                    done = operation.result(timeout=self.wait_s)
+                except Exception as exc:
+                    if _ended_with_error(operation):
+                        raise BuildFailed(f"the build of {image} from {build.relative}/ failed{_failure(operation)}: "
+                                          f"{operation.operation.error.message}; its log is in "
+                                          f"Cloud Build's history (gcloud builds list --region {self.location})") from exc
+                    raise
+        finally:
+            # The context is the user's folder: it stays in the bucket only while a build may read it.
+            if operation is None or _done(operation):
+                self.blobs.delete(build.source_object)
         result = _as_json(done)
         digest = pushed_digest(result, image)
         if digest is None:
@@ -156,6 +162,13 @@ def _failure(operation: Any) -> str:
     if not kind or kind == "FAILURE_TYPE_UNSPECIFIED":
         return ""
     return f" ({kind}: {info.detail})" if info.detail else f" ({kind})"
+
+
+def _done(operation: Any) -> bool:
+    try:
+        return bool(operation.done())
+    except Exception:
+        return False
 
 
 def _ended_with_error(operation: Any) -> bool:

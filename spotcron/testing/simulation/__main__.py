@@ -30,6 +30,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="first simulated instant, UTC unless it says otherwise (default 2026-10-20)")
     parser.add_argument("--drain-hours", type=float, default=SimConfig().drain_hours,
                         help="hours without new ticks at the end, for retries and sweeps to settle (default 12)")
+    parser.add_argument("--vm-hours-per-day", type=float, default=SimConfig().vm_hours_per_day, metavar="H",
+                        help="the stack's max_vm_hours_per_day (default: no limit to speak of)")
+    parser.add_argument("--deploy-every-hours", type=float, default=SimConfig().deploy_every_h, metavar="H",
+                        help="pause, resume, redeploy or put back a random job this often (default: never)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     parser.add_argument("--reliability-map", type=Path, metavar="PATH",
                         help="the table of reliability situations and their tests (tests/RELIABILITY.md); "
@@ -44,7 +48,8 @@ def main(argv: list[str] | None = None) -> int:
         print(line, file=sys.stderr, flush=True)
 
     config = SimConfig(days=args.days, jobs=args.jobs, seed=args.seed, start=args.start,
-                       drain_hours=args.drain_hours)
+                       drain_hours=args.drain_hours, vm_hours_per_day=args.vm_hours_per_day,
+                       deploy_every_h=args.deploy_every_hours)
     report = simulate(config, None if args.quiet else progress)
     if args.reliability_map is not None:
         report.coverage = reliability_coverage(args.reliability_map)

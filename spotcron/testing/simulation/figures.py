@@ -14,7 +14,8 @@ from spotcron.testing.simulation.world import SimConfig
 # Every one must be 0. The first four are the ones RELIABILITY.md names; the rest keep the books honest.
 INVARIANTS = ("leaked_vms", "duplicate_vms", "missing_results", "non_terminal", "double_finished",
               "record_mismatch", "missing_runs", "unexpected_runs", "stopped_lingering", "checkpoint_lost",
-              "dropped_messages", "unexpected_errors", "forged_accepted", "rogue_vms", "foreign_writes")
+              "dropped_messages", "unexpected_errors", "forged_accepted", "rogue_vms", "foreign_writes",
+              "vm_for_undeployed_spec", "days_over_limit", "hours_counted_twice", "unsettled_hours")
 
 
 class Scored(Protocol):

@@ -90,7 +90,8 @@ class Simulation:
         self.settings = Settings(project="sim-project", zones=ZONES, bucket="sim-results",
                                  job_done_url=JOB_DONE_URL, credentials_url=CREDENTIALS_URL,
                                  sweep_interval=config.sweep_interval,
-                                 limits=Limits(max_live_vms=10_000, max_gpus=10_000, max_vm_hours_per_day=1e6))
+                                 limits=Limits(max_live_vms=10_000, max_gpus=10_000,
+                                               max_vm_hours_per_day=config.vm_hours_per_day))
         self.end_of_ticks = config.start + timedelta(days=config.days)
         self.end = self.end_of_ticks + timedelta(hours=config.drain_hours)
         zones = sorted({zone for job in self.jobs for spec in job.spec.variants()
@@ -125,6 +126,8 @@ class Simulation:
         self._messages = itertools.count(1)
         self._armed: _Cut | None = None
         self._stalled = False  # one hanging call at a time: the world runs inside it
+        self._after_stall = False  # the insert now landing hung while deploys may have changed its job
+        self.deployed = {job.spec.name: job.spec for job in self.jobs}  # what deploy left, per job
 
     # --- the loop -----------------------------------------------------------------------------
     def schedule(self, at: datetime, step: Callable[[], None]) -> None:
@@ -140,6 +143,7 @@ class Simulation:
             self._start()
             self.timeline.run_until(self.end)
             states = self.ledger.close(self.compute.created)
+            self._check_day_hours()
         finally:
             self.functions.close()
             logging.disable(previous_disable)
@@ -163,6 +167,10 @@ class Simulation:
             at += timedelta(seconds=self.settings.sweep_interval)
         if self.adversary is not None:
             self.adversary.schedule(start, self.end_of_ticks)
+        at = start + timedelta(hours=self.config.deploy_every_h)
+        while self.config.deploy_every_h and at < self.end_of_ticks:
+            self.schedule(at, self._deploy_change)
+            at += timedelta(hours=self.config.deploy_every_h)
         for day in range(1, int(self.config.days) + 1):
             self.schedule(start + timedelta(days=day), lambda day=day: self._report_day(day))
 
@@ -179,7 +187,9 @@ class Simulation:
             return
         following = cron.next_after(tick, tz)
         self.schedule(following, lambda: self._fire(job, cron, tz, following))
-        spec, dice, rng = job.spec, self.dice, self.dice.rng
+        spec, dice, rng = self.deployed[job.spec.name], self.dice, self.dice.rng
+        if spec.paused and not job.spec.paused:
+            return  # paused by `spotcron pause`: its scheduler entry does not fire
         self.ledger.counts["ticks"] += 1
         if not spec.paused:
             for variant in spec.variants():
@@ -208,7 +218,44 @@ class Simulation:
                 self._deliver_at(at + timedelta(seconds=rng.uniform(1, 300)), manual)
 
     def _message(self, job: SimJob, published: datetime, attributes: dict[str, str]) -> Message:
-        return Message(job, start_message(job.spec), published, attributes, f"m{next(self._messages)}")
+        # The digest deployed when it is published: a deploy may overtake the message before it is handled.
+        return Message(job, start_message(self.deployed[job.spec.name]), published, attributes,
+                       f"m{next(self._messages)}")
+
+    # --- deploys between ticks ------------------------------------------------------------------
+    def _deploy_change(self) -> None:
+        """`spotcron pause`/`resume`, or a job edited (another image) and deployed, or put back."""
+        rng = self.dice.rng
+        candidates = [job for job in self.jobs if job.spec.name != HOSTILE and not job.spec.paused]
+        job = rng.choice(candidates)
+        name, now = job.spec.name, self.clock.now()
+        current = self.deployed[name]
+        if current.paused:
+            change, spec = "resume", current.model_copy(update={"paused": False})
+            start, _ = self.ledger.paused[name][-1]
+            self.ledger.paused[name][-1] = (start, now)
+        elif rng.random() < 0.4:
+            change, spec = "pause", current.model_copy(update={"paused": True})
+            self.ledger.paused.setdefault(name, []).append((now, None))
+        elif current.image == job.spec.image:
+            change, spec = "redeploy", current.model_copy(update={"image": job.spec.image.replace(":", "-v2:", 1)
+                                                                  if ":" in job.spec.image else job.spec.image + "-v2"})
+        else:
+            change, spec = "restore", current.model_copy(update={"image": job.spec.image})
+        with self.dice.quiet():
+            SpecStore(self.deps.blobs).write(spec)
+        self.deployed[name] = spec
+        self.ledger.counts[f"deploys: {change}"] += 1
+
+    def _check_day_hours(self) -> None:
+        from spotcron.core import layout
+
+        with self.dice.quiet():
+            days = sorted({name[len(layout.LIMITS):].split("/", 1)[0] for name in self.blobs.list(layout.LIMITS)})
+            records = [r for job in self.ledger.store.jobs() for r in self.ledger.store.records(job)]
+        attempts = [(a.vm_name, r.updated_at if r.terminal and not r.owed else None, a.vm_seconds)
+                    for r in records for a in r.attempts if a.created_at is not None]
+        self.ledger.check_day_hours(self.settings.limits.max_vm_hours_per_day, attempts, days)
 
     def _deliver_at(self, at: datetime, message: Message) -> None:
         self.schedule(at, lambda: self._deliver(message))
@@ -258,6 +305,7 @@ class Simulation:
                 self.timeline.run_until(min(now + timedelta(seconds=seconds), self.end))
         finally:
             self._stalled = False
+            self._after_stall = True
 
     def _sweep(self) -> None:
         self.ledger.counts["sweeps"] += 1
@@ -266,6 +314,9 @@ class Simulation:
 
     # --- Compute Engine's side ----------------------------------------------------------------
     def _vm_created(self, request: InstanceRequest, instance: Instance) -> None:
+        stalled, self._after_stall = self._after_stall, False
+        if not stalled:  # an insert that hung an hour may land after a deploy: the engine deletes it
+            self._check_still_deployed(request)
         vm = SimVm(self.vm_world, request, instance, self.by_name[request.labels["job"]])
         self.vms[instance.instance_id] = vm
         same = self._by_attempt.setdefault(vm.key, [])
@@ -289,6 +340,16 @@ class Simulation:
         self.watch.gone_by(vm.deadline, self.settings.sweep_interval, instance.name, instance.zone, vm.alive,
                            "leaked_vms")
         vm.begin()
+
+    def _check_still_deployed(self, request: InstanceRequest) -> None:
+        """A VM is created only for a run whose job is deployed as the run recorded it."""
+        from spotcron.engine.still_deployed import deployed_problem
+
+        with self.dice.quiet():
+            record = self.deps.store.read(request.labels["job"], request.labels["run"])
+            problem = deployed_problem(self.deps, record) if record is not None else None
+        if problem is not None:
+            self.ledger.problem("vm_for_undeployed_spec", f"{request.name}: {problem}")
 
     def _on_boot(self, vm: SimVm) -> None:
         if self.adversary is not None and vm.job.spec.name == HOSTILE:

@@ -75,6 +75,10 @@ class SimConfig:
     faults: FaultRates = field(default_factory=FaultRates)
     sweeps: bool = True  # False only to show that the checks catch what the sweep is there for
     adversary: bool = True  # a rogue publisher and one hostile job (simulation/adversary.py)
+    # The stack's VM-hours per UTC day: tight enough that starts queue at the daily peaks and days
+    # end with admissions open across midnight (every day's accounting is checked at the end).
+    vm_hours_per_day: float = 1e6
+    deploy_every_h: float = 0.0  # a job paused, resumed, redeployed or put back this often (0: never)
 
 
 class FaultDice:

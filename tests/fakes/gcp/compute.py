@@ -1,6 +1,7 @@
 """A fake Compute Engine REST API, enough for spotcron.gcp.compute and tools built like it.
 
-Speaks: instances insert / get / delete / aggregatedList (with an AIP-160 label filter and
+Speaks: instances insert (with `requestId`: a repeat within 60 minutes gets the first operation
+and creates nothing) / get / delete / aggregatedList (with an AIP-160 label filter and
 paging) and zoneOperations get / wait, for any project. Keeps instances in memory, records
 every request (see rest.FakeRestServer) and can be told to refuse creates in a zone the
 way Compute Engine does: in the operation (stockout, quota) or in the HTTP answer (403, 404).
@@ -15,11 +16,13 @@ from __future__ import annotations
 
 import itertools
 import re
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from spotcron.engine.ports import REQUEST_ID_MEMORY_S
 from tests.fakes.gcp.rest import FakeRestServer, RecordedRequest, Reply, google_error
 
 API = "https://www.googleapis.com/compute/v1"
@@ -69,6 +72,7 @@ class FakeComputeEngine(FakeRestServer):
         self.clock = clock
         self.instances: dict[tuple[str, str, str], dict[str, Any]] = {}  # (project, zone, name) → resource
         self.operations: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self.request_ids: dict[tuple[str, str], tuple[datetime, dict[str, Any]]] = {}  # → (first seen, operation)
         self.unreachable_zones: set[str] = set()
         self.missing_images: set[str] = set()
         self.pending_waits = 0  # wait() answers RUNNING this many times before DONE
@@ -147,6 +151,20 @@ class FakeComputeEngine(FakeRestServer):
             return google_error(400, "Invalid value for field 'resource.name': ''. Must be a match of regex "
                                      "'[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?'")
         name = body["name"]
+        request_id = request.param("requestId") or None
+        if request_id is not None:
+            # "The request ID must be a valid UUID with the exception that zero UUID is not
+            # supported"; a repeat within 60 minutes is ignored and gets the first operation.
+            try:
+                valid = uuid.UUID(request_id).int != 0
+            except ValueError:
+                valid = False
+            if not valid:
+                return google_error(400, f"Invalid value for field 'requestId': '{request_id}'. Must be a UUID "
+                                         "other than the zero UUID.")
+            seen = self.request_ids.get((project, request_id))
+            if seen is not None and (self.clock() - seen[0]).total_seconds() <= REQUEST_ID_MEMORY_S:
+                return 200, seen[1]  # kept current by waits: the same dict
         if zone not in self.zones:
             return google_error(404, f"The resource 'projects/{project}/zones/{zone}' was not found")
         if not _NAME.match(name):
@@ -170,9 +188,16 @@ class FakeComputeEngine(FakeRestServer):
             if fault.sync:
                 return google_error(status, message, fault.code)
             error = {"errors": [{"code": fault.code, "message": message, "errorDetails": details}]}
-            return 200, self._new_operation(project, zone, "insert", name, error=error, http_status=status)
+            return 200, self._remembered(project, request_id, self._new_operation(
+                project, zone, "insert", name, error=error, http_status=status))
         resource = self._store(project, zone, body)
-        return 200, self._new_operation(project, zone, "insert", name, target_id=resource["id"])
+        return 200, self._remembered(project, request_id,
+                                     self._new_operation(project, zone, "insert", name, target_id=resource["id"]))
+
+    def _remembered(self, project: str, request_id: str | None, operation: dict[str, Any]) -> dict[str, Any]:
+        if request_id is not None:
+            self.request_ids.setdefault((project, request_id), (self.clock(), operation))
+        return operation
 
     def _take_fault(self, zone: str) -> _CreateFault | None:
         faults = self._create_faults.get(zone) or []

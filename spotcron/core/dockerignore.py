@@ -1,0 +1,102 @@
+"""`.dockerignore`, read as docker reads it, so a build context ships what `docker build` would.
+
+Docker's rules (docs.docker.com/build/concepts/context/#dockerignore-files, and moby's
+patternmatcher): one pattern a line; `#` starts a comment line; surrounding spaces are trimmed;
+each pattern is cleaned (`./a//b/` is `a/b`) and a leading `/` means the context's root; `*`
+matches any run of characters but `/`, `?` one such character, `[...]` a class, `**` any number
+of folders (none included); a pattern that matches a folder excludes everything under it; a
+pattern starting with `!` makes an exception, and of the patterns that match a path the last
+one decides. The Dockerfile and `.dockerignore` are sent whatever the file says (docker needs
+them).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+NAME = ".dockerignore"
+
+
+@dataclass(frozen=True)
+class Pattern:
+    text: str
+    exclusion: bool  # False for a `!` exception
+    regex: re.Pattern[str]
+
+
+def parse(text: str) -> list[Pattern]:
+    patterns = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        exclusion = not line.startswith("!")
+        if not exclusion:
+            line = line[1:].strip()
+        cleaned = posixpath.normpath(line).lstrip("/")
+        if cleaned in ("", "."):
+            continue
+        patterns.append(Pattern(cleaned, exclusion, re.compile(_regex(cleaned), re.DOTALL)))
+    return patterns
+
+
+def _regex(pattern: str) -> str:
+    out, i = ["^"], 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "*":
+            if pattern.startswith("**", i):
+                i += 2
+                if pattern.startswith("/", i):  # `**/` : any folders, none included
+                    out.append("(?:.*/)?")
+                    i += 1
+                else:
+                    out.append(".*")
+                continue
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[":
+            end = pattern.find("]", i + 1)
+            if end == -1:
+                out.append(re.escape(c))
+            else:
+                body = pattern[i + 1:end]
+                negate = body.startswith(("!", "^"))
+                body = body[1:] if negate else body
+                out.append(f"[{'^' if negate else ''}{body.replace(chr(92), chr(92) * 2)}]")
+                i = end
+        elif c == "\\" and i + 1 < len(pattern):
+            i += 1
+            out.append(re.escape(pattern[i]))
+        else:
+            out.append(re.escape(c))
+        i += 1
+    out.append("$")
+    return "".join(out)
+
+
+def excluded(patterns: list[Pattern], relative: str) -> bool:
+    """Whether `relative` (a posix path inside the context) is left out: the last pattern that
+    matches it or one of its parent folders decides."""
+    parts = relative.split("/")
+    prefixes = ["/".join(parts[:n]) for n in range(1, len(parts) + 1)]
+    verdict = False
+    for pattern in patterns:
+        if any(pattern.regex.match(prefix) for prefix in prefixes):
+            verdict = pattern.exclusion
+    return verdict
+
+
+def has_exceptions(patterns: list[Pattern]) -> bool:
+    return any(not p.exclusion for p in patterns)
+
+
+def read(folder: Path) -> list[Pattern]:
+    path = folder / NAME
+    if not path.is_file() or path.is_symlink():
+        return []
+    return parse(path.read_text(encoding="utf-8", errors="replace"))
