@@ -30,10 +30,10 @@ from spotcron.core.spec import JobSpec
 from spotcron.engine.day_hours import (  # noqa: F401 - read_day, DayUsage, settle: the limits' day, as callers know it
     Admission,
     DayUsage,
+    admitted_days,
     day_name,
     overlap_hours,
     read_day,
-    admitted_days,
     settle,
 )
 from spotcron.engine.live_index import QUEUED

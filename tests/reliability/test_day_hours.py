@@ -68,7 +68,7 @@ def test_a_vm_whose_timeout_spans_three_days_counts_on_its_third_day(harness):
     h.start(short)
     record = h.record("short", "20261124-1200")
     assert record.state == RunState.QUEUED
-    assert "24.00 VM-hours are used or reserved today (UTC)" in record.reason
+    assert "24.00 VM-hours are used or admitted today (UTC)" in record.reason
 
 
 def test_hours_a_reservation_reaches_into_tomorrow_are_held_to_tomorrows_limit(harness):
