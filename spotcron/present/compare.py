@@ -82,7 +82,8 @@ def without_wait(record: RunRecord) -> tuple[RunRecord, float | None]:
         start = min(start, attempt.started_at)
     waited = (start - attempt.created_at).total_seconds()
     shifted = attempt.model_copy(update={"created_at": start})
-    return record.with_attempt(shifted, record.updated_at), waited
+    # A copy to price and time, never stored: the record itself changes only through the engine.
+    return record.model_copy(update={"attempts": (*record.attempts[:-1], shifted)}), waited
 
 
 def run_phases(record: RunRecord, measured: float | None) -> dict[str, float | None]:
