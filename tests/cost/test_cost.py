@@ -324,6 +324,10 @@ class _Counted:
         self.class_a += 1
         return self._blobs.list(prefix)
 
+    def list_some(self, prefix, limit, *, start=""):  # one bounded page is one listing
+        self.class_a += 1
+        return self._blobs.list_some(prefix, limit, start=start)
+
     def __getattr__(self, name):
         return getattr(self._blobs, name)
 

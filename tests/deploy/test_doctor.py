@@ -327,11 +327,11 @@ def test_offline_shows_a_newcomers_plan_with_the_placeholders_still_in(invoke) -
 def test_the_examples_t4_entry_on_a_new_project_without_gpu_quota(cloud: FakeCloud) -> None:
     """The shipped dl-benchmark's T4 matrix entry would fail at every insert on a new project."""
     from spotcron.core.loader import load_jobs
-    from tests.examples import ROOT
+    from tests.examples import example
 
     for region in cloud.project_reads.region_quotas.values():
         region.update({"PREEMPTIBLE_NVIDIA_T4_GPUS": (0.0, 0.0), "NVIDIA_T4_GPUS": (0.0, 0.0)})
-    jobs = load_jobs([ROOT / "jobs"])
+    jobs = load_jobs([example("dl-benchmark")])
     [quota] = [c for c in checks(cloud, jobs).values() if c.name.startswith("quota us-central1 nvidia-tesla-t4")]
     assert quota.status == FAIL and quota.detail.startswith("dl-benchmark needs 1 x nvidia-tesla-t4 per VM")
 

@@ -146,7 +146,9 @@ def test_the_stack_files_limits_hold_locally_too(make_stack, tmp_path):
     from spotcron.core.settings import Limits
 
     entries = "".join(f"\n  - {{name: e{i}}}" for i in range(3))
-    stack = make_stack(limits=Limits(max_live_vms=2))
+    # A run now is a manual run; its share of the limits (limits.manual_share) is all of them here,
+    # so what holds is the stack file's max_live_vms.
+    stack = make_stack(limits=Limits(max_live_vms=2, manual_share=1.0))
     spec = job(tmp_path, "wide", "import time; time.sleep(3)", extra=f"matrix:{entries}\n")
     records = stack.wait(stack.run_now(spec), timeout=90)
     waited = [change.reason for r in records for change in r.history if change.state == "queued"]

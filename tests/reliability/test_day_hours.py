@@ -76,7 +76,7 @@ def test_hours_a_reservation_reaches_into_tomorrow_are_held_to_tomorrows_limit(h
     h.start(make_spec(name="a", schedule="0 20 * * *", timeout="9h"))  # 20:00 to 05:05: 4 h today, 5.1 tomorrow
     h.start(make_spec(name="b", schedule="0 20 * * *", timeout="9h"))  # another 4 today fits, 10.2 tomorrow do not
     record = h.record("b", "20261122-2000")
-    assert record.state == RunState.QUEUED and f"reserved on {DAY2} (UTC)" in record.reason
+    assert record.state == RunState.QUEUED and f"admitted on {DAY2} (UTC)" in record.reason
     assert read_day(h.blobs, DAY2).hours == pytest.approx(5 + 5 / 60 + 1 / 720, abs=1e-2)
 
 

@@ -23,7 +23,7 @@ for setting in METADATA_URL=http://metadata.google.internal/computeMetadata/v1 D
   CALLBACK_RETRIES=8 BACKOFF_MS=1000 BACKOFF_MAX_MS=30000 STOP_GRACE=10 POLL=0.5 CONNECT_TIMEOUT=5 \
   HTTP_TIMEOUT=120 UPLOAD_TIMEOUT=3600 PREEMPT_WAIT=60 SHUTDOWN_BUDGET=18 SHUTDOWN_LIMIT=28 SHUTDOWN_RETRIES=2 \
   SHUTDOWN_HTTP_TIMEOUT=8 COS_EXTENSIONS=cos-extensions NVIDIA_DIR=/var/lib/nvidia DEV_DIR=/dev \
-  JOB_NETWORK=spotcron JOB_BRIDGE=spotcron0 LOCAL_HOST= LOCAL_GPUS= GPU_PROBLEM= LOCAL_WAITED_S= IAM_WAIT=600 MOUNT=mount \
+  JOB_NETWORK=spotcron JOB_BRIDGE=spotcron0 LOCAL_HOST= LOCAL_GPUS= GPU_PROBLEM= LOCAL_WAITED_S= IAM_WAIT=600 MOUNT=none \
   SECRETS_URL=https://secretmanager.googleapis.com/v1 SECRETS_DIR=/run/spotcron/secrets; do
   override=SPOTCRON_${setting%%=*}
   printf -v "${setting%%=*}" '%s' "${!override:-${setting#*=}}"
@@ -50,7 +50,8 @@ cleanup() {
 # job's results and checkpoint directories are bind-mounted from here into its container with
 # that flag: a job could not run a file it restored from its checkpoint. The work dir becomes a
 # mount of its own, remounted exec, as Google's GPU steps do for /var/lib/nvidia.
-# SPOTCRON_MOUNT=none (local mode): the host's directory is left as it is.
+# Only on the VM (cloud-init sets SPOTCRON_MOUNT=mount): elsewhere (local mode, a bench, a test) the
+# host's directory is left as it is.
 exec_workdir() {
   [[ $MOUNT == none ]] && return 0
   { "$MOUNT" --bind "$WORKDIR" "$WORKDIR" && "$MOUNT" -o remount,exec "$WORKDIR"; } ||
