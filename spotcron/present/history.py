@@ -19,7 +19,7 @@ from typing import Any
 from spotcron.core.runs import RunRecord
 from spotcron.present.report import BenchmarkReport
 from spotcron.present.stats import MIN_HISTORY, Band, regression_band
-from spotcron.present.ticks import tick_label
+from spotcron.present.tick_labels import tick_label
 
 __all__ = ["BenchmarkHistory", "Series", "TickPoint", "benchmark_history", "regressions", "tick_label"]
 

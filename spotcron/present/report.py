@@ -374,7 +374,7 @@ def run_seconds(record: RunRecord, time_metric: str | None) -> float | None:
 
 def _row(name: str, spec: JobSpec | None, done: list[RunRecord], other: list[RunRecord], table: PriceTable | None,
          region: str, usage: Overheads, time_metric: str | None) -> ConfigRow:
-    from spotcron.present.ticks import tick_label
+    from spotcron.present.tick_labels import tick_label
 
     samples = []
     waits: dict[str, float | None] = {}

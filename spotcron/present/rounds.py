@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 
 from spotcron.core.errors import SpotcronError
 from spotcron.core.runs import RunRecord, RunState
-from spotcron.present.ticks import tick_label
+from spotcron.present.tick_labels import tick_label
 
 
 def choose_rounds(records: Sequence[RunRecord], seconds: Callable[[RunRecord], float | None], *,
