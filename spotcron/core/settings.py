@@ -232,8 +232,9 @@ class Settings(BaseModel):
 
     @property
     def registry(self) -> str:
-        """Where built job images are pushed: the stack's repository, REGION-docker.pkg.dev/PROJECT/REPOSITORY."""
-        return f"{self.region}-docker.pkg.dev/{self.project}/{self.repository}"
+        """Where built job images are pushed: the stack's jobs repository, apart from the functions'
+        images, REGION-docker.pkg.dev/PROJECT/REPOSITORY-jobs."""
+        return f"{self.region}-docker.pkg.dev/{self.project}/{self.repository}-jobs"
 
     @property
     def vm_service_account_email(self) -> str:
