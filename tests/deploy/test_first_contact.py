@@ -260,7 +260,7 @@ def test_deploy_builds_a_jobs_image_once_the_build_accounts_push_grant_has_propa
     with fake(grant_delay_s=200) as cloud:
         user_repository(tmp_path, monkeypatch, jobs=("bot.yaml",))
         bot = tmp_path / "jobs" / "bot.yaml"
-        bot.write_text(bot.read_text().replace("image: us-central1-docker.pkg.dev/demo-proj/spotcron/bot:latest",
+        bot.write_text(bot.read_text().replace("image: us-central1-docker.pkg.dev/demo-proj/spotcron-jobs/bot:latest",
                                                "build: images/bot"))
         (tmp_path / "images" / "bot").mkdir(parents=True)
         (tmp_path / "images" / "bot" / "Dockerfile").write_text("FROM python:3.12-slim\n")

@@ -252,7 +252,7 @@ class _Watched:
 def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     user_repository(tmp_path, monkeypatch, jobs=("bot.yaml",))
     text = (tmp_path / "jobs" / "bot.yaml").read_text().replace(
-        "image: us-central1-docker.pkg.dev/demo-proj/spotcron/bot:latest", "build: images/bot")
+        "image: us-central1-docker.pkg.dev/demo-proj/spotcron-jobs/bot:latest", "build: images/bot")
     (tmp_path / "jobs" / "bot.yaml").write_text(text)
     _context(tmp_path)
     make_source_root(tmp_path / "src")

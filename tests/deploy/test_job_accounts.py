@@ -191,14 +191,14 @@ def test_destroy_revokes_what_deploy_granted_a_jobs_account(deployer: Deployer, 
 
 def test_preflight_refuses_an_image_in_another_repository_of_the_project(deployer: Deployer, jobs_dir) -> None:
     bot = jobs_dir / "bot.yaml"
-    bot.write_text(bot.read_text().replace("us-central1-docker.pkg.dev/demo-proj/spotcron/bot:latest",
+    bot.write_text(bot.read_text().replace("us-central1-docker.pkg.dev/demo-proj/spotcron-jobs/bot:latest",
                                            "us-docker.pkg.dev/demo-proj/images/bot:latest"))
     with pytest.raises(ConfigError) as caught:
         preflight(make_settings(), deployer.jobs(jobs_dir), None, {"bot": Path("jobs/bot.yaml")})
     assert [str(p) for p in caught.value.problems] == [
         "jobs/bot.yaml: image: 'us-docker.pkg.dev/demo-proj/images/bot:latest' is in another Artifact Registry "
-        "repository of project demo-proj; job VMs may pull only from the stack's repository: push the image to "
-        "us-central1-docker.pkg.dev/demo-proj/spotcron/IMAGE:TAG and name it here (or set `repository:` in the "
+        "repository of project demo-proj; job VMs may pull only from the stack's jobs' repository: push the image to "
+        "us-central1-docker.pkg.dev/demo-proj/spotcron-jobs/IMAGE:TAG and name it here (or set `repository:` in the "
         "stack file)"]
     # Images of other projects and other registries are not the stack's business (one the VM cannot
     # reach at all is: tests/core/test_egress.py).

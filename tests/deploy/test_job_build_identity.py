@@ -116,3 +116,17 @@ def test_a_build_runs_as_the_job_build_account_and_cannot_push_into_the_function
     assert server.requests[-1]["serviceAccount"] == f"projects/{PROJECT}/serviceAccounts/{JOB_BUILD}"
     with pytest.raises(BuildFailed, match="PUSH_FAILED"):
         builder._build_in_location(build, build.image(f"us-central1-docker.pkg.dev/{PROJECT}/spotcron"))
+
+
+def test_an_image_in_the_functions_repository_is_refused_before_any_call(deployer: Deployer, jobs_dir) -> None:
+    from spotcron.core.errors import ConfigError
+    from spotcron.deploy.validate import preflight
+
+    bot = jobs_dir / "bot.yaml"
+    bot.write_text(bot.read_text().replace(f"us-central1-docker.pkg.dev/{PROJECT}/spotcron-jobs/bot:latest",
+                                           f"us-central1-docker.pkg.dev/{PROJECT}/spotcron/bot:latest"))
+    with pytest.raises(ConfigError) as caught:
+        preflight(make_settings(), deployer.jobs(jobs_dir), None, {"bot": Path("jobs/bot.yaml")})
+    [problem] = [str(p) for p in caught.value.problems]
+    assert "job VMs may pull only from the stack's jobs' repository: push the image to " \
+           f"us-central1-docker.pkg.dev/{PROJECT}/spotcron-jobs/IMAGE:TAG" in problem
