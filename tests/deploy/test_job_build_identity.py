@@ -130,3 +130,19 @@ def test_an_image_in_the_functions_repository_is_refused_before_any_call(deploye
     [problem] = [str(p) for p in caught.value.problems]
     assert "job VMs may pull only from the stack's jobs' repository: push the image to " \
            f"us-central1-docker.pkg.dev/{PROJECT}/spotcron-jobs/IMAGE:TAG" in problem
+
+
+def test_a_stack_deployed_before_loses_the_vm_readers_on_the_functions_repository(deployer: Deployer,
+                                                                                 cloud: FakeCloud) -> None:
+    jobs = deployer.jobs(JOBS_DIR)
+    deployer.deploy(jobs)
+    # What an earlier deploy granted: the VM account read the one repository the functions shared.
+    policy = cloud.registry.policies.get(FUNCTIONS_REPOSITORY)
+    policy["bindings"].append({"role": "roles/artifactregistry.reader", "members": [f"serviceAccount:{VM}"]})
+    cloud.registry.policies.set(FUNCTIONS_REPOSITORY, policy)
+    changes = {a.title: a.changes for a in deployer.plan(jobs).actions}
+    assert changes == {"update iam_policy repository:spotcron": {
+        "roles/artifactregistry.reader": ((f"serviceAccount:{VM}",), ())}}
+    deployer.deploy(jobs)
+    cloud.clock.advance(cloud.access.grant_delay_s)
+    assert not _may(cloud, VM, DOWNLOAD, FUNCTIONS_REPOSITORY)
