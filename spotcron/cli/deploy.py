@@ -48,12 +48,12 @@ def _default_project_reads(clients: Any, caller: Any) -> Any:
 
 
 def _default_builder(settings: Any, credentials: Any) -> Any:
-    from spotcron.deploy.naming import BUILD_ACCOUNT
+    from spotcron.deploy.naming import JOB_BUILD_ACCOUNT
     from spotcron.gcp.admin.cloudbuild import CloudBuilder
     from spotcron.gcp.storage import GcsBlobs
 
     return CloudBuilder(settings.project, settings.region, GcsBlobs(settings.bucket), credentials=credentials,
-                        service_account=settings.account_email(BUILD_ACCOUNT))
+                        service_account=settings.account_email(JOB_BUILD_ACCOUNT))
 
 
 @dataclass

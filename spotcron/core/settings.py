@@ -148,8 +148,9 @@ class Settings(BaseModel):
     # every minute and the dispatch function starts the jobs due then (engine/dispatch.py).
     scheduling: Literal["per-job", "shared"] = "per-job"
     dispatch_topic: str = "spotcron-dispatch"
-    # The one Artifact Registry repository (Docker, in `region`) deploy creates: the functions'
-    # builds push there and job images are pulled from there; every registry role sits on it.
+    # The functions' Artifact Registry repository (Docker, in `region`) deploy creates; the job
+    # images go to a second one, REPOSITORY-jobs, which only the job images' build account writes
+    # and only the VMs' accounts read. Every registry role sits on one of the two.
     repository: str = "spotcron"
     # Versions of each image (package) the repository keeps; older ones are deleted once a month
     # old, by Artifact Registry's cleanup policies (deploy/desired.py).
@@ -232,8 +233,9 @@ class Settings(BaseModel):
 
     @property
     def registry(self) -> str:
-        """Where built job images are pushed: the stack's repository, REGION-docker.pkg.dev/PROJECT/REPOSITORY."""
-        return f"{self.region}-docker.pkg.dev/{self.project}/{self.repository}"
+        """Where built job images are pushed: the stack's jobs repository, apart from the functions'
+        images, REGION-docker.pkg.dev/PROJECT/REPOSITORY-jobs."""
+        return f"{self.region}-docker.pkg.dev/{self.project}/{self.repository}-jobs"
 
     @property
     def vm_service_account_email(self) -> str:

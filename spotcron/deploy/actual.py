@@ -235,17 +235,21 @@ class _Reader:
                 for a in accounts if (SERVICE_ACCOUNT, a.email) in self.desired]
 
     def repository(self) -> list[Resource]:
-        path = f"{self.names.location_path}/repositories/{self.names.repository}"
-        try:
-            repo = self.call(f"read repository {self.names.repository}", self.clients.registry.get_repository, path)
-        except NotFound:
-            return []
-        if repo.get("format", "DOCKER") != "DOCKER":
-            raise DeployError(f"repository {path} exists but holds {repo.get('format')} packages, not container "
-                              f"images; set another `repository:` in the stack file")
-        return [Resource(REPOSITORY, self.names.repository, {
-            "format": "DOCKER", "labels": _labels(repo.get("labels")), "cleanup": cleanup_read(repo.get("cleanupPolicies")),
-            "cleanup_dry_run": bool(repo.get("cleanupPolicyDryRun", False))}, owned=_owned(repo.get("labels")))]
+        out = []
+        for name in (self.names.repository, self.names.jobs_repository):
+            path = f"{self.names.location_path}/repositories/{name}"
+            try:
+                repo = self.call(f"read repository {name}", self.clients.registry.get_repository, path)
+            except NotFound:
+                continue
+            if repo.get("format", "DOCKER") != "DOCKER":
+                raise DeployError(f"repository {path} exists but holds {repo.get('format')} packages, not container "
+                                  f"images; set another `repository:` in the stack file")
+            out.append(Resource(REPOSITORY, name, {
+                "format": "DOCKER", "labels": _labels(repo.get("labels")),
+                "cleanup": cleanup_read(repo.get("cleanupPolicies")),
+                "cleanup_dry_run": bool(repo.get("cleanupPolicyDryRun", False))}, owned=_owned(repo.get("labels"))))
+        return out
 
     def network(self) -> list[Resource]:
         """The firewall rules and the subnet deploy wants, one get each (two rules, one subnet)."""

@@ -219,10 +219,12 @@ def cleanup_read(found: Any) -> tuple[tuple[str, str, tuple[tuple[str, Any], ...
     return tuple(out)
 
 
-def _repository(names: Names, keep: int) -> Resource:
-    """The one Artifact Registry repository: the functions' builds push to it, job VMs pull from it."""
-    return Resource(REPOSITORY, names.repository, {"format": "DOCKER", "labels": dict(MANAGED_LABELS),
-                                                   "cleanup": cleanup_policies(keep), "cleanup_dry_run": False})
+def _repositories(names: Names, keep: int) -> list[Resource]:
+    """The functions' repository (their builds push to it) and the jobs' (the job builds push to it,
+    job VMs pull from it): apart, so that a job's build cannot write the functions' images."""
+    return [Resource(REPOSITORY, name, {"format": "DOCKER", "labels": dict(MANAGED_LABELS),
+                                        "cleanup": cleanup_policies(keep), "cleanup_dry_run": False})
+            for name in (names.repository, names.jobs_repository)]
 
 
 def _function(logical: str, names: Names, source_object: str, env: dict[str, str]) -> Resource:
@@ -311,7 +313,7 @@ def desired_state(settings: Settings, jobs: Iterable[JobSpec], source_object: st
     resources = [Resource(API, api, {}) for api in REQUIRED_APIS]
     if settings.alerts.failed_runs:  # the alert policy lives in Cloud Monitoring
         resources.append(Resource(API, MONITORING_API, {}))
-    resources += [_bucket(settings), _repository(names, settings.image_versions_kept), *_network(settings, names), *_placement_subnets(settings, jobs)]
+    resources += [_bucket(settings), *_repositories(names, settings.image_versions_kept), *_network(settings, names), *_placement_subnets(settings, jobs)]
     topics = (*names.topics, names.dispatch_topic) if names.shared else names.topics
     resources += [Resource(TOPIC, topic, {"labels": dict(MANAGED_LABELS)}) for topic in topics]
     resources += [Resource(SERVICE_ACCOUNT, email, {"display_name": f"spotcron {email.split('@')[0]}"})

@@ -187,7 +187,8 @@ def repository(action: Action, ctx: Context) -> None:
     fields = action.resource.fields
     if action.kind == CREATE:
         body = {"format": fields["format"], "labels": dict(fields["labels"]),
-                "description": "spotcron: the functions' images and the job images",
+                "description": ("spotcron: the job images" if action.name == names.jobs_repository
+                                else "spotcron: the functions' images"),
                 "cleanupPolicies": cleanup_body(fields["cleanup"]), "cleanupPolicyDryRun": fields["cleanup_dry_run"]}
         try:
             operation = ctx.call(f"create repository {action.name}", registry.create_repository,

@@ -6,14 +6,18 @@ Least privilege, one account per job to do:
 - VM account: what a job's VM runs as.
 - build account: what Cloud Build runs the functions' builds as (so the default compute
   account never needs a role).
+- job build account: what Cloud Build runs the job images' builds as. A job's Dockerfile runs
+  with its token, so it writes only the jobs' repository and reads only the build contexts
+  (deploy/build-*): it cannot overwrite the functions' images or their build cache.
 - a job's own account (`service_account:` in its spec): what that job's VM runs as instead of
   the VM account. Its owner grants it what the job needs; deploy grants it only what spotcron's
   runner needs (pull the image, call job_done and the broker) and lets the functions account
   attach it to VMs, on that one account.
 
 No storage or registry role is project-wide: storage roles sit on the results bucket, registry
-roles on the one repository (`repository:` in the stack file), which holds the functions'
-images and the job images.
+roles on the two repositories: `repository:` in the stack file holds the functions' images (only
+the build account writes it, nobody else reads it) and `repository:`-jobs the job images (only
+the job build account writes it; the VM account and the jobs' own accounts read it).
 
 roles/compute.instanceAdmin.v1 is granted on the project rather than a custom role: it is the
 narrowest predefined role that can create Spot VMs with a service account attached, and a
@@ -30,6 +34,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from spotcron.core.images import SOURCE_PREFIX
 from spotcron.deploy.naming import Names, function_id, member
 from spotcron.deploy.resources import (
     POLICY_BUCKET,
@@ -75,6 +80,8 @@ class Binding:
 
 CONDITION_SEPARATOR = "|"  # in no role name
 DEPLOY_SOURCE = "spotcron-deploy-source-only"
+BUILD_CONTEXTS = "spotcron-build-contexts-only"
+BUILD_CONTEXT_PREFIX = SOURCE_PREFIX  # deploy/build-TAG.tar.gz
 SOURCE_COPY = "spotcron-functions-source-copy"
 SOURCE_COPY_ROLE = "roles/storage.objectAdmin"
 
@@ -103,6 +110,11 @@ def conditions(names: Names, project_number: str = "") -> dict[str, dict[str, st
             "description": "spotcron: only the functions' source archives (deploy/)",
             "expression": f'resource.name.startsWith("projects/_/buckets/{names.bucket}/objects/deploy/")',
         },
+        BUILD_CONTEXTS: {
+            "title": BUILD_CONTEXTS,
+            "description": "spotcron: only the job images' build contexts (deploy/build-*)",
+            "expression": f'resource.name.startsWith("projects/_/buckets/{names.bucket}/objects/{BUILD_CONTEXT_PREFIX}")',
+        },
         SOURCE_COPY: {
             "title": SOURCE_COPY,
             "description": "spotcron: only Cloud Functions' copy of the functions' source, which their build reads",
@@ -125,6 +137,7 @@ def bindings(names: Names, job_accounts: Iterable[str] = (), *, advice: bool = F
     project = policy_name(POLICY_PROJECT, names.project)
     bucket = policy_name(POLICY_BUCKET, names.bucket)
     repository = policy_name(POLICY_REPOSITORY, names.repository)
+    jobs_repository = policy_name(POLICY_REPOSITORY, names.jobs_repository)
     job_done, broker = (policy_name(POLICY_FUNCTION, function_id(f)) for f in ("job_done", "credentials"))
     out = [
         Binding(project, "roles/compute.instanceAdmin.v1", functions, "create and delete job VMs"),
@@ -155,7 +168,8 @@ def bindings(names: Names, job_accounts: Iterable[str] = (), *, advice: bool = F
         # included. The runner ships the job's output to the bucket (docs/security.md). The role
         # is a managed one (the build account holds it), so deploy revokes it from the VM account
         # wherever it is granted.
-        Binding(repository, "roles/artifactregistry.reader", vm, "pull the job's image (from this repository only)"),
+        Binding(jobs_repository, "roles/artifactregistry.reader", vm,
+                "pull the job's image (from the jobs' repository only)"),
         Binding(job_done, "roles/run.invoker", vm, "call job_done when the job ends (on job_done only)"),
         Binding(broker, "roles/run.invoker", vm,
                 "ask the credentials broker for its attempt's storage token (on that function only)"),
@@ -167,6 +181,16 @@ def bindings(names: Names, job_accounts: Iterable[str] = (), *, advice: bool = F
         Binding(bucket, "roles/storage.objectViewer", build, "read the functions' source archive to build them",
                 condition=DEPLOY_SOURCE),
     ]
+    if names.job_build_account:
+        job_build = member(names.job_build_account)
+        out += [
+            # A build needs it to write its own log (options.logging CLOUD_LOGGING_ONLY).
+            Binding(project, "roles/logging.logWriter", job_build, "write the job images' build logs"),
+            Binding(jobs_repository, "roles/artifactregistry.writer", job_build,
+                    "store the job images (in the jobs' repository only, never the functions')"),
+            Binding(bucket, "roles/storage.objectViewer", job_build,
+                    "read a job image's build context (deploy/build-* only)", condition=BUILD_CONTEXTS),
+        ]
     if project_number:
         # The one exception to "no storage role on the project". Cloud Functions copies the source
         # into its own bucket and Cloud Build fetches it from there as the build account: Google's
@@ -188,7 +212,8 @@ def bindings(names: Names, job_accounts: Iterable[str] = (), *, advice: bool = F
         out += [
             Binding(policy_name(POLICY_SERVICE_ACCOUNT, email), "roles/iam.serviceAccountUser", functions,
                     "create this job's VMs as its own account (on that account only)"),
-            Binding(repository, "roles/artifactregistry.reader", job, "pull the job's image (from this repository only)"),
+            Binding(jobs_repository, "roles/artifactregistry.reader", job,
+                    "pull the job's image (from the jobs' repository only)"),
             Binding(job_done, "roles/run.invoker", job, "call job_done when the job ends (on job_done only)"),
             Binding(broker, "roles/run.invoker", job,
                     "ask the credentials broker for its attempt's storage token (on that function only)"),

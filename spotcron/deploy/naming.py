@@ -12,6 +12,11 @@ from spotcron.deploy.resources import NAME_PREFIX
 # account"): new projects no longer give the default Cloud Build account the roles it needs,
 # and the alternative is granting them to the default compute account.
 BUILD_ACCOUNT = "spotcron-build"
+# Cloud Build runs the job images' builds as this one: a job's Dockerfile runs inside its build
+# with this account's token, so it may push only to the jobs' repository and read only the build
+# contexts, never the functions' images, their build cache or their sources (docs/security.md).
+JOB_BUILD_ACCOUNT = "spotcron-job-build"
+JOBS_REPOSITORY_SUFFIX = "-jobs"  # the job images' repository: `repository:` + this
 
 # Logical function → (function id, entry point in functions/main.py).
 FUNCTIONS: dict[str, tuple[str, str]] = {
@@ -47,7 +52,13 @@ class Names:
     events_topic: str
     dispatch_topic: str = "spotcron-dispatch"  # scheduling: shared only
     shared: bool = False  # scheduling: shared
-    repository: str = "spotcron"  # the Artifact Registry repository id
+    repository: str = "spotcron"  # the Artifact Registry repository id (the functions' images)
+    job_build_account: str = ""  # "": the build account (Names built by hand in tests)
+
+    @property
+    def jobs_repository(self) -> str:
+        """The repository of the job images, apart from the functions' (`repository`)."""
+        return f"{self.repository}{JOBS_REPOSITORY_SUFFIX}"
 
     @classmethod
     def of(cls, settings: Settings) -> Names:
@@ -64,6 +75,7 @@ class Names:
             dispatch_topic=settings.dispatch_topic,
             shared=settings.scheduling == "shared",
             repository=settings.repository,
+            job_build_account=settings.account_email(JOB_BUILD_ACCOUNT),
         )
 
     @property
@@ -76,8 +88,9 @@ class Names:
         return (self.start_topic, self.sweep_topic, self.events_topic)
 
     @property
-    def accounts(self) -> tuple[str, str, str]:
-        return (self.functions_account, self.vm_account, self.build_account)
+    def accounts(self) -> tuple[str, ...]:
+        extra = (self.job_build_account,) if self.job_build_account else ()
+        return (self.functions_account, self.vm_account, self.build_account, *extra)
 
     def own_account(self, email: str) -> bool:
         """True for accounts of this project, which deploy creates; others must already exist."""

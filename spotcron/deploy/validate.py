@@ -59,10 +59,10 @@ def settings_problems(settings: Settings, stack: Path | None) -> list[Problem]:
     if settings.sweep_interval < MIN_SWEEP_INTERVAL:
         problems.append(problem("sweep_interval", f"{settings.sweep_interval}s is too short; Cloud Scheduler "
                                                   "fires at most once a minute (write 1m or more)"))
-    if not _REPOSITORY.match(settings.repository):
+    if not _REPOSITORY.match(settings.repository) or not _REPOSITORY.match(settings.repository + "-jobs"):
         problems.append(problem("repository", f"{settings.repository!r} is not an Artifact Registry repository id "
-                                              "(lower-case letters, digits, '-'; starts with a letter; at most 63 "
-                                              "characters)"))
+                                              "(lower-case letters, digits, '-'; starts with a letter; at most 58 "
+                                              "characters, as the job images go to REPOSITORY-jobs)"))
     if settings.job_done_url and not settings.job_done_url.startswith("https://"):
         problems.append(problem("job_done_url", f"{settings.job_done_url!r} must be an https:// URL, or empty "
                                                 "so that deploy fills it in"))
@@ -94,7 +94,7 @@ def account_problems(settings: Settings, jobs: Sequence[JobSpec], files: Mapping
     files = files or {}
     names = Names.of(settings)
     ours = {names.functions_account: "the functions' account", names.build_account: "the build account",
-            names.vm_account: "spotcron's VM account"}
+            names.job_build_account: "the job images' build account", names.vm_account: "spotcron's VM account"}
     problems = []
     for job in jobs:
         email = job.service_account
@@ -116,11 +116,12 @@ def account_problems(settings: Settings, jobs: Sequence[JobSpec], files: Mapping
 
 def image_problems(settings: Settings, jobs: Sequence[JobSpec], files: Mapping[str, Path] | None = None
                    ) -> list[Problem]:
-    """An image in another Artifact Registry repository of this project: the VMs (and the jobs'
-    own accounts) may read only the stack's repository, so its pull would fail on every run."""
+    """An image in another Artifact Registry repository of this project (the functions' included):
+    the VMs (and the jobs' own accounts) may read only the jobs' repository, so its pull would
+    fail on every run."""
     files = files or {}
     names = Names.of(settings)
-    ours = f"{settings.region}-docker.pkg.dev/{settings.project}/{settings.repository}/"
+    ours = f"{settings.registry}/"  # the jobs' repository: the functions' own is no VM's to read
     problems = []
     for job in jobs:
         if job.build is not None:
@@ -132,7 +133,7 @@ def image_problems(settings: Settings, jobs: Sequence[JobSpec], files: Mapping[s
         where = str(files[job.name]) if job.name in files else f"job {job.name}"
         problems.append(Problem(where, None, "image", f"{job.image!r} is in another Artifact Registry repository "
                                                       f"of project {settings.project}; job VMs may pull only from "
-                                                      f"the stack's repository: push the image to {ours}IMAGE:TAG "
+                                                      f"the stack's jobs' repository: push the image to {ours}IMAGE:TAG "
                                                       f"and name it here (or set `repository:` in the stack file)"))
     return problems
 

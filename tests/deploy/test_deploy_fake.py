@@ -23,6 +23,7 @@ LOCATION = f"projects/{PROJECT}/locations/us-central1"
 VM = f"serviceAccount:spotcron-vm@{PROJECT}.iam.gserviceaccount.com"
 FUNCTIONS = f"serviceAccount:spotcron-functions@{PROJECT}.iam.gserviceaccount.com"
 BUILD = f"spotcron-build@{PROJECT}.iam.gserviceaccount.com"
+JOB_BUILD = f"spotcron-job-build@{PROJECT}.iam.gserviceaccount.com"
 
 
 def changes(cloud: FakeCloud) -> list[tuple[str, str]]:
@@ -67,6 +68,7 @@ def test_first_deploy_builds_the_whole_stack(deployer: Deployer, cloud: FakeClou
     assert sorted(cloud.pubsub.topics) == [f"projects/{PROJECT}/topics/spotcron-{t}" for t in ("events", "start", "sweep")]
     assert all(t["labels"] == {"spotcron": "1"} for t in cloud.pubsub.topics.values())
     assert sorted(cloud.iam.accounts) == [BUILD, f"spotcron-functions@{PROJECT}.iam.gserviceaccount.com",
+                                          f"spotcron-job-build@{PROJECT}.iam.gserviceaccount.com",
                                           f"spotcron-vm@{PROJECT}.iam.gserviceaccount.com"]
 
     bucket = cloud.storage.buckets[BUCKET]
@@ -100,7 +102,7 @@ def test_deployed_iam_is_least_privilege(deployer: Deployer, cloud: FakeCloud) -
     assert {b["role"]: sorted(b["members"]) for b in project["bindings"]} == {
         "roles/owner": ["user:owner@example.com"],  # the deployer's own binding is left alone
         "roles/compute.instanceAdmin.v1": [FUNCTIONS],
-        "roles/logging.logWriter": [f"serviceAccount:{BUILD}"],
+        "roles/logging.logWriter": [f"serviceAccount:{BUILD}", f"serviceAccount:{JOB_BUILD}"],
         # Google's, granted when Eventarc first made its agent: deploy leaves it alone.
         "roles/eventarc.serviceAgent": ["serviceAccount:service-123456789012@gcp-sa-eventarc.iam.gserviceaccount.com"],
         # The one storage role on the project, conditional: Cloud Functions' source copy only.
@@ -112,8 +114,12 @@ def test_deployed_iam_is_least_privilege(deployer: Deployer, cloud: FakeCloud) -
                                                f'resource.name.startsWith("{bucket}/objects/")')
     repository = cloud.registry.policies.all()[f"{LOCATION}/repositories/spotcron"]
     assert {b["role"]: sorted(b["members"]) for b in repository["bindings"]} == {
+        "roles/artifactregistry.writer": [f"serviceAccount:{BUILD}"],  # the functions' images: no job reads them
+    }
+    jobs_repository = cloud.registry.policies.all()[f"{LOCATION}/repositories/spotcron-jobs"]
+    assert {b["role"]: sorted(b["members"]) for b in jobs_repository["bindings"]} == {
         "roles/artifactregistry.reader": [VM],
-        "roles/artifactregistry.writer": [f"serviceAccount:{BUILD}"],
+        "roles/artifactregistry.writer": [f"serviceAccount:{JOB_BUILD}"],
     }
     run = cloud.functions.run_policies
     assert run.members(f"{LOCATION}/services/spotcron-job-done", "roles/run.invoker") == {VM}
@@ -183,7 +189,9 @@ def test_no_change_plan_lists_once_per_kind(deployer: Deployer, cloud: FakeCloud
         ("iam", "GRPC", "/google.iam.admin.v1.IAM/GetIamPolicy"): 1,
         ("run", "GET", "getIamPolicy"): 4,
         ("artifactregistry", "GET", f"/v1/{LOCATION}/repositories/spotcron"): 1,
-        ("artifactregistry", "GET", "getIamPolicy"): 1,
+        ("artifactregistry", "GET", f"/v1/{LOCATION}/repositories/spotcron-jobs"): 1,
+        ("artifactregistry", "GET", "getIamPolicy"): 2,  # the functions' repository and the jobs'
+
         # One get per rule and for the subnet: a fixed three, whatever the number of jobs.
         ("compute", "GET", f"/compute/v1/projects/{PROJECT}/global/firewalls/spotcron-deny-ingress"): 1,
         ("compute", "GET", f"/compute/v1/projects/{PROJECT}/global/firewalls/spotcron-deny-ingress-v6"): 1,
@@ -304,7 +312,7 @@ def test_interrupted_apply_converges_when_run_again(deployer: Deployer, cloud: F
     assert deployer.plan(jobs).actions == []
     full = cloud.state()
     assert sorted(full["jobs"]) == ["spotcron-benchmark", "spotcron-bot", "spotcron-nightly", "spotcron-sweep"]
-    assert len(full["functions"]) == 4 and len(full["topics"]) == 3 and len(full["accounts"]) == 3
+    assert len(full["functions"]) == 4 and len(full["topics"]) == 3 and len(full["accounts"]) == 4
     if after_calls <= 35:  # these stop inside the first pass: the stack was really half-built
         assert half != full
 
@@ -421,7 +429,7 @@ def test_bucket_owned_by_someone_else_stops_the_plan(deployer: Deployer, cloud: 
 
 def test_dry_run_changes_nothing(deployer: Deployer, cloud: FakeCloud) -> None:
     result = deployer.deploy(deployer.jobs(JOBS_DIR), dry_run=True)
-    assert len(result.plan) == 44 and result.passes == []
+    assert len(result.plan) == 47 and result.passes == []
     # The APIs an empty project lacks come first (logging, storage and Service Usage are on by default).
     assert [a.name for a in result.plan[:12]] == sorted(set(REQUIRED_APIS) - {
         "logging.googleapis.com", "storage.googleapis.com", "serviceusage.googleapis.com"})

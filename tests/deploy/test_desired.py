@@ -28,6 +28,7 @@ from tests.deploy.conftest import JOBS_DIR, make_settings
 VM = "serviceAccount:spotcron-vm@demo-proj.iam.gserviceaccount.com"
 FUNCTIONS = "serviceAccount:spotcron-functions@demo-proj.iam.gserviceaccount.com"
 BUILD = "serviceAccount:spotcron-build@demo-proj.iam.gserviceaccount.com"
+JOB_BUILD = "serviceAccount:spotcron-job-build@demo-proj.iam.gserviceaccount.com"
 
 
 @pytest.fixture
@@ -48,7 +49,7 @@ def test_topics_accounts_and_functions(state) -> None:
     assert sorted(n for t, n in state if t == TOPIC) == ["spotcron-events", "spotcron-start", "spotcron-sweep"]
     assert sorted(n for t, n in state if t == SERVICE_ACCOUNT) == [
         "spotcron-build@demo-proj.iam.gserviceaccount.com", "spotcron-functions@demo-proj.iam.gserviceaccount.com",
-        "spotcron-vm@demo-proj.iam.gserviceaccount.com"]
+        "spotcron-job-build@demo-proj.iam.gserviceaccount.com", "spotcron-vm@demo-proj.iam.gserviceaccount.com"]
     start = state[(FUNCTION, "spotcron-start-job")].fields
     assert start["entry_point"] == "start_job" and start["runtime"] == "python312"
     assert start["source"] == "gs://demo-proj-spotcron/deploy/source-0123.zip"
@@ -127,12 +128,16 @@ def test_bindings_are_least_privilege() -> None:
         ("topic:spotcron-events", "roles/pubsub.publisher", FUNCTIONS),
         ("function:spotcron-start-job", "roles/run.invoker", FUNCTIONS),
         ("function:spotcron-sweep", "roles/run.invoker", FUNCTIONS),
-        ("repository:spotcron", "roles/artifactregistry.reader", VM),
+        ("repository:spotcron-jobs", "roles/artifactregistry.reader", VM),
         ("function:spotcron-job-done", "roles/run.invoker", VM),
         ("function:spotcron-credentials", "roles/run.invoker", VM),
         (project, "roles/logging.logWriter", BUILD),
         ("repository:spotcron", "roles/artifactregistry.writer", BUILD),
         (bucket, "roles/storage.objectViewer", BUILD),
+        # The job images' builds: their own account, writing the jobs' repository only.
+        (project, "roles/logging.logWriter", JOB_BUILD),
+        ("repository:spotcron-jobs", "roles/artifactregistry.writer", JOB_BUILD),
+        (bucket, "roles/storage.objectViewer", JOB_BUILD),
     }
     assert security_problems(bindings(Names.of(make_settings()))) == []
     assert all(b.why for b in bindings(Names.of(make_settings())))
@@ -160,7 +165,7 @@ def test_plan_from_nothing_grants_nothing_public_or_primitive(state) -> None:
     granted = [Binding(a.name, role, m, "")
                for a in plan(state, {}) if a.resource_type == IAM_POLICY
                for role, (old, new) in a.changes.items() for m in set(new) - set(old)]
-    assert len(granted) == 12
+    assert len(granted) == 15
     assert security_problems(granted) == []
     job_done = [b for b in granted if b.target == "function:spotcron-job-done"]
     assert [(b.role, b.member) for b in job_done] == [("roles/run.invoker", VM)]
@@ -194,6 +199,8 @@ def test_a_storage_role_the_vm_account_holds_in_a_managed_role_is_revoked(state)
         "roles/storage.objectViewer": ((VM,), ()),
         # The build reads its source here, under deploy/ only.
         "roles/storage.objectViewer|spotcron-deploy-source-only": ((), (BUILD,)),
+        # The job images' build reads its context here, under deploy/build- only.
+        "roles/storage.objectViewer|spotcron-build-contexts-only": ((), (JOB_BUILD,)),
     }
 
 

@@ -37,6 +37,7 @@ from tests.fakes.deploy.access import OWNER, VirtualClock
 from tests.fakes.deploy.cloud import FakeCloud
 
 BUILD = f"spotcron-build@{PROJECT}.iam.gserviceaccount.com"
+JOB_BUILD = f"spotcron-job-build@{PROJECT}.iam.gserviceaccount.com"
 NUMBER = "123456789012"
 COPY_BUCKET = f"gcf-v2-sources-{NUMBER}-us-central1"
 URLS = ("SPOTCRON_JOB_DONE_URL", "SPOTCRON_CREDENTIALS_URL")
@@ -236,8 +237,8 @@ def test_a_cloud_build_push_right_after_the_writer_grant_is_run_again(tmp_path: 
         job = JobSpec.model_validate({"name": "bot", "schedule": "0 * * * *", "build": {"context": "images/bot"}})
         [build] = images.plan_builds([job], tmp_path)
         builder = CloudBuilder(PROJECT, "us-central1", blobs, client=make_client(AnonymousCredentials(), endpoint=endpoint),
-                               service_account=BUILD, wait_s=30, settling=Settling(sleep=clock.sleep))
-        digest = builder.build(build, build.image(f"us-central1-docker.pkg.dev/{PROJECT}/spotcron"))
+                               service_account=JOB_BUILD, wait_s=30, settling=Settling(sleep=clock.sleep))
+        digest = builder.build(build, build.image(f"us-central1-docker.pkg.dev/{PROJECT}/spotcron-jobs"))
     finally:
         server.stop()
     assert digest.startswith("sha256:")
@@ -259,7 +260,7 @@ def test_deploy_builds_a_jobs_image_once_the_build_accounts_push_grant_has_propa
     with fake(grant_delay_s=200) as cloud:
         user_repository(tmp_path, monkeypatch, jobs=("bot.yaml",))
         bot = tmp_path / "jobs" / "bot.yaml"
-        bot.write_text(bot.read_text().replace("image: us-central1-docker.pkg.dev/demo-proj/spotcron/bot:latest",
+        bot.write_text(bot.read_text().replace("image: us-central1-docker.pkg.dev/demo-proj/spotcron-jobs/bot:latest",
                                                "build: images/bot"))
         (tmp_path / "images" / "bot").mkdir(parents=True)
         (tmp_path / "images" / "bot" / "Dockerfile").write_text("FROM python:3.12-slim\n")
@@ -273,7 +274,7 @@ def test_deploy_builds_a_jobs_image_once_the_build_accounts_push_grant_has_propa
         endpoint = server.start()
         try:
             blobs = GcsBlobs(BUCKET, client=cloud.clients().storage)
-            builder = CloudBuilder(PROJECT, "us-central1", blobs, service_account=BUILD, wait_s=30,
+            builder = CloudBuilder(PROJECT, "us-central1", blobs, service_account=JOB_BUILD, wait_s=30,
                                    client=make_client(AnonymousCredentials(), endpoint=endpoint))
             context = DeployContext(credentials=lambda project: AnonymousCredentials(),
                                     clients=lambda project, credentials, concurrency: cloud.clients(concurrency),

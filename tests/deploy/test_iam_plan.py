@@ -20,6 +20,7 @@ JOB_ACCOUNTS = ("bot-runner@demo-proj.iam.gserviceaccount.com", "etl-runner@demo
 JOBS = [make_spec(name="bot", service_account=JOB_ACCOUNTS[0]), make_spec(name="etl", service_account=JOB_ACCOUNTS[1]),
         make_spec(name="plain")]
 REPOSITORY = "repository:spotcron"
+JOBS_REPOSITORY = "repository:spotcron-jobs"
 
 
 @pytest.fixture(params=[False, True], ids=["per-job", "shared"])
@@ -45,18 +46,20 @@ def test_no_account_holds_a_project_wide_storage_or_registry_role(names):
             and b.role.startswith(("roles/storage.", "roles/artifactregistry."))] == []
 
 
-def test_registry_roles_sit_on_the_one_repository(names):
-    registry = {(b.role, b.member) for b in planned(names) if b.role.startswith("roles/artifactregistry.")}
-    assert {b.target for b in planned(names) if b.role.startswith("roles/artifactregistry.")} == {REPOSITORY}
-    assert registry == {("roles/artifactregistry.writer", member(names.build_account)),
-                        ("roles/artifactregistry.reader", member(names.vm_account)),
-                        *(("roles/artifactregistry.reader", member(a)) for a in JOB_ACCOUNTS)}
+def test_registry_roles_sit_on_the_two_repositories(names):
+    registry = {(b.target, b.role, b.member) for b in planned(names) if b.role.startswith("roles/artifactregistry.")}
+    # The functions' repository: written by their builder only, read by no job's VM. The jobs': written
+    # by the job images' builder, read by the VMs' accounts.
+    assert registry == {(REPOSITORY, "roles/artifactregistry.writer", member(names.build_account)),
+                        (JOBS_REPOSITORY, "roles/artifactregistry.writer", member(names.job_build_account)),
+                        (JOBS_REPOSITORY, "roles/artifactregistry.reader", member(names.vm_account)),
+                        *((JOBS_REPOSITORY, "roles/artifactregistry.reader", member(a)) for a in JOB_ACCOUNTS)}
 
 
 def test_each_job_account_holds_only_what_the_runner_needs(names):
     for email in JOB_ACCOUNTS:
         held = {(b.target, b.role) for b in planned(names) if b.member == member(email)}
-        assert held == {(REPOSITORY, "roles/artifactregistry.reader"),
+        assert held == {(JOBS_REPOSITORY, "roles/artifactregistry.reader"),
                         ("function:spotcron-job-done", "roles/run.invoker"),
                         ("function:spotcron-credentials", "roles/run.invoker")}
         # Only the functions account may act as it, and only on that one account (not the project).

@@ -30,7 +30,7 @@ from tests.fakes import cloudbuild_schema
 from tests.fakes.cloudbuild import FakeCloudBuild
 from tests.fakes.deploy.cloud import FakeCloud
 
-REGISTRY = f"us-central1-docker.pkg.dev/{PROJECT}/spotcron"
+REGISTRY = f"us-central1-docker.pkg.dev/{PROJECT}/spotcron-jobs"  # the jobs' repository, apart from the functions'
 BUILD_ACCOUNT = f"spotcron-build@{PROJECT}.iam.gserviceaccount.com"
 DOCKERFILE = "FROM python:3.12-slim\nCOPY bot.py /bot.py\nENTRYPOINT [\"python3\", \"/bot.py\"]\n"
 
@@ -252,7 +252,7 @@ class _Watched:
 def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     user_repository(tmp_path, monkeypatch, jobs=("bot.yaml",))
     text = (tmp_path / "jobs" / "bot.yaml").read_text().replace(
-        "image: us-central1-docker.pkg.dev/demo-proj/spotcron/bot:latest", "build: images/bot")
+        "image: us-central1-docker.pkg.dev/demo-proj/spotcron-jobs/bot:latest", "build: images/bot")
     (tmp_path / "jobs" / "bot.yaml").write_text(text)
     _context(tmp_path)
     make_source_root(tmp_path / "src")

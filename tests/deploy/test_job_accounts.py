@@ -16,6 +16,8 @@ from tests.fakes.deploy.cloud import FakeCloud
 
 LOCATION = f"projects/{PROJECT}/locations/us-central1"
 REPOSITORY = f"{LOCATION}/repositories/spotcron"
+JOBS_REPOSITORY = f"{LOCATION}/repositories/spotcron-jobs"
+JOB_BUILD = f"serviceAccount:spotcron-job-build@{PROJECT}.iam.gserviceaccount.com"
 JOB_ACCOUNT = f"bot-runner@{PROJECT}.iam.gserviceaccount.com"
 VM = f"serviceAccount:spotcron-vm@{PROJECT}.iam.gserviceaccount.com"
 FUNCTIONS = f"serviceAccount:spotcron-functions@{PROJECT}.iam.gserviceaccount.com"
@@ -47,7 +49,7 @@ def test_a_jobs_account_gets_exactly_what_the_runner_needs(deployer: Deployer, c
     name_account(jobs_dir)
     deployer.deploy(deployer.jobs(jobs_dir))
     assert every_binding_of(cloud, JOB) == {
-        (REPOSITORY, "roles/artifactregistry.reader"),
+        (JOBS_REPOSITORY, "roles/artifactregistry.reader"),
         (f"{LOCATION}/services/spotcron-job-done", "roles/run.invoker"),
         (f"{LOCATION}/services/spotcron-credentials", "roles/run.invoker"),
     }
@@ -68,10 +70,14 @@ def test_the_grant_on_the_jobs_account_is_a_resource_level_policy(deployer: Depl
     assert grant.body["resource"] == f"projects/{PROJECT}/serviceAccounts/{JOB_ACCOUNT}"
     assert grant.body["policy"]["bindings"] == [{"role": "roles/iam.serviceAccountUser", "members": [FUNCTIONS]}]
     # (Refused while IAM does not see the new accounts yet: the successful write is the one.)
-    [repository_grant] = [c for c in cloud.calls() if c.method == "POST" and c.path == f"/v1/{REPOSITORY}:setIamPolicy"
-                          and c.status == 200]
+    [repository_grant] = [c for c in cloud.calls() if c.method == "POST"
+                          and c.path == f"/v1/{JOBS_REPOSITORY}:setIamPolicy" and c.status == 200]
     assert {b["role"]: sorted(b["members"]) for b in repository_grant.body["policy"]["bindings"]} == {
-        "roles/artifactregistry.reader": sorted([VM, JOB]), "roles/artifactregistry.writer": [BUILD]}
+        "roles/artifactregistry.reader": sorted([VM, JOB]), "roles/artifactregistry.writer": [JOB_BUILD]}
+    [functions_grant] = [c for c in cloud.calls() if c.method == "POST"
+                         and c.path == f"/v1/{REPOSITORY}:setIamPolicy" and c.status == 200]
+    assert {b["role"]: sorted(b["members"]) for b in functions_grant.body["policy"]["bindings"]} == {
+        "roles/artifactregistry.writer": [BUILD]}
 
 
 def test_a_missing_job_account_stops_deploy_before_any_change(deployer: Deployer, cloud: FakeCloud, jobs_dir) -> None:
@@ -108,10 +114,11 @@ def test_preflight_refuses_spotcrons_own_accounts_and_other_projects(deployer: D
 def test_the_repository_is_created_and_the_functions_build_into_it(deployer: Deployer, cloud: FakeCloud,
                                                                   jobs_dir) -> None:
     deployer.deploy(deployer.jobs(jobs_dir))
-    [create] = [c for c in cloud.calls() if c.method == "POST" and c.path == f"/v1/{LOCATION}/repositories"]
-    assert create.query == {"repositoryId": "spotcron"}
-    assert {k: v for k, v in create.body.items() if not k.startswith("cleanupPolic")} == {
-        "format": "DOCKER", "labels": {"spotcron": "1"}, "description": "spotcron: the functions' images and the job images"}
+    creates = [c for c in cloud.calls() if c.method == "POST" and c.path == f"/v1/{LOCATION}/repositories"]
+    assert {c.query["repositoryId"]: {k: v for k, v in c.body.items() if not k.startswith("cleanupPolic")}
+            for c in creates} == {
+        "spotcron": {"format": "DOCKER", "labels": {"spotcron": "1"}, "description": "spotcron: the functions' images"},
+        "spotcron-jobs": {"format": "DOCKER", "labels": {"spotcron": "1"}, "description": "spotcron: the job images"}}
     for fn in cloud.functions.functions.values():
         assert fn["buildConfig"]["dockerRepository"] == REPOSITORY
     [read] = [c for c in cloud.calls() if c.method == "GET" and c.path == f"/v1/{REPOSITORY}:getIamPolicy"][:1]
@@ -155,7 +162,7 @@ def test_an_account_no_job_names_any_more_loses_what_deploy_granted(deployer: De
     planned = {a.title: a.changes for a in deployer.plan(jobs).actions if a.resource_type == "iam_policy"}
     assert planned == {
         f"update iam_policy service_account:{JOB_ACCOUNT}": {"roles/iam.serviceAccountUser": ((FUNCTIONS,), ())},
-        "update iam_policy repository:spotcron": {"roles/artifactregistry.reader": ((JOB, VM), (VM,))},
+        "update iam_policy repository:spotcron-jobs": {"roles/artifactregistry.reader": ((JOB, VM), (VM,))},
         "update iam_policy function:spotcron-job-done": {"roles/run.invoker": ((JOB, VM), (VM,))},
         "update iam_policy function:spotcron-credentials": {"roles/run.invoker": ((JOB, VM), (VM,))},
     }
@@ -184,14 +191,14 @@ def test_destroy_revokes_what_deploy_granted_a_jobs_account(deployer: Deployer, 
 
 def test_preflight_refuses_an_image_in_another_repository_of_the_project(deployer: Deployer, jobs_dir) -> None:
     bot = jobs_dir / "bot.yaml"
-    bot.write_text(bot.read_text().replace("us-central1-docker.pkg.dev/demo-proj/spotcron/bot:latest",
+    bot.write_text(bot.read_text().replace("us-central1-docker.pkg.dev/demo-proj/spotcron-jobs/bot:latest",
                                            "us-docker.pkg.dev/demo-proj/images/bot:latest"))
     with pytest.raises(ConfigError) as caught:
         preflight(make_settings(), deployer.jobs(jobs_dir), None, {"bot": Path("jobs/bot.yaml")})
     assert [str(p) for p in caught.value.problems] == [
         "jobs/bot.yaml: image: 'us-docker.pkg.dev/demo-proj/images/bot:latest' is in another Artifact Registry "
-        "repository of project demo-proj; job VMs may pull only from the stack's repository: push the image to "
-        "us-central1-docker.pkg.dev/demo-proj/spotcron/IMAGE:TAG and name it here (or set `repository:` in the "
+        "repository of project demo-proj; job VMs may pull only from the stack's jobs' repository: push the image to "
+        "us-central1-docker.pkg.dev/demo-proj/spotcron-jobs/IMAGE:TAG and name it here (or set `repository:` in the "
         "stack file)"]
     # Images of other projects and other registries are not the stack's business (one the VM cannot
     # reach at all is: tests/core/test_egress.py).

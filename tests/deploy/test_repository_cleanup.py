@@ -48,9 +48,10 @@ def test_the_count_comes_from_the_stack_file_and_hand_made_policies_stay(deploye
     repo["cleanupPolicies"]["keep-prod"] = {"id": "keep-prod", "action": "KEEP",
                                             "condition": {"tagState": "TAGGED", "tagPrefixes": ["prod"]}}
     settings = make_settings(image_versions_kept=3)
-    [action] = [a for a in deployer.plan(deployer.jobs(JOBS_DIR), settings=settings).actions
-                if a.resource_type == "repository"]
-    assert action.kind == UPDATE and set(action.changes) == {"cleanup"}
+    actions = [a for a in deployer.plan(deployer.jobs(JOBS_DIR), settings=settings).actions
+               if a.resource_type == "repository"]
+    assert [a.name for a in actions] == ["spotcron", "spotcron-jobs"]  # the functions' and the jobs'
+    assert all(a.kind == UPDATE and set(a.changes) == {"cleanup"} for a in actions)
     deployer.deploy(deployer.jobs(JOBS_DIR), settings=settings)
     policies = cloud.registry.repositories[REPOSITORY]["cleanupPolicies"]
     assert policies["spotcron-keep-recent"]["mostRecentVersions"] == {"keepCount": 3}

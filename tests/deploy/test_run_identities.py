@@ -155,7 +155,7 @@ def test_the_vm_account_may_do_what_the_vm_does_and_no_more(deployer: Deployer, 
         return cloud.access.allowed(member, "run.routes.invoke", service,
                                     [cloud.functions.run_policies.policy(service), project])
 
-    repository = f"{location}/repositories/spotcron"
+    repository = f"{location}/repositories/spotcron-jobs"
     assert cloud.access.allowed(member, "artifactregistry.repositories.downloadArtifacts", repository,
                                 [cloud.registry.policies.policy(repository), project])
     assert invoke("spotcron-job-done") and invoke("spotcron-credentials")
