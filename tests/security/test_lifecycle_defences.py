@@ -289,3 +289,13 @@ def test_the_terminal_reports_lines_hold_no_escape_sequences():
     for line in rendered.lines:  # as cli/report.py prints them on a terminal
         console.print(line, markup=False, highlight=False)
     assert "\x1b[2J" not in out.getvalue() and "\x1b]8;;" not in out.getvalue(), repr(out.getvalue())
+
+
+def test_a_dockerignore_linked_outside_the_context_refuses_the_build(tmp_path):
+    from spotcron.core import dockerignore
+
+    folder = _context(tmp_path)
+    (tmp_path / "elsewhere.txt").write_text(".env\n")
+    (folder / ".dockerignore").symlink_to(tmp_path / "elsewhere.txt")
+    with pytest.raises(dockerignore.OutsideContext, match="outside the build context"):
+        images.context_tar(folder)
