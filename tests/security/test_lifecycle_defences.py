@@ -299,3 +299,32 @@ def test_a_dockerignore_linked_outside_the_context_refuses_the_build(tmp_path):
     (folder / ".dockerignore").symlink_to(tmp_path / "elsewhere.txt")
     with pytest.raises(dockerignore.OutsideContext, match="outside the build context"):
         images.context_tar(folder)
+
+
+def test_a_queued_manual_run_with_overrides_is_still_skipped_when_its_job_changed():
+    """The overrides are re-applied to the deployed spec, not ignored: a job deployed again with
+    another image while the manual run waited still ends it without a VM."""
+    from spotcron.core.overrides import Overrides
+    from spotcron.core.runs import RunState
+    from spotcron.core.settings import Limits
+    from spotcron.engine.deployed import SpecStore, start_message
+    from spotcron.engine.run_overrides import start_message_with, write_overrides
+    from spotcron.runtime import entrypoints
+    from spotcron.testing.harness import Harness, make_spec
+
+    h = Harness(limits=Limits(max_live_vms=1, manual_share=1.0))
+    try:
+        h.start(make_spec(name="a", schedule="0 12 * * *"))
+        bot = make_spec(name="bot", env={"B": "old"}, timeout="1h")
+        SpecStore(h.blobs).write(bot)
+        message = start_message_with(start_message(bot), write_overrides(h.blobs, Overrides(env={"B": "new"})))
+        h.start(message, attributes={"trigger": "manual", "nonce": "ab12"})
+        [run] = [r for r in h.records("bot") if r.trigger == "manual"]
+        assert run.state == RunState.QUEUED, (run.state, run.reason)
+        SpecStore(h.blobs).write(make_spec(name="bot", env={"B": "old"}, timeout="2h"))
+        h.clock.advance(60)
+        assert h.finish_ok("a", "20261122-1200").status_code == 200
+        after = h.record("bot", run.run_id)
+        assert after.state == RunState.SKIPPED and "deployed again" in (after.reason or ""), (after.state, after.reason)
+    finally:
+        entrypoints.use(None)
