@@ -95,8 +95,26 @@ def has_exceptions(patterns: list[Pattern]) -> bool:
     return any(not p.exclusion for p in patterns)
 
 
+class OutsideContext(ValueError):
+    """The context's `.dockerignore` is a link to a file outside the context."""
+
+
 def read(folder: Path) -> list[Pattern]:
+    """The patterns of `folder`'s `.dockerignore`, none when it has none. Docker opens the file
+    following a link (a shared ignore file) and drops a UTF-8 byte order mark, and so does this:
+    otherwise the first pattern or the whole file would be ignored and what it excludes would ship.
+    A link resolving outside the context is refused (OutsideContext), as the ignore file decides
+    what leaves the machine and must be part of what is built."""
     path = folder / NAME
-    if not path.is_file() or path.is_symlink():
+    if path.is_symlink():
+        try:
+            target = path.resolve(strict=True)
+        except (OSError, RuntimeError) as exc:  # a dangling link or a loop: docker could not read it either
+            raise OutsideContext(f"{path}: a link that does not resolve ({exc}); make {NAME} a file in the "
+                                 f"context") from exc
+        if not target.is_relative_to(folder.resolve()):
+            raise OutsideContext(f"{path}: a link to {target}, outside the build context {folder}; make "
+                                 f"{NAME} a file in the context (or a link to one inside it)")
+    if not path.is_file():
         return []
-    return parse(path.read_text(encoding="utf-8", errors="replace"))
+    return parse(path.read_text(encoding="utf-8-sig", errors="replace"))

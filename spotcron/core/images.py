@@ -237,7 +237,13 @@ def plan_builds(jobs: Iterable[JobSpec], root: Path, *, only: str | None = None)
             if key in found:
                 found[key] = replace(found[key], users=(*found[key].users, user))
                 continue
-            tar = context_tar(root / build.context, build.dockerfile)
+            try:
+                tar = context_tar(root / build.context, build.dockerfile)
+            except dockerignore.OutsideContext as exc:
+                where = ("build.context" if variant is None else
+                         f"matrix.{[entry.name for entry in job.matrix].index(variant)}.build.context")
+                problems.append(Problem(f"jobs/{job.name}.yaml", None, where, str(exc)))
+                continue
             found[key] = ImageBuild(context=(root / build.context).resolve(), relative=build.context,
                                     dockerfile=build.dockerfile, args=args, name=name, tarball=gzip_bytes(tar),
                                     content=content_hash(tar, build.dockerfile, build.args), users=(user,))

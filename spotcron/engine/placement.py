@@ -62,10 +62,12 @@ def place(spec: JobSpec, settings: Settings, *, advice: Advice | None, table: Pr
     `expected_s`: how long a run is expected to keep its VM; None: the job's timeout."""
     if not placement_applies(spec, settings):
         return None
-    # Without usable advice: the stack's zones first, then every other allowed region's, so a
-    # stockout in the stack's region still tries the rest before the run fails (never dropped).
-    fixed = tuple(dict.fromkeys([*(spec.machine.zones or settings.zones),
-                                 *(z for r in regions_for(spec, settings) for z in settings.zones_in(r))]))
+    # Without usable advice: the stack's zones first when the job may run there, then every other
+    # allowed region's, so a stockout in one region still tries the rest before the run fails
+    # (never dropped); a region the job's `regions:` leave out is never in it.
+    allowed = regions_for(spec, settings)
+    home = (settings.region,) if settings.region in allowed else ()
+    fixed = tuple(dict.fromkeys(z for r in (*home, *allowed) for z in settings.zones_in(r)))
     age_limit = settings.placement.max_advice_age
     if advice is None:
         why = advice_problem or "no Spot advice yet (the sweep writes it on its next pass)"

@@ -14,7 +14,9 @@ was when asked.
 
 from __future__ import annotations
 
+from spotcron.core.overrides import Overrides
 from spotcron.core.runs import RunRecord
+from spotcron.core.spec import JobSpec
 from spotcron.engine.deployed import SpecStore
 from spotcron.engine.deps import Deps
 
@@ -34,7 +36,20 @@ def deployed_problem(deps: Deps, record: RunRecord) -> str | None:
     if variant is None:
         return (f"job {record.job} was deployed again without this run's matrix entry or repeat, so this run gets "
                 f"no VM")
-    if variant.to_payload() != record.spec:
+    if _as_run(variant, record).to_payload() != record.spec:
         return (f"job {record.job} was deployed again with another spec (digest {deployed.digest[:12]}) after this "
                 f"run was triggered, so this run gets no VM; the next trigger runs the new spec")
     return None
+
+
+def _as_run(variant: JobSpec, record: RunRecord) -> JobSpec:
+    """The deployed configuration as `record` would run it: a manual run's copy has its overrides
+    applied (start_job), so they are applied here too, or every such run that waits would look
+    deployed again. The record names the overridden variables; their values are in its copy."""
+    recorded = record.overrides or {}
+    if not recorded:
+        return variant
+    copied = (record.spec or {}).get("env") or {}
+    env = {name: copied[name] for name in recorded.get("env") or () if name in copied}
+    args = recorded.get("args")
+    return Overrides.model_construct(env=env, args=tuple(args) if args is not None else None).applied(variant)

@@ -171,9 +171,10 @@ def _finish_ends(deps: Deps, ending: list[tuple[tuple[str, str], RunRecord, list
         return
     ending.sort(key=lambda item: item[0])
     turn = int(now.timestamp() // 60) % len(ending)
+    pruned: set[str] = set()  # one prune, one delete budget, per job and pass
     for key, record, entries in (ending[turn:] + ending[:turn])[:ENDS_PER_PASS]:
         try:
-            record = do_owed_effects(deps, record)
+            record = do_owed_effects(deps, record, pruned=pruned)
             deps.store.fix_markers(record, [entry.name for entry in entries])
             if not record.owed:
                 report.effects_done.append(key)

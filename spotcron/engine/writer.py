@@ -99,7 +99,7 @@ def finished_event_id(record: RunRecord) -> str:
     return f"{record.job}/{record.run_id}/finished"
 
 
-def do_owed_effects(deps: Deps, record: RunRecord) -> RunRecord:
+def do_owed_effects(deps: Deps, record: RunRecord, *, pruned: set[str] | None = None) -> RunRecord:
     """Do what the end of `record` still owes, record what got done and what failed; the record
     as stored.
 
@@ -107,6 +107,12 @@ def do_owed_effects(deps: Deps, record: RunRecord) -> RunRecord:
     at the latest), its failure recorded on the run, while the others are recorded done; a hook
     past its `max_tries` is given up (engine/hooks.py). Nothing here raises for a failed effect.
     A crash (any BaseException) propagates with everything still owed.
+
+    `pruned`: the jobs already pruned by this caller's pass (the sweep's), shared across its calls.
+    A job is pruned at most once per pass, so one pass deletes at most one budget of its history
+    however many of its runs owe a prune; a later owed prune of a job already in it is recorded
+    done, as that prune covered the job's whole history (a run whose end still owes effects is
+    kept, so the first one's entry stays owed if it did not finish).
     """
     if not record.terminal or not record.owed:
         return record
@@ -142,6 +148,11 @@ def do_owed_effects(deps: Deps, record: RunRecord) -> RunRecord:
                     instead.append(entry)
             done.append(effect)
             continue
+        if effect == Effect.PRUNE and pruned is not None:
+            if record.job in pruned:
+                done.append(effect)
+                continue
+            pruned.add(record.job)
         if attempt(effect, lambda effect=effect: _do(deps, record, effect)):
             done.append(effect)
     if not done and not failed and not given_up:

@@ -328,8 +328,9 @@ def markdown(report: BenchmarkReport) -> str:
     """A GitHub-flavoured Markdown table, its caption and any metrics problems."""
     per_unit = any(row.work_unit for row in report.rows)
     headers = report_headers(report, per_unit=per_unit)
-    where = f" ({report.measured_where})" if report.measured_where else ""
-    lines = [f"**{report.job}**: per configuration, relative to `{report.base}`{where}", "",
+    # measured_where names a local run's host, which the job wrote: literal text, like every cell.
+    where = f" ({md_text(report.measured_where)})" if report.measured_where else ""
+    lines = [f"**{md_text(report.job)}**: per configuration, relative to `{report.base}`{where}", "",
              _md_row(headers), "|" + "|".join(":---" if i < 2 else "---:" for i in range(len(headers))) + "|"]
     lines += [_md_row(cells) for cells in report_cells(report, per_unit=per_unit)]
     lines += ["", report_caption(report)]
@@ -343,9 +344,9 @@ def markdown(report: BenchmarkReport) -> str:
         headers = comparison_headers(report)
         lines += ["", f"**{comparison_title(report)}**", "", _md_row(headers), "|:---|:---|" + "---:|" * (len(headers) - 2)]
         lines += [_md_row(cells) for cells in comparison_cells(report)]
-        lines += ["", comparison_caption(report), "", *(f"- {line}" for line in verdict_lines(report))]
+        lines += ["", comparison_caption(report), "", *(f"- {md_text(line, line=True)}" for line in verdict_lines(report))]
     if report.warnings:
-        lines += ["", "warnings:", *(f"- {line}" for line in report.warnings)]
+        lines += ["", "warnings:", *(f"- {md_text(line, line=True)}" for line in report.warnings)]
     names, cells = metric_cells(report.rows)
     if names:
         lines += ["", _md_row(["configuration", *names]), "|:---|" + "---:|" * len(names)]

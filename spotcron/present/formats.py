@@ -14,6 +14,7 @@ from typing import Any
 
 from spotcron.present import exports
 from spotcron.present.history import BenchmarkHistory
+from spotcron.present.neutral import printable
 from spotcron.present.report import BenchmarkReport
 
 FORMATS = exports.FORMATS
@@ -50,8 +51,9 @@ def render_report(report: BenchmarkReport, fmt: str, *, history: BenchmarkHistor
         return exports.runs_csv(report)
     if fmt == "md":
         return exports.markdown(report)
-    lines = [f"verdict: {line}" for line in exports.verdict_lines(report)]
-    lines += [f"warning: {line}" for line in report.warnings]
-    lines += [f"metrics.json problem: {line}" for line in exports.problem_lines(report)]
-    lines += [f"not measured: {line}" for line in exports.unmeasured_lines(report)]
+    # Job-written text (reasons, problems, units, host names) reaches these lines: shown escaped.
+    lines = [f"verdict: {printable(line)}" for line in exports.verdict_lines(report)]
+    lines += [f"warning: {printable(line)}" for line in report.warnings]
+    lines += [f"metrics.json problem: {printable(line)}" for line in exports.problem_lines(report)]
+    lines += [f"not measured: {printable(line)}" for line in exports.unmeasured_lines(report)]
     return Tables(exports.rich_tables(report), lines)

@@ -6,8 +6,9 @@ into a page. A spreadsheet runs a cell that starts with `=`, `+`, `-`, `@`, a ta
 return as a formula (`=HYPERLINK(...)`, `=cmd|...`), so such a cell gets a leading `'`, which
 spreadsheets show as text (OWASP's advice for CSV injection). In Markdown every character that
 could open a link, an image, emphasis, code, raw HTML or an entity is escaped with a backslash,
-a web address is broken (`https\://`, `www\.`) so no autolink forms, a leading `#`, `>` or list
-marker is escaped, and line breaks become spaces, so job text stays one literal cell or line.
+a web address is broken (`https\://`, `www\.`) wherever it starts, even inside a word (GitHub's
+extended autolinks also start after `_` and other delimiters), and `@` is escaped so no e-mail
+address becomes a mailto: link; a leading `#`, `>` or list marker is escaped, and line breaks become spaces, so job text stays one literal cell or line.
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ from typing import Any
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 # CommonMark's ASCII punctuation that can start or end markup, and the table's cell separator.
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>!|~&])")
-# GitHub's extended autolinks: a scheme's `://` and `www.` make a link of bare text.
-_AUTOLINK = re.compile(r"(?i)\b(https?|ftp|mailto|xmpp)(:)|\b(www)(\.)")
+# `@` too: GitHub's extended autolinks make `user@host.tld` a mailto: link.
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>!|~&@])")
+# GitHub's extended autolinks: a scheme's `://` and `www.` make a link of bare text, also right
+# after `_` or another delimiter, so they are broken wherever they occur (no word boundary asked).
+_AUTOLINK = re.compile(r"(?i)(https?|ftp|mailto|xmpp)(:)|(www)(\.)")
 _LEADING = re.compile(r"^(\s*)([#>+\-=]|\d+[.)])")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u0085\u2028\u2029]")
 
@@ -54,16 +57,24 @@ def md_text(text: str, *, line: bool = False) -> str:
     return _LEADING.sub(lambda m: f"{m.group(1)}\\{m.group(2)}", escaped) if line else escaped
 
 
-# Control characters (C0, DEL, C1: ESC starts a terminal escape sequence, CR rewrites a line) and
-# the Unicode format characters that reorder or hide text (bidi overrides, zero-width marks).
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
+# Every character Python does not call printable is escaped: controls (C0, DEL, C1: ESC starts a
+# terminal escape sequence, CR rewrites a line), format characters that reorder or hide text (bidi
+# marks and overrides, zero-width and tag characters, the soft hyphen, interlinear annotations),
+# line and paragraph separators, unassigned and private-use code points. The space stays.
+
+
+def _escaped(char: str) -> str:
+    if char.isprintable():
+        return char
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def printable(text: str, *, lines: bool = False) -> str:
-    """`text` safe to print to a terminal: every control or reordering character shown as its
-    escape (`\\x1b`, `\\u202e`), so job-written names cannot move the cursor, rewrite lines or
-    change what the operator sees. `lines`: keep its line breaks (a message of several lines)."""
+    """`text` safe to print to a terminal: every control, invisible or reordering character shown
+    as its escape (`\\x1b`, `\\u202e`, `\\U000e0069`), so job-written names cannot move the cursor,
+    rewrite lines or change what the operator sees. `lines`: keep its line breaks (a message of
+    several lines)."""
     if lines:
         return "\n".join(printable(line) for line in text.split("\n"))
-    return _UNPRINTABLE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
-                            else f"\\u{ord(m.group()):04x}", text)
+    return text if text.isprintable() else "".join(_escaped(char) for char in text)

@@ -308,3 +308,13 @@ def test_spotcron_build_builds_one_job_and_then_finds_it(invoke, fake) -> None:
     second = invoke("build")
     assert "is unchanged since it was built" in second.output and len(fake.builds) == 1
     assert invoke("build", "nope").exit_code == 2
+
+
+def test_a_dockerignore_linked_outside_the_context_is_a_clear_config_error(tmp_path) -> None:
+    folder = _context(tmp_path)
+    (tmp_path / "shared-ignore").write_text(".env\n")
+    (folder / ".dockerignore").symlink_to(tmp_path / "shared-ignore")
+    with pytest.raises(ConfigError) as raised:
+        images.plan_builds([_job(build={"context": "images/bot"})], tmp_path)
+    [problem] = raised.value.problems
+    assert problem.field == "build.context" and "outside the build context" in problem.message
