@@ -28,6 +28,7 @@ from pydantic_core import PydanticCustomError
 
 from spotcron.core import catalog
 from spotcron.core import secret_refs as secret_names
+from spotcron.core.account_sharing import made_account_problem
 from spotcron.core.durations import parse_duration
 from spotcron.core.names import REGION, ZONE
 from spotcron.core.notify_spec import Notify
@@ -63,9 +64,10 @@ ENTRY_NAME_REUSED = "entry_name_reused"
 IMAGE_MISSING = "image_missing"
 DIRS_OVERLAP = "dirs_overlap"
 HISTORY_BELOW_TICK = "history_below_tick"
+ACCOUNT_RULE = "account_rule"  # a job names an account deploy makes for another job's secrets
 SECRETS_RULE = "secrets_rule"  # env/secrets clash, a file in an uploaded directory: the loader places each
 RULE_FIELDS: dict[str, str] = {IMAGE_MISSING: "image", DIRS_OVERLAP: "checkpoint", HISTORY_BELOW_TICK: "history_limit",
-                               SECRETS_RULE: "secrets"}
+                               SECRETS_RULE: "secrets", ACCOUNT_RULE: "service_account"}
 
 
 def service_account_problem(value: str) -> str | None:
@@ -515,6 +517,14 @@ class JobSpec(_Model):
         if self.all_secrets() and self.metadata_access and self.service_account is None:
             raise PydanticCustomError(SECRETS_RULE, "a job with secrets and metadata_access needs its own "
                                                     "service_account")
+        return self
+
+    @model_validator(mode="after")
+    def _own_account(self) -> JobSpec:
+        problem = made_account_problem(self.service_account) if self.service_account and not self.deploy_account \
+            else None
+        if problem:
+            raise PydanticCustomError(ACCOUNT_RULE, problem)
         return self
 
     def all_secrets(self) -> dict[str, SecretRef]:

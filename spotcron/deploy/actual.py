@@ -37,6 +37,7 @@ from spotcron.deploy.resources import (
     POLICY_BUCKET,
     POLICY_FUNCTION,
     POLICY_REPOSITORY,
+    POLICY_SECRET,
     POLICY_SERVICE_ACCOUNT,
     POLICY_TOPIC,
     REPOSITORY,
@@ -79,7 +80,8 @@ READER_APIS = {"bucket": "storage.googleapis.com", "objects": "storage.googleapi
                "repository": "artifactregistry.googleapis.com", "network": "compute.googleapis.com"}
 POLICY_APIS = {"project": "cloudresourcemanager.googleapis.com", POLICY_BUCKET: "storage.googleapis.com",
                POLICY_TOPIC: "pubsub.googleapis.com", POLICY_SERVICE_ACCOUNT: "iam.googleapis.com",
-               POLICY_FUNCTION: "run.googleapis.com", POLICY_REPOSITORY: "artifactregistry.googleapis.com"}
+               POLICY_FUNCTION: "run.googleapis.com", POLICY_REPOSITORY: "artifactregistry.googleapis.com",
+               POLICY_SECRET: "secretmanager.googleapis.com"}
 
 
 def _labels(labels: Any) -> dict[str, str]:

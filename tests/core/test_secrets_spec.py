@@ -118,3 +118,37 @@ def test_the_schema_knows_secrets():
 def test_local_variable_names():
     assert local_variable("bot-token") == "SPOTCRON_SECRET_BOT_TOKEN"
     assert local_variable("projects/p-123456/secrets/sa-key") == "SPOTCRON_SECRET_SA_KEY"
+
+
+def _write(tmp_path: Path, name: str, text: str) -> None:
+    (tmp_path / "jobs").mkdir(exist_ok=True)
+    (tmp_path / "jobs" / f"{name}.yaml").write_text(OK + text)
+
+
+ACCOUNT = "service_account: runner@proj-one.iam.gserviceaccount.com\n"
+
+
+def test_jobs_sharing_an_account_must_name_the_same_secrets(tmp_path):
+    _write(tmp_path, "bot", ACCOUNT + "secrets:\n  TOKEN: bot-token\n")
+    _write(tmp_path, "nightly", ACCOUNT)
+    with pytest.raises(ConfigError) as caught:
+        load_jobs([tmp_path / "jobs"])
+    problems = [str(p) for p in caught.value.problems]
+    assert len(problems) == 2
+    assert all("service_account: service account runner@proj-one.iam.gserviceaccount.com is also the account "
+               "of job(s)" in p for p in problems), problems
+
+
+def test_jobs_may_share_an_account_without_secrets_or_with_the_same_ones(tmp_path):
+    _write(tmp_path, "bot", ACCOUNT)
+    _write(tmp_path, "nightly", ACCOUNT)
+    assert len(load_jobs([tmp_path / "jobs"])) == 2
+    _write(tmp_path, "bot", ACCOUNT + "secrets:\n  TOKEN: bot-token\n")
+    _write(tmp_path, "nightly", ACCOUNT + "secrets:\n  OTHER_NAME: {secret: bot-token, version: 2}\n")
+    assert len(load_jobs([tmp_path / "jobs"])) == 2
+
+
+def test_a_job_may_not_name_an_account_deploy_makes(tmp_path):
+    [problem] = _problems(tmp_path, OK + "service_account: sc-bot-1a2b3c@proj-one.iam.gserviceaccount.com\n")
+    assert "bot.yaml" in problem and "service_account" in problem
+    assert "the accounts deploy makes for one job's secrets" in problem
