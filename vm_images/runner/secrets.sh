@@ -59,7 +59,7 @@ _add_masks() {
 # Reads every secret the descriptor names; on the first that cannot be read, PROBLEM says which
 # and why (never its value) and the job does not start.
 fetch_secrets() {
-  local item name version file answer value n=0 data want resolved mask ok
+  local item name version file answer value n data want resolved mask ok
   ((${#D_SECRETS[@]})) || return 0
   if ! { (umask 077 && mkdir -p "$SECRETS_DIR") && chmod 0711 "$SECRETS_DIR"; }; then
     PROBLEM="cannot make the secrets directory $SECRETS_DIR" && note "$PROBLEM"
@@ -87,7 +87,10 @@ fetch_secrets() {
     json_field data "$answer" && data=$JV
     json_field dataCrc32c "$answer" && want=$JV
     json_field name "$answer" && resolved=${JV##*/}
-    n=$((n + 1))
+    # A random name: the directory is 0711 (a container's user may be anyone) and not listable, so
+    # another user of the machine cannot open a file whose name it cannot guess.
+    n=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+    [[ ${#n} == 32 ]] || { PROBLEM="cannot name the secret's file (no /dev/urandom)" && note "$PROBLEM" && return 1; }
     (umask 077 && printf '%s' "$data" | base64 -d >"$SECRETS_DIR/$n") 2>/dev/null || data=""
     rm -f "$answer"
     crc32c_file "$SECRETS_DIR/$n"
