@@ -175,6 +175,9 @@ def test_a_file_secret_is_not_readable_by_other_local_users(harness, manager):  
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="a local job runs as the user and can open .spotcron/secrets.env by its "
+                                       "path; documented in docs/security.md and docs/jobs.md (local mode does not "
+                                       "isolate jobs' secrets)")
 def test_a_local_job_cannot_read_another_jobs_secret_from_the_stand_ins_dotenv(tmp_path, monkeypatch):
     """Locally, a job's command runs as the user, and the local Secret Manager's values lie in
     .spotcron/secrets.env, readable by every job: a job naming no secret reads them all."""
