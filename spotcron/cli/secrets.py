@@ -93,18 +93,18 @@ def _store_locally(state_dir: Path, name: str, data: bytes) -> None:
 
     from spotcron.core.errors import SpotcronError
     from spotcron.core.secret_refs import local_variable
-    from spotcron.local.secret_manager import DOTENV_NAME
+    from spotcron.local.secret_manager import DOTENV_NAME, dotenv_escape
 
     try:
         text = data.decode()
     except UnicodeDecodeError:
         raise SpotcronError("a local value must be text (UTF-8)") from None
     key = local_variable(name)
-    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    escaped = dotenv_escape(text)
     state_dir.mkdir(parents=True, exist_ok=True)
     path = state_dir / DOTENV_NAME
-    kept = [line for line in (path.read_text().splitlines() if path.exists() else [])
-            if not line.strip().removeprefix("export ").startswith(f"{key}=")]
+    kept = [line for line in (path.read_bytes().decode().split("\n") if path.exists() else []) if line.strip()
+            and not line.strip().removeprefix("export ").startswith(f"{key}=")]
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
         handle.write("\n".join([*kept, f'{key}="{escaped}"']) + "\n")

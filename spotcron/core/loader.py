@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from spotcron.core import catalog
+from spotcron.core.account_sharing import shared_account_problems
 from spotcron.core.cron.schedule import load_time_zone, parse_schedule
 from spotcron.core.errors import ConfigError, CronError, Problem
 from spotcron.core.images import build_problems
@@ -113,6 +114,11 @@ def check_jobs(paths: Iterable[Path | str], *, grace: int = DEFAULT_GRACE,
                 others = ", ".join(str(o) for o in same if o != file)
                 problems.append(Problem(str(file), None, "", f"job name {name!r} is also defined by {others}; a "
                                         f"job is named after its file, so each file name must be unique"))
+    shared = shared_account_problems({s.name: s.service_account for s in specs},
+                                     {s.name: [ref.secret for ref in s.all_secrets().values()] for s in specs})
+    for spec in [s for s in specs if s.name in shared]:
+        specs.remove(spec)
+        problems.append(Problem(str(by_name[spec.name][0]), None, "service_account", shared[spec.name]))
     return sorted(specs, key=lambda s: s.name), _sorted(problems)
 
 

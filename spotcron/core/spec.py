@@ -28,6 +28,7 @@ from pydantic_core import PydanticCustomError
 
 from spotcron.core import catalog
 from spotcron.core import secret_refs as secret_names
+from spotcron.core.account_sharing import made_account_problem
 from spotcron.core.axes import expand_axes
 from spotcron.core.durations import parse_duration
 from spotcron.core.names import REGION, ZONE
@@ -64,9 +65,10 @@ ENTRY_NAME_REUSED = "entry_name_reused"
 IMAGE_MISSING = "image_missing"
 DIRS_OVERLAP = "dirs_overlap"
 HISTORY_BELOW_TICK = "history_below_tick"
+ACCOUNT_RULE = "account_rule"  # a job names an account deploy makes for another job's secrets
 SECRETS_RULE = "secrets_rule"  # env/secrets clash, a file in an uploaded directory: the loader places each
 RULE_FIELDS: dict[str, str] = {IMAGE_MISSING: "image", DIRS_OVERLAP: "checkpoint", HISTORY_BELOW_TICK: "history_limit",
-                               SECRETS_RULE: "secrets"}
+                               SECRETS_RULE: "secrets", ACCOUNT_RULE: "service_account"}
 
 
 def service_account_problem(value: str) -> str | None:
@@ -135,8 +137,20 @@ def _zone(zone: str) -> str:
 
 Argv = Annotated[tuple[str, ...], BeforeValidator(_argv, json_schema_input_type=str | list[str | int | float])]
 EnvName = Annotated[str, AfterValidator(_env_name)]
+def _no_tokens(value: dict[str, str]) -> dict[str, str]:
+    # env is plain text in the job file, the deployed spec and the VM's metadata. The message
+    # names the key, never the value: it is the credential.
+    for key, text in value.items():
+        if secret_names.known_token(text):
+            raise ValueError(f"{key}: the value looks like a credential (a well-known token prefix); env is plain "
+                             f"text in the job file, the deployed spec and the VM's metadata; move it to secrets: "
+                             f"({key}: SECRET_NAME) and {secret_names.SET_HINT.replace(' and write NAME here', '')}")
+    return value
+
+
 EnvMap = Annotated[dict[EnvName, str],
-                   BeforeValidator(_env_values, json_schema_input_type=dict[str, str | int | float | bool])]
+                   BeforeValidator(_env_values, json_schema_input_type=dict[str, str | int | float | bool]),
+                   AfterValidator(_no_tokens)]
 Zone = Annotated[str, AfterValidator(_zone)]
 
 
@@ -249,7 +263,7 @@ def _secret_name(value: str) -> str:
 def _secret_version(value: Any) -> Any:
     text = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
     if not isinstance(text, str) or not secret_names.VERSION.match(text):
-        raise ValueError(f"{value!r} is not a secret version; write a version number (1, 2, ...) or latest")
+        raise ValueError("is not a secret version; write a version number (1, 2, ...) or latest")
     return text
 
 
@@ -538,6 +552,14 @@ class JobSpec(_Model):
                                                     "service_account")
         return self
 
+    @model_validator(mode="after")
+    def _own_account(self) -> JobSpec:
+        problem = made_account_problem(self.service_account) if self.service_account and not self.deploy_account \
+            else None
+        if problem:
+            raise PydanticCustomError(ACCOUNT_RULE, problem)
+        return self
+
     def all_secrets(self) -> dict[str, SecretRef]:
         """Every secret the job or any matrix entry names, by `VARIABLE@entry` (the job's: by VARIABLE)."""
         found = dict(self.secrets)
@@ -675,10 +697,15 @@ class JobSpec(_Model):
 
     def env_warnings(self) -> list[str]:
         """`env` keys (of the job and its entries) whose names say they hold a credential."""
-        keys = dict.fromkeys([*self.env, *(key for entry in self.matrix for key in entry.env)])
+        pairs = [*self.env.items(), *(item for entry in self.matrix for item in entry.env.items())]
+        keys = dict.fromkeys([key for key, _ in pairs])
+        # A value's shape counts as much as its key's name; the warning names the key, never the value.
+        keys.update(dict.fromkeys(key for key, value in pairs if secret_names.token_like(value)))
         return [f"env {key!r} looks like a credential: env is plain text in the job file, the deployed spec and "
                 f"the VM's metadata; move it to secrets: ({key}: SECRET_NAME) and store the value with "
-                f"`spotcron secrets set SECRET_NAME`" for key in secret_names.credential_env_keys(keys)]
+                f"`spotcron secrets set SECRET_NAME`" for key in dict.fromkeys(
+                    [*secret_names.credential_env_keys(keys),
+                     *(key for key, value in pairs if secret_names.token_like(value))])]
 
     def variant_named(self, name: str | None) -> JobSpec:
         for spec in self.configurations():

@@ -89,11 +89,17 @@ class DeployFailed(DeployError):
 def compute_plan(settings: Settings, jobs: Sequence[JobSpec], source_object: str, clients: Clients,
                  call: Caller, pool: ThreadPoolExecutor) -> PlanResult:
     """Read what exists and plan the way to the desired state."""
+    from spotcron.core.account_sharing import shared_account_problems
     from spotcron.deploy.planner import plan
     from spotcron.deploy.secret_grants import secret_problems, with_secret_accounts
 
     names = Names.of(settings)
     jobs = with_secret_accounts(settings, jobs)
+    shared = shared_account_problems({job.name: job.service_account for job in jobs},
+                                     {job.name: job.secret_names(settings.project) for job in jobs}, settings.project)
+    if shared:
+        raise DeployError("jobs share a service account, so nothing was changed:\n  " + "\n  ".join(
+            f"job {name}: {why}" for name, why in sorted(shared.items())))
     desired = desired_state(settings, jobs, source_object, settings.job_done_url, settings.credentials_url)
     actual = read_actual(clients, call, names, desired, pool)
     retired = retired_accounts(actual, jobs)

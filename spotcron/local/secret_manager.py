@@ -132,14 +132,39 @@ class SecretAccessServer:
         return self.resolver(authorization[7:], *match.groups())
 
 
+# Every character str.splitlines() ends a line at: written escaped, so a value stays on its line.
+_LINE_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
+_ESCAPE = re.compile(r'\\(["\\nrtvf]|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4})')
+_NAMED = {"n": "\n", "r": "\r", "t": "\t", "v": "\v", "f": "\f", '"': '"', "\\": "\\"}
+
+
+def dotenv_escape(text: str) -> str:
+    """`text` for a double-quoted secrets.env value: one line, read back whole by read_dotenv."""
+    out = []
+    for char in text:
+        if char in '"\\':
+            out.append("\\" + char)
+        elif char in _LINE_BREAKS:
+            named = {"\n": "n", "\r": "r", "\v": "v", "\f": "f"}.get(char)
+            out.append("\\" + named if named else f"\\u{ord(char):04x}")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def dotenv_unescape(text: str) -> str:
+    """One left-to-right pass: `C:\\\\new` is `C:\\new`, never a newline."""
+    return _ESCAPE.sub(lambda m: _NAMED.get(m.group(1)) or chr(int(m.group(1)[1:], 16)), text)
+
+
 def read_dotenv(path: Path) -> dict[str, str]:
     """KEY=VALUE lines; '#' comments, `export ` prefixes and one level of quotes allowed. Unreadable: empty."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_bytes().decode("utf-8")  # no newline translation: a value's '\r' is its own
     except (OSError, UnicodeDecodeError):
         return {}
     values: dict[str, str] = {}
-    for line in text.splitlines():
+    for line in text.split("\n"):
         line = line.strip()
         if not line or line.startswith("#") or "=" not in line:
             continue
@@ -148,7 +173,7 @@ def read_dotenv(path: Path) -> dict[str, str]:
         if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
             value = value[1:-1]
             if line.partition("=")[2].strip()[0] == '"':
-                value = value.replace("\\n", "\n").replace('\\"', '"').replace("\\\\", "\\")
+                value = dotenv_unescape(value)
         values[key.strip()] = value
     return values
 

@@ -86,8 +86,10 @@ def test_bad_versions_and_names(tmp_path):
     lines = _problems(tmp_path, OK + "secrets:\n  A: {secret: a, version: 0}\n  B: {secret: b, version: -3}\n"
                       "  C: projects/p/locations/us/secrets/c\n  1X: a\n")
     text = "\n".join(lines)
-    assert "jobs/bot.yaml:4: secrets.A.version: 0 is not a secret version" in text
-    assert "jobs/bot.yaml:5: secrets.B.version: -3 is not a secret version" in text
+    # A refused value is not echoed: a version field is where a pasted credential may land.
+    assert "jobs/bot.yaml:4: secrets.A.version: is not a secret version" in text
+    assert "jobs/bot.yaml:5: secrets.B.version: is not a secret version" in text
+    assert "-3" not in text
     assert "jobs/bot.yaml:6: secrets.C" in text and "regional secrets are not supported" in text
     assert "'1X' is not a valid environment variable name" in text
 
@@ -118,3 +120,59 @@ def test_the_schema_knows_secrets():
 def test_local_variable_names():
     assert local_variable("bot-token") == "SPOTCRON_SECRET_BOT_TOKEN"
     assert local_variable("projects/p-123456/secrets/sa-key") == "SPOTCRON_SECRET_SA_KEY"
+
+
+def _write(tmp_path: Path, name: str, text: str) -> None:
+    (tmp_path / "jobs").mkdir(exist_ok=True)
+    (tmp_path / "jobs" / f"{name}.yaml").write_text(OK + text)
+
+
+ACCOUNT = "service_account: runner@proj-one.iam.gserviceaccount.com\n"
+
+
+def test_jobs_sharing_an_account_must_name_the_same_secrets(tmp_path):
+    _write(tmp_path, "bot", ACCOUNT + "secrets:\n  TOKEN: bot-token\n")
+    _write(tmp_path, "nightly", ACCOUNT)
+    with pytest.raises(ConfigError) as caught:
+        load_jobs([tmp_path / "jobs"])
+    problems = [str(p) for p in caught.value.problems]
+    assert len(problems) == 2
+    assert all("service_account: service account runner@proj-one.iam.gserviceaccount.com is also the account "
+               "of job(s)" in p for p in problems), problems
+
+
+def test_jobs_may_share_an_account_without_secrets_or_with_the_same_ones(tmp_path):
+    _write(tmp_path, "bot", ACCOUNT)
+    _write(tmp_path, "nightly", ACCOUNT)
+    assert len(load_jobs([tmp_path / "jobs"])) == 2
+    _write(tmp_path, "bot", ACCOUNT + "secrets:\n  TOKEN: bot-token\n")
+    _write(tmp_path, "nightly", ACCOUNT + "secrets:\n  OTHER_NAME: {secret: bot-token, version: 2}\n")
+    assert len(load_jobs([tmp_path / "jobs"])) == 2
+
+
+def test_a_job_may_not_name_an_account_deploy_makes(tmp_path):
+    [problem] = _problems(tmp_path, OK + "service_account: sc-bot-1a2b3c@proj-one.iam.gserviceaccount.com\n")
+    assert "bot.yaml" in problem and "service_account" in problem
+    assert "the accounts deploy makes for one job's secrets" in problem
+
+
+def test_a_refused_version_is_not_echoed(tmp_path):
+    pasted = "ghp_R3alLookingT0kenValue0123456789abcd"
+    text = "\n".join(_problems(tmp_path, OK + f"secrets:\n  A: {{secret: a, version: {pasted}}}\n"))
+    assert "secrets.A.version: is not a secret version" in text and pasted not in text
+
+
+@pytest.mark.parametrize("name", ["bot-token", "nightly-key", "my-service-prod-api-token-2024", "openai-api-key",
+                                  "stripe_live_secret_2025", "pat-for-github", "key-rotation", "s3-bucket-key",
+                                  "projects/demo-proj/secrets/bot-token"])
+def test_ordinary_secret_names_are_not_taken_for_credentials(name):
+    assert credential_problem(name) is None
+
+
+def test_a_known_token_in_env_is_refused_without_echoing_it_and_a_random_one_is_warned_about(tmp_path):
+    token = "glpat-" + "x1Y2z3W4v5U6t7S8r9Q0"
+    [problem] = _problems(tmp_path, OK + f"env:\n  GL: {token}\n")
+    assert "bot.yaml:3: env: GL: the value looks like a credential" in problem and token not in problem
+    spec = _load(tmp_path, OK + "env:\n  REQUEST_ID: 550e8400-e29b-41d4-a716-446655440000\n  MODE: fast\n")
+    [warning] = spec.env_warnings()
+    assert "REQUEST_ID" in warning and "550e8400" not in warning

@@ -178,3 +178,21 @@ class _Deps:
 
     def user_data(self) -> str:
         return "#cloud-config\n"
+
+
+def test_deploy_refuses_jobs_that_share_an_account_with_different_secrets(deployer: Deployer, cloud: FakeCloud,
+                                                                          jobs_dir) -> None:
+    """The job files' check refuses it too; deploy checks the jobs it is handed (and the accounts it
+    makes) again, since a job running as an account with another job's secrets reads them."""
+    cloud.enable_apis()
+    cloud.secrets.add(TOKEN, b"v1")
+    add_secrets(jobs_dir)
+    jobs = deployer.jobs(jobs_dir)
+    runner = f"runner@{PROJECT}.iam.gserviceaccount.com"
+    jobs = [job.model_copy(update={"service_account": runner}) if job.name in ("bot", "nightly") else job
+            for job in jobs]
+    cloud.reset_log()
+    with pytest.raises(DeployError, match="jobs share a service account, so nothing was changed") as caught:
+        deployer.deploy(jobs)
+    assert f"job bot: service account {runner} is also the account of job(s) nightly" in str(caught.value)
+    assert cloud.changing_calls() == []

@@ -103,3 +103,14 @@ def test_a_vm_reads_only_the_secrets_its_own_job_names(make_stack, tmp_path, mon
     resolver = stack.metadata.access_tokens.__self__
     assert isinstance(resolver, LocalSecrets)
     assert resolver("local-vm.guess", "spotcron-local", "other-token", "latest").status == 401
+
+
+def test_every_line_break_and_backslash_in_a_local_value_survives_the_dotenv(tmp_path):
+    from spotcron.cli.secrets import _store_locally
+    from spotcron.local.secret_manager import LocalSecrets
+
+    value = "a\nb\rc\vd\fe\x1cf\x1dg\x1eh\x85i\u2028j\u2029k\\nl\\\\m\"n"
+    _store_locally(tmp_path, "odd", value.encode())
+    _store_locally(tmp_path, "next", b"x")  # rewriting the file keeps the first value whole
+    assert LocalSecrets({}, tmp_path).value("odd") == ("dotenv", value.encode())
+    assert len((tmp_path / "secrets.env").read_bytes().split(b"\n")) == 3

@@ -44,22 +44,60 @@ _sed_literal() {
   SEDLIT=${s//$/\\$}
 }
 
-# What the stored output must not show: each line of the value (4 bytes or more: a shorter one
-# would mask ordinary words), its base64 and its URL-encoded form.
+# What the stored output must not show (best effort: a job that means to leak a secret can
+# always encode it some other way). From the file's bytes, so a binary value is masked whole:
+# each part between NULs and newlines (4 bytes or more: a shorter one would mask ordinary
+# words); the whole value's base64 at each of the three byte offsets it may start at inside a
+# longer encoded text (an Authorization: Basic header), and cut in 76-column lines as `base64`
+# and MIME wrap it; base64url; lower- and upper-case hex; JSON's and repr's escaped forms; and the
+# percent-encodings HTTP clients and loggers write (everything but unreserved, '/' kept, a space
+# as '+', lower-case escapes).
 _add_masks() {
-  local line URLENC
-  while IFS= read -r line || [[ -n $line ]]; do ((${#line} >= 4)) && MASKS+=("$line"); done <<<"$1"
-  ((${#1} >= 4)) || return 0
-  MASKS+=("$(printf '%s' "$1" | base64 -w0)")
-  MASKS[-1]=${MASKS[-1]%%=*}
-  pct_encode '[a-zA-Z0-9._~-]' "$1" && [[ $URLENC != "$1" ]] && MASKS+=("$URLENC")
+  local file=$1 part line b64 k
+  while IFS= read -r -d '' part || [[ -n $part ]]; do
+    while IFS= read -r line || [[ -n $line ]]; do
+      ((${#line} >= 4)) && _add_text_masks "$line"
+    done <<<"$part"
+  done <"$file"
+  (($(wc -c <"$file") >= 4)) || return 0
+  for k in 0 1 2; do
+    # k filler bytes first: the base64 characters that depend on the value alone start after the
+    # first 4 (k > 0) and end before the last, partial group.
+    b64=$({ head -c "$k" /dev/zero; cat "$file"; } | base64 -w0)
+    ((k > 0)) && b64=${b64:4}
+    b64=${b64%%=*}
+    ((${#b64} % 4)) && b64=${b64:0:$((${#b64} - ${#b64} % 4))}
+    ((${#b64} >= 8)) || continue
+    MASKS+=("$b64" "$(printf '%s' "$b64" | tr '+/' '-_')")
+  done
+  while IFS= read -r line; do
+    line=${line%%=*}
+    ((${#line} >= 8)) && MASKS+=("$line")
+  done < <(base64 -w76 <"$file")
+  line=$(od -An -v -tx1 <"$file" | tr -d ' \n')
+  MASKS+=("$line" "${line^^}")
+  return 0
+}
+
+# The masks of one text part of a value: itself, escaped as JSON and repr write it, percent-encoded.
+_add_text_masks() {
+  local v=$1 escaped URLENC
+  MASKS+=("$v")
+  escaped=${v//\\/\\\\}
+  [[ $escaped != "$v" ]] && MASKS+=("$escaped")
+  escaped=${escaped//\"/\\\"}
+  [[ $escaped != "$v" ]] && MASKS+=("$escaped" "${escaped//\'/\\\'}")
+  pct_encode '[a-zA-Z0-9._~-]' "$v" && [[ $URLENC != "$v" ]] && MASKS+=("$URLENC") &&
+    MASKS+=("$(printf '%s' "$URLENC" | sed 's/%\([0-9A-F]\)\([0-9A-F]\)/%\L\1\2/g')")
+  pct_encode '[a-zA-Z0-9._~/-]' "$v" && [[ $URLENC != "$v" ]] && MASKS+=("$URLENC")
+  pct_encode '[a-zA-Z0-9._~ -]' "$v" && [[ $URLENC != "$v" ]] && MASKS+=("${URLENC// /+}")
   return 0
 }
 
 # Reads every secret the descriptor names; on the first that cannot be read, PROBLEM says which
 # and why (never its value) and the job does not start.
 fetch_secrets() {
-  local item name version file answer value n=0 data want resolved mask ok
+  local item name version file answer value n data want resolved mask ok
   ((${#D_SECRETS[@]})) || return 0
   if ! { (umask 077 && mkdir -p "$SECRETS_DIR") && chmod 0711 "$SECRETS_DIR"; }; then
     PROBLEM="cannot make the secrets directory $SECRETS_DIR" && note "$PROBLEM"
@@ -87,7 +125,10 @@ fetch_secrets() {
     json_field data "$answer" && data=$JV
     json_field dataCrc32c "$answer" && want=$JV
     json_field name "$answer" && resolved=${JV##*/}
-    n=$((n + 1))
+    # A random name: the directory is 0711 (a container's user may be anyone) and not listable, so
+    # another user of the machine cannot open a file whose name it cannot guess.
+    n=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+    [[ ${#n} == 32 ]] || { PROBLEM="cannot name the secret's file (no /dev/urandom)" && note "$PROBLEM" && return 1; }
     (umask 077 && printf '%s' "$data" | base64 -d >"$SECRETS_DIR/$n") 2>/dev/null || data=""
     rm -f "$answer"
     crc32c_file "$SECRETS_DIR/$n"
@@ -95,8 +136,13 @@ fetch_secrets() {
       PROBLEM="secret $name (${version%/versions/*}) arrived damaged: its CRC32C does not match dataCrc32c"
       note "$PROBLEM" && return 1
     fi
+    _add_masks "$SECRETS_DIR/$n"
+    if [[ -z $file && $(tr -d '\000' <"$SECRETS_DIR/$n" | wc -c) != $(wc -c <"$SECRETS_DIR/$n") ]]; then
+      # A variable ends at its first NUL: the job would get part of the value.
+      PROBLEM="secret $name holds a NUL byte, which no environment variable can carry; deliver it as a file (file: /run/secrets/NAME)"
+      rm -f "$SECRETS_DIR/$n" && note "$PROBLEM" && return 1
+    fi
     IFS= read -r -d '' value <"$SECRETS_DIR/$n"
-    _add_masks "$value"
     [[ $resolved =~ ^[A-Za-z0-9_-]{1,40}$ ]] || resolved=${version##*/}
     SECRET_NAMES+=("$name") SECRET_VERSIONS+=("$resolved")
     if [[ -n $file ]]; then
