@@ -288,7 +288,7 @@ def test_doctor_then_deploy_on_an_empty_strict_fake_project(tmp_path, monkeypatc
     for name in [n for n in __import__("os").environ if n.startswith("SPOTCRON_")]:
         monkeypatch.delenv(name)
     config = Config(project="throwaway-123", region="us-central1", keep=False,
-                    image="us-central1-docker.pkg.dev/throwaway-123/spotcron/hello-bot:1")
+                    image="us-central1-docker.pkg.dev/throwaway-123/spotcron-jobs/hello-bot:1")
     cloud = FakeCloud(config.project).start()
     context = DeployContext(credentials=lambda project: AnonymousCredentials(),
                             clients=lambda project, credentials, concurrency: cloud.clients(concurrency),
