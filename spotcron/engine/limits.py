@@ -27,14 +27,13 @@ from spotcron.core.errors import PreconditionFailed, Transient
 from spotcron.core.runs import Attempt, RunRecord, RunState
 from spotcron.core.settings import Limits
 from spotcron.core.spec import JobSpec
-from spotcron.engine.day_hours import (  # noqa: F401 - read_day, DayUsage, settle: the limits' day, as callers know it
+from spotcron.engine.day_hours import (
     Admission,
     DayUsage,
     admitted_days,
     day_name,
     overlap_hours,
     read_day,
-    settle,
 )
 from spotcron.engine.live_index import QUEUED
 from spotcron.engine.ports import ALIVE_STATUSES, Instance

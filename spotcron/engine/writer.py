@@ -31,10 +31,10 @@ from datetime import datetime
 from spotcron.core.errors import Transient
 from spotcron.core.runs import HOOK_PREFIX, Effect, RunRecord, RunState
 from spotcron.engine import transitions
+from spotcron.engine.day_hours import settle
 from spotcron.engine.deps import Deps
 from spotcron.engine.hooks import hook_named, hook_tries, owe_hooks, owed_entries
 from spotcron.engine.hooks import started as hook_started
-from spotcron.engine.limits import settle
 from spotcron.engine.store import RecordConflict
 
 log = logging.getLogger("spotcron.engine")

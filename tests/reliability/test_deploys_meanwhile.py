@@ -14,8 +14,8 @@ from spotcron.core import layout
 from spotcron.core.runs import RunState
 from spotcron.core.settings import Limits
 from spotcron.engine import transitions
+from spotcron.engine.day_hours import read_day
 from spotcron.engine.deployed import SpecStore, start_message
-from spotcron.engine.limits import read_day
 from spotcron.engine.writer import step
 from spotcron.runtime import entrypoints
 from spotcron.testing.harness import Harness, make_spec

@@ -17,7 +17,7 @@ from spotcron.core import layout
 from spotcron.core.layout import LIVE
 from spotcron.core.runs import RunState
 from spotcron.core.settings import Limits
-from spotcron.engine.limits import read_day
+from spotcron.engine.day_hours import read_day
 from spotcron.runtime import entrypoints
 from spotcron.testing.harness import Harness, make_spec
 from tests.reliability.crashes import Crash, crash_after_write

@@ -255,7 +255,7 @@ def test_a_delivery_held_before_its_admission_leaves_an_admission_no_one_settles
     nothing. a ends, then the held delivery goes on: its admission fits, is written, and stays
     (its Claim is refused because b has ended, and nothing withdraws it). b's worst case (timeout +
     grace) is admitted for the day for good, and counts as a start in progress for 5 minutes."""
-    from spotcron.engine.limits import read_day
+    from spotcron.engine.day_hours import read_day
 
     h = make(limits=Limits(max_live_vms=1, max_vm_hours_per_day=10))
     h.start(make_spec(name="a", timeout="30m"))

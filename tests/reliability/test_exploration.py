@@ -36,9 +36,8 @@ from spotcron.core.errors import CreateFailed
 from spotcron.core.runs import RunRecord, RunState
 from spotcron.core.settings import Limits
 from spotcron.core.zone_advice import Advice, ZoneAdvice
-from spotcron.engine.day_hours import days_between
+from spotcron.engine.day_hours import days_between, read_day
 from spotcron.engine.deployed import SpecStore, start_message
-from spotcron.engine.limits import read_day
 from spotcron.engine.ports import ALIVE_STATUSES
 from spotcron.engine.still_deployed import deployed_problem
 from spotcron.engine.sweep import LIST_LAG

@@ -11,7 +11,7 @@ import pytest
 from spotcron.core.layout import LIVE
 from spotcron.core.runs import RunState
 from spotcron.core.settings import Limits
-from spotcron.engine.limits import read_day
+from spotcron.engine.day_hours import read_day
 from spotcron.engine.live_index import parse_live_name
 from spotcron.runtime import entrypoints
 from spotcron.testing.harness import Harness, make_spec

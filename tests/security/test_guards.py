@@ -18,8 +18,9 @@ from pydantic import ValidationError
 from spotcron.core import layout
 from spotcron.core.settings import Limits
 from spotcron.core.spec import MAX_MATRIX_ENTRIES, JobSpec
+from spotcron.engine.day_hours import read_day
 from spotcron.engine.deployed import SpecStore, canonical, digest_of
-from spotcron.engine.limits import AdmissionBusy, read_day
+from spotcron.engine.limits import AdmissionBusy
 from spotcron.engine.start_job import launch
 from spotcron.runtime import entrypoints
 from spotcron.testing.harness import Harness, make_spec
