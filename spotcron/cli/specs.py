@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from spotcron.cli._common import console, find_job_file, jobs_option, load_specs, load_stack, stack_option
+from spotcron.cli._common import console, find_job_file, jobs_option, load_stack, stack_option
 
 
 @click.command()
@@ -31,7 +31,7 @@ def validate(paths: tuple[Path, ...], jobs_dir: Path, stack_path: Path) -> None:
     from spotcron.present.tables import Columns, print_table
 
     targets = list(paths) or [jobs_dir]
-    specs = load_specs(targets, stack_path)
+    specs = _check_all(targets, stack_path)
     if not specs:
         where = ", ".join(str(t) for t in targets)
         raise ConfigError([Problem(where, None, "", "no job files (*.yaml, *.yml) found; see docs/jobs.md")])
@@ -49,6 +49,25 @@ def validate(paths: tuple[Path, ...], jobs_dir: Path, stack_path: Path) -> None:
     _warn_credential_env(specs)
     _warn_network(specs)
     _warn_unpriced(specs)
+
+
+def _check_all(targets: list[Path], stack_path: Path) -> list:
+    """Every job's problems and the stack file's together: a broken stack file must not hide the jobs'."""
+    from spotcron.core.errors import ConfigError
+    from spotcron.core.loader import DEFAULT_GRACE, check_jobs
+
+    problems = []
+    try:
+        settings = load_stack(stack_path)
+        grace, retention_days = settings.grace, settings.results_retention_days
+    except ConfigError as exc:
+        problems.extend(exc.problems)
+        grace, retention_days = DEFAULT_GRACE, None
+    specs, job_problems = check_jobs(targets, grace=grace, retention_days=retention_days)
+    problems.extend(job_problems)
+    if problems:
+        raise ConfigError(problems)
+    return specs
 
 
 def _warn_network(specs) -> None:

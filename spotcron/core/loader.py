@@ -211,15 +211,49 @@ def check_job_file(path: Path, *, grace: int = DEFAULT_GRACE,
     try:
         spec = JobSpec.model_validate({**data, "name": name})
     except ValidationError as exc:
-        for error in exc.errors():
+        errors = exc.errors()
+        for error in errors:
             _report(error, file)
+        _check_the_rest(data, name, errors, path, file, grace, retention_days)
     if spec is not None:
-        _check_spec(spec, data, file, grace)
-        for loc, message in build_problems(spec, path.resolve().parent.parent):
-            file.add(loc, message)
-        if retention_days is not None:
-            _check_retention(spec, data, file, grace, retention_days)
+        _check_semantics(spec, data, path, file, grace, retention_days)
     return (spec if not file.problems else None), file.problems
+
+
+def _check_semantics(spec: JobSpec, data: dict[str, Any], path: Path, file: _File, grace: int,
+                     retention_days: int | None) -> None:
+    _check_spec(spec, data, file, grace)
+    for loc, message in build_problems(spec, path.resolve().parent.parent):
+        file.add(loc, message)
+    if retention_days is not None:
+        _check_retention(spec, data, file, grace, retention_days)
+
+
+_STAND_INS = {"schedule": "0 0 * * *"}  # a required field left out to check the rest
+
+
+def _check_the_rest(data: dict[str, Any], name: str, errors: list[Any], path: Path, file: _File, grace: int,
+                    retention_days: int | None) -> None:
+    """The checks that need a parsed job, run on the file without its broken top-level fields.
+
+    A user with several mistakes sees them all at once: a bad schedule must not hide a timeout
+    beyond Compute Engine's limit. Problems of the fields left out are the ones already reported;
+    an error that names no field (the model as a whole) leaves nothing to isolate.
+    """
+    broken = {error["loc"][0] for error in errors if error.get("loc")}
+    if not broken or any(not error.get("loc") for error in errors):
+        return
+    rest = {key: value for key, value in data.items() if key not in broken}
+    try:
+        spec = JobSpec.model_validate({**{k: v for k, v in _STAND_INS.items() if k in broken}, **rest,
+                                       "name": name})
+    except ValidationError:
+        return
+    scratch = _File(file.name, file.data, file.lines)
+    _check_semantics(spec, rest, path, scratch, grace, retention_days)
+    reported = {(p.line, p.field, p.message) for p in file.problems}
+    file.problems.extend(p for p in scratch.problems if p.field.split(".")[0].split("[")[0] not in broken
+                         and (p.line, p.field, p.message) not in reported)
 
 
 def _parse(path: Path, file: _File) -> None:

@@ -44,6 +44,7 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 
+from spotcron.core.cron.nth_weekday import read_nth_weekday
 from spotcron.core.errors import CronError
 
 MINUTE = timedelta(minutes=1)
@@ -305,6 +306,10 @@ def parse_schedule(expression: str) -> CronSchedule:
                  f"'{parts[-1]}' a year?)" if len(parts) > 5 else "")
         raise _schedule_error(f"{where} has {len(parts)} field{'s' * (len(parts) != 1)}; it needs exactly "
                               f"{_FORMAT}{extra}")
+    nth = read_nth_weekday(parts) if "#" in parts[4] else None
+    if nth is not None:
+        raise _schedule_error(f"{where}: day-of-week '{parts[4]}' uses '#' (nth weekday of the month), which Cloud "
+                              f"Scheduler does not support; {nth.advice()}")
     sets = [_parse_field(where, token, *spec) for token, spec in zip(parts, _FIELDS, strict=True)]
     weekdays = frozenset(v % 7 for v in sets[4])
     canonical = " ".join(p.upper() for p in parts)
@@ -374,7 +379,8 @@ def _reject_special(bad: str, token: str) -> None:
     upper = token.upper()
     if "#" in token:
         raise _schedule_error(f"{bad}: '{token}' uses '#' (nth weekday of the month), which Cloud Scheduler does "
-                              f"not support; list days of the month and a weekday instead")
+                              f"not support; write the weekday alone with day-of-month '*' (a weekly schedule) and have "
+                              f"the job exit early outside the week it wants (days 1-7 for the first)")
     if "?" in token:
         raise _schedule_error(f"{bad}: '{token}' uses '?', which Cloud Scheduler does not accept; use '*'")
     if re.fullmatch(r"L|LW|L-\d+|\d+L", upper):

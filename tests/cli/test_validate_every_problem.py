@@ -1,0 +1,67 @@
+"""`spotcron validate` names every problem it can find at once: a field the model rejects does not
+hide the checks that need a parsed job, and a broken stack file does not hide the jobs' problems."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from spotcron.cli import cli
+from spotcron.core.errors import ConfigError
+from spotcron.core.loader import load_jobs
+
+THREE_MISTAKES = """\
+schedule: "0 9 * * 1#1"
+image: busybox
+timeout: 120d
+retries: {preemption: lots}
+benchmark: {base: nope}
+"""
+
+
+def _problems(tmp_path: Path, files: dict[str, str]) -> list[str]:
+    jobs = tmp_path / "jobs"
+    jobs.mkdir(exist_ok=True)
+    for name, text in files.items():
+        (jobs / name).write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        load_jobs([jobs], grace=300)
+    return [str(p) for p in caught.value.problems]
+
+
+def test_a_field_the_model_rejects_does_not_hide_the_timeout_and_benchmark_problems(tmp_path):
+    found = _problems(tmp_path, {"bot.yaml": THREE_MISTAKES})
+    where = [line.split(": ")[0] + ": " + line.split(": ")[1] for line in found]
+    assert where == [f"{tmp_path}/jobs/bot.yaml:1: schedule", f"{tmp_path}/jobs/bot.yaml:3: timeout",
+                     f"{tmp_path}/jobs/bot.yaml:4: retries.preemption",
+                     f"{tmp_path}/jobs/bot.yaml:5: benchmark.base"], found
+    assert "use a timeout of at most" in found[1]
+    assert "remove benchmark.base or add matrix entries" in found[3]
+
+
+def test_the_checks_of_a_broken_field_are_not_repeated_or_guessed(tmp_path):
+    # timeout itself is broken: its model error stands alone, no check runs on a stand-in value.
+    found = _problems(tmp_path, {"bot.yaml": 'schedule: "61 * * * *"\nimage: busybox\ntimeout: 200d\n'})
+    assert [line.split(": ")[1] for line in found] == ["schedule", "timeout"], found
+    assert "120d" in found[1]
+
+
+def test_validate_lists_the_stack_files_problems_and_every_jobs_in_every_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for name in ("SPOTCRON_JOBS", "SPOTCRON_STACK", "SPOTCRON_GRACE"):
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "infra").mkdir()
+    (tmp_path / "infra" / "stack.yaml").write_text("grace: -1\n")
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "a.yaml").write_text(THREE_MISTAKES)
+    (tmp_path / "jobs" / "b.yaml").write_text('schedule: "0 9 * * *"\nimage: busybox\nmachine: {type: e2-smal}\n')
+    result = CliRunner().invoke(cli, ["validate"], catch_exceptions=False)
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert lines[0].startswith("infra/stack.yaml: grace:")
+    assert [line.split(": ")[0] for line in lines[1:-1]] == ["jobs/a.yaml:1", "jobs/a.yaml:3", "jobs/a.yaml:4",
+                                                            "jobs/a.yaml:5", "jobs/b.yaml:3"], lines
+    assert "did you mean 'e2-small'" in lines[5]
+    assert lines[-1] == "6 problems in 3 files"
