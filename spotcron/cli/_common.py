@@ -47,6 +47,14 @@ def console(*, stderr: bool = False) -> Console:
     return Console(stderr=stderr, highlight=False)
 
 
+def line_console(*, stderr: bool = False) -> Console:
+    """A console for line-by-line output (a plan, checks): in a pipe or a file each line stays one
+    line, however long, so names and commands in it can be copied and grepped; a terminal wraps."""
+    out = console(stderr=stderr)
+    out.soft_wrap = not out.is_terminal
+    return out
+
+
 def load_stack(stack_path: Path) -> Settings:
     """infra/stack.yaml (defaults when missing) with SPOTCRON_* overrides from the environment."""
     from spotcron.core.settings import load_settings

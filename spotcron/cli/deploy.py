@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from spotcron.cli._common import console, jobs_option, repository_root, stack_option
+from spotcron.cli._common import jobs_option, line_console, repository_root, stack_option
 
 if TYPE_CHECKING:
     from spotcron.deploy.planner import Action
@@ -161,7 +161,7 @@ def deploy(ctx: click.Context, jobs_dir: Path, stack_path: Path, dry_run: bool, 
     from spotcron.gcp.admin.settling import Settling
 
     env: DeployContext = ctx.obj if isinstance(ctx.obj, DeployContext) else DeployContext()
-    out = console()
+    out = line_console()
     # Everything that can be checked without Google is checked before the first call.
     settings = load_stack(stack_path)
     jobs = load_jobs([jobs_dir], grace=settings.grace, retention_days=settings.results_retention_days)
@@ -204,7 +204,7 @@ def deploy(ctx: click.Context, jobs_dir: Path, stack_path: Path, dry_run: bool, 
     for job in jobs:
         warning = nat_warning(job)
         if warning:
-            console(stderr=True).print(f"warning: {job.name}: {warning}", markup=False, highlight=False)
+            line_console(stderr=True).print(f"warning: {job.name}: {warning}", markup=False, highlight=False)
     started = time.monotonic()
     jobs, prepare = _images(env, settings, credentials, jobs, jobs_dir, out)
     result = run_deploy(settings, jobs, source, clients, confirm=confirm, reporter=RichReporter(out),
@@ -322,7 +322,7 @@ def build(ctx: click.Context, job: str | None, jobs_dir: Path, stack_path: Path)
     from spotcron.deploy.validate import preflight
 
     env: DeployContext = ctx.obj if isinstance(ctx.obj, DeployContext) else DeployContext()
-    out = console()
+    out = line_console()
     settings = load_stack(stack_path)
     jobs = load_jobs([jobs_dir], grace=settings.grace, retention_days=settings.results_retention_days)
     if job is not None and job not in {spec.name for spec in jobs}:
@@ -366,7 +366,7 @@ def destroy(ctx: click.Context, stack_path: Path, dry_run: bool, assume_yes: boo
     from spotcron.gcp.admin.calls import Caller, DeployError, MissingCredentials
 
     env: DeployContext = ctx.obj if isinstance(ctx.obj, DeployContext) else DeployContext()
-    out = console()
+    out = line_console()
     settings = load_stack(stack_path)
     preflight(settings, [], stack_path)  # a placeholder project or bucket stops here, before any call
     try:

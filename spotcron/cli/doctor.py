@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from spotcron.cli._checks import EXIT_CHECK_FAILED, print_checks, project_checks
-from spotcron.cli._common import console, jobs_option, stack_option
+from spotcron.cli._common import jobs_option, line_console, stack_option
 
 
 @click.command("doctor")
@@ -32,7 +32,7 @@ def doctor(ctx: click.Context, jobs_dir: Path, stack_path: Path) -> None:
     from spotcron.deploy.validate import preflight
 
     env: DeployContext = ctx.obj if isinstance(ctx.obj, DeployContext) else DeployContext()
-    out = console()
+    out = line_console()
     settings = load_stack(stack_path)
     jobs = load_jobs([jobs_dir], grace=settings.grace, retention_days=settings.results_retention_days)
     preflight(settings, jobs, stack_path, _job_paths(jobs_dir))
