@@ -103,7 +103,7 @@ def secret_problems(settings: Settings, jobs: Sequence[JobSpec], manager: object
                 cache[use.name] = f"cannot be read by the deploying account ({exc})"
         found = cache[use.name]
         if found == "missing":
-            problems.append(f"{where}: no such secret; create it with `spotcron secrets set {use.name.rsplit('/', 1)[-1]}`"
+            problems.append(f"{where}: no such secret; create it with `spotcron secrets set {use.name.rsplit('/', 1)[-1]} --cloud`"
                             + ("" if use.name.startswith(f"projects/{settings.project}/") else
                                " in its project"))
             continue
@@ -115,7 +115,7 @@ def secret_problems(settings: Settings, jobs: Sequence[JobSpec], manager: object
         if use.version == "latest":
             if "ENABLED" not in states.values():
                 problems.append(f"{where}: has no enabled version; add one with `spotcron secrets set "
-                                f"{use.name.rsplit('/', 1)[-1]}`")
+                                f"{use.name.rsplit('/', 1)[-1]} --cloud`")
         elif states.get(use.version) != "ENABLED":
             state = states.get(use.version, "missing")
             problems.append(f"{where}: version {use.version} is {state.lower()}; pin an enabled version or "

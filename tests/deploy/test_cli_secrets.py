@@ -36,13 +36,13 @@ def _run(context, *args, stdin=None):
 
 
 def test_set_creates_the_secret_adds_versions_and_destroys_older_ones(context, cloud: FakeCloud):
-    first = _run(context, "set", "bot-token", stdin="s3cr3t-one\n")
+    first = _run(context, "set", "bot-token", "--cloud", stdin="s3cr3t-one\n")
     assert first.exit_code == 0, first.output
     assert first.output.strip() == f"{TOKEN}: version 1 added (secret created)"
     versions = cloud.secrets.secrets[TOKEN]["versions"]
     assert versions[0]["data"] == b"s3cr3t-one"  # the trailing newline dropped
     assert cloud.secrets.secrets[TOKEN]["labels"] == {"spotcron": "1"}
-    _run(context, "set", "bot-token", stdin="s3cr3t-two")
+    _run(context, "set", "bot-token", "--cloud", stdin="s3cr3t-two")
     third = _run(context, "set", "bot-token", "--destroy-older", stdin="s3cr3t-three")
     assert third.exit_code == 0, third.output
     assert third.output.strip() == f"{TOKEN}: version 3 added; destroyed versions 1, 2"
@@ -54,10 +54,10 @@ def test_set_creates_the_secret_adds_versions_and_destroys_older_ones(context, c
 
 def test_set_reads_a_file_and_refuses_an_empty_value(context, cloud: FakeCloud, tmp_path):
     (tmp_path / "key.json").write_text('{"k": 1}')
-    done = _run(context, "set", "sa-key", "--from-file", str(tmp_path / "key.json"))
+    done = _run(context, "set", "sa-key", "--cloud", "--from-file", str(tmp_path / "key.json"))
     assert done.exit_code == 0, done.output
     assert cloud.secrets.secrets[f"projects/{PROJECT}/secrets/sa-key"]["versions"][0]["data"] == b'{"k": 1}'
-    empty = _run(context, "set", "other", stdin="")
+    empty = _run(context, "set", "other", "--cloud", stdin="")
     assert empty.exit_code == 2 and "no value given" in empty.output
 
 
@@ -83,7 +83,7 @@ def test_list_shows_each_jobs_secrets_and_versions(context, cloud: FakeCloud, tm
     (tmp_path / "jobs" / "bot.yaml").write_text(
         'schedule: "0 * * * *"\nimage: mirror.gcr.io/library/busybox:1.36\nsecrets:\n  BOT_TOKEN: bot-token\n'
         '  MISSING: {secret: gone, version: 2}\n')
-    done = _run(context, "list")
+    done = _run(context, "list", "--cloud")
     assert done.exit_code == 0, done.output
     assert "bot-token" in done.output and "2 (2 enabled)" in done.output
     assert "no such secret" in done.output

@@ -68,7 +68,7 @@ def test_each_job_reads_exactly_its_own_secrets_as_its_own_account(deployer: Dep
 
 @pytest.mark.parametrize(("setup", "expected"), [
     ("missing", "secrets.BOT_TOKEN (projects/demo-proj/secrets/bot-token): no such secret; create it with "
-                "`spotcron secrets set bot-token`"),
+                "`spotcron secrets set bot-token --cloud`"),
     ("no-version", "has no enabled version"),
     ("disabled-pin", "secrets.KEY (projects/demo-proj/secrets/nightly-key): version 1 is disabled"),
 ])
