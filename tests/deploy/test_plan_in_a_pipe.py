@@ -26,7 +26,7 @@ def test_offline_plan_through_a_pipe_is_not_wrapped_at_80_columns(tmp_path):
     env = {**_no_width_env(), "HOME": str(tmp_path)}
     subprocess.run([str(SPOTCRON), "init"], cwd=tmp_path, env=env, check=True, capture_output=True)
     done = subprocess.run([str(SPOTCRON), "deploy", "--dry-run", "--offline"], cwd=tmp_path, env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120)  # stdout is a pipe
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert f"    + roles/storage.objectAdmin {FUNCTIONS_ACCOUNT}" in lines
