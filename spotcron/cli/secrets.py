@@ -12,7 +12,10 @@ from spotcron.cli._common import console, jobs_option, stack_option
 
 @click.group("secrets")
 def secrets() -> None:
-    """Store and list the values behind the jobs' `secrets:` (Secret Manager).
+    """Store and list the values behind the jobs' `secrets:`: locally, or in Secret Manager.
+
+    --local is what `spotcron up` and `spotcron run` read (.spotcron/secrets.env), --cloud what
+    deployed jobs read (Secret Manager of the stack's project).
 
     A value is read from stdin, a file or a hidden prompt, never from the command line (shell
     history and `ps` would keep it). See docs/jobs.md, "secrets".
@@ -34,7 +37,8 @@ def _where_options(function):
 @click.option("--from-file", "from_file", type=click.Path(path_type=Path, dir_okay=False, exists=True),
               help="Read the value from this file instead of stdin.")
 @click.option("--destroy-older", is_flag=True,
-              help="Destroy every older version once the new one is stored (each active version is billed).")
+              help="Destroy every older version once the new one is stored (each active version is billed); "
+                   "implies --cloud.")
 @click.option("--keep-newline", is_flag=True, help="Keep a trailing newline (by default one is dropped).")
 @_where_options
 @stack_option

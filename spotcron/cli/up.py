@@ -72,7 +72,7 @@ def up(jobs_dir: Path, stack_path: Path, once: bool, state_dir: Path, timeout: f
         out.print(f"  {stack.compute.containment.statement}", soft_wrap=not out.is_terminal)  # a log wraps its own
         from spotcron.local.containment import network_statement
 
-        out.print(f"  {network_statement()}", markup=False, highlight=False)
+        out.print(f"  {network_statement()}", markup=False, highlight=False, soft_wrap=not out.is_terminal)
         if stack.leftovers_ended:
             out.print(f"  ended {len(stack.leftovers_ended)} local VM(s) left running by a stack that did not stop: "
                       f"{', '.join(stack.leftovers_ended)}; the sweep settles their runs")
