@@ -156,7 +156,6 @@ def deploy(ctx: click.Context, jobs_dir: Path, stack_path: Path, dry_run: bool, 
     from spotcron.core.loader import load_jobs
     from spotcron.deploy.apply import run_deploy
     from spotcron.deploy.source import build_source
-    from spotcron.deploy.validate import preflight
     from spotcron.gcp.admin.calls import Caller, DeployError
     from spotcron.gcp.admin.settling import Settling
 
@@ -175,7 +174,7 @@ def deploy(ctx: click.Context, jobs_dir: Path, stack_path: Path, dry_run: bool, 
         for problem in placeholders:
             out.print(f"[yellow]Before a real deploy: {problem}[/]")
         return
-    preflight(settings, jobs, stack_path, _job_paths(jobs_dir))
+    _preflight_pointing_offline(settings, jobs, stack_path, _job_paths(jobs_dir), dry_run)
     source = build_source(env.source_root())
     credentials = env.credentials(settings.project)
     clients = env.clients(settings.project, credentials, concurrency)
@@ -224,6 +223,25 @@ def deploy(ctx: click.Context, jobs_dir: Path, stack_path: Path, dry_run: bool, 
         out.print(f"[green]Deployed[/]: {done} changes in {time.monotonic() - started:.1f}s "
                   f"({caller.calls} API calls). A re-plan now shows no changes.")
     out.print(f"Runs and results: spotcron runs --bucket gs://{settings.bucket}")
+
+
+def _preflight_pointing_offline(settings: Any, jobs: list[Any], stack_path: Path, files: dict[str, Path],
+                                dry_run: bool) -> None:
+    """preflight; a dry run stopped by the placeholder project also learns of --offline, which
+    shows a newcomer what a first deploy creates before there is a project to read."""
+    import dataclasses
+
+    from spotcron.core.errors import ConfigError
+    from spotcron.deploy.validate import preflight
+
+    try:
+        preflight(settings, jobs, stack_path, files)
+    except ConfigError as exc:
+        if not dry_run:
+            raise
+        hint = "; `spotcron deploy --dry-run --offline` lists what a first deploy creates, with no project yet"
+        raise ConfigError([dataclasses.replace(p, message=p.message + hint) if p.field == "project" and
+                           "is the placeholder" in p.message else p for p in exc.problems]) from None
 
 
 def _preflight_but_placeholders(settings: Any, jobs: list[Any], stack_path: Path, files: dict[str, Path]) -> list[Any]:
