@@ -24,11 +24,11 @@ from spotcron.cli._bucket import (
     runs_context,
 )
 from spotcron.cli._common import (
-    console,
     find_job_file,
     given,
     goes_with,
     jobs_option,
+    line_console,
     load_stack,
     stack_option,
 )
@@ -69,7 +69,7 @@ def _set_paused(job: str, jobs_dir: Path, stack_path: Path, paused: bool, cloud:
     path = find_job_file(job, jobs_dir)
     settings = load_stack(stack_path)
     spec = load_job_file(path, grace=settings.grace)  # a broken file is reported, never edited
-    out = console()
+    out = line_console()
     word = "paused" if paused else "resumed"
     edited = None
     if spec.paused != paused:
@@ -128,7 +128,7 @@ def _pause_on_cloud(settings: Any, job: str, paused: bool, project: str | None, 
     clients = env.clients(settings.project, credentials, 1)
     caller = env.caller(settings.project) if env.caller else Caller(settings.project)
     outcome = set_cloud_paused(settings, job, paused, clients, caller)
-    out = console()
+    out = line_console()
     where = f"project {settings.project}, region {settings.region}, scheduling: {settings.scheduling}"
     if outcome.already:
         out.print(f"{job} is already {'paused' if paused else 'running on its schedule'} on Google Cloud ({where}); "
@@ -205,7 +205,7 @@ def delete(job: str, delete_results: bool, assume_yes: bool, jobs_dir: Path, sta
     path = find_job_file(job, jobs_dir)
     name = path.stem
     context = runs_context()
-    out = console()
+    out = line_console()
     local = (state_dir / "bucket").is_dir()
     kept = state_dir / DELETED / path.name
     with context.open_blobs(None, state_dir) if local else _no_bucket() as blobs:

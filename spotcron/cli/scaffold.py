@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from spotcron.cli._common import DEFAULT_JOBS, DEFAULT_STACK, console
+from spotcron.cli._common import DEFAULT_JOBS, DEFAULT_STACK, line_console
 
 EXAMPLE_JOB = "hello"
 SCHEMA_FILE = "schema.json"  # `spotcron schema` writes the same
@@ -139,7 +139,7 @@ def init(directory: Path, benchmark: bool) -> None:
             gitignore.write_text(text + ("" if text.endswith("\n") or not text else "\n") + GITIGNORE_TEXT,
                                  encoding="utf-8")
             written.append(f"{gitignore} (added {STATE_DIR})")
-    out = console()
+    out = line_console()
     out.print("wrote " + ", ".join(written), markup=False)
     into = "" if directory == Path(".") else f"cd {directory} && "
     then = "spotcron report benchmark" if benchmark else "spotcron runs"

@@ -1,0 +1,48 @@
+"""Commands in a pipe (a log, `| grep`): each line they print stays one line, however long, so
+the paths and names in it can be copied (a terminal wraps them as it likes)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from spotcron.local.containment import network_statement
+
+SPOTCRON = Path(sys.executable).parent / "spotcron"
+
+
+def _env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("COLUMNS", "LINES", "FORCE_COLOR", "TTY_COMPATIBLE", "PUBSUB_EMULATOR_HOST")
+           and not k.startswith("SPOTCRON_")}
+    return {**env, "HOME": str(home)}
+
+
+def _spotcron(folder: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(SPOTCRON), *args], cwd=folder, env=_env(folder), capture_output=True, text=True,
+                          timeout=300, stdin=subprocess.DEVNULL)
+
+
+def test_init_benchmark_and_delete_keep_their_paths_on_one_line(tmp_path):
+    done = _spotcron(tmp_path, "init", "--benchmark")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == ("wrote jobs/benchmark.yaml, benchmark/train.py, "
+                                           "benchmark/spotcron_metrics.py, benchmark/Dockerfile, infra/stack.yaml, "
+                                           "jobs/schema.json, .gitignore")
+    deleted = _spotcron(tmp_path, "delete", "benchmark", "--yes")
+    assert deleted.returncode == 0, deleted.stderr
+    assert "  - delete its job file jobs/benchmark.yaml (a copy is kept at .spotcron/deleted/benchmark.yaml)" \
+        in deleted.stdout.splitlines()
+
+
+def test_up_once_statements_are_whole_lines_in_a_pipe(tmp_path):
+    env = _env(tmp_path)
+    subprocess.run([str(SPOTCRON), "init"], cwd=tmp_path, env=env, check=True, capture_output=True)
+    done = subprocess.run([str(SPOTCRON), "up", "--once"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert f"  {network_statement()}" in lines, lines[:6]
+    assert lines[1].startswith("  ") and all(line.startswith(("  ", "spotcron up")) for line in lines[:3]), lines[:6]
