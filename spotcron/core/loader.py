@@ -169,7 +169,7 @@ def check_job_file(path: Path, *, grace: int = DEFAULT_GRACE,
     """The job in `path` and the problems found; the spec is None when there is any problem."""
     file = _File(str(path))
     _parse(path, file)
-    if file.problems:
+    if file.problems and file.data is None:  # unreadable or not YAML; a duplicate key still leaves the rest to check
         return None, file.problems
     data = file.data
     if data is None:

@@ -65,3 +65,11 @@ def test_validate_lists_the_stack_files_problems_and_every_jobs_in_every_file(tm
                                                             "jobs/a.yaml:5", "jobs/b.yaml:3"], lines
     assert "did you mean 'e2-small'" in lines[5]
     assert lines[-1] == "6 problems in 3 files"
+
+
+def test_a_duplicate_key_does_not_hide_the_rest_of_the_file(tmp_path):
+    found = _problems(tmp_path, {"bot.yaml": 'schedule: "0 9 * * *"\nschedule: "0 10 * * *"\nimage: busybox\n'
+                                             'imagee: x\nmachine: {type: e2-smal}\n'})
+    assert [line.split(": ")[0].rsplit("/", 1)[-1] + ": " + line.split(": ")[1] for line in found] == [
+        "bot.yaml:2: schedule", "bot.yaml:4: imagee", "bot.yaml:5: machine.type"], found
+    assert "duplicate key; already set on line 1" in found[0] and "did you mean 'image'" in found[1]
