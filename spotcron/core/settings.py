@@ -286,16 +286,19 @@ def load_settings(path: Path | None, environ: Mapping[str, str], *, required: tu
     SPOTCRON_PROJECT must stop, not act on a placeholder project."""
     raw: dict[str, Any] = {}
     name = str(path) if path else "<environment>"
+    text = ""
     if path is not None and path.exists():
+        text = path.read_text()
         try:
-            loaded = yaml.safe_load(path.read_text()) or {}
+            loaded = yaml.safe_load(text) or {}
         except yaml.YAMLError as exc:
             line = exc.problem_mark.line + 1 if getattr(exc, "problem_mark", None) else None
             raise ConfigError([Problem(name, line, "", f"not valid YAML: {exc}")]) from None
         if not isinstance(loaded, dict):
             raise ConfigError([Problem(name, 1, "", "must be a mapping of settings")])
         raw.update(loaded)
-    raw.update(env_overrides(environ))
+    overrides = env_overrides(environ)
+    raw.update(overrides)
     missing = [Problem(name, None, field, f"not set: set {ENV_PREFIX}{field.upper()} (deploy sets it on every "
                                           f"function){' or ' + field + ' in ' + name if path else ''}")
                for field in required if not raw.get(field)]
@@ -304,9 +307,8 @@ def load_settings(path: Path | None, environ: Mapping[str, str], *, required: tu
     try:
         return Settings.model_validate(raw)
     except ValidationError as exc:
-        problems = [
-            Problem(name, None, ".".join(str(p) for p in err["loc"]),
-                    err["msg"].removeprefix("Value error, ") + f" (got {err.get('input')!r})")
-            for err in exc.errors()
-        ]
-        raise ConfigError(problems) from None
+        from spotcron.core.settings_problems import key_lines, settings_problems
+
+        raise ConfigError(settings_problems(exc.errors(), name, key_lines(text),
+                                            {f: ENV_PREFIX + f.upper() for f in overrides},
+                                            Settings.model_fields)) from None

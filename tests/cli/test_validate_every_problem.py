@@ -60,7 +60,7 @@ def test_validate_lists_the_stack_files_problems_and_every_jobs_in_every_file(tm
     result = CliRunner().invoke(cli, ["validate"], catch_exceptions=False)
     assert result.exit_code == 2
     lines = result.output.strip().splitlines()
-    assert lines[0].startswith("infra/stack.yaml: grace:")
+    assert lines[0].startswith("infra/stack.yaml:1: grace:")
     assert [line.split(": ")[0] for line in lines[1:-1]] == ["jobs/a.yaml:1", "jobs/a.yaml:3", "jobs/a.yaml:4",
                                                             "jobs/a.yaml:5", "jobs/b.yaml:3"], lines
     assert "did you mean 'e2-small'" in lines[5]
@@ -73,3 +73,16 @@ def test_a_duplicate_key_does_not_hide_the_rest_of_the_file(tmp_path):
     assert [line.split(": ")[0].rsplit("/", 1)[-1] + ": " + line.split(": ")[1] for line in found] == [
         "bot.yaml:2: schedule", "bot.yaml:4: imagee", "bot.yaml:5: machine.type"], found
     assert "duplicate key; already set on line 1" in found[0] and "did you mean 'image'" in found[1]
+
+
+def test_stack_file_problems_have_their_line_and_a_misspelt_setting_its_suggestion(tmp_path):
+    from spotcron.core.settings import load_settings
+
+    stack = tmp_path / "stack.yaml"
+    stack.write_text("project: demo\nregoin: us-east1\nlimits:\n  max_live_vms: lots\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(stack, {"SPOTCRON_GRACE": "-1"})
+    found = [str(p) for p in caught.value.problems]
+    assert found[0].startswith(f"{stack}: grace: ") and found[0].endswith("(from SPOTCRON_GRACE)")
+    assert found[1] == f"{stack}:2: regoin: unknown setting; did you mean 'region'?"
+    assert found[2].startswith(f"{stack}:4: limits.max_live_vms: ")
