@@ -373,6 +373,7 @@ def _report(error: Mapping[str, Any], file: _File) -> None:
 
     if kind in _TYPE_MESSAGES:
         message = _TYPE_MESSAGES[kind].format(kind=_kind(value), value=value, **ctx)
+        message += _shape_hint(loc[-1:], value)
     elif kind == "extra_forbidden":
         allowed = [n for n in (_model_at(loc[:-1]) or JobSpec).model_fields if n != "variant"]
         hint = catalog.suggest(str(loc[-1]), allowed)
@@ -399,6 +400,20 @@ def _report(error: Mapping[str, Any], file: _File) -> None:
     elif kind != "value_error":
         message = f"{message} (got {_kind(value)})"
     file.add(loc, message)
+
+
+def _shape_hint(field: Loc, value: Any) -> str:
+    """What a value given in the wrong shape was most likely meant as, for the fields people flatten."""
+    if field == ("machine",) and isinstance(value, str):
+        return f"; a machine type goes under type: write machine: {{type: {value}}}"
+    if field == ("retries",) and isinstance(value, int) and not isinstance(value, bool):
+        return (f"; write retries: {{preemption: {value}}} (Spot preemptions, retried in the next zone) or "
+                f"{{failure: {value}}} (a failed container)")
+    if field == ("env",) and isinstance(value, list) and value and \
+            all(isinstance(item, str) and "=" in item for item in value):
+        pairs = ", ".join(f"{k}: {v!r}" if v else f"{k}: ''" for k, _, v in (i.partition("=") for i in value))
+        return f"; write {field[0]}: {{{pairs}}}"
+    return ""
 
 
 # --- checks that need the cron grammar, the zone database, the catalog or the stack -------------

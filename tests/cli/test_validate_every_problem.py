@@ -86,3 +86,14 @@ def test_stack_file_problems_have_their_line_and_a_misspelt_setting_its_suggesti
     assert found[0].startswith(f"{stack}: grace: ") and found[0].endswith("(from SPOTCRON_GRACE)")
     assert found[1] == f"{stack}:2: regoin: unknown setting; did you mean 'region'?"
     assert found[2].startswith(f"{stack}:4: limits.max_live_vms: ")
+
+
+def test_a_flattened_field_is_told_the_shape_it_was_meant_as(tmp_path):
+    found = _problems(tmp_path, {"bot.yaml": 'schedule: "0 9 * * *"\nimage: busybox\nmachine: e2-small\n'
+                                             'env: [LOG=debug, EMPTY=]\nretries: 3\n'})
+    assert [line.split(": ", 2)[2] for line in found] == [
+        "must be a mapping (indented key: value lines), not 'e2-small'; a machine type goes under type: write "
+        "machine: {type: e2-small}",
+        "must be a mapping (indented key: value lines), not a list; write env: {LOG: 'debug', EMPTY: ''}",
+        "must be a mapping (indented key: value lines), not the number 3; write retries: {preemption: 3} (Spot "
+        "preemptions, retried in the next zone) or {failure: 3} (a failed container)"]

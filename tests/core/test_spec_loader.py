@@ -70,7 +70,8 @@ CASES: list[tuple[str, str, str | tuple[str, ...]]] = [
     ("bool-type", OK + "paused: maybe\n", "jobs/bot.yaml:3: paused: must be true or false, not 'maybe'"),
     ("int-type", OK + "history_limit: many\n", "jobs/bot.yaml:3: history_limit: must be a whole number, not 'many'"),
     ("mapping-type", OK + "machine: n1-standard-1\n",
-     "jobs/bot.yaml:3: machine: must be a mapping (indented key: value lines), not 'n1-standard-1'"),
+     "jobs/bot.yaml:3: machine: must be a mapping (indented key: value lines), not 'n1-standard-1'; a machine "
+     "type goes under type: write machine: {type: n1-standard-1}"),
     ("list-type", OK + "matrix: {name: cpu}\n", "jobs/bot.yaml:3: matrix: must be a list, not a mapping"),
     ("string-type", 'schedule: "0 * * * *"\nimage: 5\n',
      "jobs/bot.yaml:2: image: must be text, not the number 5; put it in quotes if needed"),
