@@ -64,7 +64,13 @@ def set_(ctx: click.Context, name: str, from_file: Path | None, destroy_older: b
       spotcron secrets set sa-key --cloud --from-file key.json
     """
     from spotcron.cli._common import given, goes_with, load_stack
+    from spotcron.core.errors import SpotcronError
+    from spotcron.core.secret_refs import credential_problem
 
+    if credential_problem(name):  # never quoted: a pasted value would land in the terminal's scrollback
+        raise SpotcronError("NAME is not a secret's name: give a secret id (letters, digits, '-' and '_', at most "
+                            "255 characters, e.g. bot-token) or projects/PROJECT/secrets/SECRET; the value goes "
+                            "on stdin (or --from-file), never on the command line")
     if local and destroy_older:
         raise goes_with("--destroy-older", "--cloud", "a local value has no older versions")
     settings = load_stack(stack_path)

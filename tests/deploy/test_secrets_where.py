@@ -102,3 +102,11 @@ def test_without_credentials_cloud_says_what_is_missing_and_how_to_fix_it(tmp_pa
     assert lines[1].startswith("Log in with `gcloud auth application-default login`")
     assert "--local" in lines[1]
     assert "googleapis.com" not in done.output  # not deploy's list of APIs
+
+
+@pytest.mark.parametrize("name", ["bad name", "ghp_abcdefghijklmnopqrstuvwxyz0123456789", "projects/p/secrets/x"])
+def test_a_name_that_is_no_secret_name_is_refused_before_anything_is_stored(tmp_path, monkeypatch, name):
+    _folder(tmp_path, monkeypatch, NEW_FOLDER)
+    done = _run("set", name, "--local", stdin="v")
+    assert done.exit_code == 2 and "NAME is not a secret's name" in done.output
+    assert name not in done.output and not (tmp_path / ".spotcron" / "secrets.env").exists()
