@@ -85,7 +85,10 @@ def find_job_file(job_or_file: str, jobs_dir: Path) -> Path:
         candidate = jobs_dir / f"{job_or_file}{suffix}"
         if candidate.is_file():
             return candidate
-    names = [p.stem for p in job_files([jobs_dir])[0]] if jobs_dir.is_dir() else []
+    if not jobs_dir.is_dir():
+        raise SpotcronError(f"no job named {job_or_file!r}: there is no {jobs_dir}/ folder here; `spotcron init` "
+                            f"starts one, or point --jobs (SPOTCRON_JOBS) at yours")
+    names = [p.stem for p in job_files([jobs_dir])[0]]
     hint = suggest(job_or_file, names)
     known = f"did you mean {hint!r}?" if hint else (f"jobs there: {', '.join(names)}" if names else "it has no jobs")
     raise SpotcronError(f"no job named {job_or_file!r} in {jobs_dir}/; {known}")

@@ -62,8 +62,13 @@ def job_files(paths: Iterable[Path | str]) -> tuple[list[Path], list[Problem]]:
                 problems.append(Problem(str(path), None, "", "not a job file: job files end in .yaml or .yml"))
                 continue
             found = [path]
+        elif path.suffix in JOB_SUFFIXES:
+            problems.append(Problem(str(path), None, "", "no such file"))
+            continue
         else:
-            problems.append(Problem(str(path), None, "", "no such file or directory"))
+            here = "" if path.is_absolute() else f" in {Path.cwd()}"
+            problems.append(Problem(str(path), None, "", f"no such folder{here}: `spotcron init` starts one with a "
+                                                         f"first job, or point --jobs (SPOTCRON_JOBS) at yours"))
             continue
         for file in found:
             if file.resolve() not in seen:  # `validate jobs jobs/bot.yaml` checks bot once

@@ -97,3 +97,12 @@ def test_a_flattened_field_is_told_the_shape_it_was_meant_as(tmp_path):
         "must be a mapping (indented key: value lines), not a list; write env: {LOG: 'debug', EMPTY: ''}",
         "must be a mapping (indented key: value lines), not the number 3; write retries: {preemption: 3} (Spot "
         "preemptions, retried in the next zone) or {failure: 3} (a failed container)"]
+
+
+def test_outside_a_jobs_folder_the_commands_say_how_to_start_one(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SPOTCRON_JOBS", raising=False)
+    for args in (["validate"], ["next", "hello"]):
+        result = CliRunner().invoke(cli, args, catch_exceptions=False)
+        assert result.exit_code == 2
+        assert "`spotcron init` starts one" in result.output and "--jobs (SPOTCRON_JOBS)" in result.output, args

@@ -295,8 +295,10 @@ def test_every_problem_of_every_file_in_one_pass(tmp_path, monkeypatch):
 
 def test_missing_path_and_wrong_extension(tmp_path, monkeypatch):
     (tmp_path / "notes.txt").write_text("x")
-    lines = problems(tmp_path, monkeypatch, {}, paths=["nope", "notes.txt"])
-    assert lines == ["nope: no such file or directory",
+    lines = problems(tmp_path, monkeypatch, {}, paths=["nope", "notes.txt", "gone.yaml"])
+    assert lines == ["gone.yaml: no such file",
+                     f"nope: no such folder in {tmp_path}: `spotcron init` starts one with a first job, or point "
+                     f"--jobs (SPOTCRON_JOBS) at yours",
                      "notes.txt: not a job file: job files end in .yaml or .yml"]
 
 
