@@ -112,7 +112,8 @@ def test_placeholder_project_fails_before_any_call(invoke, context: DeployContex
     assert result.exit_code == 2
     assert result.output.splitlines() == [
         "infra/stack.yaml:2: project: 'my-project' is the placeholder; set your Google Cloud project id here "
-        "or in SPOTCRON_PROJECT",
+        "or in SPOTCRON_PROJECT; `spotcron deploy --dry-run --offline` lists what a first deploy creates, with no "
+        "project yet",
         "infra/stack.yaml:3: bucket: 'my-project-spotcron' is the placeholder; bucket names are global, so pick "
         "your own, e.g. your project id followed by -spotcron",
         "2 problems in 1 file",
