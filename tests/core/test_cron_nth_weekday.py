@@ -66,3 +66,11 @@ def test_hash_in_a_list_still_says_it_is_unsupported_without_the_wrong_or_form()
     message = str(caught.value)
     assert "uses '#'" in message and "day-of-month '*'" in message
     assert "list days of the month and a weekday" not in message
+
+
+def test_the_documented_days_form_fires_seven_times_a_month_one_of_them_the_first_monday():
+    fires = _year_of_fires("0 9 1-7 * *")
+    for month in range(1, 13):
+        in_month = [f for f in fires if f.month == month]
+        assert [f.day for f in in_month] == list(range(1, 8))
+        assert len([f for f in in_month if f.weekday() == calendar.MONDAY]) == 1
