@@ -24,7 +24,7 @@ def _advice(expression: str) -> tuple[str, int, int]:
 
 def _year_of_fires(expression: str) -> list[datetime]:
     schedule = parse_schedule(expression)
-    fires = schedule.upcoming(datetime(2026, 12, 31, 23, 0, tzinfo=UTC), ZONE, 60)
+    fires = schedule.upcoming(datetime(2026, 12, 31, 23, 0, tzinfo=UTC), ZONE, 120)
     return [f.astimezone(ZONE) for f in fires if f.astimezone(ZONE).year == 2027]
 
 
