@@ -106,3 +106,11 @@ def test_outside_a_jobs_folder_the_commands_say_how_to_start_one(tmp_path, monke
         result = CliRunner().invoke(cli, args, catch_exceptions=False)
         assert result.exit_code == 2
         assert "`spotcron init` starts one" in result.output and "--jobs (SPOTCRON_JOBS)" in result.output, args
+
+
+def test_a_check_that_reads_a_broken_field_says_nothing_rather_than_judge_a_default(tmp_path):
+    # matrix is broken, so "benchmark.base: the job has no matrix" would be false; timeout is fine.
+    found = _problems(tmp_path, {"bot.yaml": 'schedule: "0 9 * * *"\nimage: busybox\ntimeout: 120d\n'
+                                             'benchmark: {base: cpu}\nmatrix: [{name: cpu, machine: {tpye: x}}]\n'})
+    fields = [line.split(": ")[1] for line in found]
+    assert "benchmark.base" not in fields and "timeout" in fields, found
