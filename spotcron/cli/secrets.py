@@ -1,4 +1,4 @@
-"""`spotcron secrets`: store a job's secret in Secret Manager, and list what the jobs' secrets hold."""
+"""`spotcron secrets`: store a job's secret locally (for `spotcron up`) or in Secret Manager, and list them."""
 
 from __future__ import annotations
 
