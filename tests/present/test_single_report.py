@@ -15,6 +15,7 @@ from spotcron.core import layout
 from spotcron.core.metrics import parse_metrics
 from spotcron.core.runs import Attempt, RunRecord
 from spotcron.cost.prices import load_prices
+from spotcron.present.charts import chart_name, chart_pngs
 from spotcron.present.formats import render_report
 from spotcron.present.report import benchmark_report
 
@@ -54,6 +55,11 @@ def test_a_job_without_a_matrix_gets_a_summary_of_its_runs_and_how_to_add_a_matr
         assert "samples/s" in said and "accuracy" in said and "0.91" in said
         assert "hello has no matrix, so there is nothing to compare its runs with" in said
         assert "matrix:" in said and "docs/benchmarks.md" in said
+
+
+def test_its_charts_are_its_phases_alone_never_a_ratio_to_itself():
+    report = benchmark_report("hello", RUNS, load_prices(), "us-central1")
+    assert list(chart_pngs(report)) == [chart_name("hello", "phases")]
 
 
 def test_a_matrix_job_is_still_compared():
