@@ -2,8 +2,8 @@
 tasks, the small module that writes its metrics.json, and the image's Dockerfile.
 
 The script needs only Python's standard library, so `spotcron up --once` runs it as it is; each
-task is timed on its own (run until a time budget and a step count are both reached, after an
-untimed warm-up), and the job compares every task (`benchmark.compare`) and their geometric mean.
+task is a fixed amount of work timed on its own (after an untimed warm-up), so its time compares
+across configurations, and the job compares every task (`benchmark.compare`) and their geometric mean.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ repeat: 4                       # runs per entry and tick, each on its own VM: 4
                                 # interval reaches 95% (3 give 90%); 5 is MLPerf's count
 benchmark:
   base: e2-2-b64                # the entry every other is compared with (1.00x)
-  time_metric: train_seconds    # a run's time: the timed tasks, not the container's wall time
+  time_metric: train_seconds    # a run's time: its timed tasks (the same work in every run)
   compare: [fit_seconds, score_seconds]   # each task compared on its own
   overall: true                 # and the geometric mean of the per-task ratios
 # The matrix as a cross product: one entry per machine and batch size, named by their labels
@@ -38,8 +38,9 @@ axes:
   - b64: {env: {BATCH: "64"}}
     b256: {env: {BATCH: "256"}}
 local:
-  # What `spotcron up` runs without a container runtime: the same script, from this folder.
-  command: python3 benchmark/train.py --min-seconds 1
+  # What `spotcron up` runs without a container runtime: the same script, from this folder, with
+  # less work (a second or so a run), the same in every entry so their times compare.
+  command: python3 benchmark/train.py --samples 102400 --passes 80
 """
 
 METRICS_HELPER = '''\
@@ -102,14 +103,17 @@ class Metrics:
 '''
 
 TRAIN_TEXT = '''\
-"""A training benchmark in two tasks, timed each on its own: fit a logistic regression by SGD, then
-score held-out samples. Replace the tasks with yours; keep the shape:
+\"\"\"A training benchmark in two tasks, each a fixed amount of work timed on its own: fit a logistic
+regression by SGD on --samples samples, then score the held-out samples --passes times. Replace
+the tasks with yours; keep the shape:
 
 - warm up untimed first (caches, allocations; a GPU's clocks);
-- time each task until it has run at least --min-seconds and --min-steps (a loop of milliseconds
-  measures the timer, not the machine);
+- give every run the same work, sized to take seconds (a loop of milliseconds measures the timer,
+  not the machine): then a task's time says how fast the configuration does it, and samples per
+  second how much it gets through. (Timed to a budget of seconds instead, every run would take the
+  budget, whatever the machine: only the rate would tell them apart.);
 - write metrics.json with the work done and one `TASK_seconds` per task (spotcron_metrics.py).
-"""
+\"\"\"
 
 from __future__ import annotations
 
@@ -118,7 +122,6 @@ import math
 import os
 import random
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -152,21 +155,15 @@ def accuracy(model: list[float], data: list[tuple[list[float], int]]) -> float:
     return sum(int(sum(w * v for w, v in zip(model, x)) > 0) == y for x, y in data) / len(data)
 
 
-def run_for(step, min_seconds: float, min_steps: int) -> tuple[int, float]:
-    """Steps until both minimums are reached: (steps, seconds)."""
-    started, steps = time.perf_counter(), 0
-    while steps < min_steps or time.perf_counter() - started < min_seconds:
-        step(steps)
-        steps += 1
-    return steps, time.perf_counter() - started
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=int(os.environ.get("BATCH", "64")))
-    parser.add_argument("--min-seconds", type=float, default=10.0)
-    parser.add_argument("--min-steps", type=int, default=20)
+    parser.add_argument("--samples", type=int, default=1_024_000,
+                        help="training samples to fit: the work, the same in every configuration")
+    parser.add_argument("--passes", type=int, default=400, help="times the held-out samples are scored")
     args = parser.parse_args()
+    if args.batch < 1 or args.samples < args.batch or args.passes < 1:
+        parser.error("--batch, --passes and --samples must be at least 1, and --samples at least --batch")
     train, held_out = samples(args.batch * 20, seed=1), samples(1000, seed=2)
     model = [0.0] * FEATURES
     metrics = Metrics()
@@ -175,17 +172,24 @@ def main() -> int:
         start = (i % 20) * args.batch
         sgd_step(model, train[start:start + args.batch])
 
-    run_for(fit, 0.2, 3)  # warm-up, untimed
-    steps, seconds = run_for(fit, args.min_seconds, args.min_steps)
-    metrics.add("fit_seconds", seconds, "s")
-    scored, score_seconds = run_for(lambda i: accuracy(model, held_out), args.min_seconds / 4, 3)
-    metrics.add("score_seconds", score_seconds, "s")
-    metrics.add("train_seconds", seconds + score_seconds, "s")
-    metrics.add("fit_samples_per_second", steps * args.batch / seconds, "samples/s")
+    for i in range(3):  # warm-up, untimed
+        fit(i)
+    steps = args.samples // args.batch  # the same samples whatever the batch size
+    with metrics.timed("fit_seconds"):
+        for i in range(steps):
+            fit(i)
+    with metrics.timed("score_seconds"):
+        for _ in range(args.passes):
+            accuracy(model, held_out)
+    fit_seconds = metrics.figures["fit_seconds"]["value"]
+    score_seconds = metrics.figures["score_seconds"]["value"]
+    metrics.add("train_seconds", fit_seconds + score_seconds, "s")
+    metrics.add("fit_samples_per_second", steps * args.batch / fit_seconds, "samples/s")
     metrics.add("heldout_accuracy", accuracy(model, held_out), "1")
     metrics.work(steps * args.batch, "samples")
     path = metrics.write()
-    print(f"fit {steps} steps of {args.batch} in {seconds:.2f} s, scored {scored} times in {score_seconds:.2f} s, "
+    print(f"fit {steps * args.batch} samples in batches of {args.batch} in {fit_seconds:.2f} s "
+          f"({steps * args.batch / fit_seconds:,.0f} samples/s), scored {args.passes} times in {score_seconds:.2f} s, "
           f"held-out accuracy {accuracy(model, held_out):.2f}; wrote {path}")
     return 0
 

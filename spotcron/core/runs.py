@@ -259,6 +259,9 @@ class RunRecord(_Record):
     cost_usd: float | None = None
     cost_items: dict[str, float] = Field(default_factory=dict)
     cost_problem: str | None = None  # why the run has no cost (a machine type the price table lacks)
+    # Seconds a local VM waited for its turn on the host (or its GPUs), left out of cost_usd: a VM of
+    # its own on Google Cloud would not have waited (cost/local_wait.py). None: priced from creation.
+    local_wait_s: float | None = None
     # The ended attempt's results/metrics.json as checked when the run ended, or why it was not usable.
     metrics: RunMetrics | None = None
     metrics_problem: str | None = None

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from spotcron.core.runs import Outcome, RunRecord
 from spotcron.core.spec import JobSpec
 from spotcron.cost.billing import DEFAULT_OVERHEADS, FunctionUse, Overheads, vm_items
+from spotcron.cost.local_wait import work_vm_seconds
 from spotcron.cost.prices import FunctionPrice, PriceTable
 
 MONTH_DAYS = 30
@@ -184,7 +185,8 @@ def vm_seconds_from_history(records: Iterable[RunRecord], recent: int = RECENT_R
     stuck until its timeout should not set the price of every future run; the newest runs,
     because a job that changed should be priced as it is now. A run whose host lacked its
     hardware (a local GPU entry on a host without that GPU) never measured the configuration, so
-    its seconds price nothing.
+    its seconds price nothing. A local VM's wait for its turn on the host is left out
+    (cost/local_wait.py): a VM of its own would not have waited.
     """
     ended: dict[tuple[str, str | None], list[RunRecord]] = {}
     for record in records:
@@ -195,7 +197,7 @@ def vm_seconds_from_history(records: Iterable[RunRecord], recent: int = RECENT_R
     history = {}
     for key, runs in ended.items():
         newest = sorted(runs, key=lambda r: (r.created_at, r.run_id))[-recent:]
-        history[key] = (statistics.median(r.billed_vm_seconds for r in newest), len(newest))
+        history[key] = (statistics.median(work_vm_seconds(r) for r in newest), len(newest))
     return history
 
 

@@ -15,8 +15,9 @@ from spotcron.engine.store import RunStore
 
 log = logging.getLogger("spotcron.engine")
 
-# (total USD, items) or (None, {}, why it priced nothing).
-CostFn = Callable[[RunRecord], tuple[float, dict[str, float]] | tuple[float | None, dict[str, float], str | None]]
+# (total USD, items), and optionally why it has no total and (local mode) the wait it left out.
+CostFn = Callable[[RunRecord], tuple[float, dict[str, float]] | tuple[float | None, dict[str, float], str | None]
+                  | tuple[float | None, dict[str, float], str | None, float | None]]
 RunEndHook = Callable[["Deps", RunRecord], None]
 
 

@@ -368,9 +368,12 @@ def missed_more(record: RunRecord, event: MissedMore, now: datetime) -> Result:
                                      "missed_until": event.until, "updated_at": now})
 
 
-def priced(record: RunRecord, total: float | None, items: dict[str, float], problem: str | None = None) -> RunRecord:
-    """What the ended run cost, as the engine's cost function worked it out, or why it has no cost."""
-    return record.model_copy(update={"cost_usd": total, "cost_items": items, "cost_problem": problem})
+def priced(record: RunRecord, total: float | None, items: dict[str, float], problem: str | None = None,
+           local_wait_s: float | None = None) -> RunRecord:
+    """What the ended run cost, as the engine's cost function worked it out, or why it has no cost;
+    `local_wait_s`: the local VM's wait for its turn that the cost leaves out."""
+    return record.model_copy(update={"cost_usd": total, "cost_items": items, "cost_problem": problem,
+                                     "local_wait_s": local_wait_s})
 
 
 def skip(record: RunRecord, event: Skip, now: datetime) -> Result:

@@ -80,8 +80,10 @@ def create(deps: Deps, record: RunRecord) -> bool:
 def priced(deps: Deps, record: RunRecord) -> RunRecord:
     if deps.run_cost is None:
         return record
-    total, items, *why = deps.run_cost(record)  # a cost function may say why it priced nothing
-    return transitions.priced(record, total, items, why[0] if why else None)
+    # A cost function may say why it priced nothing, and (local mode) the wait its cost leaves out.
+    total, items, *more = deps.run_cost(record)
+    return transitions.priced(record, total, items, more[0] if more else None,
+                              more[1] if len(more) > 1 else None)
 
 
 def _after(deps: Deps, before: RunRecord, after: RunRecord, event: transitions.Event) -> None:

@@ -40,6 +40,16 @@ def local_settings(job_done_url: str, credentials_url: str = "", *, sweep_interv
                     grace=grace, limits=limits or Limits())
 
 
+def local_run_cost(prices: Any, settings: Settings) -> Callable[[Any], tuple]:
+    """The engine's cost function here: billing's, of the run without its wait for its turn on this
+    host (or its GPUs), which the record keeps as `local_wait_s` (cost/local_wait.py)."""
+    from spotcron.cost.billing import cost_function
+    from spotcron.cost.local_wait import priced_without_wait
+
+    return priced_without_wait(cost_function(prices, settings.region, image_gb=settings.placement.image_gb,
+                                             results_gb=settings.placement.results_gb))
+
+
 class LocalStack:
     def __init__(self, state_dir: Path, *, environ: Mapping[str, str], cwd: Path | None = None,
                  sweep_interval: int = 30, grace: int = 60, runtime_for: Callable[[str], str | None] | None = None,
@@ -76,7 +86,6 @@ class LocalStack:
     def _start(self) -> None:
         import functions_framework
 
-        from spotcron.cost.billing import cost_function
         from spotcron.engine.clock import SystemClock
         from spotcron.gcp.id_tokens import GoogleIdentity
         from spotcron.local.blobs import LOCAL_BUCKET
@@ -132,8 +141,7 @@ class LocalStack:
         self._stack.append(self.bus.close)
         self.deps = Deps(settings=settings, compute=compute, blobs=bucket.blobs(),
                          events=self.feed, identity=GoogleIdentity(certs_url=metadata.certs_url), clock=clock,
-                         run_cost=cost_function(self.prices, settings.region, image_gb=settings.placement.image_gb,
-                                                results_gb=settings.placement.results_gb),
+                         run_cost=local_run_cost(self.prices, settings),
                          minter=LocalMinter(bucket))
         # The same run-end hooks as the functions; webhooks are really sent, and `up` prints each.
         from spotcron.runtime import webhooks

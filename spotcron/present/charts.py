@@ -253,10 +253,13 @@ def chart_captions(report: BenchmarkReport, history: BenchmarkHistory | None = N
 
 
 def chart_pngs(report: BenchmarkReport, history: BenchmarkHistory | None = None) -> dict[str, bytes]:
-    """{file name: PNG} for every chart that has data."""
-    charts = {chart_name(report.job, metric): relative_chart(report, metric) for metric in ("time", "cost")}
-    charts[chart_name(report.job, "cost-vs-time")] = scatter_chart(report)
-    charts[chart_name(report.job, "per-metric")] = metric_chart(report)
+    """{file name: PNG} for every chart that has data; a job with one configuration (no matrix) has
+    nothing to compare, so only its phases and its history."""
+    charts: dict[str, bytes | None] = {}
+    if len({row.variant for row in report.rows}) > 1:
+        charts = {chart_name(report.job, metric): relative_chart(report, metric) for metric in ("time", "cost")}
+        charts[chart_name(report.job, "cost-vs-time")] = scatter_chart(report)
+        charts[chart_name(report.job, "per-metric")] = metric_chart(report)
     charts[chart_name(report.job, "phases")] = phase_chart(report)
     if history is not None:
         charts[chart_name(report.job, "history")] = history_chart(history,

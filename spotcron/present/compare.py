@@ -32,11 +32,11 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 from spotcron.core.runs import RunRecord
 from spotcron.cost.billing import BILLING_MINIMUM_S, billed_vm_seconds, vm_items
+from spotcron.cost.local_wait import without_wait
 from spotcron.cost.prices import PriceTable
 from spotcron.present.stats import OUTLIER_Z, Ratio, Spread, ratio_of_medians, spread
 
@@ -67,24 +67,6 @@ class Phases:
     def to_json(self) -> dict[str, float | None]:
         return {"boot_pull_s": self.boot_pull, "setup_s": self.setup, "measured_s": self.measured,
                 "upload_s": self.upload, "vm_s": self.vm, "local_wait_s": self.wait}
-
-
-def without_wait(record: RunRecord) -> tuple[RunRecord, float | None]:
-    """The record as if its local VM had been created when its runner started: a wait for its turn
-    (or its host GPUs) is no part of the configuration's boot or cost. Other records as they are."""
-    hardware = record.hardware
-    attempt = record.current_attempt
-    if hardware is None or not hardware.local or not hardware.waited_s or attempt is None \
-            or attempt.created_at is None:
-        return record, None
-    start = attempt.created_at + timedelta(seconds=hardware.waited_s)
-    if attempt.started_at is not None:
-        start = min(start, attempt.started_at)
-    waited = (start - attempt.created_at).total_seconds()
-    shifted = attempt.model_copy(update={"created_at": start})
-    # A view for pricing and phases only, never stored: the record itself changes only in the engine.
-    attempts = tuple(shifted if a.number == attempt.number else a for a in record.attempts)
-    return record.model_copy(update={"attempts": attempts}), waited
 
 
 def run_phases(record: RunRecord, measured: float | None) -> dict[str, float | None]:
@@ -130,7 +112,9 @@ def hourly_price(record: RunRecord, table: PriceTable | None, region: str) -> fl
         except Exception:  # noqa: BLE001 - a machine the table does not price: no work cost, the rest stays
             return None
         return items["compute"] + items["gpu"]
-    billed = sum(billed_vm_seconds(a.vm_seconds) for a in record.attempts if a.vm_seconds is not None)
+    # A record priced without its local wait (local_wait_s) paid for the VM's life less the wait.
+    attempts = without_wait(record)[0].attempts if record.local_wait_s is not None else record.attempts
+    billed = sum(billed_vm_seconds(a.vm_seconds) for a in attempts if a.vm_seconds is not None)
     paid = record.cost_items.get("compute", 0.0) + record.cost_items.get("gpu", 0.0)
     return paid / billed * 3600 if billed and paid else None
 

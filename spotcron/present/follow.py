@@ -17,7 +17,7 @@ from spotcron.core.runs import RunState
 from spotcron.present.logs import RunOutput
 from spotcron.present.neutral import printable
 from spotcron.present.notes import ended_words, metrics_note
-from spotcron.present.views import pick_attempt
+from spotcron.present.views import pick_attempt, took_text
 
 if TYPE_CHECKING:
     from spotcron.core.runs import RunRecord
@@ -103,7 +103,9 @@ class Streams:
             self.write(output.finish())
         for record in records:
             code = f", exit {record.exit_code}" if record.exit_code is not None else ""
-            self.report(f"{record.job}/{record.run_id} {record.state}{code}{ended_words(record)}")
+            # The work's time as `runs` says it, and a local run's wait for its turn beside it.
+            took = f" in {took_text(record, None)}" if record.duration_seconds is not None else ""
+            self.report(f"{record.job}/{record.run_id} {record.state}{took}{code}{ended_words(record)}")
         unfinished = len(records) < len(self.outputs) or any(not r.terminal for r in records)
         failed = [r for r in records if r.state != RunState.SUCCEEDED]
         if not failed and not unfinished:

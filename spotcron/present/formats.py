@@ -16,6 +16,7 @@ from spotcron.present import exports
 from spotcron.present.history import BenchmarkHistory
 from spotcron.present.neutral import printable
 from spotcron.present.report import BenchmarkReport
+from spotcron.present.single import is_single, summary_markdown, summary_tables
 
 FORMATS = exports.FORMATS
 
@@ -43,6 +44,12 @@ def render_report(report: BenchmarkReport, fmt: str, *, history: BenchmarkHistor
         if fmt == "md":
             return exports.history_markdown(history)
         return Tables([exports.history_table(history)])
+    if fmt in ("table", "md") and is_single(report):
+        # One configuration: its runs summed up, never compared with themselves.
+        if fmt == "md":
+            return summary_markdown(report)
+        tables, lines = summary_tables(report)
+        return Tables(tables, lines)
     if fmt == "json":
         return exports.json_text(report, charts=charts) + "\n"
     if fmt == "csv":

@@ -14,8 +14,9 @@ from typing import Any
 
 from spotcron.core.durations import format_duration
 from spotcron.core.runs import RunRecord, RunState
+from spotcron.cost.local_wait import work_cost_usd
 from spotcron.present.notes import ended_words, metrics_flag
-from spotcron.present.views import STATE_STYLES, format_usd
+from spotcron.present.views import STATE_STYLES, format_usd, took_text
 
 
 @dataclass
@@ -54,8 +55,8 @@ def ended_detail(record: RunRecord | None, event: Mapping[str, Any]) -> str:
         return str(event.get("reason") or "")
     parts = []
     if record.duration_seconds is not None:
-        parts.append(f"in {format_duration(record.duration_seconds)}")
-    parts.append(format_usd(record.cost_usd))
+        parts.append(f"in {took_text(record, None)}")  # and a local run's wait for its turn, left out of both
+    parts.append(format_usd(work_cost_usd(record)))
     if record.exit_code is not None:
         parts.append(f"exit {record.exit_code}")
     return ", ".join(parts) + ended_words(record)
@@ -114,13 +115,15 @@ WAIT_COLOURS: Mapping[str, str] = {RunState.SUCCEEDED: "green", RunState.RUNNING
 
 def wait_rows(records: Iterable[RunRecord], now: datetime) -> list[tuple[str, str, str, str, str, str]]:
     """`up --once`'s runs while it waits: run, state, its colour, attempts, how long it took (an
-    ended run) or has taken so far, and a note (a succeeded run's metrics.json problems)."""
+    ended run's work, and its wait for its turn) or has taken so far, and a note (a succeeded run's metrics.json problems)."""
     rows = []
     for record in records:
         colour = WAIT_COLOURS.get(record.state, "red" if record.terminal else "white")
-        age = (record.updated_at if record.terminal else now) - record.created_at
+        age = format_duration(((record.updated_at if record.terminal else now) - record.created_at).total_seconds())
+        if record.terminal and record.duration_seconds is not None:
+            age = took_text(record, now, short=True)  # the work, and a local run's wait for its turn
         rows.append((f"{record.job}/{record.run_id}", str(record.state), colour, str(len(record.attempts)),
-                     format_duration(age.total_seconds()), metrics_flag(record)))
+                     age, metrics_flag(record)))
     return rows
 
 

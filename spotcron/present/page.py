@@ -21,6 +21,7 @@ from typing import Any
 
 from spotcron.core import layout
 from spotcron.core.runs import RunRecord, RunState
+from spotcron.cost.local_wait import work_cost_usd
 from spotcron.present.notes import metrics_note
 from spotcron.present.summary import PageSummary, ids_since, summarize, window_start
 from spotcron.present.views import duration_text, format_usd
@@ -339,7 +340,7 @@ def _job_section(job: str, records: Sequence[RunRecord], limit: int, total: int 
     total = max(total if total is not None else 0, len(records))
     succeeded = sum(1 for r in recent if r.state == RunState.SUCCEEDED)
     ended = sum(1 for r in recent if r.terminal)
-    shown_cost = sum(r.cost_usd or 0.0 for r in recent)
+    shown_cost = sum(work_cost_usd(r) or 0.0 for r in recent)
     matrix = any(r.variant for r in recent)  # a configuration column only for matrix jobs
     rows = "\n".join(_run_row(r, matrix, missing, now) for r in recent)
     configuration = "<th>configuration</th>" if matrix else ""
@@ -367,7 +368,7 @@ def _run_row(record: RunRecord, matrix: bool, missing: Collection[str] = frozens
         escape(duration_text(record, now)),  # the CLI's figure
         _zone_cell(record),
         str(len(record.attempts)),
-        format_usd(record.cost_usd),
+        format_usd(work_cost_usd(record)),
         str(record.exit_code) if record.exit_code is not None else "-",
         _reason_cell(record),
         " ".join(_links(record, missing)),

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from spotcron.core.durations import format_duration
 from spotcron.core.runs import RunRecord
 from spotcron.present.notes import ended_words, metrics_flag
+from spotcron.present.views import UNKNOWN, took_text
 
 HEARTBEAT_S = 15.0
 
@@ -35,10 +36,10 @@ class PipeProgress:
             if self._states.get(key) == record.state:
                 continue
             self._states[key] = record.state
-            took = format_duration(max(0.0, ((record.updated_at if record.terminal else now)
-                                             - record.created_at).total_seconds()))
+            took = took_text(record, now)  # the work, as `runs` says it, and a local run's wait for its turn
             flag = metrics_flag(record)  # said in full under the table at the end
-            detail = f" in {took}{f', but {flag}' if flag else ended_words(record)}" if record.terminal else ""
+            took = f" in {took}" if not took.startswith(UNKNOWN) else ""
+            detail = f"{took}{f', but {flag}' if flag else ended_words(record)}" if record.terminal else ""
             out.append(f"{now.astimezone(UTC):%H:%M:%S} {record.job}/{record.run_id} {record.state}{detail}")
         if not out and (now - self._last_line).total_seconds() >= self.heartbeat_s:
             counts = Counter(str(r.state) for r in records)

@@ -37,6 +37,7 @@ from spotcron.core.hardware import Hardware
 from spotcron.core.runs import RunRecord, RunState
 from spotcron.core.spec import JobSpec
 from spotcron.cost.billing import DEFAULT_OVERHEADS, Overheads, run_cost, unpriced_reason
+from spotcron.cost.local_wait import without_wait, work_cost_usd
 from spotcron.cost.prices import PriceTable, PricingError, gpu_key, parse_gpu
 from spotcron.present.compare import (
     COST_BASIS,
@@ -48,7 +49,6 @@ from spotcron.present.compare import (
     outliers,
     overall,
     run_phases,
-    without_wait,
     work_cost_basis,
 )
 from spotcron.present.stats import CONFIDENCE, Ratio, Spread, ratio_of_medians, spread
@@ -388,10 +388,7 @@ def _row(name: str, spec: JobSpec | None, done: list[RunRecord], other: list[Run
             if cost is not None:
                 cost += record.cost_items.get("transfer", 0.0)
         else:
-            cost = record.cost_usd
-            hourly = hourly_price(record, None, region)
-            if cost is not None and waits[record.run_id] and hourly:
-                cost = max(0.0, cost - waits[record.run_id] * hourly / 3600)
+            cost = work_cost_usd(record)
         samples.append((record.run_id, run_seconds(record, time_metric), cost))
     works = {r.run_id: r.metrics.work for r in done if r.metrics is not None and r.metrics.work is not None}
     unit = Counter(w.unit for w in works.values()).most_common(1)[0][0] if works else None

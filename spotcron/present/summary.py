@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from spotcron.core.runs import RunRecord, RunState
+from spotcron.cost.local_wait import work_cost_usd
 from spotcron.engine.store import run_sort_key
 
 WINDOWS_DAYS = (7, 30)
@@ -74,7 +75,7 @@ def summarize(records_by_job: Mapping[str, Sequence[RunRecord]], now: datetime, 
         ended = [r for r in records if r.terminal and r.created_at >= since]
         rates.append(Rate(days, sum(1 for r in ended if r.state == RunState.SUCCEEDED), len(ended)))
     month_start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-    spent = sum(r.cost_usd or 0.0 for r in records if r.created_at >= month_start)
+    spent = sum(work_cost_usd(r) or 0.0 for r in records if r.created_at >= month_start)
     projected, basis = _projection(records, now)
     runs = sum(totals.values()) if totals is not None else len(records)
     return PageSummary(jobs=len(records_by_job), runs=runs, rates=tuple(rates), month=f"{now:%B %Y}",
@@ -94,6 +95,6 @@ def _projection(records: Sequence[RunRecord], now: datetime) -> tuple[float | No
     first = min(r.created_at for r in priced)
     days = min(float(PROJECTION_DAYS), max(1.0, (now - first).total_seconds() / 86400))
     month_days = calendar.monthrange(now.year, now.month)[1]
-    spent = sum(r.cost_usd or 0.0 for r in priced)
+    spent = sum(work_cost_usd(r) or 0.0 for r in priced)
     span = f"{days:.0f} days" if days >= 2 else "1 day"
     return spent / days * month_days, f"the run rate of the last {span}, over {month_days} days"

@@ -16,6 +16,7 @@ from pathlib import PurePosixPath
 from spotcron.core.durations import format_duration
 from spotcron.core.errors import SpotcronError
 from spotcron.core.runs import RunRecord, RunState
+from spotcron.cost.local_wait import waited_seconds, work_cost_usd
 from spotcron.engine.ports import Instance
 from spotcron.engine.store import run_sort_key
 from spotcron.present.notes import run_note
@@ -128,6 +129,17 @@ def duration_text(record: RunRecord, now: datetime | None) -> str:
     return UNKNOWN
 
 
+def took_text(record: RunRecord, now: datetime | None, short: bool = False) -> str:
+    """`2s (waited 38s for its turn)`: the run's work time (`duration_text`) and, for a local run that
+    waited for its turn on the host (or its GPUs), that wait, which its time and cost leave out
+    (cost/local_wait.py). `short` says `(waited 38s)`, for a table's column."""
+    text = duration_text(record, now)
+    waited = waited_seconds(record)
+    if waited:
+        text += f" (waited {format_duration(waited)}{'' if short else ' for its turn'})"
+    return text
+
+
 def gpu_text(gpu: str) -> str:
     """`nvidia-tesla-t4 x1` → `t4 x1`: the model is what tells runs apart."""
     return gpu.removeprefix("nvidia-tesla-").removeprefix("nvidia-")
@@ -198,9 +210,9 @@ def run_row(record: RunRecord, now: datetime) -> RunRow:
         status=record.state,
         attempts=str(len(record.attempts)),
         started=format_time(started_at(record)),
-        duration=duration_text(record, now),
+        duration=took_text(record, now, short=True),
         machine=machine_text(record),
-        cost=format_usd(record.cost_usd),
+        cost=format_usd(work_cost_usd(record)),
         exit_code=UNKNOWN if record.exit_code is None else str(record.exit_code),
         reason=one_line(run_note(record)),  # the metrics.json problems of a run that succeeded too
     )

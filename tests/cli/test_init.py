@@ -122,7 +122,7 @@ def test_init_benchmark_writes_a_matrix_job_from_axes_and_a_script_whose_metrics
     assert dict(job.variant_named("e2-4-b256").env) == {"BATCH": "256"}
     assert job.benchmark.base == "e2-2-b64" and job.benchmark.compare == ("fit_seconds", "score_seconds")
     assert job.repeat == 4 and job.build is not None
-    ran = subprocess.run([sys.executable, "benchmark/train.py", "--min-seconds", "0", "--min-steps", "2"],
+    ran = subprocess.run([sys.executable, "benchmark/train.py", "--samples", "16", "--passes", "1"],
                          env={**os.environ, "SPOTCRON_RESULTS_DIR": str(here / "results"), "BATCH": "8"},
                          capture_output=True, text=True, timeout=120)
     assert ran.returncode == 0, ran.stderr
@@ -137,6 +137,33 @@ def test_init_benchmark_writes_a_matrix_job_from_axes_and_a_script_whose_metrics
     assert validated.exit_code == 0, validated.output
     again = run("init", "--benchmark")
     assert again.exit_code == 2 and "jobs/benchmark.yaml" in again.output
+
+
+def test_the_benchmark_template_gives_every_configuration_the_same_work(here: Path) -> None:
+    """Before: each task ran until a time budget (1 s locally), so every entry's times were the budget
+    and the report compared nothing. Now the work is fixed and the time is what varies."""
+    import json
+    import os
+    import shlex
+    import subprocess
+    import sys
+
+    assert run("init", "--benchmark").exit_code == 0
+    [job] = load_jobs([here / "jobs"], grace=300, retention_days=90)
+    works = {}
+    for entry in job.variants():
+        argv = list(entry.local.command)
+        assert "--samples" in argv and not any("seconds" in arg for arg in argv), shlex.join(argv)
+        argv[argv.index("--samples") + 1], argv[argv.index("--passes") + 1] = "512", "1"  # small, same shape
+        results = here / "results" / entry.variant
+        ran = subprocess.run([sys.executable, *argv[1:]], env={**os.environ, **dict(entry.env),
+                                                              "SPOTCRON_RESULTS_DIR": str(results)},
+                             capture_output=True, text=True, timeout=120)
+        assert ran.returncode == 0, ran.stderr
+        written = json.loads((results / "metrics.json").read_text())
+        works[entry.variant] = written["work"]["value"]
+        assert written["metrics"]["fit_samples_per_second"]["unit"] == "samples/s"
+    assert set(works.values()) == {512.0}, works  # batches of 64 and of 256 fit the same samples
 
 
 def test_axes_expand_to_their_cross_product_and_refuse_a_setting_given_twice(tmp_path: Path) -> None:

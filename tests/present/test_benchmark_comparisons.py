@@ -45,7 +45,9 @@ def run(variant: str, repeat: int, tasks: dict[str, float], *, week: int = 0, bo
     start = T0 + timedelta(weeks=week)
     work = sum(tasks.values())
     created = start
+    local = hardware is not None and hardware.local  # local mode's zones are local-*
     attempt = Attempt(number=1, vm_name="a1", machine_type=MACHINES[variant], disk_gb=30, created_at=created,
+                      zone="local-zone1-a" if local else None,
                       started_at=created + timedelta(seconds=boot),
                       finished_at=created + timedelta(seconds=boot + setup + work),
                       deleted_at=created + timedelta(seconds=boot + setup + work + upload), outcome="exited",

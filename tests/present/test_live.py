@@ -75,9 +75,9 @@ def test_the_once_table_has_a_row_per_run_coloured_by_state():
     running = make_record("bot", "r2", "running", created=NOW - timedelta(seconds=30))
     failed = make_record("bot", "r3", "failed", created=NOW - timedelta(seconds=30), exit_code=1)
     assert wait_rows([done, running, failed], NOW) == [
-        ("bot/r1", "succeeded", "green", "1", "0s", ""),  # an ended run: updated_at - created_at
+        ("bot/r1", "succeeded", "green", "1", "1m00s", ""),  # an ended run: its work, as `runs` says it
         ("bot/r2", "running", "cyan", "1", "30s", ""),
-        ("bot/r3", "failed", "red", "1", "0s", ""),
+        ("bot/r3", "failed", "red", "1", "1m00s", ""),
     ]
     text = rendered(wait_table([running], NOW))
     assert "attempt" in text and "bot/r2" in text and "running" in text and "[cyan]" not in text

@@ -81,7 +81,7 @@ def test_up_log_line_and_once_table_and_pipe_progress_say_it():
     out.print(wait_table([record], NOW))
     assert "note" in out.file.getvalue() and "metrics.json: 3 problems" in out.file.getvalue()
     progress = PipeProgress(NOW - timedelta(minutes=2))
-    assert progress.lines([record], NOW) == [f"{NOW:%H:%M:%S} bench/r1 succeeded in 0s, but metrics.json: 3 problems"]
+    assert progress.lines([record], NOW) == [f"{NOW:%H:%M:%S} bench/r1 succeeded in 1m00s, but metrics.json: 3 problems"]
 
 
 def test_run_follow_and_logs_follow_say_it():
@@ -90,7 +90,7 @@ def test_run_follow_and_logs_follow_say_it():
     streams = Streams(False, write=lambda text: None, report=reports.append)
     streams.start([("bench", "r1")])
     assert streams.outcome([record]) == 0
-    assert reports == [f"bench/r1 succeeded, exit 0, but {metrics_note(record)}"]
+    assert reports == [f"bench/r1 succeeded in 1m00s, exit 0, but {metrics_note(record)}"]
     output = RunOutput("bench", "r1")
     assert ended_line(output, record) == f"bench/r1 ended succeeded, but {metrics_note(record)} (no logs)"
 

@@ -23,7 +23,7 @@ def test_a_line_per_change_of_state_and_a_heartbeat_while_nothing_changes():
         "12:00:16 waiting 16s: 1 queued, 1 running"]
     failed = make_record("bench", "r2", "failed", created=NOW, reason="the job exited with code 3", exit_code=3)
     assert progress.lines([running, failed], NOW + timedelta(seconds=20)) == [
-        "12:00:20 bench/r2 failed in 0s: the job exited with code 3"]
+        "12:00:20 bench/r2 failed in 1m00s: the job exited with code 3"]
 
 
 def test_the_example_benchmark_runs_small_locally():
