@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from spotcron.cli._common import console, find_job_file, jobs_option, load_stack, stack_option
+from spotcron.cli._common import console, find_job_file, jobs_option, line_console, load_stack, stack_option
 
 
 @click.command()
@@ -74,7 +74,7 @@ def _warn_network(specs) -> None:
     """An image its VM could not pull (deploy refuses it), or a job relying on a Cloud NAT."""
     from spotcron.core.egress import network_warnings
 
-    err = console(stderr=True)
+    err = line_console(stderr=True)
     for spec in specs:
         for warning in network_warnings(spec):
             err.print(f"warning: {spec.name}: {warning}", markup=False, highlight=False)
@@ -82,7 +82,7 @@ def _warn_network(specs) -> None:
 
 def _warn_credential_env(specs) -> None:
     """An env key named like a credential: its value would sit in the file, the bucket and the VM's metadata."""
-    err = console(stderr=True)
+    err = line_console(stderr=True)
     for spec in specs:
         for warning in spec.env_warnings():
             err.print(f"warning: {spec.name}: {warning}", markup=False, highlight=False)
@@ -93,7 +93,7 @@ def _warn_unrunnable_here(specs) -> None:
     (each matrix entry may name its own image and local command)."""
     from spotcron.local.containers import find_runtime
 
-    err = console(stderr=True)
+    err = line_console(stderr=True)
     seen: set[tuple[str, str]] = set()
     for spec in (c for s in specs for c in s.configurations()):
         if spec.local is not None or (spec.name, spec.image) in seen:
@@ -108,7 +108,7 @@ def _warn_unrunnable_here(specs) -> None:
 
 def _warn_gpu_images(specs) -> None:
     """An entry with a GPU on the image of entries without one usually leaves the GPU idle."""
-    err = console(stderr=True)
+    err = line_console(stderr=True)
     for spec in specs:
         for warning in spec.image_warnings():
             err.print(f"warning: {spec.name}: {warning}", markup=False, highlight=False)
@@ -126,7 +126,7 @@ def _warn_unpriced(specs) -> None:
         table = load_prices(os.environ.get(PRICES_ENV) or None)
     except SpotcronError:
         return  # `spotcron cost` says what is wrong with the file
-    err = console(stderr=True)
+    err = line_console(stderr=True)
     for spec in specs:
         for variant in spec.variants():
             machine = variant.machine
@@ -185,7 +185,7 @@ def next_(job_or_file: str, count: int, after: str | None, as_json: bool, jobs_d
     from spotcron.present.fire_times import fire_table
     from spotcron.present.tables import print_whole
 
-    out = console()
+    out = line_console()
     out.print(f"[bold]{spec.name}[/bold]: {describe(schedule)}  ({spec.schedule}, {spec.time_zone})")
     if spec.paused:
         out.print("[yellow]paused[/yellow]: deployed paused, so it will not fire until resumed; "

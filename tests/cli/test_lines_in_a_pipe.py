@@ -46,3 +46,19 @@ def test_up_once_statements_are_whole_lines_in_a_pipe(tmp_path):
     lines = done.stdout.splitlines()
     assert f"  {network_statement()}" in lines, lines[:6]
     assert lines[1].startswith("  ") and all(line.startswith(("  ", "spotcron up")) for line in lines[:3]), lines[:6]
+
+
+def test_next_dst_notes_and_validate_warnings_are_one_line_each_in_a_pipe(tmp_path):
+    assert _spotcron(tmp_path, "init").returncode == 0
+    job = tmp_path / "jobs" / "hello.yaml"
+    text = job.read_text().replace("time_zone: Etc/UTC", "time_zone: Europe/Berlin")
+    job.write_text(text.replace('schedule: "0 * * * *"', 'schedule: "30 2 * * *"').replace(
+        "machine:\n  type: e2-small", "machine:\n  type: c3-highcpu-4"))
+    shown = _spotcron(tmp_path, "next", "hello", "--after", "2026-03-27T00:00:00Z")
+    assert shown.returncode == 0, shown.stderr
+    notes = [line for line in shown.stdout.splitlines() if line.startswith("note: 2026-03-29")]
+    assert notes and notes[0].endswith("so the job runs once right after the jump, at 03:00 (01:00 UTC)"), \
+        shown.stdout
+    checked = _spotcron(tmp_path, "validate")
+    warned = [line for line in checked.stderr.splitlines() if line.startswith("warning: hello")]
+    assert warned and all(line.endswith(".") for line in warned), checked.stderr
