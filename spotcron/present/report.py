@@ -53,6 +53,7 @@ from spotcron.present.compare import (
 )
 from spotcron.present.stats import CONFIDENCE, Ratio, Spread, ratio_of_medians, spread
 from spotcron.present.verdicts import metric_verdicts, verdict, warnings
+from spotcron.present.wait_cost import cost_without_wait
 
 __all__ = ["BenchmarkReport", "ConfigRow", "RunSample", "benchmark_report", "metric_verdicts", "verdict"]
 
@@ -388,10 +389,7 @@ def _row(name: str, spec: JobSpec | None, done: list[RunRecord], other: list[Run
             if cost is not None:
                 cost += record.cost_items.get("transfer", 0.0)
         else:
-            cost = record.cost_usd
-            hourly = hourly_price(record, None, region)
-            if cost is not None and waits[record.run_id] and hourly:
-                cost = max(0.0, cost - waits[record.run_id] * hourly / 3600)
+            cost = cost_without_wait(record, waits[record.run_id])  # as repricing leaves the wait out
         samples.append((record.run_id, run_seconds(record, time_metric), cost))
     works = {r.run_id: r.metrics.work for r in done if r.metrics is not None and r.metrics.work is not None}
     unit = Counter(w.unit for w in works.values()).most_common(1)[0][0] if works else None

@@ -133,3 +133,40 @@ def worst_case() -> Harness:
     h.start(bot)  # running as the page is written
     h.clock.set(START.replace(hour=0) + timedelta(days=9, minutes=3))
     return h
+
+
+LOCAL = "local-bench"
+LOCAL_ENTRIES = {"cpu-16": ({"type": "n1-highcpu-16"}, 600, 380), "e2-4": ({"type": "e2-standard-4"}, 900, 20),
+                 "e2-quick": ({"type": "e2-standard-4"}, 12, 700),  # under the billing minimum once its wait is out
+                 "t4": ({"type": "n1-standard-8", "gpu": {"type": "nvidia-tesla-t4", "count": 1}}, 200, 1500)}
+
+
+def local_benchmark() -> Harness:
+    """A matrix job's tick run as `spotcron up` runs it on one host: each VM waits for its turn
+    (the runner's hardware.json says how long) before its container starts, and the record prices
+    the VM's whole life, the wait included, as the functions price every run."""
+    h = Harness(now=START, limits={"max_gpus": 64, "max_live_vms": 100, "max_vm_hours_per_day": 10_000})
+    # Local mode's zone: the host's VMs live there, as `spotcron up` names it.
+    h.settings = h.settings.model_copy(update={"zones": ("local-zone1-a",)})
+    h.deps = replace(h.deps, settings=h.settings, run_cost=cost_function(None, h.settings.region))
+    entrypoints.use(h.deps)
+    spec = make_spec(name=LOCAL, schedule="0 3 * * 1", repeat=3, timeout="2h",
+                     matrix=[{"name": name, "machine": machine} for name, (machine, _, _) in LOCAL_ENTRIES.items()])
+    h.deploy(spec)
+    h.start(spec)
+    for record in sorted(h.records(LOCAL), key=lambda r: r.run_id):
+        machine, work, wait = LOCAL_ENTRIES[record.variant]
+        created = record.attempts[0].created_at
+        h.clock.set(created + timedelta(seconds=wait + 15 * record.repeat))
+        body = {"job": LOCAL, "run_id": record.run_id, "attempt": 1, "status": "exited", "exit_code": 0,
+                "timed_out": False, "uploaded": True, "started_at": h.clock.now().isoformat(),
+                "finished_at": (h.clock.now() + timedelta(seconds=work + record.repeat)).isoformat()}
+        h.clock.advance(work + record.repeat + 5)
+        h.blobs.write(layout.hardware(LOCAL, record.run_id, 1), json.dumps(
+            {"local": True, "host": "build-runner-0042", "cpu_model": "AMD EPYC 9454 48-Core Processor", "cpus": 2,
+             "memory_mib": 7900, "waited_s": wait}).encode())
+        h.blobs.write(layout.results_prefix(LOCAL, record.run_id, 1) + METRICS_FILE,
+                      b'{"work": {"value": 50000, "unit": "samples"}}')
+        h.upload(LOCAL, record.run_id)
+        h.callback(LOCAL, record.run_id, body=body)
+    return h
