@@ -96,16 +96,14 @@ def measured(tmp_path, page: str, width: int, height: int) -> dict:
     index = tmp_path / f"page-{width}.html"
     index.write_text(outer)
     # Headless Chromium makes no window narrower than 500 px: the frame is the phone's screen.
-    common = [CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / f'profile-{width}'}",
-              f"--window-size={max(width, 500)},{height}"]
-    done = subprocess.run([*common, "--dump-dom", index.as_uri()], capture_output=True, text=True, timeout=120,
-                          check=False)
+    # One run lays it out, writes the DOM with the measures and a picture to look at when it fails
+    # (pytest's tmp folder only).
+    done = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / f'profile-{width}'}",
+                           f"--window-size={max(width, 500)},{height}", f"--screenshot={tmp_path / f'page-{width}.png'}",
+                           "--dump-dom", index.as_uri()], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     title = re.search(r"<title>([^<]*)</title>", done.stdout)
     assert title is not None and title[1] != "-", done.stdout[-2000:]
-    # A picture to look at when it fails (pytest's tmp folder only).
-    subprocess.run([*common, f"--screenshot={tmp_path / f'page-{width}.png'}", index.as_uri()],
-                   capture_output=True, timeout=120, check=False)
     return json.loads(unescape(title[1]))
 
 
