@@ -43,7 +43,7 @@ h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; }
    names, hardware) breaks anywhere it must, so a token of 200 characters takes no more room. */
 h1, h2, h3, h4, p, li, dd, figcaption { overflow-wrap: anywhere; }
 table { border-collapse: collapse; width: 100%; }
-th, td { text-align: left; vertical-align: top; padding: .3em .5em; border-bottom: 1px solid #e3e3e3;
+th, td { text-align: left; vertical-align: top; padding: .3em .4em; border-bottom: 1px solid #e3e3e3;
          overflow-wrap: anywhere; }
 th { overflow-wrap: normal; }
 td.num, th.num { text-align: right; }
@@ -57,11 +57,15 @@ dl.summary { display: grid; grid-template-columns: max-content auto; gap: .2em 1
 dl.summary dt { color: #666; } dl.summary dd { margin: 0; font-weight: 600; }
 figure { display: inline-block; margin: 1em 1em 0 0; max-width: 100%; }
 figure img { max-width: 100%; height: auto; border: 1px solid #e3e3e3; }
-/* Below 75em a matrix job's configuration column goes first: its run ids end in it. */
-@media (max-width: 75em) { table.runs.matrix .conf { display: none; } }
-/* A phone (390 px) shows every table's rows as cards: a line per cell, labelled with its column,
-   nothing wider than the screen, long text wrapped across the card's whole width. */
-@media (max-width: 44em) {
+/* Below 75em the columns said elsewhere go: a matrix job's configuration (its run ids end in it)
+   and the count of attempts (the links name each attempt's logs); times and reasons take less
+   room, and a benchmark's figure wraps at the space before its spread. */
+@media (max-width: 75em) { table.runs.matrix .conf, table.runs .attempts { display: none; }
+                           td.when { white-space: normal; }
+                           td.reason { min-width: 8em; } table.bench td.num { white-space: normal; } }
+/* A phone (390 px) or a tablet upright shows every table's rows as cards: a line per cell,
+   labelled with its column, nothing wider than the screen, long text wrapped across the card. */
+@media (max-width: 60em) {
   body { margin: 1em auto; }
   table.runs, table.bench, table.health { display: block; width: auto; }
   table.runs tbody, table.bench tbody, table.health tbody,
@@ -73,7 +77,7 @@ figure img { max-width: 100%; height: auto; border: 1px solid #e3e3e3; }
   table.runs td::before, table.bench td::before, table.health td::before { color: #666; }
   table.bench td::before, table.health td::before { content: attr(data-label) ": "; }
   table.runs td:empty { display: none; }
-  table.runs.matrix .conf { display: block; }
+  table.runs.matrix .conf, table.runs .attempts { display: block; }
   figure { display: block; margin: 1em 0 0; }
 }
 """
@@ -88,7 +92,7 @@ def _card_labels() -> str:
         headers = [h for h in RUN_HEADERS if matrix or h != "configuration"]
         table = "table.runs.matrix" if matrix else "table.runs:not(.matrix)"
         rules += [f'{table} td:nth-child({n})::before {{ content: "{h}: "; }}' for n, h in enumerate(headers, 1)]
-    return "@media (max-width: 44em) {\n" + "\n".join(rules) + "\n}\n"
+    return "@media (max-width: 60em) {\n" + "\n".join(rules) + "\n}\n"
 
 
 _CSS += _card_labels()
@@ -362,7 +366,7 @@ def _job_section(job: str, records: Sequence[RunRecord], limit: int, total: int 
         f'<p class="meta">Showing {shown}; of these, {succeeded} of {ended} ended runs succeeded; '
         f"they cost {format_usd(shown_cost)}.</p>"
         f'<table class="{table_class}"><thead><tr><th>run</th>{configuration}<th>state</th><th>started (UTC)</th>'
-        '<th class="num">duration</th><th>zone</th><th class="num">attempts</th><th class="num">cost</th>'
+        '<th class="num">duration</th><th>zone</th><th class="num attempts">attempts</th><th class="num">cost</th>'
         '<th class="num">exit</th><th>reason</th><th>links</th>'
         f"</tr></thead><tbody>\n{rows}\n</tbody></table>"
     )
@@ -383,7 +387,7 @@ def _run_row(record: RunRecord, matrix: bool, missing: Collection[str] = frozens
         _reason_cell(record),
         " ".join(_links(record, missing)),
     ]
-    classes = ["", "conf", "", "when", "num", "", "num", "num", "num", "reason", "links"]
+    classes = ["", "conf", "", "when", "num", "", "num attempts", "num", "num", "reason", "links"]
     if not matrix:
         del cells[1], classes[1]
     return "<tr>" + "".join(v if v.startswith("<td") else f'<td class="{c}">{v}</td>' if c else f"<td>{v}</td>"
