@@ -45,7 +45,7 @@ h1, h2, h3, h4, p, li, dd, figcaption { overflow-wrap: anywhere; }
 table { border-collapse: collapse; width: 100%; }
 th, td { text-align: left; vertical-align: top; padding: .3em .4em; border-bottom: 1px solid #e3e3e3;
          overflow-wrap: anywhere; }
-th { overflow-wrap: normal; }
+th { overflow-wrap: normal; } th.long { overflow-wrap: anywhere; }
 td.num, th.num { text-align: right; }
 td.num, td.when, td.zone, td.conf, .state, td.links a, .nowrap { white-space: nowrap; }
 td:first-child { min-width: 8em; }
@@ -273,6 +273,9 @@ def _summary_section(summary: PageSummary) -> str:
             "page's month and spotcron cost\", says why the two differ.</p>")
 
 
+LONG_WORD = 14  # letters a header word may have before it may break anywhere
+
+
 def benchmark_table(report: Any) -> str:
     """A benchmark report's numbers as the page shows them beside its charts: the comparison (the
     same cells as `spotcron report --format md`), then what each row ran on and its verdict."""
@@ -280,9 +283,13 @@ def benchmark_table(report: Any) -> str:
 
     per_unit = any(row.work_unit for row in report.rows)
 
+    def header(text: str, numeric: bool) -> str:
+        # A header naming a unit the job chose may hold a word too long for its column: it breaks.
+        kinds = ["num"] * numeric + ["long"] * any(len(word) > LONG_WORD for word in text.split())
+        return f'<th class="{" ".join(kinds)}">{escape(text)}</th>' if kinds else f"<th>{escape(text)}</th>"
+
     def table(headers: Sequence[str], rows: Sequence[Sequence[str]], numeric_from: int) -> str:
-        head = "".join(f'<th class="num">{escape(h)}</th>' if i >= numeric_from else f"<th>{escape(h)}</th>"
-                       for i, h in enumerate(headers))
+        head = "".join(header(h, i >= numeric_from) for i, h in enumerate(headers))
         # Each cell carries its column's name: a phone shows the rows as cards, a labelled line a cell.
         body = "\n".join("<tr>" + "".join(
             f'<td class="num" data-label="{escape(headers[i])}">{escape(c)}</td>' if i >= numeric_from

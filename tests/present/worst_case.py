@@ -26,6 +26,7 @@ BENCH = "nightly-dl-benchmark-spot-gpus"  # 30 characters: JOB_NAME_MAX
 BOT = "hello-bot-posting-a-daily-note"
 START = datetime(2026, 11, 16, 3, 0, 5, tzinfo=UTC)  # a Monday: the benchmark's tick
 HOSTILE = "Z" * 200  # what a job writes may have no place to break
+WORK_UNIT = "samples_of_augmented_imagenet_1k"  # UNIT_MAX characters, no place to break
 ENTRIES = (  # names at ENTRY_NAME_MAX (12)
     ("highcpu-16ab", {"type": "n1-highcpu-16"}),
     ("e2-standard4", {"type": "e2-standard-4"}),
@@ -52,7 +53,7 @@ def bot_spec():
 
 def metrics(entry: str, repeat: int, week: int) -> bytes:
     seconds = SECONDS[entry] * (1 + 0.03 * repeat + 0.02 * week)
-    doc = {"work": {"value": 1_281_167, "unit": "samples"},
+    doc = {"work": {"value": 1_281_167, "unit": WORK_UNIT},
            "metrics": {"train_seconds": {"value": seconds, "unit": "s"},
                        "load_seconds": {"value": seconds / 9, "unit": "s"},
                        "eval_seconds": {"value": seconds / 7, "unit": "s"},
