@@ -21,7 +21,7 @@ import pytest
 
 from spotcron.core.runs import Attempt, RunRecord
 from spotcron.present.page import build_page, render_index
-from tests.present.worst_case import BENCH, BOT, HOSTILE, WORK_UNIT, worst_case
+from tests.present.worst_case import BENCH, BOT, HOSTILE, LONG_METRIC, WORK_UNIT, worst_case
 
 CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome",
                                                 "google-chrome-stable")) if p), None)
@@ -102,6 +102,8 @@ def test_the_page_measured_holds_every_section_at_its_widest(page):
     assert "the job exited with code 137" in page and "missed" in page and "running" in page
     assert HOSTILE[:128] in page  # a CPU model with no place to break
     assert re.search(r'class="warn">[^<]*' + HOSTILE[:64], page)  # metrics.json's problems beside succeeded
+    assert '<ul class="warnings">' in page and "rounds: the latest round" in page  # rounds that disagree
+    assert f"<td data-label=\"metric\">{LONG_METRIC}</td>" in page and "overall (geomean)" in page
     assert "<figure><img" in page
 
 

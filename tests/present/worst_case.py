@@ -27,6 +27,7 @@ BOT = "hello-bot-posting-a-daily-note"
 START = datetime(2026, 11, 16, 3, 0, 5, tzinfo=UTC)  # a Monday: the benchmark's tick
 HOSTILE = "Z" * 200  # what a job writes may have no place to break
 WORK_UNIT = "samples_of_augmented_imagenet_1k"  # UNIT_MAX characters, no place to break
+LONG_METRIC = ("eval_seconds_on_the_held_out_validation_split_" + "x" * 64)[:64]  # a metric name's limit
 ENTRIES = (  # names at ENTRY_NAME_MAX (12)
     ("highcpu-16ab", {"type": "n1-highcpu-16"}),
     ("e2-standard4", {"type": "e2-standard-4"}),
@@ -42,7 +43,8 @@ SECONDS = {"highcpu-16ab": 500, "e2-standard4": 1300, "t4-n1-std-8x": 190, "l4-g
 def bench_spec():
     return make_spec(name=BENCH, schedule="0 3 * * 1", repeat=3, timeout="2h",
                      matrix=[{"name": name, "machine": machine} for name, machine in ENTRIES],
-                     benchmark={"time_metric": "train_seconds", "compare": ["load_seconds", "eval_seconds"]},
+                     benchmark={"time_metric": "train_seconds", "compare": ["load_seconds", LONG_METRIC],
+                                "overall": True},
                      notify={"webhook": "http://hooks.example/spotcron", "ping": "https://hc-ping.com/" + "p" * 60})
 
 
@@ -52,16 +54,17 @@ def bot_spec():
 
 
 def metrics(entry: str, repeat: int, week: int) -> bytes:
-    seconds = SECONDS[entry] * (1 + 0.03 * repeat + 0.02 * week)
+    # The second round of e2-standard4 is far slower: rounds that disagree are not pooled, and say so.
+    seconds = SECONDS[entry] * (1 + 0.03 * repeat + (0.6 if entry == "e2-standard4" else 0.02) * week)
     doc = {"work": {"value": 1_281_167, "unit": WORK_UNIT},
            "metrics": {"train_seconds": {"value": seconds, "unit": "s"},
                        "load_seconds": {"value": seconds / 9, "unit": "s"},
-                       "eval_seconds": {"value": seconds / 7, "unit": "s"},
+                       LONG_METRIC: {"value": seconds / 7, "unit": "s"},
                        "peak_memory": {"value": 31_457_280_000, "unit": "B" * 32}}}
     if entry == "e2-standard4" and repeat == 2:
         # Every problem a file can have, each named on the page beside `succeeded`.
         doc["metrics"][HOSTILE[:64]] = {"value": 1, "unit": HOSTILE}
-        doc["metrics"]["eval_seconds"] = {"value": "fast", "unit": HOSTILE}
+        doc["metrics"]["load_seconds"] = {"value": "fast", "unit": HOSTILE}
     return json.dumps(doc).encode()
 
 
