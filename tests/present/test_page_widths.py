@@ -104,6 +104,7 @@ def test_the_page_measured_holds_every_section_at_its_widest(page):
     assert re.search(r'class="warn">[^<]*' + HOSTILE[:64], page)  # metrics.json's problems beside succeeded
     assert '<ul class="warnings">' in page and "rounds: the latest round" in page  # rounds that disagree
     assert f"<td data-label=\"metric\">{LONG_METRIC}</td>" in page and "overall (geomean)" in page
+    assert "partial logs: " in page and ">50</a>" in page  # a run cut off: its live log parts, linked
     assert "<figure><img" in page
 
 
