@@ -35,40 +35,50 @@ SUMMARY_READS = 2000  # per job: the newest runs of the summary's window that `s
 HOOK_SUMMARY_READS = 100
 
 _CSS = """
-body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 70em;
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 88em;
        padding: 0 1em; color: #1d1d1f; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; }
+/* No table is wider than the screen and nothing in a cell spills out of it. Headers break at
+   spaces; run ids and the names spotcron bounds (entries, machines, zones) at their hyphens, in
+   a column wide enough for two lines; a figure never breaks; what a job wrote (reasons, metric
+   names, hardware) breaks anywhere it must, so a token of 200 characters takes no more room. */
+h1, h2, h3, h4, p, li, dd, figcaption { overflow-wrap: anywhere; }
 table { border-collapse: collapse; width: 100%; }
-th, td { text-align: left; padding: .3em .6em; border-bottom: 1px solid #e3e3e3; white-space: nowrap; }
+th, td { text-align: left; vertical-align: top; padding: .3em .4em; border-bottom: 1px solid #e3e3e3;
+         overflow-wrap: anywhere; }
+th { overflow-wrap: normal; } th.long { overflow-wrap: anywhere; }
 td.num, th.num { text-align: right; }
-/* What is long wraps (headers and words at spaces, run ids and zones at their hyphens, links
-   between them) so that no table is wider than the page; states and figures stay whole. */
-th, table.runs td:not(.num), table.bench td:not(.num) { white-space: normal; } .state { white-space: nowrap; }
+td.num, td.when, td.zone, td.conf, .state, td.links a, .nowrap { white-space: nowrap; }
+td:first-child { min-width: 8em; }
 .state { font-weight: 600; }
 .succeeded { color: #2b8a3e; } .failed, .timed_out, .lost { color: #c92a2a; }
 .preempted, .skipped { color: #b8860b; } .scheduled, .starting, .running { color: #1864ab; } .queued { color: #862e9c; }
-.meta { color: #666; } td.reason { white-space: normal; min-width: 14em; max-width: 28em; } .warn { color: #b8860b; }
+.meta { color: #666; } td.reason { min-width: 12em; } .warn { color: #b8860b; }
 dl.summary { display: grid; grid-template-columns: max-content auto; gap: .2em 1.2em; }
 dl.summary dt { color: #666; } dl.summary dd { margin: 0; font-weight: 600; }
-figure { display: inline-block; margin: 1em 1em 0 0; }
-figure img { max-width: 100%; border: 1px solid #e3e3e3; }
-/* A phone (390 px) shows each run as a card: a line per cell, labelled, nothing wider than the
-   screen, and a reason wrapped across the card's whole width. */
-@media (max-width: 44em) {
+figure { display: inline-block; margin: 1em 1em 0 0; max-width: 100%; }
+figure img { max-width: 100%; height: auto; border: 1px solid #e3e3e3; }
+/* Below 75em the columns said elsewhere go: a matrix job's configuration (its run ids end in it)
+   and the count of attempts (the links name each attempt's logs); times and reasons take less
+   room, and a benchmark's figure wraps at the space before its spread. */
+@media (max-width: 75em) { table.runs.matrix .conf, table.runs .attempts { display: none; }
+                           td.when { white-space: normal; }
+                           td.reason { min-width: 8em; } table.bench td.num { white-space: normal; } }
+/* A phone (390 px) or a tablet upright shows every table's rows as cards: a line per cell,
+   labelled with its column, nothing wider than the screen, long text wrapped across the card. */
+@media (max-width: 60em) {
   body { margin: 1em auto; }
-  table.runs, table.runs tbody, table.runs tr, table.runs td { display: block; width: auto; }
-  table.runs thead { display: none; }
-  table.runs tr { border-bottom: 1px solid #e3e3e3; padding: .5em 0; }
-  table.runs td { border: 0; padding: .05em 0; white-space: normal; text-align: left; overflow-wrap: anywhere; }
-  table.runs td::before { color: #666; }
-  table.runs td.reason { min-width: 0; max-width: none; }
-  /* A benchmark's tables as cards too: a line per cell, labelled with its column. */
-  table.bench, table.bench tbody, table.bench tr, table.bench td { display: block; width: auto; }
-  table.bench thead { display: none; }
-  table.bench tr { border-bottom: 1px solid #e3e3e3; padding: .5em 0; }
-  table.bench td { border: 0; padding: .05em 0; white-space: normal; text-align: left; }
-  table.bench td::before { content: attr(data-label) ": "; color: #666; }
+  table.runs, table.bench, table.health { display: block; width: auto; }
+  table.runs tbody, table.bench tbody, table.health tbody,
+  table.runs tr, table.bench tr, table.health tr { display: block; }
+  table.runs td, table.bench td, table.health td { display: block; width: auto; border: 0; padding: .05em 0;
+                                                   text-align: left; }
+  table.runs thead, table.bench thead, table.health thead { display: none; }
+  table.runs tr, table.bench tr, table.health tr { border-bottom: 1px solid #e3e3e3; padding: .5em 0; }
+  table.runs td::before, table.bench td::before, table.health td::before { color: #666; }
+  table.bench td::before, table.health td::before { content: attr(data-label) ": "; }
   table.runs td:empty { display: none; }
+  table.runs.matrix .conf, table.runs .attempts { display: block; }
   figure { display: block; margin: 1em 0 0; }
 }
 """
@@ -83,7 +93,7 @@ def _card_labels() -> str:
         headers = [h for h in RUN_HEADERS if matrix or h != "configuration"]
         table = "table.runs.matrix" if matrix else "table.runs:not(.matrix)"
         rules += [f'{table} td:nth-child({n})::before {{ content: "{h}: "; }}' for n, h in enumerate(headers, 1)]
-    return "@media (max-width: 44em) {\n" + "\n".join(rules) + "\n}\n"
+    return "@media (max-width: 60em) {\n" + "\n".join(rules) + "\n}\n"
 
 
 _CSS += _card_labels()
@@ -190,10 +200,15 @@ def schedule_health(store: Any, records_by_job: Mapping[str, Sequence[RunRecord]
 def _health_section(health: Sequence[Any], now: datetime) -> str:
     from spotcron.present.health import HEALTH_COLUMNS
 
-    head = "".join(f"<th>{escape(c)}</th>" for c in HEALTH_COLUMNS)
-    rows = "".join("<tr>" + "".join(f"<td>{escape(cell)}</td>" for cell in h.cells(now)) + "</tr>" for h in health)
+    numeric = {"failing", "missed 7d", "late 7d"}
+    kind = {c: ' class="num"' if c in numeric else "" for c in HEALTH_COLUMNS}
+    head = "".join(f"<th{kind[c]}>{escape(c)}</th>" for c in HEALTH_COLUMNS)
+    # Each cell carries its column's name: a phone shows the rows as cards, a labelled line a cell.
+    rows = "".join("<tr>" + "".join(
+        f'<td{kind[column]} data-label="{escape(column)}">{escape(cell)}</td>'
+        for column, cell in zip(HEALTH_COLUMNS, h.cells(now), strict=True)) + "</tr>" for h in health)
     return ('<h2 id="health">Schedule health</h2>'
-            f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+            f'<table class="health"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
             '<p class="meta">Missed: ticks due that never started within their starting_deadline; late: started '
             "more than a minute after the tick; both over the last 7 days. <code>spotcron status</code> shows the "
             "same.</p>")
@@ -259,6 +274,9 @@ def _summary_section(summary: PageSummary) -> str:
             "page's month and spotcron cost\", says why the two differ.</p>")
 
 
+LONG_WORD = 14  # letters a header word may have before it may break anywhere
+
+
 def benchmark_table(report: Any) -> str:
     """A benchmark report's numbers as the page shows them beside its charts: the comparison (the
     same cells as `spotcron report --format md`), then what each row ran on and its verdict."""
@@ -266,9 +284,13 @@ def benchmark_table(report: Any) -> str:
 
     per_unit = any(row.work_unit for row in report.rows)
 
+    def header(text: str, numeric: bool) -> str:
+        # A header naming a unit the job chose may hold a word too long for its column: it breaks.
+        kinds = ["num"] * numeric + ["long"] * any(len(word) > LONG_WORD for word in text.split())
+        return f'<th class="{" ".join(kinds)}">{escape(text)}</th>' if kinds else f"<th>{escape(text)}</th>"
+
     def table(headers: Sequence[str], rows: Sequence[Sequence[str]], numeric_from: int) -> str:
-        head = "".join(f'<th class="num">{escape(h)}</th>' if i >= numeric_from else f"<th>{escape(h)}</th>"
-                       for i, h in enumerate(headers))
+        head = "".join(header(h, i >= numeric_from) for i, h in enumerate(headers))
         # Each cell carries its column's name: a phone shows the rows as cards, a labelled line a cell.
         body = "\n".join("<tr>" + "".join(
             f'<td class="num" data-label="{escape(headers[i])}">{escape(c)}</td>' if i >= numeric_from
@@ -343,7 +365,7 @@ def _job_section(job: str, records: Sequence[RunRecord], limit: int, total: int 
     shown_cost = sum(work_cost_usd(r) or 0.0 for r in recent)
     matrix = any(r.variant for r in recent)  # a configuration column only for matrix jobs
     rows = "\n".join(_run_row(r, matrix, missing, now) for r in recent)
-    configuration = "<th>configuration</th>" if matrix else ""
+    configuration = '<th class="conf">configuration</th>' if matrix else ""
     table_class = "runs matrix" if matrix else "runs"
     gone = ' <span class="meta">(removed: no longer deployed; its runs and results stay)</span>' if removed else ""
     shown = f"all {total} runs" if len(recent) == total else f"the {len(recent)} most recent of {total} runs"
@@ -352,7 +374,7 @@ def _job_section(job: str, records: Sequence[RunRecord], limit: int, total: int 
         f'<p class="meta">Showing {shown}; of these, {succeeded} of {ended} ended runs succeeded; '
         f"they cost {format_usd(shown_cost)}.</p>"
         f'<table class="{table_class}"><thead><tr><th>run</th>{configuration}<th>state</th><th>started (UTC)</th>'
-        '<th class="num">duration</th><th>zone</th><th class="num">attempts</th><th class="num">cost</th>'
+        '<th class="num">duration</th><th>zone</th><th class="num attempts">attempts</th><th class="num">cost</th>'
         '<th class="num">exit</th><th>reason</th><th>links</th>'
         f"</tr></thead><tbody>\n{rows}\n</tbody></table>"
     )
@@ -361,7 +383,7 @@ def _job_section(job: str, records: Sequence[RunRecord], limit: int, total: int 
 def _run_row(record: RunRecord, matrix: bool, missing: Collection[str] = frozenset(),
              now: datetime | None = None) -> str:
     cells = [
-        escape(record.run_id),
+        _run_id_cell(record.run_id),
         escape(record.variant or ""),
         f'<span class="state {escape(record.state)}">{escape(record.state.replace("_", " "))}</span>',
         escape(record.created_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M")),
@@ -373,11 +395,23 @@ def _run_row(record: RunRecord, matrix: bool, missing: Collection[str] = frozens
         _reason_cell(record),
         " ".join(_links(record, missing)),
     ]
-    classes = ["", "", "", "", "num", "", "num", "num", "num", "reason", ""]
+    classes = ["", "conf", "", "when", "num", "", "num attempts", "num", "num", "reason", "links"]
     if not matrix:
         del cells[1], classes[1]
     return "<tr>" + "".join(v if v.startswith("<td") else f'<td class="{c}">{v}</td>' if c else f"<td>{v}</td>"
                             for c, v in zip(classes, cells, strict=True)) + "</tr>"
+
+
+def _run_id_cell(run_id: str) -> str:
+    """The run id in two unbreakable halves, its tick and its matrix entry: it wraps on two lines
+    at most, between them, never inside a date or a name."""
+    from spotcron.core.runs import tick_of
+
+    tick = tick_of(run_id)
+    rest = run_id[len(tick):]
+    if not rest:
+        return escape(run_id)  # a tick alone: nothing to break it at
+    return f'<span class="nowrap">{escape(tick)}-</span><wbr><span class="nowrap">{escape(rest[1:])}</span>'
 
 
 def _reason_cell(record: RunRecord) -> str:
@@ -393,8 +427,8 @@ def _zone_cell(record: RunRecord) -> str:
     attempt = record.current_attempt
     zone = escape(attempt.zone) if attempt is not None and attempt.zone else "-"
     if record.placement is None:
-        return f"<td>{zone}</td>"
-    return f'<td title="{escape(record.placement.why, quote=True)}">{zone}</td>'
+        return f'<td class="zone">{zone}</td>'
+    return f'<td class="zone" title="{escape(record.placement.why, quote=True)}">{zone}</td>'
 
 
 def run_links(record: RunRecord) -> list[tuple[str, str]]:

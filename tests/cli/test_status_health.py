@@ -115,7 +115,9 @@ def test_the_page_shows_the_schedule_health(bucket):
     fill(bucket)
     html, _ = build_page(RunStore(bucket.blobs), NOW, "us-central1", charts=False)
     assert '<h2 id="health">Schedule health</h2>' in html
-    assert "<td>bot</td><td>2026-03-02 08:02 (3h58m ago)</td><td>2</td><td>1</td><td>1</td>" in html.replace("\n", "")
+    assert ('<td data-label="job">bot</td><td data-label="last success">2026-03-02 08:02 (3h58m ago)</td>'
+            '<td class="num" data-label="failing">2</td><td class="num" data-label="missed 7d">1</td>'
+            '<td class="num" data-label="late 7d">1</td>') in html.replace("\n", "")
 
 
 def test_run_with_env_and_args_hands_the_overrides_to_the_stack(invoke, bucket, context, tmp_path):

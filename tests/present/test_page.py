@@ -90,9 +90,9 @@ def test_page_lists_recent_runs_newest_first_with_links(records_by_job, charts):
     assert '<span class="state succeeded">succeeded</span>' in html
     assert '<td class="num">1m05s</td>' in html  # container time
     assert '<td class="num">$0.00023</td>' in html
-    assert "<td>gpu</td>" in html  # matrix entries show their configuration
-    assert "<th>configuration</th>" in html[:html.index('id="job-hello-bot"')]
-    assert "<th>configuration</th>" not in bot  # a plain job has none
+    assert '<td class="conf">gpu</td>' in html  # matrix entries show their configuration
+    assert '<th class="conf">configuration</th>' in html[:html.index('id="job-hello-bot"')]
+    assert '<th class="conf">configuration</th>' not in bot  # a plain job has none
 
 
 def test_page_is_self_contained_and_escapes_what_runs_report(records_by_job, charts):
@@ -387,4 +387,4 @@ def test_page_shows_each_runs_zone_and_why_it_went_there():
         "placement": Placement(zones=("us-west4-b", "us-central1-a"), why="us-west4-b: expected $0.000350 <cheapest>")})
     html = render_index({"bot": [placed]}, {})
     assert "<th>zone</th>" in html
-    assert '<td title="us-west4-b: expected $0.000350 &lt;cheapest&gt;">us-west4-b</td>' in html
+    assert '<td class="zone" title="us-west4-b: expected $0.000350 &lt;cheapest&gt;">us-west4-b</td>' in html
