@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from spotcron.core.images import BUILD_LOGS_PREFIX
 from spotcron.core.layout import DIGESTS, LIMITS, RUNS, TOKENS, deployed_spec
 from spotcron.core.settings import ENV_PREFIX, Settings
 from spotcron.core.spec import JobSpec
@@ -133,9 +134,12 @@ def _bucket(settings: Settings) -> Resource:
         # limits' admissions are written under every day a VM's admission reaches, so they must
         # outlast the longest VM as run records do (validate holds the retention to that); a
         # digest's marker is rewritten when its spec is replaced and serves starts published
-        # before that, redelivered for 7 days at most.
+        # before that, redelivered for 7 days at most. A job image's build log is deleted by
+        # deploy once the build ended (gcp/admin/cloudbuild.py); the rule removes one a deploy
+        # interrupted mid-build left behind, a day later.
         "lifecycle": (("Delete", settings.results_retention_days, (RUNS,)), ("Delete", 1, (TOKENS,)),
-                      ("Delete", max(3, settings.results_retention_days), (LIMITS,)), ("Delete", 8, (DIGESTS,))),
+                      ("Delete", max(3, settings.results_retention_days), (LIMITS,)), ("Delete", 8, (DIGESTS,)),
+                      ("Delete", 1, (BUILD_LOGS_PREFIX,))),
         "labels": dict(MANAGED_LABELS),
     })
 

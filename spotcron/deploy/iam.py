@@ -34,7 +34,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from spotcron.core.images import SOURCE_PREFIX
+from spotcron.core.images import BUILD_LOGS_PREFIX, SOURCE_PREFIX
 from spotcron.deploy.naming import Names, function_id, member
 from spotcron.deploy.resources import (
     POLICY_BUCKET,
@@ -82,6 +82,12 @@ CONDITION_SEPARATOR = "|"  # in no role name
 DEPLOY_SOURCE = "spotcron-deploy-source-only"
 BUILD_CONTEXTS = "spotcron-build-contexts-only"
 BUILD_CONTEXT_PREFIX = SOURCE_PREFIX  # deploy/build-TAG.tar.gz
+BUILD_LOGS = "spotcron-build-logs-only"
+# Creating an object is all writing a build log takes: the denied write is reported as "does not
+# have storage.objects.create access" (Cloud Build's "Failure setting up GCS logging",
+# https://github.com/GoogleCloudPlatform/solution-acceleration-toolkit/issues/1050). Object Creator
+# holds create and no read, overwrite or delete: a Dockerfile cannot read or rewrite another build's log.
+BUILD_LOGS_ROLE = "roles/storage.objectCreator"
 SOURCE_COPY = "spotcron-functions-source-copy"
 SOURCE_COPY_ROLE = "roles/storage.objectAdmin"
 
@@ -114,6 +120,11 @@ def conditions(names: Names, project_number: str = "") -> dict[str, dict[str, st
             "title": BUILD_CONTEXTS,
             "description": "spotcron: only the job images' build contexts (deploy/build-*)",
             "expression": f'resource.name.startsWith("projects/_/buckets/{names.bucket}/objects/{BUILD_CONTEXT_PREFIX}")',
+        },
+        BUILD_LOGS: {
+            "title": BUILD_LOGS,
+            "description": "spotcron: only the job images' build logs (build-logs/)",
+            "expression": f'resource.name.startsWith("projects/_/buckets/{names.bucket}/objects/{BUILD_LOGS_PREFIX}")',
         },
         SOURCE_COPY: {
             "title": SOURCE_COPY,
@@ -184,8 +195,14 @@ def bindings(names: Names, job_accounts: Iterable[str] = (), *, advice: bool = F
     if names.job_build_account:
         job_build = member(names.job_build_account)
         out += [
-            # A build needs it to write its own log (options.logging CLOUD_LOGGING_ONLY).
-            Binding(project, "roles/logging.logWriter", job_build, "write the job images' build logs"),
+            # No logging role: a job's Dockerfile runs with this account's token, and project-wide
+            # logWriter would let it write any log line of the project (forged security lines
+            # included). Its builds write their logs to the results bucket instead (GCS_ONLY,
+            # core/images.build_request), where it may only create objects under build-logs/.
+            # logWriter is a managed role (the build account holds it), so deploy revokes it from
+            # this account wherever an earlier deploy granted it.
+            Binding(bucket, BUILD_LOGS_ROLE, job_build, "write the job images' build logs (build-logs/ only)",
+                    condition=BUILD_LOGS),
             Binding(jobs_repository, "roles/artifactregistry.writer", job_build,
                     "store the job images (in the jobs' repository only, never the functions')"),
             Binding(bucket, "roles/storage.objectViewer", job_build,
