@@ -23,6 +23,7 @@ deleted, read or not: the bucket keeps no build output, which may hold what the 
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable
 from typing import Any
@@ -175,10 +176,9 @@ class CloudBuilder:
         return f"; the end of its log{cut}:\n{shown}"
 
     def _delete_log(self, build_id: str) -> None:
-        try:
+        # One left behind is deleted by the bucket's lifecycle rule on build-logs/ a day later (deploy/desired.py).
+        with contextlib.suppress(SpotcronError):
             self.blobs.delete(build_log_object(build_id))
-        except SpotcronError:
-            pass  # the bucket's lifecycle rule on build-logs/ deletes it a day later (deploy/desired.py)
 
 
 def _inert(text: str) -> str:

@@ -6,7 +6,6 @@ and deploy needs both, so this fake serves the handful of calls deploy makes ins
 
 from __future__ import annotations
 
-
 import json
 import re
 import threading
