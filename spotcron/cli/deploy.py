@@ -247,14 +247,15 @@ def _offline_plan(settings: Any, jobs: list[Any], jobs_dir: Path, source_object:
     from rich.text import Text
 
     from spotcron.core.images import plan_builds
-    from spotcron.deploy.builds import ImageStatus, format_builds
+    from spotcron.deploy.builds import ImageStatus, by_registry, format_builds, registries
     from spotcron.deploy.offline import first_deploy_plan
 
     out.print(f"[bold]spotcron deploy --dry-run --offline[/] — project {settings.project}, region "
               f"{settings.region}, {len(jobs)} job{'s' if len(jobs) != 1 else ''} from {jobs_dir}/")
     out.print("What a first deploy creates in an empty project (nothing was read from Google, nothing changed):")
     builds = plan_builds(jobs, repository_root(jobs_dir))
-    for line in format_builds([ImageStatus(b, b.image(settings.registry), None) for b in builds]):
+    for line in format_builds([ImageStatus(b, b.image(where), None)
+                               for b, where in by_registry(builds, registries(settings, jobs))]):
         out.print(Text(line, style="green"))
     RichReporter(out).show_plan(first_deploy_plan(settings, jobs, source_object))
     out.print("Then a second, short pass sets the functions' URLs (SPOTCRON_JOB_DONE_URL, SPOTCRON_CREDENTIALS_URL). "
@@ -267,13 +268,13 @@ def _images(env: DeployContext, settings: Any, credentials: Any, jobs: list[Any]
     from rich.text import Text
 
     from spotcron.core.images import plan_builds
-    from spotcron.deploy.builds import build_missing, format_builds, look_up, pin
+    from spotcron.deploy.builds import build_missing, format_builds, look_up, pin, registries
 
     builds = plan_builds(jobs, repository_root(jobs_dir))
     if not builds:
         return jobs, None
     builder = _patient(env.builder(settings, credentials), env, out)
-    statuses = look_up(builds, builder, settings.registry)
+    statuses = look_up(builds, builder, registries(settings, jobs))
     for line in format_builds(statuses):
         out.print(Text(line, style="green" if line.startswith("+") else "dim"))
     if all(status.digest for status in statuses):
@@ -318,7 +319,7 @@ def build(ctx: click.Context, job: str | None, jobs_dir: Path, stack_path: Path)
     from spotcron.core.errors import SpotcronError
     from spotcron.core.images import plan_builds
     from spotcron.core.loader import load_jobs
-    from spotcron.deploy.builds import build_missing, format_builds, look_up
+    from spotcron.deploy.builds import build_missing, format_builds, look_up, registries
     from spotcron.deploy.validate import preflight
 
     env: DeployContext = ctx.obj if isinstance(ctx.obj, DeployContext) else DeployContext()
@@ -333,7 +334,7 @@ def build(ctx: click.Context, job: str | None, jobs_dir: Path, stack_path: Path)
         out.print(f"nothing to build: {'job ' + job if job else 'no job'} says build: (a folder with a Dockerfile)")
         return
     builder = _patient(env.builder(settings, env.credentials(settings.project)), env, out)
-    statuses = look_up(builds, builder, settings.registry)
+    statuses = look_up(builds, builder, registries(settings, jobs))
     for line in format_builds([s for s in statuses if s.digest]):
         out.print(Text(line, style="dim"))
     for status in statuses:
