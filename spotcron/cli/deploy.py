@@ -309,7 +309,8 @@ def build(ctx: click.Context, job: str | None, jobs_dir: Path, stack_path: Path)
 
     No local Docker is needed: each build folder is uploaded to the stack's bucket as a
     reproducible archive, Cloud Build runs `docker build` on it and pushes the image to the
-    stack's Artifact Registry repository, tagged with the hash of the folder. A folder that is
+    Artifact Registry repository of the account its jobs run as (the stack's jobs repository, or
+    that of a job's own service_account), tagged with the hash of the folder. A folder that is
     unchanged since its last successful build is not built again. Prints each image by digest,
     the reference `spotcron deploy` pins the deployed spec to.
     """

@@ -62,9 +62,9 @@ def make_client(credentials: Any = None, *, endpoint: str | None = None) -> Any:
 class CloudBuilder:
     """Builds ImageBuilds in `project`/`region`, the sources going to `blobs` (the stack's bucket).
 
-    `service_account`: the email the builds run as (deploy's build account, which may write the
-    stack's repository and read the bucket's deploy/ objects, nothing else); None: Cloud Build's
-    default account.
+    `service_account`: the email the builds run as (deploy's job build account, which may write the
+    jobs' repositories, read the bucket's deploy/build-* objects and create its logs under
+    build-logs/, nothing else); None: Cloud Build's default account.
     """
 
     def __init__(self, project: str, region: str, blobs: Blobs, *, client: Any = None, credentials: Any = None,
