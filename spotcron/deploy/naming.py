@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from spotcron.core.job_repositories import JOBS_SUFFIX, jobs_repository
+from spotcron.core.job_repositories import jobs_repository
 from spotcron.core.settings import Settings
 from spotcron.deploy.resources import NAME_PREFIX
 
@@ -17,7 +17,6 @@ BUILD_ACCOUNT = "spotcron-build"
 # with this account's token, so it may push only to the jobs' repository and read only the build
 # contexts, never the functions' images, their build cache or their sources (docs/security.md).
 JOB_BUILD_ACCOUNT = "spotcron-job-build"
-JOBS_REPOSITORY_SUFFIX = JOBS_SUFFIX  # the job images' repository: `repository:` + this
 
 # Logical function → (function id, entry point in functions/main.py).
 FUNCTIONS: dict[str, tuple[str, str]] = {

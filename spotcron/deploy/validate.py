@@ -118,6 +118,28 @@ def account_problems(settings: Settings, jobs: Sequence[JobSpec], files: Mapping
     return problems
 
 
+def repository_problems(settings: Settings, jobs: Sequence[JobSpec], files: Mapping[str, Path] | None = None
+                        ) -> list[Problem]:
+    """Two accounts whose repositories would be one (their emails' 8-digit hashes agree): each
+    would read the other's images, so neither is deployed until one is renamed."""
+    files = files or {}
+    seen: dict[str, str] = {}
+    problems = []
+    for job in jobs:
+        account = run_account(settings, job)
+        if account is None:
+            continue
+        repository = jobs_repository(settings.repository, account)
+        other = seen.setdefault(repository, account)
+        if other != account:
+            where = str(files[job.name]) if job.name in files else f"job {job.name}"
+            problems.append(Problem(where, None, "service_account",
+                                    f"{account!r} and {other!r} would share the image repository {repository} "
+                                    f"(their emails' hashes agree), so each would read the other's images; "
+                                    f"use another account id for one of them"))
+    return problems
+
+
 def image_problems(settings: Settings, jobs: Sequence[JobSpec], files: Mapping[str, Path] | None = None
                    ) -> list[Problem]:
     """An image in an Artifact Registry repository of this project that the job's account may not
@@ -185,6 +207,7 @@ def preflight(settings: Settings, jobs: Sequence[JobSpec], stack: Path | None,
               files: Mapping[str, Path] | None = None) -> None:
     """Raise ConfigError listing every problem deploy can see without calling Google."""
     problems = (settings_problems(settings, stack) + job_problems(jobs, files) + account_problems(settings, jobs, files)
-                + image_problems(settings, jobs, files) + network_problems(jobs, files))
+                + image_problems(settings, jobs, files) + repository_problems(settings, jobs, files)
+                + network_problems(jobs, files))
     if problems:
         raise ConfigError(problems)

@@ -170,6 +170,21 @@ def test_an_image_the_jobs_account_cannot_read_is_refused_before_any_call(tmp_pa
     assert len(problems) == 3
 
 
+def test_two_accounts_whose_repositories_would_be_one_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from spotcron.core import job_repositories
+    from spotcron.deploy.validate import repository_problems
+
+    monkeypatch.setattr(job_repositories, "account_hash", lambda email: "00000000")  # a collision, forced
+    jobs = [JobSpec.model_validate({"name": name, "schedule": "0 * * * *", "image": "python:3.12",
+                                    "service_account": account}) for name, account in (("a", ALICE), ("b", BOB))]
+    [problem] = repository_problems(make_settings(), jobs, {"b": Path("jobs/b.yaml")})
+    assert str(problem) == (f"jobs/b.yaml: service_account: '{BOB}' and '{ALICE}' would share the image repository "
+                            "spotcron-jobs-00000000 (their emails' hashes agree), so each would read the other's "
+                            "images; use another account id for one of them")
+    monkeypatch.undo()
+    assert repository_problems(make_settings(), jobs, {}) == []
+
+
 def test_repository_leaves_room_for_the_account_repositories() -> None:
     from spotcron.deploy.validate import settings_problems
 
