@@ -157,7 +157,6 @@ class CloudBuilder:
                               f"see {result.get('logUrl') or 'gcloud builds list --region ' + self.location}")
         return digest
 
-
     def _log_tail(self, build_id: str) -> str:
         """The end of a failed build's log, ready to print, or where to look when it cannot be read."""
         elsewhere = f"; its log: gcloud builds log {build_id or 'BUILD_ID'} --region {self.location}"
@@ -183,9 +182,11 @@ class CloudBuilder:
 
 def _inert(text: str) -> str:
     """Job-written text safe to print: every character a terminal would act on, as its escape."""
-    return text if text.isprintable() else "".join(
-        char if char.isprintable() else f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}"
-        for char in text)
+    def escaped(char: str) -> str:
+        code = ord(char)
+        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+    return text if text.isprintable() else "".join(char if char.isprintable() else escaped(char) for char in text)
 
 
 def _build_id(operation: Any) -> str:
