@@ -239,3 +239,15 @@ def test_destroy_revokes_the_account_repositorys_bindings_and_keeps_the_reposito
     assert OWN_REPOSITORY in cloud.registry.repositories
     assert cloud.registry.policies.policy(OWN_REPOSITORY)[1].get("bindings", []) == []
     assert not cloud.may_pull(JOB_ACCOUNT, f"{HOST}/{name}/bot@sha256:{'0' * 64}")
+
+
+def test_an_accounts_repository_gets_the_jobs_repositorys_cleanup_policies_and_label() -> None:
+    from spotcron.deploy.desired import desired_state
+
+    settings = make_settings(image_versions_kept=4)
+    desired = desired_state(settings, [JobSpec.model_validate({"name": "a", "schedule": "0 * * * *",
+                                                               "image": "python:3.12", "service_account": ALICE})],
+                            "deploy/source-x.zip", "")
+    shared = desired[("repository", "spotcron-jobs")]
+    own = desired[("repository", jobs_repository("spotcron", ALICE))]
+    assert own.fields == shared.fields and own.fields["labels"] == {"spotcron": "1"} and own.fields["cleanup"]
