@@ -188,3 +188,13 @@ def test_the_bucket_deletes_a_build_log_left_behind_a_day_later() -> None:
     desired = desired_state(make_settings(), [], "deploy/source-x.zip", "")
     [bucket] = [r for (kind, _), r in desired.items() if kind == "bucket"]
     assert ("Delete", 1, ("build-logs/",)) in bucket.fields["lifecycle"]
+
+
+def test_a_failed_builds_log_that_cannot_be_read_is_pointed_to(cloud: FakeCloud, deployer: Deployer, server,
+                                                               tmp_path: Path) -> None:
+    _deployed(deployer, cloud)
+    fake, endpoint = server
+    fake.write_log = lambda bucket, name, data: None  # the log never arrived in the bucket
+    fake.fail_next = True
+    with pytest.raises(BuildFailed, match=r"; its log: gcloud builds log build-1 --region us-central1$"):
+        _builder(cloud, endpoint).build(_build(tmp_path), _build(tmp_path).image(REGISTRY))

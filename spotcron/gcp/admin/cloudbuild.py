@@ -78,6 +78,7 @@ class CloudBuilder:
         self.say: Callable[[str], None] = lambda text: None
         self.blobs = blobs
         self.service_account = service_account
+        self._unread_log = ""  # a failed build's log that could not be read here: left for `gcloud builds log`
         self.wait_s = wait_s
         self._client = client
         self._credentials = credentials
@@ -148,7 +149,8 @@ class CloudBuilder:
             # The context is the user's folder: it stays in the bucket only while a build may read it.
             if operation is None or _done(operation):
                 self.blobs.delete(build.source_object)
-                if operation is not None and self.service_account is not None and _build_id(operation):
+                if operation is not None and self.service_account is not None and _build_id(operation) \
+                        and _build_id(operation) != self._unread_log:
                     self._delete_log(_build_id(operation))
         result = _as_json(done)
         digest = pushed_digest(result, image)
@@ -162,12 +164,14 @@ class CloudBuilder:
         elsewhere = f"; its log: gcloud builds log {build_id or 'BUILD_ID'} --region {self.location}"
         if not build_id or self.service_account is None:
             return elsewhere
+        self._unread_log = build_id  # kept for that command until it has been read here
         try:
             data = self.blobs.read_range(build_log_object(build_id), 0, LOG_READ_BYTES)
         except SpotcronError:
             return elsewhere
         if not data:
             return elsewhere
+        self._unread_log = ""
         data = data[:LOG_READ_BYTES]  # whatever the server sent
         lines = data.decode("utf-8", "replace").splitlines()[-LOG_LINES:]
         cut = " (its first 256 KiB)" if len(data) >= LOG_READ_BYTES else ""
