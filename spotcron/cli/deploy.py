@@ -265,14 +265,15 @@ def _offline_plan(settings: Any, jobs: list[Any], jobs_dir: Path, source_object:
     from rich.text import Text
 
     from spotcron.core.images import plan_builds
-    from spotcron.deploy.builds import ImageStatus, format_builds
+    from spotcron.deploy.builds import ImageStatus, by_registry, format_builds, registries
     from spotcron.deploy.offline import first_deploy_plan
 
     out.print(f"[bold]spotcron deploy --dry-run --offline[/] — project {settings.project}, region "
               f"{settings.region}, {len(jobs)} job{'s' if len(jobs) != 1 else ''} from {jobs_dir}/")
     out.print("What a first deploy creates in an empty project (nothing was read from Google, nothing changed):")
     builds = plan_builds(jobs, repository_root(jobs_dir))
-    for line in format_builds([ImageStatus(b, b.image(settings.registry), None) for b in builds]):
+    for line in format_builds([ImageStatus(b, b.image(where), None)
+                               for b, where in by_registry(builds, registries(settings, jobs))]):
         out.print(Text(line, style="green"))
     RichReporter(out).show_plan(first_deploy_plan(settings, jobs, source_object))
     out.print("Then a second, short pass sets the functions' URLs (SPOTCRON_JOB_DONE_URL, SPOTCRON_CREDENTIALS_URL). "
@@ -285,13 +286,13 @@ def _images(env: DeployContext, settings: Any, credentials: Any, jobs: list[Any]
     from rich.text import Text
 
     from spotcron.core.images import plan_builds
-    from spotcron.deploy.builds import build_missing, format_builds, look_up, pin
+    from spotcron.deploy.builds import build_missing, format_builds, look_up, pin, registries
 
     builds = plan_builds(jobs, repository_root(jobs_dir))
     if not builds:
         return jobs, None
     builder = _patient(env.builder(settings, credentials), env, out)
-    statuses = look_up(builds, builder, settings.registry)
+    statuses = look_up(builds, builder, registries(settings, jobs))
     for line in format_builds(statuses):
         out.print(Text(line, style="green" if line.startswith("+") else "dim"))
     if all(status.digest for status in statuses):
@@ -326,7 +327,8 @@ def build(ctx: click.Context, job: str | None, jobs_dir: Path, stack_path: Path)
 
     No local Docker is needed: each build folder is uploaded to the stack's bucket as a
     reproducible archive, Cloud Build runs `docker build` on it and pushes the image to the
-    stack's Artifact Registry repository, tagged with the hash of the folder. A folder that is
+    Artifact Registry repository of the account its jobs run as (the stack's jobs repository, or
+    that of a job's own service_account), tagged with the hash of the folder. A folder that is
     unchanged since its last successful build is not built again. Prints each image by digest,
     the reference `spotcron deploy` pins the deployed spec to.
     """
@@ -336,7 +338,7 @@ def build(ctx: click.Context, job: str | None, jobs_dir: Path, stack_path: Path)
     from spotcron.core.errors import SpotcronError
     from spotcron.core.images import plan_builds
     from spotcron.core.loader import load_jobs
-    from spotcron.deploy.builds import build_missing, format_builds, look_up
+    from spotcron.deploy.builds import build_missing, format_builds, look_up, registries
     from spotcron.deploy.validate import preflight
 
     env: DeployContext = ctx.obj if isinstance(ctx.obj, DeployContext) else DeployContext()
@@ -351,7 +353,7 @@ def build(ctx: click.Context, job: str | None, jobs_dir: Path, stack_path: Path)
         out.print(f"nothing to build: {'job ' + job if job else 'no job'} says build: (a folder with a Dockerfile)")
         return
     builder = _patient(env.builder(settings, env.credentials(settings.project)), env, out)
-    statuses = look_up(builds, builder, settings.registry)
+    statuses = look_up(builds, builder, registries(settings, jobs))
     for line in format_builds([s for s in statuses if s.digest]):
         out.print(Text(line, style="dim"))
     for status in statuses:

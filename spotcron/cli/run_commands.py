@@ -420,12 +420,12 @@ def _pinned_as_deployed(spec: Any, settings: Any, root: Path) -> Any:
     spec: the start message names the deployed spec's digest, so an unpinned one is refused."""
     from spotcron.core.errors import SpotcronError
     from spotcron.core.images import plan_builds
-    from spotcron.deploy.builds import look_up, pin
+    from spotcron.deploy.builds import look_up, pin, registries
 
     builds = plan_builds([spec], root)
     if not builds:
         return spec
-    statuses = look_up(builds, runs_context().builder(settings), settings.registry)
+    statuses = look_up(builds, runs_context().builder(settings), registries(settings, [spec]))
     unbuilt = [status for status in statuses if status.digest is None]
     if unbuilt:
         raise SpotcronError(f"job {spec.name}: no image is built from {unbuilt[0].build.relative}/ as it is now, so "

@@ -35,6 +35,7 @@ def validate(paths: tuple[Path, ...], jobs_dir: Path, stack_path: Path) -> None:
     if not specs:
         where = ", ".join(str(t) for t in targets)
         raise ConfigError([Problem(where, None, "", "no job files (*.yaml, *.yml) found; see docs/jobs.md")])
+    _check_registries(specs, targets, stack_path)
     rows = []
     for spec in specs:
         machines = "\n".join(dict.fromkeys(_machine_text(v) for v in spec.variants()))
@@ -68,6 +69,20 @@ def _check_all(targets: list[Path], stack_path: Path) -> list:
     if problems:
         raise ConfigError(problems)
     return specs
+
+
+def _check_registries(specs, targets: list[Path], stack_path: Path) -> None:
+    """An image in a repository of the stack's project that the job's account may not read: each
+    account reads only the repository of its own jobs (docs/deploy.md), so every pull would fail."""
+    from spotcron.core.errors import ConfigError
+    from spotcron.core.loader import job_files
+    from spotcron.deploy.validate import image_problems, repository_problems
+
+    settings = load_stack(stack_path)
+    files = {path.stem: path for path in job_files(targets)[0]}
+    problems = image_problems(settings, specs, files) + repository_problems(settings, specs, files)
+    if problems:
+        raise ConfigError(problems)
 
 
 def _warn_network(specs) -> None:

@@ -36,6 +36,12 @@ TAG_PREFIX = "ctx-"
 BUILDER = "gcr.io/cloud-builders/docker"  # what `gcloud builds submit --tag` runs
 BUILD_TIMEOUT_S = 1200
 SOURCE_PREFIX = "deploy/build-"  # under deploy/: the build account may read only that part of the bucket
+# Where a job image's build writes its log (Build.logsBucket, a bucket with a path): Cloud Build
+# names the object `log-BUILD_ID.txt` there ("Logs file names will be of the format
+# ${logsBucket}/log-${build_id}.txt", https://cloud.google.com/build/docs/api/reference/rest/v1/projects.builds).
+# The job build account may create objects under this prefix only (deploy/iam.py, BUILD_LOGS); it
+# is outside deploy/, so neither build account reads these logs through its grant on deploy/ objects.
+BUILD_LOGS_PREFIX = "build-logs/"
 LABEL = "spotcron"  # a Cloud Build tag on every build deploy starts
 
 
@@ -281,6 +287,16 @@ def pin_jobs(jobs: Iterable[JobSpec], builds: Iterable[ImageBuild],
 
 # --- the Cloud Build request (v1 REST JSON, the shape `gcloud builds submit --tag` sends) -------
 
+def build_logs_location(bucket: str) -> str:
+    """The build's `logsBucket`: the results bucket with the build logs' folder as its path."""
+    return f"gs://{bucket}/{BUILD_LOGS_PREFIX.rstrip('/')}"
+
+
+def build_log_object(build_id: str) -> str:
+    """The object a build's log is written to, in the results bucket."""
+    return f"{BUILD_LOGS_PREFIX}log-{build_id}.txt"
+
+
 def build_request(build: ImageBuild, image: str, *, bucket: str, generation: int | None = None,
                   service_account: str | None = None, project: str = "-") -> dict[str, Any]:
     """The Build to create: the context from the bucket, one docker build step, the image pushed."""
@@ -300,9 +316,16 @@ def build_request(build: ImageBuild, image: str, *, bucket: str, generation: int
         "timeout": f"{BUILD_TIMEOUT_S}s",
     }
     if service_account is not None:
-        # A build that runs as a chosen account must say where its logs go; Cloud Logging needs no bucket.
+        # A build that runs as a chosen account must say where its logs go ("To specify your own
+        # service account for builds, you must store your build logs either in Cloud Logging or in
+        # a user-created Cloud Storage bucket", https://cloud.google.com/build/docs/securing-builds/
+        # configure-user-specified-service-accounts). Not Cloud Logging: writing there takes
+        # project-wide roles/logging.logWriter, with which a job's Dockerfile could write any log
+        # line of the project. The results bucket instead, under a prefix the account may only
+        # create objects in.
         body["serviceAccount"] = f"projects/{project}/serviceAccounts/{service_account}"
-        body["options"] = {"logging": "CLOUD_LOGGING_ONLY"}
+        body["logsBucket"] = build_logs_location(bucket)
+        body["options"] = {"logging": "GCS_ONLY"}
     return body
 
 

@@ -149,8 +149,9 @@ class Settings(BaseModel):
     scheduling: Literal["per-job", "shared"] = "per-job"
     dispatch_topic: str = "spotcron-dispatch"
     # The functions' Artifact Registry repository (Docker, in `region`) deploy creates; the job
-    # images go to a second one, REPOSITORY-jobs, which only the job images' build account writes
-    # and only the VMs' accounts read. Every registry role sits on one of the two.
+    # images go to REPOSITORY-jobs (jobs that run as the VM account, which reads it) and to
+    # REPOSITORY-jobs-HASH for each job's own account (which alone reads it): only the job
+    # images' build account writes them (core/job_repositories.py).
     repository: str = "spotcron"
     # Versions of each image (package) the repository keeps; older ones are deleted once a month
     # old, by Artifact Registry's cleanup policies (deploy/desired.py).
@@ -233,9 +234,16 @@ class Settings(BaseModel):
 
     @property
     def registry(self) -> str:
-        """Where built job images are pushed: the stack's jobs repository, apart from the functions'
-        images, REGION-docker.pkg.dev/PROJECT/REPOSITORY-jobs."""
-        return f"{self.region}-docker.pkg.dev/{self.project}/{self.repository}-jobs"
+        """Where the images of jobs that run as the VM account are pushed: the stack's jobs
+        repository, apart from the functions' images, REGION-docker.pkg.dev/PROJECT/REPOSITORY-jobs."""
+        return self.registry_for(None)
+
+    def registry_for(self, account: str | None) -> str:
+        """Where the images of jobs that run as `account` go (None: the VM account): the one
+        repository that account reads (core/job_repositories.py)."""
+        from spotcron.core.job_repositories import jobs_repository, registry
+
+        return registry(self.region, self.project, jobs_repository(self.repository, account))
 
     @property
     def vm_service_account_email(self) -> str:

@@ -235,8 +235,14 @@ class _Reader:
                 for a in accounts if (SERVICE_ACCOUNT, a.email) in self.desired]
 
     def repository(self) -> list[Resource]:
+        """The repositories deploy wants, and those whose policy it must see (an account no job
+        names any more: its repository's bindings go, the repository stays), one get each."""
+        wanted = {self.names.repository, self.names.jobs_repository}
+        wanted |= {name for kind, name in self.desired if kind == REPOSITORY}
+        wanted |= {split_policy_name(name)[1] for kind, name in self.desired
+                   if kind == IAM_POLICY and split_policy_name(name)[0] == POLICY_REPOSITORY}
         out = []
-        for name in (self.names.repository, self.names.jobs_repository):
+        for name in sorted(wanted):
             path = f"{self.names.location_path}/repositories/{name}"
             try:
                 repo = self.call(f"read repository {name}", self.clients.registry.get_repository, path)

@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from spotcron.core.images import BUILD_LOGS_PREFIX
 from spotcron.core.layout import DIGESTS, LIMITS, RUNS, TOKENS, deployed_spec
 from spotcron.core.settings import ENV_PREFIX, Settings
 from spotcron.core.spec import JobSpec
@@ -23,6 +24,7 @@ from spotcron.deploy.resources import (
     FUNCTION,
     IAM_POLICY,
     MANAGED_LABELS,
+    POLICY_REPOSITORY,
     POLICY_SERVICE_ACCOUNT,
     REPOSITORY,
     SCHEDULER_JOB,
@@ -133,9 +135,12 @@ def _bucket(settings: Settings) -> Resource:
         # limits' admissions are written under every day a VM's admission reaches, so they must
         # outlast the longest VM as run records do (validate holds the retention to that); a
         # digest's marker is rewritten when its spec is replaced and serves starts published
-        # before that, redelivered for 7 days at most.
+        # before that, redelivered for 7 days at most. A job image's build log is deleted by
+        # deploy once the build ended (gcp/admin/cloudbuild.py); the rule removes one a deploy
+        # interrupted mid-build left behind, a day later.
         "lifecycle": (("Delete", settings.results_retention_days, (RUNS,)), ("Delete", 1, (TOKENS,)),
-                      ("Delete", max(3, settings.results_retention_days), (LIMITS,)), ("Delete", 8, (DIGESTS,))),
+                      ("Delete", max(3, settings.results_retention_days), (LIMITS,)), ("Delete", 8, (DIGESTS,)),
+                      ("Delete", 1, (BUILD_LOGS_PREFIX,))),
         "labels": dict(MANAGED_LABELS),
     })
 
@@ -219,12 +224,15 @@ def cleanup_read(found: Any) -> tuple[tuple[str, str, tuple[tuple[str, Any], ...
     return tuple(out)
 
 
-def _repositories(names: Names, keep: int) -> list[Resource]:
-    """The functions' repository (their builds push to it) and the jobs' (the job builds push to it,
-    job VMs pull from it): apart, so that a job's build cannot write the functions' images."""
+def _repositories(names: Names, keep: int, accounts: Iterable[str] = ()) -> list[Resource]:
+    """The functions' repository (their builds push to it), the jobs' (the job builds push to it, the
+    VMs running as the VM account pull from it) and one per job's own account (only it pulls from
+    it): apart, so that a job's build cannot write the functions' images and a job's VM reads no
+    image of jobs that run as another account. The same cleanup policies on each."""
+    ids = (names.repository, names.jobs_repository, *(names.account_repository(a) for a in sorted(set(accounts))))
     return [Resource(REPOSITORY, name, {"format": "DOCKER", "labels": dict(MANAGED_LABELS),
                                         "cleanup": cleanup_policies(keep), "cleanup_dry_run": False})
-            for name in (names.repository, names.jobs_repository)]
+            for name in ids]
 
 
 def _function(logical: str, names: Names, source_object: str, env: dict[str, str]) -> Resource:
@@ -289,8 +297,14 @@ def retired_policies(names: Names, retired: Iterable[str]) -> list[Resource]:
     """For accounts deployed jobs named and no job names now: their own policy, wanting nothing of
     ours on it (the functions' serviceAccountUser goes). `meta["retired"]` tells the reader to
     compare their bindings everywhere, so that the invoker and reader bindings go too."""
-    return [Resource(IAM_POLICY, policy_name(POLICY_SERVICE_ACCOUNT, email), {}, meta={"retired": email})
-            for email in sorted(set(retired))]
+    out = []
+    for email in sorted(set(retired)):
+        out.append(Resource(IAM_POLICY, policy_name(POLICY_SERVICE_ACCOUNT, email), {}, meta={"retired": email}))
+        # Its repository stays (with the images in it: REPOSITORY is never deleted), read by nobody
+        # and written by nobody: the account's reader and the job build account's writer go.
+        out.append(Resource(IAM_POLICY, policy_name(POLICY_REPOSITORY, names.account_repository(email)), {},
+                            meta={"retired": email}))
+    return out
 
 
 def uses_placement(settings: Settings, jobs: Iterable[JobSpec]) -> bool:
@@ -313,7 +327,8 @@ def desired_state(settings: Settings, jobs: Iterable[JobSpec], source_object: st
     resources = [Resource(API, api, {}) for api in REQUIRED_APIS]
     if settings.alerts.failed_runs:  # the alert policy lives in Cloud Monitoring
         resources.append(Resource(API, MONITORING_API, {}))
-    resources += [_bucket(settings), *_repositories(names, settings.image_versions_kept), *_network(settings, names), *_placement_subnets(settings, jobs)]
+    resources += [_bucket(settings), *_repositories(names, settings.image_versions_kept, job_accounts(jobs)),
+                  *_network(settings, names), *_placement_subnets(settings, jobs)]
     topics = (*names.topics, names.dispatch_topic) if names.shared else names.topics
     resources += [Resource(TOPIC, topic, {"labels": dict(MANAGED_LABELS)}) for topic in topics]
     resources += [Resource(SERVICE_ACCOUNT, email, {"display_name": f"spotcron {email.split('@')[0]}"})

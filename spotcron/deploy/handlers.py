@@ -187,7 +187,9 @@ def repository(action: Action, ctx: Context) -> None:
     fields = action.resource.fields
     if action.kind == CREATE:
         body = {"format": fields["format"], "labels": dict(fields["labels"]),
-                "description": ("spotcron: the job images" if action.name == names.jobs_repository
+                "description": ("spotcron: the job images" if action.name == names.jobs_repository else
+                                "spotcron: the images of the jobs that run as one account"
+                                if action.name.startswith(f"{names.jobs_repository}-")
                                 else "spotcron: the functions' images"),
                 "cleanupPolicies": cleanup_body(fields["cleanup"]), "cleanupPolicyDryRun": fields["cleanup_dry_run"]}
         try:

@@ -15,9 +15,11 @@ Least privilege, one account per job to do:
   attach it to VMs, on that one account.
 
 No storage or registry role is project-wide: storage roles sit on the results bucket, registry
-roles on the two repositories: `repository:` in the stack file holds the functions' images (only
-the build account writes it, nobody else reads it) and `repository:`-jobs the job images (only
-the job build account writes it; the VM account and the jobs' own accounts read it).
+roles on the repositories: `repository:` in the stack file holds the functions' images (only the
+build account writes it, nobody else reads it), `repository:`-jobs the images of jobs that run as
+the VM account (which alone reads it), and `repository:`-jobs-HASH, one per job's own account,
+the images of the jobs that run as that account (which alone reads it). Only the job build
+account writes the jobs' repositories (core/job_repositories.py).
 
 roles/compute.instanceAdmin.v1 is granted on the project rather than a custom role: it is the
 narrowest predefined role that can create Spot VMs with a service account attached, and a
@@ -34,7 +36,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from spotcron.core.images import SOURCE_PREFIX
+from spotcron.core.images import BUILD_LOGS_PREFIX, SOURCE_PREFIX
 from spotcron.deploy.naming import Names, function_id, member
 from spotcron.deploy.resources import (
     POLICY_BUCKET,
@@ -82,6 +84,12 @@ CONDITION_SEPARATOR = "|"  # in no role name
 DEPLOY_SOURCE = "spotcron-deploy-source-only"
 BUILD_CONTEXTS = "spotcron-build-contexts-only"
 BUILD_CONTEXT_PREFIX = SOURCE_PREFIX  # deploy/build-TAG.tar.gz
+BUILD_LOGS = "spotcron-build-logs-only"
+# Creating an object is all writing a build log takes: the denied write is reported as "does not
+# have storage.objects.create access" (Cloud Build's "Failure setting up GCS logging",
+# https://github.com/GoogleCloudPlatform/solution-acceleration-toolkit/issues/1050). Object Creator
+# holds create and no read, overwrite or delete: a Dockerfile cannot read or rewrite another build's log.
+BUILD_LOGS_ROLE = "roles/storage.objectCreator"
 SOURCE_COPY = "spotcron-functions-source-copy"
 SOURCE_COPY_ROLE = "roles/storage.objectAdmin"
 
@@ -114,6 +122,11 @@ def conditions(names: Names, project_number: str = "") -> dict[str, dict[str, st
             "title": BUILD_CONTEXTS,
             "description": "spotcron: only the job images' build contexts (deploy/build-*)",
             "expression": f'resource.name.startsWith("projects/_/buckets/{names.bucket}/objects/{BUILD_CONTEXT_PREFIX}")',
+        },
+        BUILD_LOGS: {
+            "title": BUILD_LOGS,
+            "description": "spotcron: only the job images' build logs (build-logs/)",
+            "expression": f'resource.name.startsWith("projects/_/buckets/{names.bucket}/objects/{BUILD_LOGS_PREFIX}")',
         },
         SOURCE_COPY: {
             "title": SOURCE_COPY,
@@ -169,7 +182,7 @@ def bindings(names: Names, job_accounts: Iterable[str] = (), *, advice: bool = F
         # is a managed one (the build account holds it), so deploy revokes it from the VM account
         # wherever it is granted.
         Binding(jobs_repository, "roles/artifactregistry.reader", vm,
-                "pull the job's image (from the jobs' repository only)"),
+                "pull the job's image (from the repository of the jobs that run as this account only)"),
         Binding(job_done, "roles/run.invoker", vm, "call job_done when the job ends (on job_done only)"),
         Binding(broker, "roles/run.invoker", vm,
                 "ask the credentials broker for its attempt's storage token (on that function only)"),
@@ -184,10 +197,16 @@ def bindings(names: Names, job_accounts: Iterable[str] = (), *, advice: bool = F
     if names.job_build_account:
         job_build = member(names.job_build_account)
         out += [
-            # A build needs it to write its own log (options.logging CLOUD_LOGGING_ONLY).
-            Binding(project, "roles/logging.logWriter", job_build, "write the job images' build logs"),
+            # No logging role: a job's Dockerfile runs with this account's token, and project-wide
+            # logWriter would let it write any log line of the project (forged security lines
+            # included). Its builds write their logs to the results bucket instead (GCS_ONLY,
+            # core/images.build_request), where it may only create objects under build-logs/.
+            # logWriter is a managed role (the build account holds it), so deploy revokes it from
+            # this account wherever an earlier deploy granted it.
+            Binding(bucket, BUILD_LOGS_ROLE, job_build, "write the job images' build logs (build-logs/ only)",
+                    condition=BUILD_LOGS),
             Binding(jobs_repository, "roles/artifactregistry.writer", job_build,
-                    "store the job images (in the jobs' repository only, never the functions')"),
+                    "store the job images (in the jobs' repositories only, never the functions')"),
             Binding(bucket, "roles/storage.objectViewer", job_build,
                     "read a job image's build context (deploy/build-* only)", condition=BUILD_CONTEXTS),
         ]
@@ -206,14 +225,19 @@ def bindings(names: Names, job_accounts: Iterable[str] = (), *, advice: bool = F
                            f"(gs://{source_copy_bucket(project_number, names.region)} only)", condition=SOURCE_COPY))
     for email in sorted(set(job_accounts)):
         job = member(email)
+        own_repository = policy_name(POLICY_REPOSITORY, names.account_repository(email))
+        if names.job_build_account:
+            out.append(Binding(own_repository, "roles/artifactregistry.writer", member(names.job_build_account),
+                               "store the images of the jobs that run as this account (in their repository only)"))
         # Its VM runs as this account, so the runner's calls are made with it: exactly what the
         # VM account gets for them, and nothing else (no logging, no storage: the job's owner
         # grants what the job itself needs).
         out += [
             Binding(policy_name(POLICY_SERVICE_ACCOUNT, email), "roles/iam.serviceAccountUser", functions,
                     "create this job's VMs as its own account (on that account only)"),
-            Binding(jobs_repository, "roles/artifactregistry.reader", job,
-                    "pull the job's image (from the jobs' repository only)"),
+            # Its own repository: the images of the jobs that run as it, and no other job's.
+            Binding(own_repository, "roles/artifactregistry.reader", job,
+                    "pull the job's image (from the repository of its own account's jobs only)"),
             Binding(job_done, "roles/run.invoker", job, "call job_done when the job ends (on job_done only)"),
             Binding(broker, "roles/run.invoker", job,
                     "ask the credentials broker for its attempt's storage token (on that function only)"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from spotcron.core.job_repositories import jobs_repository
 from spotcron.core.settings import Settings
 from spotcron.deploy.resources import NAME_PREFIX
 
@@ -16,7 +17,6 @@ BUILD_ACCOUNT = "spotcron-build"
 # with this account's token, so it may push only to the jobs' repository and read only the build
 # contexts, never the functions' images, their build cache or their sources (docs/security.md).
 JOB_BUILD_ACCOUNT = "spotcron-job-build"
-JOBS_REPOSITORY_SUFFIX = "-jobs"  # the job images' repository: `repository:` + this
 
 # Logical function → (function id, entry point in functions/main.py).
 FUNCTIONS: dict[str, tuple[str, str]] = {
@@ -57,8 +57,12 @@ class Names:
 
     @property
     def jobs_repository(self) -> str:
-        """The repository of the job images, apart from the functions' (`repository`)."""
-        return f"{self.repository}{JOBS_REPOSITORY_SUFFIX}"
+        """The repository of the images of jobs that run as the VM account, apart from the functions' (`repository`)."""
+        return jobs_repository(self.repository)
+
+    def account_repository(self, email: str) -> str:
+        """The repository of the images of jobs that run as the account `email`, which alone reads it."""
+        return jobs_repository(self.repository, email)
 
     @classmethod
     def of(cls, settings: Settings) -> Names:

@@ -19,7 +19,11 @@ from spotcron.deploy.resources import SUBNETWORK, Resource, index
 
 def first_deploy_plan(settings: Settings, jobs: Sequence[JobSpec], source_object: str) -> list[Action]:
     """The plan a first deploy shows on an empty project (before the functions' URLs exist)."""
-    desired = desired_state(settings, jobs, source_object, settings.job_done_url, settings.credentials_url)
+    from spotcron.deploy.secret_grants import with_secret_accounts
+
+    # As deploy plans them: a job with secrets runs as the account deploy makes for it, with its repository.
+    desired = desired_state(settings, with_secret_accounts(settings, jobs), source_object, settings.job_done_url,
+                            settings.credentials_url)
     empty = index(Resource(SUBNETWORK, r.name, {"private_ip_google_access": False})
                   for r in desired.values() if r.type == SUBNETWORK)
     return plan(desired, empty)

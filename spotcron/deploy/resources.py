@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from spotcron.core.images import BUILD_LOGS_PREFIX
 from spotcron.core.layout import DIGESTS, LIMITS, RUNS, TOKENS
 from spotcron.core.names import MANAGED_LABEL
 
@@ -43,7 +44,7 @@ TYPES = (API, BUCKET, TOPIC, SERVICE_ACCOUNT, REPOSITORY, FIREWALL, SUBNETWORK, 
 
 # Object prefixes whose lifecycle Delete rules deploy writes; every other rule on the bucket is
 # someone else's and is neither compared nor replaced.
-LIFECYCLE_PREFIXES = frozenset({RUNS, TOKENS, LIMITS, DIGESTS})
+LIFECYCLE_PREFIXES = frozenset({RUNS, TOKENS, LIMITS, DIGESTS, BUILD_LOGS_PREFIX})
 
 
 def managed_lifecycle_rule(rule: Mapping[str, Any]) -> bool:

@@ -13,9 +13,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from spotcron.core.errors import ConfigError, Problem
+from spotcron.core.job_repositories import ACCOUNT_SUFFIX_LENGTH, jobs_repository
 from spotcron.core.settings import Settings
 from spotcron.core.spec import JobSpec
 from spotcron.deploy.naming import Names, scheduler_id_problem
+from spotcron.deploy.secret_grants import secrets_account
 
 PLACEHOLDER_PROJECT = "my-project"
 _PROJECT_ID = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
@@ -59,10 +61,12 @@ def settings_problems(settings: Settings, stack: Path | None) -> list[Problem]:
     if settings.sweep_interval < MIN_SWEEP_INTERVAL:
         problems.append(problem("sweep_interval", f"{settings.sweep_interval}s is too short; Cloud Scheduler "
                                                   "fires at most once a minute (write 1m or more)"))
-    if not _REPOSITORY.match(settings.repository) or not _REPOSITORY.match(settings.repository + "-jobs"):
+    if not _REPOSITORY.match(settings.repository) \
+            or not _REPOSITORY.match(jobs_repository(settings.repository, "account@example.com")):
         problems.append(problem("repository", f"{settings.repository!r} is not an Artifact Registry repository id "
-                                              "(lower-case letters, digits, '-'; starts with a letter; at most 58 "
-                                              "characters, as the job images go to REPOSITORY-jobs)"))
+                                              "(lower-case letters, digits, '-'; starts with a letter; at most "
+                                              f"{63 - ACCOUNT_SUFFIX_LENGTH} characters, as the job images go to "
+                                              "REPOSITORY-jobs and REPOSITORY-jobs-HASH)"))
     if settings.job_done_url and not settings.job_done_url.startswith("https://"):
         problems.append(problem("job_done_url", f"{settings.job_done_url!r} must be an https:// URL, or empty "
                                                 "so that deploy fills it in"))
@@ -114,28 +118,72 @@ def account_problems(settings: Settings, jobs: Sequence[JobSpec], files: Mapping
     return problems
 
 
-def image_problems(settings: Settings, jobs: Sequence[JobSpec], files: Mapping[str, Path] | None = None
-                   ) -> list[Problem]:
-    """An image in another Artifact Registry repository of this project (the functions' included):
-    the VMs (and the jobs' own accounts) may read only the jobs' repository, so its pull would
-    fail on every run."""
+def repository_problems(settings: Settings, jobs: Sequence[JobSpec], files: Mapping[str, Path] | None = None
+                        ) -> list[Problem]:
+    """Two accounts whose repositories would be one (their emails' 8-digit hashes agree): each
+    would read the other's images, so neither is deployed until one is renamed."""
     files = files or {}
-    names = Names.of(settings)
-    ours = f"{settings.registry}/"  # the jobs' repository: the functions' own is no VM's to read
+    seen: dict[str, str] = {}
     problems = []
     for job in jobs:
-        if job.build is not None:
-            continue  # built into the stack's repository: `image` only names it
-        host, _, path = job.image.partition("/")
-        if not host.endswith("-docker.pkg.dev") or not path.startswith(f"{names.project}/") \
-                or job.image.startswith(ours):
+        account = run_account(settings, job)
+        if account is None:
             continue
-        where = str(files[job.name]) if job.name in files else f"job {job.name}"
-        problems.append(Problem(where, None, "image", f"{job.image!r} is in another Artifact Registry repository "
-                                                      f"of project {settings.project}; job VMs may pull only from "
-                                                      f"the stack's jobs' repository: push the image to {ours}IMAGE:TAG "
-                                                      f"and name it here (or set `repository:` in the stack file)"))
+        repository = jobs_repository(settings.repository, account)
+        other = seen.setdefault(repository, account)
+        if other != account:
+            where = str(files[job.name]) if job.name in files else f"job {job.name}"
+            problems.append(Problem(where, None, "service_account",
+                                    f"{account!r} and {other!r} would share the image repository {repository} "
+                                    f"(their emails' hashes agree), so each would read the other's images; "
+                                    f"use another account id for one of them"))
     return problems
+
+
+def image_problems(settings: Settings, jobs: Sequence[JobSpec], files: Mapping[str, Path] | None = None
+                   ) -> list[Problem]:
+    """An image in an Artifact Registry repository of this project that the job's account may not
+    read: the functions' own, another account's jobs' repository, or the shared jobs' repository
+    for a job with an account of its own. Its pull would fail on every run."""
+    files = files or {}
+    names = Names.of(settings)
+    problems = []
+    for job in jobs:
+        account = run_account(settings, job)
+        ours = f"{settings.registry_for(account)}/"
+        who = ("spotcron's VM account" if account is None else
+               f"its own account {account}" if job.service_account and not job.deploy_account else
+               f"the account deploy makes for its secrets, {account}")
+        where = str(files[job.name]) if job.name in files else f"job {job.name}"
+        entries = [entry.name for entry in job.matrix]
+        images = [(("image",), job.image, job.build is not None)]
+        images += [(("matrix", index, "image"), entry.image, entry.build is not None)
+                   for index, entry in enumerate(job.matrix) if entry.image]
+        for field, image, built in images:
+            if built or not image:
+                continue  # built by deploy into the repository its account reads: `image` only names it
+            host, _, path = image.partition("/")
+            if not host.endswith("-docker.pkg.dev") or not path.startswith(f"{names.project}/") \
+                    or image.startswith(ours):
+                continue
+            repository = "/".join(image.split("/")[:3])
+            problems.append(Problem(where, None, ".".join(str(part) for part in field),
+                                    f"{image!r} is in {repository}, which this job's VM cannot read: it runs as "
+                                    f"{who}, which reads only {ours.rstrip('/')} (Artifact Registry grants per "
+                                    f"repository, so each account's jobs get their own); push the image to "
+                                    f"{ours}IMAGE:TAG and name it here, or use build: so that deploy builds it "
+                                    f"there" + (f" (matrix entry {entries[field[1]]})" if len(field) > 1 else "")))
+    return problems
+
+
+def run_account(settings: Settings, job: JobSpec) -> str | None:
+    """The account the job's VMs run as when deployed (None: spotcron's VM account): its own, or the
+    one deploy makes for a job with secrets (deploy/secret_grants.with_secret_accounts)."""
+    if job.service_account:
+        return job.service_account
+    if job.all_secrets():
+        return secrets_account(settings, job.name)
+    return None
 
 
 def network_problems(jobs: Sequence[JobSpec], files: Mapping[str, Path] | None = None) -> list[Problem]:
@@ -159,6 +207,7 @@ def preflight(settings: Settings, jobs: Sequence[JobSpec], stack: Path | None,
               files: Mapping[str, Path] | None = None) -> None:
     """Raise ConfigError listing every problem deploy can see without calling Google."""
     problems = (settings_problems(settings, stack) + job_problems(jobs, files) + account_problems(settings, jobs, files)
-                + image_problems(settings, jobs, files) + network_problems(jobs, files))
+                + image_problems(settings, jobs, files) + repository_problems(settings, jobs, files)
+                + network_problems(jobs, files))
     if problems:
         raise ConfigError(problems)

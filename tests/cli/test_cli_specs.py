@@ -66,6 +66,26 @@ def test_validate_reads_the_jobs_directory_from_the_environment(run, tmp_path):
     assert result.exit_code == 0 and "1 job valid" in result.stdout
 
 
+def test_validate_refuses_an_image_its_jobs_account_cannot_read(run, tmp_path):
+    """Each account reads only the repository of its own jobs (docs/deploy.md): an image of the
+    stack's shared jobs' repository, for a job with its own account, would fail every pull."""
+    write(tmp_path / "infra", "stack.yaml", "project: demo-proj\nregion: us-central1\nbucket: demo-proj-x\n")
+    write(tmp_path / "jobs", "bot.yaml", 'schedule: "0 * * * *"\n'
+          "image: us-central1-docker.pkg.dev/demo-proj/spotcron-jobs/bot:1\n"
+          "service_account: bot-runner@demo-proj.iam.gserviceaccount.com\n")
+    result = run("validate")
+    assert result.exit_code == 2
+    [message, summary] = result.stderr.splitlines()
+    assert message.startswith("jobs/bot.yaml: image: 'us-central1-docker.pkg.dev/demo-proj/spotcron-jobs/bot:1' is in "
+                              "us-central1-docker.pkg.dev/demo-proj/spotcron-jobs, which this job's VM cannot read: it "
+                              "runs as its own account bot-runner@demo-proj.iam.gserviceaccount.com, which reads only "
+                              "us-central1-docker.pkg.dev/demo-proj/spotcron-jobs-")
+    assert summary == "1 problem in 1 file"
+    write(tmp_path / "jobs", "bot.yaml", 'schedule: "0 * * * *"\nimage: us-central1-docker.pkg.dev/demo-proj/'
+          "spotcron-jobs/bot:1\n")
+    assert run("validate").exit_code == 0  # the VM account's jobs read the shared one
+
+
 def test_validate_reports_every_problem_and_exits_2(run, tmp_path):
     write(tmp_path / "jobs", "bot.yaml", 'schdule: "0 * * * *"\nimage: spotcron/bot\n')
     write(tmp_path / "jobs", "gpu.yaml", OK + "machine:\n  type: n1-standrd-1\n")

@@ -78,7 +78,8 @@ def test_first_deploy_builds_the_whole_stack(deployer: Deployer, cloud: FakeClou
         {"action": {"type": "Delete"}, "condition": {"age": 90, "matchesPrefix": ["runs/"]}},
         {"action": {"type": "Delete"}, "condition": {"age": 1, "matchesPrefix": ["tokens/"]}},
         {"action": {"type": "Delete"}, "condition": {"age": 90, "matchesPrefix": ["limits/"]}},
-        {"action": {"type": "Delete"}, "condition": {"age": 8, "matchesPrefix": ["digests/"]}}]}
+        {"action": {"type": "Delete"}, "condition": {"age": 8, "matchesPrefix": ["digests/"]}},
+        {"action": {"type": "Delete"}, "condition": {"age": 1, "matchesPrefix": ["build-logs/"]}}]}
     assert bucket["labels"] == {"spotcron": "1"} and bucket["location"] == "US-CENTRAL1"
     assert cloud.storage.objects[(BUCKET, deployer.source.object_name)][0] == deployer.source.data
 
@@ -102,7 +103,7 @@ def test_deployed_iam_is_least_privilege(deployer: Deployer, cloud: FakeCloud) -
     assert {b["role"]: sorted(b["members"]) for b in project["bindings"]} == {
         "roles/owner": ["user:owner@example.com"],  # the deployer's own binding is left alone
         "roles/compute.instanceAdmin.v1": [FUNCTIONS],
-        "roles/logging.logWriter": [f"serviceAccount:{BUILD}", f"serviceAccount:{JOB_BUILD}"],
+        "roles/logging.logWriter": [f"serviceAccount:{BUILD}"],  # the job build account: none (build-logs/)
         # Google's, granted when Eventarc first made its agent: deploy leaves it alone.
         "roles/eventarc.serviceAgent": ["serviceAccount:service-123456789012@gcp-sa-eventarc.iam.gserviceaccount.com"],
         # The one storage role on the project, conditional: Cloud Functions' source copy only.
@@ -367,7 +368,8 @@ def test_lifecycle_rules_of_others_on_our_bucket_are_kept(deployer: Deployer, cl
         theirs, {"action": {"type": "Delete"}, "condition": {"age": 30, "matchesPrefix": ["runs/"]}},
         {"action": {"type": "Delete"}, "condition": {"age": 1, "matchesPrefix": ["tokens/"]}},
         {"action": {"type": "Delete"}, "condition": {"age": 30, "matchesPrefix": ["limits/"]}},
-        {"action": {"type": "Delete"}, "condition": {"age": 8, "matchesPrefix": ["digests/"]}}]
+        {"action": {"type": "Delete"}, "condition": {"age": 8, "matchesPrefix": ["digests/"]}},
+        {"action": {"type": "Delete"}, "condition": {"age": 1, "matchesPrefix": ["build-logs/"]}}]
 
 
 def test_public_invoker_added_by_hand_is_removed(deployer: Deployer, cloud: FakeCloud) -> None:

@@ -23,6 +23,13 @@ REPOSITORY = "repository:spotcron"
 JOBS_REPOSITORY = "repository:spotcron-jobs"
 
 
+def own_repository(email: str) -> str:
+    """The repository of the jobs that run as `email`: spotcron-jobs-HASH."""
+    from spotcron.core.job_repositories import jobs_repository
+
+    return f"repository:{jobs_repository('spotcron', email)}"
+
+
 @pytest.fixture(params=[False, True], ids=["per-job", "shared"])
 def names(request) -> Names:
     return dataclasses.replace(Names.of(SETTINGS), shared=request.param)
@@ -46,20 +53,24 @@ def test_no_account_holds_a_project_wide_storage_or_registry_role(names):
             and b.role.startswith(("roles/storage.", "roles/artifactregistry."))] == []
 
 
-def test_registry_roles_sit_on_the_two_repositories(names):
+def test_registry_roles_sit_on_the_repositories_one_reader_each(names):
     registry = {(b.target, b.role, b.member) for b in planned(names) if b.role.startswith("roles/artifactregistry.")}
     # The functions' repository: written by their builder only, read by no job's VM. The jobs': written
-    # by the job images' builder, read by the VMs' accounts.
+    # by the job images' builder, read by the VM account only. Each job account's own: written by the
+    # job images' builder, read by that account only.
     assert registry == {(REPOSITORY, "roles/artifactregistry.writer", member(names.build_account)),
                         (JOBS_REPOSITORY, "roles/artifactregistry.writer", member(names.job_build_account)),
                         (JOBS_REPOSITORY, "roles/artifactregistry.reader", member(names.vm_account)),
-                        *((JOBS_REPOSITORY, "roles/artifactregistry.reader", member(a)) for a in JOB_ACCOUNTS)}
+                        *((own_repository(a), "roles/artifactregistry.reader", member(a)) for a in JOB_ACCOUNTS),
+                        *((own_repository(a), "roles/artifactregistry.writer", member(names.job_build_account))
+                          for a in JOB_ACCOUNTS)}
+    assert len({own_repository(a) for a in JOB_ACCOUNTS}) == len(JOB_ACCOUNTS)
 
 
 def test_each_job_account_holds_only_what_the_runner_needs(names):
     for email in JOB_ACCOUNTS:
         held = {(b.target, b.role) for b in planned(names) if b.member == member(email)}
-        assert held == {(JOBS_REPOSITORY, "roles/artifactregistry.reader"),
+        assert held == {(own_repository(email), "roles/artifactregistry.reader"),
                         ("function:spotcron-job-done", "roles/run.invoker"),
                         ("function:spotcron-credentials", "roles/run.invoker")}
         # Only the functions account may act as it, and only on that one account (not the project).
@@ -123,8 +134,9 @@ def test_the_plan_shows_each_job_accounts_grants():
     functions = "serviceAccount:spotcron-functions@demo-proj.iam.gserviceaccount.com"
     at = lines.index(f"~ update iam_policy service_account:{JOB_ACCOUNTS[0]}")
     assert lines[at + 1] == f"    + roles/iam.serviceAccountUser {functions}"
-    at = lines.index(f"~ update iam_policy {REPOSITORY}")
+    at = lines.index(f"~ update iam_policy {own_repository(JOB_ACCOUNTS[1])}")
     assert f"    + roles/artifactregistry.reader serviceAccount:{JOB_ACCOUNTS[1]}" in lines[at:at + 6]
+    assert f"+ create repository {own_repository(JOB_ACCOUNTS[1]).split(':', 1)[1]}" in lines
     at = lines.index("~ update iam_policy function:spotcron-job-done")
     assert f"    + roles/run.invoker serviceAccount:{JOB_ACCOUNTS[0]}" in lines[at:at + 5]
 

@@ -58,7 +58,7 @@ def fake(blobs: MemoryBlobs) -> Iterator[FakeCloudBuild]:
         found = blobs.read(name) if bucket == blobs.bucket else None
         return found.data if found is not None else None
 
-    server = FakeCloudBuild(PROJECT, source)
+    server = FakeCloudBuild(PROJECT, source, write_log=lambda bucket, name, data: blobs.write(name, data))
     server.endpoint = server.start()  # type: ignore[attr-defined]
     yield server
     server.stop()

@@ -9,6 +9,7 @@ import pytest
 from google.cloud.iam_admin_v1 import types
 
 from spotcron.core.errors import ConfigError
+from spotcron.core.job_repositories import account_hash, jobs_repository
 from spotcron.deploy.validate import preflight
 from spotcron.gcp.admin.calls import DeployError
 from tests.deploy.conftest import PROJECT, Deployer, make_settings
@@ -23,11 +24,16 @@ VM = f"serviceAccount:spotcron-vm@{PROJECT}.iam.gserviceaccount.com"
 FUNCTIONS = f"serviceAccount:spotcron-functions@{PROJECT}.iam.gserviceaccount.com"
 BUILD = f"serviceAccount:spotcron-build@{PROJECT}.iam.gserviceaccount.com"
 JOB = f"serviceAccount:{JOB_ACCOUNT}"
+# The repository of the jobs that run as JOB_ACCOUNT: only it reads it (core/job_repositories.py).
+OWN_REPOSITORY = f"{LOCATION}/repositories/spotcron-jobs-{account_hash(JOB_ACCOUNT)}"
 
 
 def name_account(jobs_dir: Path, email: str = JOB_ACCOUNT) -> None:
+    """The bot job runs as `email`, its image pushed to the repository that account reads."""
     bot = jobs_dir / "bot.yaml"
-    bot.write_text(bot.read_text() + f"service_account: {email}\n")
+    text = bot.read_text().replace(f"{PROJECT}/spotcron-jobs/bot:latest",
+                                   f"{PROJECT}/{jobs_repository('spotcron', email)}/bot:latest")
+    bot.write_text(text + f"service_account: {email}\n")
 
 
 def create_account(cloud: FakeCloud, account_id: str = "bot-runner") -> None:
@@ -49,7 +55,7 @@ def test_a_jobs_account_gets_exactly_what_the_runner_needs(deployer: Deployer, c
     name_account(jobs_dir)
     deployer.deploy(deployer.jobs(jobs_dir))
     assert every_binding_of(cloud, JOB) == {
-        (JOBS_REPOSITORY, "roles/artifactregistry.reader"),
+        (OWN_REPOSITORY, "roles/artifactregistry.reader"),
         (f"{LOCATION}/services/spotcron-job-done", "roles/run.invoker"),
         (f"{LOCATION}/services/spotcron-credentials", "roles/run.invoker"),
     }
@@ -73,7 +79,11 @@ def test_the_grant_on_the_jobs_account_is_a_resource_level_policy(deployer: Depl
     [repository_grant] = [c for c in cloud.calls() if c.method == "POST"
                           and c.path == f"/v1/{JOBS_REPOSITORY}:setIamPolicy" and c.status == 200]
     assert {b["role"]: sorted(b["members"]) for b in repository_grant.body["policy"]["bindings"]} == {
-        "roles/artifactregistry.reader": sorted([VM, JOB]), "roles/artifactregistry.writer": [JOB_BUILD]}
+        "roles/artifactregistry.reader": [VM], "roles/artifactregistry.writer": [JOB_BUILD]}
+    [own_grant] = [c for c in cloud.calls() if c.method == "POST"
+                   and c.path == f"/v1/{OWN_REPOSITORY}:setIamPolicy" and c.status == 200]
+    assert {b["role"]: sorted(b["members"]) for b in own_grant.body["policy"]["bindings"]} == {
+        "roles/artifactregistry.reader": [JOB], "roles/artifactregistry.writer": [JOB_BUILD]}
     [functions_grant] = [c for c in cloud.calls() if c.method == "POST"
                          and c.path == f"/v1/{REPOSITORY}:setIamPolicy" and c.status == 200]
     assert {b["role"]: sorted(b["members"]) for b in functions_grant.body["policy"]["bindings"]} == {
@@ -162,7 +172,9 @@ def test_an_account_no_job_names_any_more_loses_what_deploy_granted(deployer: De
     planned = {a.title: a.changes for a in deployer.plan(jobs).actions if a.resource_type == "iam_policy"}
     assert planned == {
         f"update iam_policy service_account:{JOB_ACCOUNT}": {"roles/iam.serviceAccountUser": ((FUNCTIONS,), ())},
-        "update iam_policy repository:spotcron-jobs": {"roles/artifactregistry.reader": ((JOB, VM), (VM,))},
+        # Its repository stays, read and written by nobody.
+        f"update iam_policy repository:{OWN_REPOSITORY.rsplit('/', 1)[-1]}": {
+            "roles/artifactregistry.reader": ((JOB,), ()), "roles/artifactregistry.writer": ((JOB_BUILD,), ())},
         "update iam_policy function:spotcron-job-done": {"roles/run.invoker": ((JOB, VM), (VM,))},
         "update iam_policy function:spotcron-credentials": {"roles/run.invoker": ((JOB, VM), (VM,))},
     }
@@ -196,10 +208,11 @@ def test_preflight_refuses_an_image_in_another_repository_of_the_project(deploye
     with pytest.raises(ConfigError) as caught:
         preflight(make_settings(), deployer.jobs(jobs_dir), None, {"bot": Path("jobs/bot.yaml")})
     assert [str(p) for p in caught.value.problems] == [
-        "jobs/bot.yaml: image: 'us-docker.pkg.dev/demo-proj/images/bot:latest' is in another Artifact Registry "
-        "repository of project demo-proj; job VMs may pull only from the stack's jobs' repository: push the image to "
-        "us-central1-docker.pkg.dev/demo-proj/spotcron-jobs/IMAGE:TAG and name it here (or set `repository:` in the "
-        "stack file)"]
+        "jobs/bot.yaml: image: 'us-docker.pkg.dev/demo-proj/images/bot:latest' is in us-docker.pkg.dev/demo-proj/"
+        "images, which this job's VM cannot read: it runs as spotcron's VM account, which reads only "
+        "us-central1-docker.pkg.dev/demo-proj/spotcron-jobs (Artifact Registry grants per repository, so each "
+        "account's jobs get their own); push the image to us-central1-docker.pkg.dev/demo-proj/spotcron-jobs/"
+        "IMAGE:TAG and name it here, or use build: so that deploy builds it there"]
     # Images of other projects and other registries are not the stack's business (one the VM cannot
     # reach at all is: tests/core/test_egress.py).
     for image in ("us-docker.pkg.dev/someone-else/images/bot:1", "mirror.gcr.io/library/busybox:1"):

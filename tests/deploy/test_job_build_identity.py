@@ -19,7 +19,7 @@ from spotcron.core.spec import JobSpec
 from spotcron.gcp.admin.cloudbuild import BuildFailed, CloudBuilder, make_client
 from spotcron.gcp.storage import GcsBlobs
 from tests.deploy.conftest import BUCKET, JOBS_DIR, PROJECT, Deployer, make_settings
-from tests.deploy.test_job_accounts import JOB_ACCOUNT, create_account, name_account
+from tests.deploy.test_job_accounts import JOB_ACCOUNT, OWN_REPOSITORY, create_account, name_account
 from tests.fakes.cloudbuild import FakeCloudBuild
 from tests.fakes.deploy.cloud import FakeCloud
 
@@ -71,13 +71,17 @@ def test_the_vm_account_pulls_job_images_and_not_the_functions_images(deployer: 
     assert not _may(cloud, VM, DOWNLOAD, FUNCTIONS_REPOSITORY)
 
 
-def test_a_jobs_own_account_reads_only_the_jobs_repository(deployer: Deployer, cloud: FakeCloud, jobs_dir) -> None:
+def test_a_jobs_own_account_reads_only_its_own_jobs_repository(deployer: Deployer, cloud: FakeCloud,
+                                                                jobs_dir) -> None:
     create_account(cloud)
     name_account(jobs_dir)
     _deployed(deployer, cloud, jobs_dir)
-    assert _may(cloud, JOB_ACCOUNT, DOWNLOAD, JOBS_REPOSITORY)
+    assert _may(cloud, JOB_ACCOUNT, DOWNLOAD, OWN_REPOSITORY)
+    assert not _may(cloud, JOB_ACCOUNT, DOWNLOAD, JOBS_REPOSITORY)  # the VM account's jobs' images
     assert not _may(cloud, JOB_ACCOUNT, DOWNLOAD, FUNCTIONS_REPOSITORY)
-    assert not _may(cloud, JOB_ACCOUNT, "artifactregistry.repositories.uploadArtifacts", JOBS_REPOSITORY)
+    assert not _may(cloud, JOB_ACCOUNT, "artifactregistry.repositories.uploadArtifacts", OWN_REPOSITORY)
+    assert not _may(cloud, VM, DOWNLOAD, OWN_REPOSITORY)
+    assert cloud.may_push(JOB_BUILD, OWN_REPOSITORY)
 
 
 @pytest.fixture
@@ -86,7 +90,8 @@ def build_server(cloud: FakeCloud) -> Iterator[tuple[FakeCloudBuild, str]]:
         found = cloud.storage.objects.get((bucket, name))
         return found[0] if found else None
 
-    server = FakeCloudBuild(PROJECT, source, may_push=cloud.may_push)
+    server = FakeCloudBuild(PROJECT, source, may_push=cloud.may_push, may_write_log=cloud.may_create_object,
+                            write_log=cloud.storage.put)
     endpoint = server.start()
     try:
         yield server, endpoint
@@ -128,8 +133,8 @@ def test_an_image_in_the_functions_repository_is_refused_before_any_call(deploye
     with pytest.raises(ConfigError) as caught:
         preflight(make_settings(), deployer.jobs(jobs_dir), None, {"bot": Path("jobs/bot.yaml")})
     [problem] = [str(p) for p in caught.value.problems]
-    assert "job VMs may pull only from the stack's jobs' repository: push the image to " \
-           f"us-central1-docker.pkg.dev/{PROJECT}/spotcron-jobs/IMAGE:TAG" in problem
+    assert "which reads only us-central1-docker.pkg.dev/demo-proj/spotcron-jobs " in problem
+    assert f"push the image to us-central1-docker.pkg.dev/{PROJECT}/spotcron-jobs/IMAGE:TAG" in problem
 
 
 def test_a_stack_deployed_before_loses_the_vm_readers_on_the_functions_repository(deployer: Deployer,

@@ -138,6 +138,10 @@ def test_a_job_with_its_own_account_runs_as_it(deployer: Deployer, cloud: FakeCl
         assert outcome.state in ("starting", "running"), outcome
         [(_, body)] = cloud.instances.inserted
         assert [a["email"] for a in body["serviceAccounts"]] == [JOB_ACCOUNT]
+        # The VM pulls the job's image as that account: from its own account's repository, which
+        # the shared VM account cannot read.
+        assert cloud.may_pull(JOB_ACCOUNT, bot.image)
+        assert not cloud.may_pull(settings.vm_service_account_email, bot.image)
 
 
 def test_the_vm_account_may_do_what_the_vm_does_and_no_more(deployer: Deployer, cloud: FakeCloud) -> None:

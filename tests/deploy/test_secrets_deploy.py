@@ -33,10 +33,14 @@ VM = f"serviceAccount:spotcron-vm@{PROJECT}.iam.gserviceaccount.com"
 
 
 def add_secrets(jobs_dir: Path) -> None:
-    bot = jobs_dir / "bot.yaml"
-    bot.write_text(bot.read_text() + "secrets:\n  BOT_TOKEN: bot-token\n")
-    nightly = jobs_dir / "nightly.yaml"
-    nightly.write_text(nightly.read_text() + "secrets:\n  KEY: {secret: nightly-key, version: 1}\n")
+    """Secrets for bot and nightly; each then runs as the account deploy makes for it, so its image
+    is pushed to that account's repository (the only one it reads, core/job_repositories.py)."""
+    settings = make_settings()
+    for name, secrets in (("bot", "secrets:\n  BOT_TOKEN: bot-token\n"),
+                          ("nightly", "secrets:\n  KEY: {secret: nightly-key, version: 1}\n")):
+        path = jobs_dir / f"{name}.yaml"
+        text = path.read_text().replace(settings.registry + "/", settings.registry_for(secrets_account(settings, name)) + "/")
+        path.write_text(text + secrets)
 
 
 def test_each_job_reads_exactly_its_own_secrets_as_its_own_account(deployer: Deployer, cloud: FakeCloud,

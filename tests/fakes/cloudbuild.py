@@ -13,6 +13,24 @@ https://cloud.google.com/build/docs/locations): a build created in any other reg
 location aside) is refused 400 FAILED_PRECONDITION with Google's words, "failed precondition: due
 to quota restrictions, cannot run builds in this region. Please contact support"
 (google-github-actions/deploy-cloudrun#480).
+
+Logs: a build that names its own `serviceAccount` must say where its logs go ("To specify your own
+service account for builds, you must store your build logs either in Cloud Logging or in a
+user-created Cloud Storage bucket. You cannot store your logs in the default logs bucket",
+https://cloud.google.com/build/docs/securing-builds/configure-user-specified-service-accounts);
+without `logsBucket` and without CLOUD_LOGGING_ONLY or NONE it is refused 400 with Google's words
+("if 'build.service_account' is specified, the build must either (a) specify 'build.logs_bucket',
+(b) use the REGIONAL_USER_OWNED_BUCKET build.options.default_logs_bucket_behavior option, or (c)
+use either CLOUD_LOGGING_ONLY / NONE logging options: invalid argument", as reported in
+cert-manager/cert-manager#8851 and GoogleCloudPlatform/terraform-google-dataplex-auto-data-quality#39).
+A `logsBucket` (`gs://BUCKET` or `gs://BUCKET/PATH`, as gcloud's --gcs-log-dir sends it) the
+build's account may not create objects in is refused at creation, 400 INVALID_ARGUMENT `invalid
+logs bucket "gs://…": builder service account does not have access to logs bucket "BUCKET"`
+(GoogleCloudPlatform/cloud-builders#280); the check is `may_write_log(account, bucket, object)`.
+A build that ran writes its log to `${logsBucket}/log-${build_id}.txt` ("Logs file names will be
+of the format ${logsBucket}/log-${build_id}.txt", the Build resource's reference) through
+`write_log(bucket, object, bytes)`: its steps' output (`log_text` of a failed build, or
+`fail_log`, which tests set to what a hostile Dockerfile prints).
 """
 
 from __future__ import annotations
@@ -46,14 +64,23 @@ class FakeCloudBuild:
     """`sources(bucket, object)`: the bytes of an uploaded context, or None."""
 
     def __init__(self, project: str, sources: Callable[[str, str], bytes | None],
-                 may_push: Callable[[str, str], bool] | None = None):
+                 may_push: Callable[[str, str], bool] | None = None, *,
+                 may_write_log: Callable[[str, str, str], bool] | None = None,
+                 write_log: Callable[[str, str, bytes], None] | None = None):
         """`may_push(account, repository)`: whether the build's account may push there now (an
-        IAM check with its grant's propagation); None: always."""
+        IAM check with its grant's propagation); None: always. `may_write_log(account, bucket,
+        object)`: whether it may create its log there (None: always); `write_log`: where the log
+        goes (None: `self.logs`)."""
         self.project = project
         self.sources = sources
         self.may_push = may_push
+        self.may_write_log = may_write_log
+        self.write_log = write_log
+        self.logs: dict[tuple[str, str], bytes] = {}
+        self.fail_log = "Step #0: The command '/bin/sh -c false' returned a non-zero code: 1\n"
         self.builds: list[dict[str, Any]] = []
         self.requests: list[dict[str, Any]] = []  # every create's body, as sent
+        self.refused: list[str] = []  # every create refused, Google's message
         self.operations: dict[str, dict[str, Any]] = {}
         self.fail_next = False  # the next build ends FAILURE, as a Dockerfile with an error does
         self.restricted_to: frozenset[str] | None = None  # the only regions this project may build in
@@ -119,6 +146,13 @@ class FakeCloudBuild:
             raise _Refused(403, f"permission denied on {match['parent']}")
 
     def create(self, match: re.Match[str], body: dict[str, Any]) -> tuple[int, Any]:
+        try:
+            return self._create(match, body)
+        except _Refused as exc:
+            self.refused.append(exc.message)
+            raise
+
+    def _create(self, match: re.Match[str], body: dict[str, Any]) -> tuple[int, Any]:
         self._check_project(match)
         self.requests.append(body)
         location = match["location"]
@@ -132,6 +166,8 @@ class FakeCloudBuild:
         if problems:
             raise _Refused(400, "Invalid JSON payload received. " + "; ".join(problems))
         _strict_parse(body)
+        account = str(body.get("serviceAccount", "")).rsplit("/", 1)[-1]
+        logs = self._logs_location(body, account)
         storage = (body.get("source") or {}).get("storageSource") or {}
         source = self.sources(storage.get("bucket", ""), storage.get("object", ""))
         if source is None:
@@ -142,7 +178,6 @@ class FakeCloudBuild:
         operation = f"{match['parent']}/operations/op-{number}"
         with self._lock:
             failed, self.fail_next = self.fail_next, False
-            account = str(body.get("serviceAccount", "")).rsplit("/", 1)[-1]
             repositories = {_repository(image, self.project) for image in body.get("images", [])}
             refused = next((r for r in sorted(repositories)
                             if self.may_push is not None and not self.may_push(account, r)), None)
@@ -165,10 +200,45 @@ class FakeCloudBuild:
                                                for image in body.get("images", [])]}
                 done = {"name": operation, "done": True, "metadata": {"@type": METADATA_TYPE, "build": build},
                         "response": {"@type": BUILD_TYPE, **build}}
+            if logs is not None:
+                # The step's output as the builder prints it; a failed build's ends with its error.
+                text = f"starting build \"build-{number}\"\n" + (
+                    self.fail_log if build["status"] == "FAILURE" and not refused else
+                    f"ERROR: failed to push: {build.get('failureInfo', {}).get('detail', '')}\n" if refused
+                    else "PUSH\nDONE\n")
+                bucket, _, folder = logs.partition("/")
+                name = f"{folder.rstrip('/')}/log-build-{number}.txt" if folder else f"log-build-{number}.txt"
+                if self.write_log is not None:
+                    self.write_log(bucket, name, text.encode())
+                else:
+                    self.logs[(bucket, name)] = text.encode()
             self.builds.append(build)
             self.operations[operation] = done
         return 200, {"name": operation, "done": False,
                      "metadata": {"@type": METADATA_TYPE, "build": {**body, "id": build["id"], "status": "QUEUED"}}}
+
+    def _logs_location(self, body: dict[str, Any], account: str) -> str | None:
+        """Where the build's log goes ("BUCKET/PATH"), None when not to a bucket; refuses what Google refuses."""
+        logging = (body.get("options") or {}).get("logging", "LOGGING_UNSPECIFIED")
+        mode = logging if isinstance(logging, str) else {v: k for k, v in cloudbuild_schema.SCHEMAS[
+            "BuildOptions"]["logging"][1].items()}.get(logging, "LOGGING_UNSPECIFIED")
+        location = str(body.get("logsBucket") or "")
+        if account and not location and mode not in ("CLOUD_LOGGING_ONLY", "NONE"):
+            raise _Refused(400, "if 'build.service_account' is specified, the build must either (a) specify "
+                                "'build.logs_bucket', (b) use the REGIONAL_USER_OWNED_BUCKET "
+                                "build.options.default_logs_bucket_behavior option, or (c) use either "
+                                "CLOUD_LOGGING_ONLY / NONE logging options: invalid argument")
+        if not location or mode in ("CLOUD_LOGGING_ONLY", "STACKDRIVER_ONLY", "NONE"):
+            return None
+        if not location.startswith("gs://"):
+            raise _Refused(400, f"invalid logs bucket {location!r}")
+        path = location.removeprefix("gs://")
+        bucket, _, folder = path.partition("/")
+        probe = f"{folder.rstrip('/')}/log-probe.txt" if folder else "log-probe.txt"
+        if account and self.may_write_log is not None and not self.may_write_log(account, bucket, probe):
+            raise _Refused(400, f"invalid logs bucket \"{location}\": builder service account does not have "
+                                f"access to logs bucket \"{bucket}\"")
+        return path
 
     def list(self, match: re.Match[str], query: dict[str, str]) -> tuple[int, Any]:
         self._check_project(match)

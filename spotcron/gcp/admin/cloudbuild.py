@@ -11,22 +11,34 @@ again.
 (https://cloud.google.com/build/docs/locations); elsewhere such a project's build is refused
 "due to quota restrictions, cannot run builds in this region". The builder then builds in Cloud
 Build's global location, saying so; the image still goes to the stack's regional repository.
+
+A build that runs as deploy's job build account writes its log to the results bucket
+(`logsBucket` gs://BUCKET/build-logs, `options.logging` GCS_ONLY; core/images.build_request), as
+`log-BUILD_ID.txt` ("Logs file names will be of the format ${logsBucket}/log-${build_id}.txt",
+https://cloud.google.com/build/docs/api/reference/rest/v1/projects.builds). When a build fails,
+its log's last lines are shown from there: a bounded read (the log is what the job's Dockerfile
+printed), each character a terminal would act on escaped. Once the build has ended its log is
+deleted, read or not: the bucket keeps no build output, which may hold what the build printed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable
 from typing import Any
 
 from spotcron.core.errors import SpotcronError
-from spotcron.core.images import ImageBuild, build_request, build_tag, pushed_digest
+from spotcron.core.images import ImageBuild, build_log_object, build_request, build_tag, pushed_digest
 from spotcron.engine.ports import Blobs
 from spotcron.gcp.admin.settling import Settling
 from spotcron.gcp.error_map import translated
 
 BUILD_WAIT_S = 1800.0  # the build's own timeout (core/images.py) plus queueing
 REGION_REFUSED = "cannot run builds in this region"  # Cloud Build's words for a restricted project
+LOG_READ_BYTES = 256 * 1024  # of a failed build's log, from its start: it is job-author output
+LOG_LINES = 30  # the last lines of what was read, shown with the failure
+LOG_LINE_CHARS = 300
 
 
 class BuildFailed(SpotcronError):
@@ -50,9 +62,9 @@ def make_client(credentials: Any = None, *, endpoint: str | None = None) -> Any:
 class CloudBuilder:
     """Builds ImageBuilds in `project`/`region`, the sources going to `blobs` (the stack's bucket).
 
-    `service_account`: the email the builds run as (deploy's build account, which may write the
-    stack's repository and read the bucket's deploy/ objects, nothing else); None: Cloud Build's
-    default account.
+    `service_account`: the email the builds run as (deploy's job build account, which may write the
+    jobs' repositories, read the bucket's deploy/build-* objects and create its logs under
+    build-logs/, nothing else); None: Cloud Build's default account.
     """
 
     def __init__(self, project: str, region: str, blobs: Blobs, *, client: Any = None, credentials: Any = None,
@@ -66,6 +78,7 @@ class CloudBuilder:
         self.say: Callable[[str], None] = lambda text: None
         self.blobs = blobs
         self.service_account = service_account
+        self._unread_log = ""  # a failed build's log that could not be read here: left for `gcloud builds log`
         self.wait_s = wait_s
         self._client = client
         self._credentials = credentials
@@ -129,19 +142,62 @@ class CloudBuilder:
                 except Exception as exc:
                     if _ended_with_error(operation):
                         raise BuildFailed(f"the build of {image} from {build.relative}/ failed{_failure(operation)}: "
-                                          f"{operation.operation.error.message}; its log is in "
-                                          f"Cloud Build's history (gcloud builds list --region {self.location})") from exc
+                                          f"{operation.operation.error.message}"
+                                          f"{self._log_tail(_build_id(operation))}") from exc
                     raise
         finally:
             # The context is the user's folder: it stays in the bucket only while a build may read it.
             if operation is None or _done(operation):
                 self.blobs.delete(build.source_object)
+                if operation is not None and self.service_account is not None and _build_id(operation) \
+                        and _build_id(operation) != self._unread_log:
+                    self._delete_log(_build_id(operation))
         result = _as_json(done)
         digest = pushed_digest(result, image)
         if digest is None:
             raise BuildFailed(f"the build of {image} ended {result.get('status', '?')} without pushing the image; "
                               f"see {result.get('logUrl') or 'gcloud builds list --region ' + self.location}")
         return digest
+
+    def _log_tail(self, build_id: str) -> str:
+        """The end of a failed build's log, ready to print, or where to look when it cannot be read."""
+        elsewhere = f"; its log: gcloud builds log {build_id or 'BUILD_ID'} --region {self.location}"
+        if not build_id or self.service_account is None:
+            return elsewhere
+        self._unread_log = build_id  # kept for that command until it has been read here
+        try:
+            data = self.blobs.read_range(build_log_object(build_id), 0, LOG_READ_BYTES)
+        except SpotcronError:
+            return elsewhere
+        if not data:
+            return elsewhere
+        self._unread_log = ""
+        data = data[:LOG_READ_BYTES]  # whatever the server sent
+        lines = data.decode("utf-8", "replace").splitlines()[-LOG_LINES:]
+        cut = " (its first 256 KiB)" if len(data) >= LOG_READ_BYTES else ""
+        shown = "\n".join(f"    {_inert(line)[:LOG_LINE_CHARS]}" for line in lines)
+        return f"; the end of its log{cut}:\n{shown}"
+
+    def _delete_log(self, build_id: str) -> None:
+        # One left behind is deleted by the bucket's lifecycle rule on build-logs/ a day later (deploy/desired.py).
+        with contextlib.suppress(SpotcronError):
+            self.blobs.delete(build_log_object(build_id))
+
+
+def _inert(text: str) -> str:
+    """Job-written text safe to print: every character a terminal would act on, as its escape."""
+    def escaped(char: str) -> str:
+        code = ord(char)
+        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+    return text if text.isprintable() else "".join(char if char.isprintable() else escaped(char) for char in text)
+
+
+def _build_id(operation: Any) -> str:
+    try:
+        return str(operation.metadata.build.id or "")
+    except Exception:
+        return ""
 
 
 def _as_json(build: Any) -> dict[str, Any]:

@@ -65,6 +65,8 @@ def awaited(error: BaseException) -> str | None:
         return GRANTS  # Cloud Functions' words for a build account whose roles have not applied yet
     if "artifactregistry.repositories.uploadartifacts" in lower and "denied" in lower:
         return GRANTS  # a build pushing as the build account
+    if "builder service account does not have access to logs bucket" in lower:
+        return GRANTS  # a job build whose account's grant on the build logs' folder has not applied yet
     if "is not enabled in project" in lower or "it is disabled" in lower:
         return API_ENABLED
     return None

@@ -34,6 +34,7 @@ OWNER = "user:owner@example.com"
 # The permissions of the roles the fakes check (a subset of each role: what spotcron's path uses).
 ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
     "roles/storage.objectViewer": frozenset({"storage.objects.get", "storage.objects.list"}),
+    "roles/storage.objectCreator": frozenset({"storage.objects.create"}),
     "roles/storage.objectUser": frozenset({"storage.objects.get", "storage.objects.list", "storage.objects.create",
                                            "storage.objects.delete", "storage.objects.update"}),
     "roles/storage.objectAdmin": frozenset({"storage.objects.get", "storage.objects.list", "storage.objects.create",

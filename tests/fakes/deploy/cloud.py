@@ -125,6 +125,25 @@ class FakeCloud:
                                    repository, [self.registry.policies.policy(repository),
                                                 self.project_policies.policy(f"projects/{self.project}")])
 
+    def may_create_object(self, account: str, bucket: str, name: str) -> bool:
+        """Whether `account` may create `name` in `bucket` now (a build's log, for
+        tests/fakes/cloudbuild.py): the bucket's policy and the project's, conditions included."""
+        resource = f"projects/_/buckets/{bucket}"
+        return self.access.allowed(f"serviceAccount:{account}", "storage.objects.create", f"{resource}/objects/{name}",
+                                   [self.storage.policies.policy(resource),
+                                    self.project_policies.policy(f"projects/{self.project}")])
+
+    def may_pull(self, account: str, image: str) -> bool:
+        """Whether `account` may pull `image` (REGION-docker.pkg.dev/PROJECT/REPOSITORY/NAME...) now,
+        as Artifact Registry checks a VM's pull: downloadArtifacts on the image's repository."""
+        host, _, path = image.partition("/")
+        project, _, rest = path.partition("/")
+        repository = f"projects/{project}/locations/{host.removesuffix('-docker.pkg.dev')}/repositories/" \
+                     f"{rest.split('/', 1)[0]}"
+        return self.access.allowed(f"serviceAccount:{account}", "artifactregistry.repositories.downloadArtifacts",
+                                   repository, [self.registry.policies.policy(repository),
+                                                self.project_policies.policy(f"projects/{self.project}")])
+
     def enable_apis(self, services: Iterable[str] | None = None) -> None:
         """Every API deploy needs, enabled long ago (a project already in use)."""
         from spotcron.gcp.admin.calls import REQUIRED_APIS

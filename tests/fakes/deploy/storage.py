@@ -7,6 +7,7 @@ and deploy needs both, so this fake serves the handful of calls deploy makes ins
 from __future__ import annotations
 
 import json
+import re
 import threading
 from typing import Any
 
@@ -179,6 +180,12 @@ class FakeStorage:
             return 200, {"kind": "storage#object", "bucket": bucket, "name": name,
                          "generation": str(self._generation), "size": str(len(data))}
 
+    def put(self, bucket: str, name: str, data: bytes) -> None:
+        """An object written by a Google service on its own (a Cloud Build log), past the API's checks."""
+        with self._lock:
+            self._generation += 1
+            self.objects[(bucket, name)] = (data, self._generation)
+
     def _object(self, request: Request) -> tuple[bytes, int]:
         key = (request.match["bucket"], request.match["object"])
         self._bucket(key[0])
@@ -202,7 +209,14 @@ class FakeStorage:
     def download(self, request: Request) -> tuple[int, Any]:
         self._may(request, "storage.objects.get")
         with self._lock:
-            return 200, self._object(request)[0]
+            data = self._object(request)[0]
+        # A ranged GET (`Range: bytes=START-END`) answers those bytes only, as Cloud Storage does.
+        wanted = re.fullmatch(r"bytes=(\d+)-(\d*)", request.headers.get("range", ""))
+        if wanted:
+            start = int(wanted[1])
+            end = int(wanted[2]) if wanted[2] else len(data) - 1
+            return 206, data[start:end + 1]
+        return 200, data
 
     def delete_bucket(self, request: Request) -> tuple[int, Any]:
         name = request.match["bucket"]
