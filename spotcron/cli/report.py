@@ -39,6 +39,10 @@ if TYPE_CHECKING:
 @click.option("--all-rounds", "all_rounds", is_flag=True,
               help="Pool every round even where rounds disagree beyond their spread (by default the report then "
                    "keeps the latest round and says which disagree).")
+@click.option("--detail", "detail", is_flag=True,
+              help="Also the median of every metric the runs' metrics.json reported (a table per configuration "
+                   "of a matrix job) and a line per run not measured; by default the report is a summary and says "
+                   "how to see these. CSV and JSON always hold every figure.")
 @click.option("--records", "records_dir", type=click.Path(path_type=Path, exists=True, file_okay=False),
               default=None, help="Read run records from a folder laid out like the bucket (runs/JOB/RUN/run.json).")
 @bucket_options
@@ -47,7 +51,7 @@ if TYPE_CHECKING:
 @jobs_option
 @stack_option
 def report(job: str, fmt: str, as_json: bool, show_history: bool, charts_dir: Path | None, tick: str | None,
-           since, all_rounds: bool, records_dir: Path | None, bucket: str | None, state_dir: Path, prices: str | None,
+           since, all_rounds: bool, detail: bool, records_dir: Path | None, bucket: str | None, state_dir: Path, prices: str | None,
            region: str | None, jobs_dir: Path, stack_path: Path) -> None:
     """Compare the configurations of a matrix job over its runs (every repeat of every round, unless
     rounds disagree or --tick/--since choose): runs, median and spread of time, cost (the VM's
@@ -60,6 +64,7 @@ def report(job: str, fmt: str, as_json: bool, show_history: bool, charts_dir: Pa
     \b
     Examples:
       spotcron report dl-benchmark
+      spotcron report dl-benchmark --detail
       spotcron report dl-benchmark --tick latest --format md
       spotcron report dl-benchmark --since 2026-11-01 --charts out/"""
     from spotcron.core.errors import SpotcronError
@@ -108,7 +113,7 @@ def report(job: str, fmt: str, as_json: bool, show_history: bool, charts_dir: Pa
 
         written = write_charts(result, charts_dir, history)
     charts = [str(p) for p in written]
-    rendered = render_report(result, fmt, history=history if show_history else None, charts=charts)
+    rendered = render_report(result, fmt, history=history if show_history else None, charts=charts, detail=detail)
     if isinstance(rendered, str):
         click.echo(rendered, nl=False)
         for line in unpriced:

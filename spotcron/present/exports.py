@@ -149,7 +149,8 @@ def hardware_cells(report: BenchmarkReport) -> list[list[str]]:
     return [[row.name, row.machine, row.hardware, verdict(report, row)] for row in report.rows]
 
 
-PHASE_HEADERS = ["configuration", *(PHASE_NAMES[p] for p in PHASES), "VM life", "cost (VM life)", "work cost",
+PHASE_VM_COST = "cost (VM life)"
+PHASE_HEADERS = ["configuration", *(PHASE_NAMES[p] for p in PHASES), "VM life", PHASE_VM_COST, "work cost",
                  "rel. work cost"]
 
 
@@ -163,17 +164,17 @@ def phase_caption(report: BenchmarkReport) -> str:
              "local_wait_s." if report.local_runs else "")
     return (f"boot + pull: VM created to container start (the record has no mark between the two); set-up: the "
             f"container's time outside the measured work; measured: {report.time_basis}; upload: container end to "
-            f"VM deleted. {report.cost_basis}. {report.work_cost_basis}.{local}")
+            f"VM deleted. cost (VM life): the first table's cost, as its note says. {report.work_cost_basis}.{local}")
 
 
-def phase_cells(report: BenchmarkReport) -> list[list[str]]:
+def phase_cells(report: BenchmarkReport, sep: str = " ") -> list[list[str]]:
     rows = []
     for row in report.rows:
         phases = row.phases
         base = row.variant == report.base
         cells = [row.name, *(format_seconds(getattr(phases, p)) if phases else "-" for p in PHASES),
-                 format_seconds(phases.vm) if phases else "-", with_spread(row.cost, format_usd),
-                 with_spread(row.work_cost, format_usd), format_ratio(row.relative_work_cost, base=base)]
+                 format_seconds(phases.vm) if phases else "-", with_spread(row.cost, format_usd, sep),
+                 with_spread(row.work_cost, format_usd, sep), format_ratio(row.relative_work_cost, base=base, sep=sep)]
         rows.append(cells)
     return rows
 
@@ -225,13 +226,39 @@ def problem_lines(report: BenchmarkReport) -> list[str]:
             for problem in problem_list(text)]
 
 
-def unmeasured_lines(report: BenchmarkReport) -> list[str]:
-    """The runs that ended without success, with their reason: a GPU entry with no GPU says so here."""
-    return [f"{row.variant}/{run_id}: {why}" for row in report.rows for run_id, why in row.unmeasured]
+def unmeasured_lines(report: BenchmarkReport, *, each: bool = False) -> list[str]:
+    """The runs that ended without success, with their reason: a GPU entry with no GPU says so here.
+
+    Runs of one configuration that ended for the same reason make one line, `t4: 3 runs skipped:
+    REASON`, with how to name each; `each` gives a line per run, `t4/RUN: skipped: REASON`.
+    """
+    lines = []
+    for row in report.rows:
+        groups: dict[str, list[str]] = {}
+        for run_id, why in row.unmeasured:
+            groups.setdefault(why, []).append(run_id)
+        for why, runs in groups.items():
+            if each or len(runs) == 1:
+                lines += [f"{row.variant}/{run_id}: {why}" for run_id in runs]
+            else:
+                state, _, reason = why.partition(": ")
+                lines.append(f"{row.variant}: {len(runs)} runs {state}: {reason} (--detail names each run)")
+    return lines
 
 
-def rich_tables(report: BenchmarkReport) -> list:
-    """The report as rich Tables: the comparison, work per unit when runs report work, metrics.
+def metrics_note(report: BenchmarkReport) -> str:
+    """What the default report says in place of the metrics.json table it leaves to --detail."""
+    names, _ = metric_cells(report.rows)
+    if not names:
+        return ""
+    shown = f": {', '.join(names[:4])}{', ...' if len(names) > 4 else ''}"
+    return (f"metrics.json: {len(names)} metric{'s' if len(names) != 1 else ''} per run{shown}; --detail shows "
+            f"their medians per configuration, --format csv-runs or --json every run's")
+
+
+def rich_tables(report: BenchmarkReport, *, detail: bool = False) -> list:
+    """The report as rich Tables: the comparison, work per unit when runs report work, and with
+    `detail` the median of every metric metrics.json reported (metrics_note says so otherwise).
 
     Cells fold rather than being cut; intervals go on a second line to keep the columns narrow.
     rich is imported here: only terminal output needs it.
@@ -269,10 +296,12 @@ def rich_tables(report: BenchmarkReport) -> list:
     tables.append(what)
     phases = new_table(phase_title(report))
     phases.caption = Text(phase_caption(report))
-    for index, header in enumerate(PHASE_HEADERS):
-        phases.add_column(Text(header), overflow="fold", justify="left" if index == 0 else "right")
-    for cells in phase_cells(report):
-        phases.add_row(*map(Text, cells))
+    # The VM-life cost is the first table's `cost`: here it would only widen the table past a page.
+    kept = [i for i, header in enumerate(PHASE_HEADERS) if header != PHASE_VM_COST]
+    for index in kept:
+        phases.add_column(Text(PHASE_HEADERS[index]), overflow="fold", justify="left" if index == 0 else "right")
+    for cells in phase_cells(report, sep="\n"):
+        phases.add_row(*(Text(cells[i]) for i in kept))
     tables.append(phases)
     if report.comparisons:
         compared = new_table(comparison_title(report))
@@ -291,7 +320,7 @@ def rich_tables(report: BenchmarkReport) -> list:
             units.add_row(*map(Text, (row.name, *unit_cells(report, row))))
         tables.append(units)
     names, cells = metric_cells(report.rows)
-    if names:
+    if names and detail:
         extra = new_table(f"{report.job}: metrics.json, median per run")
         extra.add_column("configuration", overflow="fold")
         for name in names:
@@ -324,8 +353,9 @@ def _measure(value: float, unit: str) -> str:
     return significant(value) if unit == "1" else f"{significant(value)} {unit}"
 
 
-def markdown(report: BenchmarkReport) -> str:
-    """A GitHub-flavoured Markdown table, its caption and any metrics problems."""
+def markdown(report: BenchmarkReport, *, detail: bool = True) -> str:
+    """A GitHub-flavoured Markdown table, its caption and any metrics problems; without `detail`,
+    as `spotcron report` prints it by default: no metrics.json table, runs not measured in groups."""
     per_unit = any(row.work_unit for row in report.rows)
     headers = report_headers(report, per_unit=per_unit)
     # measured_where names a local run's host, which the job wrote: literal text, like every cell.
@@ -348,13 +378,15 @@ def markdown(report: BenchmarkReport) -> str:
     if report.warnings:
         lines += ["", "warnings:", *(f"- {md_text(line, line=True)}" for line in report.warnings)]
     names, cells = metric_cells(report.rows)
-    if names:
+    if names and detail:
         lines += ["", _md_row(["configuration", *names]), "|:---|" + "---:|" * len(names)]
         lines += [_md_row(row) for row in cells]
+    elif names:
+        lines += ["", md_text(metrics_note(report), line=True)]
     problems = problem_lines(report)
     if problems:
         lines += ["", "metrics.json problems:", *(f"- {md_text(line, line=True)}" for line in problems)]
-    unmeasured = unmeasured_lines(report)
+    unmeasured = unmeasured_lines(report, each=detail)
     if unmeasured:
         lines += ["", "runs not measured:", *(f"- {md_text(line, line=True)}" for line in unmeasured)]
     return "\n".join(lines) + "\n"

@@ -30,9 +30,13 @@ class Tables:
 
 
 def render_report(report: BenchmarkReport, fmt: str, *, history: BenchmarkHistory | None = None,
-                  charts: Sequence[str] = ()) -> str | Tables:
+                  charts: Sequence[str] = (), detail: bool = False) -> str | Tables:
     """`report` in `fmt` (one of FORMATS); with `history`, the history instead. `charts` are the
-    paths of the charts written, which JSON lists. Text ends with a newline."""
+    paths of the charts written, which JSON lists. Text ends with a newline.
+
+    The table and Markdown formats read as a summary: the metrics.json medians of a matrix job (its
+    compared metrics are in the comparison already) and a line per run not measured are `detail`'s,
+    and by default a line says how to see them. CSV and JSON always hold everything."""
     if fmt not in FORMATS:
         raise ValueError(f"format {fmt!r}: use one of {', '.join(FORMATS)}")
     charts = list(charts)
@@ -47,8 +51,8 @@ def render_report(report: BenchmarkReport, fmt: str, *, history: BenchmarkHistor
     if fmt in ("table", "md") and is_single(report):
         # One configuration: its runs summed up, never compared with themselves.
         if fmt == "md":
-            return summary_markdown(report)
-        tables, lines = summary_tables(report)
+            return summary_markdown(report, detail=detail)
+        tables, lines = summary_tables(report, detail=detail)
         return Tables(tables, lines)
     if fmt == "json":
         return exports.json_text(report, charts=charts) + "\n"
@@ -57,10 +61,13 @@ def render_report(report: BenchmarkReport, fmt: str, *, history: BenchmarkHistor
     if fmt == "csv-runs":
         return exports.runs_csv(report)
     if fmt == "md":
-        return exports.markdown(report)
+        return exports.markdown(report, detail=detail)
     # Job-written text (reasons, problems, units, host names) reaches these lines: shown escaped.
     lines = [f"verdict: {printable(line)}" for line in exports.verdict_lines(report)]
     lines += [f"warning: {printable(line)}" for line in report.warnings]
     lines += [f"metrics.json problem: {printable(line)}" for line in exports.problem_lines(report)]
-    lines += [f"not measured: {printable(line)}" for line in exports.unmeasured_lines(report)]
-    return Tables(exports.rich_tables(report), lines)
+    lines += [f"not measured: {printable(line)}" for line in exports.unmeasured_lines(report, each=detail)]
+    note = exports.metrics_note(report)
+    if note and not detail:
+        lines.append(printable(note))
+    return Tables(exports.rich_tables(report, detail=detail), lines)

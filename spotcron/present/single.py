@@ -74,19 +74,28 @@ def how_to_compare(report: BenchmarkReport) -> str:
             f"`benchmark: {{base: NAME}}`; see docs/benchmarks.md. Each run: `spotcron runs {report.job}`.")
 
 
-def _row_lines(report: BenchmarkReport) -> list[str]:
+def _row_lines(report: BenchmarkReport, *, each: bool = False) -> list[str]:
     """The hardware each row ran on, when more than one kind; then what the report warns of."""
     lines = []
     if len(report.rows) > 1:
         lines += [f"row {number}: {_label(report, row)}" for number, row in enumerate(report.rows, 1)]
     lines += [f"warning: {line}" for line in report.warnings]
     lines += [f"metrics.json problem: {line}" for line in problem_lines(report)]
-    lines += [f"not measured: {line}" for line in unmeasured_lines(report)]
+    lines += [f"not measured: {line}" for line in unmeasured_lines(report, each=each)]
     return lines
 
 
-def summary_tables(report: BenchmarkReport) -> tuple[list[Any], list[str]]:
-    """The `table` format: rich Tables (the runs, the metrics' medians) and the lines after them."""
+def _keys(report: BenchmarkReport) -> tuple[str, list[str]]:
+    """The column that names each row, so a part of a table split by columns reads alone: the job,
+    or the row's number (`row N:` below says what it ran on) when its runs ran on several kinds."""
+    if len(report.rows) == 1:
+        return "job", [report.job]
+    return "row", [str(number) for number in range(1, len(report.rows) + 1)]
+
+
+def summary_tables(report: BenchmarkReport, *, detail: bool = False) -> tuple[list[Any], list[str]]:
+    """The `table` format: rich Tables (the runs, the metrics' medians) and the lines after them.
+    Each table's first column names its rows; a pipe's split parts repeat it."""
     from rich import box
     from rich.table import Table
     from rich.text import Text as RichText
@@ -101,24 +110,27 @@ def summary_tables(report: BenchmarkReport) -> tuple[list[Any], list[str]]:
     runs = new_table(summary_title(report))
     runs.caption = text(summary_caption(report))
     runs.caption_justify = "left"
+    key, keys = _keys(report)
+    runs.add_column(text(key), overflow="fold")
     for index, header in enumerate(summary_headers(report)):
         runs.add_column(text(header), justify="left" if index == 1 else "right", overflow="fold")
-    for cells in summary_cells(report):
-        runs.add_row(*map(text, cells))
+    for name, cells in zip(keys, summary_cells(report), strict=True):
+        runs.add_row(*map(text, (name, *cells)))
     tables: list[Any] = [runs]
     names, cells = metric_cells(report.rows)
     if names:
         metrics = new_table(f"{report.job}: metrics.json, median per run")
+        metrics.add_column(text(key), overflow="fold")
         for name in names:
             metrics.add_column(text(name), justify="right", overflow="fold")
-        for row in cells:
-            metrics.add_row(*map(text, row[1:]))
+        for name, row in zip(keys, cells, strict=True):
+            metrics.add_row(*map(text, (name, *row[1:])))
         tables.append(metrics)
-    lines = [printable(line) for line in _row_lines(report)] + ["", how_to_compare(report)]
+    lines = [printable(line) for line in _row_lines(report, each=detail)] + ["", how_to_compare(report)]
     return tables, lines
 
 
-def summary_markdown(report: BenchmarkReport) -> str:
+def summary_markdown(report: BenchmarkReport, *, detail: bool = False) -> str:
     headers = summary_headers(report)
     lines = [f"**{md_text(summary_title(report))}**", "", _md_row(headers),
              "|" + "|".join(":---" if i == 1 else "---:" for i in range(len(headers))) + "|"]
@@ -128,7 +140,7 @@ def summary_markdown(report: BenchmarkReport) -> str:
     if names:
         lines += ["", _md_row(names), "|" + "---:|" * len(names)]
         lines += [_md_row(row[1:]) for row in cells]
-    extra = _row_lines(report)
+    extra = _row_lines(report, each=detail)
     if extra:
         lines += ["", *(f"- {md_text(line, line=True)}" for line in extra)]
     lines += ["", md_text(how_to_compare(report), line=True)]

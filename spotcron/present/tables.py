@@ -99,7 +99,8 @@ def print_whole(out: Any, renderable: Any, *, page_width: int | None = None) -> 
     A table's title and caption start at its left edge. With `page_width` (the report's tables), a
     table wider than that in a pipe or a file is laid out for reading there: long text columns
     wrap at their words (sharing what the figures leave), and what is still too wide is split by columns into
-    tables that each repeat the first column; no figure is ever cut.
+    tables that each repeat the first column (the row's key); no figure is ever cut. The title and the
+    caption are the page's, not a table's: they wrap at `page_width`, never at the width of a narrow part.
     """
     from rich.table import Table
 
@@ -108,14 +109,38 @@ def print_whole(out: Any, renderable: Any, *, page_width: int | None = None) -> 
     if out.is_terminal:
         out.print(renderable)
         return
-    parts = split_wide(out, renderable, page_width) if page_width and isinstance(renderable, Table) else [renderable]
+    if not (page_width and isinstance(renderable, Table)):
+        _print_natural(out, renderable)
+        return
+    title, caption = _plain(renderable.title), _plain(renderable.caption)
+    renderable.title = renderable.caption = None
+    parts = split_wide(out, renderable, page_width)
     for number, part in enumerate(parts):
         if number:
             out.out("")  # a blank line between the parts of a split table
-        _print_natural(out, part)
+        if title:
+            _print_words(out, f"{title} ({number + 1} of {len(parts)})" if len(parts) > 1 else title, page_width)
+        _print_natural(out, part, trim=True)
+    if caption:
+        out.out("")
+        _print_words(out, caption, page_width)
 
 
-def _print_natural(out: Any, renderable: Any) -> None:
+def _plain(text: Any) -> str:
+    return "" if text is None else str(getattr(text, "plain", text))
+
+
+def _print_words(out: Any, text: str, width: int) -> None:
+    """`text` flush left, wrapped at its words at `width`; its own line breaks kept."""
+    import textwrap
+
+    lines = [part for line in text.split("\n")
+             for part in textwrap.wrap(line, width, break_on_hyphens=False, break_long_words=False) or [""]]
+    out.out("\n".join(lines), highlight=False)
+
+
+def _print_natural(out: Any, renderable: Any, *, trim: bool = False) -> None:
+    """At the renderable's natural width; `trim` drops the blank lines a table's edges leave below it."""
     from rich.measure import Measurement
 
     saved = out.width
@@ -127,7 +152,10 @@ def _print_natural(out: Any, renderable: Any) -> None:
             out.print(renderable)
     finally:
         out.width = saved
-    out.out("\n".join(line.rstrip() for line in captured.get().splitlines()), highlight=False)
+    lines = [line.rstrip() for line in captured.get().splitlines()]
+    while trim and lines and not lines[-1]:
+        lines.pop()
+    out.out("\n".join(lines), highlight=False)
 
 
 TEXT_COLUMN_MIN = 24  # a column of words (hardware, a verdict) wraps, in a pipe, at no less than this
