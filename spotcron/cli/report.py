@@ -127,6 +127,8 @@ def report(job: str, fmt: str, as_json: bool, show_history: bool, charts_dir: Pa
             if number:
                 out.print()  # a caption ends one table; a blank line before the next one's title
             print_whole(out, renderable, page_width=REPORT_PAGE_WIDTH)
+        if rendered.lines and rendered.lines[0] and not out.is_terminal:
+            out.out("")  # the lines after the tables start a paragraph of their own
         for line in rendered.lines:
             if out.is_terminal:
                 out.print(line, markup=False, highlight=False)

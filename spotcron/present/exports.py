@@ -321,12 +321,14 @@ def rich_tables(report: BenchmarkReport, *, detail: bool = False) -> list:
         tables.append(units)
     names, cells = metric_cells(report.rows)
     if names and detail:
+        # A metric a line and a configuration a column: a job reports dozens of metrics and compares a
+        # few configurations, so this stays one page wide where a column per metric would not.
         extra = new_table(f"{report.job}: metrics.json, median per run")
-        extra.add_column("configuration", overflow="fold")
-        for name in names:
-            extra.add_column(Text(name), justify="right", overflow="fold")
+        extra.add_column("metric", overflow="fold")
         for row in cells:
-            extra.add_row(*map(Text, row))
+            extra.add_column(Text(row[0]), justify="right", overflow="fold")
+        for index, name in enumerate(names, 1):
+            extra.add_row(Text(name), *(Text(row[index]) for row in cells))
         tables.append(extra)
     return tables
 

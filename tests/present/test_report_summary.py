@@ -129,6 +129,9 @@ def test_detail_brings_back_every_metric_and_every_run(quickstart):
     for name in (*EXTRA, "train_seconds"):
         assert name in output
     assert "dl-benchmark: metrics.json, median per run" in output
+    # A metric a line, a configuration a column: one table on the page, not a part per few metrics.
+    assert "(1 of" not in output and any(line.split() == ["metric", "highcpu-16", "e2-std-4", "t4"]
+                                         for line in output.splitlines())
     assert output.count("not measured: t4/") == 3 and "--detail names" not in said
     assert said.count("per second after a 60-second minimum") == 1
 
