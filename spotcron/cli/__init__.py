@@ -77,8 +77,13 @@ def cli() -> None:
 
 
 def _register() -> None:
+    from spotcron.cli.short_help import SHORT_HELP
+
     for name in COMMAND_MODULES:
         for command in importlib.import_module(name).COMMANDS:
+            command.short_help = command.short_help or SHORT_HELP.get(command.name or "")
+            for sub in getattr(command, "commands", {}).values():
+                sub.short_help = sub.short_help or SHORT_HELP.get(f"{command.name} {sub.name}")
             cli.add_command(command)
 
 

@@ -170,6 +170,7 @@ def deploy(ctx: click.Context, jobs_dir: Path, stack_path: Path, dry_run: bool, 
 
             raise goes_with("--offline", "--dry-run", "without credentials deploy can only show what it would create")
         placeholders = _preflight_but_placeholders(settings, jobs, stack_path, _job_paths(jobs_dir))
+        _warn_jobs(jobs)
         _offline_plan(settings, jobs, jobs_dir, build_source(env.source_root()).object_name, out)
         for problem in placeholders:
             out.print(f"[yellow]Before a real deploy: {problem}[/]")
@@ -198,12 +199,7 @@ def deploy(ctx: click.Context, jobs_dir: Path, stack_path: Path, dry_run: bool, 
         checks = project_checks(env, settings, jobs, credentials)
         print_checks(out, checks)
         checks_failed = failed(checks)
-    from spotcron.core.egress import nat_warning
-
-    for job in jobs:
-        warning = nat_warning(job)
-        if warning:
-            line_console(stderr=True).print(f"warning: {job.name}: {warning}", markup=False, highlight=False)
+    _warn_jobs(jobs)
     started = time.monotonic()
     jobs, prepare = _images(env, settings, credentials, jobs, jobs_dir, out)
     result = run_deploy(settings, jobs, source, clients, confirm=confirm, reporter=RichReporter(out),
@@ -223,6 +219,17 @@ def deploy(ctx: click.Context, jobs_dir: Path, stack_path: Path, dry_run: bool, 
         out.print(f"[green]Deployed[/]: {done} changes in {time.monotonic() - started:.1f}s "
                   f"({caller.calls} API calls). A re-plan now shows no changes.")
     out.print(f"Runs and results: spotcron runs --bucket gs://{settings.bucket}")
+
+
+def _warn_jobs(jobs: list[Any]) -> None:
+    """What deploys but would not work as meant: a NAT it relies on, a local command its VM would not run."""
+    from spotcron.core.egress import nat_warning
+    from spotcron.core.local_parity import local_command_warnings
+
+    err = line_console(stderr=True)
+    for job in jobs:
+        for warning in [w for w in [nat_warning(job)] if w] + local_command_warnings(job):
+            err.print(f"warning: {job.name}: {warning}", markup=False, highlight=False)
 
 
 def _preflight_pointing_offline(settings: Any, jobs: list[Any], stack_path: Path, files: dict[str, Path],

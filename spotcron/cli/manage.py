@@ -85,8 +85,8 @@ def _set_paused(job: str, jobs_dir: Path, stack_path: Path, paused: bool, cloud:
             out.print(f"{spec.name} is already {'paused' if paused else 'running on its schedule'} ({path}); "
                       "nothing changed", markup=False)
         else:
-            out.print(f"{path} already says paused: {str(paused).lower()}, so the next `spotcron deploy` keeps it "
-                      f"{word}.", markup=False, highlight=False)
+            state = "already says paused: true" if paused else "is not paused either"
+            out.print(f"{path} {state}, so the next `spotcron deploy` keeps it {word}.", markup=False, highlight=False)
         return
     partial = path.with_name(f".{path.name}.partial")
     partial.write_text(edited, encoding="utf-8")
@@ -94,12 +94,13 @@ def _set_paused(job: str, jobs_dir: Path, stack_path: Path, paused: bool, cloud:
     partial.replace(path)
     when = ("fires it no more from its next tick; `spotcron run " + spec.name + "` still runs it by hand"
             if paused else "fires it again from its next tick")
+    said = "paused: true" if paused else "its paused: line removed"
     if outcome is None:
-        out.print(f"{word} {spec.name} ({path}: paused: {str(paused).lower()}). A running `spotcron up` {when}. "
+        out.print(f"{word} {spec.name} ({path}: {said}). A running `spotcron up` {when}. "
                   f"On Google Cloud, `spotcron deploy` {'pauses' if paused else 'resumes'} it "
                   "(or add --cloud to do it now, without a deploy).", markup=False, highlight=False)
         return
-    out.print(f"{word} {spec.name} in {path} (paused: {str(paused).lower()}), so the next `spotcron deploy` keeps it "
+    out.print(f"{word} {spec.name} in {path} ({said}), so the next `spotcron deploy` keeps it "
               f"{word}. A running `spotcron up` {when}.", markup=False, highlight=False)
 
 
@@ -170,7 +171,7 @@ def pause(job: str, cloud: bool, project: str | None, bucket: str | None, jobs_d
 @jobs_option
 @stack_option
 def resume(job: str, cloud: bool, project: str | None, bucket: str | None, jobs_dir: Path, stack_path: Path) -> None:
-    """Run a paused job on its schedule again: sets `paused: false` in its job file.
+    """Run a paused job on its schedule again: removes `paused: true` from its job file.
 
     A running `spotcron up` fires it again from its next tick (runs missed while paused are not
     made up). `spotcron deploy` then resumes it on Google Cloud; with --cloud it is resumed there

@@ -127,16 +127,18 @@ def _variants(store: Any, pairs: list[tuple[str, str]]) -> list[str]:
 @click.option("--project", envvar=PROJECT_ENV, show_envvar=True,
               help="With --bucket: also list the project's spotcron VMs in Compute Engine.")
 @click.option("--json", "as_json", is_flag=True, help="Print the schedule health of each job as JSON and nothing else.")
+@jobs_option
 @stack_option
 @bucket_options
-def status(jobs: tuple[str, ...], project: str | None, as_json: bool, stack_path: Path, bucket: str | None,
-           state_dir: Path) -> None:
+def status(jobs: tuple[str, ...], project: str | None, as_json: bool, jobs_dir: Path, stack_path: Path,
+           bucket: str | None, state_dir: Path) -> None:
     """Show each deployed job's schedule health, then the runs in progress.
 
     Schedule health, per job (or the JOBS named): its last success, how many runs in a row have
     failed, ticks missed and ticks started late (more than a minute after the tick) over the last
     7 days, when it is next due, and where its notifications go. A manual run with --env/--args
-    overrides counts for none of these.
+    overrides counts for none of these. Locally, a job whose file says `paused: true` (`spotcron
+    pause`) shows paused at once: `spotcron up` reads the file before each tick.
 
     Then the runs in progress with their VM, age and deadline. With --bucket and --project, also
     lists every VM labelled spotcron=1 in the project, live or leftover, and marks those whose run
@@ -166,7 +168,9 @@ def status(jobs: tuple[str, ...], project: str | None, as_json: bool, stack_path
     now = context.now()
     where = describe(bucket, state_dir)
     with open_store(bucket, state_dir) as store:
-        health = _health(store, jobs, now, load_stack(stack_path).notify, where)
+        settings = load_stack(stack_path)
+        files = None if bucket else (jobs_dir, settings.grace)  # locally, the job files say what up fires
+        health = _health(store, jobs, now, settings.notify, where, files)
         if as_json:
             import json
 
@@ -200,17 +204,40 @@ def status(jobs: tuple[str, ...], project: str | None, as_json: bool, stack_path
                 title=f"spotcron VMs in project {project}")
 
 
-def _health(store: Any, jobs: tuple[str, ...], now: Any, default: Any, where: str) -> list:
-    """Each deployed job's health (the JOBS named, when any), from its spec and records."""
+def _health(store: Any, jobs: tuple[str, ...], now: Any, default: Any, where: str,
+            files: tuple[Path, int] | None = None) -> list:
+    """Each deployed job's health (the JOBS named, when any), from its spec and records.
+
+    `files` (the jobs folder and the stack's grace), in local mode: a job's `paused` is its file's,
+    since `spotcron up` reads the files before each tick (and fires nothing while it is not running).
+    """
     from spotcron.core.errors import SpotcronError
     from spotcron.engine.dispatch_specs import BucketSpecs
     from spotcron.present.health import job_health
 
     specs = {spec.name: spec for spec in BucketSpecs(store.blobs).current()}
+    if files is not None:
+        specs = {name: _paused_as_in_file(spec, *files) for name, spec in specs.items()}
     unknown = [job for job in jobs if job not in specs]
     if unknown:
         raise SpotcronError(f"no deployed job {unknown[0]!r} in {where}; deployed: {', '.join(sorted(specs)) or 'none'}")
     return [job_health(specs[name], store.records(name), now, default) for name in (jobs or sorted(specs))]
+
+
+def _paused_as_in_file(spec: Any, jobs_dir: Path, grace: int) -> Any:
+    """`spec` with its job file's `paused:` (a file that is gone or does not load leaves it as deployed)."""
+    from spotcron.core.errors import SpotcronError
+    from spotcron.core.loader import load_job_file
+
+    for suffix in (".yaml", ".yml"):
+        path = jobs_dir / f"{spec.name}{suffix}"
+        if path.is_file():
+            try:
+                paused = load_job_file(path, grace=grace).paused
+            except (SpotcronError, OSError):
+                return spec
+            return spec if paused == spec.paused else spec.model_copy(update={"paused": paused})
+    return spec
 
 
 # --- spotcron run ------------------------------------------------------------------------------

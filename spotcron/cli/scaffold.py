@@ -99,6 +99,7 @@ def init(directory: Path, benchmark: bool) -> None:
       spotcron init my-jobs && cd my-jobs && spotcron up --once
       spotcron init --benchmark && spotcron up --once && spotcron report benchmark
     """
+    from spotcron.core.cron.schedule import join_words
     from spotcron.core.errors import SpotcronError
 
     if benchmark:
@@ -112,7 +113,7 @@ def init(directory: Path, benchmark: bool) -> None:
     existing = [str(path) for path in files if path.exists()]
     if existing:
         one = len(existing) == 1
-        raise SpotcronError(f"{' and '.join(existing)} already exist{'s' if one else ''}; spotcron init never "
+        raise SpotcronError(f"{join_words(existing)} already exist{'s' if one else ''}; spotcron init never "
                             f"writes over a file: move {'it' if one else 'them'} away, or init another folder "
                             "(spotcron init DIR)")
     if directory.exists() and not directory.is_dir():

@@ -49,6 +49,7 @@ def validate(paths: tuple[Path, ...], jobs_dir: Path, stack_path: Path) -> None:
     _warn_gpu_images(specs)
     _warn_credential_env(specs)
     _warn_network(specs)
+    _warn_local_only(specs)
     _warn_unpriced(specs)
 
 
@@ -92,6 +93,16 @@ def _warn_network(specs) -> None:
     err = line_console(stderr=True)
     for spec in specs:
         for warning in network_warnings(spec):
+            err.print(f"warning: {spec.name}: {warning}", markup=False, highlight=False)
+
+
+def _warn_local_only(specs) -> None:
+    """A local command its VM would not run: the job works here and nowhere else."""
+    from spotcron.core.local_parity import local_command_warnings
+
+    err = line_console(stderr=True)
+    for spec in specs:
+        for warning in local_command_warnings(spec):
             err.print(f"warning: {spec.name}: {warning}", markup=False, highlight=False)
 
 

@@ -21,6 +21,7 @@ from spotcron.core import catalog
 from spotcron.core.account_sharing import shared_account_problems
 from spotcron.core.cron.schedule import load_time_zone, parse_schedule
 from spotcron.core.errors import ConfigError, CronError, Problem
+from spotcron.core.field_hints import INTERNAL_FIELDS, suggest_field
 from spotcron.core.images import build_problems
 from spotcron.core.settings import Settings
 from spotcron.core.spec import (
@@ -386,8 +387,8 @@ def _report(error: Mapping[str, Any], file: _File) -> None:
         message = _TYPE_MESSAGES[kind].format(kind=_kind(value), value=value, **ctx)
         message += _shape_hint(loc[-1:], value)
     elif kind == "extra_forbidden":
-        allowed = [n for n in (_model_at(loc[:-1]) or JobSpec).model_fields if n != "variant"]
-        hint = catalog.suggest(str(loc[-1]), allowed)
+        allowed = [n for n in (_model_at(loc[:-1]) or JobSpec).model_fields if n not in INTERNAL_FIELDS]
+        hint = suggest_field(str(loc[-1]), allowed)
         message = (f"unknown field; did you mean {hint!r}?" if hint
                    else f"unknown field; allowed here: {', '.join(allowed)}")
     elif kind == "missing":

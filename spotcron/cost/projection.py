@@ -101,6 +101,11 @@ class JobProjection:
         return sum(self.classic_items.values())
 
     @property
+    def vms_per_month(self) -> float:
+        """Runs a month, each on its own VM: every tick starts one per matrix entry and repeat."""
+        return self.runs_per_month * max(1, len(self.variants))
+
+    @property
     def unpriced(self) -> dict[str, str]:
         """Configuration (or job) name → why its VM is left out of the figures."""
         return {v.variant or self.job: v.unpriced for v in self.variants if v.unpriced}
@@ -112,7 +117,9 @@ class JobProjection:
             "classic_monthly_usd": round(self.classic_monthly_usd, 6),
             "items": {k: round(v, 6) for k, v in self.items.items()},
             "classic_items": {k: round(v, 6) for k, v in self.classic_items.items()},
-            "runs_per_month": round(self.runs_per_month, 3),
+            "runs_per_month": round(self.runs_per_month, 3),  # ticks a month (the name scripts read)
+            "ticks_per_month": round(self.runs_per_month, 3),
+            "vms_per_month": round(self.vms_per_month, 3),
             "vm_seconds_per_run": {v.variant or self.job: round(v.vm_seconds, 1) for v in self.variants},
             "vm_basis": {v.variant or self.job: v.basis for v in self.variants},
             "unpriced": self.unpriced,

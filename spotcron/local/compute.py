@@ -84,7 +84,7 @@ class LocalCompute:
         self.host = host or socket.gethostname()
         self.notify = notify  # says to the user, once, why containers are not used (a stopped daemon)
         self.secrets_url = secrets_url  # the local Secret Manager (local/secret_manager.py)
-        self._told: set[str] = set()
+        self._told: set[tuple[str, str]] = set()  # (stopped daemons, job) said
         self._vms: dict[tuple[str, str], _Vm] = {}
         self._runtimes: dict[str, Lookup] = {}
         self._ids = 5000
@@ -291,22 +291,25 @@ class LocalCompute:
             reaper.join(timeout=GROUP_EXIT_S + 20)
 
     # --- helpers -------------------------------------------------------------------------------
-    def lookup(self, image: str, job: str) -> Lookup:
-        """The runtime that runs `image`, looked up once per image. A stopped docker daemon is
-        said once to the user (`notify`), not in every run's logs."""
+    def lookup(self, image: str, job: str, fallback: bool = False) -> Lookup:
+        """The runtime that runs `image`, looked up once per image. A stopped docker daemon is said
+        to the user (`notify`) once per job that needs it: one without a local command (`fallback`)
+        to run instead; a job with one runs it as it was written to, so the log file alone says it."""
         if image not in self._runtimes:
             found = self.runtime_for(image)
             # A plain binary (or None) from a caller's own lookup is fine too.
             lookup = found if isinstance(found, Lookup) else Lookup(found, f"no container runtime has {image}")
             if lookup.daemon_missing:
-                log.warning("%s; %s runs its local command instead", lookup.why_not, job)
-                # Once per stopped daemon, not per image: the rest of the reason names the image.
-                stopped = "; ".join(lookup.stopped)
-                if self.notify is not None and stopped not in self._told:
-                    self._told.add(stopped)
-                    self.notify(f"{stopped}: jobs whose image no other runtime has run their local command instead")
+                log.warning("%s; jobs on %s with a local command run it instead", lookup.why_not, image)
             self._runtimes[image] = lookup
-        return self._runtimes[image]
+        lookup = self._runtimes[image]
+        stopped = "; ".join(lookup.stopped)
+        if lookup.binary is None and stopped and not fallback and self.notify is not None \
+                and (stopped, job) not in self._told:
+            self._told.add((stopped, job))
+            self.notify(f"{stopped}: {job} has no local command to run instead of its image, so its runs fail "
+                        "until a container runtime runs it")
+        return lookup
 
     def runner_env(self, name: str, lookup: Lookup, workdir: Path, gpus: tuple[str, ...] = (),
                    sharing: int = 1) -> dict[str, str]:
@@ -352,7 +355,7 @@ class LocalCompute:
     def _start_runner(self, request: InstanceRequest, gpus: tuple[str, ...],
                       waited: float = 0.0) -> tuple[subprocess.Popen, str | None, Path]:
         descriptor = RunDescriptor.from_metadata(request.metadata[METADATA_KEY])
-        lookup = self.lookup(descriptor.image, descriptor.job)
+        lookup = self.lookup(descriptor.image, descriptor.job, fallback=bool(descriptor.local_command))
         runtime = lookup.binary
         workdir = self.vms_dir / request.name
         # Recorded before it starts: a stack killed right after the start still leaves a record.

@@ -23,9 +23,11 @@ if TYPE_CHECKING:
 ITEMS = tuple(k for k in MONTHLY_ITEMS if k != "gpu")
 VM_ITEMS = frozenset({"compute", "disk"})
 HEADERS = {"scheduler": "sched", "functions": "fns", "storage": "store"}
-NAMES = ("job", "runs", "VM/run", *(HEADERS.get(k, k) for k in ITEMS), "total", "classic")
+# ticks: the schedule's fires a month; VMs: the runs they start (each tick starts a VM per matrix
+# entry and repeat), which is what compute and disk are billed for.
+NAMES = ("job", "ticks", "VMs", "VM/run", *(HEADERS.get(k, k) for k in ITEMS), "total", "classic")
 # A narrow terminal drops whole columns (the itemised ones first); no figure is ever cut.
-COLUMNS = Columns(NAMES, ("store", "fns", "disk", "sched", "VM/run", "compute", "classic", "runs"),
+COLUMNS = Columns(NAMES, ("store", "fns", "disk", "sched", "VM/run", "compute", "classic", "ticks", "VMs"),
                   frozenset(NAMES[1:]))
 
 
@@ -40,22 +42,25 @@ def stack_rows(stack: StackProjection) -> list[tuple[str, ...]]:
     for job in stack.jobs:
         # A matrix job's configurations each have their own VM time: a row each, under the job's.
         per_config = {v.variant: format_duration(v.vm_seconds) for v in job.variants if v.variant}
-        runs = job.runs_per_month
         # A VM the table cannot price shows `-` where its figures would be (a note says why).
         whole = not per_config and bool(job.unpriced)
-        rows.append((job.job, f"{runs:.1f}" if runs < 100 else f"{runs:.0f}",
+        rows.append((job.job, _count(job.runs_per_month), _count(job.vms_per_month),
                      "" if per_config else format_duration(job.variants[0].vm_seconds) if job.variants else "",
                      *("-" if whole and k in VM_ITEMS else _usd(_item(job.items, k)) for k in ITEMS),
                      _usd(job.monthly_usd), _usd(job.classic_monthly_usd)))
-        rows += [(f"  {name}", "", seconds, *("-" if name in job.unpriced and k in VM_ITEMS else "" for k in ITEMS),
+        rows += [(f"  {name}", "", "", seconds, *("-" if name in job.unpriced and k in VM_ITEMS else "" for k in ITEMS),
                   "-" if name in job.unpriced else "", "") for name, seconds in per_config.items()]
     for part, part_items in stack.overhead.items():
-        rows.append((f"({part})", "", "", *(_usd(_item(part_items, k)) for k in ITEMS),
+        rows.append((f"({part})", "", "", "", *(_usd(_item(part_items, k)) for k in ITEMS),
                      _usd(sum(part_items.values())), ""))
     totals = stack.items()
-    rows.append(("stack", "", "", *(_usd(_item(totals, k)) for k in ITEMS), _usd(stack.monthly_usd),
+    rows.append(("stack", "", "", "", *(_usd(_item(totals, k)) for k in ITEMS), _usd(stack.monthly_usd),
                  _usd(stack.classic_monthly_usd)))
     return rows
+
+
+def _count(per_month: float) -> str:
+    return f"{per_month:.1f}" if per_month < 100 else f"{per_month:.0f}"
 
 
 def stack_notes(stack: StackProjection, table: PriceTable, basis: tuple[str, str, bool] | None = None,
@@ -63,6 +68,10 @@ def stack_notes(stack: StackProjection, table: PriceTable, basis: tuple[str, str
     """The sentences under the table: where VM time came from, the month after free tiers (and in the
     other scheduling mode), the classic design, and how indicative the prices are."""
     lines = []
+    several = [j for j in stack.jobs if len(j.variants) > 1]
+    if several:
+        lines.append("ticks: how often a job's schedule fires a month; VMs: the runs those ticks start, each on its "
+                     "own VM (" + ", ".join(f"{j.job} {len(j.variants)} a tick" for j in several) + ")")
     if basis is not None:
         lines.append(basis_line(stack, *basis))
     items = stack.items()
@@ -80,7 +89,7 @@ def stack_notes(stack: StackProjection, table: PriceTable, basis: tuple[str, str
                  f"${stack.classic_monthly_usd:.2f}/month.")
     lines.append(f"Prices are indicative ({table.name}, as of {table.as_of}): see docs/cost.md; "
                  f"override them with --prices FILE.")
-    logging = run_log_month(sum(j.runs_per_month * max(1, len(j.variants)) for j in stack.jobs))
+    logging = run_log_month(sum(j.vms_per_month for j in stack.jobs))
     lines.append(f"Cloud Logging: one entry per run end, about {logging.entries:,.0f} a month, at most "
                  f"{logging.gib * 1024:.1f} MiB: ${logging.usd:.2f}/month (the first 50 GiB of a project's logs "
                  f"each month are free; docs/results.md).")

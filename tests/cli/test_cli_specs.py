@@ -45,6 +45,23 @@ def test_validate_the_example_jobs(run, example_jobs):
     assert "n1-standard-8 + 1x nvidia-tesla-t4" in result.stdout
 
 
+def test_the_shipped_examples_validate_without_a_warning(run, example_jobs):
+    """`make run` starts with `spotcron validate`: the examples as shipped are deployable (the
+    benchmark builds its images into the jobs' repository), so nothing is said about them."""
+    result = run("validate", str(example_jobs), "--stack", str(ROOT / "infra" / "stack.yaml"))
+    assert result.exit_code == 0, result.output
+    assert result.stderr == ""
+
+
+def test_validate_warns_about_a_local_command_its_vm_would_not_run(run, tmp_path):
+    write(tmp_path / "jobs", "mybot.yaml", 'schedule: "0 * * * *"\nimage: mirror.gcr.io/library/python:3.11-slim\n'
+          "local:\n  command: python3 bot/bot.py\n")
+    result = run("validate")
+    assert result.exit_code == 0, result.output
+    assert ("warning: mybot: local.command runs `python3 bot/bot.py` on this machine, but on a VM the job runs "
+            "mirror.gcr.io/library/python:3.11-slim's own default command") in " ".join(result.stderr.split())
+
+
 def test_validate_warns_when_a_gpu_entry_shares_the_cpu_image(run, tmp_path):
     write(tmp_path / "jobs", "bench.yaml", OK + "local: {command: python3 x.py}\nmatrix:\n  - name: cpu\n"
           "  - name: t4\n    machine: {type: n1-standard-8, gpu: {type: nvidia-tesla-t4}}\n")

@@ -184,3 +184,15 @@ def test_axes_expand_to_their_cross_product_and_refuse_a_setting_given_twice(tmp
         ("t4-b32", "bench:cuda", {"BATCH": "32"}), ("t4-b64", "bench:cuda", {"BATCH": "64"})]
     assert spec.variant_named("t4-b64").machine.gpu.count == 1
     assert "axes" not in spec.to_payload()  # deployed as the entries it stands for
+
+
+def test_a_second_benchmark_init_lists_the_files_it_refuses_for_in_one_sentence(here: Path) -> None:
+    assert run("init", "--benchmark").exit_code == 0
+    again = run("init", "--benchmark")
+    assert again.exit_code == 2
+    first, _, rest = again.output.partition(" already exist; ")
+    named = first.removeprefix("error: ")
+    assert named.startswith("jobs/benchmark.yaml, benchmark/")
+    head, _, last = named.rpartition(" and ")
+    assert " and " not in head and len(head.split(", ")) >= 2 and "/" in last
+    assert "move them away" in rest

@@ -50,11 +50,13 @@ def test_pause_and_resume_set_paused_in_the_job_file_and_keep_the_rest(context, 
     assert said.startswith("paused bot (jobs/bot.yaml: paused: true). A running `spotcron up` fires it no more "
                            "from its next tick; `spotcron run bot` still runs it by hand.")
     assert "already paused" in cli(context, "pause", "bot").output
-    assert cli(context, "resume", "bot").exit_code == 0
-    assert (jobs / "bot.yaml").read_text() == BOT + "paused: false\n"
+    resumed = cli(context, "resume", "bot")
+    assert resumed.exit_code == 0
+    assert (jobs / "bot.yaml").read_text() == BOT  # the line goes: a resumed file reads as one never paused
+    assert "resumed bot (jobs/bot.yaml: its paused: line removed)." in " ".join(resumed.output.split())
     (jobs / "bot.yaml").write_text(BOT.replace("local:", "paused: true  # until the API is back\nlocal:"))
     cli(context, "resume", "bot")
-    assert "paused: false  # until the API is back\n" in (jobs / "bot.yaml").read_text()
+    assert (jobs / "bot.yaml").read_text() == BOT.replace("local:", "# until the API is back\nlocal:")
 
 
 def test_a_file_that_cannot_be_edited_safely_is_left_alone(context, tmp_path, monkeypatch):

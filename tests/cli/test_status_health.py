@@ -156,3 +156,18 @@ def test_the_local_receiver_shows_each_notification():
     assert [(path, note_id) for path, note_id, _ in shown] == [(f"/{f}", "bot/test/test")
                                                                for f in ("generic", "slack", "discord")]
     assert all(text.startswith("spotcron: bot test message (run test)") for _, _, text in shown)
+
+
+def test_a_pause_shows_in_local_status_at_once_without_a_running_up(invoke, bucket, tmp_path):
+    """The deployed spec is what the last `up` loaded; locally, the job file is what the next tick fires."""
+    fill(bucket)
+    (tmp_path / "jobs").mkdir()
+    bot = tmp_path / "jobs" / "bot.yaml"
+    bot.write_text('schedule: "0 * * * *"\nimage: us-docker.pkg.dev/p/r/b:1\npaused: true\n')  # `spotcron pause bot`
+    row = next(line for line in invoke("status").stdout.splitlines() if line.startswith("bot "))
+    assert "paused" in row and "13:00" not in row
+    assert json.loads(invoke("status", "bot", "--json").stdout)[0]["paused"] is True
+    bot.write_text('schedule: "0 * * * *"\nimage: us-docker.pkg.dev/p/r/b:1\n')  # `spotcron resume bot`
+    assert json.loads(invoke("status", "bot", "--json").stdout)[0]["next_due"] == "2026-03-02T13:00:00+00:00"
+    # The quiet job has no file here: its deployed spec stands (paused); a deployed stack's status reads the bucket.
+    assert json.loads(invoke("status", "quiet", "--json").stdout)[0]["paused"] is True

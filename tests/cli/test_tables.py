@@ -111,9 +111,10 @@ def test_validate_and_cost_tables_are_never_cut(tmp_path, monkeypatch):
     assert "…" not in out and "a-rather-long-job-name-test1" in out and "n1-standard-8 + 1x nvidia-tesla-t4" in out
     out = CliRunner().invoke(cli, ["cost", "--jobs", str(jobs)], env={"COLUMNS": "60"}).output
     header = next(line for line in out.splitlines() if line.startswith("job"))
-    assert header.split() == ["job", "runs", "VM/run", "compute", "disk", "sched", "fns", "store", "total", "classic"]
+    assert header.split() == ["job", "ticks", "VMs", "VM/run", "compute", "disk", "sched", "fns", "store", "total",
+                              "classic"]
     row = next(line for line in out.splitlines() if line.startswith("a-rather-long-job-name-test1"))
-    assert len(row.split()) == 10 and "…" not in out
+    assert len(row.split()) == 11 and "…" not in out
     narrow = CliRunner().invoke(cli, ["cost", "--jobs", str(jobs)],
                                 env={"COLUMNS": "60", "TTY_COMPATIBLE": "1", "NO_COLOR": "1"}).output
     narrow = ANSI.sub("", narrow)

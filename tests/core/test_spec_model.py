@@ -94,9 +94,10 @@ def test_example_benchmark_compares_cpu_and_gpu(tmp_path):
     assert ("n1-standard-8", "nvidia-tesla-t4") in machines.values()
     assert bench.checkpoint == "/checkpoint" and bench.timeout == 7200
     # The GPU entry runs the CUDA image and asks for the GPU; the CPU entries the CPU image.
-    images = {v.variant: (v.image, v.local.command[-2:]) for v in bench.configurations()}
-    assert images["t4"] == ("spotcron/dl-benchmark:cuda", ("--device", "cuda"))
-    assert images["highcpu-16"] == images["e2-std-4"] == ("spotcron/dl-benchmark:cpu", ("--device", "cpu"))
+    images = {v.variant: (v.image, v.build.dockerfile, v.local.command[-2:]) for v in bench.configurations()}
+    assert images["t4"] == ("spotcron/dl-benchmark-t4", "Dockerfile.cuda", ("--device", "cuda"))
+    assert images["highcpu-16"] == images["e2-std-4"] == ("spotcron/dl-benchmark", "Dockerfile", ("--device", "cpu"))
+    assert {v.build.context for v in bench.configurations()} == {"vm_images/benchmark"}  # deploy pushes both
     assert bench.image_warnings() == []
 
 

@@ -445,6 +445,26 @@ def test_cost_table_for_every_job(run, tmp_path):
         180 * 0.01306 * 1.10 * 300 / HOUR)
 
 
+def test_a_matrix_jobs_row_says_its_ticks_and_the_vms_they_start(run, tmp_path):
+    """Before: one `runs` column said 4.3 for a weekly job whose every tick starts 9 VMs."""
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    (jobs / "bench.yaml").write_text(
+        'schedule: "0 3 * * 1"\nimage: x\nrepeat: 3\nmatrix:\n  - {name: a, machine: {type: n1-highcpu-16}}\n'
+        '  - {name: b, machine: {type: e2-standard-4}}\n  - {name: c, machine: {type: e2-standard-2}}\n')
+    result = run(jobs=jobs)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    header = next(line for line in lines if line.startswith("job"))
+    assert header.split()[:4] == ["job", "ticks", "VMs", "VM/run"]
+    row = next(line for line in lines if line.startswith("bench"))
+    [job] = json.loads(run("--json", jobs=jobs).output)
+    ticks = job["ticks_per_month"]
+    assert job["vms_per_month"] == pytest.approx(9 * ticks, abs=1e-3) and job["runs_per_month"] == ticks
+    assert row.split()[1:3] == [f"{ticks:.1f}", f"{9 * ticks:.1f}"]
+    assert "VMs: the runs those ticks start, each on its own VM (bench 9 a tick)" in " ".join(result.output.split())
+
+
 def test_cost_prices_the_stack_files_scheduling_mode_by_default(run, tmp_path):
     stack = tmp_path / "stack.yaml"
     stack.write_text("scheduling: shared\n")
@@ -557,7 +577,7 @@ def test_vm_time_per_run_is_labelled_per_configuration(run, tmp_path):
     rows = {line.split()[0]: line.split() for line in result.output.splitlines() if line.strip()}
     # the job's row carries its money; a row per configuration says its own VM time per run
     assert rows["highcpu-16"][1] == "11s" and rows["e2-std-4"][1] == "13s" and rows["t4"][1] == "13s"
-    assert rows["hello-bot"][2] == "5m00s"
+    assert rows["hello-bot"][3] == "5m00s"  # job, ticks, VMs, VM/run
     assert "11s,13s" not in result.output
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ("hello-bot", "dl-benchmark")
-BUILDS = ("vm_images/bot",)  # the folders the examples build their images from (`build:`)
+BUILDS = ("vm_images/bot", "vm_images/benchmark")  # the folders the examples build their images from (`build:`)
 SCHEMA = ROOT / "jobs" / "schema.json"  # `make schema` writes it; the examples point editors at it
 
 

@@ -91,7 +91,29 @@ def test_a_stopped_docker_daemon_is_said_once_not_per_run(tmp_path):
                        notify=told.append)
     for image in ("bot:1", "bot:1", "bench:2"):
         assert vms.lookup(image, "job").binary is None
-    assert told == [f"{why}: jobs whose image no other runtime has run their local command instead"]
+    assert told == [f"{why}: job has no local command to run instead of its image, so its runs fail until a "
+                    "container runtime runs it"]
+
+
+def test_a_stopped_docker_daemon_is_not_said_for_a_job_that_runs_its_local_command(tmp_path):
+    """Before: every `spotcron run` of a job with a local command printed the stopped daemon to
+    stderr, though the run did what its file says (its local command) and needed no runtime."""
+    from spotcron.engine.clock import SystemClock
+    from spotcron.local.compute import LocalCompute
+    from spotcron.local.containers import Lookup
+    from spotcron.local.containment import PROCESS_GROUP, Containment
+
+    told: list[str] = []
+    why = "docker is installed but its daemon is not running (start it, e.g. `sudo systemctl start docker`)"
+    vms = LocalCompute(None, "http://127.0.0.1:1/", tmp_path, SystemClock(), base_env={}, cwd=tmp_path,
+                       containment=Containment(PROCESS_GROUP, (), "process group only"),
+                       runtime_for=lambda image: Lookup(None, f"{why}; podman has no image {image}", (why,)),
+                       notify=told.append)
+    assert vms.lookup("bot:1", "bot", fallback=True).binary is None
+    assert vms.lookup("bot:1", "bot", fallback=True).binary is None
+    assert told == []
+    vms.lookup("bot:1", "other")  # the same image for a job with no local command: that one is told
+    assert len(told) == 1 and told[0].startswith(f"{why}: other has no local command")
 
 
 def test_a_local_vm_ships_new_output_every_second_unless_told_otherwise(tmp_path):

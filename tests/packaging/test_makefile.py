@@ -37,6 +37,16 @@ def test_the_readme_quickstart_says_how_to_get_spotcron_on_path_and_as_a_tool():
         assert words in quickstart, words
 
 
+def test_the_readmes_first_way_to_install_the_tool_needs_only_python():
+    """pipx is not everywhere: the README's first install line is a venv and pip, pipx beside it."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("### Your jobs, in your own repository"):]
+    first = next(line for line in section.splitlines() if "install ." in line)
+    assert first.startswith("python3 -m venv ") and "/bin/pip install ." in first
+    assert section.index("python3 -m venv") < section.index("pipx install .")
+    assert 'export PATH="$HOME/.venvs/spotcron/bin:$PATH"' in section
+
+
 def test_make_lint_covers_setup_py():
     lint = re.search(r"^lint:.*\n((?:\t.*\n)+)", (ROOT / "Makefile").read_text(), flags=re.MULTILINE).group(1)
     assert re.search(r"ruff check .*\bsetup\.py\b", lint)

@@ -33,7 +33,7 @@ def test_a_row_per_job_then_the_overheads_then_the_stack_each_cell_in_column_ord
     rows = stack_rows(stack)
     assert all(len(row) == len(COLUMNS.names) for row in rows)
     job = dict(zip(COLUMNS.names, rows[0], strict=True))
-    assert (job["job"], job["runs"], job["VM/run"]) == ("hello-bot", "180", "2m00s")  # 100 or more: no decimals
+    assert (job["job"], job["ticks"], job["VMs"], job["VM/run"]) == ("hello-bot", "180", "180", "2m00s")  # no decimals
     assert job["total"] == f"{stack.jobs[0].monthly_usd:.3f}"
     assert [row[0] for row in rows[1:-1]] == [f"({part})" for part in stack.overhead]
     assert rows[-1][0] == "stack" and rows[-1][-1] == f"{stack.classic_monthly_usd:.3f}"
@@ -44,8 +44,8 @@ def test_a_matrix_job_has_a_row_per_configuration_under_its_own(table):
     spec = bot(matrix=[{"name": "small", "machine": {"type": "e2-small"}},
                        {"name": "big", "machine": {"type": "n1-standard-4"}}])
     rows = stack_rows(project(table, spec))
-    assert [row[:3] for row in rows[:3]] == [("hello-bot", "180", ""), ("  small", "", "2m00s"),
-                                             ("  big", "", "2m00s")]
+    assert [row[:4] for row in rows[:3]] == [("hello-bot", "180", "360", ""), ("  small", "", "", "2m00s"),
+                                            ("  big", "", "", "2m00s")]
 
 
 def test_the_sentences_give_the_basis_the_month_in_both_modes_and_the_classic_design(table):

@@ -398,11 +398,12 @@ def test_an_unknown_time_metric_is_an_error_that_lists_the_metrics(records, tmp_
     # These runs wrote train_seconds and accuracy only: the example's per-task comparisons are left out here.
     job_text = "".join(line for line in example("dl-benchmark").read_text().splitlines(keepends=True)
                        if not line.startswith(("  compare:", "  overall:")))
-    job_file = tmp_path / "dl-benchmark.yaml"
+    jobs = copy_examples(tmp_path / "jobs")  # with the folder its images build from
+    job_file = jobs / "dl-benchmark.yaml"
 
     def run(time_metric):
         job_file.write_text(job_text.replace("time_metric: train_seconds", f"time_metric: {time_metric}"))
-        return CliRunner().invoke(group, ["report", "dl-benchmark", "--jobs", str(tmp_path)], obj=context)
+        return CliRunner().invoke(group, ["report", "dl-benchmark", "--jobs", str(jobs)], obj=context)
 
     result = run("nope")
     assert result.exit_code == 2
@@ -413,7 +414,7 @@ def test_an_unknown_time_metric_is_an_error_that_lists_the_metrics(records, tmp_
     assert run("train_seconds").exit_code == 0
     job_file.write_text(job_text.replace("  time_metric: train_seconds", "  time_metric: train_seconds\n"
                                          "  compare: [train_seconds, acuracy]"))
-    typo = CliRunner().invoke(group, ["report", "dl-benchmark", "--jobs", str(tmp_path), "--format", "md"],
+    typo = CliRunner().invoke(group, ["report", "dl-benchmark", "--jobs", str(jobs), "--format", "md"],
                               obj=context)
     assert typo.exit_code == 0  # a typo in compare is said, not left as a blank comparison
     assert "benchmark.compare 'acuracy': no run wrote it in a unit of time" in typo.output
