@@ -28,8 +28,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from spotcron.core.errors import SpotcronError
 from spotcron.core.build_logs import build_log_object, build_logs_bucket
+from spotcron.core.errors import SpotcronError
 from spotcron.core.images import ImageBuild, build_request, build_tag, pushed_digest
 from spotcron.engine.ports import Blobs
 from spotcron.gcp.admin.settling import Settling
