@@ -60,7 +60,7 @@ def test_dry_run_prints_the_diff_and_changes_nothing(invoke, cloud: FakeCloud) -
     assert "~ update iam_policy function:spotcron-job-done" in lines
     assert f"    + roles/run.invoker serviceAccount:spotcron-vm@{PROJECT}.iam.gserviceaccount.com" in lines
     assert "+ create api sts.googleapis.com" in lines  # an empty project: deploy enables what it needs first
-    assert "Plan: 37 to create, 10 to update, 0 to delete." in lines  # the subnet is not read before compute is on
+    assert "Plan: 38 to create, 11 to update, 0 to delete." in lines  # the subnet is not read before compute is on
     assert lines[-1] == "Dry run: nothing was changed. Apply with `make deploy` (spotcron deploy)."
     assert not cloud.changing_calls()
 
