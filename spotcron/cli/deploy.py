@@ -48,12 +48,16 @@ def _default_project_reads(clients: Any, caller: Any) -> Any:
 
 
 def _default_builder(settings: Any, credentials: Any) -> Any:
+    from spotcron.core.build_logs import build_logs_bucket
     from spotcron.deploy.naming import JOB_BUILD_ACCOUNT
     from spotcron.gcp.admin.cloudbuild import CloudBuilder
     from spotcron.gcp.storage import GcsBlobs
 
+    # The deploying user's credentials read a failed build's log and delete each one: no account
+    # of the stack reads that bucket.
     return CloudBuilder(settings.project, settings.region, GcsBlobs(settings.bucket), credentials=credentials,
-                        service_account=settings.account_email(JOB_BUILD_ACCOUNT))
+                        service_account=settings.account_email(JOB_BUILD_ACCOUNT),
+                        logs=GcsBlobs(build_logs_bucket(settings.bucket)))
 
 
 @dataclass

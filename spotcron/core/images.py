@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from spotcron.core import dockerignore
+from spotcron.core.build_logs import build_logs_bucket, build_logs_location
 from spotcron.core.errors import ConfigError, Problem
 from spotcron.core.spec import Build, JobSpec
 
@@ -36,11 +37,8 @@ TAG_PREFIX = "ctx-"
 BUILDER = "gcr.io/cloud-builders/docker"  # what `gcloud builds submit --tag` runs
 BUILD_TIMEOUT_S = 1200
 SOURCE_PREFIX = "deploy/build-"  # under deploy/: the build account may read only that part of the bucket
-# Where a job image's build writes its log (Build.logsBucket, a bucket with a path): Cloud Build
-# names the object `log-BUILD_ID.txt` there ("Logs file names will be of the format
-# ${logsBucket}/log-${build_id}.txt", https://cloud.google.com/build/docs/api/reference/rest/v1/projects.builds).
-# The job build account may create objects under this prefix only (deploy/iam.py, BUILD_LOGS); it
-# is outside deploy/, so neither build account reads these logs through its grant on deploy/ objects.
+# A legacy prefix: earlier deploys kept the job builds' logs under it in the results bucket. They
+# now go to a bucket of their own (core/build_logs.py); deploy removes the old lifecycle rule.
 BUILD_LOGS_PREFIX = "build-logs/"
 LABEL = "spotcron"  # a Cloud Build tag on every build deploy starts
 
@@ -287,18 +285,9 @@ def pin_jobs(jobs: Iterable[JobSpec], builds: Iterable[ImageBuild],
 
 # --- the Cloud Build request (v1 REST JSON, the shape `gcloud builds submit --tag` sends) -------
 
-def build_logs_location(bucket: str) -> str:
-    """The build's `logsBucket`: the results bucket with the build logs' folder as its path."""
-    return f"gs://{bucket}/{BUILD_LOGS_PREFIX.rstrip('/')}"
-
-
-def build_log_object(build_id: str) -> str:
-    """The object a build's log is written to, in the results bucket."""
-    return f"{BUILD_LOGS_PREFIX}log-{build_id}.txt"
-
-
 def build_request(build: ImageBuild, image: str, *, bucket: str, generation: int | None = None,
-                  service_account: str | None = None, project: str = "-") -> dict[str, Any]:
+                  service_account: str | None = None, project: str = "-",
+                  logs_bucket: str | None = None) -> dict[str, Any]:
     """The Build to create: the context from the bucket, one docker build step, the image pushed."""
     # Cloud Build substitutes $NAME in step args; $$ is its literal $, so docker gets what the job says.
     args = ["build", "--network", "cloudbuild", "-t", image, "-f", _literal(build.dockerfile)]
@@ -321,10 +310,10 @@ def build_request(build: ImageBuild, image: str, *, bucket: str, generation: int
         # a user-created Cloud Storage bucket", https://cloud.google.com/build/docs/securing-builds/
         # configure-user-specified-service-accounts). Not Cloud Logging: writing there takes
         # project-wide roles/logging.logWriter, with which a job's Dockerfile could write any log
-        # line of the project. The results bucket instead, under a prefix the account may only
-        # create objects in.
+        # line of the project. A bucket of build logs instead, apart from the results bucket
+        # (`logs_bucket`, by default the one core/build_logs.py names after it).
         body["serviceAccount"] = f"projects/{project}/serviceAccounts/{service_account}"
-        body["logsBucket"] = build_logs_location(bucket)
+        body["logsBucket"] = build_logs_location(logs_bucket or build_logs_bucket(bucket))
         body["options"] = {"logging": "GCS_ONLY"}
     return body
 

@@ -12,6 +12,7 @@ that anything else on the object never shows up as a difference.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from spotcron.core.layout import DEPLOYED
 from spotcron.deploy.desired import cleanup_read
 from spotcron.deploy.iam import conditions, managed_members, managed_roles
 from spotcron.deploy.naming import Names, function_id, member
-from spotcron.deploy.policies import get_policy, managed_view
+from spotcron.deploy.policies import get_policy, managed_view, whole_view
 from spotcron.deploy.resources import (
     ACCOUNT_KEY,
     ALERT_POLICY,
@@ -52,6 +53,7 @@ from spotcron.deploy.resources import (
     Resource,
     index,
     managed_lifecycle_rule,
+    policy_name,
     split_policy_name,
 )
 from spotcron.gcp.admin.calls import AccessDenied, Caller, DeployError
@@ -93,16 +95,27 @@ def _owned(labels: Any) -> bool:
     return dict(labels or {}).get(MANAGED_LABEL) == "1"
 
 
-def bucket_fields(bucket: Any) -> dict[str, Any]:
-    rules = [dict(r) for r in bucket.lifecycle_rules if managed_lifecycle_rule(dict(r))]
+def bucket_fields(bucket: Any, whole: bool = False) -> dict[str, Any]:
+    """The bucket's managed settings; `whole`: every lifecycle rule is deploy's (the build logs' bucket)."""
+    rules = [dict(r) for r in bucket.lifecycle_rules if managed_lifecycle_rule(dict(r), whole)]
     return {
         "location": (bucket.location or "").lower(),
         "uniform_access": bool(bucket.iam_configuration.uniform_bucket_level_access_enabled),
         "public_access_prevention": bucket.iam_configuration.public_access_prevention,
-        "lifecycle": tuple((r["action"]["type"], r["condition"].get("age"), tuple(r["condition"]["matchesPrefix"]))
-                           for r in rules),
+        # Any other condition a rule has makes it differ from ours: it is replaced.
+        "lifecycle": tuple(_lifecycle_rule(r) for r in rules),
+        "versioning": bool(bucket.versioning_enabled),
         "labels": _labels(bucket.labels),
     }
+
+
+
+def _lifecycle_rule(rule: dict[str, Any]) -> tuple[Any, ...]:
+    """(action, age, prefixes) of a Delete-by-age rule; any other rule as its JSON, which matches none of ours."""
+    action, condition = dict(rule.get("action") or {}), dict(rule.get("condition") or {})
+    if set(action) == {"type"} and set(condition) <= {"age", "matchesPrefix"}:
+        return (action["type"], condition.get("age"), tuple(condition.get("matchesPrefix") or ()))
+    return ("other", json.dumps(rule, sort_keys=True, default=str), ())
 
 
 def function_fields(fn: Any) -> dict[str, Any]:
@@ -189,17 +202,24 @@ class _Reader:
         return found, enabled, number
 
     def bucket(self) -> list[Resource]:
+        """The results bucket and the bucket of build logs (when the desired state has one)."""
+        wanted = [self.names.bucket] + [name for (kind, name) in self.desired
+                                        if kind == BUCKET and name == self.names.build_logs_bucket]
+        return [found for name in wanted for found in self._one_bucket(name)]
+
+    def _one_bucket(self, name: str) -> list[Resource]:
         try:
-            bucket = self.call(f"read bucket {self.names.bucket}", self.clients.storage.get_bucket,
-                               self.names.bucket, retry=None, timeout=self.timeout)
+            bucket = self.call(f"read bucket {name}", self.clients.storage.get_bucket,
+                               name, retry=None, timeout=self.timeout)
         except NotFound:
             return []
         except AccessDenied as exc:
             raise DeployError(
-                f"bucket {self.names.bucket!r} exists but this account cannot read it; bucket names are "
+                f"bucket {name!r} exists but this account cannot read it; bucket names are "
                 f"global, so it probably belongs to another project: set another `bucket:` in the "
                 f"stack file") from exc
-        return [Resource(BUCKET, bucket.name, bucket_fields(bucket), owned=_owned(bucket.labels))]
+        whole = name == self.names.build_logs_bucket
+        return [Resource(BUCKET, bucket.name, bucket_fields(bucket, whole), owned=_owned(bucket.labels))]
 
     def objects(self) -> list[Resource]:
         """Source archives (deploy/source-*) and deployed specs (deployed/*), in one listing.
@@ -333,6 +353,8 @@ class _Reader:
             policy = get_policy(self.clients, self.call, self.names, target)
         except NotFound:
             return []
+        if target == policy_name(POLICY_BUCKET, self.names.build_logs_bucket):
+            return [Resource(IAM_POLICY, target, whole_view(policy))]
         view = managed_view(policy, frozenset(self.members), managed_roles(self.names),
                             frozenset(conditions(self.names)))
         return [Resource(IAM_POLICY, target, view)]

@@ -9,7 +9,6 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from spotcron.core.images import BUILD_LOGS_PREFIX
 from spotcron.core.layout import DIGESTS, LIMITS, RUNS, TOKENS, deployed_spec
 from spotcron.core.settings import ENV_PREFIX, Settings
 from spotcron.core.spec import JobSpec
@@ -135,12 +134,26 @@ def _bucket(settings: Settings) -> Resource:
         # limits' admissions are written under every day a VM's admission reaches, so they must
         # outlast the longest VM as run records do (validate holds the retention to that); a
         # digest's marker is rewritten when its spec is replaced and serves starts published
-        # before that, redelivered for 7 days at most. A job image's build log is deleted by
-        # deploy once the build ended (gcp/admin/cloudbuild.py); the rule removes one a deploy
-        # interrupted mid-build left behind, a day later.
+        # before that, redelivered for 7 days at most.
         "lifecycle": (("Delete", settings.results_retention_days, (RUNS,)), ("Delete", 1, (TOKENS,)),
-                      ("Delete", max(3, settings.results_retention_days), (LIMITS,)), ("Delete", 8, (DIGESTS,)),
-                      ("Delete", 1, (BUILD_LOGS_PREFIX,))),
+                      ("Delete", max(3, settings.results_retention_days), (LIMITS,)), ("Delete", 8, (DIGESTS,))),
+        "labels": dict(MANAGED_LABELS),
+    })
+
+
+def _build_logs_bucket(settings: Settings, names: Names) -> Resource:
+    """The job images' build logs, and nothing else (core/build_logs.py): the job build account holds
+    Storage Admin on it, so a job's Dockerfile may change its settings; every deploy compares them
+    all (every lifecycle rule, versioning) and puts them back. Deploy deletes each log once its build
+    ended (gcp/admin/cloudbuild.py); the rule deletes whatever else is there a day later, one a
+    deploy interrupted mid-build left behind or anything a build wrote."""
+    return Resource(BUCKET, names.build_logs_bucket, {
+        "location": settings.region,
+        "uniform_access": True,
+        "public_access_prevention": "enforced",
+        "lifecycle": (("Delete", 1, ()),),
+        # Versioning on would keep every deleted log as a noncurrent version.
+        "versioning": False,
         "labels": dict(MANAGED_LABELS),
     })
 
@@ -327,7 +340,7 @@ def desired_state(settings: Settings, jobs: Iterable[JobSpec], source_object: st
     resources = [Resource(API, api, {}) for api in REQUIRED_APIS]
     if settings.alerts.failed_runs:  # the alert policy lives in Cloud Monitoring
         resources.append(Resource(API, MONITORING_API, {}))
-    resources += [_bucket(settings), *_repositories(names, settings.image_versions_kept, job_accounts(jobs)),
+    resources += [_bucket(settings), _build_logs_bucket(settings, names), *_repositories(names, settings.image_versions_kept, job_accounts(jobs)),
                   *_network(settings, names), *_placement_subnets(settings, jobs)]
     topics = (*names.topics, names.dispatch_topic) if names.shared else names.topics
     resources += [Resource(TOPIC, topic, {"labels": dict(MANAGED_LABELS)}) for topic in topics]

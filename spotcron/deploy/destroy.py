@@ -6,6 +6,8 @@ The same reader (actual.py), planner actions and executor as deploy, with a plan
   "spotcron ..."); live VMs labelled spotcron=1 (their runs would never be recorded);
 - updated: IAM policies that stay (the project's, a kept bucket's, other accounts'), losing only
   the bindings of spotcron's accounts, so a role someone else granted is never touched;
+- deleted as well: the bucket of the job images' build logs, when it carries the label (it holds
+  nothing but build logs, which deploy deletes after each build);
 - kept: the results bucket, unless `delete_results`, and then only when it carries the label;
   the Artifact Registry repository (job images live there), losing our accounts' bindings;
   anything without spotcron's label or name.
@@ -74,6 +76,11 @@ def plan_destroy(actual: Inventory, names: Names, *, delete_results: bool, vms: 
         labelled = kind in (SCHEDULER_JOB, FUNCTION, TOPIC, SOURCE, DEPLOYED_SPEC, FIREWALL, ALERT_POLICY) and have.owned
         if labelled or (kind == SERVICE_ACCOUNT and _our_account(have, names)):
             going.add(key)
+        elif kind == BUCKET and name == names.build_logs_bucket:
+            if have.owned:
+                going.add(key)
+            else:
+                kept.append(f"bucket {name}: it does not carry the label spotcron=1, so it is not ours to delete")
         elif kind == BUCKET:
             if delete_results and have.owned:
                 going.add(key)

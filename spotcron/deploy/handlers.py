@@ -92,12 +92,15 @@ def _ignore_missing(fn: Callable[[], Any]) -> None:
 
 # --- bucket -------------------------------------------------------------------------------------
 
-def _configure_bucket(bucket: Any, fields: Mapping[str, Any]) -> None:
+def _configure_bucket(bucket: Any, fields: Mapping[str, Any], whole: bool = False) -> None:
+    """`whole`: the bucket is deploy's alone (the build logs'): every lifecycle rule is replaced."""
     bucket.iam_configuration.uniform_bucket_level_access_enabled = fields["uniform_access"]
     bucket.iam_configuration.public_access_prevention = fields["public_access_prevention"]
     bucket.labels = {**dict(bucket.labels or {}), **fields["labels"]}
+    if "versioning" in fields:
+        bucket.versioning_enabled = fields["versioning"]
     ours = [request_messages.lifecycle_delete(age, prefixes) for _, age, prefixes in fields["lifecycle"]]
-    others = [dict(rule) for rule in bucket.lifecycle_rules if not managed_lifecycle_rule(dict(rule))]
+    others = [dict(rule) for rule in bucket.lifecycle_rules if not managed_lifecycle_rule(dict(rule), whole)]
     bucket.lifecycle_rules = others + ours
 
 
@@ -115,7 +118,7 @@ def bucket(action: Action, ctx: Context) -> None:
         return
     if action.kind == CREATE:
         new = storage.bucket(name)
-        _configure_bucket(new, fields)
+        _configure_bucket(new, fields, name == ctx.names.build_logs_bucket)
         try:
             ctx.call(f"create bucket {name}", storage.create_bucket, new, location=fields["location"],
                      retry=None, timeout=ctx.timeout)
@@ -123,7 +126,7 @@ def bucket(action: Action, ctx: Context) -> None:
         except AlreadyExists:
             pass  # created by an interrupted deploy: bring it in line below
     existing = ctx.call(f"read bucket {name}", storage.get_bucket, name, retry=None, timeout=ctx.timeout)
-    _configure_bucket(existing, fields)
+    _configure_bucket(existing, fields, name == ctx.names.build_logs_bucket)
     ctx.call(f"update bucket {name}", existing.patch, retry=None, timeout=ctx.timeout)
 
 

@@ -84,12 +84,18 @@ CONDITION_SEPARATOR = "|"  # in no role name
 DEPLOY_SOURCE = "spotcron-deploy-source-only"
 BUILD_CONTEXTS = "spotcron-build-contexts-only"
 BUILD_CONTEXT_PREFIX = SOURCE_PREFIX  # deploy/build-TAG.tar.gz
+# What Google's page asks of a build's own account on a user-created logs bucket: "grant the
+# Storage Admin role (roles/storage.admin) to the service account used for the build" ("Store
+# build logs in a user-created bucket",
+# https://cloud.google.com/build/docs/securing-builds/store-view-build-logs; Cloud Build checks
+# the bucket when the build is created). Granted on the bucket of build logs only, which holds
+# nothing else (core/build_logs.py); deploy compares that bucket's whole policy and its settings.
+BUILD_LOGS_ROLE = "roles/storage.admin"
+# What earlier deploys granted the job build account for its logs in the results bucket: an
+# Object Creator conditioned on the build-logs/ prefix. The title stays known and the role
+# managed, so that deploy reads that binding and revokes it.
 BUILD_LOGS = "spotcron-build-logs-only"
-# Creating an object is all writing a build log takes: the denied write is reported as "does not
-# have storage.objects.create access" (Cloud Build's "Failure setting up GCS logging",
-# https://github.com/GoogleCloudPlatform/solution-acceleration-toolkit/issues/1050). Object Creator
-# holds create and no read, overwrite or delete: a Dockerfile cannot read or rewrite another build's log.
-BUILD_LOGS_ROLE = "roles/storage.objectCreator"
+RETIRED_ROLES = frozenset({"roles/storage.objectCreator"})
 SOURCE_COPY = "spotcron-functions-source-copy"
 SOURCE_COPY_ROLE = "roles/storage.objectAdmin"
 
@@ -125,7 +131,7 @@ def conditions(names: Names, project_number: str = "") -> dict[str, dict[str, st
         },
         BUILD_LOGS: {
             "title": BUILD_LOGS,
-            "description": "spotcron: only the job images' build logs (build-logs/)",
+            "description": "spotcron: only the job images' build logs (build-logs/); no longer granted",
             "expression": f'resource.name.startsWith("projects/_/buckets/{names.bucket}/objects/{BUILD_LOGS_PREFIX}")',
         },
         SOURCE_COPY: {
@@ -199,12 +205,13 @@ def bindings(names: Names, job_accounts: Iterable[str] = (), *, advice: bool = F
         out += [
             # No logging role: a job's Dockerfile runs with this account's token, and project-wide
             # logWriter would let it write any log line of the project (forged security lines
-            # included). Its builds write their logs to the results bucket instead (GCS_ONLY,
-            # core/images.build_request), where it may only create objects under build-logs/.
+            # included). Its builds write their logs to a bucket of their own instead (GCS_ONLY,
+            # core/build_logs.py), where it holds what Google asks: Storage Admin, on that bucket
+            # only; on the results bucket it reads the build contexts and nothing else.
             # logWriter is a managed role (the build account holds it), so deploy revokes it from
             # this account wherever an earlier deploy granted it.
-            Binding(bucket, BUILD_LOGS_ROLE, job_build, "write the job images' build logs (build-logs/ only)",
-                    condition=BUILD_LOGS),
+            Binding(policy_name(POLICY_BUCKET, names.build_logs_bucket), BUILD_LOGS_ROLE, job_build,
+                    "write the job images' build logs, as Google asks (on the bucket of build logs only)"),
             Binding(jobs_repository, "roles/artifactregistry.writer", job_build,
                     "store the job images (in the jobs' repositories only, never the functions')"),
             Binding(bucket, "roles/storage.objectViewer", job_build,
@@ -252,7 +259,7 @@ def job_accounts(jobs: Iterable[Any]) -> tuple[str, ...]:
 
 def managed_roles(names: Names) -> frozenset[str]:
     """Roles deploy may revoke from its own accounts; any other role they hold is left alone."""
-    return frozenset(b.role for b in bindings(names, advice=True)) | {SECRET_ACCESSOR}
+    return frozenset(b.role for b in bindings(names, advice=True)) | {SECRET_ACCESSOR} | RETIRED_ROLES
 
 
 def managed_members(names: Names, job_accounts: Iterable[str] = ()) -> frozenset[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from spotcron.core.build_logs import build_logs_bucket
 from spotcron.core.job_repositories import jobs_repository
 from spotcron.core.settings import Settings
 from spotcron.deploy.resources import NAME_PREFIX
@@ -59,6 +60,11 @@ class Names:
     def jobs_repository(self) -> str:
         """The repository of the images of jobs that run as the VM account, apart from the functions' (`repository`)."""
         return jobs_repository(self.repository)
+
+    @property
+    def build_logs_bucket(self) -> str:
+        """The bucket the job images' builds write their logs to, and nothing else (core/build_logs.py)."""
+        return build_logs_bucket(self.bucket)
 
     def account_repository(self, email: str) -> str:
         """The repository of the images of jobs that run as the account `email`, which alone reads it."""

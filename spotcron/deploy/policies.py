@@ -82,6 +82,27 @@ def managed_view(policy: Policy, members: frozenset[str], roles: frozenset[str],
     return {key: tuple(sorted(ms)) for key, ms in sorted(view.items())}
 
 
+# Who Cloud Storage names on a new bucket's policy by default: the holders of the project's basic
+# roles, who reach the bucket through those roles anyway.
+PROJECT_CONVENIENCE = ("projectOwner:", "projectEditor:", "projectViewer:")
+
+
+def whole_view(policy: Policy) -> dict[str, tuple[str, ...]]:
+    """{role: members} of every binding on a resource that is deploy's alone (the bucket of build
+    logs, whose Storage Admin a job's build holds and may grant on): any grant deploy did not make
+    shows up, and goes. A conditional binding is keyed `ROLE|TITLE`; the project's convenience
+    members stay out of it."""
+    view: dict[str, set[str]] = {}
+    for binding in policy.get("bindings", []):
+        role = binding.get("role", "")
+        title = (binding.get("condition") or {}).get("title")
+        key = f"{role}{CONDITION_SEPARATOR}{title}" if binding.get("condition") else role
+        for m in binding.get("members", []):
+            if not m.startswith(PROJECT_CONVENIENCE):
+                view.setdefault(key, set()).add(m)
+    return {key: tuple(sorted(ms)) for key, ms in sorted(view.items())}
+
+
 def apply_changes(policy: Policy, changes: Mapping[str, tuple[Iterable[str] | None, Iterable[str] | None]],
                   known: Mapping[str, Mapping[str, str]] | None = None) -> bool:
     """Add and remove members in `policy` (in place) per `changes`; True when anything changed.

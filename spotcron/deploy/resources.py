@@ -42,13 +42,18 @@ ALERT_POLICY = "alert_policy"  # Cloud Monitoring's log-based policy on failed r
 TYPES = (API, BUCKET, TOPIC, SERVICE_ACCOUNT, REPOSITORY, FIREWALL, SUBNETWORK, IAM_POLICY, SOURCE, FUNCTION, SCHEDULER_JOB,
          DEPLOYED_SPEC, ALERT_POLICY)
 
-# Object prefixes whose lifecycle Delete rules deploy writes; every other rule on the bucket is
-# someone else's and is neither compared nor replaced.
+# Object prefixes whose lifecycle Delete rules deploy writes on the results bucket; every other rule
+# there is someone else's and is neither compared nor replaced. build-logs/ is an earlier deploy's
+# (the job builds' logs have a bucket of their own now): known, so that its rule is removed.
 LIFECYCLE_PREFIXES = frozenset({RUNS, TOKENS, LIMITS, DIGESTS, BUILD_LOGS_PREFIX})
 
 
-def managed_lifecycle_rule(rule: Mapping[str, Any]) -> bool:
-    """True for a bucket lifecycle rule (REST JSON) that deploy wrote: Delete on our prefixes only."""
+def managed_lifecycle_rule(rule: Mapping[str, Any], whole: bool = False) -> bool:
+    """True for a bucket lifecycle rule (REST JSON) that deploy manages: Delete on our prefixes only,
+    or any rule at all on a bucket that is wholly deploy's (`whole`: the bucket of build logs,
+    whose settings a job's build may change and deploy puts back)."""
+    if whole:
+        return True
     prefixes = rule.get("condition", {}).get("matchesPrefix") or []
     return rule.get("action", {}).get("type") == "Delete" and bool(prefixes) \
         and set(prefixes) <= LIFECYCLE_PREFIXES

@@ -78,8 +78,7 @@ def test_first_deploy_builds_the_whole_stack(deployer: Deployer, cloud: FakeClou
         {"action": {"type": "Delete"}, "condition": {"age": 90, "matchesPrefix": ["runs/"]}},
         {"action": {"type": "Delete"}, "condition": {"age": 1, "matchesPrefix": ["tokens/"]}},
         {"action": {"type": "Delete"}, "condition": {"age": 90, "matchesPrefix": ["limits/"]}},
-        {"action": {"type": "Delete"}, "condition": {"age": 8, "matchesPrefix": ["digests/"]}},
-        {"action": {"type": "Delete"}, "condition": {"age": 1, "matchesPrefix": ["build-logs/"]}}]}
+        {"action": {"type": "Delete"}, "condition": {"age": 8, "matchesPrefix": ["digests/"]}}]}
     assert bucket["labels"] == {"spotcron": "1"} and bucket["location"] == "US-CENTRAL1"
     assert cloud.storage.objects[(BUCKET, deployer.source.object_name)][0] == deployer.source.data
 
@@ -103,7 +102,7 @@ def test_deployed_iam_is_least_privilege(deployer: Deployer, cloud: FakeCloud) -
     assert {b["role"]: sorted(b["members"]) for b in project["bindings"]} == {
         "roles/owner": ["user:owner@example.com"],  # the deployer's own binding is left alone
         "roles/compute.instanceAdmin.v1": [FUNCTIONS],
-        "roles/logging.logWriter": [f"serviceAccount:{BUILD}"],  # the job build account: none (build-logs/)
+        "roles/logging.logWriter": [f"serviceAccount:{BUILD}"],  # the job build account: none (its logs bucket)
         # Google's, granted when Eventarc first made its agent: deploy leaves it alone.
         "roles/eventarc.serviceAgent": ["serviceAccount:service-123456789012@gcp-sa-eventarc.iam.gserviceaccount.com"],
         # The one storage role on the project, conditional: Cloud Functions' source copy only.
@@ -139,7 +138,8 @@ def test_deployed_iam_is_least_privilege(deployer: Deployer, cloud: FakeCloud) -
 def test_request_shapes(deployer: Deployer, cloud: FakeCloud) -> None:
     deployer.deploy(deployer.jobs(JOBS_DIR))
     calls = cloud.calls()
-    [bucket] = [c for c in calls if (c.method, c.path) == ("POST", "/storage/v1/b")]
+    # The results bucket, and the job builds' logs bucket (tests/deploy/test_build_logs_bucket.py).
+    [bucket] = [c for c in calls if (c.method, c.path) == ("POST", "/storage/v1/b") and c.body["name"] == BUCKET]
     assert bucket.query["project"] == PROJECT
     assert bucket.body["iamConfiguration"] == {"uniformBucketLevelAccess": {"enabled": True},
                                                "publicAccessPrevention": "enforced"}
@@ -185,6 +185,9 @@ def test_no_change_plan_lists_once_per_kind(deployer: Deployer, cloud: FakeCloud
         ("storage", "GET", f"/storage/v1/b/{BUCKET}"): 1,
         ("storage", "GET", f"/storage/v1/b/{BUCKET}/o"): 1,
         ("storage", "GET", f"/storage/v1/b/{BUCKET}/iam"): 1,
+        # The job builds' logs bucket and its policy: compared whole on every deploy.
+        ("storage", "GET", f"/storage/v1/b/{BUCKET}-build-logs"): 1,
+        ("storage", "GET", f"/storage/v1/b/{BUCKET}-build-logs/iam"): 1,
         ("resourcemanager", "POST", "getIamPolicy"): 1,
         ("pubsub", "GET", "getIamPolicy"): 1,  # the events topic: no function publishes starts
         ("iam", "GRPC", "/google.iam.admin.v1.IAM/GetIamPolicy"): 1,
@@ -368,8 +371,7 @@ def test_lifecycle_rules_of_others_on_our_bucket_are_kept(deployer: Deployer, cl
         theirs, {"action": {"type": "Delete"}, "condition": {"age": 30, "matchesPrefix": ["runs/"]}},
         {"action": {"type": "Delete"}, "condition": {"age": 1, "matchesPrefix": ["tokens/"]}},
         {"action": {"type": "Delete"}, "condition": {"age": 30, "matchesPrefix": ["limits/"]}},
-        {"action": {"type": "Delete"}, "condition": {"age": 8, "matchesPrefix": ["digests/"]}},
-        {"action": {"type": "Delete"}, "condition": {"age": 1, "matchesPrefix": ["build-logs/"]}}]
+        {"action": {"type": "Delete"}, "condition": {"age": 8, "matchesPrefix": ["digests/"]}}]
 
 
 def test_public_invoker_added_by_hand_is_removed(deployer: Deployer, cloud: FakeCloud) -> None:
@@ -431,7 +433,7 @@ def test_bucket_owned_by_someone_else_stops_the_plan(deployer: Deployer, cloud: 
 
 def test_dry_run_changes_nothing(deployer: Deployer, cloud: FakeCloud) -> None:
     result = deployer.deploy(deployer.jobs(JOBS_DIR), dry_run=True)
-    assert len(result.plan) == 47 and result.passes == []
+    assert len(result.plan) == 49 and result.passes == []
     # The APIs an empty project lacks come first (logging, storage and Service Usage are on by default).
     assert [a.name for a in result.plan[:12]] == sorted(set(REQUIRED_APIS) - {
         "logging.googleapis.com", "storage.googleapis.com", "serviceusage.googleapis.com"})

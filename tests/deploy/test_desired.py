@@ -41,7 +41,7 @@ def test_bucket_has_uniform_access_lifecycle_on_runs_and_our_label(state) -> Non
     assert bucket.fields == {
         "location": "us-central1", "uniform_access": True, "public_access_prevention": "enforced",
         "lifecycle": (("Delete", 90, ("runs/",)), ("Delete", 1, ("tokens/",)), ("Delete", 90, ("limits/",)),
-                      ("Delete", 8, ("digests/",)), ("Delete", 1, ("build-logs/",))), "labels": {"spotcron": "1"},
+                      ("Delete", 8, ("digests/",))), "labels": {"spotcron": "1"},
     }
 
 
@@ -135,8 +135,9 @@ def test_bindings_are_least_privilege() -> None:
         ("repository:spotcron", "roles/artifactregistry.writer", BUILD),
         (bucket, "roles/storage.objectViewer", BUILD),
         # The job images' builds: their own account, writing the jobs' repository only, and their
-        # logs to the bucket's build-logs/ (no logging role: a Dockerfile could forge any log line).
-        (bucket, "roles/storage.objectCreator", JOB_BUILD),
+        # logs to a bucket of their own, as Google asks (no logging role: a Dockerfile could forge
+        # any log line).
+        ("bucket:demo-proj-spotcron-build-logs", "roles/storage.admin", JOB_BUILD),
         ("repository:spotcron-jobs", "roles/artifactregistry.writer", JOB_BUILD),
         (bucket, "roles/storage.objectViewer", JOB_BUILD),
     }
@@ -202,8 +203,6 @@ def test_a_storage_role_the_vm_account_holds_in_a_managed_role_is_revoked(state)
         "roles/storage.objectViewer|spotcron-deploy-source-only": ((), (BUILD,)),
         # The job images' build reads its context here, under deploy/build- only.
         "roles/storage.objectViewer|spotcron-build-contexts-only": ((), (JOB_BUILD,)),
-        # It writes its build logs here, under build-logs/ only.
-        "roles/storage.objectCreator|spotcron-build-logs-only": ((), (JOB_BUILD,)),
     }
 
 

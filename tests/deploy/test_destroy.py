@@ -166,3 +166,15 @@ def test_dry_run_without_credentials_says_how_to_log_in_not_which_apis_deploy_ne
                               "(or set GOOGLE_APPLICATION_CREDENTIALS). destroy reads the project to list what "
                               "it would delete, --dry-run too")
     assert "APIs" not in message and "no-such-key.json" in message
+
+
+def test_destroy_empties_and_deletes_the_bucket_of_build_logs(run, cloud: FakeCloud) -> None:
+    logs = f"{BUCKET}-build-logs"
+    deployed(run, cloud)
+    assert logs in cloud.storage.buckets
+    cloud.storage.put(logs, "log-left-behind.txt", b"a build's log an interrupted deploy left")
+    result = run("destroy", "--yes")
+    assert result.exit_code == 0, result.output
+    assert f"- delete bucket {logs}" in result.output.splitlines()
+    assert logs not in cloud.storage.buckets and not [k for k in cloud.storage.objects if k[0] == logs]
+    assert BUCKET in cloud.storage.buckets  # the results bucket stays without --delete-results

@@ -299,6 +299,11 @@ def test_dry_run_offline_lists_a_first_deploy_without_credentials(invoke, cloud:
     lines = result.output.splitlines()
     assert lines[1] == "What a first deploy creates in an empty project (nothing was read from Google, nothing changed):"
     assert "+ create bucket demo-proj-spotcron" in lines
+    # The job builds' logs bucket, and Storage Admin there for their account (and nowhere else).
+    assert "+ create bucket demo-proj-spotcron-build-logs" in lines
+    grant = lines.index("~ update iam_policy bucket:demo-proj-spotcron-build-logs")
+    assert lines[grant + 1] == f"    + roles/storage.admin serviceAccount:spotcron-job-build@{PROJECT}.iam.gserviceaccount.com"
+    assert sum("roles/storage.admin" in line for line in lines) == 1
     assert "+ create function spotcron-start-job" in lines
     assert f"~ update subnetwork projects/{PROJECT}/regions/us-central1/subnetworks/default" in lines
     assert any(line.startswith("+ create scheduler_job spotcron-") for line in lines)

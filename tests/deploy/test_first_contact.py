@@ -270,7 +270,7 @@ def test_deploy_builds_a_jobs_image_once_the_build_accounts_push_grant_has_propa
             found = cloud.storage.objects.get((bucket, name))
             return found[0] if found else None
 
-        server = FakeCloudBuild(PROJECT, source, may_push=cloud.may_push, may_write_log=cloud.may_create_object,
+        server = FakeCloudBuild(PROJECT, source, may_push=cloud.may_push, may_write_log=cloud.may_write_build_logs,
                                 write_log=cloud.storage.put)
         endpoint = server.start()
         try:

@@ -87,7 +87,11 @@ def test_the_vm_and_job_accounts_hold_no_storage_role(names):
 
 def test_storage_roles_sit_on_the_one_results_bucket(names):
     targets = {b.target for b in planned(names) if b.role.startswith("roles/storage.")}
-    assert targets == {f"bucket:{names.bucket}"}
+    # And Storage Admin on the job builds' logs bucket, which holds nothing else (Google's ask).
+    assert targets == {f"bucket:{names.bucket}", f"bucket:{names.build_logs_bucket}"}
+    admins = [b for b in planned(names) if b.role == "roles/storage.admin"]
+    assert [(b.target, b.member) for b in admins] == [(f"bucket:{names.build_logs_bucket}",
+                                                        member(names.job_build_account))]
 
 
 def test_no_primitive_roles_no_public_members_no_public_functions(names):

@@ -90,7 +90,7 @@ def build_server(cloud: FakeCloud) -> Iterator[tuple[FakeCloudBuild, str]]:
         found = cloud.storage.objects.get((bucket, name))
         return found[0] if found else None
 
-    server = FakeCloudBuild(PROJECT, source, may_push=cloud.may_push, may_write_log=cloud.may_create_object,
+    server = FakeCloudBuild(PROJECT, source, may_push=cloud.may_push, may_write_log=cloud.may_write_build_logs,
                             write_log=cloud.storage.put)
     endpoint = server.start()
     try:

@@ -2,11 +2,11 @@
 
 A job's Dockerfile runs with the token of the account its build runs as, so that account holds no
 logging role (with project-wide roles/logging.logWriter it could write any log line of the
-project, forged `security: true` lines included). Its build logs go to gs://BUCKET/build-logs
-(GCS_ONLY), where it may only create objects; deploy shows a failed build's log from there, bounded
-and inert, and deletes each log once its build ended. The strict fakes decide: Cloud Build refuses
-a build that names its own account and no log destination, and one whose account may not write the
-logs' folder, as Google does (tests/fakes/cloudbuild.py).
+project, forged `security: true` lines included). Its build logs go to a bucket of their own
+(GCS_ONLY, core/build_logs.py), where it holds Storage Admin as Google asks; deploy shows a failed
+build's log from there, bounded and inert, and deletes each log once its build ended. The strict
+fakes decide: Cloud Build refuses a build that names its own account and no log destination, and
+one whose account lacks what Storage Admin holds on the logs bucket (tests/fakes/cloudbuild.py).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ JOB_BUILD = f"spotcron-job-build@{PROJECT}.iam.gserviceaccount.com"
 BUILD = f"spotcron-build@{PROJECT}.iam.gserviceaccount.com"
 REGISTRY = f"us-central1-docker.pkg.dev/{PROJECT}/spotcron-jobs"
 LOGGING = "logging.logEntries.create"
+LOGS_BUCKET = f"{BUCKET}-build-logs"
 
 
 def _deployed(deployer: Deployer, cloud: FakeCloud) -> None:
@@ -56,7 +57,7 @@ def server(cloud: FakeCloud) -> Iterator[tuple[FakeCloudBuild, str]]:
         found = cloud.storage.objects.get((bucket, name))
         return found[0] if found else None
 
-    fake = FakeCloudBuild(PROJECT, source, may_push=cloud.may_push, may_write_log=cloud.may_create_object,
+    fake = FakeCloudBuild(PROJECT, source, may_push=cloud.may_push, may_write_log=cloud.may_write_build_logs,
                           write_log=cloud.storage.put)
     endpoint = fake.start()
     try:
@@ -80,7 +81,7 @@ def _builder(cloud: FakeCloud, endpoint: str, account: str | None = JOB_BUILD) -
 
 
 def _logs(cloud: FakeCloud) -> list[str]:
-    return sorted(name for (bucket, name) in cloud.storage.objects if bucket == BUCKET and name.startswith("build-logs/"))
+    return sorted(name for (bucket, name) in cloud.storage.objects if bucket == LOGS_BUCKET)
 
 
 def test_the_job_build_account_holds_no_logging_role_and_only_creates_build_logs(deployer: Deployer,
@@ -88,12 +89,13 @@ def test_the_job_build_account_holds_no_logging_role_and_only_creates_build_logs
     _deployed(deployer, cloud)
     assert not _may_log(cloud, JOB_BUILD)  # no log line of the project is its to write
     assert _may_log(cloud, BUILD)  # the functions' builder still logs to Cloud Logging (Google's buildpacks)
-    assert _may(cloud, JOB_BUILD, "storage.objects.create", "build-logs/log-1234.txt")
-    # Nowhere else, and nothing more there: no reading or rewriting another build's log.
-    assert not _may(cloud, JOB_BUILD, "storage.objects.create", "runs/bot/2026-01-01T00:00:00Z/record.json")
+    assert cloud.may_write_build_logs(JOB_BUILD, LOGS_BUCKET, "log-1234.txt")
+    # Nothing in the results bucket but reading the build contexts.
+    for permission in ("storage.objects.create", "storage.objects.get", "storage.objects.delete"):
+        assert not _may(cloud, JOB_BUILD, permission, "runs/bot/2026-01-01T00:00:00Z/record.json")
+        assert not _may(cloud, JOB_BUILD, permission, "build-logs/log-1234.txt")
     assert not _may(cloud, JOB_BUILD, "storage.objects.create", "deploy/build-0123.tar.gz")
-    assert not _may(cloud, JOB_BUILD, "storage.objects.get", "build-logs/log-1234.txt")
-    assert not _may(cloud, JOB_BUILD, "storage.objects.delete", "build-logs/log-1234.txt")
+    assert _may(cloud, JOB_BUILD, "storage.objects.get", "deploy/build-0123.tar.gz")
 
 
 def test_a_stack_deployed_before_loses_the_job_build_accounts_project_log_writer(deployer: Deployer,
@@ -125,7 +127,7 @@ def test_cloud_build_refuses_a_build_with_its_own_account_and_nowhere_for_its_lo
     body = images.build_request(build, build.image(REGISTRY), bucket=BUCKET, service_account=JOB_BUILD,
                                 project=PROJECT)
     assert body["options"] == {"logging": "GCS_ONLY"}
-    assert body["logsBucket"] == f"gs://{BUCKET}/build-logs"
+    assert body["logsBucket"] == f"gs://{LOGS_BUCKET}"
     bare = {key: value for key, value in body.items() if key not in ("logsBucket", "options")}
     cloud.storage.put(BUCKET, build.source_object, build.tarball)
     match = re.fullmatch(r"/v1/(?P<parent>projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+))",
@@ -139,7 +141,7 @@ def test_a_build_whose_account_cannot_write_the_logs_folder_is_refused_as_google
     _deployed(deployer, cloud)
     fake, endpoint = server
     build = _build(tmp_path)
-    # The functions' builder holds no grant on build-logs/: Cloud Build refuses the build at creation.
+    # The functions' builder holds no grant on the logs bucket: Cloud Build refuses the build at creation.
     with pytest.raises(SpotcronError, match='builder service account does not have access to logs bucket'):
         _builder(cloud, endpoint, BUILD)._build_in_location(build, build.image(REGISTRY))
     assert fake.builds == []
@@ -177,8 +179,8 @@ def test_a_successful_builds_log_is_deleted_too(cloud: FakeCloud, deployer: Depl
     fake, endpoint = server
     build = _build(tmp_path)
     assert _builder(cloud, endpoint).build(build, build.image(REGISTRY)).startswith("sha256:")
-    assert fake.requests[-1]["logsBucket"] == f"gs://{BUCKET}/build-logs"
-    assert _logs(cloud) == []  # the build wrote build-logs/log-build-1.txt; deploy deleted it
+    assert fake.requests[-1]["logsBucket"] == f"gs://{LOGS_BUCKET}"
+    assert _logs(cloud) == []  # the build wrote log-build-1.txt there; deploy deleted it
 
 
 def test_the_bucket_deletes_a_build_log_left_behind_a_day_later() -> None:
@@ -186,8 +188,10 @@ def test_the_bucket_deletes_a_build_log_left_behind_a_day_later() -> None:
     from tests.deploy.conftest import make_settings
 
     desired = desired_state(make_settings(), [], "deploy/source-x.zip", "")
-    [bucket] = [r for (kind, _), r in desired.items() if kind == "bucket"]
-    assert ("Delete", 1, ("build-logs/",)) in bucket.fields["lifecycle"]
+    logs = desired[("bucket", LOGS_BUCKET)]
+    assert logs.fields["lifecycle"] == (("Delete", 1, ()),)  # every object, a day old
+    results = desired[("bucket", BUCKET)]
+    assert all("build-logs/" not in prefixes for _, _, prefixes in results.fields["lifecycle"])
 
 
 def test_a_failed_builds_log_that_cannot_be_read_is_pointed_to(cloud: FakeCloud, deployer: Deployer, server,

@@ -23,10 +23,16 @@ without `logsBucket` and without CLOUD_LOGGING_ONLY or NONE it is refused 400 wi
 (b) use the REGIONAL_USER_OWNED_BUCKET build.options.default_logs_bucket_behavior option, or (c)
 use either CLOUD_LOGGING_ONLY / NONE logging options: invalid argument", as reported in
 cert-manager/cert-manager#8851 and GoogleCloudPlatform/terraform-google-dataplex-auto-data-quality#39).
-A `logsBucket` (`gs://BUCKET` or `gs://BUCKET/PATH`, as gcloud's --gcs-log-dir sends it) the
-build's account may not create objects in is refused at creation, 400 INVALID_ARGUMENT `invalid
-logs bucket "gs://…": builder service account does not have access to logs bucket "BUCKET"`
-(GoogleCloudPlatform/cloud-builders#280); the check is `may_write_log(account, bucket, object)`.
+A `logsBucket` (`gs://BUCKET` or `gs://BUCKET/PATH`, as gcloud's --gcs-log-dir sends it) is
+checked when the build is created: Google's page asks, for a build that does not run as Cloud
+Build's legacy account, "the Storage Admin role (roles/storage.admin)" on the user-created bucket
+("Store build logs in a user-created bucket",
+https://cloud.google.com/build/docs/securing-builds/store-view-build-logs). The fake asks at least
+the bucket's storage.buckets.get and storage.objects.create on the log's object
+(`may_write_log(account, bucket, object)`, FakeCloud.may_write_build_logs): an Object Creator
+conditioned on an object prefix is refused. The refusal is 400 INVALID_ARGUMENT `invalid logs
+bucket "gs://…": builder service account does not have access to logs bucket "BUCKET"`, the words
+reported in GoogleCloudPlatform/cloud-builders#280.
 A build that ran writes its log to `${logsBucket}/log-${build_id}.txt` ("Logs file names will be
 of the format ${logsBucket}/log-${build_id}.txt", the Build resource's reference) through
 `write_log(bucket, object, bytes)`: its steps' output (`log_text` of a failed build, or

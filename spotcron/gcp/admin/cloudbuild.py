@@ -12,8 +12,8 @@ again.
 "due to quota restrictions, cannot run builds in this region". The builder then builds in Cloud
 Build's global location, saying so; the image still goes to the stack's regional repository.
 
-A build that runs as deploy's job build account writes its log to the results bucket
-(`logsBucket` gs://BUCKET/build-logs, `options.logging` GCS_ONLY; core/images.build_request), as
+A build that runs as deploy's job build account writes its log to the stack's bucket of build
+logs (`logsBucket` gs://LOGS_BUCKET, `options.logging` GCS_ONLY; core/build_logs.py), as
 `log-BUILD_ID.txt` ("Logs file names will be of the format ${logsBucket}/log-${build_id}.txt",
 https://cloud.google.com/build/docs/api/reference/rest/v1/projects.builds). When a build fails,
 its log's last lines are shown from there: a bounded read (the log is what the job's Dockerfile
@@ -28,8 +28,9 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from spotcron.core.build_logs import build_log_object, build_logs_bucket
 from spotcron.core.errors import SpotcronError
-from spotcron.core.images import ImageBuild, build_log_object, build_request, build_tag, pushed_digest
+from spotcron.core.images import ImageBuild, build_request, build_tag, pushed_digest
 from spotcron.engine.ports import Blobs
 from spotcron.gcp.admin.settling import Settling
 from spotcron.gcp.error_map import translated
@@ -63,12 +64,15 @@ class CloudBuilder:
     """Builds ImageBuilds in `project`/`region`, the sources going to `blobs` (the stack's bucket).
 
     `service_account`: the email the builds run as (deploy's job build account, which may write the
-    jobs' repositories, read the bucket's deploy/build-* objects and create its logs under
-    build-logs/, nothing else); None: Cloud Build's default account.
+    jobs' repositories, read the bucket's deploy/build-* objects and administer the bucket of build
+    logs, nothing else); None: Cloud Build's default account. `logs`: that bucket of build logs,
+    which deploy (as the deploying user) reads a failed build's log from and deletes every log in;
+    None: the one core/build_logs.py names after `blobs`' bucket.
     """
 
     def __init__(self, project: str, region: str, blobs: Blobs, *, client: Any = None, credentials: Any = None,
-                 service_account: str | None = None, wait_s: float = BUILD_WAIT_S, settling: Settling | None = None):
+                 service_account: str | None = None, wait_s: float = BUILD_WAIT_S, settling: Settling | None = None,
+                 logs: Blobs | None = None):
         self.project = project
         # A push refused as the build account right after deploy granted it the repository is a
         # grant still propagating: the build runs again (settling.py), for minutes.
@@ -77,6 +81,7 @@ class CloudBuilder:
         self.location = region  # "global" once the region refused this project's builds
         self.say: Callable[[str], None] = lambda text: None
         self.blobs = blobs
+        self._logs = logs
         self.service_account = service_account
         self._unread_log = ""  # a failed build's log that could not be read here: left for `gcloud builds log`
         self.wait_s = wait_s
@@ -89,6 +94,14 @@ class CloudBuilder:
             with translated("open Cloud Build"):
                 self._client = make_client(self._credentials)
         return self._client
+
+    @property
+    def logs(self) -> Blobs:
+        if self._logs is None:
+            from spotcron.gcp.storage import GcsBlobs
+
+            self._logs = GcsBlobs(build_logs_bucket(self.blobs.bucket), client=getattr(self.blobs, "_client", None))
+        return self._logs
 
     @property
     def parent(self) -> str:
@@ -130,7 +143,8 @@ class CloudBuilder:
 
         generation = self.blobs.write(build.source_object, build.tarball, content_type="application/gzip")
         body = build_request(build, image, bucket=self.blobs.bucket, generation=generation,
-                             service_account=self.service_account, project=self.project)
+                             service_account=self.service_account, project=self.project,
+                             logs_bucket=self.logs.bucket if self.service_account is not None else None)
         operation = None
         try:
             with translated(f"build {image}"):
@@ -166,7 +180,7 @@ class CloudBuilder:
             return elsewhere
         self._unread_log = build_id  # kept for that command until it has been read here
         try:
-            data = self.blobs.read_range(build_log_object(build_id), 0, LOG_READ_BYTES)
+            data = self.logs.read_range(build_log_object(build_id), 0, LOG_READ_BYTES)
         except SpotcronError:
             return elsewhere
         if not data:
@@ -179,9 +193,9 @@ class CloudBuilder:
         return f"; the end of its log{cut}:\n{shown}"
 
     def _delete_log(self, build_id: str) -> None:
-        # One left behind is deleted by the bucket's lifecycle rule on build-logs/ a day later (deploy/desired.py).
+        # One left behind is deleted by the logs bucket's lifecycle rule a day later (deploy/desired.py).
         with contextlib.suppress(SpotcronError):
-            self.blobs.delete(build_log_object(build_id))
+            self.logs.delete(build_log_object(build_id))
 
 
 def _inert(text: str) -> str:

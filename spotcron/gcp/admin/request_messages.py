@@ -27,10 +27,10 @@ def wait_operation(call: Caller, what: str, operation: Any, *, initial: float, m
 
 
 def lifecycle_delete(age: int, prefixes: Iterable[str]) -> Any:
-    """A bucket lifecycle rule: delete objects under `prefixes` once `age` days old."""
+    """A bucket lifecycle rule: delete objects under `prefixes` (no prefixes: every object) once `age` days old."""
     from google.cloud.storage.bucket import LifecycleRuleDelete
 
-    return LifecycleRuleDelete(age=age, matches_prefix=list(prefixes))
+    return LifecycleRuleDelete(age=age, matches_prefix=list(prefixes) or None)
 
 
 def function_message(path: str, fields: Mapping[str, Any], *, project: str, region: str) -> Any:

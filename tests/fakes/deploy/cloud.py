@@ -126,12 +126,25 @@ class FakeCloud:
                                                 self.project_policies.policy(f"projects/{self.project}")])
 
     def may_create_object(self, account: str, bucket: str, name: str) -> bool:
-        """Whether `account` may create `name` in `bucket` now (a build's log, for
-        tests/fakes/cloudbuild.py): the bucket's policy and the project's, conditions included."""
+        """Whether `account` may create `name` in `bucket` now: the bucket's policy and the
+        project's, conditions included."""
         resource = f"projects/_/buckets/{bucket}"
         return self.access.allowed(f"serviceAccount:{account}", "storage.objects.create", f"{resource}/objects/{name}",
                                    [self.storage.policies.policy(resource),
                                     self.project_policies.policy(f"projects/{self.project}")])
+
+    def may_write_build_logs(self, account: str, bucket: str, name: str) -> bool:
+        """Whether a build running as `account` may keep its log in `bucket` (for
+        tests/fakes/cloudbuild.py): what Storage Admin on the bucket holds, at least the bucket's
+        own storage.buckets.get and creating `name` there. Google documents Storage Admin as what
+        the build's account needs on a user-created logs bucket (store-view-build-logs); a grant
+        conditioned on an object prefix holds no bucket permission (its condition names an
+        object), so it is not enough. The bucket must exist."""
+        resource = f"projects/_/buckets/{bucket}"
+        policies = [self.storage.policies.policy(resource), self.project_policies.policy(f"projects/{self.project}")]
+        return bucket in self.storage.buckets \
+            and self.access.allowed(f"serviceAccount:{account}", "storage.buckets.get", resource, policies) \
+            and self.may_create_object(account, bucket, name)
 
     def may_pull(self, account: str, image: str) -> bool:
         """Whether `account` may pull `image` (REGION-docker.pkg.dev/PROJECT/REPOSITORY/NAME...) now,
