@@ -302,6 +302,9 @@ class LocalRun(_Model):
     command: Argv = Field(description="what `spotcron up` runs when no container runtime has the image, "
                                       "from the repository root, e.g. python3 vm_images/bot/bot.py --out "
                                       "{results}; {results} and {checkpoint} become the run's directories")
+    build: bool = Field(True, description="false: `spotcron up` never builds the job's image here, even where "
+                                          "podman or docker works, and runs the command instead (for images "
+                                          "too large to build for a quick local run, such as PyTorch's)")
 
     @field_validator("command")
     @classmethod

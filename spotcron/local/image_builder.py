@@ -40,10 +40,12 @@ class LocalImages:
         builds = plan_builds(jobs, self.root)
         if not builds:
             return list(jobs)
-        runtime = self.runtime()
         refs = {}
         for build in builds:
-            image, line = self._image(build, runtime, jobs)
+            if _not_built_here(build, jobs):
+                image, line = None, f"{', '.join(build.users)}: runs its local.command (local.build: false)"
+            else:
+                image, line = self._image(build, self.runtime(), jobs)
             if image is not None:
                 refs[build.key] = image
             if self._said.get(build.key) != line:
@@ -94,6 +96,14 @@ class LocalImages:
             return None, (f"{users}: {tool} build of {build.relative}/ failed "
                           f"({said[-1] if said else 'exit ' + str(done.returncode)}): {fallback}")
         return image, f"{users}: runs in its container {image}, built with {tool} from {build.relative}/"
+
+
+def _not_built_here(build: ImageBuild, jobs: Sequence[JobSpec]) -> bool:
+    """Every configuration that uses the image says `local.build: false` (and has a command)."""
+    users = set(build.users)
+    local = [c.local for job in jobs for c in job.configurations()
+             if (job.name if c.variant is None else f"{job.name}/{c.variant}") in users]
+    return bool(local) and all(one is not None and not one.build for one in local)
 
 
 def _fallback(build: ImageBuild, jobs: Sequence[JobSpec]) -> str:

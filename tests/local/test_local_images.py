@@ -62,6 +62,32 @@ def test_a_failed_build_falls_back_to_the_local_command_with_the_reason(root) ->
                     "local.command (python3 images/bot/bot.py)"]
 
 
+def test_local_build_false_runs_the_command_even_where_podman_works(root) -> None:
+    """The example benchmark's PyTorch images are gigabytes: `make run` on a laptop with docker
+    must not build them before its first quick local run."""
+    said: list[str] = []
+    commands: list[list[str]] = []
+
+    def run(command, **kwargs):
+        commands.append(command)
+        return SimpleNamespace(returncode=0, stdout=b"", stderr=b"")
+
+    images = LocalImages(root, said.append, candidates=("podman",), which=lambda name: f"/usr/bin/{name}", run=run)
+    local = {"command": "python3 images/bot/bot.py", "build": False}
+    [job] = images([_job(local=local)])
+    assert job.image == "spotcron/bot" and commands == []  # nothing built, not even a runtime asked
+    assert said == ["bot: runs its local.command (local.build: false)"]
+    # A matrix entry's own local block decides for the entry's image; the other entry still builds.
+    [matrix] = images([_job(name="bench", local=local, matrix=[
+        {"name": "big", "build": {"context": "images/bot", "args": {"SIZE": "big"}}},
+        {"name": "small", "build": {"context": "images/bot", "args": {"SIZE": "small"}},
+         "local": {"command": "python3 images/bot/bot.py"}}])])
+    images_of = {c.variant: c.image for c in matrix.configurations()}
+    assert images_of["big"] == "spotcron/bench-big"  # unbuilt (its name, no local tag): its local.command runs
+    assert images_of["small"].startswith("localhost/spotcron/bench-small:ctx-")
+    assert not [c for c in commands if any("bench-big" in part for part in c)]
+
+
 @pytest.mark.skipif(shutil.which("podman") is None, reason="podman is not installed here")
 def test_podman_builds_the_image_and_the_job_runs_in_it(root) -> None:
     said: list[str] = []
