@@ -177,6 +177,7 @@ class _Reader:
             | {member(r.meta["retired"]) for (kind, _), r in desired.items() if kind == IAM_POLICY
                and r.meta.get("retired")}
         self.deployed_accounts: frozenset[str] = frozenset()
+        self.project_number = ""  # once apis() has read it: the source-copy condition names it
 
     def apis(self) -> tuple[list[Resource], frozenset[str], str]:
         """The wanted APIs that are enabled, every enabled API, and the project's number."""
@@ -334,7 +335,7 @@ class _Reader:
         except NotFound:
             return []
         view = managed_view(policy, frozenset(self.members), managed_roles(self.names),
-                            frozenset(conditions(self.names)))
+                            conditions(self.names, self.project_number))
         return [Resource(IAM_POLICY, target, view)]
 
 
@@ -371,6 +372,7 @@ def read_actual(clients: Clients, call: Caller, names: Names, desired: Inventory
     the kinds whose API is enabled."""
     reader = _Reader(clients, call, names, desired)
     apis, enabled, number = reader.apis()
+    reader.project_number = number
     call.project_number = call.project_number or number  # SERVICE_DISABLED names a project by number
     targets = [name for (kind, name) in desired if kind == IAM_POLICY]
     first: list[Callable[[], list[Resource]]] = [

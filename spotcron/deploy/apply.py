@@ -27,7 +27,7 @@ from spotcron.deploy.executor import ApiExecutor, Applied
 from spotcron.deploy.handlers import Context
 from spotcron.deploy.naming import Names
 from spotcron.deploy.planner import DELETE, UPDATE, Action
-from spotcron.deploy.resources import API, DEPLOYED_SPEC, FUNCTION, SCHEDULER_JOB, SOURCE, Inventory
+from spotcron.deploy.resources import API, DEPLOYED_SPEC, FUNCTION, SCHEDULER_JOB, SERVICE_ACCOUNT, SOURCE, Inventory
 from spotcron.deploy.source import SourceBundle
 from spotcron.gcp.admin.calls import Caller, DeployError
 from spotcron.gcp.admin.clients import Clients
@@ -91,7 +91,7 @@ def compute_plan(settings: Settings, jobs: Sequence[JobSpec], source_object: str
     """Read what exists and plan the way to the desired state."""
     from spotcron.core.account_sharing import shared_account_problems
     from spotcron.deploy.planner import plan
-    from spotcron.deploy.secret_grants import secret_problems, with_secret_accounts
+    from spotcron.deploy.secret_grants import made_account_problems, secret_problems, with_secret_accounts
 
     names = Names.of(settings)
     jobs = with_secret_accounts(settings, jobs)
@@ -115,6 +115,11 @@ def compute_plan(settings: Settings, jobs: Sequence[JobSpec], source_object: str
                           f"changed. Create it (gcloud iam service-accounts create ACCOUNT_ID --project "
                           f"{settings.project}) and grant it what the job needs, or remove service_account from "
                           f"the job")
+    reused = made_account_problems(jobs, {name: str(r.fields.get("display_name") or "")
+                                          for (kind, name), r in actual.state.items() if kind == SERVICE_ACCOUNT})
+    if reused:
+        raise DeployError("a job's secrets would run under an account made for something else, so nothing was "
+                          "changed:\n  " + "\n  ".join(reused))
     unreadable = secret_problems(settings, jobs, clients.secret_manager, call) if any(
         job.all_secrets() for job in jobs) else []
     if unreadable:
