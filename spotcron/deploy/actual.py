@@ -12,9 +12,9 @@ that anything else on the object never shows up as a difference.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from spotcron.core.errors import NotFound, SpotcronError
@@ -37,6 +37,7 @@ from spotcron.deploy.resources import (
     NAME_PREFIX,
     POLICY_BUCKET,
     POLICY_FUNCTION,
+    POLICY_PROJECT,
     POLICY_REPOSITORY,
     POLICY_SECRET,
     POLICY_SERVICE_ACCOUNT,
@@ -71,6 +72,9 @@ class Actual:
     deployed_accounts: frozenset[str] = frozenset()  # the jobs' own accounts the deployed specs name
     project_number: str = ""  # from Service Usage's names; "" if it could not tell
     apis: frozenset[str] = frozenset()  # the APIs enabled in the project
+    # Every role the jobs' own accounts (and ours) hold on the project, whoever granted it, by
+    # member: deploy refuses a job that runs as an account holding the project (account_breadth.py).
+    project_roles: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
 
 # The API each reader calls: while it is not enabled, nothing of that kind can exist yet, so the
@@ -178,6 +182,7 @@ class _Reader:
                and r.meta.get("retired")}
         self.deployed_accounts: frozenset[str] = frozenset()
         self.project_number = ""  # once apis() has read it: the source-copy condition names it
+        self.project_roles: dict[str, frozenset[str]] = {}
 
     def apis(self) -> tuple[list[Resource], frozenset[str], str]:
         """The wanted APIs that are enabled, every enabled API, and the project's number."""
@@ -334,6 +339,13 @@ class _Reader:
             policy = get_policy(self.clients, self.call, self.names, target)
         except NotFound:
             return []
+        if split_policy_name(target)[0] == POLICY_PROJECT:
+            held: dict[str, set[str]] = {}
+            for binding in policy.get("bindings", []):
+                for m in binding.get("members", []):
+                    if m in self.members:
+                        held.setdefault(m, set()).add(str(binding.get("role", "")))
+            self.project_roles = {m: frozenset(roles) for m, roles in held.items()}
         view = managed_view(policy, frozenset(self.members), managed_roles(self.names),
                             conditions(self.names, self.project_number))
         return [Resource(IAM_POLICY, target, view)]
@@ -393,5 +405,5 @@ def read_actual(clients: Clients, call: Caller, names: Names, desired: Inventory
     broker = found.get((FUNCTION, function_id("credentials")))
     return Actual(found, str(job_done.meta.get("url", "")) if job_done else "",
                   str(broker.meta.get("url", "")) if broker else "", reader.listed_accounts, reader.deployed_accounts,
-                  number, enabled)
+                  number, enabled, reader.project_roles)
 

@@ -90,6 +90,7 @@ def compute_plan(settings: Settings, jobs: Sequence[JobSpec], source_object: str
                  call: Caller, pool: ThreadPoolExecutor) -> PlanResult:
     """Read what exists and plan the way to the desired state."""
     from spotcron.core.account_sharing import shared_account_problems
+    from spotcron.deploy.account_breadth import breadth_problems
     from spotcron.deploy.planner import plan
     from spotcron.deploy.secret_grants import made_account_problems, secret_problems, with_secret_accounts
 
@@ -115,6 +116,10 @@ def compute_plan(settings: Settings, jobs: Sequence[JobSpec], source_object: str
                           f"changed. Create it (gcloud iam service-accounts create ACCOUNT_ID --project "
                           f"{settings.project}) and grant it what the job needs, or remove service_account from "
                           f"the job")
+    broad = breadth_problems(settings.project, jobs, actual.project_roles)
+    if broad:
+        raise DeployError("a job would run as an account that holds the project, so nothing was changed:\n  "
+                          + "\n  ".join(broad))
     reused = made_account_problems(jobs, {name: str(r.fields.get("display_name") or "")
                                           for (kind, name), r in actual.state.items() if kind == SERVICE_ACCOUNT})
     if reused:

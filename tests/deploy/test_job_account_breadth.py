@@ -39,3 +39,17 @@ def test_deploy_refuses_a_job_that_runs_as_an_account_holding_a_primitive_role_o
     assert FUNCTIONS not in holders, (
         f"deploy let job bot run as {CI}, which holds {role} on the project, and granted the functions "
         f"account iam.serviceAccountUser on it")
+
+
+@pytest.mark.parametrize("role", ["roles/viewer", "roles/storage.admin"])
+def test_the_refusal_says_where_what_and_how_to_fix(deployer: Deployer, cloud: FakeCloud, jobs_dir: Path,
+                                                     role: str) -> None:
+    create_account(cloud, "ci-deployer")
+    cloud.project_policies.grant(f"projects/{PROJECT}", role, f"serviceAccount:{CI}")
+    name_account(jobs_dir, CI)
+    with pytest.raises(DeployError) as refused:
+        deployer.deploy(deployer.jobs(jobs_dir))
+    text = str(refused.value)
+    assert "nothing was changed" in text and "jobs/bot.yaml: service_account:" in text
+    assert f"{CI} holds {role} on project {PROJECT}" in text
+    assert f"gcloud projects remove-iam-policy-binding {PROJECT} --member serviceAccount:{CI} --role {role}" in text
