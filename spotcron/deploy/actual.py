@@ -43,6 +43,7 @@ from spotcron.deploy.resources import (
     POLICY_SERVICE_ACCOUNT,
     POLICY_TOPIC,
     REPOSITORY,
+    RETIRED_ACCOUNT,
     SCHEDULER_JOB,
     SERVICE_ACCOUNT,
     SOURCE,
@@ -55,6 +56,8 @@ from spotcron.deploy.resources import (
     managed_lifecycle_rule,
     split_policy_name,
 )
+from spotcron.deploy.retirement import PREFIX as RETIRED_PREFIX
+from spotcron.deploy.retirement import recorded
 from spotcron.gcp.admin.calls import AccessDenied, Caller, DeployError
 from spotcron.gcp.admin.clients import Clients
 
@@ -69,7 +72,9 @@ class Actual:
     job_done_url: str  # the deployed job_done's URL, "" while it does not exist
     credentials_url: str = ""  # the same for the credentials broker
     accounts: frozenset[str] = frozenset()  # every service account of the project (emails)
-    deployed_accounts: frozenset[str] = frozenset()  # the jobs' own accounts the deployed specs name
+    # The jobs' own accounts the deployed specs name, and those a record of retirement keeps
+    # until deploy has revoked what it granted them (deploy/retirement.py).
+    deployed_accounts: frozenset[str] = frozenset()
     project_number: str = ""  # from Service Usage's names; "" if it could not tell
     apis: frozenset[str] = frozenset()  # the APIs enabled in the project
     # Every role the jobs' own accounts (and ours) hold on the project, whoever granted it, by
@@ -218,8 +223,10 @@ class _Reader:
         out = [Resource(SOURCE, b.name, {}, owned=True) for b in blobs if b.name.startswith(SOURCE_PREFIX)]
         out += [Resource(DEPLOYED_SPEC, b.name, {"digest": (b.metadata or {}).get(DIGEST_KEY)}, owned=True)
                 for b in blobs if b.name.startswith(DEPLOYED)]
+        out += [Resource(RETIRED_ACCOUNT, b.name, {}, owned=True) for b in blobs if b.name.startswith(RETIRED_PREFIX)]
         self.deployed_accounts = frozenset(str((b.metadata or {})[ACCOUNT_KEY]) for b in blobs
-                                           if b.name.startswith(DEPLOYED) and (b.metadata or {}).get(ACCOUNT_KEY))
+                                           if b.name.startswith(DEPLOYED) and (b.metadata or {}).get(ACCOUNT_KEY)) \
+            | recorded(b.name for b in blobs)
         return out
 
     def topics(self) -> list[Resource]:

@@ -41,3 +41,16 @@ def test_a_stack_moved_to_another_region_moves_the_build_accounts_source_copy_gr
     assert _reads(cloud, f"gcf-v2-sources-{number}-europe-west1"), (
         f"after the move the build account still may not read the new region's source copy: {failure}")
     assert not _reads(cloud, f"gcf-v2-sources-{number}-us-central1"), "the old region's grant stays"
+
+
+def test_the_plan_shows_a_grant_whose_condition_changed_replaced(deployer: Deployer, cloud: FakeCloud) -> None:
+    from spotcron.deploy.planner import format_plan
+
+    deployer.deploy([])
+    assert deployer.plan([]).actions == []
+    moved = make_settings(region="europe-west1")
+    [update] = [a for a in deployer.plan([], settings=moved).actions if a.name == f"project:{PROJECT}"]
+    assert update.kind == "update"
+    lines = format_plan([update])
+    assert f"    + roles/storage.objectAdmin|spotcron-functions-source-copy {BUILD}" in lines
+    assert f"    - roles/storage.objectAdmin|spotcron-functions-source-copy|outdated {BUILD}" in lines
