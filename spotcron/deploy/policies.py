@@ -140,10 +140,11 @@ def update_policy(clients: Clients, call: Caller, names: Names, target: str,
                   changes: Mapping[str, tuple[Any, Any]], attempts: int = 5,
                   known: Mapping[str, Mapping[str, str]] | None = None) -> bool:
     """Read-modify-write `changes` into the policy on `target`; True when a write happened.
-    `known`: the conditions new conditional bindings are written with (default: iam.conditions)."""
+    `known`: the conditions new conditional bindings are written with (default: iam.conditions,
+    with the project's number once read, as the read compared them)."""
     for attempt in range(1, attempts + 1):
         policy = get_policy(clients, call, names, target)
-        if not apply_changes(policy, changes, known or conditions(names)):
+        if not apply_changes(policy, changes, known or conditions(names, call.project_number)):
             return False
         try:
             set_policy(clients, call, names, target, policy)
