@@ -4,9 +4,9 @@ A job's `service_account:` is what its VM runs as; the container gets that accou
 (metadata access is implied), and deploy lets spotcron's functions act as it
 (iam.serviceAccountUser). Validation refuses Google's default accounts, which hold broad roles in
 most projects; an account of the project that holds Owner, Editor or Viewer on it (the account a
-CI pipeline deploys with, say), or a role deploy never grants on the whole project (storage and
-registry roles reach every bucket and repository there: iam.PROJECT_WIDE_FORBIDDEN), is the same
-hazard under another name. Deploy reads the project's policy before it changes anything
+CI pipeline deploys with, say), a role deploy never grants on the whole project (storage and
+registry roles reach every bucket and repository there: iam.PROJECT_WIDE_FORBIDDEN), or one of
+BROAD_ROLES, is the same hazard under another name. Deploy reads the project's policy before it changes anything
 (actual.Actual.project_roles), so it refuses such a job then.
 """
 
@@ -19,9 +19,19 @@ from spotcron.deploy.iam import PRIMITIVE_ROLES, PROJECT_WIDE_FORBIDDEN
 from spotcron.deploy.naming import member
 
 
+# Granted on the project, each of these breaks a wall spotcron keeps between jobs or around its own
+# accounts: acting as (or minting tokens for) any account of the project, spotcron's functions
+# account included; granting itself anything; reading every job's secrets.
+BROAD_ROLES = frozenset({
+    "roles/iam.serviceAccountUser", "roles/iam.serviceAccountTokenCreator",
+    "roles/resourcemanager.projectIamAdmin", "roles/iam.securityAdmin",
+    "roles/secretmanager.admin", "roles/secretmanager.secretAccessor",
+})
+
+
 def too_broad(role: str) -> bool:
     """Whether holding `role` on the project makes an account unfit to run a job as."""
-    return role in PRIMITIVE_ROLES or role.startswith(PROJECT_WIDE_FORBIDDEN)
+    return role in PRIMITIVE_ROLES or role in BROAD_ROLES or role.startswith(PROJECT_WIDE_FORBIDDEN)
 
 
 def breadth_problems(project: str, jobs: Iterable[JobSpec], project_roles: Mapping[str, frozenset[str]]) -> list[str]:

@@ -41,7 +41,8 @@ def test_deploy_refuses_a_job_that_runs_as_an_account_holding_a_primitive_role_o
         f"account iam.serviceAccountUser on it")
 
 
-@pytest.mark.parametrize("role", ["roles/viewer", "roles/storage.admin"])
+@pytest.mark.parametrize("role", ["roles/viewer", "roles/storage.admin", "roles/iam.serviceAccountTokenCreator",
+                                  "roles/secretmanager.secretAccessor"])
 def test_the_refusal_says_where_what_and_how_to_fix(deployer: Deployer, cloud: FakeCloud, jobs_dir: Path,
                                                      role: str) -> None:
     create_account(cloud, "ci-deployer")
@@ -53,3 +54,13 @@ def test_the_refusal_says_where_what_and_how_to_fix(deployer: Deployer, cloud: F
     assert "nothing was changed" in text and "jobs/bot.yaml: service_account:" in text
     assert f"{CI} holds {role} on project {PROJECT}" in text
     assert f"gcloud projects remove-iam-policy-binding {PROJECT} --member serviceAccount:{CI} --role {role}" in text
+
+
+def test_an_account_with_what_its_job_needs_on_the_project_is_taken(deployer: Deployer, cloud: FakeCloud,
+                                                                     jobs_dir: Path) -> None:
+    create_account(cloud, "ci-deployer")
+    cloud.project_policies.grant(f"projects/{PROJECT}", "roles/bigquery.dataEditor", f"serviceAccount:{CI}")
+    name_account(jobs_dir, CI)
+    deployer.deploy(deployer.jobs(jobs_dir))
+    assert FUNCTIONS in cloud.iam.policies.members(f"projects/{PROJECT}/serviceAccounts/{CI}",
+                                                   "roles/iam.serviceAccountUser")
