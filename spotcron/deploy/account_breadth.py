@@ -18,7 +18,6 @@ from spotcron.core.spec import JobSpec
 from spotcron.deploy.iam import PRIMITIVE_ROLES, PROJECT_WIDE_FORBIDDEN
 from spotcron.deploy.naming import member
 
-
 # Granted on the project, each of these breaks a wall spotcron keeps between jobs or around its own
 # accounts: acting as (or minting tokens for) any account of the project, spotcron's functions
 # account included; granting itself anything; reading every job's secrets.
