@@ -6,8 +6,14 @@ each pattern is cleaned (`./a//b/` is `a/b`) and a leading `/` means the context
 matches any run of characters but `/`, `?` one such character, `[...]` a class, `**` any number
 of folders (none included); a pattern that matches a folder excludes everything under it; a
 pattern starting with `!` makes an exception, and of the patterns that match a path the last
-one decides. The Dockerfile and `.dockerignore` are sent whatever the file says (docker needs
+one decides. The Dockerfile and its ignore file are sent whatever the file says (docker needs
 them).
+
+Which file: a Dockerfile's own ignore file, named like it plus `.dockerignore`
+(`Dockerfile.dockerignore`, `docker/app.Dockerfile.dockerignore`) beside it, "takes precedence
+over the `.dockerignore` file at the root of the build context if both exist"
+(docs.docker.com/build/concepts/context/, "Filename and location"): the one found is read alone,
+the two are never merged.
 """
 
 from __future__ import annotations
@@ -99,22 +105,36 @@ class OutsideContext(ValueError):
     """The context's `.dockerignore` is a link to a file outside the context."""
 
 
-def read(folder: Path) -> list[Pattern]:
-    """The patterns of `folder`'s `.dockerignore`, none when it has none. Docker opens the file
+def ignore_file(folder: Path, dockerfile: str | None = None) -> str:
+    """The ignore file docker reads for `dockerfile` (a path inside the context `folder`), relative
+    to `folder`: the Dockerfile's own when it exists (a link counts: read() checks where it goes),
+    else the context's `.dockerignore`."""
+    if dockerfile:
+        own = f"{posixpath.normpath(dockerfile).lstrip('/')}{NAME}"
+        path = folder / own
+        if path.is_file() or path.is_symlink():
+            return own
+    return NAME
+
+
+def read(folder: Path, dockerfile: str | None = None) -> list[Pattern]:
+    """The patterns of the ignore file docker reads for `dockerfile` in the context `folder`
+    (ignore_file), none when there is none. Docker opens the file
     following a link (a shared ignore file) and drops a UTF-8 byte order mark, and so does this:
     otherwise the first pattern or the whole file would be ignored and what it excludes would ship.
     A link resolving outside the context is refused (OutsideContext), as the ignore file decides
     what leaves the machine and must be part of what is built."""
-    path = folder / NAME
+    name = ignore_file(folder, dockerfile)
+    path = folder / name
     if path.is_symlink():
         try:
             target = path.resolve(strict=True)
         except (OSError, RuntimeError) as exc:  # a dangling link or a loop: docker could not read it either
-            raise OutsideContext(f"{path}: a link that does not resolve ({exc}); make {NAME} a file in the "
+            raise OutsideContext(f"{path}: a link that does not resolve ({exc}); make {name} a file in the "
                                  f"context") from exc
         if not target.is_relative_to(folder.resolve()):
             raise OutsideContext(f"{path}: a link to {target}, outside the build context {folder}; make "
-                                 f"{NAME} a file in the context (or a link to one inside it)")
+                                 f"{name} a file in the context (or a link to one inside it)")
     if not path.is_file():
         return []
     return parse(path.read_text(encoding="utf-8-sig", errors="replace"))

@@ -105,11 +105,14 @@ def pinned(image: str, digest: str) -> str:
 
 def context_tar(folder: Path, dockerfile: str = "Dockerfile") -> bytes:
     """The folder as an uncompressed tar that depends only on names, contents, links and the
-    executable bit: the same folder gives the same bytes on any machine. What its `.dockerignore`
-    leaves out is left out, as `docker build` leaves it out (core/dockerignore.py): a `.env` or a
-    key the user excluded never reaches the bucket or the build."""
-    patterns = dockerignore.read(folder)
-    always = {posixpath.normpath(dockerfile).lstrip("/"), dockerignore.NAME}
+    executable bit: the same folder gives the same bytes on any machine. What the ignore file docker
+    reads for `dockerfile` leaves out (its own `DOCKERFILE.dockerignore`, else the context's
+    `.dockerignore`) is left out, as `docker build` leaves it out (core/dockerignore.py): a `.env`
+    or a key the user excluded never reaches the bucket or the build."""
+    patterns = dockerignore.read(folder, dockerfile)
+    # The build on Cloud Build runs docker on this archive: it needs the Dockerfile and the ignore
+    # file docker read, to leave out the same paths from COPY.
+    always = {posixpath.normpath(dockerfile).lstrip("/"), dockerignore.ignore_file(folder, dockerfile)}
     entries = [(path, path.relative_to(folder).as_posix()) for path in _walk(folder)]
     kept = {relative for _, relative in entries
             if relative in always or not dockerignore.excluded(patterns, relative)}

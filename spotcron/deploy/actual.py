@@ -13,9 +13,9 @@ that anything else on the object never shows up as a difference.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from spotcron.core.errors import NotFound, SpotcronError
@@ -38,11 +38,13 @@ from spotcron.deploy.resources import (
     NAME_PREFIX,
     POLICY_BUCKET,
     POLICY_FUNCTION,
+    POLICY_PROJECT,
     POLICY_REPOSITORY,
     POLICY_SECRET,
     POLICY_SERVICE_ACCOUNT,
     POLICY_TOPIC,
     REPOSITORY,
+    RETIRED_ACCOUNT,
     SCHEDULER_JOB,
     SERVICE_ACCOUNT,
     SOURCE,
@@ -56,6 +58,8 @@ from spotcron.deploy.resources import (
     policy_name,
     split_policy_name,
 )
+from spotcron.deploy.retirement import PREFIX as RETIRED_PREFIX
+from spotcron.deploy.retirement import recorded
 from spotcron.gcp.admin.calls import AccessDenied, Caller, DeployError
 from spotcron.gcp.admin.clients import Clients
 
@@ -70,9 +74,14 @@ class Actual:
     job_done_url: str  # the deployed job_done's URL, "" while it does not exist
     credentials_url: str = ""  # the same for the credentials broker
     accounts: frozenset[str] = frozenset()  # every service account of the project (emails)
-    deployed_accounts: frozenset[str] = frozenset()  # the jobs' own accounts the deployed specs name
+    # The jobs' own accounts the deployed specs name, and those a record of retirement keeps
+    # until deploy has revoked what it granted them (deploy/retirement.py).
+    deployed_accounts: frozenset[str] = frozenset()
     project_number: str = ""  # from Service Usage's names; "" if it could not tell
     apis: frozenset[str] = frozenset()  # the APIs enabled in the project
+    # Every role the jobs' own accounts (and ours) hold on the project, whoever granted it, by
+    # member: deploy refuses a job that runs as an account holding the project (account_breadth.py).
+    project_roles: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
 
 # The API each reader calls: while it is not enabled, nothing of that kind can exist yet, so the
@@ -190,6 +199,8 @@ class _Reader:
             | {member(r.meta["retired"]) for (kind, _), r in desired.items() if kind == IAM_POLICY
                and r.meta.get("retired")}
         self.deployed_accounts: frozenset[str] = frozenset()
+        self.project_number = ""  # once apis() has read it: the source-copy condition names it
+        self.project_roles: dict[str, frozenset[str]] = {}
 
     def apis(self) -> tuple[list[Resource], frozenset[str], str]:
         """The wanted APIs that are enabled, every enabled API, and the project's number."""
@@ -232,8 +243,10 @@ class _Reader:
         out = [Resource(SOURCE, b.name, {}, owned=True) for b in blobs if b.name.startswith(SOURCE_PREFIX)]
         out += [Resource(DEPLOYED_SPEC, b.name, {"digest": (b.metadata or {}).get(DIGEST_KEY)}, owned=True)
                 for b in blobs if b.name.startswith(DEPLOYED)]
+        out += [Resource(RETIRED_ACCOUNT, b.name, {}, owned=True) for b in blobs if b.name.startswith(RETIRED_PREFIX)]
         self.deployed_accounts = frozenset(str((b.metadata or {})[ACCOUNT_KEY]) for b in blobs
-                                           if b.name.startswith(DEPLOYED) and (b.metadata or {}).get(ACCOUNT_KEY))
+                                           if b.name.startswith(DEPLOYED) and (b.metadata or {}).get(ACCOUNT_KEY)) \
+            | recorded(b.name for b in blobs)
         return out
 
     def topics(self) -> list[Resource]:
@@ -353,10 +366,17 @@ class _Reader:
             policy = get_policy(self.clients, self.call, self.names, target)
         except NotFound:
             return []
+        if split_policy_name(target)[0] == POLICY_PROJECT:
+            held: dict[str, set[str]] = {}
+            for binding in policy.get("bindings", []):
+                for m in binding.get("members", []):
+                    if m in self.members:
+                        held.setdefault(m, set()).add(str(binding.get("role", "")))
+            self.project_roles = {m: frozenset(roles) for m, roles in held.items()}
         if target == policy_name(POLICY_BUCKET, self.names.build_logs_bucket):
             return [Resource(IAM_POLICY, target, whole_view(policy))]
         view = managed_view(policy, frozenset(self.members), managed_roles(self.names),
-                            frozenset(conditions(self.names)))
+                            conditions(self.names, self.project_number))
         return [Resource(IAM_POLICY, target, view)]
 
 
@@ -393,6 +413,7 @@ def read_actual(clients: Clients, call: Caller, names: Names, desired: Inventory
     the kinds whose API is enabled."""
     reader = _Reader(clients, call, names, desired)
     apis, enabled, number = reader.apis()
+    reader.project_number = number
     call.project_number = call.project_number or number  # SERVICE_DISABLED names a project by number
     targets = [name for (kind, name) in desired if kind == IAM_POLICY]
     first: list[Callable[[], list[Resource]]] = [
@@ -413,5 +434,5 @@ def read_actual(clients: Clients, call: Caller, names: Names, desired: Inventory
     broker = found.get((FUNCTION, function_id("credentials")))
     return Actual(found, str(job_done.meta.get("url", "")) if job_done else "",
                   str(broker.meta.get("url", "")) if broker else "", reader.listed_accounts, reader.deployed_accounts,
-                  number, enabled)
+                  number, enabled, reader.project_roles)
 

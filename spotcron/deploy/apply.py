@@ -27,7 +27,17 @@ from spotcron.deploy.executor import ApiExecutor, Applied
 from spotcron.deploy.handlers import Context
 from spotcron.deploy.naming import Names
 from spotcron.deploy.planner import DELETE, UPDATE, Action
-from spotcron.deploy.resources import API, DEPLOYED_SPEC, FUNCTION, SCHEDULER_JOB, SOURCE, Inventory
+from spotcron.deploy.resources import (
+    API,
+    DEPLOYED_SPEC,
+    FUNCTION,
+    RETIRED_ACCOUNT,
+    SCHEDULER_JOB,
+    SERVICE_ACCOUNT,
+    SOURCE,
+    Inventory,
+    index,
+)
 from spotcron.deploy.source import SourceBundle
 from spotcron.gcp.admin.calls import Caller, DeployError
 from spotcron.gcp.admin.clients import Clients
@@ -90,8 +100,10 @@ def compute_plan(settings: Settings, jobs: Sequence[JobSpec], source_object: str
                  call: Caller, pool: ThreadPoolExecutor) -> PlanResult:
     """Read what exists and plan the way to the desired state."""
     from spotcron.core.account_sharing import shared_account_problems
+    from spotcron.deploy.account_breadth import breadth_problems
     from spotcron.deploy.planner import plan
-    from spotcron.deploy.secret_grants import secret_problems, with_secret_accounts
+    from spotcron.deploy.retirement import pending, records
+    from spotcron.deploy.secret_grants import made_account_problems, secret_problems, with_secret_accounts
 
     names = Names.of(settings)
     jobs = with_secret_accounts(settings, jobs)
@@ -115,6 +127,15 @@ def compute_plan(settings: Settings, jobs: Sequence[JobSpec], source_object: str
                           f"changed. Create it (gcloud iam service-accounts create ACCOUNT_ID --project "
                           f"{settings.project}) and grant it what the job needs, or remove service_account from "
                           f"the job")
+    broad = breadth_problems(settings.project, jobs, actual.project_roles)
+    if broad:
+        raise DeployError("a job would run as an account that holds the project, so nothing was changed:\n  "
+                          + "\n  ".join(broad))
+    reused = made_account_problems(jobs, {name: str(r.fields.get("display_name") or "")
+                                          for (kind, name), r in actual.state.items() if kind == SERVICE_ACCOUNT})
+    if reused:
+        raise DeployError("a job's secrets would run under an account made for something else, so nothing was "
+                          "changed:\n  " + "\n  ".join(reused))
     unreadable = secret_problems(settings, jobs, clients.secret_manager, call) if any(
         job.all_secrets() for job in jobs) else []
     if unreadable:
@@ -124,7 +145,12 @@ def compute_plan(settings: Settings, jobs: Sequence[JobSpec], source_object: str
     # Again with what only the read could tell: the URLs, and the project's number (the build
     # account's grant on Cloud Functions' source copy names it).
     desired = desired_state(settings, jobs, source_object, url, broker, retired, project_number=actual.project_number)
-    return PlanResult(desired, actual, plan(desired, actual.state))
+    actions = plan(desired, actual.state)
+    unrevoked = pending(names, retired, actions)
+    if unrevoked:  # remembered before any deployed spec that names them changes
+        desired = {**desired, **index(records(unrevoked))}
+        actions = plan(desired, actual.state)
+    return PlanResult(desired, actual, actions)
 
 
 DEFAULT_NETWORK = ("the default network, which Google creates when Compute Engine's API is enabled "
@@ -171,9 +197,12 @@ def _hold_entries(actions: list[Action]) -> tuple[list[Action], list[Action]]:
 
 def _only_url_followups(actions: list[Action], held: bool = False) -> bool:
     """True when every action only sets the functions' job_done URL (see the module docstring),
-    or, after a pass that held them back (`held`), creates or updates a scheduler entry."""
+    or, after a pass that held them back (`held`), creates or updates a scheduler entry, or
+    forgets an account whose grants the pass revoked (deploy/retirement.py)."""
     for action in actions:
         if held and action.resource_type == SCHEDULER_JOB and action.kind != DELETE:
+            continue
+        if action.resource_type == RETIRED_ACCOUNT and action.kind == DELETE:
             continue
         if action.kind != UPDATE or action.resource_type != FUNCTION or set(action.changes) != {"environment"}:
             return False
@@ -290,7 +319,10 @@ def run_deploy(settings: Settings, jobs: Sequence[JobSpec], source: SourceBundle
                     f"after applying, {len(actions)} changes are still needed (did something else change the "
                     f"stack meanwhile?): " + ", ".join(a.title for a in actions[:MAX_LISTED_FAILURES])
                     + ". Run deploy again.", result)
-            reporter.note("the functions' URLs are known now: setting SPOTCRON_JOB_DONE_URL and "
-                          "SPOTCRON_CREDENTIALS_URL on the functions"
-                          + (", then creating the scheduler entries" if held else ""))
+            if any(a.resource_type != RETIRED_ACCOUNT for a in actions):
+                reporter.note("the functions' URLs are known now: setting SPOTCRON_JOB_DONE_URL and "
+                              "SPOTCRON_CREDENTIALS_URL on the functions"
+                              + (", then creating the scheduler entries" if held else ""))
+            else:
+                reporter.note("what deploy granted the accounts no job names any more is revoked: forgetting them")
     raise DeployFailed(f"deploy did not converge in {max_passes} passes; run deploy again", result)

@@ -42,6 +42,7 @@ from spotcron.deploy.resources import (
     POLICY_SERVICE_ACCOUNT,
     POLICY_TOPIC,
     REPOSITORY,
+    RETIRED_ACCOUNT,
     SCHEDULER_JOB,
     SERVICE_ACCOUNT,
     SOURCE,
@@ -73,7 +74,8 @@ def plan_destroy(actual: Inventory, names: Names, *, delete_results: bool, vms: 
     going: set[tuple[str, str]] = set()
     for key, have in sorted(actual.items()):
         kind, name = key
-        labelled = kind in (SCHEDULER_JOB, FUNCTION, TOPIC, SOURCE, DEPLOYED_SPEC, FIREWALL, ALERT_POLICY) and have.owned
+        labelled = kind in (SCHEDULER_JOB, FUNCTION, TOPIC, SOURCE, DEPLOYED_SPEC, RETIRED_ACCOUNT, FIREWALL, ALERT_POLICY) \
+            and have.owned
         if labelled or (kind == SERVICE_ACCOUNT and _our_account(have, names)):
             going.add(key)
         elif kind == BUCKET and name == names.build_logs_bucket:
@@ -121,7 +123,7 @@ def _sits_on_something_going(policy: str, going: set[tuple[str, str]]) -> bool:
 # Stop the ticks first, then what they call, then what those used; the bindings of the accounts
 # before the accounts; the bucket (with everything in it) last.
 # The firewall rule goes after the VMs (deleted first, through the Compute port) are gone.
-_ORDER = {ALERT_POLICY: 0, SCHEDULER_JOB: 0, FUNCTION: 1, TOPIC: 2, SOURCE: 2, DEPLOYED_SPEC: 2, FIREWALL: 2, IAM_POLICY: 3,
+_ORDER = {ALERT_POLICY: 0, SCHEDULER_JOB: 0, FUNCTION: 1, TOPIC: 2, SOURCE: 2, DEPLOYED_SPEC: 2, RETIRED_ACCOUNT: 2, FIREWALL: 2, IAM_POLICY: 3,
           SERVICE_ACCOUNT: 4, BUCKET: 5}
 
 

@@ -32,6 +32,7 @@ from spotcron.deploy.resources import (
     FUNCTION,
     IAM_POLICY,
     REPOSITORY,
+    RETIRED_ACCOUNT,
     SCHEDULER_JOB,
     SERVICE_ACCOUNT,
     SOURCE,
@@ -323,6 +324,17 @@ def deployed_spec(action: Action, ctx: Context) -> None:
              content_type="application/json", retry=None, timeout=ctx.timeout)
 
 
+def retired_account(action: Action, ctx: Context) -> None:
+    """The record of an account deploy still revokes grants of (deploy/retirement.py): empty, its
+    name is the account."""
+    blob = ctx.clients.storage.bucket(ctx.names.bucket).blob(action.name)
+    if action.kind == DELETE:
+        _ignore_missing(lambda: ctx.call(f"delete {action.name}", blob.delete, retry=None, timeout=ctx.timeout))
+        return
+    ctx.call(f"upload {action.name}", blob.upload_from_string, b"", content_type="text/plain", retry=None,
+             timeout=ctx.timeout)
+
+
 # --- functions ------------------------------------------------------------------------------------
 
 def function_message(name: str, fields: Mapping[str, Any], names: Names) -> Any:
@@ -457,4 +469,5 @@ HANDLERS: dict[str, Callable[[Action, Context], None]] = {
     SCHEDULER_JOB: scheduler_job,
     DEPLOYED_SPEC: deployed_spec,
     ALERT_POLICY: alert_policy,
+    RETIRED_ACCOUNT: retired_account,
 }

@@ -81,6 +81,9 @@ class Binding:
 
 
 CONDITION_SEPARATOR = "|"  # in no role name
+# Marks the bindings under a condition of one of our titles whose expression or description is not
+# the one deploy writes now (policies.managed_view): they are replaced, never kept.
+OUTDATED = "outdated"
 DEPLOY_SOURCE = "spotcron-deploy-source-only"
 BUILD_CONTEXTS = "spotcron-build-contexts-only"
 BUILD_CONTEXT_PREFIX = SOURCE_PREFIX  # deploy/build-TAG.tar.gz
@@ -142,9 +145,12 @@ def conditions(names: Names, project_number: str = "") -> dict[str, dict[str, st
     }
 
 
-def split_key(key: str) -> tuple[str, str | None]:
-    role, _, title = key.partition(CONDITION_SEPARATOR)
-    return role, title or None
+def split_key(key: str) -> tuple[str, str | None, bool]:
+    """(role, condition title or None, whether the key names the bindings under an outdated
+    condition of that title) of a policy key `ROLE`, `ROLE|TITLE` or `ROLE|TITLE|outdated`."""
+    role, _, rest = key.partition(CONDITION_SEPARATOR)
+    title, _, mark = rest.partition(CONDITION_SEPARATOR)
+    return role, title or None, mark == OUTDATED
 
 
 def bindings(names: Names, job_accounts: Iterable[str] = (), *, advice: bool = False,

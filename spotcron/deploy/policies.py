@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from spotcron.core.errors import AlreadyExists
-from spotcron.deploy.iam import CONDITION_SEPARATOR, PUBLIC_MEMBERS, conditions, split_key
+from spotcron.deploy.iam import CONDITION_SEPARATOR, OUTDATED, PUBLIC_MEMBERS, conditions, split_key
 from spotcron.deploy.naming import Names
 from spotcron.deploy.resources import (
     POLICY_BUCKET,
@@ -62,20 +62,34 @@ def set_policy(clients: Clients, call: Caller, names: Names, target: str, policy
     gpolicies.set_policy(clients, call, f"write the IAM policy of {target}", api, resource, policy)
 
 
+def _same_condition(condition: Mapping[str, str], wanted: Mapping[str, str] | None) -> bool:
+    """Whether a binding's condition is the one deploy writes under its title: the expression and
+    the description compared too, so that a grant whose expression changed (the stack moved to
+    another region, say) is replaced instead of kept. Unknown (`wanted` None): the title decides."""
+    if wanted is None:
+        return True
+    return all((condition.get(part) or "") == (wanted.get(part) or "") for part in ("expression", "description"))
+
+
 def managed_view(policy: Policy, members: frozenset[str], roles: frozenset[str],
-                 titles: frozenset[str] = frozenset()) -> dict[str, tuple[str, ...]]:
+                 known: Mapping[str, Mapping[str, str]] | frozenset[str] = frozenset()) -> dict[str, tuple[str, ...]]:
     """{role: members} restricted to what deploy manages: our accounts in managed roles, and any
     public member (which deploy always removes). A conditional binding is ours only when its
-    condition's title is one of `titles` (iam.conditions); it is keyed `ROLE|TITLE`."""
+    condition's title is one of `known` (iam.conditions, by title); it is keyed `ROLE|TITLE` when
+    its condition is the one deploy writes, `ROLE|TITLE|outdated` when not (so that the planner
+    shows it replaced)."""
     view: dict[str, set[str]] = {}
+    wanted = known if isinstance(known, Mapping) else dict.fromkeys(known)
     for binding in policy.get("bindings", []):
         role = binding.get("role", "")
         key = role
         if binding.get("condition"):
             title = binding["condition"].get("title", "")
-            if title not in titles:
+            if title not in wanted:
                 continue
             key = f"{role}{CONDITION_SEPARATOR}{title}"
+            if not _same_condition(binding["condition"], wanted[title]):
+                key += f"{CONDITION_SEPARATOR}{OUTDATED}"
         for m in binding.get("members", []):
             if (role in roles and m in members) or m in PUBLIC_MEMBERS:
                 view.setdefault(key, set()).add(m)
@@ -107,17 +121,20 @@ def apply_changes(policy: Policy, changes: Mapping[str, tuple[Iterable[str] | No
                   known: Mapping[str, Mapping[str, str]] | None = None) -> bool:
     """Add and remove members in `policy` (in place) per `changes`; True when anything changed.
 
-    A key `ROLE|TITLE` is the binding of ROLE under the condition of that title; `known` holds
-    the conditions by title (iam.conditions), written with a new binding. A policy holding a
-    conditional binding is written as version 3, which IAM requires for conditions."""
+    A key `ROLE|TITLE` is the binding of ROLE under the condition of that title as `known` holds
+    it (iam.conditions, by title: written with a new binding); `ROLE|TITLE|outdated` the bindings
+    of ROLE under a condition of that title that differs from it (managed_view). A policy holding
+    a conditional binding is written as version 3, which IAM requires for conditions."""
     bindings = policy.setdefault("bindings", [])
     changed = False
     for key, (old, new) in changes.items():
-        role, title = split_key(key)
+        role, title, outdated = split_key(key)
         old_set, new_set = set(old or ()), set(new or ())
         add, remove = new_set - old_set, old_set - new_set
+        wanted = (known or {}).get(title) if title is not None else None
         plain = [b for b in bindings if b.get("role") == role
-                 and (b.get("condition") or {}).get("title") == title]
+                 and (b.get("condition") or {}).get("title") == title
+                 and (title is None or _same_condition(b["condition"], wanted) != outdated)]
         present = {m for b in plain for m in b.get("members", [])}
         for binding in plain:
             kept = [m for m in binding.get("members", []) if m not in remove]
@@ -127,6 +144,8 @@ def apply_changes(policy: Policy, changes: Mapping[str, tuple[Iterable[str] | No
         if missing:
             if plain:
                 plain[0]["members"] = sorted(set(plain[0].get("members", [])) | set(missing))
+            elif outdated:
+                continue  # never written: an outdated condition only loses members
             elif title is not None:
                 bindings.append({"role": role, "members": missing, "condition": dict((known or {})[title])})
             else:
@@ -142,10 +161,11 @@ def update_policy(clients: Clients, call: Caller, names: Names, target: str,
                   changes: Mapping[str, tuple[Any, Any]], attempts: int = 5,
                   known: Mapping[str, Mapping[str, str]] | None = None) -> bool:
     """Read-modify-write `changes` into the policy on `target`; True when a write happened.
-    `known`: the conditions new conditional bindings are written with (default: iam.conditions)."""
+    `known`: the conditions new conditional bindings are written with (default: iam.conditions,
+    with the project's number once read, as the read compared them)."""
     for attempt in range(1, attempts + 1):
         policy = get_policy(clients, call, names, target)
-        if not apply_changes(policy, changes, known or conditions(names)):
+        if not apply_changes(policy, changes, known or conditions(names, call.project_number)):
             return False
         try:
             set_policy(clients, call, names, target, policy)

@@ -37,10 +37,13 @@ DIGEST_KEY = "spotcron-digest"  # a deployed spec's custom metadata: its sha256,
 # learns from the listing whose bindings to revoke.
 ACCOUNT_KEY = "spotcron-account"
 
+# deploy/retired/EMAIL: a job's own account no job names any more, until deploy has revoked what
+# it granted it (deploy/retirement.py).
+RETIRED_ACCOUNT = "retired_account"
 ALERT_POLICY = "alert_policy"  # Cloud Monitoring's log-based policy on failed runs (`alerts:`, deploy/alerts.py)
 
 TYPES = (API, BUCKET, TOPIC, SERVICE_ACCOUNT, REPOSITORY, FIREWALL, SUBNETWORK, IAM_POLICY, SOURCE, FUNCTION, SCHEDULER_JOB,
-         DEPLOYED_SPEC, ALERT_POLICY)
+         DEPLOYED_SPEC, ALERT_POLICY, RETIRED_ACCOUNT)
 
 # Object prefixes whose lifecycle Delete rules deploy writes on the results bucket; every other rule
 # there is someone else's and is neither compared nor replaced. build-logs/ is an earlier deploy's
@@ -135,7 +138,7 @@ def phase(resource_type: str, name: str, kind: str) -> int:
         return 4 if resource_type in (SCHEDULER_JOB, FUNCTION) else 5
     if resource_type == API:
         return -1
-    if resource_type in (BUCKET, TOPIC, SERVICE_ACCOUNT, REPOSITORY, FIREWALL, SUBNETWORK):
+    if resource_type in (BUCKET, TOPIC, SERVICE_ACCOUNT, REPOSITORY, FIREWALL, SUBNETWORK, RETIRED_ACCOUNT):
         return 0
     if resource_type == IAM_POLICY:
         return 3 if split_policy_name(name)[0] == POLICY_FUNCTION else 1

@@ -14,8 +14,9 @@ pinned one must be enabled), and its policy must let the job's account read it, 
 
 from __future__ import annotations
 
+import base64
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from spotcron.core.errors import NotFound, SpotcronError
@@ -27,12 +28,23 @@ from spotcron.deploy.naming import member
 from spotcron.deploy.resources import POLICY_SECRET, SERVICE_ACCOUNT, Resource, policy_name
 
 ACCOUNT_PREFIX = "sc-"
+# An account id holds 30 characters at most (sc- + name + - + hash). The hash takes 14 base32
+# characters, 70 bits of the job name's SHA-256: finding another job name whose account is this
+# one's takes about 2^70 tries, out of reach, where 24 bits took seconds. The name keeps 12
+# characters, enough to tell the accounts apart in a listing.
+_NAME_CHARS, _HASH_CHARS = 12, 14
 
 
 def secrets_account(settings: Settings, job: str) -> str:
-    """The account deploy creates for job `job` (6-30 characters: sc-, the job's name, a hash)."""
-    digest = hashlib.sha256(job.encode()).hexdigest()[:6]
-    return settings.account_email(f"{ACCOUNT_PREFIX}{job[:19].rstrip('-')}-{digest}")
+    """The account deploy creates for job `job` (sc-, the start of the job's name, a hash of all of it)."""
+    digest = base64.b32encode(hashlib.sha256(job.encode()).digest()).decode().lower()[:_HASH_CHARS]
+    return settings.account_email(f"{ACCOUNT_PREFIX}{job[:_NAME_CHARS].rstrip('-')}-{digest}")
+
+
+def made_account_name(job: str) -> str:
+    """The display name deploy gives the account it makes for job `job`: the job it was made for,
+    checked before the account is used again (made_account_problems)."""
+    return f"spotcron job {job} (secrets)"
 
 
 def with_secret_accounts(settings: Settings, jobs: Iterable[JobSpec]) -> list[JobSpec]:
@@ -49,8 +61,26 @@ def with_secret_accounts(settings: Settings, jobs: Iterable[JobSpec]) -> list[Jo
 
 def made_accounts(jobs: Iterable[JobSpec]) -> list[Resource]:
     """The service accounts deploy creates for jobs with secrets."""
-    return [Resource(SERVICE_ACCOUNT, job.service_account, {"display_name": f"spotcron job {job.name} (secrets)"})
+    return [Resource(SERVICE_ACCOUNT, job.service_account, {"display_name": made_account_name(job.name)})
             for job in jobs if job.deploy_account and job.service_account]
+
+
+def made_account_problems(jobs: Iterable[JobSpec], existing: Mapping[str, str]) -> list[str]:
+    """Jobs whose made account exists and was made for another job (its display name names that
+    job): running as it would inherit whatever was granted to the other job. `existing`: display
+    names of the project's accounts, by email. Empty when none."""
+    problems = []
+    for job in jobs:
+        if not (job.deploy_account and job.service_account) or job.service_account not in existing:
+            continue
+        found, wanted = existing[job.service_account], made_account_name(job.name)
+        if found != wanted:
+            problems.append(f"job {job.name}: the account deploy makes for its secrets, {job.service_account}, "
+                            f"already exists as {found!r}, not {wanted!r}: it was made for another job or by "
+                            f"someone else, and whatever it holds would pass to this job. Rename the job, or "
+                            f"delete the account if nothing needs it (gcloud iam service-accounts delete "
+                            f"{job.service_account})")
+    return problems
 
 
 def secret_bindings(settings: Settings, jobs: Iterable[JobSpec]) -> list[Binding]:

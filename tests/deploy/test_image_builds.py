@@ -318,3 +318,21 @@ def test_a_dockerignore_linked_outside_the_context_is_a_clear_config_error(tmp_p
         images.plan_builds([_job(build={"context": "images/bot"})], tmp_path)
     [problem] = raised.value.problems
     assert problem.field == "build.context" and "outside the build context" in problem.message
+
+
+def test_what_the_dockerfiles_own_ignore_file_excludes_never_reaches_cloud_build(tmp_path, builder, fake) -> None:
+    import gzip
+
+    folder = _context(tmp_path)
+    (folder / "Dockerfile.dockerignore").write_text(".env\n")
+    (folder / ".dockerignore").write_text("bot.py\n")  # not read: the Dockerfile's own file wins
+    (folder / ".env").write_text("API_TOKEN=not-for-the-bucket\n")
+    fetched: list[bytes] = []
+    read = fake.sources
+    fake.sources = lambda bucket, name: fetched.append(read(bucket, name)) or fetched[-1]
+    [build] = images.plan_builds([_job(build={"context": "images/bot"})], tmp_path)
+    builder.build(build, build.image(REGISTRY))
+    [uploaded] = fetched  # the archive Cloud Build fetched from the bucket
+    names = _names(gzip.decompress(uploaded))
+    assert ".env" not in names
+    assert {"bot.py", "Dockerfile", "Dockerfile.dockerignore", ".dockerignore"} <= set(names)
