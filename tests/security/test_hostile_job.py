@@ -86,6 +86,9 @@ def attack(stack: LocalStack, tmp_path: Path, *, metadata_access: bool = True) -
     [(_, victim_run)] = runs = stack.run_now(victim)
     [done] = stack.wait(runs, timeout=90)
     assert done.state == "succeeded", done.reason
+    # job_done ends its run's live marker and stores its replay marker just after the record:
+    # both are in place before the listing that everything after is compared with.
+    wait_until(lambda: stack.bucket.names(layout.TOKENS), "the victim's replay marker")
     sleeper = load_job_file(write_job(jobs, "sleeper", SLEEPER))
     [(_, sleeper_run)] = stack.run_now(sleeper)
     other = wait_running(stack, "sleeper", sleeper_run).current_attempt
