@@ -98,7 +98,11 @@ def test_a_task_runs_its_time_budget_in_fp16_and_records_tflops_threads_and_inpu
     assert done.returncode == 0, done.stderr
     written = json.loads((tmp_path / "results" / "metrics.json").read_text())
     task = written["tasks"]["mlp"]
-    assert task["steps"] > 3 and task["seconds"] >= 0.3  # ran until the budget, not 3 steps
+    # Both minimums hold, and the seconds are the budget's, not 3 steps' (milliseconds here). How many
+    # steps that took is the machine's to say: on a loaded CPU 3 steps can fill 0.3 s of wall time,
+    # and the loop rightly stops there (the loop's arithmetic is tested above on a fake clock).
+    assert task["steps"] >= 3 and task["seconds"] >= 0.3
+    assert "timed 3+ steps and 0.3+ s" in done.stdout
     assert task["precision_label"] == "fp16 autocast + GradScaler" and written["precision"] == "fp16"
     assert task["tflops"] == pytest.approx(task["train_gflop_per_sample"] * task["samples_per_second"] / 1e3)
     assert written["metrics"]["mlp_tflops"]["unit"] == "TFLOP/s"

@@ -31,6 +31,7 @@ import pytest
 from spotcron.core import layout
 from spotcron.core.loader import load_job_file
 from spotcron.local.stack import LocalStack
+from spotcron.testing.waiting import wait_until
 from tests.local import podman_image
 from tests.local.conftest import python_job, spotcron_processes, write_job
 
@@ -38,8 +39,13 @@ pytestmark = pytest.mark.slow
 
 SCRIPT = Path(__file__).with_name("hostile_job.sh")
 REFUSED = {"401", "403", "404"}
-# Waits for its orders, then runs them (the attack reads its addresses and targets there too).
-WAIT = 'while [ ! -f "$SPOTCRON_RESULTS_DIR/.go/attack.sh" ]; do sleep 0.2; done; exec busybox sh "$SPOTCRON_RESULTS_DIR/.go/attack.sh"'
+# Says it is waiting, waits for its orders, then runs them (the attack reads its addresses and
+# targets there too). The orders go in only once it waits: a run is `running` from its VM's
+# creation, and the runner, when it starts, empties the results directory they are written to.
+WAITING = ".waiting"
+WAIT = (f': > "$SPOTCRON_RESULTS_DIR/{WAITING}"; '
+        'while [ ! -f "$SPOTCRON_RESULTS_DIR/.go/attack.sh" ]; do sleep 0.2; done; '
+        'exec busybox sh "$SPOTCRON_RESULTS_DIR/.go/attack.sh"')
 VICTIM_CODE = ("import os, pathlib; env = os.environ;"
                " pathlib.Path(env['SPOTCRON_RESULTS_DIR'], 'answer.json').write_text('42');"
                " pathlib.Path(env['SPOTCRON_CHECKPOINT_DIR'], 'state.bin').write_bytes(b'secret')")
@@ -64,14 +70,13 @@ def listing(stack: LocalStack) -> dict[str, tuple[int, int]]:
     return {blob.name: (blob.generation, blob.metageneration) for blob in client.list_blobs(stack.bucket.bucket)}
 
 
-def wait_running(stack: LocalStack, job: str, run_id: str, timeout: float = 60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+def wait_running(stack: LocalStack, job: str, run_id: str):
+    """Its record once it is `running`: its VM exists, not yet that its runner has started the job."""
+    def running():
         record = stack.deps.store.read(job, run_id)
-        if record is not None and record.state == "running":
-            return record
-        time.sleep(0.2)
-    raise AssertionError(f"{job}/{run_id} is not running after {timeout} s: {record}")
+        return record if record is not None and record.state == "running" else None
+
+    return wait_until(running, f"{job}/{run_id} running")
 
 
 def attack(stack: LocalStack, tmp_path: Path, *, metadata_access: bool = True) -> dict:
@@ -81,6 +86,9 @@ def attack(stack: LocalStack, tmp_path: Path, *, metadata_access: bool = True) -
     [(_, victim_run)] = runs = stack.run_now(victim)
     [done] = stack.wait(runs, timeout=90)
     assert done.state == "succeeded", done.reason
+    # job_done ends its run's live marker and stores its replay marker just after the record:
+    # both are in place before the listing that everything after is compared with.
+    wait_until(lambda: stack.bucket.names(layout.TOKENS), "the victim's replay marker")
     sleeper = load_job_file(write_job(jobs, "sleeper", SLEEPER))
     [(_, sleeper_run)] = stack.run_now(sleeper)
     other = wait_running(stack, "sleeper", sleeper_run).current_attempt
@@ -113,8 +121,10 @@ def attack(stack: LocalStack, tmp_path: Path, *, metadata_access: bool = True) -
         "OTHER_JOB": "sleeper", "OTHER_RUN": sleeper_run, "OTHER_VM": other.vm_name,
         "OTHER_PREFIX": layout.attempt_prefix("sleeper", sleeper_run, 1),
     }
-    go = tmp_path / "state" / "vms" / me.vm_name / "results" / ".go"
-    go.mkdir(parents=True)
+    results = tmp_path / "state" / "vms" / me.vm_name / "results"
+    wait_until((results / WAITING).exists, "the hostile job's command waiting for its orders")
+    go = results / ".go"
+    go.mkdir()
     (go / "exposed").write_text("".join(f"{k}='{v}'\n" for k, v in exposed.items()))
     (go / "targets").write_text("".join(f"{t}\n" for t in targets))
     (go / "reads").write_text("".join(f"{r}\n" for r in reads))
@@ -122,11 +132,10 @@ def attack(stack: LocalStack, tmp_path: Path, *, metadata_access: bool = True) -
     (go / "attack.sh.part").rename(go / "attack.sh")
 
     ended = stack.wait(hostile_runs, timeout=150)  # empty when its record is gone
-    # job_done stores its replay marker just after the record: the listing waits for it.
-    deadline = time.monotonic() + 20
-    while (len([n for n in listing(stack) if n.startswith(layout.TOKENS)]) == len(tokens)
-           and time.monotonic() < deadline and [r.state for r in ended] == ["succeeded"]):
-        time.sleep(0.2)
+    if [r.state for r in ended] == ["succeeded"]:
+        # job_done stores its replay marker just after the record: the listing waits for it.
+        wait_until(lambda: len([n for n in listing(stack) if n.startswith(layout.TOKENS)]) > len(tokens),
+                   "the hostile run's replay marker")
     after = listing(stack)
     logs = stack.bucket.read(layout.logs("hostile", run_id, 1)) or b""
     # The sleeping run's runner stores its live logs meanwhile (logs.txt, and parts under logs/).
