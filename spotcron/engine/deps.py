@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spotcron.core.runs import RunRecord
-from spotcron.core.spec import JobSpec
 from spotcron.core.settings import Settings
+from spotcron.core.spec import JobSpec
 from spotcron.cost.prices import PriceTable
 from spotcron.engine.ports import Advisor, Blobs, Clock, Compute, Events, Identity, Minter
 from spotcron.engine.store import RunStore
