@@ -197,7 +197,7 @@ def _once(stack, specs, timeout: float, out) -> int:
                   "handled; `spotcron up` logs why in its state dir's spotcron.log", soft_wrap=True)
     if skipped:
         out.print(f"[yellow]{len(skipped)} run(s) skipped[/]: " + "; ".join(
-            sorted({r.reason or "skipped" for r in skipped})))
+            sorted({r.reason or "skipped" for r in skipped})), soft_wrap=True, highlight=False)
     noted = [r for r in records if r.state == RunState.SUCCEEDED and metrics_note(r)]
     for record in noted:
         out.print(f"[yellow]{record.job}/{record.run_id} succeeded, but[/] {metrics_note(record)}", soft_wrap=True,

@@ -76,6 +76,7 @@ def test_in_a_pipe_the_same_reasons_and_count():
 def test_skipped_runs_do_not_fail_up_once():
     code, text, _ = once([RUNS[0], RUNS[2]], terminal=False)
     assert code == 0 and "1/1 runs that ran succeeded (1 skipped, not counted)" in text
+    assert f"1 run(s) skipped: {GPU_SKIP}\n" in text  # one line in a pipe, however long
 
 
 def test_runs_cut_off_by_the_timeout_are_said_to_be_cancelled_and_how_to_let_them_finish():
