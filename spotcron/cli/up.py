@@ -36,7 +36,8 @@ STATE_ENV = "SPOTCRON_STATE_DIR"
               envvar=STATE_ENV, show_default=True, show_envvar=True,
               help="Where the local bucket, VM work dirs and logs live (kept across restarts).")
 @click.option("--timeout", type=float, default=1800.0, show_default=True,
-              help="With --once: give up waiting after this many seconds.")
+              help="With --once: give up waiting after this many seconds; runs still going then are "
+                   "cancelled (their VMs deleted) and up exits 1.")
 @click.option("--sweep-interval", type=int, default=30, show_default=True,
               help="Seconds between sweeps (Cloud Scheduler runs it every few minutes on Google Cloud).")
 def up(jobs_dir: Path, stack_path: Path, once: bool, state_dir: Path, timeout: float, sweep_interval: int) -> None:
