@@ -136,7 +136,8 @@ def results(run: tuple[str, ...], job: str | None, attempt: int | None, download
     """List (and download) the files a run wrote to /results.
 
     The list comes from the attempt's manifest.json (name, size, sha256), which the runner writes
-    last; without one, the upload did not complete and the objects found are listed instead.
+    last; without one, the upload did not complete and the objects found are listed instead. A
+    skipped run never ran its job: it says so and why, and lists nothing (no upload is expected).
     --download into a folder that holds files the run did not write asks first (or needs --force).
 
     \b
@@ -159,6 +160,18 @@ def results(run: tuple[str, ...], job: str | None, attempt: int | None, download
     where = describe(bucket, state_dir)
     with open_store(bucket, state_dir) as store:
         record = resolve(store, run, job, where)
+        if attempt is None and (never := _never_ran(record)):
+            # A skipped run never ran its job (this host lacks its GPU, its tick came too late, a
+            # concurrency policy): no upload is expected, and "did not complete" would read as a fault.
+            if cat_name is not None:
+                from spotcron.core.errors import SpotcronError
+
+                raise SpotcronError(f"{never}; it has no {cat_name}")
+            if as_json:
+                click.echo(results_json([], record.state, layout.run_prefix(record.job, record.run_id)))
+            else:
+                stdout().print(never, markup=False, highlight=False, soft_wrap=True)
+            return
         number = attempt or _results_attempt(record) or pick_attempt(record, None)
         if attempt:
             pick_attempt(record, attempt)
@@ -189,8 +202,9 @@ def results(run: tuple[str, ...], job: str | None, attempt: int | None, download
     out = stdout()
     label = f"{record.job}/{record.run_id} attempt {number} ({record.state})"
     if source == "listing":
-        out.print(f"[yellow]no manifest[/yellow] for {label}: the upload did not complete; "
-                  f"objects under {prefix}:")
+        cut = (f"it was cancelled before its upload completed ({' '.join(record.reason.split())})"
+               if record.state == "cancelled" and record.reason else "the upload did not complete")
+        out.print(f"[yellow]no manifest[/yellow] for {label}: {cut}; objects under {prefix}:", soft_wrap=True)
     else:
         out.print(f"results of {label}, from {manifest_name}:")
     if not files:
@@ -205,6 +219,17 @@ def results(run: tuple[str, ...], job: str | None, attempt: int | None, download
 
         out.print(f"downloaded {len(files)} file{'s' if len(files) != 1 else ''} ({format_size(written)}) "
                   f"to {download_dir}")
+
+
+def _never_ran(record: RunRecord) -> str | None:
+    """What to say for a run that ended without running its job (so without results), else None."""
+    from spotcron.core.runs import RunState
+
+    if record.state not in (RunState.SKIPPED, RunState.MISSED):
+        return None  # a skipped run never ran its job, with or without a VM (transitions.verdict)
+    why = f": {' '.join(record.reason.split())}" if record.reason else ""
+    return (f"no results for {record.job}/{record.run_id}: it was {record.state}{why}. Its job never ran, "
+            "so no upload is expected.")
 
 
 def _results_attempt(record: RunRecord) -> int | None:

@@ -31,12 +31,13 @@ STATE_ENV = "SPOTCRON_STATE_DIR"
 @stack_option
 @click.option("--once", is_flag=True,
               help="Fire every job (every matrix entry) once now, wait for all runs to end, and exit: "
-                   "0 if all succeeded, 1 otherwise.")
+                   "0 if none failed (skipped runs do not fail), 1 otherwise.")
 @click.option("--state-dir", type=click.Path(path_type=Path, file_okay=False), default=".spotcron",
               envvar=STATE_ENV, show_default=True, show_envvar=True,
               help="Where the local bucket, VM work dirs and logs live (kept across restarts).")
 @click.option("--timeout", type=float, default=1800.0, show_default=True,
-              help="With --once: give up waiting after this many seconds.")
+              help="With --once: give up waiting after this many seconds; runs still going then are "
+                   "cancelled (their VMs deleted) and up exits 1.")
 @click.option("--sweep-interval", type=int, default=30, show_default=True,
               help="Seconds between sweeps (Cloud Scheduler runs it every few minutes on Google Cloud).")
 def up(jobs_dir: Path, stack_path: Path, once: bool, state_dir: Path, timeout: float, sweep_interval: int) -> None:
@@ -54,6 +55,10 @@ def up(jobs_dir: Path, stack_path: Path, once: bool, state_dir: Path, timeout: f
     one left, recorded under --state-dir. Results land
     in a local bucket under --state-dir; read them with `spotcron runs`, `logs` and `results`.
     The stack file's `limits:` hold here as they do on Google Cloud.
+
+    Ctrl-C (SIGINT) or SIGTERM stops the stack, its runs in flight end `cancelled`, and up exits
+    128 + the signal's number (130 for Ctrl-C, 143 for SIGTERM), with or without --once, so a
+    script can tell a stopped up from one that finished.
     """
     from spotcron.core.loader import load_jobs
     from spotcron.local.stack import LocalStack
@@ -105,10 +110,10 @@ def _stopped_however_it_ends(stop: Callable[[str], None]) -> Iterator[None]:
         finally:
             stop("spotcron up was stopped")
         return
-    caught: list[str] = []
+    caught: list[signal.Signals] = []
 
     def interrupt(signum, frame) -> None:
-        caught.append(signal.Signals(signum).name)
+        caught.append(signal.Signals(signum))
         raise KeyboardInterrupt
 
     def force(signum, frame) -> None:
@@ -124,10 +129,14 @@ def _stopped_however_it_ends(stop: Callable[[str], None]) -> Iterator[None]:
         for sig in previous:
             signal.signal(sig, force)
         try:
-            stop(f"spotcron up got {caught[0]}: cancelled" if caught else "spotcron up was stopped")
+            stop(f"spotcron up got {caught[0].name}: cancelled" if caught else "spotcron up was stopped")
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        if caught:
+            # The shell's convention for a command ended by a signal: a stopped up is no success,
+            # and `up` without --once returns normally from its Ctrl-C.
+            sys.exit(128 + caught[0])
 
 
 def _once(stack, specs, timeout: float, out) -> int:
@@ -146,6 +155,12 @@ def _once(stack, specs, timeout: float, out) -> int:
         with Live(console=out, refresh_per_second=4, transient=False) as live:
             records = stack.wait(runs, timeout=timeout, progress=lambda rs: live.update(_progress(rs)))
         out.print()  # Live leaves the cursor at the end of its last row
+        from datetime import UTC, datetime
+
+        from spotcron.present.progress import outcome_lines
+
+        for line in outcome_lines(records, datetime.now(UTC)):  # the table's last frame has no room for why
+            out.print(line, markup=False, highlight=False, soft_wrap=True)
     else:
         # A pipe cannot redraw a table: a line per change of state, and a heartbeat while none comes.
         from datetime import UTC, datetime
@@ -161,6 +176,7 @@ def _once(stack, specs, timeout: float, out) -> int:
         records = stack.wait(runs, timeout=timeout, progress=said)
     from spotcron.core.runs import RunState
     from spotcron.present.notes import metrics_note
+    from spotcron.present.success import Tally
 
     # A skipped run did not fail: this host lacks what its configuration names (a GPU entry on a
     # machine without one), or its job was paused or busy. It is said, and the exit code stays 0.
@@ -168,19 +184,32 @@ def _once(stack, specs, timeout: float, out) -> int:
     failed = [r for r in records if r.state not in (RunState.SUCCEEDED, RunState.SKIPPED)]
     missing = len(runs) - len(records)
     unfinished = [r for r in records if not r.terminal]
-    if unfinished or missing:
-        out.print(f"[red]{len(unfinished) + missing} run(s) did not finish within {timeout:.0f}s[/]")
-    ok = len(records) - len(failed) - len(skipped)
+    if unfinished:
+        # Stopping the stack cancels them (their VMs deleted); done here, so the line can say so.
+        stack.stop(f"not finished within up --once --timeout {timeout:.0f}s: cancelled as the stack stopped")
+        named = ", ".join(f"{r.job}/{r.run_id} ({r.state})" for r in unfinished[:3])
+        more = f" and {len(unfinished) - 3} more" if len(unfinished) > 3 else ""
+        out.print(f"[red]{len(unfinished)} run(s) did not finish within {timeout:.0f}s and were cancelled[/] "
+                  f"(their local VMs deleted): {named}{more}. To let them finish, give them longer with "
+                  f"--timeout SECONDS (default 1800), or run `spotcron up`, which runs until Ctrl-C.",
+                  soft_wrap=True, highlight=False)
+    if missing:
+        out.print(f"[red]{missing} run(s) had no record within {timeout:.0f}s[/]: their start message was not "
+                  "handled; `spotcron up` logs why in its state dir's spotcron.log", soft_wrap=True)
     if skipped:
         out.print(f"[yellow]{len(skipped)} run(s) skipped[/]: " + "; ".join(
-            sorted({r.reason or "skipped" for r in skipped})))
+            sorted({r.reason or "skipped" for r in skipped})), soft_wrap=True, highlight=False)
     noted = [r for r in records if r.state == RunState.SUCCEEDED and metrics_note(r)]
     for record in noted:
         out.print(f"[yellow]{record.job}/{record.run_id} succeeded, but[/] {metrics_note(record)}", soft_wrap=True,
                   highlight=False)
     problems = f", {len(noted)} of them with metrics.json problems (above)" if noted else ""
-    out.print(f"{ok}/{len(runs)} runs succeeded{problems}. Results: `spotcron runs`, `spotcron results RUN`, "
-              "or the results page: `spotcron page --open`.", soft_wrap=not out.is_terminal)
+    # Skipped and cancelled runs are beside the rate, not failures (present/success.py); the runs
+    # cut off by --timeout were cancelled above.
+    tally = Tally.of([r.model_copy(update={"state": RunState.CANCELLED}) if not r.terminal else r for r in records])
+    aside = f" ({tally.aside()}, not counted)" if tally.aside() else ""
+    out.print(f"{tally.succeeded}/{tally.ran} runs that ran succeeded{aside}{problems}. Results: `spotcron runs`, "
+              "`spotcron results RUN`, or the results page: `spotcron page --open`.", soft_wrap=not out.is_terminal)
     return 0 if not failed and not missing else 1
 
 

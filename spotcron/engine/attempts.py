@@ -115,6 +115,10 @@ def create_attempt(deps: Deps, record: RunRecord, *, claimed: bool = True) -> Ru
         gone = deployed_problem(deps, record) if _has_waited(record, claimed=claimed) else None
         if gone:
             return step(deps, record.job, record.run_id, transitions.Withdrawn(record.current_attempt, gone)).record or record
+        # Before admission and the queue: a run this host can never run must not hold their room.
+        lacking = deps.host_problem(spec) if deps.host_problem is not None else None
+        if lacking:
+            return step(deps, record.job, record.run_id, transitions.HostLacks(record.current_attempt, lacking)).record or record
         problem = catalog.machine_problem(spec.machine) or never_fits(deps, spec, manual=record.trigger == "manual")
         if problem:
             return step(deps, record.job, record.run_id, transitions.CreateRefused(record.current_attempt, problem)).record or record

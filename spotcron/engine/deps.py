@@ -9,6 +9,7 @@ from typing import Any
 
 from spotcron.core.runs import RunRecord
 from spotcron.core.settings import Settings
+from spotcron.core.spec import JobSpec
 from spotcron.cost.prices import PriceTable
 from spotcron.engine.ports import Advisor, Blobs, Clock, Compute, Events, Identity, Minter
 from spotcron.engine.store import RunStore
@@ -35,6 +36,9 @@ class Deps:
     minter: Minter | None = None  # the credentials broker's: storage tokens for one attempt's prefix
     advisor: Advisor | None = None  # Spot advice, asked by the sweep only (engine/spot_advice.py)
     prices: PriceTable | None = None  # the table placement prices zones from; None: the packaged default
+    # Why this host can never run a spec's VM, asked before admission (local mode: the GPUs it
+    # lacks); None on Google Cloud, where Compute Engine attaches what the spec names.
+    host_problem: Callable[[JobSpec], str | None] | None = None
 
     @property
     def store(self) -> RunStore:

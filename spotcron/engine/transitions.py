@@ -176,6 +176,15 @@ class Withdrawn:
 
 
 @dataclass(frozen=True)
+class HostLacks:
+    """The host cannot run the attempt's configuration at all (local mode: the GPUs it names):
+    the run ends `skipped` before it is admitted, so it never holds room under the limits."""
+
+    attempt: Attempt
+    reason: str
+
+
+@dataclass(frozen=True)
 class Cancel:
     """The stack that ran the run was stopped; its VM is gone."""
 
@@ -225,7 +234,8 @@ class VmGone:
 
 
 Event = (Begin | Skip | Claim | MoveAttempt | VmCreated | CreateRefused | Queue | Dequeue | QueueExpired
-         | EffectsDone | Stuck | Fail | Replaced | Cancel | AttemptReported | VmGone | MissedMore | Withdrawn)
+         | EffectsDone | Stuck | Fail | Replaced | Cancel | AttemptReported | VmGone | MissedMore | Withdrawn
+         | HostLacks)
 
 
 # --- pure helpers --------------------------------------------------------------------------------
@@ -493,6 +503,15 @@ def withdrawn(record: RunRecord, event: Withdrawn, now: datetime) -> Result:
     return updated.with_state(RunState.CANCELLED if record.had_vm else RunState.SKIPPED, now, event.reason)
 
 
+def host_lacks(record: RunRecord, event: HostLacks, now: datetime) -> Result:
+    current = record.current_attempt
+    if (record.state not in (RunState.STARTING, RunState.QUEUED) or current is None
+            or current.number != event.attempt.number or current.created_at is not None):
+        return Refused(f"not waiting for attempt {event.attempt.number}'s VM (now {record.state})")
+    ended = current.model_copy(update={"outcome": Outcome.UNAVAILABLE, "error": event.reason})
+    return record.with_attempt(ended, now).with_state(RunState.SKIPPED, now, f"not run on this host: {event.reason}")
+
+
 def attempt_reported(record: RunRecord, event: AttemptReported, now: datetime) -> Result:
     attempt = next((a for a in record.attempts if a.number == event.number), None)
     if attempt is None:
@@ -561,6 +580,7 @@ TRANSITIONS: dict[type, Callable[[RunRecord, object, datetime], Result]] = {
     CreateRefused: create_refused, Queue: queue, Dequeue: dequeue, QueueExpired: queue_expired,
     EffectsDone: effects_done, Stuck: stuck, Fail: fail, Replaced: replaced, Cancel: cancel,
     AttemptReported: attempt_reported, VmGone: vm_gone, MissedMore: missed_more, Withdrawn: withdrawn,
+    HostLacks: host_lacks,
 }
 
 

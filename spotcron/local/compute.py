@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from spotcron.core import catalog
 from spotcron.core.descriptor import METADATA_KEY, RunDescriptor
 from spotcron.core.errors import AlreadyExists, Transient
 from spotcron.core.secret_refs import LOCAL_PREFIX
@@ -92,6 +93,17 @@ class LocalCompute:
         self._lock = threading.RLock()
         self._reapers: list[threading.Thread] = []
         self._closed = False
+
+    def host_problem(self, spec) -> str | None:
+        """Why this host can never run `spec`'s VM (more GPUs than it has), or None. The engine asks
+        before the run is admitted (Deps.host_problem): such a run ends `skipped` at once instead of
+        holding a VM slot, a turn and the queue until its runner finds no GPU."""
+        gpu = spec.machine.gpu
+        known = catalog.machine_type(spec.machine.type)
+        name, count = (gpu.type, gpu.count) if gpu else \
+            (known.gpu_type or spec.machine.type, known.gpu_count) if known and known.bundled_gpu else ("", 0)
+        shortage = self.gpus.shortage(count) if count else None
+        return f"the configuration asks for {name} x{count}, and {shortage}; not run on the CPU" if shortage else None
 
     # --- the port ----------------------------------------------------------------------------
     def create_instance(self, request: InstanceRequest) -> Instance:

@@ -13,7 +13,7 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +54,8 @@ class LocalStack:
     def __init__(self, state_dir: Path, *, environ: Mapping[str, str], cwd: Path | None = None,
                  sweep_interval: int = 30, grace: int = 60, runtime_for: Callable[[str], str | None] | None = None,
                  prices: Any = None, limits: Limits | None = None, containment: Any = None,
-                 notify: Callable[[str], None] | None = None, stack_notify: Any = None):
+                 notify: Callable[[str], None] | None = None, stack_notify: Any = None,
+                 gpus: Sequence[str] | None = None):
         self.state_dir = Path(state_dir)
         self.environ = dict(environ)
         self.cwd = Path(cwd or Path.cwd())
@@ -66,6 +67,7 @@ class LocalStack:
         self.containment = containment  # local/containment.py's; None: the strongest this machine gives
         self.notify = notify  # a line for the user (up prints it): why containers are not used, notifications sent
         self.stack_notify = stack_notify  # the stack file's notify: (core/notify_spec.Notify), every job's default
+        self.gpus = gpus  # the host GPUs to hand out; None: nvidia-smi's (local/gpus.py)
         self._stack: list[Callable[[], None]] = []
         self._stop_reason = "the local stack was stopped"
         self.deps: Deps | None = None
@@ -128,7 +130,7 @@ class LocalStack:
         self._stack.append(secret_server.stop)
         compute = LocalCompute(metadata, bucket.url, self.state_dir, clock, base_env=self.environ, cwd=self.cwd,
                                runtime_for=self.runtime_for or find_runtime, containment=self.containment,
-                               notify=self.notify, secrets_url=secret_server.url)
+                               notify=self.notify, secrets_url=secret_server.url, gpus=self.gpus)
         self._stack.append(compute.close)
         # Before any message is handled: the first sweep would take a crashed stack's VMs for
         # vanished ones and start their runs again while the old attempts still ran.
@@ -142,7 +144,7 @@ class LocalStack:
         self.deps = Deps(settings=settings, compute=compute, blobs=bucket.blobs(),
                          events=self.feed, identity=GoogleIdentity(certs_url=metadata.certs_url), clock=clock,
                          run_cost=local_run_cost(self.prices, settings),
-                         minter=LocalMinter(bucket))
+                         minter=LocalMinter(bucket), host_problem=compute.host_problem)
         # The same run-end hooks as the functions; webhooks are really sent, and `up` prints each.
         from spotcron.runtime import webhooks
         from spotcron.runtime.run_end import install

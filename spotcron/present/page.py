@@ -23,6 +23,7 @@ from spotcron.core import layout
 from spotcron.core.runs import RunRecord, RunState
 from spotcron.cost.local_wait import work_cost_usd
 from spotcron.present.notes import metrics_note
+from spotcron.present.success import Tally
 from spotcron.present.summary import PageSummary, ids_since, summarize, window_start
 from spotcron.present.views import duration_text, format_usd
 
@@ -360,8 +361,8 @@ def _job_section(job: str, records: Sequence[RunRecord], limit: int, total: int 
                  missing: Collection[str] = frozenset(), now: datetime | None = None, removed: bool = False) -> str:
     recent = shown_runs(records, limit)
     total = max(total if total is not None else 0, len(records))
-    succeeded = sum(1 for r in recent if r.state == RunState.SUCCEEDED)
-    ended = sum(1 for r in recent if r.terminal)
+    tally = Tally.of(recent)
+    aside = f" ({tally.aside()}, not counted)" if tally.aside() else ""
     shown_cost = sum(work_cost_usd(r) or 0.0 for r in recent)
     matrix = any(r.variant for r in recent)  # a configuration column only for matrix jobs
     rows = "\n".join(_run_row(r, matrix, missing, now) for r in recent)
@@ -371,7 +372,7 @@ def _job_section(job: str, records: Sequence[RunRecord], limit: int, total: int 
     shown = f"all {total} runs" if len(recent) == total else f"the {len(recent)} most recent of {total} runs"
     return (
         f'<h2 id="job-{escape(job)}">{escape(job)}{gone}</h2>'
-        f'<p class="meta">Showing {shown}; of these, {succeeded} of {ended} ended runs succeeded; '
+        f'<p class="meta">Showing {shown}; of these, {tally.succeeded} of {tally.ran} runs that ran succeeded{aside}; '
         f"they cost {format_usd(shown_cost)}.</p>"
         f'<table class="{table_class}"><thead><tr><th>run</th>{configuration}<th>state</th><th>started (UTC)</th>'
         '<th class="num">duration</th><th>zone</th><th class="num attempts">attempts</th><th class="num">cost</th>'

@@ -51,6 +51,19 @@ class PipeProgress:
         return out
 
 
+def outcome_lines(records: Iterable[RunRecord], now: datetime) -> list[str]:
+    """One line per ended run that did not succeed, with why: what a terminal's live table has no
+    room for (its last frame shows `failed`, not the exit code or the reason), said under it."""
+    out = []
+    for record in records:
+        if not record.terminal or record.state == "succeeded":
+            continue
+        took = took_text(record, now)
+        took = f" in {took}" if not took.startswith(UNKNOWN) else ""
+        out.append(f"{record.job}/{record.run_id} {record.state}{took}{ended_words(record)}")
+    return out
+
+
 class StartLines:
     """`spotcron run`'s word for each run it asked for: `started`, or `queued` with the limit it waits
     for, said once the run's record shows which (a new run is `scheduled` until start_job decides),

@@ -1,7 +1,8 @@
 """The results page's summary: how the jobs are doing and what they cost, from their run records.
 
-Pure: records and `now` in, figures out. Success rates count runs that ended (a run still going
-has no verdict yet) and were created in the window; spend is what the records priced (every
+Pure: records and `now` in, figures out. Success rates count runs that ran to a verdict and were
+created in the window (present/success.py: skipped, missed and cancelled runs are named beside the
+rate, not counted as failures; a run still going has no verdict yet); spend is what the records priced (every
 attempt's VM and disk), so it leaves out the stack's fixed items (scheduler, functions, storage),
 which `spotcron cost` projects from the schedules.
 """
@@ -13,9 +14,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from spotcron.core.runs import RunRecord, RunState
+from spotcron.core.runs import RunRecord
 from spotcron.cost.local_wait import work_cost_usd
 from spotcron.engine.store import run_sort_key
+from spotcron.present.success import Tally
 
 WINDOWS_DAYS = (7, 30)
 PROJECTION_DAYS = 30  # the run rate of the last 30 days, scaled to this month's length
@@ -24,17 +26,22 @@ PROJECTION_DAYS = 30  # the run rate of the last 30 days, scaled to this month's
 @dataclass(frozen=True)
 class Rate:
     days: int
-    succeeded: int
-    ended: int
+    tally: Tally  # of the runs that ran (present/success.py); skipped and cancelled ones beside it
+
+    @property
+    def succeeded(self) -> int:
+        return self.tally.succeeded
+
+    @property
+    def ran(self) -> int:
+        return self.tally.ran
 
     @property
     def percent(self) -> float | None:
-        return None if not self.ended else 100.0 * self.succeeded / self.ended
+        return self.tally.percent
 
     def text(self) -> str:
-        if not self.ended:
-            return "no runs ended"
-        return f"{self.percent:.0f}% ({self.succeeded} of {self.ended})"
+        return self.tally.text()
 
 
 @dataclass(frozen=True)
@@ -72,8 +79,7 @@ def summarize(records_by_job: Mapping[str, Sequence[RunRecord]], now: datetime, 
     rates = []
     for days in WINDOWS_DAYS:
         since = now - timedelta(days=days)
-        ended = [r for r in records if r.terminal and r.created_at >= since]
-        rates.append(Rate(days, sum(1 for r in ended if r.state == RunState.SUCCEEDED), len(ended)))
+        rates.append(Rate(days, Tally.of(r for r in records if r.created_at >= since)))
     month_start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
     spent = sum(work_cost_usd(r) or 0.0 for r in records if r.created_at >= month_start)
     projected, basis = _projection(records, now)

@@ -127,7 +127,7 @@ def test_a_new_users_first_session_outside_the_repository(user) -> None:
     assert wrote.startswith("wrote jobs/hello.yaml, infra/stack.yaml, jobs/schema.json, .gitignore\n")
     assert "1 job valid" in user("validate")
     up = user("up", "--once", timeout=240)
-    assert "1/1 runs succeeded" in up
+    assert "1/1 runs that ran succeeded" in up
     [run] = json.loads(user("runs", "--json"))
     assert (run["job"], run["state"], run["exit_code"]) == ("hello", "succeeded", 0)
     run_id = f"hello/{run['run_id']}"

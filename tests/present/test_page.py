@@ -80,7 +80,7 @@ def test_page_lists_recent_runs_newest_first_with_links(records_by_job, charts):
     run_ids = re.findall(r"<tr><td>(\d{8}-\d{4}[^<]*)</td>", bot)
     assert run_ids[:3] == ["20261123-1500", "20261123-1400", "20261123-0800"]
     assert len(run_ids) == 20  # the default limit
-    assert "Showing the 20 most recent of 27 runs; of these, 18 of 19 ended runs succeeded" in html
+    assert "Showing the 20 most recent of 27 runs; of these, 18 of 19 runs that ran succeeded" in html
     assert '<a href="runs/hello-bot/20261123-0800/attempt-1/logs.txt">logs</a>' in html
     assert '<a href="runs/hello-bot/20261123-0800/attempt-1/manifest.json">results</a>' in html
     assert '<a href="runs/hello-bot/20261123-0800/run.json">record</a>' in html
@@ -328,8 +328,8 @@ def test_summary_success_rates_spend_and_projection():
     summary = summarize({"a": [r for r in records if r.job == "a"], "b": [r for r in records if r.job == "b"]}, now,
                         totals={"a": 4, "b": 60})
     assert summary.jobs == 2 and summary.runs == 64
-    assert (summary.rate(7).succeeded, summary.rate(7).ended) == (3, 4) and summary.rate(7).text() == "75% (3 of 4)"
-    assert (summary.rate(30).succeeded, summary.rate(30).ended) == (13, 16)
+    assert (summary.rate(7).succeeded, summary.rate(7).ran) == (3, 4) and summary.rate(7).text() == "75% (3 of 4 that ran)"
+    assert (summary.rate(30).succeeded, summary.rate(30).ran) == (13, 16)
     # November: everything created since 1 Nov 00:00 UTC (the runs 1 to 22 days back, not 40).
     assert summary.month == "November 2026"
     assert summary.spent_this_month == pytest.approx(0.01 * 16)
@@ -352,7 +352,7 @@ def test_update_index_counts_every_run_of_a_job():
     html = update_index(deps)
     assert "Showing the 20 most recent of 44 runs" in html
     assert "<dd>1 (44 runs on record)</dd>" in html
-    assert "<dt>succeeded, last 7 days</dt><dd>98% (43 of 44)</dd>" in html
+    assert "<dt>succeeded, last 7 days</dt><dd>98% (43 of 44 that ran)</dd>" in html
     assert "<dt>spent in November 2026</dt><dd>$0.4400</dd>" in html
     row = next(line for line in html.splitlines() if f"<td>{T0 - timedelta(hours=3):%Y%m%d-%H%M}</td>" in line)
     assert '<td class="num">127</td>' in row
