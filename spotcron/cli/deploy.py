@@ -53,7 +53,7 @@ def _default_builder(settings: Any, credentials: Any) -> Any:
     from spotcron.gcp.storage import GcsBlobs
 
     return CloudBuilder(settings.project, settings.region, GcsBlobs(settings.bucket), credentials=credentials,
-                        service_account=settings.account_email(JOB_BUILD_ACCOUNT))
+                        service_account=settings.account_email(JOB_BUILD_ACCOUNT), keep=settings.image_versions_kept)
 
 
 @dataclass
