@@ -327,9 +327,11 @@ def build(ctx: click.Context, job: str | None, jobs_dir: Path, stack_path: Path)
 
     No local Docker is needed: each build folder is uploaded to the stack's bucket as a
     reproducible archive, Cloud Build runs `docker build` on it and pushes the image to the
-    Artifact Registry repository of the account its jobs run as (the stack's jobs repository, or
-    that of a job's own service_account), tagged with the hash of the folder. A folder that is
-    unchanged since its last successful build is not built again. Prints each image by digest,
+    built Artifact Registry repository of the account its jobs run as (REPOSITORY-built, or
+    REPOSITORY-built-HASH for a job's own service_account; never where prebuilt images are
+    pushed), tagged with the hash of the folder. A folder that is unchanged since its last
+    successful build is not built again, unless the repository's cleanup may delete that build
+    (image_versions_kept newer versions of the image since). Prints each image by digest,
     the reference `spotcron deploy` pins the deployed spec to.
     """
     from rich.text import Text

@@ -119,6 +119,10 @@ def test_deployed_iam_is_least_privilege(deployer: Deployer, cloud: FakeCloud) -
     }
     jobs_repository = cloud.registry.policies.all()[f"{LOCATION}/repositories/spotcron-jobs"]
     assert {b["role"]: sorted(b["members"]) for b in jobs_repository["bindings"]} == {
+        "roles/artifactregistry.reader": [VM],  # owners push prebuilt images here; no build writes it
+    }
+    built_repository = cloud.registry.policies.all()[f"{LOCATION}/repositories/spotcron-built"]
+    assert {b["role"]: sorted(b["members"]) for b in built_repository["bindings"]} == {
         "roles/artifactregistry.reader": [VM],
         "roles/artifactregistry.writer": [f"serviceAccount:{JOB_BUILD}"],
     }
@@ -191,7 +195,8 @@ def test_no_change_plan_lists_once_per_kind(deployer: Deployer, cloud: FakeCloud
         ("run", "GET", "getIamPolicy"): 4,
         ("artifactregistry", "GET", f"/v1/{LOCATION}/repositories/spotcron"): 1,
         ("artifactregistry", "GET", f"/v1/{LOCATION}/repositories/spotcron-jobs"): 1,
-        ("artifactregistry", "GET", "getIamPolicy"): 2,  # the functions' repository and the jobs'
+        ("artifactregistry", "GET", f"/v1/{LOCATION}/repositories/spotcron-built"): 1,
+        ("artifactregistry", "GET", "getIamPolicy"): 3,  # the functions' repository and the jobs' two
 
         # One get per rule and for the subnet: a fixed three, whatever the number of jobs.
         ("compute", "GET", f"/compute/v1/projects/{PROJECT}/global/firewalls/spotcron-deny-ingress"): 1,
