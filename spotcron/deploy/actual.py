@@ -20,10 +20,10 @@ from typing import Any
 from spotcron.core.errors import NotFound, SpotcronError
 from spotcron.core.layout import DEPLOYED
 from spotcron.deploy.desired import cleanup_read
-from spotcron.deploy.repository_owners import owner_problem
 from spotcron.deploy.iam import conditions, managed_members, managed_roles
 from spotcron.deploy.naming import Names, function_id, member
 from spotcron.deploy.policies import get_policy, managed_view
+from spotcron.deploy.repository_owners import owner_problem
 from spotcron.deploy.resources import (
     ACCOUNT_KEY,
     ALERT_POLICY,

@@ -19,7 +19,13 @@ from spotcron.core.spec import JobSpec
 from spotcron.gcp.admin.cloudbuild import BuildFailed, CloudBuilder, make_client
 from spotcron.gcp.storage import GcsBlobs
 from tests.deploy.conftest import BUCKET, JOBS_DIR, PROJECT, Deployer, make_settings
-from tests.deploy.test_job_accounts import JOB_ACCOUNT, OWN_BUILT_REPOSITORY, OWN_REPOSITORY, create_account, name_account
+from tests.deploy.test_job_accounts import (
+    JOB_ACCOUNT,
+    OWN_BUILT_REPOSITORY,
+    OWN_REPOSITORY,
+    create_account,
+    name_account,
+)
 from tests.fakes.cloudbuild import FakeCloudBuild
 from tests.fakes.deploy.cloud import FakeCloud
 
