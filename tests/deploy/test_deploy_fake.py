@@ -436,7 +436,7 @@ def test_bucket_owned_by_someone_else_stops_the_plan(deployer: Deployer, cloud: 
 
 def test_dry_run_changes_nothing(deployer: Deployer, cloud: FakeCloud) -> None:
     result = deployer.deploy(deployer.jobs(JOBS_DIR), dry_run=True)
-    assert len(result.plan) == 47 and result.passes == []
+    assert len(result.plan) == 49 and result.passes == []
     # The APIs an empty project lacks come first (logging, storage and Service Usage are on by default).
     assert [a.name for a in result.plan[:12]] == sorted(set(REQUIRED_APIS) - {
         "logging.googleapis.com", "storage.googleapis.com", "serviceusage.googleapis.com"})
