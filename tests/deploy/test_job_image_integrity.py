@@ -1,11 +1,12 @@
 """What a deployed job runs is what its own owner deployed: no other job's build changes or removes it.
 
 Every job's Dockerfile runs inside its Cloud Build with the token of the job images' build account
-(`spotcron-job-build`), which writes every jobs' repository: the shared one and each account's
-(docs/security.md, "Limits of what is built", (1)). What keeps that from reaching another job is
-that "the deployed specs pin digests, so a running job keeps its image". These tests hold deploy
-to that claim on the strict fakes, whose IAM decides each push (tests/fakes/deploy/access.py) and
-whose Artifact Registry runs the repository's cleanup policies (tests/fakes/deploy/registry.py).
+(`spotcron-job-build`). These tests hold deploy to what that must not reach, on the strict fakes,
+whose IAM decides each push (tests/fakes/deploy/access.py) and whose Artifact Registry runs the
+repository's cleanup policies (tests/fakes/deploy/registry.py): a prebuilt image's tag (the build
+account writes only the built repositories, never the owners' ones: core/job_repositories.py), a
+pinned build's version (reused only while cleanup keeps it), and the images a retired account left
+behind (deploy refuses to grant its repositories to another account whose hash agrees).
 """
 
 from __future__ import annotations
@@ -144,7 +145,8 @@ def test_an_account_never_reads_the_repository_a_retired_account_left_behind(
     be one only among the jobs deployed now: a new account whose hash agrees with a retired one's
     (a 2**32 search over account ids, minutes on one GPU) is granted the reader role on the old
     repository and pulls the images of the jobs that ran as the retired account. The collision is
-    forced here, as tests/deploy/test_registry_per_account.py forces one."""
+    forced here, as tests/deploy/test_registry_per_account.py forces one. Deploy refuses it: each
+    account repository records its account in its description (deploy/repository_owners.py)."""
     from spotcron.core import job_repositories
     from tests.deploy.test_job_accounts import create_account as make
     from tests.deploy.test_registry_per_account import ALICE, BOB, _context, _deploy_built, _job
@@ -166,3 +168,34 @@ def test_an_account_never_reads_the_repository_a_retired_account_left_behind(
     assert not cloud.may_pull(BOB, a.image), (
         f"{BOB} pulls {a.image}, the image of removed job a that ran as {ALICE}: their repositories are one")
     assert not cloud.may_pull(BOB, a.image.replace("spotcron-built-", "spotcron-jobs-").split("@")[0] + ":latest")
+
+
+def test_an_earlier_build_is_reused_while_cleanup_keeps_it_and_built_again_once_it_may_not(
+        deployer: Deployer, cloud: FakeCloud, builder, tmp_path: Path) -> None:  # noqa: F811
+    """The boundary of reuse: with `keep` = 2 versions kept at any age, a folder's earlier build is
+    found again while fewer than 2 other versions of its image were built since (Cloud Build's
+    history, newest first); from 2 on, the repository's cleanup may delete it once it is 30 days
+    old, so the folder is built again."""
+    deployer.deploy([])
+    cloud.clock.advance(cloud.access.grant_delay_s)
+    server, build = builder
+    build.keep = 2
+    first = _pinned(_bot(tmp_path, "1"), tmp_path, build)
+    _pinned(_bot(tmp_path, "2"), tmp_path, build)
+    built = len(server.builds)
+    assert _pinned(_bot(tmp_path, "1"), tmp_path, build) == first and len(server.builds) == built  # reused
+    _pinned(_bot(tmp_path, "3"), tmp_path, build)
+    built = len(server.builds)
+    assert _pinned(_bot(tmp_path, "1"), tmp_path, build).startswith(first.split("@")[0] + "@sha256:")
+    assert len(server.builds) == built + 1  # two newer versions since: built again, a version cleanup keeps
+
+
+def test_each_account_repository_records_its_account(deployer: Deployer, cloud: FakeCloud, jobs_dir: Path) -> None:
+    """What the refusal above reads: the description deploy creates an account's repositories with."""
+    create_account(cloud)
+    name_account(jobs_dir)
+    deployer.deploy(deployer.jobs(jobs_dir))
+    for prefix in ("spotcron-jobs", "spotcron-built"):
+        repository = cloud.registry.repositories[f"{LOCATION}/repositories/{prefix}-{account_hash(JOB_ACCOUNT)}"]
+        assert repository["description"].endswith(f"for the jobs that run as {JOB_ACCOUNT}")
+    assert deployer.plan(deployer.jobs(jobs_dir)).actions == []  # its own account: nothing refused, nothing to do
