@@ -57,7 +57,7 @@ def _default_builder(settings: Any, credentials: Any) -> Any:
     # of the stack reads that bucket.
     return CloudBuilder(settings.project, settings.region, GcsBlobs(settings.bucket), credentials=credentials,
                         service_account=settings.account_email(JOB_BUILD_ACCOUNT),
-                        logs=GcsBlobs(build_logs_bucket(settings.bucket)))
+                        logs=GcsBlobs(build_logs_bucket(settings.bucket)), keep=settings.image_versions_kept)
 
 
 @dataclass
@@ -338,9 +338,11 @@ def build(ctx: click.Context, job: str | None, jobs_dir: Path, stack_path: Path)
 
     No local Docker is needed: each build folder is uploaded to the stack's bucket as a
     reproducible archive, Cloud Build runs `docker build` on it and pushes the image to the
-    Artifact Registry repository of the account its jobs run as (the stack's jobs repository, or
-    that of a job's own service_account), tagged with the hash of the folder. A folder that is
-    unchanged since its last successful build is not built again. Prints each image by digest,
+    built Artifact Registry repository of the account its jobs run as (REPOSITORY-built, or
+    REPOSITORY-built-HASH for a job's own service_account; never where prebuilt images are
+    pushed), tagged with the hash of the folder. A folder that is unchanged since its last
+    successful build is not built again, unless the repository's cleanup may delete that build
+    (image_versions_kept newer versions of the image since). Prints each image by digest,
     the reference `spotcron deploy` pins the deployed spec to.
     """
     from rich.text import Text

@@ -1,15 +1,24 @@
-"""Which Artifact Registry repository holds the images of which jobs: one per account they run as.
+"""Which Artifact Registry repositories hold the images of which jobs: two per account they run as.
 
 Artifact Registry grants roles per repository, not per image, so a repository's readers read every
-image in it. Jobs that run as spotcron's VM account share the jobs' repository (`REPOSITORY-jobs`),
-which that account reads; a job that runs as an account of its own (`service_account:`, or the one
-deploy makes for a job with secrets) gets its images in a repository of that account
-(`REPOSITORY-jobs-HASH`), which only that account reads. Jobs that share an account share its
-repository, as they share everything else the account can do.
+image in it, and its writers may push any tag in it. So each account the jobs run as gets two:
+
+- the owners' repository (`REPOSITORY-jobs`, or `REPOSITORY-jobs-HASH` for a job's own account):
+  where a job's owner pushes a prebuilt `image:`. Only the owner (a deployer) writes it; the
+  account reads it. No build writes it, so no job's Dockerfile can move a tag another job runs.
+- the built repository (`REPOSITORY-built`, or `REPOSITORY-built-HASH`): where deploy's builds of
+  `build:` folders push. The job build account writes it (every job's Dockerfile runs with that
+  account's token); the account reads it, and a deployed spec names what it runs there by digest
+  only, never by tag, so a tag a Dockerfile pushes changes nothing that runs.
+
+Jobs that run as spotcron's VM account share the repositories without a hash; jobs that share an
+account share its repositories, as they share everything else the account can do.
 
 The hash is the first 8 hex digits of the email's SHA-256: stable, and an id Artifact Registry
 accepts (lower-case letters, digits and hyphens, starting with a letter, ending with a letter or
-digit, 63 characters at most; deploy/validate.py checks `repository:` leaves room for it).
+digit, 63 characters at most; deploy/validate.py checks `repository:` leaves room for it). Deploy
+records the account in each account repository's description and refuses to hand a repository
+to another account whose hash agrees (deploy/repository_owners.py).
 """
 
 from __future__ import annotations
@@ -17,8 +26,10 @@ from __future__ import annotations
 import hashlib
 
 JOBS_SUFFIX = "-jobs"
+BUILT_SUFFIX = "-built"
 HASH_DIGITS = 8
-ACCOUNT_SUFFIX_LENGTH = len(JOBS_SUFFIX) + 1 + HASH_DIGITS  # "-jobs-" and the hash
+# The longest suffix an account's repository id gets: "-built-" and the hash.
+ACCOUNT_SUFFIX_LENGTH = max(len(JOBS_SUFFIX), len(BUILT_SUFFIX)) + 1 + HASH_DIGITS
 
 
 def account_hash(email: str) -> str:
@@ -26,8 +37,15 @@ def account_hash(email: str) -> str:
 
 
 def jobs_repository(repository: str, account: str | None = None) -> str:
-    """The repository id of the images of jobs that run as `account` (None: spotcron's VM account)."""
+    """The owners' repository id of the jobs that run as `account` (None: spotcron's VM account):
+    where their prebuilt images are pushed, by nobody but their owners."""
     shared = f"{repository}{JOBS_SUFFIX}"
+    return shared if not account else f"{shared}-{account_hash(account)}"
+
+
+def built_repository(repository: str, account: str | None = None) -> str:
+    """The repository id deploy's builds push the images of the jobs that run as `account` to."""
+    shared = f"{repository}{BUILT_SUFFIX}"
     return shared if not account else f"{shared}-{account_hash(account)}"
 
 

@@ -245,6 +245,14 @@ class Settings(BaseModel):
 
         return registry(self.region, self.project, jobs_repository(self.repository, account))
 
+    def built_registry_for(self, account: str | None) -> str:
+        """Where deploy's builds push the images of jobs that run as `account` (None: the VM
+        account): a repository that account reads and the job build account writes, apart from
+        the one owners push prebuilt images to (core/job_repositories.py)."""
+        from spotcron.core.job_repositories import built_repository, registry
+
+        return registry(self.region, self.project, built_repository(self.repository, account))
+
     @property
     def vm_service_account_email(self) -> str:
         return self.account_email(self.vm_service_account)

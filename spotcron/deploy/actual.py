@@ -24,6 +24,7 @@ from spotcron.deploy.desired import cleanup_read
 from spotcron.deploy.iam import conditions, managed_members, managed_roles
 from spotcron.deploy.naming import Names, function_id, member
 from spotcron.deploy.policies import get_policy, managed_view, whole_view
+from spotcron.deploy.repository_owners import owner_problem
 from spotcron.deploy.resources import (
     ACCOUNT_KEY,
     ALERT_POLICY,
@@ -270,7 +271,7 @@ class _Reader:
     def repository(self) -> list[Resource]:
         """The repositories deploy wants, and those whose policy it must see (an account no job
         names any more: its repository's bindings go, the repository stays), one get each."""
-        wanted = {self.names.repository, self.names.jobs_repository}
+        wanted = {self.names.repository, self.names.jobs_repository, self.names.built_repository}
         wanted |= {name for kind, name in self.desired if kind == REPOSITORY}
         wanted |= {split_policy_name(name)[1] for kind, name in self.desired
                    if kind == IAM_POLICY and split_policy_name(name)[0] == POLICY_REPOSITORY}
@@ -284,6 +285,11 @@ class _Reader:
             if repo.get("format", "DOCKER") != "DOCKER":
                 raise DeployError(f"repository {path} exists but holds {repo.get('format')} packages, not container "
                                   f"images; set another `repository:` in the stack file")
+            desired = self.desired.get((REPOSITORY, name))
+            account = desired.meta.get("account") if desired is not None else None
+            problem = owner_problem(path, repo.get("description"), account) if account else None
+            if problem:
+                raise DeployError(problem)
             out.append(Resource(REPOSITORY, name, {
                 "format": "DOCKER", "labels": _labels(repo.get("labels")),
                 "cleanup": cleanup_read(repo.get("cleanupPolicies")),

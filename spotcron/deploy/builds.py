@@ -6,8 +6,9 @@ hash of its context (core/images.py), so an earlier successful build of the same
 tag and a new build. The builder is a small interface: Cloud Build on Google Cloud
 (gcp/admin/cloudbuild.py), a fake in tests.
 
-Each image goes to the repository of the account its jobs run as (core/job_repositories.py), the
-one repository that account reads. A folder built for jobs of different accounts is built once
+Each image goes to the built repository of the account its jobs run as (core/job_repositories.py),
+which that account reads and the job build account writes; never to the owners' repository, where
+prebuilt images live. A folder built for jobs of different accounts is built once
 per account, into each one's repository (the simplest correct: a copy between repositories would
 need a reader of both). A job that moves to another account finds no build of its folder in its
 new repository, so its image is built there.
@@ -48,11 +49,12 @@ class ImageStatus:
 
 def registries(settings: Settings, jobs: Sequence[JobSpec]) -> Callable[[str], str]:
     """For a build's user (JOB or JOB/ENTRY), the registry its image goes to: that of the account
-    the job runs as once deployed."""
+    the job runs as once deployed: the built repository of that account, which the job build
+    account writes and no owner pushes prebuilt images to."""
     from spotcron.deploy.validate import run_account
 
     accounts = {job.name: run_account(settings, job) for job in jobs}
-    return lambda user: settings.registry_for(accounts.get(user.split("/", 1)[0]))
+    return lambda user: settings.built_registry_for(accounts.get(user.split("/", 1)[0]))
 
 
 def by_registry(builds: Sequence[ImageBuild], registry: str | Callable[[str], str]) -> list[tuple[ImageBuild, str]]:

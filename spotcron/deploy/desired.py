@@ -238,13 +238,19 @@ def cleanup_read(found: Any) -> tuple[tuple[str, str, tuple[tuple[str, Any], ...
 
 
 def _repositories(names: Names, keep: int, accounts: Iterable[str] = ()) -> list[Resource]:
-    """The functions' repository (their builds push to it), the jobs' (the job builds push to it, the
-    VMs running as the VM account pull from it) and one per job's own account (only it pulls from
-    it): apart, so that a job's build cannot write the functions' images and a job's VM reads no
-    image of jobs that run as another account. The same cleanup policies on each."""
-    ids = (names.repository, names.jobs_repository, *(names.account_repository(a) for a in sorted(set(accounts))))
+    """The functions' repository (their builds push to it), and per account the jobs run as (the VM
+    account, each job's own) the owners' repository and the built one (core/job_repositories.py):
+    apart, so that a job's build writes neither the functions' images nor a prebuilt image, and a
+    job's VM reads no image of jobs that run as another account. The same cleanup policies on
+    each. `meta["account"]`: the account an account's repository belongs to, which its
+    description records (deploy/repository_owners.py)."""
+    owners = {names.jobs_repository: None, names.built_repository: None}
+    for account in sorted(set(accounts)):
+        owners |= {names.account_repository(account): account, names.account_built_repository(account): account}
+    ids = (names.repository, *owners)
     return [Resource(REPOSITORY, name, {"format": "DOCKER", "labels": dict(MANAGED_LABELS),
-                                        "cleanup": cleanup_policies(keep), "cleanup_dry_run": False})
+                                        "cleanup": cleanup_policies(keep), "cleanup_dry_run": False},
+                     meta={"account": owners[name]} if owners.get(name) else {})
             for name in ids]
 
 
@@ -313,10 +319,10 @@ def retired_policies(names: Names, retired: Iterable[str]) -> list[Resource]:
     out = []
     for email in sorted(set(retired)):
         out.append(Resource(IAM_POLICY, policy_name(POLICY_SERVICE_ACCOUNT, email), {}, meta={"retired": email}))
-        # Its repository stays (with the images in it: REPOSITORY is never deleted), read by nobody
-        # and written by nobody: the account's reader and the job build account's writer go.
-        out.append(Resource(IAM_POLICY, policy_name(POLICY_REPOSITORY, names.account_repository(email)), {},
-                            meta={"retired": email}))
+        # Its repositories stay (with the images in them: REPOSITORY is never deleted), read by
+        # nobody and written by nobody: the account's reader and the job build account's writer go.
+        out += [Resource(IAM_POLICY, policy_name(POLICY_REPOSITORY, repository), {}, meta={"retired": email})
+                for repository in (names.account_repository(email), names.account_built_repository(email))]
     return out
 
 

@@ -21,6 +21,7 @@ from spotcron.deploy.desired import CLEANUP_PREFIX, cleanup_body
 from spotcron.deploy.naming import Names
 from spotcron.deploy.planner import CREATE, DELETE, Action
 from spotcron.deploy.policies import update_policy
+from spotcron.deploy.repository_owners import description, recorded_account
 from spotcron.deploy.resources import (
     ACCOUNT_KEY,
     ALERT_POLICY,
@@ -190,11 +191,9 @@ def repository(action: Action, ctx: Context) -> None:
     path = f"{names.location_path}/repositories/{action.name}"
     fields = action.resource.fields
     if action.kind == CREATE:
+        account = action.resource.meta.get("account")
         body = {"format": fields["format"], "labels": dict(fields["labels"]),
-                "description": ("spotcron: the job images" if action.name == names.jobs_repository else
-                                "spotcron: the images of the jobs that run as one account"
-                                if action.name.startswith(f"{names.jobs_repository}-")
-                                else "spotcron: the functions' images"),
+                "description": description(action.name, account, functions=action.name == names.repository),
                 "cleanupPolicies": cleanup_body(fields["cleanup"]), "cleanupPolicyDryRun": fields["cleanup_dry_run"]}
         try:
             operation = ctx.call(f"create repository {action.name}", registry.create_repository,
@@ -210,8 +209,12 @@ def repository(action: Action, ctx: Context) -> None:
                 if not ident.startswith(CLEANUP_PREFIX)}
     body = {"labels": labels, "cleanupPolicies": {**policies, **cleanup_body(fields["cleanup"])},
             "cleanupPolicyDryRun": fields["cleanup_dry_run"]}
-    ctx.call(f"update repository {action.name}", registry.patch_repository, path, body,
-             "labels,cleanupPolicies,cleanupPolicyDryRun")
+    mask = "labels,cleanupPolicies,cleanupPolicyDryRun"
+    account = action.resource.meta.get("account")
+    if account and recorded_account(current.get("description")) is None:
+        # Made before deploy recorded owners (or by hand): it records its account from now on.
+        body["description"], mask = description(action.name, account), f"{mask},description"
+    ctx.call(f"update repository {action.name}", registry.patch_repository, path, body, mask)
 
 
 def firewall_body(name: str, fields: Mapping[str, Any]) -> dict[str, Any]:

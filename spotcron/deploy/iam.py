@@ -7,8 +7,9 @@ Least privilege, one account per job to do:
 - build account: what Cloud Build runs the functions' builds as (so the default compute
   account never needs a role).
 - job build account: what Cloud Build runs the job images' builds as. A job's Dockerfile runs
-  with its token, so it writes only the jobs' repository and reads only the build contexts
-  (deploy/build-*): it cannot overwrite the functions' images or their build cache.
+  with its token, so it writes only the built repositories and reads only the build contexts
+  (deploy/build-*): it cannot overwrite the functions' images, their build cache, or a prebuilt
+  image an owner pushed to an owners' repository.
 - a job's own account (`service_account:` in its spec): what that job's VM runs as instead of
   the VM account. Its owner grants it what the job needs; deploy grants it only what spotcron's
   runner needs (pull the image, call job_done and the broker) and lets the functions account
@@ -16,10 +17,11 @@ Least privilege, one account per job to do:
 
 No storage or registry role is project-wide: storage roles sit on the results bucket, registry
 roles on the repositories: `repository:` in the stack file holds the functions' images (only the
-build account writes it, nobody else reads it), `repository:`-jobs the images of jobs that run as
-the VM account (which alone reads it), and `repository:`-jobs-HASH, one per job's own account,
-the images of the jobs that run as that account (which alone reads it). Only the job build
-account writes the jobs' repositories (core/job_repositories.py).
+build account writes it, nobody else reads it); per account the jobs run as (the VM account, and
+each job's own account by HASH), `repository:`-jobs[-HASH] holds the images owners push (no
+spotcron account writes it, that account alone reads it) and `repository:`-built[-HASH] the images
+deploy builds (only the job build account writes it, that account alone reads it; deployed specs
+name them by digest). See core/job_repositories.py.
 
 roles/compute.instanceAdmin.v1 is granted on the project rather than a custom role: it is the
 narrowest predefined role that can create Spot VMs with a service account attached, and a
@@ -163,6 +165,7 @@ def bindings(names: Names, job_accounts: Iterable[str] = (), *, advice: bool = F
     bucket = policy_name(POLICY_BUCKET, names.bucket)
     repository = policy_name(POLICY_REPOSITORY, names.repository)
     jobs_repository = policy_name(POLICY_REPOSITORY, names.jobs_repository)
+    built_repository = policy_name(POLICY_REPOSITORY, names.built_repository)
     job_done, broker = (policy_name(POLICY_FUNCTION, function_id(f)) for f in ("job_done", "credentials"))
     out = [
         Binding(project, "roles/compute.instanceAdmin.v1", functions, "create and delete job VMs"),
@@ -194,7 +197,9 @@ def bindings(names: Names, job_accounts: Iterable[str] = (), *, advice: bool = F
         # is a managed one (the build account holds it), so deploy revokes it from the VM account
         # wherever it is granted.
         Binding(jobs_repository, "roles/artifactregistry.reader", vm,
-                "pull the job's image (from the repository of the jobs that run as this account only)"),
+                "pull the job's prebuilt image (from the repository of the jobs that run as this account only)"),
+        Binding(built_repository, "roles/artifactregistry.reader", vm,
+                "pull the job's built image (from the built repository of the jobs that run as this account only)"),
         Binding(job_done, "roles/run.invoker", vm, "call job_done when the job ends (on job_done only)"),
         Binding(broker, "roles/run.invoker", vm,
                 "ask the credentials broker for its attempt's storage token (on that function only)"),
@@ -218,8 +223,10 @@ def bindings(names: Names, job_accounts: Iterable[str] = (), *, advice: bool = F
             # this account wherever an earlier deploy granted it.
             Binding(policy_name(POLICY_BUCKET, names.build_logs_bucket), BUILD_LOGS_ROLE, job_build,
                     "write the job images' build logs, as Google asks (on the bucket of build logs only)"),
-            Binding(jobs_repository, "roles/artifactregistry.writer", job_build,
-                    "store the job images (in the jobs' repositories only, never the functions')"),
+            # The built repositories only: never the functions', never an owners' repository,
+            # where a tag a job runs could otherwise be moved by another job's Dockerfile.
+            Binding(built_repository, "roles/artifactregistry.writer", job_build,
+                    "store the job images deploy builds (in the built repositories only)"),
             Binding(bucket, "roles/storage.objectViewer", job_build,
                     "read a job image's build context (deploy/build-* only)", condition=BUILD_CONTEXTS),
         ]
@@ -239,9 +246,11 @@ def bindings(names: Names, job_accounts: Iterable[str] = (), *, advice: bool = F
     for email in sorted(set(job_accounts)):
         job = member(email)
         own_repository = policy_name(POLICY_REPOSITORY, names.account_repository(email))
+        own_built = policy_name(POLICY_REPOSITORY, names.account_built_repository(email))
         if names.job_build_account:
-            out.append(Binding(own_repository, "roles/artifactregistry.writer", member(names.job_build_account),
-                               "store the images of the jobs that run as this account (in their repository only)"))
+            out.append(Binding(own_built, "roles/artifactregistry.writer", member(names.job_build_account),
+                               "store the images deploy builds for the jobs that run as this account "
+                               "(in their built repository only)"))
         # Its VM runs as this account, so the runner's calls are made with it: exactly what the
         # VM account gets for them, and nothing else (no logging, no storage: the job's owner
         # grants what the job itself needs).
@@ -250,7 +259,9 @@ def bindings(names: Names, job_accounts: Iterable[str] = (), *, advice: bool = F
                     "create this job's VMs as its own account (on that account only)"),
             # Its own repository: the images of the jobs that run as it, and no other job's.
             Binding(own_repository, "roles/artifactregistry.reader", job,
-                    "pull the job's image (from the repository of its own account's jobs only)"),
+                    "pull the job's prebuilt image (from the repository of its own account's jobs only)"),
+            Binding(own_built, "roles/artifactregistry.reader", job,
+                    "pull the job's built image (from the built repository of its own account's jobs only)"),
             Binding(job_done, "roles/run.invoker", job, "call job_done when the job ends (on job_done only)"),
             Binding(broker, "roles/run.invoker", job,
                     "ask the credentials broker for its attempt's storage token (on that function only)"),

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 
 from spotcron.core.build_logs import build_logs_bucket
-from spotcron.core.job_repositories import jobs_repository
+from spotcron.core.job_repositories import built_repository, jobs_repository
 from spotcron.core.settings import Settings
 from spotcron.deploy.resources import NAME_PREFIX
 
@@ -69,6 +69,15 @@ class Names:
     def account_repository(self, email: str) -> str:
         """The repository of the images of jobs that run as the account `email`, which alone reads it."""
         return jobs_repository(self.repository, email)
+
+    @property
+    def built_repository(self) -> str:
+        """The repository deploy's builds push to for jobs that run as the VM account."""
+        return built_repository(self.repository)
+
+    def account_built_repository(self, email: str) -> str:
+        """The repository deploy's builds push to for jobs that run as the account `email`."""
+        return built_repository(self.repository, email)
 
     @classmethod
     def of(cls, settings: Settings) -> Names:

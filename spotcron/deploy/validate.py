@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from spotcron.core.errors import ConfigError, Problem
-from spotcron.core.job_repositories import ACCOUNT_SUFFIX_LENGTH, jobs_repository
+from spotcron.core.job_repositories import ACCOUNT_SUFFIX_LENGTH, built_repository, jobs_repository
 from spotcron.core.settings import Settings
 from spotcron.core.spec import JobSpec
 from spotcron.deploy.naming import Names, scheduler_id_problem
@@ -62,11 +62,12 @@ def settings_problems(settings: Settings, stack: Path | None) -> list[Problem]:
         problems.append(problem("sweep_interval", f"{settings.sweep_interval}s is too short; Cloud Scheduler "
                                                   "fires at most once a minute (write 1m or more)"))
     if not _REPOSITORY.match(settings.repository) \
-            or not _REPOSITORY.match(jobs_repository(settings.repository, "account@example.com")):
+            or not _REPOSITORY.match(jobs_repository(settings.repository, "account@example.com")) \
+            or not _REPOSITORY.match(built_repository(settings.repository, "account@example.com")):
         problems.append(problem("repository", f"{settings.repository!r} is not an Artifact Registry repository id "
                                               "(lower-case letters, digits, '-'; starts with a letter; at most "
                                               f"{63 - ACCOUNT_SUFFIX_LENGTH} characters, as the job images go to "
-                                              "REPOSITORY-jobs and REPOSITORY-jobs-HASH)"))
+                                              "REPOSITORY-jobs[-HASH] and REPOSITORY-built[-HASH])"))
     if settings.job_done_url and not settings.job_done_url.startswith("https://"):
         problems.append(problem("job_done_url", f"{settings.job_done_url!r} must be an https:// URL, or empty "
                                                 "so that deploy fills it in"))

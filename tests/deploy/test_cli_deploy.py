@@ -60,7 +60,7 @@ def test_dry_run_prints_the_diff_and_changes_nothing(invoke, cloud: FakeCloud) -
     assert "~ update iam_policy function:spotcron-job-done" in lines
     assert f"    + roles/run.invoker serviceAccount:spotcron-vm@{PROJECT}.iam.gserviceaccount.com" in lines
     assert "+ create api sts.googleapis.com" in lines  # an empty project: deploy enables what it needs first
-    assert "Plan: 38 to create, 11 to update, 0 to delete." in lines  # the subnet is not read before compute is on
+    assert "Plan: 39 to create, 12 to update, 0 to delete." in lines  # the subnet is not read before compute is on
     assert lines[-1] == "Dry run: nothing was changed. Apply with `make deploy` (spotcron deploy)."
     assert not cloud.changing_calls()
 
@@ -94,7 +94,7 @@ def test_yes_deploys_and_a_second_run_has_nothing_to_do(invoke, cloud: FakeCloud
     first = invoke("--yes", "--concurrency", "4")
     assert first.exit_code == 0, first.output
     assert "the functions' URLs are known now: setting SPOTCRON_JOB_DONE_URL and" in first.output
-    assert "Deployed: 53 changes in " in first.output  # 12 APIs, 33 in pass 1, 8 in pass 2 (the entries among them)
+    assert "Deployed: 55 changes in " in first.output  # 12 APIs, then two passes (the entries in the second)
     assert first.output.splitlines()[-1] == f"Runs and results: spotcron runs --bucket gs://{BUCKET}"
     assert len(cloud.scheduler.jobs) == 4 and len(cloud.functions.functions) == 4
     cloud.reset_log()

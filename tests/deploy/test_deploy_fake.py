@@ -118,6 +118,10 @@ def test_deployed_iam_is_least_privilege(deployer: Deployer, cloud: FakeCloud) -
     }
     jobs_repository = cloud.registry.policies.all()[f"{LOCATION}/repositories/spotcron-jobs"]
     assert {b["role"]: sorted(b["members"]) for b in jobs_repository["bindings"]} == {
+        "roles/artifactregistry.reader": [VM],  # owners push prebuilt images here; no build writes it
+    }
+    built_repository = cloud.registry.policies.all()[f"{LOCATION}/repositories/spotcron-built"]
+    assert {b["role"]: sorted(b["members"]) for b in built_repository["bindings"]} == {
         "roles/artifactregistry.reader": [VM],
         "roles/artifactregistry.writer": [f"serviceAccount:{JOB_BUILD}"],
     }
@@ -194,7 +198,8 @@ def test_no_change_plan_lists_once_per_kind(deployer: Deployer, cloud: FakeCloud
         ("run", "GET", "getIamPolicy"): 4,
         ("artifactregistry", "GET", f"/v1/{LOCATION}/repositories/spotcron"): 1,
         ("artifactregistry", "GET", f"/v1/{LOCATION}/repositories/spotcron-jobs"): 1,
-        ("artifactregistry", "GET", "getIamPolicy"): 2,  # the functions' repository and the jobs'
+        ("artifactregistry", "GET", f"/v1/{LOCATION}/repositories/spotcron-built"): 1,
+        ("artifactregistry", "GET", "getIamPolicy"): 3,  # the functions' repository and the jobs' two
 
         # One get per rule and for the subnet: a fixed three, whatever the number of jobs.
         ("compute", "GET", f"/compute/v1/projects/{PROJECT}/global/firewalls/spotcron-deny-ingress"): 1,
@@ -433,7 +438,7 @@ def test_bucket_owned_by_someone_else_stops_the_plan(deployer: Deployer, cloud: 
 
 def test_dry_run_changes_nothing(deployer: Deployer, cloud: FakeCloud) -> None:
     result = deployer.deploy(deployer.jobs(JOBS_DIR), dry_run=True)
-    assert len(result.plan) == 49 and result.passes == []
+    assert len(result.plan) == 51 and result.passes == []
     # The APIs an empty project lacks come first (logging, storage and Service Usage are on by default).
     assert [a.name for a in result.plan[:12]] == sorted(set(REQUIRED_APIS) - {
         "logging.googleapis.com", "storage.googleapis.com", "serviceusage.googleapis.com"})

@@ -129,6 +129,7 @@ def test_bindings_are_least_privilege() -> None:
         ("function:spotcron-start-job", "roles/run.invoker", FUNCTIONS),
         ("function:spotcron-sweep", "roles/run.invoker", FUNCTIONS),
         ("repository:spotcron-jobs", "roles/artifactregistry.reader", VM),
+        ("repository:spotcron-built", "roles/artifactregistry.reader", VM),
         ("function:spotcron-job-done", "roles/run.invoker", VM),
         ("function:spotcron-credentials", "roles/run.invoker", VM),
         (project, "roles/logging.logWriter", BUILD),
@@ -138,7 +139,7 @@ def test_bindings_are_least_privilege() -> None:
         # logs to a bucket of their own, as Google asks (no logging role: a Dockerfile could forge
         # any log line).
         ("bucket:demo-proj-spotcron-build-logs", "roles/storage.admin", JOB_BUILD),
-        ("repository:spotcron-jobs", "roles/artifactregistry.writer", JOB_BUILD),
+        ("repository:spotcron-built", "roles/artifactregistry.writer", JOB_BUILD),  # never the owners' spotcron-jobs
         (bucket, "roles/storage.objectViewer", JOB_BUILD),
     }
     assert security_problems(bindings(Names.of(make_settings()))) == []
@@ -167,7 +168,7 @@ def test_plan_from_nothing_grants_nothing_public_or_primitive(state) -> None:
     granted = [Binding(a.name, role, m, "")
                for a in plan(state, {}) if a.resource_type == IAM_POLICY
                for role, (old, new) in a.changes.items() for m in set(new) - set(old)]
-    assert len(granted) == 15
+    assert len(granted) == 16
     assert security_problems(granted) == []
     job_done = [b for b in granted if b.target == "function:spotcron-job-done"]
     assert [(b.role, b.member) for b in job_done] == [("roles/run.invoker", VM)]

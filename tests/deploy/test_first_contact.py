@@ -238,7 +238,7 @@ def test_a_cloud_build_push_right_after_the_writer_grant_is_run_again(tmp_path: 
         [build] = images.plan_builds([job], tmp_path)
         builder = CloudBuilder(PROJECT, "us-central1", blobs, client=make_client(AnonymousCredentials(), endpoint=endpoint),
                                service_account=JOB_BUILD, wait_s=30, settling=Settling(sleep=clock.sleep))
-        digest = builder.build(build, build.image(f"us-central1-docker.pkg.dev/{PROJECT}/spotcron-jobs"))
+        digest = builder.build(build, build.image(f"us-central1-docker.pkg.dev/{PROJECT}/spotcron-built"))
     finally:
         server.stop()
     assert digest.startswith("sha256:")

@@ -21,6 +21,14 @@ JOBS = [make_spec(name="bot", service_account=JOB_ACCOUNTS[0]), make_spec(name="
         make_spec(name="plain")]
 REPOSITORY = "repository:spotcron"
 JOBS_REPOSITORY = "repository:spotcron-jobs"
+BUILT_REPOSITORY = "repository:spotcron-built"
+
+
+def own_built_repository(email: str) -> str:
+    """The repository deploy's builds push to for the jobs that run as `email`: spotcron-built-HASH."""
+    from spotcron.core.job_repositories import built_repository
+
+    return f"repository:{built_repository('spotcron', email)}"
 
 
 def own_repository(email: str) -> str:
@@ -55,14 +63,17 @@ def test_no_account_holds_a_project_wide_storage_or_registry_role(names):
 
 def test_registry_roles_sit_on_the_repositories_one_reader_each(names):
     registry = {(b.target, b.role, b.member) for b in planned(names) if b.role.startswith("roles/artifactregistry.")}
-    # The functions' repository: written by their builder only, read by no job's VM. The jobs': written
-    # by the job images' builder, read by the VM account only. Each job account's own: written by the
-    # job images' builder, read by that account only.
+    # The functions' repository: written by their builder only, read by no job's VM. Per account the
+    # jobs run as, the owners' repository: written by no spotcron account (owners push prebuilt
+    # images there), read by that account only; the built one: written by the job images' builder,
+    # read by that account only.
     assert registry == {(REPOSITORY, "roles/artifactregistry.writer", member(names.build_account)),
-                        (JOBS_REPOSITORY, "roles/artifactregistry.writer", member(names.job_build_account)),
+                        (BUILT_REPOSITORY, "roles/artifactregistry.writer", member(names.job_build_account)),
+                        (BUILT_REPOSITORY, "roles/artifactregistry.reader", member(names.vm_account)),
                         (JOBS_REPOSITORY, "roles/artifactregistry.reader", member(names.vm_account)),
                         *((own_repository(a), "roles/artifactregistry.reader", member(a)) for a in JOB_ACCOUNTS),
-                        *((own_repository(a), "roles/artifactregistry.writer", member(names.job_build_account))
+                        *((own_built_repository(a), "roles/artifactregistry.reader", member(a)) for a in JOB_ACCOUNTS),
+                        *((own_built_repository(a), "roles/artifactregistry.writer", member(names.job_build_account))
                           for a in JOB_ACCOUNTS)}
     assert len({own_repository(a) for a in JOB_ACCOUNTS}) == len(JOB_ACCOUNTS)
 
@@ -71,6 +82,7 @@ def test_each_job_account_holds_only_what_the_runner_needs(names):
     for email in JOB_ACCOUNTS:
         held = {(b.target, b.role) for b in planned(names) if b.member == member(email)}
         assert held == {(own_repository(email), "roles/artifactregistry.reader"),
+                        (own_built_repository(email), "roles/artifactregistry.reader"),
                         ("function:spotcron-job-done", "roles/run.invoker"),
                         ("function:spotcron-credentials", "roles/run.invoker")}
         # Only the functions account may act as it, and only on that one account (not the project).

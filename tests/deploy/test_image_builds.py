@@ -30,7 +30,7 @@ from tests.fakes import cloudbuild_schema
 from tests.fakes.cloudbuild import FakeCloudBuild
 from tests.fakes.deploy.cloud import FakeCloud
 
-REGISTRY = f"us-central1-docker.pkg.dev/{PROJECT}/spotcron-jobs"  # the jobs' repository, apart from the functions'
+REGISTRY = f"us-central1-docker.pkg.dev/{PROJECT}/spotcron-built"  # the built repository, apart from the functions' and the owners'
 BUILD_ACCOUNT = f"spotcron-build@{PROJECT}.iam.gserviceaccount.com"
 DOCKERFILE = "FROM python:3.12-slim\nCOPY bot.py /bot.py\nENTRYPOINT [\"python3\", \"/bot.py\"]\n"
 

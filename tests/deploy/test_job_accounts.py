@@ -26,6 +26,10 @@ BUILD = f"serviceAccount:spotcron-build@{PROJECT}.iam.gserviceaccount.com"
 JOB = f"serviceAccount:{JOB_ACCOUNT}"
 # The repository of the jobs that run as JOB_ACCOUNT: only it reads it (core/job_repositories.py).
 OWN_REPOSITORY = f"{LOCATION}/repositories/spotcron-jobs-{account_hash(JOB_ACCOUNT)}"
+# Where deploy's builds push the images of the jobs that run as JOB_ACCOUNT: only it reads it, only the
+# job build account writes it.
+OWN_BUILT_REPOSITORY = f"{LOCATION}/repositories/spotcron-built-{account_hash(JOB_ACCOUNT)}"
+BUILT_REPOSITORY = f"{LOCATION}/repositories/spotcron-built"
 
 
 def name_account(jobs_dir: Path, email: str = JOB_ACCOUNT) -> None:
@@ -56,6 +60,7 @@ def test_a_jobs_account_gets_exactly_what_the_runner_needs(deployer: Deployer, c
     deployer.deploy(deployer.jobs(jobs_dir))
     assert every_binding_of(cloud, JOB) == {
         (OWN_REPOSITORY, "roles/artifactregistry.reader"),
+        (OWN_BUILT_REPOSITORY, "roles/artifactregistry.reader"),
         (f"{LOCATION}/services/spotcron-job-done", "roles/run.invoker"),
         (f"{LOCATION}/services/spotcron-credentials", "roles/run.invoker"),
     }
@@ -79,10 +84,18 @@ def test_the_grant_on_the_jobs_account_is_a_resource_level_policy(deployer: Depl
     [repository_grant] = [c for c in cloud.calls() if c.method == "POST"
                           and c.path == f"/v1/{JOBS_REPOSITORY}:setIamPolicy" and c.status == 200]
     assert {b["role"]: sorted(b["members"]) for b in repository_grant.body["policy"]["bindings"]} == {
+        "roles/artifactregistry.reader": [VM]}  # owners push prebuilt images here: no build writes it
+    [built_grant] = [c for c in cloud.calls() if c.method == "POST"
+                     and c.path == f"/v1/{BUILT_REPOSITORY}:setIamPolicy" and c.status == 200]
+    assert {b["role"]: sorted(b["members"]) for b in built_grant.body["policy"]["bindings"]} == {
         "roles/artifactregistry.reader": [VM], "roles/artifactregistry.writer": [JOB_BUILD]}
     [own_grant] = [c for c in cloud.calls() if c.method == "POST"
                    and c.path == f"/v1/{OWN_REPOSITORY}:setIamPolicy" and c.status == 200]
     assert {b["role"]: sorted(b["members"]) for b in own_grant.body["policy"]["bindings"]} == {
+        "roles/artifactregistry.reader": [JOB]}
+    [own_built_grant] = [c for c in cloud.calls() if c.method == "POST"
+                         and c.path == f"/v1/{OWN_BUILT_REPOSITORY}:setIamPolicy" and c.status == 200]
+    assert {b["role"]: sorted(b["members"]) for b in own_built_grant.body["policy"]["bindings"]} == {
         "roles/artifactregistry.reader": [JOB], "roles/artifactregistry.writer": [JOB_BUILD]}
     [functions_grant] = [c for c in cloud.calls() if c.method == "POST"
                          and c.path == f"/v1/{REPOSITORY}:setIamPolicy" and c.status == 200]
@@ -128,7 +141,10 @@ def test_the_repository_is_created_and_the_functions_build_into_it(deployer: Dep
     assert {c.query["repositoryId"]: {k: v for k, v in c.body.items() if not k.startswith("cleanupPolic")}
             for c in creates} == {
         "spotcron": {"format": "DOCKER", "labels": {"spotcron": "1"}, "description": "spotcron: the functions' images"},
-        "spotcron-jobs": {"format": "DOCKER", "labels": {"spotcron": "1"}, "description": "spotcron: the job images"}}
+        "spotcron-jobs": {"format": "DOCKER", "labels": {"spotcron": "1"},
+                          "description": "spotcron: the images owners push for the jobs that run as the VM account"},
+        "spotcron-built": {"format": "DOCKER", "labels": {"spotcron": "1"},
+                           "description": "spotcron: the images deploy builds for the jobs that run as the VM account"}}
     for fn in cloud.functions.functions.values():
         assert fn["buildConfig"]["dockerRepository"] == REPOSITORY
     [read] = [c for c in cloud.calls() if c.method == "GET" and c.path == f"/v1/{REPOSITORY}:getIamPolicy"][:1]
@@ -172,8 +188,10 @@ def test_an_account_no_job_names_any_more_loses_what_deploy_granted(deployer: De
     planned = {a.title: a.changes for a in deployer.plan(jobs).actions if a.resource_type == "iam_policy"}
     assert planned == {
         f"update iam_policy service_account:{JOB_ACCOUNT}": {"roles/iam.serviceAccountUser": ((FUNCTIONS,), ())},
-        # Its repository stays, read and written by nobody.
+        # Its repositories stay, read and written by nobody.
         f"update iam_policy repository:{OWN_REPOSITORY.rsplit('/', 1)[-1]}": {
+            "roles/artifactregistry.reader": ((JOB,), ())},
+        f"update iam_policy repository:{OWN_BUILT_REPOSITORY.rsplit('/', 1)[-1]}": {
             "roles/artifactregistry.reader": ((JOB,), ()), "roles/artifactregistry.writer": ((JOB_BUILD,), ())},
         "update iam_policy function:spotcron-job-done": {"roles/run.invoker": ((JOB, VM), (VM,))},
         "update iam_policy function:spotcron-credentials": {"roles/run.invoker": ((JOB, VM), (VM,))},

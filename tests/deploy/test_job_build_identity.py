@@ -19,13 +19,20 @@ from spotcron.core.spec import JobSpec
 from spotcron.gcp.admin.cloudbuild import BuildFailed, CloudBuilder, make_client
 from spotcron.gcp.storage import GcsBlobs
 from tests.deploy.conftest import BUCKET, JOBS_DIR, PROJECT, Deployer, make_settings
-from tests.deploy.test_job_accounts import JOB_ACCOUNT, OWN_REPOSITORY, create_account, name_account
+from tests.deploy.test_job_accounts import (
+    JOB_ACCOUNT,
+    OWN_BUILT_REPOSITORY,
+    OWN_REPOSITORY,
+    create_account,
+    name_account,
+)
 from tests.fakes.cloudbuild import FakeCloudBuild
 from tests.fakes.deploy.cloud import FakeCloud
 
 LOCATION = f"projects/{PROJECT}/locations/us-central1"
 FUNCTIONS_REPOSITORY = f"{LOCATION}/repositories/spotcron"
-JOBS_REPOSITORY = f"{LOCATION}/repositories/spotcron-jobs"
+JOBS_REPOSITORY = f"{LOCATION}/repositories/spotcron-jobs"  # where owners push prebuilt images
+BUILT_REPOSITORY = f"{LOCATION}/repositories/spotcron-built"  # where deploy's builds push
 BUILD = f"spotcron-build@{PROJECT}.iam.gserviceaccount.com"
 JOB_BUILD = f"spotcron-job-build@{PROJECT}.iam.gserviceaccount.com"
 VM = f"spotcron-vm@{PROJECT}.iam.gserviceaccount.com"
@@ -50,15 +57,17 @@ def _reads(cloud: FakeCloud, email: str, name: str) -> bool:
                                  cloud.project_policies.policy(f"projects/{PROJECT}")])
 
 
-def test_the_job_build_account_writes_the_jobs_repository_and_never_the_functions(deployer: Deployer,
-                                                                                  cloud: FakeCloud) -> None:
+def test_the_job_build_account_writes_the_built_repository_and_never_the_functions_nor_the_owners(
+        deployer: Deployer, cloud: FakeCloud) -> None:
     _deployed(deployer, cloud)
-    assert {r.rsplit("/", 1)[-1] for r in cloud.registry.repositories} >= {"spotcron", "spotcron-jobs"}
+    assert {r.rsplit("/", 1)[-1] for r in cloud.registry.repositories} >= {"spotcron", "spotcron-jobs", "spotcron-built"}
     assert JOB_BUILD in cloud.iam.accounts
-    assert cloud.may_push(JOB_BUILD, JOBS_REPOSITORY)
+    assert cloud.may_push(JOB_BUILD, BUILT_REPOSITORY)
+    assert not cloud.may_push(JOB_BUILD, JOBS_REPOSITORY)  # owners' prebuilt images: no Dockerfile moves their tags
     assert not cloud.may_push(JOB_BUILD, FUNCTIONS_REPOSITORY)  # the functions' images and build cache
     assert cloud.may_push(BUILD, FUNCTIONS_REPOSITORY)
     assert not cloud.may_push(BUILD, JOBS_REPOSITORY)  # the functions' builder has no business there
+    assert not cloud.may_push(BUILD, BUILT_REPOSITORY)
     # It reads the build contexts and nothing else of the bucket: not the functions' sources, not runs.
     assert _reads(cloud, JOB_BUILD, "deploy/build-0123abcd.tar.gz")
     assert not _reads(cloud, JOB_BUILD, "deploy/functions-0123abcd.zip")
@@ -67,7 +76,7 @@ def test_the_job_build_account_writes_the_jobs_repository_and_never_the_function
 
 def test_the_vm_account_pulls_job_images_and_not_the_functions_images(deployer: Deployer, cloud: FakeCloud) -> None:
     _deployed(deployer, cloud)
-    assert _may(cloud, VM, DOWNLOAD, JOBS_REPOSITORY)
+    assert _may(cloud, VM, DOWNLOAD, JOBS_REPOSITORY) and _may(cloud, VM, DOWNLOAD, BUILT_REPOSITORY)
     assert not _may(cloud, VM, DOWNLOAD, FUNCTIONS_REPOSITORY)
 
 
@@ -76,12 +85,13 @@ def test_a_jobs_own_account_reads_only_its_own_jobs_repository(deployer: Deploye
     create_account(cloud)
     name_account(jobs_dir)
     _deployed(deployer, cloud, jobs_dir)
-    assert _may(cloud, JOB_ACCOUNT, DOWNLOAD, OWN_REPOSITORY)
+    assert _may(cloud, JOB_ACCOUNT, DOWNLOAD, OWN_REPOSITORY) and _may(cloud, JOB_ACCOUNT, DOWNLOAD, OWN_BUILT_REPOSITORY)
     assert not _may(cloud, JOB_ACCOUNT, DOWNLOAD, JOBS_REPOSITORY)  # the VM account's jobs' images
+    assert not _may(cloud, JOB_ACCOUNT, DOWNLOAD, BUILT_REPOSITORY)
     assert not _may(cloud, JOB_ACCOUNT, DOWNLOAD, FUNCTIONS_REPOSITORY)
     assert not _may(cloud, JOB_ACCOUNT, "artifactregistry.repositories.uploadArtifacts", OWN_REPOSITORY)
-    assert not _may(cloud, VM, DOWNLOAD, OWN_REPOSITORY)
-    assert cloud.may_push(JOB_BUILD, OWN_REPOSITORY)
+    assert not _may(cloud, VM, DOWNLOAD, OWN_REPOSITORY) and not _may(cloud, VM, DOWNLOAD, OWN_BUILT_REPOSITORY)
+    assert cloud.may_push(JOB_BUILD, OWN_BUILT_REPOSITORY) and not cloud.may_push(JOB_BUILD, OWN_REPOSITORY)
 
 
 @pytest.fixture
@@ -109,6 +119,7 @@ def test_a_build_runs_as_the_job_build_account_and_cannot_push_into_the_function
     default = _default_builder(settings, AnonymousCredentials())
     assert default.service_account == JOB_BUILD  # what `spotcron deploy` builds with
     assert settings.registry.endswith(f"/{PROJECT}/spotcron-jobs")
+    assert settings.built_registry_for(None).endswith(f"/{PROJECT}/spotcron-built")
     context = tmp_path / "images" / "bot"
     context.mkdir(parents=True)
     (context / "Dockerfile").write_text("FROM python:3.12-slim\n")
@@ -117,10 +128,12 @@ def test_a_build_runs_as_the_job_build_account_and_cannot_push_into_the_function
     builder = CloudBuilder(PROJECT, "us-central1", GcsBlobs(BUCKET, client=cloud.clients().storage),
                            service_account=default.service_account, wait_s=30,
                            client=make_client(AnonymousCredentials(), endpoint=endpoint))
-    assert builder.build(build, build.image(settings.registry)).startswith("sha256:")
+    assert builder.build(build, build.image(settings.built_registry_for(None))).startswith("sha256:")
     assert server.requests[-1]["serviceAccount"] == f"projects/{PROJECT}/serviceAccounts/{JOB_BUILD}"
     with pytest.raises(BuildFailed, match="PUSH_FAILED"):
         builder._build_in_location(build, build.image(f"us-central1-docker.pkg.dev/{PROJECT}/spotcron"))
+    with pytest.raises(BuildFailed, match="PUSH_FAILED"):  # nor where owners push prebuilt images
+        builder._build_in_location(build, build.image(settings.registry))
 
 
 def test_an_image_in_the_functions_repository_is_refused_before_any_call(deployer: Deployer, jobs_dir) -> None:

@@ -29,7 +29,7 @@ from tests.fakes.deploy.cloud import FakeCloud
 
 JOB_BUILD = f"spotcron-job-build@{PROJECT}.iam.gserviceaccount.com"
 BUILD = f"spotcron-build@{PROJECT}.iam.gserviceaccount.com"
-REGISTRY = f"us-central1-docker.pkg.dev/{PROJECT}/spotcron-jobs"
+REGISTRY = f"us-central1-docker.pkg.dev/{PROJECT}/spotcron-built"  # where deploy's builds push
 LOGGING = "logging.logEntries.create"
 LOGS_BUCKET = f"{BUCKET}-build-logs"
 

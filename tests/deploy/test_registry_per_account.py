@@ -19,7 +19,7 @@ from google.auth.credentials import AnonymousCredentials
 
 from spotcron.core import images
 from spotcron.core.errors import ConfigError
-from spotcron.core.job_repositories import account_hash, jobs_repository
+from spotcron.core.job_repositories import account_hash, built_repository, jobs_repository
 from spotcron.core.spec import JobSpec
 from spotcron.deploy.builds import build_missing, look_up, pin, registries
 from spotcron.deploy.validate import preflight
@@ -96,9 +96,9 @@ def test_one_jobs_account_cannot_pull_another_jobs_image(deployer: Deployer, clo
     _context(tmp_path, "images/c")
     jobs = [_job("a", ALICE, "images/a"), _job("b", BOB, "images/b"), _job("c", None, "images/c")]
     a, b, c = _deploy_built(deployer, cloud, builder[1], jobs, tmp_path)
-    assert a.image.startswith(f"{HOST}/spotcron-jobs-{account_hash(ALICE)}/a@sha256:")
-    assert b.image.startswith(f"{HOST}/spotcron-jobs-{account_hash(BOB)}/b@sha256:")
-    assert c.image.startswith(f"{HOST}/spotcron-jobs/c@sha256:")
+    assert a.image.startswith(f"{HOST}/spotcron-built-{account_hash(ALICE)}/a@sha256:")
+    assert b.image.startswith(f"{HOST}/spotcron-built-{account_hash(BOB)}/b@sha256:")
+    assert c.image.startswith(f"{HOST}/spotcron-built/c@sha256:")
     # Each pulls its own.
     assert cloud.may_pull(ALICE, a.image) and cloud.may_pull(BOB, b.image) and cloud.may_pull(VM, c.image)
     # Job a's account cannot pull job b's image, nor the shared account's jobs' images, and back.
@@ -117,8 +117,8 @@ def test_a_folder_built_for_jobs_of_different_accounts_is_pushed_once_per_accoun
     x, y, z = _deploy_built(deployer, cloud, build, jobs, tmp_path)
     # Two builds, not three: jobs that share an account share its repository and its image.
     assert sorted(image for b in server.builds for image in b["images"]) == sorted([
-        f"{HOST}/spotcron-jobs-{account_hash(ALICE)}/shared:{images.plan_builds(jobs, tmp_path)[0].tag}",
-        f"{HOST}/spotcron-jobs/shared:{images.plan_builds(jobs, tmp_path)[0].tag}"])
+        f"{HOST}/spotcron-built-{account_hash(ALICE)}/shared:{images.plan_builds(jobs, tmp_path)[0].tag}",
+        f"{HOST}/spotcron-built/shared:{images.plan_builds(jobs, tmp_path)[0].tag}"])
     assert x.image == y.image != z.image
     assert cloud.may_pull(ALICE, x.image) and not cloud.may_pull(ALICE, z.image)
     assert cloud.may_pull(VM, z.image) and not cloud.may_pull(VM, x.image)
@@ -130,14 +130,14 @@ def test_a_job_moving_to_its_own_account_gets_its_image_pushed_into_its_new_repo
     _context(tmp_path)
     server, build = builder
     [before] = _deploy_built(deployer, cloud, build, [_job("bot")], tmp_path)
-    assert before.image.startswith(f"{HOST}/spotcron-jobs/bot@") and len(server.builds) == 1
+    assert before.image.startswith(f"{HOST}/spotcron-built/bot@") and len(server.builds) == 1
     # Same folder, now its own account: no build of it exists in that account's repository, so it is built there.
     statuses = look_up(images.plan_builds([_job("bot", ALICE)], tmp_path), build,
                        registries(make_settings(), [_job("bot", ALICE)]))
     assert [s.digest for s in statuses] == [None]
     [after] = _deploy_built(deployer, cloud, build, [_job("bot", ALICE)], tmp_path)
     assert len(server.builds) == 2
-    assert after.image.startswith(f"{HOST}/spotcron-jobs-{account_hash(ALICE)}/bot@")
+    assert after.image.startswith(f"{HOST}/spotcron-built-{account_hash(ALICE)}/bot@")
     assert cloud.may_pull(ALICE, after.image)
     assert not cloud.may_pull(ALICE, before.image)  # the shared repository is no longer its to read
     assert not cloud.may_pull(VM, after.image)
@@ -188,10 +188,10 @@ def test_two_accounts_whose_repositories_would_be_one_are_refused(monkeypatch: p
 def test_repository_leaves_room_for_the_account_repositories() -> None:
     from spotcron.deploy.validate import settings_problems
 
-    assert settings_problems(make_settings(repository="r" * 49), None) == []
-    [problem] = settings_problems(make_settings(repository="r" * 50), None)
-    assert "at most 49 characters" in problem.message and "REPOSITORY-jobs-HASH" in problem.message
-    assert len(jobs_repository("r" * 49, ALICE)) == 63
+    assert settings_problems(make_settings(repository="r" * 48), None) == []
+    [problem] = settings_problems(make_settings(repository="r" * 49), None)
+    assert "at most 48 characters" in problem.message and "REPOSITORY-built[-HASH]" in problem.message
+    assert len(built_repository("r" * 48, ALICE)) == 63 and len(jobs_repository("r" * 48, ALICE)) == 62
 
 
 def test_the_offline_plan_lists_each_accounts_repository_and_its_grants(tmp_path: Path,
@@ -212,13 +212,18 @@ def test_the_offline_plan_lists_each_accounts_repository_and_its_grants(tmp_path
                                 obj=DeployContext(credentials=None, source_root=lambda: None), catch_exceptions=False)
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
+    built = built_repository("spotcron", ALICE)
     assert f"+ create repository {repository}" in lines and "+ create repository spotcron-jobs" in lines
+    assert f"+ create repository {built}" in lines and "+ create repository spotcron-built" in lines
     at = lines.index(f"~ update iam_policy repository:{repository}")
+    assert f"    + roles/artifactregistry.reader serviceAccount:{ALICE}" in lines[at:at + 4]
+    assert f"serviceAccount:{JOB_BUILD}" not in "\n".join(lines[at:at + 3])  # owners push there, no build
+    at = lines.index(f"~ update iam_policy repository:{built}")
     assert f"    + roles/artifactregistry.reader serviceAccount:{ALICE}" in lines[at:at + 4]
     assert f"    + roles/artifactregistry.writer serviceAccount:{JOB_BUILD}" in lines[at:at + 4]
     at = lines.index("~ update iam_policy repository:spotcron-jobs")
-    assert f"    + roles/artifactregistry.reader serviceAccount:{VM}" in lines[at:at + 4]
-    assert f"serviceAccount:{ALICE}" not in "\n".join(lines[at:at + 4])
+    assert lines[at + 1:at + 2] == [f"    + roles/artifactregistry.reader serviceAccount:{VM}"]
+    assert lines[at + 2].startswith("~ ")  # the VM account's reader only: no build, no other account
 
 
 def test_destroy_revokes_the_account_repositorys_bindings_and_keeps_the_repository(

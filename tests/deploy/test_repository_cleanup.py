@@ -50,7 +50,7 @@ def test_the_count_comes_from_the_stack_file_and_hand_made_policies_stay(deploye
     settings = make_settings(image_versions_kept=3)
     actions = [a for a in deployer.plan(deployer.jobs(JOBS_DIR), settings=settings).actions
                if a.resource_type == "repository"]
-    assert [a.name for a in actions] == ["spotcron", "spotcron-jobs"]  # the functions' and the jobs'
+    assert [a.name for a in actions] == ["spotcron", "spotcron-built", "spotcron-jobs"]  # the functions', the jobs' two
     assert all(a.kind == UPDATE and set(a.changes) == {"cleanup"} for a in actions)
     deployer.deploy(deployer.jobs(JOBS_DIR), settings=settings)
     policies = cloud.registry.repositories[REPOSITORY]["cleanupPolicies"]

@@ -1,7 +1,8 @@
 """A fake Cloud Build v1 REST API that the real google-cloud-build client talks to.
 
 It answers what spotcron's builder calls: create a build (an Operation, done on its first poll),
-get that operation, and list builds filtered by tag and status. Every create's body is checked
+get that operation, and list builds filtered by tag and status, newest first (by `createTime`, which
+each build gets when it is created). Every create's body is checked
 against the published schema (cloudbuild_schema.py) and parsed strictly with the client's own
 Build message; a mismatch is a 400, as Google answers. A build "runs" by reading its source object
 from `sources` (the stack's bucket in tests) and pushing each of its images with a digest derived
@@ -180,7 +181,10 @@ class FakeCloudBuild:
             raise _Refused(400, f"the source gs://{storage.get('bucket')}/{storage.get('object')} does not exist")
         number = next(self._ids)
         build = {**body, "id": f"build-{number}", "projectId": self.project,
-                 "name": f"{match['parent']}/builds/build-{number}"}
+                 "name": f"{match['parent']}/builds/build-{number}",
+                 # Output only, "Time at which the request to create the build was received": one
+                 # second apart here, so that the order of creation is the order of createTime.
+                 "createTime": f"2026-01-01T{number // 3600 % 24:02d}:{number // 60 % 60:02d}:{number % 60:02d}Z"}
         operation = f"{match['parent']}/operations/op-{number}"
         with self._lock:
             failed, self.fail_next = self.fail_next, False
@@ -251,7 +255,9 @@ class FakeCloudBuild:
         wanted = _FILTER.match(query.get("filter", ""))
         if query.get("filter") and wanted is None:
             raise _Refused(400, f"the fake understands only tags=\"T\" AND status=\"S\" filters, not {query['filter']!r}")
-        found = [b for b in self.builds if wanted is None
+        # "Builds will be sorted by create_time, descending" (ListBuildsResponse.builds,
+        # https://cloud.google.com/python/docs/reference/cloudbuild/latest/google.cloud.devtools.cloudbuild_v1.types.ListBuildsResponse).
+        found = [b for b in reversed(self.builds) if wanted is None
                  or (wanted["tag"] in b.get("tags", []) and b.get("status") == wanted["status"])]
         return 200, {"builds": found} if found else {}
 

@@ -30,11 +30,12 @@ from typing import Any
 
 from spotcron.core.build_logs import build_log_object, build_logs_bucket
 from spotcron.core.errors import SpotcronError
-from spotcron.core.images import ImageBuild, build_request, build_tag, pushed_digest
+from spotcron.core.images import LABEL, ImageBuild, build_request, build_tag, pushed_digest
 from spotcron.engine.ports import Blobs
 from spotcron.gcp.admin.settling import Settling
 from spotcron.gcp.error_map import translated
 
+VERSIONS_KEPT = 10  # the stack file's default image_versions_kept
 BUILD_WAIT_S = 1800.0  # the build's own timeout (core/images.py) plus queueing
 REGION_REFUSED = "cannot run builds in this region"  # Cloud Build's words for a restricted project
 LOG_READ_BYTES = 256 * 1024  # of a failed build's log, from its start: it is job-author output
@@ -72,8 +73,9 @@ class CloudBuilder:
 
     def __init__(self, project: str, region: str, blobs: Blobs, *, client: Any = None, credentials: Any = None,
                  service_account: str | None = None, wait_s: float = BUILD_WAIT_S, settling: Settling | None = None,
-                 logs: Blobs | None = None):
+                 logs: Blobs | None = None, keep: int = VERSIONS_KEPT):
         self.project = project
+        self.keep = keep  # the stack's image_versions_kept: the versions of each image cleanup keeps at any age
         # A push refused as the build account right after deploy granted it the repository is a
         # grant still propagating: the build runs again (settling.py), for minutes.
         self.settling = settling or Settling()
@@ -108,8 +110,9 @@ class CloudBuilder:
         return f"projects/{self.project}/locations/{self.location}"
 
     def find(self, build: ImageBuild, image: str) -> str | None:
-        """The digest of an earlier successful build of this exact context pushed as `image`, if any:
-        in the stack's region, then in the global location (where a restricted project built)."""
+        """The digest of an earlier successful build of this exact context pushed as `image`, if any
+        and if the repository's cleanup keeps it: in the stack's region, then in the global location
+        (where a restricted project built)."""
         what = f"list the builds of {image}"
         for location in dict.fromkeys((self.location, self.region, "global")):
             with translated(what):
@@ -117,10 +120,34 @@ class CloudBuilder:
                     "parent": f"projects/{self.project}/locations/{location}",
                     "filter": f'tags="{build_tag(build)}" AND status="SUCCESS"'})
                 for found in pages:
-                    digest = pushed_digest(_as_json(found), image)
+                    result = _as_json(found)
+                    digest = pushed_digest(result, image)
                     if digest is not None:
-                        return digest
+                        return digest if self._kept(location, result, image, digest) else None
         return None
+
+    def _kept(self, location: str, found: dict[str, Any], image: str, digest: str) -> bool:
+        """Whether the repository's cleanup keeps the version `found` pushed: it deletes versions
+        older than 30 days except the `keep` most recent of each image (deploy/desired.py). So an
+        earlier build is reused only while fewer than `keep` newer versions of the same image came
+        from spotcron's builds since; otherwise the folder is built again, and the fresh version is
+        what the spec pins. Builds list newest first ("Builds will be sorted by create_time,
+        descending", ListBuildsResponse), so the walk stops at `found`."""
+        package = image.split("@", 1)[0].rsplit(":", 1)[0] + ":"
+        newer: set[str] = set()
+        with translated(f"list the builds newer than the one of {image}"):
+            pages = self.client.list_builds(request={
+                "parent": f"projects/{self.project}/locations/{location}",
+                "filter": f'tags="{LABEL}" AND status="SUCCESS"'})
+            for other in pages:
+                result = _as_json(other)
+                if result.get("id") == found.get("id"):
+                    break
+                newer |= {str(pushed.get("digest")) for pushed in (result.get("results") or {}).get("images") or ()
+                          if str(pushed.get("name", "")).startswith(package) and pushed.get("digest") != digest}
+                if len(newer) >= self.keep:
+                    return False
+        return True
 
     def build(self, build: ImageBuild, image: str) -> str:
         """Upload the context, build and push `image`; its digest (sha256:…)."""
