@@ -135,7 +135,7 @@ def took_text(record: RunRecord, now: datetime | None, short: bool = False) -> s
     (cost/local_wait.py). `short` says `(waited 38s)`, for a table's column."""
     text = duration_text(record, now)
     waited = waited_seconds(record)
-    if waited:
+    if waited and round(waited) >= 1:  # "waited 0s" says nothing
         text += f" (waited {format_duration(waited)}{'' if short else ' for its turn'})"
     return text
 

@@ -51,3 +51,11 @@ def test_a_run_that_did_not_wait_says_its_work_time_alone():
     assert PipeProgress(T0).lines([record], T0 + timedelta(seconds=3)) == [
         "10:00:03 bench/20261122-1000-r2 succeeded in 2s"]
     assert run_row(record, T0).duration == "2s"
+
+
+def test_a_wait_under_a_second_is_not_said():
+    """The first repeat takes its turn at once: "(waited 0s for its turn)" says nothing."""
+    record = waited_run(0.3)
+    assert PipeProgress(T0).lines([record], T0 + timedelta(seconds=3)) == [
+        "10:00:03 bench/20261122-1000-r2 succeeded in 2s"]
+    assert run_row(record, T0).duration == "2s"
