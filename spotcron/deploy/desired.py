@@ -11,6 +11,8 @@ from pydantic import BaseModel
 
 from spotcron.core.images import BUILD_LOGS_PREFIX
 from spotcron.core.layout import DIGESTS, LIMITS, RUNS, TOKENS, deployed_spec
+from spotcron.core.overrides import KEEP_DAYS as OVERRIDES_KEEP_DAYS
+from spotcron.core.overrides import PREFIX as OVERRIDES_PREFIX
 from spotcron.core.settings import ENV_PREFIX, Settings
 from spotcron.core.spec import JobSpec
 from spotcron.deploy.alerts import alert_policies
@@ -137,10 +139,11 @@ def _bucket(settings: Settings) -> Resource:
         # digest's marker is rewritten when its spec is replaced and serves starts published
         # before that, redelivered for 7 days at most. A job image's build log is deleted by
         # deploy once the build ended (gcp/admin/cloudbuild.py); the rule removes one a deploy
-        # interrupted mid-build left behind, a day later.
+        # interrupted mid-build left behind, a day later. A manual run's overrides serve only the
+        # start message that names them, redelivered for 7 days at most (core/overrides.py).
         "lifecycle": (("Delete", settings.results_retention_days, (RUNS,)), ("Delete", 1, (TOKENS,)),
                       ("Delete", max(3, settings.results_retention_days), (LIMITS,)), ("Delete", 8, (DIGESTS,)),
-                      ("Delete", 1, (BUILD_LOGS_PREFIX,))),
+                      ("Delete", 1, (BUILD_LOGS_PREFIX,)), ("Delete", OVERRIDES_KEEP_DAYS, (OVERRIDES_PREFIX,))),
         "labels": dict(MANAGED_LABELS),
     })
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from spotcron.core.images import BUILD_LOGS_PREFIX
 from spotcron.core.layout import DIGESTS, LIMITS, RUNS, TOKENS
+from spotcron.core.overrides import PREFIX as OVERRIDES_PREFIX
 from spotcron.core.names import MANAGED_LABEL
 
 MANAGED_LABELS = {MANAGED_LABEL: "1"}
@@ -44,7 +45,7 @@ TYPES = (API, BUCKET, TOPIC, SERVICE_ACCOUNT, REPOSITORY, FIREWALL, SUBNETWORK, 
 
 # Object prefixes whose lifecycle Delete rules deploy writes; every other rule on the bucket is
 # someone else's and is neither compared nor replaced.
-LIFECYCLE_PREFIXES = frozenset({RUNS, TOKENS, LIMITS, DIGESTS, BUILD_LOGS_PREFIX})
+LIFECYCLE_PREFIXES = frozenset({RUNS, TOKENS, LIMITS, DIGESTS, BUILD_LOGS_PREFIX, OVERRIDES_PREFIX})
 
 
 def managed_lifecycle_rule(rule: Mapping[str, Any]) -> bool:

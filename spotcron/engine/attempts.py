@@ -111,7 +111,8 @@ def create_attempt(deps: Deps, record: RunRecord, *, claimed: bool = True) -> Ru
         # Once per attempt, before any insert: a move to the next zone keeps the VM's name and budget.
         # The run's copy of its spec may be older than what is deployed now (it waited in the queue,
         # for an earlier VM, or for the sweep after a failed insert): a paused, removed or changed
-        # job gets no VM from it. A fresh start has just resolved the deployed spec itself.
+        # job ends here rather than waiting for room it will never use. A fresh start has just
+        # resolved the deployed spec itself. Every insert is checked again right before it (below).
         gone = deployed_problem(deps, record) if _has_waited(record, claimed=claimed) else None
         if gone:
             return step(deps, record.job, record.run_id, transitions.Withdrawn(record.current_attempt, gone)).record or record
@@ -148,6 +149,12 @@ def create_attempt(deps: Deps, record: RunRecord, *, claimed: bool = True) -> Ru
             if refused:
                 withdraw(deps, admitted)
                 return step(deps, record.job, record.run_id, transitions.Queue(attempt, f"waiting for room: {refused}")).record or record
+        # The last look before the insert: a deploy that landed while this delivery listed VMs,
+        # wrote its admission or placed the run (a fresh start too) leaves no VM from the old spec.
+        gone = deployed_problem(deps, latest)
+        if gone:
+            withdraw(deps, admitted)
+            return step(deps, record.job, record.run_id, transitions.Withdrawn(attempt, gone)).record or latest
         try:
             instance = _create_or_adopt(deps, instance_request(record, spec, attempt, deps))
         except CreateFailed as failure:
