@@ -14,8 +14,8 @@ from typing import Any
 
 from spotcron.core.images import BUILD_LOGS_PREFIX
 from spotcron.core.layout import DIGESTS, LIMITS, RUNS, TOKENS
-from spotcron.core.overrides import PREFIX as OVERRIDES_PREFIX
 from spotcron.core.names import MANAGED_LABEL
+from spotcron.core.overrides import PREFIX as OVERRIDES_PREFIX
 
 MANAGED_LABELS = {MANAGED_LABEL: "1"}
 NAME_PREFIX = "spotcron-"  # scheduler entries carry no labels: this prefix marks ours
