@@ -23,7 +23,9 @@ def post(url: str, body: bytes, headers: Mapping[str, str]) -> int:
     The URL may be a secret's value (a Slack or Teams incoming webhook): urllib's own errors quote
     it, so each is raised again as a fixed description of its kind, never chained."""
     try:
-        if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
+        parts = urllib.parse.urlsplit(url)
+        if (parts.scheme not in ("http", "https") or not parts.hostname
+                or any(c.isspace() or not c.isprintable() for c in url)):
             raise ValueError
         request = urllib.request.Request(url, data=body, method="POST",
                                          headers={"User-Agent": USER_AGENT, **headers})

@@ -45,3 +45,41 @@ def test_a_webhook_secret_that_is_no_url_never_reaches_the_record_or_the_log(h, 
     assert stored == [], f"the webhook secret's value is stored in {stored}"
     logged = [r.getMessage() for r in caplog.records if credential in r.getMessage()]
     assert logged == [], f"the webhook secret's value is logged: {logged[:1]}"
+
+
+SECRET_URL = "https://hooks.slack.com/services/T0SECRET1/B0SECRET2/abcdefSECRETxyz0123456789"
+
+
+def _failure_of(h, entry: str, post, value: str, kind: str = "webhook") -> str:
+    install(h.deps, post=post, secrets={"team-hook": value}.__getitem__)
+    h.start(make_spec(notify={kind: {"secret": "team-hook"}}))
+    h.clock.advance(60)
+    h.upload("bot", RUN, exit_code=1)
+    h.callback("bot", RUN, exit_code=1)
+    return h.record("bot", RUN).effect_failures[entry].error
+
+
+@pytest.mark.parametrize(("answer", "said"), [
+    (lambda url, data, headers: 500, "answered HTTP 500"),
+    (lambda url, data, headers: (_ for _ in ()).throw(OSError(f"cannot reach {url}")), "could not be reached"),
+    (lambda url, data, headers: (_ for _ in ()).throw(TimeoutError(f"{url} timed out")), "did not answer in time"),
+    (lambda url, data, headers: (_ for _ in ()).throw(RuntimeError(f"odd {url}")), "could not be sent (RuntimeError)"),
+], ids=["a status", "unreachable", "a timeout", "anything else"])
+def test_each_failure_of_a_secret_webhook_is_recorded_by_its_kind_and_the_secrets_name(h, answer, said) -> None:
+    error = _failure_of(h, "hook:notify", answer, SECRET_URL)
+    assert said in error and "secret 'team-hook'" in error, error
+    assert "SECRET" not in error and "hooks.slack.com" not in error, error
+
+
+def test_a_ping_held_in_a_secret_that_is_no_url_is_recorded_without_its_value(h) -> None:
+    sent: list[str] = []
+    error = _failure_of(h, "hook:ping", lambda url, data, headers: sent.append(url) or 200,
+                        "hc-ping.com/abcdefSECRETxyz", kind="ping")
+    assert "not an http(s) URL" in error and "abcdefSECRETxyz" not in error and sent == [], error
+
+
+def test_urllib_errors_never_quote_the_url() -> None:
+    for value in ("hooks.slack.com/abcdefSECRETxyz", "https://hooks.example/abcdefSECRETxyz\n", "ftp://x/abcdefSECRETxyz"):
+        with pytest.raises((ValueError, OSError)) as caught:
+            webhooks.post(value, b"{}", {})
+        assert "abcdefSECRETxyz" not in str(caught.value) and caught.value.__suppress_context__, caught.value
