@@ -7,8 +7,9 @@ come twice, come late or are forged, transient errors on any Compute, Storage or
 handler killed right after any call it makes (a BaseException: a timeout, an OOM kill, a recycled
 instance), sweeps at any moment, clock jumps (to just before UTC midnight too, with starts in
 flight), a Compute Engine that enforces maxRunDuration late, stockouts in any zone with capacity
-advice that calls zones unlikely, and deploys between any two steps (a job paused, resumed,
-removed, or deployed again with another image). The stack allows two live VMs and a few VM-hours
+advice that calls zones unlikely, and deploys between any two steps or inside a handler, before
+any of its calls up to its insert (a job paused, resumed, removed, or deployed again with another
+image, while a start lists the live VMs, writes its admission or places its run). The stack allows two live VMs and a few VM-hours
 a day, so runs queue for room. After every step the invariants of RELIABILITY.md are checked,
 among them: no VM is ever created for a run whose job is not deployed as the run recorded it;
 each UTC day's accounting holds its limit and counts a VM's hours once, settled on every day;
