@@ -153,8 +153,12 @@ def create_attempt(deps: Deps, record: RunRecord, *, claimed: bool = True) -> Ru
         # wrote its admission or placed the run (a fresh start too) leaves no VM from the old spec.
         gone = deployed_problem(deps, latest)
         if gone:
-            withdraw(deps, admitted)
-            return step(deps, record.job, record.run_id, transitions.Withdrawn(attempt, gone)).record or latest
+            stepped = step(deps, record.job, record.run_id, transitions.Withdrawn(attempt, gone))
+            if stepped.changed or not _has_had_vm(stepped.record, attempt):
+                # Its admission would hold hours all day for a VM nobody creates. (Kept when a
+                # concurrent delivery created the attempt's VM meanwhile: that VM counts on it.)
+                withdraw(deps, admitted)
+            return stepped.record or latest
         try:
             instance = _create_or_adopt(deps, instance_request(record, spec, attempt, deps))
         except CreateFailed as failure:
@@ -186,6 +190,12 @@ def _has_waited(record: RunRecord, *, claimed: bool) -> bool:
     a run that was queued, or an attempt taken up again by someone else (a redelivery, the sweep)."""
     return (not claimed or record.had_vm or len(record.attempts) > 1
             or any(change.state == RunState.QUEUED for change in record.history))
+
+
+def _has_had_vm(record: RunRecord | None, attempt: Attempt) -> bool:
+    """Whether `record` says `attempt` got a VM (made by whichever delivery)."""
+    return record is not None and any(a.number == attempt.number and a.created_at is not None
+                                      for a in record.attempts)
 
 
 def withdraw(deps: Deps, admitted: list[str]) -> None:
