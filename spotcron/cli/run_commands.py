@@ -491,7 +491,7 @@ def _publish_start(spec: Any, project: str, topic: str, bucket: str | None, *, q
             from spotcron.engine.run_overrides import start_message_with, write_overrides
 
             with runs_context().open_blobs(bucket or default_bucket, state_dir or Path(".spotcron")) as blobs:
-                body = start_message_with(body, write_overrides(blobs, overrides))
+                body = start_message_with(body, write_overrides(blobs, overrides.for_run(spec.name, nonce)))
         message_id = publisher.publish(path, body, trigger="manual", nonce=nonce).result(timeout=60)
     out = console(stderr=True) if quiet else stdout()  # following: stdout is the job's output
     out.print(f"published {spec.name} to {path}: message {message_id}")

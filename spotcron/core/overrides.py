@@ -20,13 +20,43 @@ from spotcron.core.spec import Argv, EnvMap, JobSpec
 
 PREFIX = "overrides/"
 MAX_BYTES = 64 << 10
+# How long an overrides object can still be used: only start_job reads it, for the start message
+# that names it, and Pub/Sub redelivers a message for 7 days at most (a run that then waits in the
+# queue or for a retry runs from its record's copy). The bucket's lifecycle rule deletes the
+# prefix after this many days (deploy/desired.py), and start_job refuses an object older than that
+# wherever no such rule runs (the local bucket).
+KEEP_DAYS = 8
 
 
 class Overrides(BaseModel):
+    """What changes for one manual run, and which run it is for.
+
+    `job` and `nonce` bind the object to the one request the CLI wrote it for (its start message
+    names the job and carries the nonce): start_job refuses it for any other job or request, so
+    whoever may publish on the start topic cannot replay one run's args and env onto another job,
+    or onto a later run of the same job. Both are part of the digest."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     env: EnvMap = Field({}, description="variables added to (or replacing) every configuration's env")
     args: Argv | None = Field(None, description="replaces every configuration's args")
+    job: str | None = Field(None, description="the job whose run these are for (set by the CLI)")
+    nonce: str | None = Field(None, description="the start request's nonce (set by the CLI)")
+
+    def for_run(self, job: str, nonce: str) -> Overrides:
+        """These overrides bound to the manual run of `job` its start message asks for with `nonce`."""
+        return self.model_copy(update={"job": job, "nonce": nonce})
+
+    def binding_problem(self, job: str, nonce: str | None) -> str | None:
+        """Why these overrides may not be applied to the start of `job` with `nonce`; None when
+        they were written for exactly that request."""
+        if self.job is None or self.nonce is None:
+            return "they name no job and no request, so they could be applied to any run"
+        if self.job != job:
+            return f"they were written for a run of job {self.job!r}, not of job {job!r}"
+        if self.nonce != nonce:
+            return "they were written for another start request of this job (its nonce differs)"
+        return None
 
     @property
     def empty(self) -> bool:

@@ -10,6 +10,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from spotcron.core.layout import DIGESTS, LIMITS, RUNS, TOKENS, deployed_spec
+from spotcron.core.overrides import KEEP_DAYS as OVERRIDES_KEEP_DAYS
+from spotcron.core.overrides import PREFIX as OVERRIDES_PREFIX
 from spotcron.core.settings import ENV_PREFIX, Settings
 from spotcron.core.spec import JobSpec
 from spotcron.deploy.alerts import alert_policies
@@ -134,9 +136,11 @@ def _bucket(settings: Settings) -> Resource:
         # limits' admissions are written under every day a VM's admission reaches, so they must
         # outlast the longest VM as run records do (validate holds the retention to that); a
         # digest's marker is rewritten when its spec is replaced and serves starts published
-        # before that, redelivered for 7 days at most.
+        # before that, redelivered for 7 days at most. A manual run's overrides serve only the
+        # start message that names them, redelivered for 7 days at most (core/overrides.py).
         "lifecycle": (("Delete", settings.results_retention_days, (RUNS,)), ("Delete", 1, (TOKENS,)),
-                      ("Delete", max(3, settings.results_retention_days), (LIMITS,)), ("Delete", 8, (DIGESTS,))),
+                      ("Delete", max(3, settings.results_retention_days), (LIMITS,)), ("Delete", 8, (DIGESTS,)),
+                      ("Delete", OVERRIDES_KEEP_DAYS, (OVERRIDES_PREFIX,))),
         "labels": dict(MANAGED_LABELS),
     })
 

@@ -111,7 +111,8 @@ def create_attempt(deps: Deps, record: RunRecord, *, claimed: bool = True) -> Ru
         # Once per attempt, before any insert: a move to the next zone keeps the VM's name and budget.
         # The run's copy of its spec may be older than what is deployed now (it waited in the queue,
         # for an earlier VM, or for the sweep after a failed insert): a paused, removed or changed
-        # job gets no VM from it. A fresh start has just resolved the deployed spec itself.
+        # job ends here rather than waiting for room it will never use. A fresh start has just
+        # resolved the deployed spec itself. Every insert is checked again right before it (below).
         gone = deployed_problem(deps, record) if _has_waited(record, claimed=claimed) else None
         if gone:
             return step(deps, record.job, record.run_id, transitions.Withdrawn(record.current_attempt, gone)).record or record
@@ -152,6 +153,16 @@ def create_attempt(deps: Deps, record: RunRecord, *, claimed: bool = True) -> Ru
             if refused:
                 withdraw(deps, admitted)
                 return step(deps, record.job, record.run_id, transitions.Queue(attempt, f"waiting for room: {refused}")).record or record
+        # The last look before the insert: a deploy that landed while this delivery listed VMs,
+        # wrote its admission or placed the run (a fresh start too) leaves no VM from the old spec.
+        gone = deployed_problem(deps, latest)
+        if gone:
+            stepped = step(deps, record.job, record.run_id, transitions.Withdrawn(attempt, gone))
+            if stepped.changed or not _has_had_vm(stepped.record, attempt):
+                # Its admission would hold hours all day for a VM nobody creates. (Kept when a
+                # concurrent delivery created the attempt's VM meanwhile: that VM counts on it.)
+                withdraw(deps, admitted)
+            return stepped.record or latest
         try:
             instance = _create_or_adopt(deps, instance_request(record, spec, attempt, deps))
         except CreateFailed as failure:
@@ -183,6 +194,12 @@ def _has_waited(record: RunRecord, *, claimed: bool) -> bool:
     a run that was queued, or an attempt taken up again by someone else (a redelivery, the sweep)."""
     return (not claimed or record.had_vm or len(record.attempts) > 1
             or any(change.state == RunState.QUEUED for change in record.history))
+
+
+def _has_had_vm(record: RunRecord | None, attempt: Attempt) -> bool:
+    """Whether `record` says `attempt` got a VM (made by whichever delivery)."""
+    return record is not None and any(a.number == attempt.number and a.created_at is not None
+                                      for a in record.attempts)
 
 
 def withdraw(deps: Deps, admitted: list[str]) -> None:

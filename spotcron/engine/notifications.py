@@ -190,7 +190,12 @@ def body(note: Message, fmt: str) -> bytes:
 
 
 class NotifyFailed(RuntimeError):
-    """A receiver did not take the message; the hook stays owed and is tried again."""
+    """A receiver did not take the message; the hook stays owed and is tried again.
+
+    Its text is recorded on the run (`effect_failures`) and logged on every try, so it is one of a
+    few fixed descriptions and never quotes the URL: a webhook's URL is its credential, and one
+    held in a secret is the secret's value (nor is the underlying error chained: its text may
+    quote the URL whole)."""
 
 
 def resolve(target: str | WebhookSecret, secrets: SecretLookup | None) -> str:
@@ -201,10 +206,55 @@ def resolve(target: str | WebhookSecret, secrets: SecretLookup | None) -> str:
     return target
 
 
-def send(post: Post, url: str, payload: bytes, note_id: str) -> None:
-    status = post(url, payload, {"Content-Type": "application/json", ID_HEADER: note_id})
+def destination(target: str | WebhookSecret) -> str:
+    """How a destination is named in records and logs: a plain URL by its host, one held in a
+    secret by the secret's name only (every part of its value is the secret)."""
+    if isinstance(target, WebhookSecret):
+        return f"the URL in secret {target.secret!r}"
+    try:
+        host = urlsplit(target).hostname
+    except ValueError:
+        host = None
+    return host or "the configured URL"
+
+
+def url_problem(url: str) -> str | None:
+    """Why `url` cannot be sent to, in words that quote no part of it; None when it is an
+    absolute http(s) URL with a host and no whitespace or control characters."""
+    if not isinstance(url, str) or any(c.isspace() or not c.isprintable() for c in url):
+        return "it is not an http(s) URL (it holds whitespace or control characters)"
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:
+        return "it is not an http(s) URL (it does not parse)"
+    if parts.scheme not in ("http", "https") or not host:
+        return "it is not an http(s) URL (write it as https://HOST/PATH)"
+    return None
+
+
+def failure_kind(exc: BaseException) -> str:
+    """A fixed description of why a POST did not reach its receiver, from the error's kind alone."""
+    if isinstance(exc, TimeoutError):
+        return "the receiver did not answer in time"
+    if isinstance(exc, ConnectionRefusedError):
+        return "the receiver refused the connection"
+    if isinstance(exc, OSError):
+        return "the receiver could not be reached (name lookup, connection or TLS failed)"
+    return f"the request could not be sent ({type(exc).__name__})"
+
+
+def send(post: Post, url: str, payload: bytes, note_id: str, *, to: str = "its URL") -> None:
+    """POST `payload` to `url`; NotifyFailed naming `to` (never the URL) when it is not taken."""
+    problem = url_problem(url)
+    if problem:
+        raise NotifyFailed(f"the receiver ({to}) cannot be sent {note_id}: {problem}")
+    try:
+        status = post(url, payload, {"Content-Type": "application/json", ID_HEADER: note_id})
+    except Exception as exc:  # noqa: BLE001 - described by its kind: its text may quote the URL
+        raise NotifyFailed(f"the receiver ({to}) did not take {note_id}: {failure_kind(exc)}") from None
     if not 200 <= status < 300:
-        raise NotifyFailed(f"the receiver at {urlsplit(url).hostname} answered HTTP {status} to {note_id}")
+        raise NotifyFailed(f"the receiver ({to}) answered HTTP {status} to {note_id}")
 
 
 def ping_url(base: str, what: str, exit_code: int | None) -> str:
@@ -217,6 +267,18 @@ def ping_url(base: str, what: str, exit_code: int | None) -> str:
         return urlunsplit(parts._replace(query=f"{parts.query}&{query}" if parts.query else query))
     suffix = "start" if what == "start" else ("fail" if exit_code is None else str(exit_code))
     return urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/" + suffix))
+
+
+def _ping(base: str, what: str, exit_code: int | None, to: str) -> str:
+    """ping_url, refusing a base that is no http(s) URL before it is taken apart (its error would
+    quote it)."""
+    problem = url_problem(base)
+    if problem:
+        raise NotifyFailed(f"the receiver ({to}) cannot be pinged: {problem}")
+    try:
+        return ping_url(base, what, exit_code)
+    except ValueError:
+        raise NotifyFailed(f"the receiver ({to}) cannot be pinged: it is not an http(s) URL (it does not parse)") from None
 
 
 def run_end_hooks(post: Post, secrets: SecretLookup | None, default: Notify | None,
@@ -236,28 +298,29 @@ def run_end_hooks(post: Post, secrets: SecretLookup | None, default: Notify | No
         events = events_for(record, previous_counted(deps, record), config)
         if not events:
             return
-        url = resolve(config.webhook, secrets)
+        url, to = resolve(config.webhook, secrets), destination(config.webhook)
         tail = log_tail(deps, record)
         for event in events:
             note = message(record, event, tail, "" if local else deps.settings.bucket)
-            send(post, url, body(note, config.body_format(url)), note.id)
-            say(f"notified {event} of {record.job}/{record.run_id} to {urlsplit(url).hostname} (id {note.id})")
+            send(post, url, body(note, config.body_format(url)), note.id, to=to)
+            say(f"notified {event} of {record.job}/{record.run_id} to {to} (id {note.id})")
 
     def ping_end(deps, record: RunRecord) -> None:
         config = config_for(record, default)
         if config is None or config.ping is None or record.overrides:
             return
         ran = record.state in (RunState.SUCCEEDED, *BAD_STATES)
-        url = ping_url(resolve(config.ping, secrets), "end" if ran else "fail",
-                       record.exit_code if ran else None)
-        send(post, url, b"", notification_id(record, "ping"))
-        say(f"pinged the end of {record.job}/{record.run_id} to {urlsplit(url).hostname}")
+        to = destination(config.ping)
+        url = _ping(resolve(config.ping, secrets), "end" if ran else "fail", record.exit_code if ran else None, to)
+        send(post, url, b"", notification_id(record, "ping"), to=to)
+        say(f"pinged the end of {record.job}/{record.run_id} to {to}")
 
     def ping_start(deps, record: RunRecord) -> None:
         config = config_for(record, default)
         if config is None or config.ping is None or record.overrides:
             return
-        send(post, ping_url(resolve(config.ping, secrets), "start", None), b"", notification_id(record, "start"))
+        to = destination(config.ping)
+        send(post, _ping(resolve(config.ping, secrets), "start", None, to), b"", notification_id(record, "start"), to=to)
 
     def wants(kind: str) -> Callable[[RunRecord], bool]:
         def applies(record: RunRecord) -> bool:
@@ -279,14 +342,19 @@ def send_test(config: Notify, job: str, post: Post, secrets: SecretLookup | None
     for kind, target in (("webhook", config.webhook), ("ping", config.ping)):
         if target is None:
             continue
+        to = destination(target)
         label = kind if isinstance(target, str) else f"{kind} (secret {target.secret})"
         try:
             url = resolve(target, secrets)
             if kind == "webhook":
-                send(post, url, body(note, config.body_format(url)), note.id)
+                send(post, url, body(note, config.body_format(url)), note.id, to=to)
             else:
-                send(post, ping_url(url, "end", 0), b"", note.id)
+                send(post, _ping(url, "end", 0, to), b"", note.id, to=to)
+            # The operator's own terminal: the host of a secret's URL tells them which it reached.
             results.append((f"{label} {urlsplit(url).hostname}", None))
-        except Exception as exc:  # noqa: BLE001 - each destination is reported on its own
-            results.append((label, f"{type(exc).__name__}: {exc}"))
+        except NotifyFailed as exc:
+            results.append((label, str(exc)))
+        except Exception as exc:  # noqa: BLE001 - each destination is reported on its own, by kind only
+            results.append((label, f"{type(exc).__name__}: {exc}" if isinstance(exc, LookupError)
+                            else failure_kind(exc)))
     return results

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import datetime, timedelta
 
 from pydantic import ValidationError
 
 from spotcron.core.jobdata import JobDataProblem, load_job_json
-from spotcron.core.overrides import MAX_BYTES, Overrides, object_name
+from spotcron.core.overrides import KEEP_DAYS, MAX_BYTES, Overrides, object_name
 from spotcron.engine.ports import Blobs
 from spotcron.engine.start_job import BadTrigger
 
@@ -20,8 +21,10 @@ def write_overrides(blobs: Blobs, overrides: Overrides) -> str:
     return overrides.digest
 
 
-def read_overrides(blobs: Blobs, digest: str) -> Overrides:
-    """The overrides a start message names; BadTrigger (acknowledged) when they are not there as named."""
+def read_overrides(blobs: Blobs, digest: str, *, job: str, nonce: str | None,
+                   requested_at: datetime | None = None) -> Overrides:
+    """The overrides a start message for `job` with `nonce` names; BadTrigger (acknowledged) when
+    they are not there as named, were written for another job or request, or are past KEEP_DAYS."""
     blob = blobs.read(object_name(digest))
     if blob is None:
         raise BadTrigger(f"the overrides {digest[:12]}… the message names are not in the bucket "
@@ -29,9 +32,18 @@ def read_overrides(blobs: Blobs, digest: str) -> Overrides:
     if hashlib.sha256(blob.data).hexdigest() != digest:
         raise BadTrigger(f"{object_name(digest)} does not hash to its name: refused")
     try:
-        return Overrides.model_validate(load_job_json(blob.data, object_name(digest), max_bytes=MAX_BYTES))
+        overrides = Overrides.model_validate(load_job_json(blob.data, object_name(digest), max_bytes=MAX_BYTES))
     except (JobDataProblem, ValidationError) as exc:
         raise BadTrigger(f"{object_name(digest)} holds no overrides: {exc}") from None
+    problem = overrides.binding_problem(job, nonce)
+    if problem:
+        raise BadTrigger(f"refused the manual start of job {job}: the overrides it names ({object_name(digest)}) "
+                         f"are not for it: {problem}; `spotcron run {job} --env/--args` writes overrides for "
+                         f"its own request")
+    if requested_at is not None and blob.updated is not None and requested_at - blob.updated > timedelta(days=KEEP_DAYS):
+        raise BadTrigger(f"refused the manual start of job {job}: the overrides it names ({object_name(digest)}) "
+                         f"were written more than {KEEP_DAYS} days before it was published; run `spotcron run` again")
+    return overrides
 
 
 def start_message_with(message: bytes, digest: str) -> bytes:

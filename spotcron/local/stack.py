@@ -273,7 +273,7 @@ class LocalStack:
         SpecStore(self.deps.blobs).write(spec)
         payload = start_message(spec)
         if overrides is not None and not overrides.empty:
-            payload = start_message_with(payload, write_overrides(self.deps.blobs, overrides))
+            payload = start_message_with(payload, write_overrides(self.deps.blobs, overrides.for_run(spec.name, nonce)))
         self.bus.publish(self.settings.start_topic, payload, {"trigger": "manual", "nonce": nonce})
         expected = len(spec.variants())
         deadline = time.monotonic() + 60

@@ -59,10 +59,19 @@ def deployed(deployer: Deployer, cloud: FakeCloud) -> tuple[Settings, str, str]:
     return settings, settings.functions_service_account_email, settings.vm_service_account_email
 
 
+def deployed_bot(deps: Deps):
+    """Job bot as deploy left it: what start_job resolves and runs (no other spec gets a VM)."""
+    from spotcron.engine.deployed import SpecStore
+
+    deployed_spec = SpecStore(deps.blobs).read("bot")
+    assert deployed_spec is not None, "deploy left no deployed/bot.json"
+    return deployed_spec.spec
+
+
 def test_a_run_starts_and_is_swept_as_the_functions_account(deployer: Deployer, cloud: FakeCloud) -> None:
     settings, functions, vm = deployed(deployer, cloud)
     deps = deps_as(cloud, settings, f"serviceAccount:{functions}")
-    [outcome] = launch(deps, make_spec(), requested_at=NOW)
+    [outcome] = launch(deps, deployed_bot(deps), requested_at=NOW)
     assert outcome.state in ("starting", "running"), outcome
     [(who, body)] = cloud.instances.inserted
     assert who == f"serviceAccount:{functions}"
@@ -108,7 +117,7 @@ def test_each_role_deploy_grants_the_functions_is_needed(deployer: Deployer, clo
     _revoke(stores[store], resource, role, member)
     deps = deps_as(cloud, settings, member)
     with contextlib.suppress(Exception):  # a refused read stops the start; a refused insert ends the run
-        launch(deps, make_spec(), requested_at=NOW)
+        launch(deps, deployed_bot(deps) if store != "bucket" else make_spec(), requested_at=NOW)
     assert any(permission in r and member in r for r in cloud.access.refusals), cloud.access.refusals
     if store != "topic":  # the events topic is told after the start
         assert cloud.instances.inserted == []

@@ -14,7 +14,7 @@ from spotcron.core import layout
 from spotcron.core.cron.schedule import load_time_zone, parse_schedule
 from spotcron.core.errors import Transient
 from spotcron.core.spec import JobSpec
-from spotcron.engine.deployed import specs_version, write_deployed
+from spotcron.engine.deployed import SpecStore, specs_version, write_deployed
 from spotcron.engine.dispatch import (
     DispatchFailed,
     DispatchState,
@@ -199,6 +199,8 @@ def test_a_failed_publish_gives_the_minute_back_and_the_next_minute_starts_it_on
     dispatch(deps, specs)
     ticks = [(p.data["job"], p.attributes[TICK_ATTRIBUTE]) for p in events.published if p.topic == "spotcron-start"]
     assert sorted(ticks) == [("a", "2026-11-22T12:00:00Z"), ("a", "2026-11-22T12:00:00Z"), ("b", "2026-11-22T12:00:00Z")]
+    for name in ("a", "b"):
+        SpecStore(h.blobs).write(make_spec(name=name))  # start_job runs only what deploy left
     for name, tick in ticks:  # a's second message is a duplicate delivery: still one run
         launch(h.deps, make_spec(name=name), requested_at=h.clock.now(),
                tick=datetime.fromisoformat(tick.replace("Z", "+00:00")))

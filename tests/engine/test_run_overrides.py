@@ -21,7 +21,7 @@ def manual_run(h, spec, overrides):
     SpecStore(h.blobs).write(spec)
     message = start_message(spec)
     if overrides is not None:
-        message = start_message_with(message, write_overrides(h.blobs, overrides))
+        message = start_message_with(message, write_overrides(h.blobs, overrides.for_run(spec.name, MANUAL["nonce"])))
     assert h.start(message, attributes=MANUAL).status_code in (200, 204)
     return [r for r in h.records("bot") if r.trigger == "manual"]
 
@@ -50,7 +50,7 @@ def test_overrides_not_in_the_bucket_or_not_matching_their_name_start_nothing(h)
     SpecStore(h.blobs).write(spec)
     missing = start_message_with(start_message(spec), "0" * 64)
     assert h.start(missing, attributes=MANUAL).status_code in (200, 204)
-    forged = Overrides(env={"X": "1"})
+    forged = Overrides(env={"X": "1"}).for_run("bot", MANUAL["nonce"])
     h.blobs.write(object_name(forged.digest), b'{"env": {"X": "2"}}')  # not what the name hashes
     h.start(start_message_with(start_message(spec), forged.digest), attributes=MANUAL)
     # A scheduled start may not carry overrides at all.
@@ -81,3 +81,32 @@ def test_bad_env_pairs_are_refused(pairs):
 
     with pytest.raises((ValueError, ValidationError)):
         Overrides.model_validate({"env": parse_env_pairs(pairs)})
+
+
+def test_overrides_serve_only_the_request_they_were_written_for(h, caplog):
+    import logging
+
+    spec = make_spec()
+    SpecStore(h.blobs).write(spec)
+    digest = write_overrides(h.blobs, Overrides(env={"T": "once"}).for_run("bot", "ab12"))
+    with caplog.at_level(logging.WARNING):
+        # The same job's next manual start (another nonce), or one with no nonce, may not reuse them.
+        h.start(start_message_with(start_message(spec), digest), attributes={"trigger": "manual", "nonce": "cd34"})
+        h.start(start_message_with(start_message(spec), digest), attributes={"trigger": "manual"})
+    assert h.records("bot") == []
+    refusals = [r.getMessage() for r in caplog.records if "are not for it" in r.getMessage()]
+    assert len(refusals) == 2 and all("another start request" in m for m in refusals), refusals
+    h.start(start_message_with(start_message(spec), digest), attributes=MANUAL)
+    [run] = h.records("bot")
+    assert run.spec["env"]["T"] == "once"
+
+
+def test_overrides_past_their_keep_days_start_nothing(h):
+    from spotcron.core.overrides import KEEP_DAYS
+
+    spec = make_spec()
+    SpecStore(h.blobs).write(spec)
+    digest = write_overrides(h.blobs, Overrides(env={"T": "old"}).for_run("bot", MANUAL["nonce"]))
+    h.clock.advance(KEEP_DAYS * 86400 + 60)  # the bucket's lifecycle rule deletes them by then; locally none runs
+    h.start(start_message_with(start_message(spec), digest), attributes=MANUAL)
+    assert h.records("bot") == []

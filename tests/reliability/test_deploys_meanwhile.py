@@ -134,3 +134,45 @@ def test_an_admission_written_by_a_pass_that_loses_the_dequeue_is_withdrawn(one_
     assert h.finish_ok("a", RUN).status_code == 200
     assert h.record("b", RUN, count=False).state == RunState.SKIPPED
     assert "sc-b-20261122-1200-a1" not in read_day(h.blobs, "2026-11-22").admitted
+
+
+def test_a_fresh_start_a_deploy_overtakes_before_its_insert_withdraws_its_admission():
+    """The deploy lands after the start wrote its admission: the run ends without a VM, and the
+    admission is taken back (left standing it would hold its hours all day)."""
+    h = Harness(limits=Limits(max_live_vms=5, max_vm_hours_per_day=10))
+    try:
+        spec = make_spec(name="a", timeout="1h")
+        write, landed = h.blobs.write, []
+
+        def deploy_after_the_admission(name, data, **kwargs):
+            written = write(name, data, **kwargs)
+            if name.startswith(layout.LIMITS) and not landed:
+                landed.append(name)
+                SpecStore(h.blobs).write(make_spec(name="a", timeout="1h", paused=True))
+            return written
+
+        h.blobs.write = deploy_after_the_admission
+        h.start(spec)
+        h.blobs.write = write
+        assert landed, "the start wrote no admission"
+        record = h.record("a", RUN, count=False)
+        assert record.state == RunState.SKIPPED and "paused" in (record.reason or ""), (record.state, record.reason)
+        assert not [r for r in h.compute.created if r.name.startswith("sc-a-")]
+        assert h.blobs.peek(landed[0]) is None, "the admission of a run that got no VM was left standing"
+        assert read_day(h.blobs, "2026-11-22").hours == 0
+    finally:
+        entrypoints.use(None)
+
+
+def test_the_simulation_counts_no_vm_for_a_spec_a_deploy_replaced_while_its_start_listed_vms():
+    """The month simulation's invariant, where it bites: starts hang while listing the live VMs
+    for their admission (a slow listing, a cold start) and their own job is paused or deployed
+    again meanwhile; every VM that lands is checked against what is deployed then."""
+    from spotcron.testing.simulation.loop import simulate
+    from spotcron.testing.simulation.world import FaultRates, SimConfig
+
+    report = simulate(SimConfig(days=1, jobs=12, seed=11, drain_hours=3, deploy_every_h=0.25,
+                                faults=FaultRates(stalled_delivery=0.3)))
+    assert report.counts["stalled admissions"] > 0 and report.counts["stalled inserts"] > 0
+    assert report.invariant("vm_for_undeployed_spec") == 0, report.details
+    assert report.ok, report.details

@@ -7,8 +7,9 @@ come twice, come late or are forged, transient errors on any Compute, Storage or
 handler killed right after any call it makes (a BaseException: a timeout, an OOM kill, a recycled
 instance), sweeps at any moment, clock jumps (to just before UTC midnight too, with starts in
 flight), a Compute Engine that enforces maxRunDuration late, stockouts in any zone with capacity
-advice that calls zones unlikely, and deploys between any two steps (a job paused, resumed,
-removed, or deployed again with another image). The stack allows two live VMs and a few VM-hours
+advice that calls zones unlikely, and deploys between any two steps or inside a handler, before
+any of its calls up to its insert (a job paused, resumed, removed, or deployed again with another
+image, while a start lists the live VMs, writes its admission or places its run). The stack allows two live VMs and a few VM-hours
 a day, so runs queue for room. After every step the invariants of RELIABILITY.md are checked,
 among them: no VM is ever created for a run whose job is not deployed as the run recorded it;
 each UTC day's accounting holds its limit and counts a VM's hours once, settled on every day;
@@ -63,6 +64,9 @@ PLACEMENT = {"regions": ["us-west4"], "zones": {"us-west4": ["us-west4-a", "us-w
              "image_gb": 0.0, "results_gb": 0.0}
 CALLS = ("compute:create", "compute:get", "compute:delete", "compute:list",
          "storage:read", "storage:write", "storage:list", "storage:delete", "events:publish")
+# Where a deploy may land inside a handler: any call before the insert's last look. (Inside the
+# insert call itself nothing can stop the VM: start_job's last read is the deployed spec's.)
+DEPLOY_POINTS = ("compute:list", "compute:get", "storage:read", "storage:write", "storage:list")
 MAX_LIVE_VMS = 2  # three runs can be due at once (bot and bench's two entries): some queue
 
 
@@ -86,6 +90,7 @@ class Explore(RuleBasedStateMachine):
         for spec in JOBS.values():
             SpecStore(self.h.blobs).write(spec)  # what deploy leaves for start_job
         self.inserts: list[tuple[str, str, bool, datetime]] = []  # (VM, zone, spot, when) of every insert that landed
+        self.insert_problems: list[str] = []  # what the insert check found (_check_inserts)
         self._check_inserts()
         self.interval = timedelta(seconds=self.h.settings.sweep_interval)
         self.next_sweep = self.h.clock.now() + self.interval
@@ -94,6 +99,8 @@ class Explore(RuleBasedStateMachine):
         self.callbacks_due: list[dict] = []  # answered 503: the runner tries again
         self.armed: tuple[str, int] | None = None  # one transient error on the nth matching call
         self.crash: tuple[str, int] | None = None  # die at the first call after the nth matching one
+        # A deploy that lands inside the next handler, right before its nth matching call: (call, nth, job, change).
+        self.deploy_inside: tuple[str, int, str, str] | None = None
         self.first_terminal: dict[tuple[str, str], RunState] = {}
         self.swept_clean = False  # the last thing that happened was a sweep without injected errors
         self.faulted = False
@@ -105,10 +112,21 @@ class Explore(RuleBasedStateMachine):
     def _faults(self, on: bool) -> None:
         armed = self.armed if on else None
         crash = self.crash if on else None
-        seen = {"n": 0, "crash": 0, "dying": False}
+        deploy = self.deploy_inside if on else None
+        seen = {"n": 0, "crash": 0, "dying": False, "deploy": 0, "deploying": False}
 
         def fault(kind: str):
             def check(call: str, name: str) -> bool:
+                if seen["deploying"]:
+                    return False  # the deploy's own writes meet no fault
+                if deploy is not None and self.deploy_inside is not None and deploy[0] == f"{kind}:{call}":
+                    seen["deploy"] += 1
+                    if seen["deploy"] == deploy[1]:
+                        seen["deploying"] = True
+                        try:
+                            self._deploy_lands()
+                        finally:
+                            seen["deploying"] = False
                 if seen["dying"]:
                     seen["dying"] = False
                     raise Crash(f"killed before {kind}:{call} {name}")
@@ -121,7 +139,7 @@ class Explore(RuleBasedStateMachine):
                 return seen["n"] == armed[1]
             return check
 
-        on_any = armed is not None or crash is not None
+        on_any = armed is not None or crash is not None or deploy is not None
         self.h.compute.fault = fault("compute") if on_any else None
         self.h.blobs.fault = fault("storage") if on_any else None
         self.h.events.fault = fault("events") if on_any else None
@@ -138,6 +156,7 @@ class Explore(RuleBasedStateMachine):
             self._faults(False)
             self.armed = None
             self.crash = None
+            self._deploy_lands()  # a handler that never made the call: the deploy lands right after it
 
     # --- time -----------------------------------------------------------------------------------
     def _advance(self, seconds: float) -> None:
@@ -256,9 +275,23 @@ class Explore(RuleBasedStateMachine):
         assert response.status_code in (200, 500)
 
     @rule(job=st.sampled_from(sorted(JOBS)), change=st.sampled_from(["pause", "resume", "remove", "redeploy",
-                                                                        "restore"]))
-    def a_deploy_changes_a_job(self, job, change):
-        """Between any two steps: `spotcron pause/resume`, a job file removed, or edited and deployed."""
+                                                                        "restore"]),
+          at=st.sampled_from([None, *DEPLOY_POINTS]), nth=st.integers(1, 4))
+    def a_deploy_changes_a_job(self, job, change, at, nth):
+        """`spotcron pause/resume`, a job file removed, or edited and deployed: between any two steps,
+        or inside the next handler (a start above all) right before its nth call of a kind, while it
+        lists the live VMs, writes its admission or places the run, before its insert."""
+        if at is not None:
+            self.deploy_inside = (at, nth, job, change)
+            return
+        self._deploy(job, change)
+
+    def _deploy_lands(self) -> None:
+        armed, self.deploy_inside = self.deploy_inside, None
+        if armed is not None:
+            self._deploy(armed[2], armed[3])
+
+    def _deploy(self, job: str, change: str) -> None:
         store = SpecStore(self.h.blobs)
         current = self.deployed[job]
         if change == "remove":
@@ -296,7 +329,8 @@ class Explore(RuleBasedStateMachine):
     # --- the VMs ----------------------------------------------------------------------------------
     def _check_inserts(self) -> None:
         """Every insert that lands is checked as it lands: its run's job is deployed as the run
-        recorded it, and no insert of the same attempt has landed in the last hour."""
+        recorded it, and no insert of the same attempt has landed in the last hour. What it finds
+        is kept for an invariant: raised inside a handler, the handler would take it for its own."""
         compute, create = self.h.compute, self.h.compute.create_instance
         machine = self
 
@@ -308,11 +342,13 @@ class Explore(RuleBasedStateMachine):
                 record = RunRecord.from_json(blob.data) if blob is not None else None
                 quiet = SimpleNamespace(blobs=SimpleNamespace(read=machine.h.blobs.peek))
                 problem = deployed_problem(quiet, record) if record is not None else "no record"
-                assert problem is None, f"{request.name} created though {problem}"
+                if problem is not None:
+                    machine.insert_problems.append(f"{request.name} created though {problem}")
                 now = machine.h.clock.now()
                 again = [w for (n, z, spot, w) in machine.inserts
                          if (n, z, spot) == (request.name, request.zone, request.spot) and now - w < timedelta(hours=1)]
-                assert not again, f"{request.name} inserted again in {request.zone} within the hour"
+                if again:
+                    machine.insert_problems.append(f"{request.name} inserted again in {request.zone} within the hour")
                 machine.inserts.append((request.name, request.zone, request.spot, now))
             return instance
 
@@ -403,6 +439,7 @@ class Explore(RuleBasedStateMachine):
     @invariant()
     def every_invariant(self):
         """All of them after every step, in this order; then forget that the last step was a sweep."""
+        self.every_insert_is_of_a_deployed_spec_and_lands_once()
         self.at_most_one_live_vm_per_attempt()
         self.no_vm_outlives_its_deadline_by_a_sweep_interval()
         self.terminal_states_are_written_once_and_never_regress()
@@ -415,6 +452,9 @@ class Explore(RuleBasedStateMachine):
         self.a_run_that_failed_for_capacity_tried_every_allowed_zone()
         self.a_replace_job_keeps_at_most_one_run_on_a_vm()
         self.swept_clean = False
+
+    def every_insert_is_of_a_deployed_spec_and_lands_once(self):
+        assert not self.insert_problems, self.insert_problems
 
     def the_limits_hold(self):
         alive = [vm for vm in self._live() if vm.status in ALIVE_STATUSES]

@@ -207,7 +207,7 @@ def test_a_queued_manual_run_with_overrides_still_gets_its_vm():
         assert h.record("a", "20261122-1200").state == RunState.RUNNING
         bot = make_spec(name="bot", env={"B": "old"}, timeout="1h")
         SpecStore(h.blobs).write(bot)
-        message = start_message_with(start_message(bot), write_overrides(h.blobs, Overrides(env={"B": "new"})))
+        message = start_message_with(start_message(bot), write_overrides(h.blobs, Overrides(env={"B": "new"}).for_run("bot", "ab12")))
         h.start(message, attributes={"trigger": "manual", "nonce": "ab12"})
         [run] = [r for r in h.records("bot") if r.trigger == "manual"]
         assert run.state == RunState.QUEUED, (run.state, run.reason)
@@ -317,7 +317,7 @@ def test_a_queued_manual_run_with_overrides_is_still_skipped_when_its_job_change
         h.start(make_spec(name="a", schedule="0 12 * * *"))
         bot = make_spec(name="bot", env={"B": "old"}, timeout="1h")
         SpecStore(h.blobs).write(bot)
-        message = start_message_with(start_message(bot), write_overrides(h.blobs, Overrides(env={"B": "new"})))
+        message = start_message_with(start_message(bot), write_overrides(h.blobs, Overrides(env={"B": "new"}).for_run("bot", "ab12")))
         h.start(message, attributes={"trigger": "manual", "nonce": "ab12"})
         [run] = [r for r in h.records("bot") if r.trigger == "manual"]
         assert run.state == RunState.QUEUED, (run.state, run.reason)

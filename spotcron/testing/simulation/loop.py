@@ -59,6 +59,7 @@ class Message:
     failures: int = 0
     interleave: tuple[str, int] | None = None  # deliver a copy inside the first delivery, at this point
     stall_s: float | None = None  # the first delivery's insert hangs this long
+    stall_at: str = "create"  # ... inside its insert, or while it lists the live VMs ("list")
 
 
 @dataclass
@@ -99,7 +100,7 @@ class Simulation:
         self.stockouts = Stockouts(self.dice, zones, config.start, (self.end - config.start).total_seconds() / 3600)
         self.functions_clock = JumpyClock(self.clock)
         self.compute = SimCompute(self.clock, self.dice, self.stockouts, self._vm_created,
-                                  lambda: self._interleave("create"))
+                                  lambda: self._interleave("create"), lambda: self._interleave("list"))
         self.blobs = SimBlobs("sim-results", self.clock, self.dice, lambda: self._interleave("record"))
         self.ledger = Ledger(self.blobs, self.dice.quiet)
         self.watch = Watch(self.timeline, self.ledger.problem)
@@ -202,7 +203,9 @@ class Simulation:
             if dice.roll("concurrent_delivery"):
                 message.interleave = rng.choice(INTERLEAVE_POINTS)
             elif dice.roll("stalled_delivery"):
-                message.stall_s = rng.uniform(120, 3600)
+                message.stall_at = rng.choice(("create", "list"))
+                # A hung insert outlasts the ack deadline; a slow listing (a cold start) does not.
+                message.stall_s = rng.uniform(120, 3600) if message.stall_at == "create" else rng.uniform(5, 60)
             self._deliver_at(first, message)
             if dice.roll("duplicate_delivery"):
                 self._deliver_at(first + timedelta(seconds=rng.uniform(1, 300)), message)
@@ -223,10 +226,13 @@ class Simulation:
                        f"m{next(self._messages)}")
 
     # --- deploys between ticks ------------------------------------------------------------------
-    def _deploy_change(self) -> None:
-        """`spotcron pause`/`resume`, or a job edited (another image) and deployed, or put back."""
+    def _deploy_change(self, only: SimJob | None = None) -> None:
+        """`spotcron pause`/`resume`, or a job edited (another image) and deployed, or put back;
+        to `only` when given (a deploy that lands while one of its starts hangs)."""
         rng = self.dice.rng
         candidates = [job for job in self.jobs if job.spec.name != HOSTILE and not job.spec.paused]
+        if only is not None and only in candidates:
+            candidates = [only]
         job = rng.choice(candidates)
         name, now = job.spec.name, self.clock.now()
         current = self.deployed[name]
@@ -268,7 +274,9 @@ class Simulation:
             self.ledger.counts["interleaved deliveries"] += 1
         elif message.stall_s is not None and not self._stalled:
             seconds, message.stall_s = message.stall_s, None
-            self._armed = _Cut("create", 1, lambda: self._stall(message, seconds), or_after=False)
+            inside_insert = message.stall_at == "create"
+            self._armed = _Cut(message.stall_at, 1, lambda: self._stall(message, seconds, inside_insert=inside_insert),
+                               or_after=False)
         status = self.functions.start(message.payload, message.published, message.attributes, message.message_id)
         self.ledger.counts["deliveries"] += 1
         if self._armed is not None:  # the copy found no point to cut in: it arrives right after
@@ -293,19 +301,28 @@ class Simulation:
             self._armed = None
             armed.action()
 
-    def _stall(self, message: Message, seconds: float) -> None:
-        """The delivery's insert hangs while the world goes on: VMs run and call back, sweeps run, and
-        Pub/Sub, past its ack deadline, delivers the message again. Then the insert goes through."""
-        self.ledger.counts["stalled inserts"] += 1
+    def _stall(self, message: Message, seconds: float, *, inside_insert: bool = True) -> None:
+        """The delivery hangs while the world goes on: VMs run and call back, sweeps run, deploys
+        land, and Pub/Sub, past its ack deadline, delivers the message again. Then it goes on.
+
+        Inside its insert call, nothing can stop the VM from landing (the engine deletes it once it
+        hears back); hung before its insert (listing the live VMs for its admission), it must take
+        a last look at what is deployed, so that VM is checked like any other."""
+        self.ledger.counts["stalled inserts" if inside_insert else "stalled admissions"] += 1
         now = self.clock.now()
-        self._deliver_at(now + timedelta(seconds=self.dice.rng.uniform(10, 600)), message)
+        if inside_insert:
+            self._deliver_at(now + timedelta(seconds=self.dice.rng.uniform(10, 600)), message)
+        elif self.config.deploy_every_h and self.dice.rng.random() < 0.5:
+            # Within the ack deadline, no copy comes; as often as not, its own job is deployed meanwhile.
+            self.schedule(now + timedelta(seconds=self.dice.rng.uniform(1, seconds)),
+                          lambda: self._deploy_change(message.job))
         self._stalled = True
         try:
             with self.dice.disarmed(), self.functions_clock.off_by(0):
                 self.timeline.run_until(min(now + timedelta(seconds=seconds), self.end))
         finally:
             self._stalled = False
-            self._after_stall = True
+            self._after_stall = inside_insert
 
     def _sweep(self) -> None:
         self.ledger.counts["sweeps"] += 1

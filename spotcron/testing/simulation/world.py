@@ -52,7 +52,9 @@ class FaultRates:
     compute_get: float = 0.002  # transient errors (503, deadline) on the engine's other Compute calls
     compute_list: float = 0.002
     compute_delete: float = 0.002
-    stalled_delivery: float = 0.004  # per tick: the delivery's insert hangs 2-60 min; Pub/Sub delivers a copy
+    # per tick: the delivery hangs 2-60 min, inside its insert or (half of them) while it lists the
+    # live VMs for its admission, before its last look at what is deployed; Pub/Sub delivers a copy
+    stalled_delivery: float = 0.004
     forged_callback: float = 0.02  # per VM: someone with the job_done URL posts a forged or replayed token
     clock_jump: float = 0.02  # per function call: that instance's clock is off by up to CLOCK_JUMP_S
     preempt: float = 0.08  # per Spot VM: before the container starts, mid-run, during or after upload
@@ -167,17 +169,23 @@ class SimCompute(MemoryCompute):
     and whose other calls meet transient errors."""
 
     def __init__(self, clock, dice: FaultDice, stockouts: Stockouts,
-                 on_created: Callable[[InstanceRequest, Instance], None], before_create: Callable[[], None]):
+                 on_created: Callable[[InstanceRequest, Instance], None], before_create: Callable[[], None],
+                 before_list: Callable[[], None] = lambda: None):
         super().__init__(clock)
         self.dice = dice
         self.stockouts = stockouts
         self.on_created = on_created
         self.before_create = before_create
+        self.before_list = before_list
         self.create_delay_s = self._delay
         self.fault = lambda call, name: call in ("get", "list", "delete") and dice.call(f"compute_{call}")
 
     def _delay(self, request: InstanceRequest) -> float:
         return self.dice.rng.uniform(20, 90) if self.dice.roll("slow_create") else 0.0
+
+    def list_managed(self) -> list[Instance]:
+        self.before_list()
+        return super().list_managed()
 
     def create_instance(self, request: InstanceRequest) -> Instance:
         self.before_create()
