@@ -12,6 +12,8 @@ help: ## show the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml
+	@echo "Installing spotcron and its dependencies into $(VENV)/ (once): mostly PyTorch for the example"
+	@echo "benchmark, 750 MB or more; several minutes the first time, bound by your connection."
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'

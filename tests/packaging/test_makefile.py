@@ -50,3 +50,14 @@ def test_the_readmes_first_way_to_install_the_tool_needs_only_python():
 def test_make_lint_covers_setup_py():
     lint = re.search(r"^lint:.*\n((?:\t.*\n)+)", (ROOT / "Makefile").read_text(), flags=re.MULTILINE).group(1)
     assert re.search(r"ruff check .*\bsetup\.py\b", lint)
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make on PATH")
+def test_the_first_install_says_what_it_is_doing_before_its_quiet_minutes(tmp_path):
+    """pip runs with --quiet: without a line first, a newcomer's `make run` is minutes of silence."""
+    done = subprocess.run(["make", "--no-print-directory", "-n", "install", f"VENV={tmp_path / 'venv'}"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60, check=True)
+    lines = done.stdout.splitlines()
+    first_pip = next(i for i, line in enumerate(lines) if "pip install" in line)
+    said = " ".join(lines[:first_pip])
+    assert "Installing spotcron" in said and "PyTorch" in said and "minutes" in said
