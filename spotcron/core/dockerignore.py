@@ -1,13 +1,13 @@
 """`.dockerignore`, read as docker reads it, so a build context ships what `docker build` would.
 
 Docker's rules (docs.docker.com/build/concepts/context/#dockerignore-files, and moby's
-patternmatcher): one pattern a line; `#` starts a comment line; surrounding spaces are trimmed;
-each pattern is cleaned (`./a//b/` is `a/b`) and a leading `/` means the context's root; `*`
-matches any run of characters but `/`, `?` one such character, `[...]` a class, `**` any number
-of folders (none included); a pattern that matches a folder excludes everything under it; a
-pattern starting with `!` makes an exception, and of the patterns that match a path the last
-one decides. The Dockerfile and its ignore file are sent whatever the file says (docker needs
-them).
+patternmatcher): one pattern a line; a line that starts with `#` (before any space) is a comment;
+surrounding spaces are trimmed; each pattern is cleaned (`./a//b/` is `a/b`) and a leading `/` means
+the context's root; `*` matches any run of characters but `/`, `?` one such character, `[...]` a
+class (`[^...]` negated, as Go's filepath.Match reads it: `[!a]` is `!` or `a`), `**` any number of
+folders (none included); a pattern that matches a folder excludes everything under it; a pattern
+starting with `!` makes an exception, and of the patterns that match a path the last one decides.
+The Dockerfile and its ignore file are sent whatever the file says (docker needs them).
 
 Which file: a Dockerfile's own ignore file, named like it plus `.dockerignore`
 (`Dockerfile.dockerignore`, `docker/app.Dockerfile.dockerignore`) beside it, "takes precedence
@@ -36,8 +36,11 @@ class Pattern:
 def parse(text: str) -> list[Pattern]:
     patterns = []
     for raw in text.splitlines():
+        # Docker drops a comment before trimming: "  #x" is a pattern, not a comment.
+        if raw.startswith("#"):
+            continue
         line = raw.strip()
-        if not line or line.startswith("#"):
+        if not line:
             continue
         exclusion = not line.startswith("!")
         if not exclusion:
@@ -71,7 +74,8 @@ def _regex(pattern: str) -> str:
                 out.append(re.escape(c))
             else:
                 body = pattern[i + 1:end]
-                negate = body.startswith(("!", "^"))
+                # Go's filepath.Match negates a class with `^` only; `[!a]` matches `!` or `a`.
+                negate = body.startswith("^")
                 body = body[1:] if negate else body
                 out.append(f"[{'^' if negate else ''}{body.replace(chr(92), chr(92) * 2)}]")
                 i = end

@@ -328,3 +328,13 @@ def test_a_queued_manual_run_with_overrides_is_still_skipped_when_its_job_change
         assert after.state == RunState.SKIPPED and "deployed again" in (after.reason or ""), (after.state, after.reason)
     finally:
         entrypoints.use(None)
+
+
+def test_a_dockerignore_line_is_a_comment_only_when_its_first_character_is_a_hash():
+    """moby's ignorefile drops `#` lines before trimming, and Go's filepath.Match negates a class with
+    `^` only: "  #secret" and "[!k]ey.pem" are patterns there, so they must exclude here too."""
+    from spotcron.core.dockerignore import excluded, parse
+
+    patterns = parse("  #secret\n[!k]ey.pem\n")
+    assert excluded(patterns, "#secret")
+    assert excluded(patterns, "key.pem") and excluded(patterns, "!ey.pem") and not excluded(patterns, "aey.pem")
