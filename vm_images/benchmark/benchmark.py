@@ -51,7 +51,7 @@ from typing import Any
 
 if str(Path(__file__).resolve().parent) not in sys.path:  # however this file is loaded: its shared part beside it
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchmark_common import Progress, totals, write_metrics  # noqa: E402
+from benchmark_common import Progress, learned_text, totals, write_metrics  # noqa: E402
 from benchmark_measure import (  # noqa: E402
     PRECISIONS,
     GpuBusy,
@@ -321,7 +321,7 @@ def figures_line(task: str, m: dict[str, Any]) -> str:
     rate = f"{m['samples_per_second']:>10.1f}" if m["samples_per_second"] else "         -"
     busy = f"  GPU busy {m['gpu_busy']:.0%}" if m.get("gpu_busy") is not None else ""
     busy += f"  {m['tflops']:.3g} TFLOP/s" if m.get("tflops") else ""
-    learned = "fell" if m["heldout_fell"] else f"did NOT fall {HELDOUT_MARGIN:.0%}"
+    learned = learned_text(m, HELDOUT_MARGIN)
     note = "  (from checkpoint)" if m["resumed"] else ""
     return (f"{task:<5} {m['dataset']:<8} batch {m['batch']:<5} {m['steps']:>4} steps {m['seconds']:>9.3f} s "
             f"{rate} samples/s  held-out loss {m['heldout_loss_start']:.3f} -> {m['heldout_loss']:.3f} ({learned})"

@@ -85,3 +85,13 @@ def write_metrics(results_dir: Path, metrics: dict[str, Any], environ: dict[str,
     path = results_dir / "metrics.json"
     path.write_text(json.dumps(record, indent=2) + "\n")
     return path
+
+
+def learned_text(m: dict[str, Any], margin: float) -> str:
+    """Whether the held-out loss fell by the margin; when it did not, by how much it did, since a
+    short local run (a few dozen steps) may learn less than the margin and is not broken for it."""
+    if m["heldout_fell"]:
+        return "fell"
+    start = m["heldout_loss_start"]
+    fell = 1 - m["heldout_loss"] / start if start else 0.0
+    return f"fell {fell:.0%}, short of the {margin:.0%} this check asks: a short run may not get there"

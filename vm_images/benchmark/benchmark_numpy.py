@@ -32,7 +32,7 @@ import numpy as np
 
 if str(Path(__file__).resolve().parent) not in sys.path:  # however this file is loaded: its shared part beside it
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchmark_common import Progress, totals, write_metrics  # noqa: E402
+from benchmark_common import Progress, learned_text, totals, write_metrics  # noqa: E402
 
 TASKS = {
     "mlp": {"model": "Dense 128 ReLU, Dense 10", "dataset": "mnist", "input_shape": [784], "classes": 10},
@@ -303,7 +303,7 @@ def figures_line(task: str, m: dict[str, Any]) -> str:
     shape = "x".join(str(d) for d in m["input_shape"])
     rate = f"{m['samples_per_second']:>10.1f}" if m["samples_per_second"] else "         -"
     note = "  (from checkpoint)" if m["resumed"] else ""
-    learned = "fell" if m["heldout_fell"] else f"did NOT fall {HELDOUT_MARGIN:.0%}"
+    learned = learned_text(m, HELDOUT_MARGIN)
     return (f"{task:<5} {m['dataset']:<8} {shape:<8} {m['steps']:>4} steps  {m['seconds']:>8.3f} s  "
             f"{rate} samples/s  held-out loss {m['heldout_loss_start']:.3f} -> {m['heldout_loss']:.3f} ({learned})  "
             f"{m['device']} {m['framework']}{note}")
