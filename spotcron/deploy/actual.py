@@ -380,7 +380,8 @@ class _Reader:
                         held.setdefault(m, set()).add(str(binding.get("role", "")))
             self.project_roles = {m: frozenset(roles) for m, roles in held.items()}
         if target == policy_name(POLICY_BUCKET, self.names.build_logs_bucket):
-            return [Resource(IAM_POLICY, target, whole_view(policy))]
+            return [Resource(IAM_POLICY, target, whole_view(policy, self.names.project,
+                                                               conditions(self.names, self.project_number)))]
         view = managed_view(policy, frozenset(self.members), managed_roles(self.names),
                             conditions(self.names, self.project_number))
         return [Resource(IAM_POLICY, target, view)]
