@@ -12,6 +12,7 @@ that anything else on the object never shows up as a difference.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -63,6 +64,7 @@ from spotcron.deploy.retirement import PREFIX as RETIRED_PREFIX
 from spotcron.deploy.retirement import recorded
 from spotcron.gcp.admin.calls import AccessDenied, Caller, DeployError
 from spotcron.gcp.admin.clients import Clients
+from spotcron.gcp.admin.iam_calls import Policy
 
 # Variables Google adds to every 2nd gen function; not ours, never a difference.
 SERVER_ADDED_ENV = frozenset({"LOG_EXECUTION_ID"})
@@ -83,6 +85,9 @@ class Actual:
     # Every role the jobs' own accounts (and ours) hold on the project, whoever granted it, by
     # member: deploy refuses a job that runs as an account holding the project (account_breadth.py).
     project_roles: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    # The same on each of spotcron's accounts' own policies, by account (email), then member: a job
+    # whose account may act as one of them is refused too (account_breadth.py).
+    account_roles: Mapping[str, Mapping[str, frozenset[str]]] = field(default_factory=dict)
 
 
 # The API each reader calls: while it is not enabled, nothing of that kind can exist yet, so the
@@ -202,6 +207,7 @@ class _Reader:
         self.deployed_accounts: frozenset[str] = frozenset()
         self.project_number = ""  # once apis() has read it: the source-copy condition names it
         self.project_roles: dict[str, frozenset[str]] = {}
+        self.account_roles: dict[str, dict[str, frozenset[str]]] = {}
 
     def apis(self) -> tuple[list[Resource], frozenset[str], str]:
         """The wanted APIs that are enabled, every enabled API, and the project's number."""
@@ -372,18 +378,35 @@ class _Reader:
             policy = get_policy(self.clients, self.call, self.names, target)
         except NotFound:
             return []
-        if split_policy_name(target)[0] == POLICY_PROJECT:
-            held: dict[str, set[str]] = {}
-            for binding in policy.get("bindings", []):
-                for m in binding.get("members", []):
-                    if m in self.members:
-                        held.setdefault(m, set()).add(str(binding.get("role", "")))
-            self.project_roles = {m: frozenset(roles) for m, roles in held.items()}
+        kind, ident = split_policy_name(target)
+        if kind == POLICY_PROJECT:
+            self.project_roles = self._held(policy)
+        elif kind == POLICY_SERVICE_ACCOUNT and ident in self.names.accounts:
+            self.account_roles[ident] = self._held(policy)
         if target == policy_name(POLICY_BUCKET, self.names.build_logs_bucket):
-            return [Resource(IAM_POLICY, target, whole_view(policy))]
+            return [Resource(IAM_POLICY, target, whole_view(policy, self.names.project,
+                                                               conditions(self.names, self.project_number)))]
         view = managed_view(policy, frozenset(self.members), managed_roles(self.names),
                             conditions(self.names, self.project_number))
         return [Resource(IAM_POLICY, target, view)]
+
+
+    def _held(self, policy: Policy) -> dict[str, frozenset[str]]:
+        """The roles each of our and the jobs' accounts holds on `policy`, under any condition."""
+        held: dict[str, set[str]] = {}
+        for binding in policy.get("bindings", []):
+            for m in binding.get("members", []):
+                if m in self.members:
+                    held.setdefault(m, set()).add(str(binding.get("role", "")))
+        return {m: frozenset(roles) for m, roles in held.items()}
+
+    def account_policy(self, email: str) -> list[Resource]:
+        """Reads one of spotcron's accounts' policy for account_roles only (deploy grants nothing
+        there, so nothing of it is compared)."""
+        target = policy_name(POLICY_SERVICE_ACCOUNT, email)
+        with contextlib.suppress(NotFound):  # deleted since it was listed: nothing to act as
+            self.account_roles[email] = self._held(get_policy(self.clients, self.call, self.names, target))
+        return []
 
 
 def _common_prefix(a: str, b: str) -> str:
@@ -433,6 +456,12 @@ def read_actual(clients: Clients, call: Caller, names: Names, desired: Inventory
     second += [lambda t=t: reader.policy(t) for t in targets
                if POLICY_APIS[split_policy_name(t)[0]] in enabled
                and _parent_exists(t, found, names, reader.listed_accounts)]
+    # With a job running as an account of its own, spotcron's accounts' policies are read too,
+    # those deploy grants nothing on included: one that lets the job's account act as them is refused.
+    if any(split_policy_name(t)[0] == POLICY_SERVICE_ACCOUNT and split_policy_name(t)[1] not in names.accounts
+           for t in targets) and POLICY_APIS[POLICY_SERVICE_ACCOUNT] in enabled:
+        second += [lambda e=e: reader.account_policy(e) for e in names.accounts
+                   if (SERVICE_ACCOUNT, e) in found and policy_name(POLICY_SERVICE_ACCOUNT, e) not in targets]
     for batch in pool.map(lambda f: f(), second):
         for resource in batch:
             found[resource.key] = resource
@@ -440,5 +469,5 @@ def read_actual(clients: Clients, call: Caller, names: Names, desired: Inventory
     broker = found.get((FUNCTION, function_id("credentials")))
     return Actual(found, str(job_done.meta.get("url", "")) if job_done else "",
                   str(broker.meta.get("url", "")) if broker else "", reader.listed_accounts, reader.deployed_accounts,
-                  number, enabled, reader.project_roles)
+                  number, enabled, reader.project_roles, reader.account_roles)
 

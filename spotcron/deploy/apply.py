@@ -127,9 +127,10 @@ def compute_plan(settings: Settings, jobs: Sequence[JobSpec], source_object: str
                           f"changed. Create it (gcloud iam service-accounts create ACCOUNT_ID --project "
                           f"{settings.project}) and grant it what the job needs, or remove service_account from "
                           f"the job")
-    broad = breadth_problems(settings.project, jobs, actual.project_roles)
+    broad = breadth_problems(settings.project, jobs, actual.project_roles, actual.account_roles)
     if broad:
-        raise DeployError("a job would run as an account that holds the project, so nothing was changed:\n  "
+        raise DeployError("a job would run as an account that holds the project or one of spotcron's accounts, so "
+                          "nothing was changed:\n  "
                           + "\n  ".join(broad))
     reused = made_account_problems(jobs, {name: str(r.fields.get("display_name") or "")
                                           for (kind, name), r in actual.state.items() if kind == SERVICE_ACCOUNT})

@@ -79,7 +79,7 @@ class Binding:
     @property
     def key(self) -> str:
         """How the policy resource spells it: the role, with `|TITLE` for a conditional binding."""
-        return f"{self.role}{CONDITION_SEPARATOR}{self.condition}" if self.condition else self.role
+        return condition_key(self.role, self.condition)
 
 
 CONDITION_SEPARATOR = "|"  # in no role name
@@ -147,12 +147,34 @@ def conditions(names: Names, project_number: str = "") -> dict[str, dict[str, st
     }
 
 
+def _escape(title: str) -> str:
+    return title.replace("\\", "\\\\").replace(CONDITION_SEPARATOR, "\\" + CONDITION_SEPARATOR)
+
+
+def condition_key(role: str, title: str | None, outdated: bool = False) -> str:
+    """The policy key of ROLE's bindings: `ROLE`, or `ROLE|TITLE` under a condition of that title,
+    `ROLE|TITLE|outdated` under one of that title deploy does not write. A title is free text
+    (whoever writes the binding picks it), so its `|` and `\\` are escaped with `\\`: every title,
+    the empty one included, reads back as written (split_key)."""
+    if title is None:
+        return role
+    key = f"{role}{CONDITION_SEPARATOR}{_escape(title)}"
+    return f"{key}{CONDITION_SEPARATOR}{OUTDATED}" if outdated else key
+
+
 def split_key(key: str) -> tuple[str, str | None, bool]:
     """(role, condition title or None, whether the key names the bindings under an outdated
-    condition of that title) of a policy key `ROLE`, `ROLE|TITLE` or `ROLE|TITLE|outdated`."""
-    role, _, rest = key.partition(CONDITION_SEPARATOR)
-    title, _, mark = rest.partition(CONDITION_SEPARATOR)
-    return role, title or None, mark == OUTDATED
+    condition of that title) of a key condition_key wrote."""
+    role, separator, rest = key.partition(CONDITION_SEPARATOR)
+    if not separator:
+        return role, None, False
+    title, i = [], 0
+    while i < len(rest) and rest[i] != CONDITION_SEPARATOR:
+        if rest[i] == "\\" and i + 1 < len(rest):
+            i += 1
+        title.append(rest[i])
+        i += 1
+    return role, "".join(title), rest[i + 1:] == OUTDATED
 
 
 def bindings(names: Names, job_accounts: Iterable[str] = (), *, advice: bool = False,

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from spotcron.core.errors import AlreadyExists
-from spotcron.deploy.iam import CONDITION_SEPARATOR, OUTDATED, PUBLIC_MEMBERS, conditions, split_key
+from spotcron.deploy.iam import PUBLIC_MEMBERS, condition_key, conditions, split_key
 from spotcron.deploy.naming import Names
 from spotcron.deploy.resources import (
     POLICY_BUCKET,
@@ -71,48 +71,66 @@ def _same_condition(condition: Mapping[str, str], wanted: Mapping[str, str] | No
     return all((condition.get(part) or "") == (wanted.get(part) or "") for part in ("expression", "description"))
 
 
+def _title(binding: Mapping[str, Any]) -> str | None:
+    """The title of a binding's condition ("" when it has none), None for an unconditional binding."""
+    condition = binding.get("condition")
+    return str(condition.get("title") or "") if condition else None
+
+
+def _key(binding: Mapping[str, Any], wanted: Mapping[str, Mapping[str, str] | None]) -> str:
+    """The binding's policy key (iam.condition_key): a condition of one of `wanted`'s titles that
+    is not the one deploy writes is marked outdated; any other title is kept as written, so that
+    its members, never wanted, are revoked."""
+    role, title = str(binding.get("role", "")), _title(binding)
+    outdated = title is not None and title in wanted and not _same_condition(binding["condition"], wanted[title])
+    return condition_key(role, title, outdated)
+
+
 def managed_view(policy: Policy, members: frozenset[str], roles: frozenset[str],
                  known: Mapping[str, Mapping[str, str]] | frozenset[str] = frozenset()) -> dict[str, tuple[str, ...]]:
-    """{role: members} restricted to what deploy manages: our accounts in managed roles, and any
-    public member (which deploy always removes). A conditional binding is ours only when its
-    condition's title is one of `known` (iam.conditions, by title); it is keyed `ROLE|TITLE` when
-    its condition is the one deploy writes, `ROLE|TITLE|outdated` when not (so that the planner
-    shows it replaced)."""
+    """{key: members} restricted to what deploy manages: our accounts in managed roles, and any
+    public member (which deploy always removes), under any condition or none. A conditional
+    binding is keyed `ROLE|TITLE` (iam.condition_key), `ROLE|TITLE|outdated` when its title is one
+    of `known` (iam.conditions, by title) and its condition is not the one deploy writes (so that
+    the planner shows it replaced). Deploy wants no binding under a title it does not write, so a
+    managed role held under any such condition (`request.time < ...` holds for years) is drift."""
     view: dict[str, set[str]] = {}
     wanted = known if isinstance(known, Mapping) else dict.fromkeys(known)
     for binding in policy.get("bindings", []):
         role = binding.get("role", "")
-        key = role
-        if binding.get("condition"):
-            title = binding["condition"].get("title", "")
-            if title not in wanted:
-                continue
-            key = f"{role}{CONDITION_SEPARATOR}{title}"
-            if not _same_condition(binding["condition"], wanted[title]):
-                key += f"{CONDITION_SEPARATOR}{OUTDATED}"
+        key = _key(binding, wanted)
         for m in binding.get("members", []):
             if (role in roles and m in members) or m in PUBLIC_MEMBERS:
                 view.setdefault(key, set()).add(m)
     return {key: tuple(sorted(ms)) for key, ms in sorted(view.items())}
 
 
-# Who Cloud Storage names on a new bucket's policy by default: the holders of the project's basic
-# roles, who reach the bucket through those roles anyway.
-PROJECT_CONVENIENCE = ("projectOwner:", "projectEditor:", "projectViewer:")
+def bucket_defaults(project: str) -> frozenset[tuple[str, str]]:
+    """(role, member) of the bindings Cloud Storage puts on a new bucket of `project`: its
+    convenience values (https://cloud.google.com/storage/docs/access-control/iam#convenience-values)
+    in the legacy roles that mirror the default "project-private" ACL, owners and editors as
+    owners, viewers as readers (https://cloud.google.com/storage/docs/access-control/iam-roles,
+    "Legacy roles"; https://cloud.google.com/storage/docs/access-control/lists#predefined-acl).
+    Another project's members, or these members in any other role, are grants like any other."""
+    owners, viewers = (f"projectOwner:{project}", f"projectEditor:{project}"), (f"projectViewer:{project}",)
+    return frozenset({*((role, m) for role in ("roles/storage.legacyBucketOwner", "roles/storage.legacyObjectOwner")
+                        for m in owners),
+                      *((role, m) for role in ("roles/storage.legacyBucketReader", "roles/storage.legacyObjectReader")
+                        for m in viewers)})
 
 
-def whole_view(policy: Policy) -> dict[str, tuple[str, ...]]:
-    """{role: members} of every binding on a resource that is deploy's alone (the bucket of build
+def whole_view(policy: Policy, project: str,
+               known: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, tuple[str, ...]]:
+    """{key: members} of every binding on a resource that is deploy's alone (the bucket of build
     logs, whose Storage Admin a job's build holds and may grant on): any grant deploy did not make
-    shows up, and goes. A conditional binding is keyed `ROLE|TITLE`; the project's convenience
-    members stay out of it."""
+    shows up, and goes, under any condition. Only the bindings Cloud Storage makes on a new bucket
+    of the stack's `project` stay out of it (bucket_defaults); keys as managed_view's."""
     view: dict[str, set[str]] = {}
+    defaults, wanted = bucket_defaults(project), dict(known or {})
     for binding in policy.get("bindings", []):
-        role = binding.get("role", "")
-        title = (binding.get("condition") or {}).get("title")
-        key = f"{role}{CONDITION_SEPARATOR}{title}" if binding.get("condition") else role
+        role, key = str(binding.get("role", "")), _key(binding, wanted)
         for m in binding.get("members", []):
-            if not m.startswith(PROJECT_CONVENIENCE):
+            if binding.get("condition") or (role, m) not in defaults:
                 view.setdefault(key, set()).add(m)
     return {key: tuple(sorted(ms)) for key, ms in sorted(view.items())}
 
@@ -121,9 +139,10 @@ def apply_changes(policy: Policy, changes: Mapping[str, tuple[Iterable[str] | No
                   known: Mapping[str, Mapping[str, str]] | None = None) -> bool:
     """Add and remove members in `policy` (in place) per `changes`; True when anything changed.
 
-    A key `ROLE|TITLE` is the binding of ROLE under the condition of that title as `known` holds
-    it (iam.conditions, by title: written with a new binding); `ROLE|TITLE|outdated` the bindings
-    of ROLE under a condition of that title that differs from it (managed_view). A policy holding
+    A key `ROLE|TITLE` (iam.condition_key) is the binding of ROLE under the condition of that title
+    as `known` holds it (iam.conditions, by title: written with a new binding), or under any
+    condition of that title when `known` has none; `ROLE|TITLE|outdated` the bindings of ROLE
+    under a condition of that title that differs from it (managed_view). A policy holding
     a conditional binding is written as version 3, which IAM requires for conditions."""
     bindings = policy.setdefault("bindings", [])
     changed = False
@@ -132,8 +151,7 @@ def apply_changes(policy: Policy, changes: Mapping[str, tuple[Iterable[str] | No
         old_set, new_set = set(old or ()), set(new or ())
         add, remove = new_set - old_set, old_set - new_set
         wanted = (known or {}).get(title) if title is not None else None
-        plain = [b for b in bindings if b.get("role") == role
-                 and (b.get("condition") or {}).get("title") == title
+        plain = [b for b in bindings if b.get("role") == role and _title(b) == title
                  and (title is None or _same_condition(b["condition"], wanted) != outdated)]
         present = {m for b in plain for m in b.get("members", [])}
         for binding in plain:
