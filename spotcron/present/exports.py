@@ -121,8 +121,8 @@ def report_caption(report: BenchmarkReport) -> str:
                f"with its exact rank interval and the confidence it has at those run counts ({_confidences(report)}; "
                f"4 or more runs a side give 95%); {MARKS}; rounds: {report.rounds}")
     if any(row.throughput is not None for row in report.rows):
-        unit = _unit(report) or "unit"
-        caption += f"; {unit}s/s: 1 / the time per {unit}, so the two always agree"
+        # The unit's name is the job's to write: the caption names no part of it.
+        caption += "; units/s: 1 / the time per unit, so the two always agree"
     split = report.split_variants
     if split:
         caption += (f"; {', '.join(split)} ran on more than one kind of hardware: one row [k/n] per kind, never "

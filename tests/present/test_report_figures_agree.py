@@ -34,7 +34,7 @@ def test_the_rate_is_the_reciprocal_of_the_time_per_unit(runs):
         assert row.throughput.median * row.time_per_unit.median == pytest.approx(1.0)
         assert row.throughput.low * row.time_per_unit.high == pytest.approx(1.0)
         assert row.throughput.high * row.time_per_unit.low == pytest.approx(1.0)
-    assert "numbers/s: 1 / the time per number" in exports.report_caption(report)
+    assert "units/s: 1 / the time per unit" in exports.report_caption(report)
 
 
 def _times(variant: str, seconds: list[float]):
