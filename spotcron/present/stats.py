@@ -108,17 +108,18 @@ class Ratio:
 
     def interval(self, digits: int = 2) -> str | None:
         """`0.31-0.45`; where the bounds meet, why there is no spread rather than `1.93-1.93`; where
-        they differ beyond `digits`, as many more digits as tell them apart. None: no interval."""
+        they differ only in the digit after `digits`, that digit; below it, how narrow it is, in
+        words. None: no interval."""
         if self.low is None or self.high is None:
             return None
         if self.low == self.high:
             return ("no spread: every run of each side took the same" if self.alike
                     else f"no spread: the runs' ratios tie at {self.low:.{digits}f}")
-        for places in range(digits, 7):
+        for places in (digits, digits + 1):
             low, high = f"{self.low:.{places}f}", f"{self.high:.{places}f}"
             if low != high:
                 return f"{low}-{high}"
-        return f"{self.low:.3g}-{self.high:.3g}"
+        return f"{self.low:.{digits}f} at both ends: narrower than {10 ** -digits:g}"
 
     @property
     def supported(self) -> bool | None:

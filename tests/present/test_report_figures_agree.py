@@ -65,6 +65,8 @@ def test_an_interval_of_width_zero_says_why():
     assert exports.format_ratio(tie) == "1.93x (no spread: the runs' ratios tie at 1.93)"
     close = Ratio(1.93, 1.9301, 1.9349, 0.9)  # apart, but not at two decimals
     assert exports.format_ratio(close) == "1.93x (1.930-1.935)"
+    closer = Ratio(0.39, 0.38996, 0.38997, 0.9)  # runs billed the one-minute minimum: costs a hair apart
+    assert exports.format_ratio(closer) == "0.39x (0.39 at both ends: narrower than 0.01)"
     assert exports.format_ratio(Ratio(1.93)) == "1.93x ?"
 
 
