@@ -104,7 +104,7 @@ class Ratio:
     low: float | None = None  # the interval; None when either side has fewer than two runs
     high: float | None = None
     confidence: float | None = None  # what the interval achieves at these run counts (exact)
-    alike: bool = False  # every run of each side took the same: an interval of width 0 by no chance
+    alike: bool = False  # every run of each side took the same: the interval's width is 0 for that reason
 
     def interval(self, digits: int = 2) -> str | None:
         """`0.31-0.45`; where the bounds meet, why there is no spread rather than `1.93-1.93`; where
@@ -113,13 +113,13 @@ class Ratio:
         if self.low is None or self.high is None:
             return None
         if self.low == self.high:
-            return ("no spread: every run of each side took the same" if self.alike
-                    else f"no spread: the runs' ratios tie at {self.low:.{digits}f}")
+            # Short: a page's numeric cells do not wrap.
+            return "no spread: runs alike" if self.alike else "no spread: ratios tie"
         for places in (digits, digits + 1):
             low, high = f"{self.low:.{places}f}", f"{self.high:.{places}f}"
             if low != high:
                 return f"{low}-{high}"
-        return f"{self.low:.{digits}f} at both ends: narrower than {10 ** -digits:g}"
+        return f"under {10 ** -digits:g} wide"
 
     @property
     def supported(self) -> bool | None:
