@@ -145,7 +145,7 @@ def run_cost(record: RunRecord, table: PriceTable, region: str, *, usage: Overhe
 
     Attempts whose VM was never created cost nothing, nor does one that never ran its
     configuration (a local host without the hardware it names: nothing of it was measured, so
-    nothing of it is priced). A VM not yet deleted is billed up to `now`
+    no VM of it is priced); a run without any VM still made its start_job call, its whole cost. A VM not yet deleted is billed up to `now`
     when given, else left out. `sweep_invocations` is the share of sweep passes to charge to this
     run (the engine may pass sweeps per month / runs per month; default none). `image_gb` and
     `results_gb` are what each VM pulls and uploads (the stack's assumptions): a VM in another

@@ -19,8 +19,9 @@ and the warnings a benchmarker's tools give (outlier runs, high noise, a busy ho
   VM deleted). A local VM that waited for its turn on the host (or its GPUs) has the wait left
   out of its boot and its cost, and shown on its own: a VM of its own on Google Cloud would not
   have waited for another run.
-- Outliers: a run whose modified z-score |0.6745 (x - median) / MAD| exceeds 3.5 (Iglewicz and
-  Hoaglin, as the history's regression rule); noise: an IQR over `NOISY_IQR` of the median
+- Outliers: a run at `OUTLIER_RATIO` (1.5) times its configuration's median or more, or at
+  1/1.5 or less (a ratio scale: 2x and 0.5x are as far); two runs that far apart are said to
+  disagree, as neither can be called the outlier; noise: an IQR over `NOISY_IQR` of the median
   (pyperf warns at a standard deviation of 10% of the mean).
 
 Pure: run records, prices and samples in, values out.
@@ -38,9 +39,10 @@ from spotcron.core.runs import RunRecord
 from spotcron.cost.billing import BILLING_MINIMUM_S, billed_vm_seconds, vm_items
 from spotcron.cost.local_wait import without_wait
 from spotcron.cost.prices import PriceTable
-from spotcron.present.stats import OUTLIER_Z, Ratio, Spread, ratio_of_medians, spread
+from spotcron.present.stats import Ratio, Spread, ratio_of_medians, spread
 
 NOISY_IQR = 0.10
+OUTLIER_RATIO = 1.5  # a run at 1.5x its configuration's median or more, or at 1/1.5 (0.67x) or less
 PHASES = ("boot_pull", "setup", "measured", "upload")
 PHASE_NAMES = {"boot_pull": "boot + pull", "setup": "set-up", "measured": "measured", "upload": "upload"}
 COST_BASIS = (f"cost: the VM's life x its price, every attempt from creation to deletion (boot, image pull, "
@@ -203,19 +205,28 @@ def geomean(values: Sequence[float]) -> float:
 
 
 def outliers(values: Sequence[tuple[str, float]]) -> list[tuple[str, float, float]]:
-    """(run id, value, how many times the median) of each run whose modified z-score exceeds 3.5.
-
-    A MAD of 0 (most runs equal) is floored at 1% of the median, so equal runs plus one far off
-    still flag it and runs within a percent of each other never do."""
+    """(run id, value, how many times the median) of each run at `OUTLIER_RATIO` times its
+    configuration's median or more, or at 1/`OUTLIER_RATIO` or less: on a ratio scale, because a
+    run is as far off at 0.5x as at 2x, and a MAD rule over three runs flags a run at 0.9x beside
+    two alike while a run at 0.12x beside two far apart passes. Under three runs the median cannot
+    say which run is off (`disagreement` says they differ)."""
     numbers = [v for _, v in values]
     if len(numbers) < 3:
         return []
     center = statistics.median(numbers)
-    mad = max(statistics.median(abs(v - center) for v in numbers), 0.01 * abs(center))
-    if mad == 0:
+    if center <= 0:
         return []
-    return [(run, v, v / center if center else math.inf) for run, v in values
-            if abs(0.6745 * (v - center) / mad) > OUTLIER_Z]
+    return [(run, v, v / center) for run, v in values
+            if v / center >= OUTLIER_RATIO or v / center <= 1 / OUTLIER_RATIO]
+
+
+def disagreement(values: Sequence[float]) -> float | None:
+    """How many times the slower of exactly two runs took the faster, when that is `OUTLIER_RATIO`
+    or more: neither is the outlier until a third run says which."""
+    if len(values) != 2 or min(values) <= 0:
+        return None
+    factor = max(values) / min(values)
+    return factor if factor >= OUTLIER_RATIO else None
 
 
 def noisy(time: Spread | None) -> float | None:

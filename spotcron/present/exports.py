@@ -56,8 +56,9 @@ def format_ratio(ratio: Ratio | None, *, base: bool = False, sep: str = " ") -> 
     text = f"{ratio.value:.2f}x"
     if ratio.mark:
         text += f" {ratio.mark}"
-    if ratio.low is not None and ratio.high is not None:
-        text += f"{sep}({ratio.low:.2f}-{ratio.high:.2f})"
+    interval = ratio.interval()
+    if interval is not None:
+        text += f"{sep}({interval})"
     return text
 
 
@@ -119,6 +120,9 @@ def report_caption(report: BenchmarkReport) -> str:
                f"{report.cost_basis}; prices: {report.price_table}; rel.: ratio of medians to {report.base} (*) "
                f"with its exact rank interval and the confidence it has at those run counts ({_confidences(report)}; "
                f"4 or more runs a side give 95%); {MARKS}; rounds: {report.rounds}")
+    if any(row.throughput is not None for row in report.rows):
+        # The unit's name is the job's to write: the caption names no part of it.
+        caption += "; units/s: 1 / the time per unit, so the two always agree"
     split = report.split_variants
     if split:
         caption += (f"; {', '.join(split)} ran on more than one kind of hardware: one row [k/n] per kind, never "

@@ -14,9 +14,8 @@ from typing import Any
 
 from spotcron.core.durations import format_duration
 from spotcron.core.runs import RunRecord, RunState
-from spotcron.cost.local_wait import work_cost_usd
 from spotcron.present.notes import ended_words, metrics_flag
-from spotcron.present.views import STATE_STYLES, format_usd, took_text
+from spotcron.present.views import STATE_STYLES, run_cost_text, took_text
 
 
 @dataclass
@@ -56,7 +55,7 @@ def ended_detail(record: RunRecord | None, event: Mapping[str, Any]) -> str:
     parts = []
     if record.duration_seconds is not None:
         parts.append(f"in {took_text(record, None)}")  # and a local run's wait for its turn, left out of both
-    parts.append(format_usd(work_cost_usd(record)))
+    parts.append(run_cost_text(record))
     if record.exit_code is not None:
         parts.append(f"exit {record.exit_code}")
     return ", ".join(parts) + ended_words(record)

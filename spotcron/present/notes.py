@@ -1,5 +1,6 @@
 """What a run's state alone does not say: why it ended as it did, what was wrong with the
-metrics.json it wrote (every problem, not only the first), and why it has no cost.
+metrics.json it wrote (every problem, not only the first), why it has no cost, and that the cost
+of a run that had no VM is its start_job call.
 
 A run can succeed and still leave a metrics.json that breaks the contract; its benchmark figures
 are then missing. Every surface that says `succeeded` (`runs`, `up`, `run --follow`, the page)
@@ -47,6 +48,8 @@ def run_note(record: RunRecord) -> str:
         parts.append(" ".join(note.split()))
     if record.terminal and record.cost_usd is None and record.cost_problem:
         parts.append(f"no cost: {record.cost_problem}")
+    elif record.terminal and record.cost_usd and not record.had_vm:
+        parts.append("cost: the start_job call only, no VM ran")
     return "; ".join(parts)
 
 

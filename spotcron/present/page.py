@@ -25,7 +25,7 @@ from spotcron.cost.local_wait import work_cost_usd
 from spotcron.present.notes import metrics_note
 from spotcron.present.success import Tally
 from spotcron.present.summary import PageSummary, ids_since, summarize, window_start
-from spotcron.present.views import duration_text, format_usd
+from spotcron.present.views import duration_text, format_usd, run_cost_text
 
 log = logging.getLogger("spotcron.present")
 
@@ -391,7 +391,7 @@ def _run_row(record: RunRecord, matrix: bool, missing: Collection[str] = frozens
         escape(duration_text(record, now)),  # the CLI's figure
         _zone_cell(record),
         str(len(record.attempts)),
-        format_usd(work_cost_usd(record)),
+        run_cost_text(record),
         str(record.exit_code) if record.exit_code is not None else "-",
         _reason_cell(record),
         " ".join(_links(record, missing)),

@@ -51,7 +51,7 @@ from spotcron.present.compare import (
     run_phases,
     work_cost_basis,
 )
-from spotcron.present.stats import CONFIDENCE, Ratio, Spread, ratio_of_medians, spread
+from spotcron.present.stats import CONFIDENCE, Ratio, Spread, ratio_of_medians, reciprocal, spread
 from spotcron.present.verdicts import metric_verdicts, verdict, warnings
 
 __all__ = ["BenchmarkReport", "ConfigRow", "RunSample", "benchmark_report", "metric_verdicts", "verdict"]
@@ -106,7 +106,7 @@ class ConfigRow:
     work_unit: str | None = None  # what metrics.json's work counts: "samples"
     time_per_unit: Spread | None = None
     cost_per_unit: Spread | None = None
-    throughput: Spread | None = None  # units per second
+    throughput: Spread | None = None  # units per second: 1 / time_per_unit, statistic by statistic
     relative_time: Ratio | None = None
     relative_cost: Ratio | None = None
     metrics: dict[str, tuple[float, str]] = field(default_factory=dict)  # name → (median, unit)
@@ -426,7 +426,8 @@ def _row(name: str, spec: JobSpec | None, done: list[RunRecord], other: list[Run
         variant=name, machine=_machine(spec, name, [*done, *other]), runs=len(done), other_runs=len(other),
         time=spread([t for _, t, _ in samples if t is not None]),
         cost=spread([c for _, _, c in samples if c is not None]),
-        work_unit=unit, time_per_unit=spread(per_time), cost_per_unit=spread(per_cost), throughput=spread(rates),
+        work_unit=unit, time_per_unit=spread(per_time), cost_per_unit=spread(per_cost),
+        throughput=reciprocal(spread(per_time), rates),
         metrics=_median_metrics(done),
         metrics_problems=tuple((r.run_id, r.metrics_problem) for r in done if r.metrics_problem),
         samples=tuple(samples), runs_detail=tuple(detail), hardware=hardware,

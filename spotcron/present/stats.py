@@ -80,6 +80,19 @@ def spread(values: Sequence[float]) -> Spread | None:
                   stdev=statistics.stdev(data) if len(data) > 1 else None, low=data[0], high=data[-1])
 
 
+def reciprocal(value: Spread | None, values: Sequence[float] = ()) -> Spread | None:
+    """The spread of 1/x from the spread of x: median, quartiles and range are the reciprocals of
+    `value`'s (swapped), so a rate and the time per unit it comes from always agree (1 / 12.2 ns is
+    82M/s), where medians taken apart would not with an even count of runs (a mean of the two middle
+    times against a mean of the two middle rates). The standard deviation is that of `values` (the
+    rates themselves). None where a time is not above 0: its rate is no number."""
+    if value is None or value.low <= 0:
+        return None
+    rates = [float(v) for v in values]
+    return Spread(n=value.n, median=1 / value.median, q1=1 / value.q3, q3=1 / value.q1,
+                  stdev=statistics.stdev(rates) if len(rates) > 1 else None, low=1 / value.high, high=1 / value.low)
+
+
 def _quartiles(data: list[float]) -> tuple[float, float]:
     q1, _, q3 = statistics.quantiles(data, n=4, method="inclusive")
     return q1, q3
@@ -91,6 +104,22 @@ class Ratio:
     low: float | None = None  # the interval; None when either side has fewer than two runs
     high: float | None = None
     confidence: float | None = None  # what the interval achieves at these run counts (exact)
+    alike: bool = False  # every run of each side took the same: the interval's width is 0 for that reason
+
+    def interval(self, digits: int = 2) -> str | None:
+        """`0.31-0.45`; where the bounds meet, why there is no spread rather than `1.93-1.93`; where
+        they differ only in the digit after `digits`, that digit; below it, how narrow it is, in
+        words. None: no interval."""
+        if self.low is None or self.high is None:
+            return None
+        if self.low == self.high:
+            # Short: a page's numeric cells do not wrap.
+            return "no spread: runs alike" if self.alike else "no spread: ratios tie"
+        for places in (digits, digits + 1):
+            low, high = f"{self.low:.{places}f}", f"{self.high:.{places}f}"
+            if low != high:
+                return f"{low}-{high}"
+        return f"under {10 ** -digits:g} wide"
 
     @property
     def supported(self) -> bool | None:
@@ -127,7 +156,8 @@ def ratio_of_medians(sample: Sequence[float], base: Sequence[float], *,
         return Ratio(value)
     k, achieved = rank_bound(len(sample), len(base), confidence)
     pairs = len(sample) * len(base)
-    return Ratio(value, _kth_ratio(sample, base, k), _kth_ratio(sample, base, pairs - k + 1), achieved)
+    return Ratio(value, _kth_ratio(sample, base, k), _kth_ratio(sample, base, pairs - k + 1), achieved,
+                 alike=len(set(sample)) == 1 and len(set(base)) == 1)
 
 
 def achieved_confidence(n: int, m: int, confidence: float = CONFIDENCE) -> float:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from spotcron.core.runs import RunRecord
-from spotcron.present.compare import MetricComparison, noisy
+from spotcron.present.compare import MetricComparison, disagreement, noisy
 from spotcron.present.stats import Ratio
 
 # report.py's BenchmarkReport and ConfigRow: report.py imports this module, so not the other way round.
@@ -32,14 +32,15 @@ def verdict(report: BenchmarkReport, row: ConfigRow) -> str:
         return _local_verdict(report, row, base, ratio)
     if ratio.supported is False:
         speed = (f"ran neither faster nor slower than {base.name} beyond the spread of the runs "
-                 f"({ratio.low:.2f}-{ratio.high:.2f}x its time)")
+                 f"({ratio.interval()}{'x its time' if ratio.low != ratio.high else ''})")
     else:
         faster = ratio.value <= 1
         factor = 1 / ratio.value if faster else ratio.value
         speed = f"ran {factor:.1f}x {'faster' if faster else 'slower'} than {base.name}"
         if ratio.low is not None and ratio.high is not None:
             low, high = sorted((1 / ratio.high, 1 / ratio.low) if faster else (ratio.low, ratio.high))
-            speed += f" ({low:.1f}-{high:.1f}, {_confidence(ratio)})"
+            shown = Ratio(factor, low, high, ratio.confidence, alike=ratio.alike)
+            speed += f" ({shown.interval(1)}, {_confidence(ratio)})"
         else:
             speed += " (under 2 runs a side: no interval)"
     cost, per = (row.relative_cost_per_unit, _per_unit(report, row)) if row.relative_cost_per_unit else \
@@ -56,8 +57,8 @@ def _confidence(ratio: Ratio) -> str:
 
 def _local_verdict(report: BenchmarkReport, row: ConfigRow, base: ConfigRow, ratio: Ratio) -> str:
     """A local report's verdict: the entries' runs on this host, never a machine type faster or slower."""
-    interval = (f" ({ratio.low:.2f}-{ratio.high:.2f}, {_confidence(ratio)})" if ratio.low is not None and
-                ratio.high is not None else " (under 2 runs a side: no interval)")
+    interval = (f" ({ratio.interval()}, {_confidence(ratio)})" if ratio.interval() is not None
+                else " (under 2 runs a side: no interval)")
     spread_note = "; no difference beyond the spread of the runs" if ratio.supported is False else ""
     text = (f"{report.host_words}: the {row.name} entry's runs took {ratio.value:.2f}x the time of the "
             f"{base.name} entry's{interval}{spread_note}")
@@ -76,8 +77,8 @@ def metric_verdicts(report: BenchmarkReport, comparison: MetricComparison) -> li
         ratio = row.relative_time
         if row.name == base or ratio is None:
             continue
-        interval = (f" ({ratio.low:.2f}-{ratio.high:.2f}, {_confidence(ratio)})" if ratio.low is not None
-                    and ratio.high is not None else " (no interval)")
+        interval = (f" ({ratio.interval()}, {_confidence(ratio)})" if ratio.interval() is not None
+                    else " (no interval)")
         if report.all_local:
             head = f"{comparison.metric}, {report.host_words}: the {row.name} entry took"
         else:
@@ -104,9 +105,14 @@ def warnings(rows: Sequence[ConfigRow], measured: Sequence[RunRecord]) -> list[s
     notes = []
     for row in rows:
         for run, value, share in row.outliers:
-            notes.append(f"{row.name}: run {run} is an outlier ({value:.3g} s, {share:.1f}x the median of "
+            times = f"{share:.2f}" if share < 1 else f"{share:.1f}"
+            notes.append(f"{row.name}: run {run} is an outlier ({value:.3g} s, {times}x the median of "
                          f"{row.runs}); it may have shared a busy host or met a slow VM: look at its logs, or rerun "
                          f"with more repeats")
+        factor = disagreement([t for _, t, _ in row.samples if t is not None])
+        if factor is not None:
+            notes.append(f"{row.name}: its 2 runs disagree, one took {factor:.1f}x the other's time; a third run "
+                         f"would say which is off (rerun with more repeats)")
         share = noisy(row.time)
         if share is not None:
             notes.append(f"{row.name}: high noise, the IQR is {share:.0%} of the median time (over 10%); more "

@@ -40,6 +40,16 @@ RUN_COLUMNS = ("job", "run", "status", "attempts", "started (UTC)", "duration", 
 TINY_USD = 1e-7
 
 
+def run_cost_text(record: RunRecord) -> str:
+    """The run's cost as `runs`, `run --follow` and the page show it: `$0.0893`; `$0.000019 call`
+    for a run that ended without a VM (skipped, cancelled while it waited), whose whole cost is
+    the start_job call that handled it (docs/cost.md), so no one reads it as a VM's; `-` while
+    unknown."""
+    cost = work_cost_usd(record)
+    text = format_usd(cost)
+    return f"{text} call" if record.terminal and not record.had_vm and cost else text
+
+
 def format_usd(value: float | None) -> str:
     """Dollars, wherever people read them: $12.35, $0.0508, $0.00022, $0; '-' when not known (yet).
 
@@ -212,7 +222,7 @@ def run_row(record: RunRecord, now: datetime) -> RunRow:
         started=format_time(started_at(record)),
         duration=took_text(record, now, short=True),
         machine=machine_text(record),
-        cost=format_usd(work_cost_usd(record)),
+        cost=run_cost_text(record),
         exit_code=UNKNOWN if record.exit_code is None else str(record.exit_code),
         reason=one_line(run_note(record)),  # the metrics.json problems of a run that succeeded too
     )

@@ -100,7 +100,7 @@ def test_each_configuration_gets_a_one_line_verdict(spec):
     result = benchmark_report("dl-benchmark", cloud_runs(), load_prices(), "us-central1", spec=spec)
     t4 = result.row("t4")
     line = verdict(result, t4)
-    assert line.startswith("t4 ran 3.2x faster than highcpu-16 (3.2-3.2, 90%), at ")
+    assert line.startswith("t4 ran 3.2x faster than highcpu-16 (3.17-3.20, 90%), at ")
     assert line.endswith("x the cost per 1M samples") and "cost/1M samples" in exports.markdown(result)
     ratio = t4.relative_cost_per_unit.value
     assert f"at {ratio:.2f}x the cost" in line
