@@ -159,6 +159,18 @@ def _build_logs_bucket(settings: Settings, names: Names) -> Resource:
         # Versioning on would keep every deleted log as a noncurrent version.
         "versioning": False,
         "labels": dict(MANAGED_LABELS),
+        # Soft delete (on by default, seven days, https://cloud.google.com/storage/docs/soft-delete)
+        # would keep each deleted log restorable by the next build's Storage Admin; 0 turns it off
+        # (https://cloud.google.com/storage/docs/disable-soft-delete). A retention policy or a
+        # default event-based hold would stop deploy deleting logs, a KMS key or usage logs would
+        # hand them or their access to the key's or log bucket's owner, requester pays would refuse
+        # Cloud Build's write of the next log (https://cloud.google.com/storage/docs/json_api/v1/buckets).
+        "soft_delete_s": 0,
+        "retention_s": None,
+        "event_based_hold": False,
+        "kms_key": None,
+        "usage_logs": None,
+        "requester_pays": False,
     })
 
 
