@@ -379,7 +379,8 @@ def test_lifecycle_rules_of_others_on_our_bucket_are_kept(deployer: Deployer, cl
         {"action": {"type": "Delete"}, "condition": {"age": 1, "matchesPrefix": ["tokens/"]}},
         {"action": {"type": "Delete"}, "condition": {"age": 30, "matchesPrefix": ["limits/"]}},
         {"action": {"type": "Delete"}, "condition": {"age": 8, "matchesPrefix": ["digests/"]}},
-        {"action": {"type": "Delete"}, "condition": {"age": 8, "matchesPrefix": ["overrides/"]}}]
+        {"action": {"type": "Delete"}, "condition": {"age": 8, "matchesPrefix": ["overrides/"]}},
+        {"action": {"type": "Delete"}, "condition": {"age": 1, "matchesPrefix": ["deploy/build-"]}}]
 
 
 def test_public_invoker_added_by_hand_is_removed(deployer: Deployer, cloud: FakeCloud) -> None:
