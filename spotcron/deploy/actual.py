@@ -121,8 +121,44 @@ def bucket_fields(bucket: Any, whole: bool = False) -> dict[str, Any]:
         "lifecycle": tuple(_lifecycle_rule(r) for r in rules),
         "versioning": bool(bucket.versioning_enabled),
         "labels": _labels(bucket.labels),
+        **(_logs_bucket_fields(bucket) if whole else {}),
     }
 
+
+def _logs_bucket_fields(bucket: Any) -> dict[str, Any]:
+    """The settings of the build logs' bucket a build's Storage Admin may change to keep or divert
+    logs (docs/security.md, "Limits of what is built" (3)); deploy puts each back."""
+    logging = bucket.get_logging() or {}
+    return {
+        "soft_delete_s": bucket.soft_delete_policy.retention_duration_seconds,
+        "retention_s": bucket.retention_period,
+        "event_based_hold": bool(bucket.default_event_based_hold),
+        "kms_key": bucket.default_kms_key_name or None,
+        "usage_logs": logging.get("logBucket") or None,
+        "requester_pays": bool(bucket.requester_pays),
+    }
+
+
+
+def _check_bucket_project(bucket: Any, project_number: str, logs: bool) -> None:
+    """Refuse a bucket of another project, and a logs bucket whose logs can no longer be deleted.
+
+    Bucket names are global: the job build account's Storage Admin may delete the logs bucket and
+    its author create one of that name in a project of theirs; the bucket's `projectNumber`
+    (https://cloud.google.com/storage/docs/json_api/v1/buckets) tells. A locked retention policy
+    cannot be removed or shortened (https://cloud.google.com/storage/docs/bucket-lock)."""
+    owner = str(bucket.project_number or "")
+    if project_number and owner and owner != project_number:
+        raise DeployError(
+            f"bucket {bucket.name!r} belongs to project number {owner}, not to this stack's project "
+            f"({project_number}); deploy never uses another project's bucket"
+            f"{' for build logs (a job build may have deleted the bucket and someone re-created its name)' if logs else ''}: "
+            f"set another `bucket:` in the stack file")
+    if logs and bucket.retention_policy_locked:
+        raise DeployError(
+            f"bucket {bucket.name!r} (the job images' build logs) has a locked retention policy of "
+            f"{bucket.retention_period}s: its logs can no longer be deleted, so deploy builds no image "
+            f"with it; set another `bucket:` in the stack file (docs/security.md, Limits of what is built)")
 
 
 def _lifecycle_rule(rule: dict[str, Any]) -> tuple[Any, ...]:
@@ -237,6 +273,7 @@ class _Reader:
                 f"global, so it probably belongs to another project: set another `bucket:` in the "
                 f"stack file") from exc
         whole = name == self.names.build_logs_bucket
+        _check_bucket_project(bucket, self.project_number, whole)
         return [Resource(BUCKET, bucket.name, bucket_fields(bucket, whole), owned=_owned(bucket.labels))]
 
     def objects(self) -> list[Resource]:

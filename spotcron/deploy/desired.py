@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from spotcron.core.images import SOURCE_PREFIX as BUILD_CONTEXT_PREFIX
 from spotcron.core.layout import DIGESTS, LIMITS, RUNS, TOKENS, deployed_spec
 from spotcron.core.overrides import KEEP_DAYS as OVERRIDES_KEEP_DAYS
 from spotcron.core.overrides import PREFIX as OVERRIDES_PREFIX
@@ -137,10 +138,12 @@ def _bucket(settings: Settings) -> Resource:
         # outlast the longest VM as run records do (validate holds the retention to that); a
         # digest's marker is rewritten when its spec is replaced and serves starts published
         # before that, redelivered for 7 days at most. A manual run's overrides serve only the
-        # start message that names them, redelivered for 7 days at most (core/overrides.py).
+        # start message that names them, redelivered for 7 days at most (core/overrides.py). A job
+        # image's build context serves its build only (20 minutes at most, core/images.py); one an
+        # interrupted deploy left goes a day later, and deploy deletes older ones before it builds.
         "lifecycle": (("Delete", settings.results_retention_days, (RUNS,)), ("Delete", 1, (TOKENS,)),
                       ("Delete", max(3, settings.results_retention_days), (LIMITS,)), ("Delete", 8, (DIGESTS,)),
-                      ("Delete", OVERRIDES_KEEP_DAYS, (OVERRIDES_PREFIX,))),
+                      ("Delete", OVERRIDES_KEEP_DAYS, (OVERRIDES_PREFIX,)), ("Delete", 1, (BUILD_CONTEXT_PREFIX,))),
         "labels": dict(MANAGED_LABELS),
     })
 
@@ -159,6 +162,18 @@ def _build_logs_bucket(settings: Settings, names: Names) -> Resource:
         # Versioning on would keep every deleted log as a noncurrent version.
         "versioning": False,
         "labels": dict(MANAGED_LABELS),
+        # Soft delete (on by default, seven days, https://cloud.google.com/storage/docs/soft-delete)
+        # would keep each deleted log restorable by the next build's Storage Admin; 0 turns it off
+        # (https://cloud.google.com/storage/docs/disable-soft-delete). A retention policy or a
+        # default event-based hold would stop deploy deleting logs, a KMS key or usage logs would
+        # hand them or their access to the key's or log bucket's owner, requester pays would refuse
+        # Cloud Build's write of the next log (https://cloud.google.com/storage/docs/json_api/v1/buckets).
+        "soft_delete_s": 0,
+        "retention_s": None,
+        "event_based_hold": False,
+        "kms_key": None,
+        "usage_logs": None,
+        "requester_pays": False,
     })
 
 

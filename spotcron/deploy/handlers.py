@@ -104,6 +104,25 @@ def _configure_bucket(bucket: Any, fields: Mapping[str, Any], whole: bool = Fals
     ours = [request_messages.lifecycle_delete(age, prefixes) for _, age, prefixes in fields["lifecycle"]]
     others = [dict(rule) for rule in bucket.lifecycle_rules if not managed_lifecycle_rule(dict(rule), whole)]
     bucket.lifecycle_rules = others + ours
+    if "soft_delete_s" in fields:  # the build logs' bucket (deploy/desired.py)
+        _configure_logs_bucket(bucket, fields)
+
+
+def _configure_logs_bucket(bucket: Any, fields: Mapping[str, Any]) -> None:
+    """Put back what a build's Storage Admin may change to keep, hold or divert the logs; only
+    what differs is sent (a locked retention policy is refused before: deploy/actual.py)."""
+    if bucket.soft_delete_policy.retention_duration_seconds != fields["soft_delete_s"]:
+        bucket.soft_delete_policy.retention_duration_seconds = fields["soft_delete_s"]
+    if bucket.retention_period != fields["retention_s"]:
+        bucket.retention_period = fields["retention_s"]
+    if bool(bucket.default_event_based_hold) != fields["event_based_hold"]:
+        bucket.default_event_based_hold = fields["event_based_hold"]
+    if (bucket.default_kms_key_name or None) != fields["kms_key"]:
+        bucket.default_kms_key_name = fields["kms_key"]
+    if (bucket.get_logging() or {}).get("logBucket") and fields["usage_logs"] is None:
+        bucket.disable_logging()
+    if bool(bucket.requester_pays) != fields["requester_pays"]:
+        bucket.requester_pays = fields["requester_pays"]
 
 
 def bucket(action: Action, ctx: Context) -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spotcron.core.images import BUILD_LOGS_PREFIX
+from spotcron.core.images import SOURCE_PREFIX as BUILD_CONTEXT_PREFIX
 from spotcron.core.layout import DIGESTS, LIMITS, RUNS, TOKENS
 from spotcron.core.names import MANAGED_LABEL
 from spotcron.core.overrides import PREFIX as OVERRIDES_PREFIX
@@ -49,7 +50,7 @@ TYPES = (API, BUCKET, TOPIC, SERVICE_ACCOUNT, REPOSITORY, FIREWALL, SUBNETWORK, 
 # Object prefixes whose lifecycle Delete rules deploy writes on the results bucket; every other rule
 # there is someone else's and is neither compared nor replaced. build-logs/ is an earlier deploy's
 # (the job builds' logs have a bucket of their own now): known, so that its rule is removed.
-LIFECYCLE_PREFIXES = frozenset({RUNS, TOKENS, LIMITS, DIGESTS, BUILD_LOGS_PREFIX, OVERRIDES_PREFIX})
+LIFECYCLE_PREFIXES = frozenset({RUNS, TOKENS, LIMITS, DIGESTS, BUILD_LOGS_PREFIX, OVERRIDES_PREFIX, BUILD_CONTEXT_PREFIX})
 
 
 def managed_lifecycle_rule(rule: Mapping[str, Any], whole: bool = False) -> bool:

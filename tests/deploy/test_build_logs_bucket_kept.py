@@ -22,6 +22,10 @@ from tests.fakes.deploy.cloud import FakeCloud
 JOB_BUILD = f"serviceAccount:spotcron-job-build@{PROJECT}.iam.gserviceaccount.com"
 LOGS = f"{BUCKET}-build-logs"
 RESOURCE = f"projects/_/buckets/{LOGS}"
+# Soft delete is on for every bucket by default, seven days ("Soft delete is enabled by default on all
+# buckets and has a retention duration of seven days", https://cloud.google.com/storage/docs/soft-delete):
+# a deleted log stays listable and restorable by whoever holds Storage Admin there.
+SOFT_DELETE_90_DAYS = {"retentionDurationSeconds": "7776000"}
 
 
 def _deployed(deployer: Deployer, cloud: FakeCloud) -> list[Any]:
@@ -82,3 +86,62 @@ def test_a_conditional_grant_a_build_made_on_the_logs_bucket_is_revoked_whatever
     deployer.deploy(jobs)
     assert _foreign_bindings(cloud) == []
     assert {a.title for a in deployer.plan(jobs).actions} == set()
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    # Deleted logs kept 90 days as soft-deleted objects, each restorable and readable by the next
+    # build's Dockerfile: every other job's build log, not only one an interrupted deploy left.
+    ("softDeletePolicy", SOFT_DELETE_90_DAYS),
+    # Objects the build writes can no longer be deleted, by the lifecycle rule or anyone, for a year.
+    ("retentionPolicy", {"retentionPeriod": "31536000"}),
+    # Every new object (each later build's log) held: the lifecycle rule skips it and deploy's
+    # delete of the log is refused, so logs pile up and stay there to read.
+    ("defaultEventBasedHold", True),
+    # Every later build's log encrypted with a key the job's author holds in a project of theirs.
+    ("encryption", {"defaultKmsKeyName": "projects/attacker/locations/us/keyRings/r/cryptoKeys/k"}),
+    # The bucket's usage logs delivered to a bucket of the job's author.
+    ("logging", {"logBucket": "attacker-bucket", "logObjectPrefix": "spotcron"}),
+    # Requests without a billing project refused: Cloud Build writing the next log among them.
+    ("billing", {"requesterPays": True}),
+])
+def test_a_setting_a_build_changed_on_the_logs_bucket_is_put_back(
+        deployer: Deployer, cloud: FakeCloud, field: str, value: Any) -> None:
+    jobs = _deployed(deployer, cloud)
+    cloud.storage.buckets[LOGS][field] = value  # storage.buckets.update, with the build's token
+    titles = {a.title for a in deployer.plan(jobs).actions}
+    assert f"update bucket {LOGS}" in titles, f"the plan does not show the logs bucket's {field} changed"
+    deployer.deploy(jobs)
+    # Requester pays is turned off by writing `billing.requesterPays: false`, which the bucket keeps.
+    assert cloud.storage.buckets[LOGS].get(field) in (None, {}, False, {"retentionDurationSeconds": "0"},
+                                                      {"requesterPays": False}), \
+        f"{field} is still {cloud.storage.buckets[LOGS].get(field)!r} after deploy"
+
+
+def test_the_logs_bucket_keeps_no_deleted_log(deployer: Deployer, cloud: FakeCloud) -> None:
+    """Deploy deletes each log once its build ended so that the next build's Dockerfile, holding
+    Storage Admin there, has none to read. With Cloud Storage's default soft delete (seven days) a
+    deleted log stays restorable for a week, so the bucket is made, and kept, without it."""
+    _deployed(deployer, cloud)
+    policy = cloud.storage.buckets[LOGS].get("softDeletePolicy") or {}
+    assert str(policy.get("retentionDurationSeconds")) == "0", \
+        f"the logs bucket keeps deleted logs: softDeletePolicy {policy!r} (Google's default is seven days)"
+
+
+def test_a_logs_bucket_of_another_project_is_never_taken_for_the_stacks(deployer: Deployer, cloud: FakeCloud) -> None:
+    """Storage Admin holds storage.buckets.delete: a Dockerfile step empties the bucket of build logs
+    and deletes it, and its author creates a bucket of that name in a project of theirs (bucket
+    names are global, https://cloud.google.com/storage/docs/buckets#naming), with the same settings
+    and labels, Storage Admin for spotcron-job-build and read access for the deployer. Every later
+    build would write its log there (`logsBucket` names the bucket only), every job's build output
+    in a stranger's project. A bucket carries the number of the project that owns it
+    (`projectNumber`, https://cloud.google.com/storage/docs/json_api/v1/buckets): deploy must not
+    take a logs bucket of another project as the stack's."""
+    from spotcron.gcp.admin.calls import DeployError
+
+    jobs = _deployed(deployer, cloud)
+    taken = dict(cloud.storage.buckets[LOGS])
+    taken["projectNumber"] = "999999999999"  # the job's author's project
+    assert str(cloud.access.number) != taken["projectNumber"]
+    cloud.storage.buckets[LOGS] = taken
+    with pytest.raises(DeployError):
+        deployer.deploy(jobs)

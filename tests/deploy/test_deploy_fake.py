@@ -79,7 +79,8 @@ def test_first_deploy_builds_the_whole_stack(deployer: Deployer, cloud: FakeClou
         {"action": {"type": "Delete"}, "condition": {"age": 1, "matchesPrefix": ["tokens/"]}},
         {"action": {"type": "Delete"}, "condition": {"age": 90, "matchesPrefix": ["limits/"]}},
         {"action": {"type": "Delete"}, "condition": {"age": 8, "matchesPrefix": ["digests/"]}},
-        {"action": {"type": "Delete"}, "condition": {"age": 8, "matchesPrefix": ["overrides/"]}}]}
+        {"action": {"type": "Delete"}, "condition": {"age": 8, "matchesPrefix": ["overrides/"]}},
+        {"action": {"type": "Delete"}, "condition": {"age": 1, "matchesPrefix": ["deploy/build-"]}}]}
     assert bucket["labels"] == {"spotcron": "1"} and bucket["location"] == "US-CENTRAL1"
     assert cloud.storage.objects[(BUCKET, deployer.source.object_name)][0] == deployer.source.data
 
@@ -378,7 +379,8 @@ def test_lifecycle_rules_of_others_on_our_bucket_are_kept(deployer: Deployer, cl
         {"action": {"type": "Delete"}, "condition": {"age": 1, "matchesPrefix": ["tokens/"]}},
         {"action": {"type": "Delete"}, "condition": {"age": 30, "matchesPrefix": ["limits/"]}},
         {"action": {"type": "Delete"}, "condition": {"age": 8, "matchesPrefix": ["digests/"]}},
-        {"action": {"type": "Delete"}, "condition": {"age": 8, "matchesPrefix": ["overrides/"]}}]
+        {"action": {"type": "Delete"}, "condition": {"age": 8, "matchesPrefix": ["overrides/"]}},
+        {"action": {"type": "Delete"}, "condition": {"age": 1, "matchesPrefix": ["deploy/build-"]}}]
 
 
 def test_public_invoker_added_by_hand_is_removed(deployer: Deployer, cloud: FakeCloud) -> None:

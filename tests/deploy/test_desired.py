@@ -42,7 +42,7 @@ def test_bucket_has_uniform_access_lifecycle_on_runs_and_our_label(state) -> Non
         "location": "us-central1", "uniform_access": True, "public_access_prevention": "enforced",
         "lifecycle": (("Delete", 90, ("runs/",)), ("Delete", 1, ("tokens/",)), ("Delete", 90, ("limits/",)),
                       ("Delete", 8, ("digests/",)),
-                      ("Delete", 8, ("overrides/",))), "labels": {"spotcron": "1"},
+                      ("Delete", 8, ("overrides/",)), ("Delete", 1, ("deploy/build-",))), "labels": {"spotcron": "1"},
     }
 
 

@@ -26,11 +26,12 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from spotcron.core.build_logs import build_log_object, build_logs_bucket
 from spotcron.core.errors import SpotcronError
-from spotcron.core.images import LABEL, ImageBuild, build_request, build_tag, pushed_digest
+from spotcron.core.images import LABEL, SOURCE_PREFIX, ImageBuild, build_request, build_tag, pushed_digest
 from spotcron.engine.ports import Blobs
 from spotcron.gcp.admin.settling import Settling
 from spotcron.gcp.error_map import translated
@@ -45,6 +46,12 @@ LOG_LINE_CHARS = 300
 
 class BuildFailed(SpotcronError):
     """Cloud Build ran the build and it did not push the image."""
+
+
+# A context uploaded this long ago serves no build any more: longer than a build waits in Cloud
+# Build's queue and runs (core/images.BUILD_TIMEOUT_S), shorter than the results bucket's lifecycle
+# rule on deploy/build- (a day, deploy/desired.py), so a later deploy removes it sooner.
+STALE_CONTEXT_S = 2 * 3600
 
 
 def make_client(credentials: Any = None, *, endpoint: str | None = None) -> Any:
@@ -89,6 +96,7 @@ class CloudBuilder:
         self.wait_s = wait_s
         self._client = client
         self._credentials = credentials
+        self.now: Callable[[], datetime] = lambda: datetime.now(UTC)
 
     @property
     def client(self) -> Any:
@@ -168,6 +176,7 @@ class CloudBuilder:
     def _build_in_location(self, build: ImageBuild, image: str) -> str:
         from google.cloud.devtools import cloudbuild_v1
 
+        self._delete_stale_contexts(build.source_object)
         generation = self.blobs.write(build.source_object, build.tarball, content_type="application/gzip")
         body = build_request(build, image, bucket=self.blobs.bucket, generation=generation,
                              service_account=self.service_account, project=self.project,
@@ -199,6 +208,19 @@ class CloudBuilder:
             raise BuildFailed(f"the build of {image} ended {result.get('status', '?')} without pushing the image; "
                               f"see {result.get('logUrl') or 'gcloud builds list --region ' + self.location}")
         return digest
+
+    def _delete_stale_contexts(self, own: str) -> None:
+        """Delete the contexts an interrupted deploy left (its wait ran out, Ctrl-C, a lost
+        connection): each is another folder, and every build's Dockerfile may read deploy/build-*.
+        One young enough to serve a build still under way (another deploy's) stays."""
+        now = self.now()
+        for name in self.blobs.list(SOURCE_PREFIX):
+            if name == own:
+                continue
+            found = self.blobs.read(name)
+            if found is not None and found.updated is not None \
+                    and (now - found.updated).total_seconds() > STALE_CONTEXT_S:
+                self.blobs.delete(name)
 
     def _log_tail(self, build_id: str) -> str:
         """The end of a failed build's log, ready to print, or where to look when it cannot be read."""

@@ -28,6 +28,15 @@ def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
             target[key] = json_copy(value)
 
 
+def _normalise(bucket: dict[str, Any]) -> None:
+    """int64 fields come back as JSON strings, as the JSON API returns them."""
+    policy = bucket.get("softDeletePolicy")
+    if isinstance(policy, dict):
+        policy.pop("effectiveTime", None)
+        if policy.get("retentionDurationSeconds") is not None:
+            policy["retentionDurationSeconds"] = str(policy["retentionDurationSeconds"])
+
+
 def _multipart(request: Request) -> tuple[dict[str, Any], bytes]:
     content_type = request.headers.get("content-type", "")
     if "boundary=" not in content_type:
@@ -105,9 +114,15 @@ class FakeStorage:
             if name in self.buckets or name in self.foreign_buckets:
                 raise ApiError(409, "Your previous request to create the named bucket succeeded and you "
                                     "already own it.", "CONFLICT")
+            # Every bucket carries its project's number, read-only ("projectNumber",
+            # https://cloud.google.com/storage/docs/json_api/v1/buckets); soft delete is on by
+            # default for seven days (https://cloud.google.com/storage/docs/soft-delete).
             bucket = {"kind": "storage#bucket", "id": name, "name": name, "metageneration": "1",
-                      "storageClass": "STANDARD", "timeCreated": "2026-01-01T00:00:00.000Z"}
-            _merge(bucket, body)
+                      "storageClass": "STANDARD", "timeCreated": "2026-01-01T00:00:00.000Z",
+                      "projectNumber": str(self.policies.access.number),
+                      "softDeletePolicy": {"retentionDurationSeconds": "604800"}}
+            _merge(bucket, {k: v for k, v in body.items() if k != "projectNumber"})
+            _normalise(bucket)
             bucket["location"] = str(body.get("location", "US")).upper()
             bucket.setdefault("iamConfiguration", {}).setdefault("publicAccessPrevention", "inherited")
             self.buckets[name] = bucket
@@ -121,7 +136,13 @@ class FakeStorage:
             body = request.json()
             if "location" in body and str(body["location"]).upper() != bucket["location"]:
                 raise ApiError(400, "A bucket's location cannot be changed.")
-            _merge(bucket, body)
+            # A locked retention policy can be neither removed nor shortened
+            # (https://cloud.google.com/storage/docs/bucket-lock).
+            locked = (bucket.get("retentionPolicy") or {}).get("isLocked")
+            if locked and "retentionPolicy" in body and body["retentionPolicy"] != bucket["retentionPolicy"]:
+                raise ApiError(403, "Cannot remove or reduce a locked retention policy.")
+            _merge(bucket, {k: v for k, v in body.items() if k != "projectNumber"})
+            _normalise(bucket)
             bucket["metageneration"] = str(int(bucket["metageneration"]) + 1)
             return 200, json_copy(bucket)
 
