@@ -281,5 +281,6 @@ def print_runs_table(out: Any, records: list[RunRecord], now: datetime) -> None:
     from spotcron.present.views import DROP_ORDER, RUN_COLUMNS, run_row
 
     rows = [run_row(record, now) for record in records]
-    print_table(out, Columns(RUN_COLUMNS, DROP_ORDER, frozenset({"attempts", "cost", "exit"})),
+    print_table(out, Columns(RUN_COLUMNS, DROP_ORDER, frozenset({"attempts", "cost", "exit"}),
+                                  squeeze=frozenset({"reason"})),
                 [row.cells() for row in rows], styles=[{"status": row.status_style} for row in rows])
