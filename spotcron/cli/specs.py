@@ -68,7 +68,8 @@ def _errors_then_warnings(error, specs) -> None:
     from spotcron.cli import EXIT_USER_ERROR, ReportedError, render_error
 
     ReportedError(render_error(error)).show()
-    _warnings(specs)
+    broken = {Path(p.file).stem for p in error.problems}
+    _warnings([spec for spec in specs if spec.name not in broken])
     raise click.exceptions.Exit(EXIT_USER_ERROR)
 
 
