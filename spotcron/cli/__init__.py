@@ -70,7 +70,8 @@ class SpotcronGroup(click.Group):
 def cli() -> None:
     """Run scheduled containers on Google Cloud Spot VMs, for cents a month.
 
-    A job is a YAML file in jobs/ (see docs/jobs.md); `spotcron init` starts a folder with one.
+    A job is a YAML file in jobs/ (every field: docs/jobs.md in the spotcron source); `spotcron init`
+    starts a folder with one.
     Check them with `spotcron validate`, preview a schedule with `spotcron next JOB`, then run
     everything locally with `spotcron up`.
     """

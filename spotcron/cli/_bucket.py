@@ -227,20 +227,53 @@ def resolve(store: RunStore, ref: str, job: str | None, where: str) -> RunRecord
     if record is None:
         if ref_job not in store.jobs():
             raise unknown_job(ref_job, store, where)
+        if (latest := _latest_run_of(store, ref_job, run_id)) is not None:
+            return latest  # JOB/ENTRY: that matrix entry's latest run, as `spotcron runs JOB/ENTRY` lists it
+        if not _looks_like_run_id(run_id):
+            raise unknown_variant(ref_job, run_id, matrix_entries(store, ref_job), where)
         raise SpotcronError(f"no run {ref_job}/{run_id} in {where}; `spotcron runs {ref_job}` lists its runs")
     return record
 
 
-def _latest_run_of(store: RunStore, job: str) -> RunRecord | None:
-    """The newest run of `job` (None when `job` is no job with runs), named on stderr so that the
-    output says which run it is."""
+def _latest_run_of(store: RunStore, job: str, variant: str | None = None) -> RunRecord | None:
+    """The newest run of `job`, or of its matrix entry `variant` (None when there is none), named
+    on stderr so that the output says which run it is."""
+    from spotcron.core.runs import of_variant
+
     run_ids = store.run_ids(job) if "/" not in job else []
-    record = store.read(job, run_ids[-1]) if run_ids else None
+    if variant is not None:
+        run_ids = [run_id for run_id in run_ids if of_variant(run_id, variant)]
+    record = None
+    for run_id in reversed(run_ids[-3:]):  # the id says the entry; the record says it exactly
+        found = store.read(job, run_id)
+        if found is not None and (variant is None or found.variant == variant):
+            record = found
+            break
     if record is not None:
-        console(stderr=True).print(f"{job}: its latest run, {job}/{record.run_id} ({record.state}); "
-                                   f"name a run to see another (`spotcron runs {job}` lists them)",
+        name = f"{job}/{variant}" if variant else job
+        console(stderr=True).print(f"{name}: its latest run, {job}/{record.run_id} ({record.state}); "
+                                   f"name a run to see another (`spotcron runs {name}` lists them)",
                                    markup=False, highlight=False, soft_wrap=True)
     return record
+
+
+def _looks_like_run_id(text: str) -> bool:
+    """Whether `text` has a run id's shape (YYYYMMDD-HHMM…, or m… for a manual run) rather than an entry's."""
+    import re
+
+    return re.match(r"m?\d{8}-\d{4}", text) is not None
+
+
+def matrix_entries(store: RunStore, job: str) -> list[str]:
+    """The matrix entries a job's runs were of, from its newest records (one read per run, 50 at most)."""
+    from spotcron.present.views import newest_ids
+
+    seen: dict[str, None] = {}
+    for job_name, run_id in newest_ids([(job, r) for r in store.run_ids(job)], 50):
+        record = store.read(job_name, run_id)
+        if record is not None and record.variant:
+            seen[record.variant] = None
+    return sorted(seen)
 
 
 def print_runs_table(out: Any, records: list[RunRecord], now: datetime) -> None:
@@ -248,5 +281,6 @@ def print_runs_table(out: Any, records: list[RunRecord], now: datetime) -> None:
     from spotcron.present.views import DROP_ORDER, RUN_COLUMNS, run_row
 
     rows = [run_row(record, now) for record in records]
-    print_table(out, Columns(RUN_COLUMNS, DROP_ORDER, frozenset({"attempts", "cost", "exit"})),
+    print_table(out, Columns(RUN_COLUMNS, DROP_ORDER, frozenset({"attempts", "cost", "exit"}),
+                                  squeeze=frozenset({"reason"})),
                 [row.cells() for row in rows], styles=[{"status": row.status_style} for row in rows])

@@ -288,7 +288,8 @@ def _offline_plan(settings: Any, jobs: list[Any], jobs_dir: Path, source_object:
         out.print(Text(line, style="green"))
     RichReporter(out).show_plan(first_deploy_plan(settings, jobs, source_object))
     out.print("Then a second, short pass sets the functions' URLs (SPOTCRON_JOB_DONE_URL, SPOTCRON_CREDENTIALS_URL). "
-              "With credentials, `spotcron doctor` checks the project and `make plan` reads what exists.")
+              "With credentials, `spotcron doctor` checks the project and `spotcron deploy --dry-run` reads what "
+              "exists.")
 
 
 def _images(env: DeployContext, settings: Any, credentials: Any, jobs: list[Any], jobs_dir: Path,

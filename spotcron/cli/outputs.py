@@ -49,8 +49,8 @@ def logs(run: tuple[str, ...], job: str | None, attempt: int | None, follow: boo
     """Print a run's container output (logs.txt of its latest attempt).
 
     RUN is JOB/RUN or a bare run id, as `spotcron runs` lists them; the table's job and run
-    columns copied together (`dl-benchmark/t4 20261122-1000-t4`) name a run too, and a job's name
-    alone names its latest run. While the job runs, the
+    columns copied together (`dl-benchmark/t4 20261122-1000-t4`) name a run too, a job's name
+    alone names its latest run, and JOB/ENTRY its matrix entry's latest run. While the job runs, the
     runner ships its new output every few seconds; with --follow, output is printed as it
     reaches the bucket, attempt after attempt, until the run ends.
 
@@ -58,6 +58,7 @@ def logs(run: tuple[str, ...], job: str | None, attempt: int | None, follow: boo
     Examples:
       spotcron logs hello-bot/20261122-1000
       spotcron logs hello-bot                       # its latest run
+      spotcron logs dl-benchmark/t4                 # matrix entry t4's latest run
       spotcron logs 20261122-1000 --attempt 1
       spotcron logs hello-bot/20261122-1000 --follow
       spotcron logs hello-bot/20261122-1000 --timestamps
@@ -139,11 +140,14 @@ def results(run: tuple[str, ...], job: str | None, attempt: int | None, download
     last; without one, the upload did not complete and the objects found are listed instead. A
     skipped run never ran its job: it says so and why, and lists nothing (no upload is expected).
     --download into a folder that holds files the run did not write asks first (or needs --force).
+    RUN is named as for `spotcron logs`: JOB/RUN, a bare run id, JOB (its latest run) or
+    JOB/ENTRY (that matrix entry's latest run).
 
     \b
     Examples:
       spotcron results hello-bot/20261122-1000
       spotcron results hello-bot                    # its latest run
+      spotcron results dl-benchmark/t4              # matrix entry t4's latest run
       spotcron results 20261122-1000-t4 --download ./out
       spotcron results hello-bot/20261122-1000 --cat answer.json | jq .
     """

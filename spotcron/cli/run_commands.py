@@ -20,6 +20,7 @@ from spotcron.cli._bucket import (
     all_run_ids,
     bucket_options,
     describe,
+    matrix_entries,
     open_store,
     print_runs_table,
     runs_context,
@@ -85,10 +86,9 @@ def runs(job: str | None, as_json: bool, limit: int, bucket: str | None, state_d
         if variant:  # a matrix entry's run ids end in -VARIANT or -VARIANT-rN; the records say it exactly
             from spotcron.core.runs import of_variant
 
-            every = pairs
             pairs = [(j, r) for j, r in pairs if of_variant(r, variant)]
             if not pairs:
-                raise unknown_variant(job_name, variant, _variants(store, every), where)
+                raise unknown_variant(job_name, variant, matrix_entries(store, job_name), where)
         # A read per record: read only the newest `limit` of them.
         chosen = newest_ids(pairs, limit)
         records = [r for r in (store.read(j, run_id) for j, run_id in chosen) if r is not None]
@@ -105,18 +105,6 @@ def runs(job: str | None, as_json: bool, limit: int, bucket: str | None, state_d
     total = len(pairs)
     if limit and total > len(records):
         console(stderr=True).print(f"[dim]showing the newest {len(records)} of {total} runs; --limit 0 shows all[/dim]")
-
-
-def _variants(store: Any, pairs: list[tuple[str, str]]) -> list[str]:
-    """The matrix entries a job's runs were of, from its newest records (one read per entry seen)."""
-    from spotcron.present.views import newest_ids
-
-    seen: dict[str, None] = {}
-    for job, run_id in newest_ids(pairs, 50):
-        record = store.read(job, run_id)
-        if record is not None and record.variant:
-            seen[record.variant] = None
-    return sorted(seen)
 
 
 # --- spotcron status ---------------------------------------------------------------------------

@@ -21,7 +21,7 @@ STATE_DIR = ".spotcron/"
 
 JOB_TEXT = """\
 # yaml-language-server: $schema=./schema.json
-# A first job: the job's name is the file name (hello). Every field: docs/jobs.md in spotcron's repository.
+# A first job: the job's name is the file name (hello). Every field: docs/jobs.md in the spotcron source.
 # Preview its schedule:  spotcron next hello       Run it once, locally:  spotcron run hello
 description: Says hello and writes the time to its results
 schedule: "0 * * * *"          # Cloud Scheduler's unix-cron, 5 fields: every hour, on the hour

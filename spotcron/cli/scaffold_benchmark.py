@@ -13,7 +13,7 @@ FOLDER = "benchmark"
 
 JOB_TEXT = """\
 # A benchmark: the same training script on several machines and settings, compared per task.
-# Every field: docs/jobs.md and docs/benchmarks.md in spotcron's repository.
+# Every field: docs/jobs.md and docs/benchmarks.md in the spotcron source.
 #   spotcron up --once                  run each entry's repeats locally (they take turns on this host)
 #   spotcron report benchmark           per configuration and per task, relative to the base
 description: Training time and cost per machine and batch size

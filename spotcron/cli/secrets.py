@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import click
@@ -176,6 +177,18 @@ def _store_locally(state_dir: Path, name: str, data: bytes) -> None:
                     highlight=False, soft_wrap=True)
 
 
+def _stored_locally(environ: Mapping[str, str], state_dir: Path) -> dict[str, str]:
+    """The names of the local values (SPOTCRON_SECRET_<ID>) and where each is: the environment or
+    STATE_DIR/secrets.env; never a value."""
+    from spotcron.core.secret_refs import LOCAL_PREFIX
+    from spotcron.local.secret_manager import DOTENV_NAME, read_dotenv
+
+    stored = {key: str(state_dir / DOTENV_NAME) for key in read_dotenv(state_dir / DOTENV_NAME)
+              if key.startswith(LOCAL_PREFIX)}
+    stored.update({key: "environment" for key in environ if key.startswith(LOCAL_PREFIX)})
+    return dict(sorted(stored.items()))
+
+
 @secrets.command("list")
 @jobs_option
 @_where_options
@@ -201,9 +214,11 @@ def list_(ctx: click.Context, jobs_dir: Path, local: bool, cloud: bool, state_di
     chosen = _choose(local, cloud, settings.project, stack_path, state_dir, "secrets list")
     specs = [s for s in load_specs([jobs_dir], stack_path) if s.all_secrets()]
     out = console()
+    stored = _stored_locally(os.environ, state_dir) if chosen == "local" else {}
     if not specs:
         out.print("No job names a secret (see docs/jobs.md, \"secrets\").")
-        return
+        if not stored:
+            return
     if chosen == "local":
         from spotcron.core.secret_refs import local_variable, secret_id
         from spotcron.local.secret_manager import DOTENV_NAME, LocalSecrets
@@ -216,6 +231,9 @@ def list_(ctx: click.Context, jobs_dir: Path, local: bool, cloud: bool, state_di
                 value = found.value(secret_id(ref.secret))
                 rows.append((spec.name, variable.replace("@", " @"), ref.secret, local_variable(ref.secret),
                              where[value[0]] if value else f"missing: spotcron secrets set {ref.secret} --local"))
+        named = {local_variable(ref.secret) for spec in specs for ref in spec.all_secrets().values()}
+        # A stored value no job reads (a typo, a job not written yet): its name, never its value.
+        rows += [("-", "-", "-", key, f"{place}; no job names it") for key, place in stored.items() if key not in named]
         print_table(out, Columns(("job", "variable", "secret", "local variable", "value from"), ("local variable",)),
                     rows, hint="a missing value fails the run before it starts")
         return

@@ -31,11 +31,16 @@ def validate(paths: tuple[Path, ...], jobs_dir: Path, stack_path: Path) -> None:
     from spotcron.present.tables import Columns, print_table
 
     targets = list(paths) or [jobs_dir]
-    specs = _check_all(targets, stack_path)
-    if not specs:
+    specs, problems = _check_all(targets, stack_path)
+    if not specs and not problems:
         where = ", ".join(str(t) for t in targets)
         raise ConfigError([Problem(where, None, "", "no job files (*.yaml, *.yml) found; see docs/jobs.md")])
-    _check_registries(specs, targets, stack_path)
+    try:
+        if problems:
+            raise ConfigError(problems)
+        _check_registries(specs, targets, stack_path)
+    except ConfigError as exc:
+        _errors_then_warnings(exc, specs)
     rows = []
     for spec in specs:
         machines = "\n".join(dict.fromkeys(_machine_text(v) for v in spec.variants()))
@@ -45,6 +50,10 @@ def validate(paths: tuple[Path, ...], jobs_dir: Path, stack_path: Path) -> None:
     print_table(out, Columns(("job", "schedule", "machine", "timeout"), ("timeout", "machine")), rows,
                 hint="spotcron next JOB shows one job")
     out.print(f"{len(specs)} job{'s' if len(specs) != 1 else ''} valid")
+    _warnings(specs)
+
+
+def _warnings(specs) -> None:
     _warn_unrunnable_here(specs)
     _warn_gpu_images(specs)
     _warn_credential_env(specs)
@@ -53,8 +62,20 @@ def validate(paths: tuple[Path, ...], jobs_dir: Path, stack_path: Path) -> None:
     _warn_unpriced(specs)
 
 
-def _check_all(targets: list[Path], stack_path: Path) -> list:
-    """Every job's problems and the stack file's together: a broken stack file must not hide the jobs'."""
+def _errors_then_warnings(error, specs) -> None:
+    """The problems, then the warnings of the jobs that are valid (one broken file must not hide
+    what the others would be told), then exit 2 as for any problem."""
+    from spotcron.cli import EXIT_USER_ERROR, ReportedError, render_error
+
+    ReportedError(render_error(error)).show()
+    broken = {Path(p.file).stem for p in error.problems}
+    _warnings([spec for spec in specs if spec.name not in broken])
+    raise click.exceptions.Exit(EXIT_USER_ERROR)
+
+
+def _check_all(targets: list[Path], stack_path: Path) -> tuple[list, list]:
+    """The valid jobs, and every job's problems and the stack file's together: a broken stack file
+    must not hide the jobs'."""
     from spotcron.core.errors import ConfigError
     from spotcron.core.loader import DEFAULT_GRACE, check_jobs
 
@@ -67,9 +88,7 @@ def _check_all(targets: list[Path], stack_path: Path) -> list:
         grace, retention_days = DEFAULT_GRACE, None
     specs, job_problems = check_jobs(targets, grace=grace, retention_days=retention_days)
     problems.extend(job_problems)
-    if problems:
-        raise ConfigError(problems)
-    return specs
+    return specs, problems
 
 
 def _check_registries(specs, targets: list[Path], stack_path: Path) -> None:

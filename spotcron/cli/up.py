@@ -14,10 +14,10 @@ from pathlib import Path
 import click
 
 from spotcron.cli._common import (
-    console,
     given,
     goes_with,
     jobs_option,
+    line_console,
     load_stack,
     repository_root,
     stack_option,
@@ -65,7 +65,7 @@ def up(jobs_dir: Path, stack_path: Path, once: bool, state_dir: Path, timeout: f
 
     if not once and given("timeout"):
         raise goes_with("--timeout", "--once", "without it up runs until Ctrl-C")
-    out = console()
+    out = line_console()  # a log keeps each statement on one line
     specs = load_jobs([jobs_dir]) if once else []  # --once fails before starting anything
     stack_settings = load_stack(stack_path)
     stack = LocalStack(state_dir, environ=os.environ, sweep_interval=sweep_interval, limits=stack_settings.limits,

@@ -15,6 +15,7 @@ from typing import Any
 from spotcron.core.durations import format_duration
 from spotcron.core.runs import RunRecord, RunState
 from spotcron.present.notes import ended_words, metrics_flag
+from spotcron.present.progress import queued_reason
 from spotcron.present.views import STATE_STYLES, run_cost_text, took_text
 
 
@@ -114,7 +115,9 @@ WAIT_COLOURS: Mapping[str, str] = {RunState.SUCCEEDED: "green", RunState.RUNNING
 
 def wait_rows(records: Iterable[RunRecord], now: datetime) -> list[tuple[str, str, str, str, str, str]]:
     """`up --once`'s runs while it waits: run, state, its colour, attempts, how long it took (an
-    ended run's work, and its wait for its turn) or has taken so far, and a note (a succeeded run's metrics.json problems)."""
+    ended run's work, and its wait for its turn) or has taken so far, and a note (a succeeded run's
+    metrics.json problems, or why a queued run waits)."""
+
     rows = []
     for record in records:
         colour = WAIT_COLOURS.get(record.state, "red" if record.terminal else "white")
@@ -122,13 +125,14 @@ def wait_rows(records: Iterable[RunRecord], now: datetime) -> list[tuple[str, st
         if record.terminal and record.duration_seconds is not None:
             age = took_text(record, now, short=True)  # the work, and a local run's wait for its turn
         rows.append((f"{record.job}/{record.run_id}", str(record.state), colour, str(len(record.attempts)),
-                     age, metrics_flag(record)))
+                     age, queued_reason(record) or metrics_flag(record)))
     return rows
 
 
 def wait_table(records: Iterable[RunRecord], now: datetime) -> Any:
     """The live table `up --once` shows while it waits: one row per run."""
     from rich.table import Table
+    from rich.text import Text
 
     rows = wait_rows(records, now)
     noted = any(row[-1] for row in rows)
@@ -136,5 +140,5 @@ def wait_table(records: Iterable[RunRecord], now: datetime) -> Any:
     for column in ("run", "state", "attempt", "for", *(["note"] if noted else [])):
         table.add_column(column)
     for run, state, colour, attempts, took, note in rows:
-        table.add_row(run, f"[{colour}]{state}[/]", attempts, took, *([f"[yellow]{note}[/]"] if noted else []))
+        table.add_row(run, f"[{colour}]{state}[/]", attempts, took, *([Text(note, style="yellow")] if noted else []))
     return table

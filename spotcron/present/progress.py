@@ -25,7 +25,7 @@ class PipeProgress:
     def __init__(self, started: datetime, heartbeat_s: float = HEARTBEAT_S):
         self.started = started
         self.heartbeat_s = heartbeat_s
-        self._states: dict[tuple[str, str], str] = {}
+        self._states: dict[tuple[str, str], tuple[str, str]] = {}  # state, and why a queued run waits
         self._last_line = started
 
     def lines(self, records: Iterable[RunRecord], now: datetime) -> list[str]:
@@ -33,13 +33,15 @@ class PipeProgress:
         out = []
         for record in records:
             key = (record.job, record.run_id)
-            if self._states.get(key) == record.state:
+            why = queued_reason(record)
+            if self._states.get(key) == (record.state, why):
                 continue
-            self._states[key] = record.state
+            self._states[key] = (record.state, why)
             took = took_text(record, now)  # the work, as `runs` says it, and a local run's wait for its turn
             flag = metrics_flag(record)  # said in full under the table at the end
             took = f" in {took}" if not took.startswith(UNKNOWN) else ""
             detail = f"{took}{f', but {flag}' if flag else ended_words(record)}" if record.terminal else ""
+            detail = f": {why}" if why else detail
             out.append(f"{now.astimezone(UTC):%H:%M:%S} {record.job}/{record.run_id} {record.state}{detail}")
         if not out and (now - self._last_line).total_seconds() >= self.heartbeat_s:
             counts = Counter(str(r.state) for r in records)
@@ -49,6 +51,13 @@ class PipeProgress:
         if out:
             self._last_line = now
         return out
+
+
+def queued_reason(record: RunRecord) -> str:
+    """Why a queued run waits (the limit it waits for), on one line; "" for a run not queued."""
+    if record.state != "queued":
+        return ""
+    return " ".join((record.reason or "waiting for room").split())
 
 
 def outcome_lines(records: Iterable[RunRecord], now: datetime) -> list[str]:

@@ -3,7 +3,8 @@
 A pipe (a file, `| cat`, `| grep`) gets every column and every value in full: the console is
 widened to the table's natural width for the print, so rich neither shortens nor wraps a cell.
 A terminal that is too narrow loses whole columns, lowest priority first, and a dim line says
-which ones and how to see them; a cell is never shortened with an ellipsis. `--json` stays the
+which ones and how to see them. Only a column of prose named `squeeze` (a run's reason) is
+shortened there, with an ellipsis, to what the other columns leave; no id or figure is ever cut. `--json` stays the
 machine interface: these tables are for people. `print_whole` gives any other rich renderable (the
 benchmark report's tables, `next`'s fire times) the same natural width in a pipe.
 """
@@ -24,6 +25,22 @@ class Columns:
     names: tuple[str, ...]
     drop_order: tuple[str, ...] = ()  # first named = first dropped; columns not named always stay
     right: frozenset[str] = field(default_factory=frozenset)
+    squeeze: frozenset[str] = field(default_factory=frozenset)  # prose a terminal may end with "…"
+
+
+SQUEEZE_MIN = 20  # a squeezed column narrower than this says too little: it is dropped instead
+
+
+def squeezed_widths(columns: Columns, widths: Mapping[str, int], shown: Sequence[str], available: int,
+                    gap: int) -> dict[str, int]:
+    """The width each shown `squeeze` column gets in a terminal of `available` columns (only those
+    that must be shortened): what the other shown columns leave, shared, never under SQUEEZE_MIN."""
+    prose = [c for c in shown if c in columns.squeeze]
+    if not prose:
+        return {}
+    others = sum(widths[c] for c in shown if c not in columns.squeeze) + gap * (len(shown) - 1)
+    room = max(SQUEEZE_MIN, (available - others) // len(prose))
+    return {c: room for c in prose if widths[c] > room}
 
 
 def natural_widths(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> dict[str, int]:
@@ -58,14 +75,20 @@ def print_table(out: Any, columns: Columns, rows: Sequence[Sequence[str]], *,
     gap = COLUMN_GAP + (0 if box is None else 1)  # a box draws a divider between two columns
     needed = sum(widths.values()) + gap * (len(widths) - 1)
     terminal = out.is_terminal
-    shown = fit_columns(widths, out.width, columns.drop_order, gap) if terminal else list(columns.names)
+    fitting = {c: min(w, SQUEEZE_MIN) if c in columns.squeeze else w for c, w in widths.items()}
+    shown = fit_columns(fitting, out.width, columns.drop_order, gap) if terminal else list(columns.names)
+    squeezed = squeezed_widths(columns, widths, shown, out.width, gap) if terminal else {}
     # box=None, no edge padding and one space either side of a cell: COLUMN_GAP (2) between columns.
     table = Table(box=box, pad_edge=False, header_style="bold", title=title, title_justify="left",
                   show_edge=False)
     for column in shown:
+        justify = "right" if column in columns.right else "left"
+        if column in squeezed:
+            table.add_column(column, no_wrap=True, overflow="ellipsis", max_width=squeezed[column], justify=justify)
+            continue
         # In a terminal narrower than even the kept columns, cells fold onto more lines, never cut.
         table.add_column(column, no_wrap=not terminal, overflow="fold", min_width=None if terminal else widths[column],
-                         justify="right" if column in columns.right else "left")
+                         justify=justify)
     positions = [columns.names.index(c) for c in shown]
     for number, row in enumerate(rows):
         if number in sections:
@@ -88,6 +111,8 @@ def print_table(out: Any, columns: Columns, rows: Sequence[Sequence[str]], *,
     hidden = [c for c in columns.drop_order if c in columns.names and c not in shown]  # as dropped
     if hidden:
         out.print(f"[dim]left out to fit {out.width} columns: {', '.join(hidden)} ({hint})[/dim]")
+    if squeezed:
+        out.print(f"[dim]{', '.join(squeezed)} shortened with … to fit {out.width} columns ({hint})[/dim]")
     return hidden
 
 

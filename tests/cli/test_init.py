@@ -196,3 +196,14 @@ def test_a_second_benchmark_init_lists_the_files_it_refuses_for_in_one_sentence(
     head, _, last = named.rpartition(" and ")
     assert " and " not in head and len(head.split(", ")) >= 2 and "/" in last
     assert "move them away" in rest
+
+
+def test_an_init_folder_and_the_help_point_at_the_docs_one_way(here: Path) -> None:
+    assert run("init").exit_code == 0 and run("init", "--benchmark").exit_code == 0
+    texts = [(here / "jobs" / "hello.yaml").read_text(), (here / "jobs" / "benchmark.yaml").read_text(),
+             run("--help").output]
+    for text in texts:
+        flat = " ".join(text.split())
+        assert "spotcron's repository" not in flat
+        assert "docs/jobs.md in the spotcron source" in flat or "docs/jobs.md and docs/benchmarks.md in the " \
+            "spotcron source" in flat, text[:300]

@@ -62,3 +62,20 @@ def test_next_dst_notes_and_validate_warnings_are_one_line_each_in_a_pipe(tmp_pa
     checked = _spotcron(tmp_path, "validate")
     warned = [line for line in checked.stderr.splitlines() if line.startswith("warning: hello")]
     assert warned and all(line.endswith(".") for line in warned), checked.stderr
+
+
+def test_up_says_it_waits_on_one_line_in_a_pipe(tmp_path):
+    assert _spotcron(tmp_path, "init").returncode == 0
+    up = subprocess.Popen([str(SPOTCRON), "up"], cwd=tmp_path, env=_env(tmp_path), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
+    seen = []
+    try:
+        for line in up.stdout:  # ends when up exits, so a failed start cannot hang the test
+            seen.append(line.rstrip("\n"))
+            if line.startswith("Waiting for the next tick"):
+                break
+    finally:
+        up.terminate()
+        up.communicate(timeout=60)
+    assert seen and seen[-1] == ("Waiting for the next tick. Ctrl-C stops everything; "
+                                 "`spotcron run JOB` runs a job now."), seen

@@ -120,3 +120,17 @@ def test_validate_and_cost_tables_are_never_cut(tmp_path, monkeypatch):
     narrow = ANSI.sub("", narrow)
     assert "left out to fit 60 columns: store, fns, disk, sched, VM/run, compute" in " ".join(narrow.split())
     assert "a-rather-long-job-name-test1" in narrow and "…" not in narrow
+
+
+def test_a_terminal_shortens_a_long_reason_to_its_width_and_keeps_ids_whole(invoke, bucket):
+    fill(bucket)
+    for width in (170, 200, 230):
+        result = invoke("runs", env={"COLUMNS": str(width), "TTY_COMPATIBLE": "1", "NO_COLOR": "1"})
+        out = ANSI.sub("", result.stdout)
+        assert all(len(line) <= width for line in out.splitlines()), (width, out)
+        failed = [line for line in out.splitlines() if "20260302-1000" in line][0]
+        assert "hello-bot" in failed and "20260302-1100-t4" in out
+        assert "the job exited" in failed, (width, out)
+        reason = failed[failed.index("the job exited"):]
+        assert reason.endswith("…") and LONG_REASON.startswith(reason[:-1]), (width, failed)
+        assert f"reason shortened with … to fit {width} columns (--json has everything)" in out

@@ -114,3 +114,19 @@ def test_a_check_that_reads_a_broken_field_says_nothing_rather_than_judge_a_defa
                                              'benchmark: {base: cpu}\nmatrix: [{name: cpu, machine: {tpye: x}}]\n'})
     fields = [line.split(": ")[1] for line in found]
     assert "benchmark.base" not in fields and "timeout" in fields, found
+
+
+def test_the_valid_files_warnings_follow_the_errors_of_a_broken_one(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for name in ("SPOTCRON_JOBS", "SPOTCRON_STACK", "SPOTCRON_GRACE", "SPOTCRON_PRICES"):
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "a.yaml").write_text('schedule: "0 25 * * *"\nimage: busybox\n')
+    (tmp_path / "jobs" / "b.yaml").write_text('schedule: "0 9 * * *"\nimage: busybox\nmachine: {type: c3-highcpu-4}\n')
+    result = CliRunner().invoke(cli, ["validate"], catch_exceptions=False)
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert lines[0] == "jobs/a.yaml:1: schedule: '0 25 * * *': hour 25 is out of range: allowed 0-23", lines
+    assert lines[1] == "1 problem in 1 file"
+    assert lines[2:] and all(line.startswith("warning: b: ") for line in lines[2:]), lines
+    assert any("c3-highcpu-4" in line for line in lines[2:]), lines

@@ -101,17 +101,17 @@ REJECTED = [
     ("@weekly", ["write '0 0 * * 0' instead"]),
     ("TZ=Europe/Berlin 0 9 * * *", ["TZ= prefix is not accepted", "put the zone in time_zone: Europe/Berlin"]),
     ("CRON_TZ=America/New_York 0 9 * * *", ["CRON_TZ= prefix", "time_zone: America/New_York"]),
-    ("60 * * * *", ["minute value 60 in '60' is out of range: allowed 0-59"]),
-    ("0 24 * * *", ["hour value 24 in '24' is out of range: allowed 0-23"]),
-    ("0 0 0 * *", ["day-of-month value 0 in '0' is out of range: allowed 1-31"]),
-    ("0 0 1-32 * *", ["day-of-month value 32 in '1-32' is out of range"]),
-    ("0 0 * 13 *", ["month value 13 in '13' is out of range: allowed 1-12 or JAN-DEC"]),
-    ("0 0 * * 8", ["day-of-week value 8 in '8' is out of range: allowed 0-6 or SUN-SAT (7 is also Sunday)"]),
+    ("60 * * * *", ["': minute 60 is out of range: allowed 0-59"]),
+    ("0 24 * * *", ["': hour 24 is out of range: allowed 0-23"]),
+    ("0 0 0 * *", ["': day-of-month 0 is out of range: allowed 1-31"]),
+    ("0 0 1-32 * *", ["day-of-month field '1-32': 32 is out of range"]),
+    ("0 0 * 13 *", ["': month 13 is out of range: allowed 1-12 or JAN-DEC"]),
+    ("0 0 * * 8", ["': day-of-week 8 is out of range: allowed 0-6 or SUN-SAT (7 is also Sunday)"]),
     ("0 5-1 * * *", ["range '5-1' is reversed", "smaller value first"]),
     ("0 0 * * FRI-MON", ["range 'FRI-MON' is reversed"]),
-    ("*/0 * * * *", ["step 0 in '*/0' is out of range: allowed 1-60"]),
-    ("0 0 * * MON-FRI/0", ["step 0 in 'MON-FRI/0'"]),
-    ("*/61 * * * *", ["step 61 in '*/61' is out of range"]),
+    ("*/0 * * * *", ["minute field '*/0': step 0 is out of range: allowed 1-60"]),
+    ("0 0 * * MON-FRI/0", ["day-of-week field 'MON-FRI/0': step 0 is out of range"]),
+    ("*/61 * * * *", ["minute field '*/61': step 61 is out of range"]),
     ("5/15 * * * *", ["'5/15' puts a step after a single value", "write '5-59/15'"]),
     ("0 0 * * 1/2", ["write '1-6/2'"]),
     ("59 23 31 2 *", ["can never fire: February has no day 31", "February 29 is fine"]),
@@ -146,13 +146,25 @@ def test_rejects_non_string():
         parse_schedule(None)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("schedule, message", [
+    ("0 25 * * *", "schedule '0 25 * * *': hour 25 is out of range: allowed 0-23"),
+    ("0 0,25 * * *", "schedule '0 0,25 * * *': hour field '0,25': 25 is out of range: allowed 0-23"),
+    ("0 0 1-32,5 * *", "schedule '0 0 1-32,5 * *': day-of-month field '1-32,5': 32 in '1-32' is out of range: "
+                       "allowed 1-31"),
+])
+def test_an_out_of_range_value_is_named_once(schedule, message):
+    with pytest.raises(CronError) as caught:
+        parse_schedule(schedule)
+    assert str(caught.value) == message
+
+
 def test_cron_error_is_a_value_error():
     with pytest.raises(ValueError):
         parse_schedule("61 * * * *")
 
 
 @pytest.mark.parametrize("load, value, detail", [
-    (parse_schedule, "61 * * * *", "'61 * * * *': minute field '61': minute value 61 in '61' is out of range"),
+    (parse_schedule, "61 * * * *", "'61 * * * *': minute 61 is out of range: allowed 0-59"),
     (parse_schedule, "", "is empty: write "),
     (load_time_zone, "CET", "'CET' is a legacy or abbreviation-style zone name"),
     (load_time_zone, "Europe/Berlln", "'Europe/Berlln' is not a known time zone: did you mean 'Europe/Berlin'?"),

@@ -63,3 +63,12 @@ def test_the_offline_plan_lists_the_account_deploy_makes_for_a_jobs_secrets_and_
     for secret in ("bot-token", "team-hook"):
         at = lines.index(f"~ update iam_policy secret:projects/my-project/secrets/{secret}")
         assert lines[at + 1] == f"    + roles/secretmanager.secretAccessor serviceAccount:{account}"
+
+
+def test_the_offline_plan_points_at_a_command_not_at_a_makefile_the_folder_lacks(tmp_path, monkeypatch):
+    done = _offline(tmp_path, monkeypatch, LOCAL_ONLY)
+    assert done.exit_code == 0, done.output
+    assert not (tmp_path / "Makefile").exists()
+    flat = " ".join(done.stdout.split())
+    assert "make plan" not in flat
+    assert "`spotcron doctor` checks the project and `spotcron deploy --dry-run` reads what exists." in flat

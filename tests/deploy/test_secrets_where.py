@@ -110,3 +110,22 @@ def test_a_name_that_is_no_secret_name_is_refused_before_anything_is_stored(tmp_
     done = _run("set", name, "--local", stdin="v")
     assert done.exit_code == 2 and "NAME is not a secret's name" in done.output
     assert name not in done.output and not (tmp_path / ".spotcron" / "secrets.env").exists()
+
+
+def test_list_locally_names_stored_values_no_job_names_never_the_values(tmp_path, monkeypatch):
+    user_repository(tmp_path, monkeypatch, NEW_FOLDER, jobs=())
+    (tmp_path / "jobs" / "hello.yaml").write_text('schedule: "0 * * * *"\nimage: mirror.gcr.io/library/busybox:1.36\n')
+    assert _run("set", "bot-token", "--local", stdin="the-value").exit_code == 0
+    done = _run("list", "--local", env={"SPOTCRON_SECRET_API_KEY": "env-value"})
+    assert done.exit_code == 0, done.output
+    lines = done.output.splitlines()
+    assert lines[0] == "No job names a secret (see docs/jobs.md, \"secrets\")."
+    row = next(line for line in lines if "SPOTCRON_SECRET_BOT_TOKEN" in line)
+    assert row.endswith(".spotcron/secrets.env; no job names it")
+    assert next(line for line in lines if "SPOTCRON_SECRET_API_KEY" in line).endswith("environment; no job names it")
+    assert "the-value" not in done.output and "env-value" not in done.output
+    # Once a job names it, the row is that job's.
+    (tmp_path / "jobs" / "bot.yaml").write_text(JOB)
+    done = _run("list", "--local")
+    assert "no job names it" not in done.output
+    assert next(line for line in done.output.splitlines() if "SPOTCRON_SECRET_BOT_TOKEN" in line).startswith("bot ")

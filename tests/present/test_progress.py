@@ -17,7 +17,7 @@ def test_a_line_per_change_of_state_and_a_heartbeat_while_nothing_changes():
     running = make_record("bench", "r1", "running", created=NOW)
     queued = make_record("bench", "r2", "queued", created=NOW, reason="limits.max_live_vms")
     assert progress.lines([running, queued], NOW + timedelta(seconds=1)) == [
-        "12:00:01 bench/r1 running", "12:00:01 bench/r2 queued"]
+        "12:00:01 bench/r1 running", "12:00:01 bench/r2 queued: limits.max_live_vms"]
     assert progress.lines([running, queued], NOW + timedelta(seconds=10)) == []  # nothing new, not yet due
     assert progress.lines([running, queued], NOW + timedelta(seconds=16)) == [
         "12:00:16 waiting 16s: 1 queued, 1 running"]

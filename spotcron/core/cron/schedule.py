@@ -341,8 +341,10 @@ def _parse_field(where: str, text: str, name: str, low: int, high: int, names: t
                 raise _schedule_error(f"{bad}: '{token}' mixes '*' and a range; use '*' or a range a-b")
             first, last = low, (6 if name == "day-of-week" else high)
         else:
-            first = _value(bad, token, start, name, low, high, names, allowed)
-            last = first if end is None else _value(bad, token, end, name, low, high, names, allowed)
+            # A field of one value says it once: "hour 25 is out of range", not the field, then the value.
+            said = f"{where}: {name}" if token == text == start else f"{bad}:"
+            first = _value(bad, token, start, name, low, high, names, allowed, said, text)
+            last = first if end is None else _value(bad, token, end, name, low, high, names, allowed, said, text)
             if last < first:
                 raise _schedule_error(f"{bad}: range '{token}' is reversed; write the smaller value first "
                                       f"(wrap-around ranges are not supported)")
@@ -356,18 +358,19 @@ def _parse_field(where: str, text: str, name: str, low: int, high: int, names: t
                 raise _schedule_error(f"{bad}: step '{step}' in '{token}' must be a whole number")
             stride = int(step)
             if not 1 <= stride <= high - low + 1:
-                raise _schedule_error(f"{bad}: step {stride} in '{token}' is out of range: allowed "
+                raise _schedule_error(f"{bad}: step {stride} is out of range: allowed "
                                       f"1-{high - low + 1}")
         values.update(range(first, last + 1, stride))
     return values
 
 
 def _value(bad: str, token: str, text: str, name: str, low: int, high: int, names: tuple[str, ...],
-           allowed: str) -> int:
+           allowed: str, said: str, field_text: str) -> int:
     if text.isdigit():
         number = int(text)
         if not low <= number <= high:
-            raise _schedule_error(f"{bad}: {name} value {number} in '{token}' is out of range: allowed {allowed}")
+            where = "" if token in (text, field_text) else f" in '{token}'"
+            raise _schedule_error(f"{said} {number}{where} is out of range: allowed {allowed}")
         return number
     if text.upper() in names:
         return names.index(text.upper()) + (1 if name == "month" else 0)
