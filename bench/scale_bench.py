@@ -102,6 +102,7 @@ def populated(n: int, *, dead_every: int | None = 50):
     every VM healthy)."""
     from spotcron.core.settings import Limits, Settings
     from spotcron.core.spec import JobSpec
+    from spotcron.engine.deployed import SpecStore
     from spotcron.engine.deps import Deps
     from spotcron.engine.start_job import launch
     from spotcron.testing.memory import FakeClock, MemoryBlobs, MemoryCompute, MemoryEvents
@@ -120,6 +121,7 @@ def populated(n: int, *, dead_every: int | None = 50):
         short = dead_every is not None and i % dead_every == dead_every // 2
         spec = JobSpec(name=f"job-{i:04d}", schedule="0 */4 * * *", image="bench/job:1",
                        timeout="1m" if short else "1h", machine={"type": "e2-small", "zones": [ZONES[i % 3]]})
+        SpecStore(deps.blobs).write(spec)  # deployed, as start_job only ever starts what deploy wrote
         launch(deps, spec, requested_at=clock.now())
     for i, instance in enumerate(sorted(compute.all_instances(), key=lambda x: x.name)):
         if dead_every is not None and i % dead_every == 0:
