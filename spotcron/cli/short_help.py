@@ -21,7 +21,7 @@ SHORT_HELP = {
     "resume": "Run a paused job on its schedule again.",
     "runs": "List runs, newest first: status, time, machine, cost.",
     "secrets": "Store and list the values behind the jobs' secrets:.",
-    "status": "Each deployed job's schedule health; the runs in progress.",
+    "status": "Each job's schedule health, local or deployed; runs in progress.",
     # A group's commands, by their full names.
     "notify test": "Send a test message to each destination of JOB's notify:.",
     "notify listen": "Print each notification POSTed to 127.0.0.1:PORT.",
