@@ -55,7 +55,7 @@ EXPLORE_STEPS ?= 60
 explore: $(STAMP) ## Hypothesis explores interleavings of the real functions far longer than make test; prints its seed
 	@seed=$${SEED:-$$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}; echo "explore: seed $$seed (again: make explore SEED=$$seed)"; \
 	SPOTCRON_EXPLORE_EXAMPLES=$(EXPLORE_EXAMPLES) SPOTCRON_EXPLORE_STEPS=$(EXPLORE_STEPS) \
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests/reliability/test_exploration.py -k TestExploration \
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/reliability/test_exploration.py -k TestExploration --timeout=0 \
 	  --hypothesis-seed=$$seed --hypothesis-show-statistics
 
 schema: $(STAMP) ## regenerate jobs/schema.json from the spec model

@@ -27,6 +27,8 @@ from spotcron.engine.limits import (
     admit,
     never_fits,
     queued_ahead,
+    withdraw_admissions,
+    withdraw_vm,
 )
 from spotcron.engine.ports import GpuRequest, Instance, InstanceRequest
 from spotcron.engine.still_deployed import deployed_problem
@@ -127,16 +129,18 @@ def create_attempt(deps: Deps, record: RunRecord, *, claimed: bool = True) -> Ru
         admitted_at = deps.clock.now()
         if refused:
             # Not a failure: the run waits for room (engine/queue.py) until its starting_deadline.
-            event = transitions.Queue(record.current_attempt, f"waiting for room: {refused}")
-            return step(deps, record.job, record.run_id, event).record or record
+            return _queued(deps, record, record.current_attempt, refused)
     while record.state == RunState.STARTING and record.current_attempt is not None:
         attempt = record.current_attempt
         if not claimed:
             stepped = step(deps, record.job, record.run_id, transitions.Claim(attempt))
             record = stepped.record or record
             if not stepped.changed:
-                if stepped.record is None or not transitions.is_current_attempt(stepped.record, attempt):
-                    withdraw(deps, admitted)  # the run moved on (ended, queued, another zone's delivery)
+                if ((stepped.record is None or not transitions.is_current_attempt(stepped.record, attempt))
+                        and not _has_had_vm(stepped.record, attempt)):
+                    # The run moved on (ended, queued, another zone's delivery). Kept when a copy of
+                    # this delivery created the attempt's VM meanwhile: that VM counts on it.
+                    withdraw(deps, admitted)
                 continue  # another writer moved the run on: look again at what it is now
         claimed = False
         # A delivery can stall anywhere; read once more right before the insert, so one that stalled
@@ -144,7 +148,8 @@ def create_attempt(deps: Deps, record: RunRecord, *, claimed: bool = True) -> Ru
         # is answered after it: the VM is deleted at once below, and the broker and job_done refuse it.)
         latest = deps.store.read(record.job, record.run_id)
         if latest is None or not transitions.is_current_attempt(latest, attempt):
-            withdraw(deps, admitted)
+            if not _has_had_vm(latest, attempt):  # a copy that made the VM counts it on this admission
+                withdraw(deps, admitted)
             return latest or record
         if deps.clock.now() - admitted_at > ADMISSION_WINDOW / 2:
             # Held so long that its admission may stop counting for others before the VM is listed.
@@ -152,7 +157,7 @@ def create_attempt(deps: Deps, record: RunRecord, *, claimed: bool = True) -> Ru
             admitted_at = deps.clock.now()
             if refused:
                 withdraw(deps, admitted)
-                return step(deps, record.job, record.run_id, transitions.Queue(attempt, f"waiting for room: {refused}")).record or record
+                return _queued(deps, record, attempt, refused)
         # The last look before the insert: a deploy that landed while this delivery listed VMs,
         # wrote its admission or placed the run (a fresh start too) leaves no VM from the old spec.
         gone = deployed_problem(deps, latest)
@@ -205,8 +210,16 @@ def _has_had_vm(record: RunRecord | None, attempt: Attempt) -> bool:
 def withdraw(deps: Deps, admitted: list[str]) -> None:
     """Take back the admission this delivery wrote for an attempt that will get no VM from it: left
     standing it would count hours nobody settles (its run has ended, or waits elsewhere)."""
-    while admitted:
-        deps.blobs.delete(admitted.pop())
+    withdraw_admissions(deps.blobs, admitted)
+
+
+def _queued(deps: Deps, record: RunRecord, attempt: Attempt, refused: str) -> RunRecord:
+    """Queue the run for room. Once queued it holds no admission of its VM: one a withdrawal could
+    not delete (a transient error outlasting its tries) or another delivery left goes now."""
+    stepped = step(deps, record.job, record.run_id, transitions.Queue(attempt, f"waiting for room: {refused}"))
+    if stepped.changed:
+        withdraw_vm(deps, stepped.record or record, attempt.vm_name)
+    return stepped.record or record
 
 
 def _runs_on(record: RunRecord, instance: Instance) -> bool:

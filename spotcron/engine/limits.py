@@ -32,6 +32,7 @@ from spotcron.engine.day_hours import (
     DayUsage,
     admitted_days,
     day_name,
+    days_between,
     overlap_hours,
     read_day,
 )
@@ -173,6 +174,36 @@ def _write_once(blobs, name: str) -> bool:
     return True
 
 
+# A withdrawal is tried this many times at once before its error is raised: a delete of one name
+# is idempotent, and a withdrawal lost to one transient error would hold its hours all day.
+WITHDRAW_TRIES = 3
+
+
+def withdraw_admissions(blobs, names: list[str]) -> None:
+    """Delete the admissions `names`, taking each from the list once it is gone; a transient error is
+    tried again (WITHDRAW_TRIES in all), then raised with the names still standing left in `names`."""
+    while names:
+        for tries_left in range(WITHDRAW_TRIES - 1, -1, -1):
+            try:
+                blobs.delete(names[-1])
+                break
+            except Transient:
+                if not tries_left:
+                    raise
+        names.pop()
+
+
+def withdraw_vm(deps, record: RunRecord, vm: str) -> None:
+    """Withdraw every admission of `vm` on every day one may be under: its run is queued (the
+    queue's transition has landed, so no delivery can still make that VM), and a queued run holds
+    no admission while it waits, whichever delivery wrote it and whatever error kept it standing."""
+    hours = int((record.spec or {}).get("timeout") or 0) + deps.settings.grace
+    now = deps.clock.now()
+    for day in days_between(min(record.created_at, now), now + timedelta(seconds=hours)):
+        prefix = f"{layout.usage_day(day)}admitted/{vm}~"
+        withdraw_admissions(deps.blobs, deps.blobs.list(prefix))
+
+
 class AdmissionBusy(Transient):
     """Near a limit while other starts are being admitted: whether this one fits depends on them.
     Its admission is withdrawn; the start is delivered again (Pub/Sub's backoff spreads the retries)."""
@@ -257,8 +288,7 @@ def admit(deps, record: RunRecord, spec: JobSpec, attempt: Attempt, *, written: 
         crowded = share is None and manual_share_problem(limits, attempt.vm_name, others, pending, usages, now,
                                                          until, gpus) is not None
         if share is not None or crowded:
-            for name in wrote:
-                deps.blobs.delete(name)
+            withdraw_admissions(deps.blobs, wrote)
             if crowded:  # it fits once the other manual starts being admitted are decided
                 raise AdmissionBusy(f"{len(pending)} other starts are being admitted near the manual share; "
                                     f"{record.job}/{record.run_id} will be tried again")
@@ -275,15 +305,13 @@ def admit(deps, record: RunRecord, spec: JobSpec, attempt: Attempt, *, written: 
         # wait (a redelivery, or the sweep for a retry) rather than fail the run.
         # Only the admissions this call wrote: another delivery of the same attempt may have been
         # admitted under an earlier one, and its VM must stay counted.
-        for name in wrote:
-            deps.blobs.delete(name)
+        withdraw_admissions(deps.blobs, wrote)
         why = (f"{len(pending)} other starts are being admitted near the stack limits" if problem is None else
                f"its earlier attempt's VM {earlier[0].name} is still {earlier[0].status} and counts as live")
         raise AdmissionBusy(f"{why}; {record.job}/{record.run_id} will be tried again")
     # The run waits for room (engine/queue.py) and holds no admission meanwhile: its admission, left
     # standing, would count as a start in progress against every other start for a while.
-    for name in wrote:
-        deps.blobs.delete(name)
+    withdraw_admissions(deps.blobs, wrote)
     log.info("%s/%s: %s", record.job, record.run_id, problem,
              extra={"fields": {"event": "limit_reached", "job": record.job, "run_id": record.run_id}})
     return problem

@@ -47,18 +47,28 @@ class RunStore:
         self.blobs = blobs
 
     def create(self, record: RunRecord) -> bool:
-        """Write a new record; False when one already exists (a duplicate delivery)."""
+        """Write a new record; False when one already exists (a duplicate delivery).
+
+        The live marker is written before the record, never after: a delivery that dies between the
+        two leaves a marker with no record (the sweep deletes it once no handler can still be at it,
+        engine/sweep.py), never a record the sweep cannot find. A record without its marker would
+        wait forever when the redelivery that should repair it is refused (its job paused, removed
+        or deployed again before it comes back)."""
+        marker = live_entry_name(record)
+        if marker is not None:
+            self.blobs.write(marker, b"", content_type="text/plain")
         try:
             self.blobs.write(layout.run_record(record.job, record.run_id), record.to_json(),
                              if_generation_match=0, content_type="application/json")
         except PreconditionFailed:
-            # The delivery that created it may have died before writing the live marker; without
-            # the marker the sweep never sees the run, so a redelivery writes it again.
+            # A duplicate: the marker just written may not be the one the stored record calls for.
             existing = self.read(record.job, record.run_id)
+            wanted = live_entry_name(existing) if existing is not None else None
             if existing is not None:
                 self._mark(None, existing)
+            if marker is not None and marker != wanted:
+                self.blobs.delete(marker)
             return False
-        self._mark(None, record)
         return True
 
     def _mark(self, before: RunRecord | None, after: RunRecord) -> None:

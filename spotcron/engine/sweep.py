@@ -38,6 +38,7 @@ from spotcron.engine.ports import DEAD_STATUSES, Instance
 from spotcron.engine.queue import start_queued
 from spotcron.engine.results import manifest_document, metrics_changes
 from spotcron.engine.spot_advice import refresh_advice
+from spotcron.engine.still_deployed import deployed_problem
 from spotcron.engine.store import RecordConflict, run_sort_key
 from spotcron.engine.writer import do_owed_effects, step
 
@@ -117,7 +118,9 @@ def _sweep(deps: Deps) -> SweepReport:
                 ending.append((key, record, entries))  # after the VMs, the runs and the queue: see below
                 continue
             if record is None or record.terminal:
-                for entry in entries:  # left by an interrupted update
+                for entry in entries:  # left by an interrupted update, or a start that died before its record
+                    if record is None and _record_may_follow(entry, now):
+                        continue
                     deps.blobs.delete(entry.name)
                 continue
             deps.store.fix_markers(record, [entry.name for entry in entries])
@@ -244,6 +247,16 @@ def _named_vms(deps: Deps, markers: dict[tuple[str, str], list[LiveEntry]], unkn
     return found
 
 
+# A start writes a run's waiting marker before its record (engine/store.py): until a start handler
+# can no longer be alive (start_job's function timeout, 120 s, with room to spare), a waiting
+# marker without a record may be one whose record is about to be written.
+RECORD_MAY_FOLLOW = timedelta(minutes=10)
+
+
+def _record_may_follow(entry: LiveEntry, now: datetime) -> bool:
+    return entry.kind == WAITING and entry.since is not None and now - entry.since < RECORD_MAY_FOLLOW
+
+
 def stuck_after(deps: Deps) -> timedelta:
     return max(timedelta(minutes=10), timedelta(seconds=2 * deps.settings.sweep_interval))
 
@@ -358,6 +371,16 @@ def _sweep_starting(deps: Deps, record: RunRecord, now: datetime, report: SweepR
     if idle < LIST_LAG:
         return  # a delivery or a callback is working on it right now
     attempt = record.current_attempt
+    if record.state == RunState.SCHEDULED:
+        # Its start died before it began the run, and the redelivery that would go on was refused
+        # or has not come: a job paused, removed or deployed again meanwhile ends the run here.
+        gone = deployed_problem(deps, record)
+        if gone:
+            ended = step(deps, record.job, record.run_id,
+                         transitions.Skip(f"{gone} (its start ended before the run began)")).record
+            if ended is not None and ended.terminal:
+                report.ended_runs.append((record.job, record.run_id, ended.state))
+            return
     starting_since = record.history[-1].at if record.history else record.updated_at
     if (record.state == RunState.STARTING and attempt is not None
             and now - starting_since < max(CREATE_PATIENCE, timedelta(seconds=_starting_deadline(record)))):

@@ -1,7 +1,7 @@
 """A function instance that dies mid-handler, for the tests of durable ends.
 
-A crash is a BaseException raised at the first storage call after a chosen write: nothing after
-that point of the handler runs, as a timeout, an OOM kill or a recycled instance would leave it.
+A crash is a BaseException raised at the first call (storage, Compute Engine or Pub/Sub) after a
+chosen write: nothing after that point of the handler runs, as a timeout, an OOM kill or a recycled instance would leave it.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ class Crash(BaseException):
 
 
 def crash_after_write(h, matches: Callable[[str, bytes], bool]) -> Callable[[], None]:
-    """Arm `h`'s bucket: after the first write that `matches` (name, data), the next storage call
-    raises Crash. Returns what puts the bucket back as it was."""
+    """Arm `h`'s backends: after the first write that `matches` (name, data), the next call to the
+    bucket, Compute Engine or Pub/Sub raises Crash. Returns what puts them back as they were."""
     armed: list[bool] = []
     real_write = h.blobs.write
 
@@ -31,9 +31,9 @@ def crash_after_write(h, matches: Callable[[str, bytes], bool]) -> Callable[[], 
             raise Crash(f"killed before {call} {name}")
         return False
 
-    h.blobs.write, h.blobs.fault = write, fault
+    h.blobs.write, h.blobs.fault, h.compute.fault, h.events.fault = write, fault, fault, fault
 
     def restore() -> None:
-        h.blobs.write, h.blobs.fault = real_write, None
+        h.blobs.write, h.blobs.fault, h.compute.fault, h.events.fault = real_write, None, None, None
 
     return restore

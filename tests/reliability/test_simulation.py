@@ -245,7 +245,7 @@ def test_the_reliability_map_names_tests_that_exist():
             problems.append(f"{path}::{test} has no case {case!r}")
     assert problems == []
     covered, total = reliability_coverage(root / "tests" / "RELIABILITY.md")
-    assert total == 130 and covered == total - page.count("| MISSING")
+    assert total == 132 and covered == total - page.count("| MISSING")
 
 
 def test_only_the_loop_holds_the_whole_simulation_and_the_parts_import_no_cycle():
