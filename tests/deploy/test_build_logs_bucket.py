@@ -46,12 +46,7 @@ def _bindings(cloud: FakeCloud, bucket: str) -> list[dict]:
 
 @pytest.fixture
 def fake(cloud: FakeCloud) -> Iterator[FakeCloudBuild]:
-    def source(bucket: str, name: str) -> bytes | None:
-        found = cloud.storage.objects.get((bucket, name))
-        return found[0] if found else None
-
-    yield FakeCloudBuild(PROJECT, source, may_push=cloud.may_push, may_write_log=cloud.may_write_build_logs,
-                         write_log=cloud.storage.put)
+    yield cloud.cloud_build()
 
 
 def test_the_logs_bucket_is_named_after_the_results_bucket_within_the_rules() -> None:

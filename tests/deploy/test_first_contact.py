@@ -255,7 +255,6 @@ def test_deploy_builds_a_jobs_image_once_the_build_accounts_push_grant_has_propa
 
     from spotcron.gcp.admin.cloudbuild import CloudBuilder, make_client
     from spotcron.gcp.storage import GcsBlobs
-    from tests.fakes.cloudbuild import FakeCloudBuild
 
     with fake(grant_delay_s=200) as cloud:
         user_repository(tmp_path, monkeypatch, jobs=("bot.yaml",))
@@ -266,12 +265,7 @@ def test_deploy_builds_a_jobs_image_once_the_build_accounts_push_grant_has_propa
         (tmp_path / "images" / "bot" / "Dockerfile").write_text("FROM python:3.12-slim\n")
         make_source_root(tmp_path / "src")
 
-        def source(bucket: str, name: str) -> bytes | None:
-            found = cloud.storage.objects.get((bucket, name))
-            return found[0] if found else None
-
-        server = FakeCloudBuild(PROJECT, source, may_push=cloud.may_push, may_write_log=cloud.may_write_build_logs,
-                                write_log=cloud.storage.put)
+        server = cloud.cloud_build()
         endpoint = server.start()
         try:
             blobs = GcsBlobs(BUCKET, client=cloud.clients().storage)

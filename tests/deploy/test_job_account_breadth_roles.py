@@ -41,12 +41,7 @@ def test_deploy_refuses_a_job_whose_account_can_act_as_any_account_or_push_to_ev
     create_account(cloud, "ci-deployer")
     cloud.project_policies.grant(f"projects/{PROJECT}", role, f"serviceAccount:{CI}")
     name_account(jobs_dir, CI)
-    refused = False
-    try:
-        deployer.deploy(deployer.jobs(jobs_dir))
-    except DeployError:
-        refused = True
-    holders = cloud.iam.policies.members(f"projects/{PROJECT}/serviceAccounts/{CI}", "roles/iam.serviceAccountUser")
+    refused, holders = _deploy_as_ci(deployer, cloud, jobs_dir)
     assert refused and FUNCTIONS not in holders, (
         f"deploy let job bot run as {CI}, which holds {role} on the project, and granted the functions "
         f"account iam.serviceAccountUser on it")
@@ -64,11 +59,17 @@ def test_deploy_refuses_a_job_whose_account_can_act_as_one_of_spotcrons_own_acco
     cloud.iam.policies.grant(f"projects/{PROJECT}/serviceAccounts/{target}@{PROJECT}.iam.gserviceaccount.com",
                              "roles/iam.serviceAccountTokenCreator", f"serviceAccount:{CI}")
     name_account(jobs_dir, CI)
+    refused, holders = _deploy_as_ci(deployer, cloud, jobs_dir)
+    assert refused and FUNCTIONS not in holders, (
+        f"deploy let job bot run as {CI}, which may mint tokens of {target}")
+
+
+def _deploy_as_ci(deployer: Deployer, cloud: FakeCloud, jobs_dir: Path) -> tuple[bool, set]:
+    """Whether deploy refused the job that runs as CI, and who may act as CI afterwards."""
     refused = False
     try:
         deployer.deploy(deployer.jobs(jobs_dir))
     except DeployError:
         refused = True
-    holders = cloud.iam.policies.members(f"projects/{PROJECT}/serviceAccounts/{CI}", "roles/iam.serviceAccountUser")
-    assert refused and FUNCTIONS not in holders, (
-        f"deploy let job bot run as {CI}, which may mint tokens of {target}")
+    return refused, set(cloud.iam.policies.members(f"projects/{PROJECT}/serviceAccounts/{CI}",
+                                                   "roles/iam.serviceAccountUser"))

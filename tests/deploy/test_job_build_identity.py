@@ -96,12 +96,7 @@ def test_a_jobs_own_account_reads_only_its_own_jobs_repository(deployer: Deploye
 
 @pytest.fixture
 def build_server(cloud: FakeCloud) -> Iterator[tuple[FakeCloudBuild, str]]:
-    def source(bucket: str, name: str) -> bytes | None:
-        found = cloud.storage.objects.get((bucket, name))
-        return found[0] if found else None
-
-    server = FakeCloudBuild(PROJECT, source, may_push=cloud.may_push, may_write_log=cloud.may_write_build_logs,
-                            write_log=cloud.storage.put)
+    server = cloud.cloud_build()
     endpoint = server.start()
     try:
         yield server, endpoint

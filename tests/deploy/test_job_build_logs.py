@@ -53,12 +53,7 @@ def _may(cloud: FakeCloud, email: str, permission: str, name: str) -> bool:
 
 @pytest.fixture
 def server(cloud: FakeCloud) -> Iterator[tuple[FakeCloudBuild, str]]:
-    def source(bucket: str, name: str) -> bytes | None:
-        found = cloud.storage.objects.get((bucket, name))
-        return found[0] if found else None
-
-    fake = FakeCloudBuild(PROJECT, source, may_push=cloud.may_push, may_write_log=cloud.may_write_build_logs,
-                          write_log=cloud.storage.put)
+    fake = cloud.cloud_build()
     endpoint = fake.start()
     try:
         yield fake, endpoint

@@ -54,12 +54,7 @@ def _context(root: Path, folder: str = "images/shared") -> None:
 
 @pytest.fixture
 def builder(cloud: FakeCloud) -> Iterator[tuple[FakeCloudBuild, CloudBuilder]]:
-    def source(bucket: str, name: str) -> bytes | None:
-        found = cloud.storage.objects.get((bucket, name))
-        return found[0] if found else None
-
-    server = FakeCloudBuild(PROJECT, source, may_push=cloud.may_push, may_write_log=cloud.may_write_build_logs,
-                            write_log=cloud.storage.put)
+    server = cloud.cloud_build()
     endpoint = server.start()
     try:
         yield server, CloudBuilder(PROJECT, "us-central1", GcsBlobs(BUCKET, client=cloud.clients().storage),

@@ -18,6 +18,7 @@ from typing import Any
 from google.auth.credentials import Credentials
 
 from spotcron.gcp.admin.clients import Clients, Endpoints
+from tests.fakes.cloudbuild import FakeCloudBuild
 from tests.fakes.deploy.access import DEFAULT_APIS, OWNER, Access
 from tests.fakes.deploy.common import PolicyStore
 from tests.fakes.deploy.compute import FakeCompute
@@ -132,6 +133,16 @@ class FakeCloud:
         return self.access.allowed(f"serviceAccount:{account}", "storage.objects.create", f"{resource}/objects/{name}",
                                    [self.storage.policies.policy(resource),
                                     self.project_policies.policy(f"projects/{self.project}")])
+
+    def cloud_build(self) -> FakeCloudBuild:
+        """A Cloud Build fake over this cloud: it fetches sources from this storage and judges each
+        push and log write by this IAM, as Google's does. Not started."""
+        def source(bucket: str, name: str) -> bytes | None:
+            found = self.storage.objects.get((bucket, name))
+            return found[0] if found else None
+
+        return FakeCloudBuild(self.project, source, may_push=self.may_push, may_write_log=self.may_write_build_logs,
+                              write_log=self.storage.put)
 
     def may_write_build_logs(self, account: str, bucket: str, name: str) -> bool:
         """Whether a build running as `account` may keep its log in `bucket` (for
