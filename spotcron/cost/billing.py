@@ -47,8 +47,9 @@ class Overheads:
     # Storage operations of one run, as the engine makes them (tests/cost/test_cost.py counts them through
     # the functions on the in-memory bucket, so this cannot drift). Class A: run.json 5 writes
     # (scheduled, starting, running, ended with its effects owed, effects done), the live marker 3
-    # (waiting, running, owed; deleting is free), the limits 4 (the admission and the listing of
-    # each UTC day it reaches at start, the listing and the settlement at the end; one day for most runs), the token's replay
+    # (waiting, running, owed; deleting is free), the limits 5 (at start the listing of each UTC day
+    # it reaches before and after its admission is written, and the admission; at the end the listing
+    # and the settlement; one day for most runs), the token's replay
     # marker, the live-index listings of the concurrency check, of the queue ahead of a start and of
     # the queue at the run's end, the job's listing for history pruning, and the runner's logs.txt,
     # one results file and manifest.json. Class B: 16 reads (among them the record once more right
@@ -56,7 +57,7 @@ class Overheads:
     # right before the insert, the pruning mark once more right after the record's create, and the
     # runner's hardware.json).
     # Live log parts (one per 5 s in which the job's output grew) come on top and depend on the job.
-    class_a_per_run: int = 20
+    class_a_per_run: int = 21
     class_b_per_run: int = 16
     sweep_lists: int = 1  # Class A listings per sweep pass: the live index (engine/sweep.py)
     # scheduling: shared. One dispatch a minute; in a minute where some job fires it reads its

@@ -212,14 +212,16 @@ class AdmissionBusy(Transient):
 def admit(deps, record: RunRecord, spec: JobSpec, attempt: Attempt, *, written: list[str] | None = None) -> str | None:
     """Check the catalog and the limits for `attempt`'s VM and write its admission; the refusal, or None.
 
-    Written first, counted after: the admission is an object of its own (concurrent starts never
-    contend on one object), then the day is listed and every admission there counts. Of any set
-    of admitted VMs, the one written last listed after all the others were written, so it counted
-    them all: together they cannot cross a limit. A start that crosses a limit only because of
-    admissions still pending (others being decided at this moment) withdraws its own and raises
-    AdmissionBusy, so a burst near a limit is decided one by one on redelivery instead of
-    queueing more runs than the limit requires. A refused admission is withdrawn: a queued run
-    holds no admission while it waits.
+    Counted, written, counted again. A start that the day as listed already refuses (or must
+    wait on) writes nothing: a refusal is the common case on a busy day, and a handler that dies
+    in it leaves no admission standing for a VM nobody creates. One that fits writes its
+    admission, an object of its own (concurrent starts never contend on one object), then lists
+    the day again and counts every admission there. Of any set of admitted VMs, the one written
+    last listed after all the others were written, so it counted them all: together they cannot
+    cross a limit. A start that crosses a limit only because of admissions still pending (others
+    being decided at this moment) withdraws its own and raises AdmissionBusy, so a burst near a
+    limit is decided one by one on redelivery instead of queueing more runs than the limit
+    requires. A refused admission is withdrawn: a queued run holds no admission while it waits.
 
     Idempotent per VM name: a redelivery, a move to the next zone or the on-demand fallback of
     the same attempt neither counts its own VM nor is admitted twice. `written` gets the admission
@@ -228,11 +230,51 @@ def admit(deps, record: RunRecord, spec: JobSpec, attempt: Attempt, *, written: 
     problem = catalog.machine_problem(spec.machine)
     if problem:
         return problem
-    limits: Limits = deps.settings.limits
     now = deps.clock.now()
     alive = [i for i in deps.compute.list_managed() if i.status in ALIVE_STATUSES]
     if any(i.name == attempt.vm_name for i in alive):
         return None  # its VM exists already: this is a redelivery of an admitted attempt
+    hours = (spec.timeout + deps.settings.grace) / 3600
+    gpus = gpu_count(spec)
+    manual = record.trigger == "manual"
+    # Written under every UTC day the admission reaches, so each of those days counts it.
+    mine = [layout.usage_admitted(day, attempt.vm_name, int(now.timestamp()), gpus, hours, manual=manual)
+            for day in admitted_days(now, hours)]
+    decision = _decide(deps, record, attempt, alive, now, hours, gpus)
+    if decision.fits:
+        wrote = [name for name in mine if _write_once(deps.blobs, name)]
+        decision = _decide(deps, record, attempt, alive, now, hours, gpus)
+        if decision.fits:
+            if written is not None:
+                written.extend(wrote)
+            return None
+        # Only the admissions this call wrote: another delivery of the same attempt may have been
+        # admitted under an earlier one, and its VM must stay counted.
+        withdraw_admissions(deps.blobs, wrote)
+    if decision.busy:
+        raise AdmissionBusy(f"{decision.busy}; {record.job}/{record.run_id} will be tried again")
+    log.info("%s/%s: %s", record.job, record.run_id, decision.problem,
+             extra={"fields": {"event": "limit_reached", "job": record.job, "run_id": record.run_id}})
+    return decision.problem
+
+
+@dataclass(frozen=True)
+class _Decision:
+    """What one count of the limits says of an attempt: it fits, it must wait for the starts being
+    decided (`busy`: why), or it is refused (`problem`)."""
+
+    problem: str | None = None
+    busy: str | None = None
+
+    @property
+    def fits(self) -> bool:
+        return self.problem is None and self.busy is None
+
+
+def _decide(deps, record: RunRecord, attempt: Attempt, alive: list[Instance], now: datetime, hours: float,
+            gpus: int) -> _Decision:
+    """Count the limits for `attempt` on the days its admission reaches, as they are listed now."""
+    limits: Limits = deps.settings.limits
     own = {a.vm_name for a in record.attempts} | {attempt.vm_name}
     # A retry's earlier VMs count while they are alive: Compute Engine's delete is asynchronous,
     # and a STOPPING VM still runs and bills. (They are left out of the pending admissions below:
@@ -248,15 +290,8 @@ def admit(deps, record: RunRecord, spec: JobSpec, attempt: Attempt, *, written: 
                 and (vm := deps.compute.get_instance(a.zone, a.vm_name)) is not None and vm.status in ALIVE_STATUSES]
     others = [*others, *unlisted]
     earlier = [i for i in others if i.name in own]
-    hours = (spec.timeout + deps.settings.grace) / 3600
-    gpus = gpu_count(spec)
     today = _day(now)
-    # Written under every UTC day the admission reaches, so each of those days counts it.
     days = admitted_days(now, hours)
-    manual = record.trigger == "manual"
-    mine = [layout.usage_admitted(day, attempt.vm_name, int(now.timestamp()), gpus, hours, manual=manual)
-            for day in days]
-    wrote = [name for name in mine if _write_once(deps.blobs, name)]
     usages = {day: read_day(deps.blobs, day) for day in days}
     pending = _pending(usages[today], now, listed=listed, own=own)
     # Admissions written just before midnight (UTC) are in yesterday's listing.
@@ -282,36 +317,24 @@ def admit(deps, record: RunRecord, spec: JobSpec, attempt: Attempt, *, written: 
                 return problem
         return None
 
-    if manual and limits.manual_share < 1:
+    if record.trigger == "manual" and limits.manual_share < 1:
         # Manual runs wait within their share; scheduled ticks keep the rest (docs/security.md).
         share = manual_share_problem(limits, attempt.vm_name, others, {}, usages, now, until, gpus)
-        crowded = share is None and manual_share_problem(limits, attempt.vm_name, others, pending, usages, now,
-                                                         until, gpus) is not None
-        if share is not None or crowded:
-            withdraw_admissions(deps.blobs, wrote)
-            if crowded:  # it fits once the other manual starts being admitted are decided
-                raise AdmissionBusy(f"{len(pending)} other starts are being admitted near the manual share; "
-                                    f"{record.job}/{record.run_id} will be tried again")
-            log.info("%s/%s: %s", record.job, record.run_id, share,
-                     extra={"fields": {"event": "limit_reached", "job": record.job, "run_id": record.run_id}})
-            return share
+        if share is not None:
+            return _Decision(problem=share)
+        if manual_share_problem(limits, attempt.vm_name, others, pending, usages, now, until, gpus) is not None:
+            # It fits once the other manual starts being admitted are decided.
+            return _Decision(busy=f"{len(pending)} other starts are being admitted near the manual share")
     if problem_of(with_pending=True) is None:
-        if written is not None:
-            written.extend(wrote)
-        return None
+        return _Decision()
     problem = problem_of(with_pending=False)
-    if problem is None or (earlier and problem_of(with_pending=False, without_earlier=True) is None):
-        # It would fit once others are decided, or once this run's own earlier VM has stopped:
-        # wait (a redelivery, or the sweep for a retry) rather than fail the run.
-        # Only the admissions this call wrote: another delivery of the same attempt may have been
-        # admitted under an earlier one, and its VM must stay counted.
-        withdraw_admissions(deps.blobs, wrote)
-        why = (f"{len(pending)} other starts are being admitted near the stack limits" if problem is None else
-               f"its earlier attempt's VM {earlier[0].name} is still {earlier[0].status} and counts as live")
-        raise AdmissionBusy(f"{why}; {record.job}/{record.run_id} will be tried again")
+    if problem is None:
+        # It would fit once others are decided: wait (a redelivery) rather than fail the run.
+        return _Decision(busy=f"{len(pending)} other starts are being admitted near the stack limits")
+    if earlier and problem_of(with_pending=False, without_earlier=True) is None:
+        # It would fit once this run's own earlier VM has stopped: wait (the sweep, for a retry).
+        return _Decision(busy=f"its earlier attempt's VM {earlier[0].name} is still {earlier[0].status} and counts "
+                              f"as live")
     # The run waits for room (engine/queue.py) and holds no admission meanwhile: its admission, left
     # standing, would count as a start in progress against every other start for a while.
-    withdraw_admissions(deps.blobs, wrote)
-    log.info("%s/%s: %s", record.job, record.run_id, problem,
-             extra={"fields": {"event": "limit_reached", "job": record.job, "run_id": record.run_id}})
-    return problem
+    return _Decision(problem=problem)
