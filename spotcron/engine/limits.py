@@ -7,8 +7,8 @@ queued until room frees or its starting_deadline passes (engine/queue.py), its r
 limit.
 
 Each admission is an object of its own under each UTC day its admission reaches
-(layout.usage_admitted, engine/day_hours.py), written before the limits are checked: an attempt's
-admission counts its worst case, timeout + grace, and when its run ends a settlement (layout.usage_used)
+(layout.usage_admitted, engine/day_hours.py), written between two counts of the limits (see
+`admit`): an attempt's admission counts its worst case, timeout + grace, and when its run ends a settlement (layout.usage_used)
 replaces that with the hours its VM really ran in each of those days. A VM counts in each day
 once, with only its hours inside that day, however often it was admitted. Live
 VMs and GPUs are counted from Compute Engine's list of managed VMs at admission, plus the
@@ -151,9 +151,10 @@ def manual_share_problem(limits: Limits, vm: str, others: list[Instance], pendin
                 f"may, this run needs {gpus}; {hint}")
     for day, usage in usages.items():
         used = usage.manual_hours - (usage.hours_of(vm) if vm in usage.admitted and usage.admitted[vm].manual else 0.0)
-        if used + overlap_hours(now, until, day) > max_hours + 1e-9:
+        need = _own_hours(usage, vm, now, until)
+        if used + need > max_hours + 1e-9:
             return (f"refused by the limits' manual share: manual runs hold {used:.2f} VM-hours on {day} (UTC) of the "
-                    f"{max_hours:g} they may, this attempt is admitted for {overlap_hours(now, until, day):.2f}; {hint}")
+                    f"{max_hours:g} they may, this attempt is admitted for {need:.2f}; {hint}")
     return None
 
 
@@ -300,19 +301,20 @@ def _decide(deps, record: RunRecord, attempt: Attempt, alive: list[Instance], no
         pending = {**_pending(before, now, listed=listed, own=own), **pending}
     live, live_gpus = len(others), sum(instance_gpus(i) for i in others)
     until = now + timedelta(hours=hours)
+    counted = _PendingCounted.of(limits, pending, others, usages, attempt.vm_name)
 
     def problem_of(*, with_pending: bool, without_earlier: bool = False) -> str | None:
         """The first limit crossed on any of the days, counting the pending admissions or not."""
-        vms = live + (len(pending) if with_pending else 0) - (len(earlier) if without_earlier else 0)
-        used_gpus = (live_gpus + (sum(a.gpus for a in pending.values()) if with_pending else 0)
+        vms = live + (counted.vms if with_pending else 0) - (len(earlier) if without_earlier else 0)
+        used_gpus = (live_gpus + (counted.gpus if with_pending else 0)
                      - (sum(instance_gpus(i) for i in earlier) if without_earlier else 0))
         for day in days:
             usage = usages[day]
             used = usage.hours - usage.hours_of(attempt.vm_name)  # its own earlier admission counts once: as this one
-            if not with_pending:
-                used -= sum(usage.hours_of(vm) for vm in pending)
+            used -= (sum(usage.hours_of(vm) for vm in pending) if not with_pending else counted.hours_beyond[day])
             problem = limit_problem(limits, Usage(live_vms=vms, gpus=used_gpus, vm_hours_today=used), gpus=gpus,
-                                    hours=overlap_hours(now, until, day), day=None if day == today else day)
+                                    hours=_own_hours(usage, attempt.vm_name, now, until),
+                                    day=None if day == today else day)
             if problem:
                 return problem
         return None
@@ -338,3 +340,45 @@ def _decide(deps, record: RunRecord, attempt: Attempt, alive: list[Instance], no
     # The run waits for room (engine/queue.py) and holds no admission meanwhile: its admission, left
     # standing, would count as a start in progress against every other start for a while.
     return _Decision(problem=problem)
+
+
+def _own_hours(usage: DayUsage, vm: str, now: datetime, until: datetime) -> float:
+    """What `vm` counts in `usage`'s day once admitted from `now` to `until`: the union with its
+    earlier admissions there (a redelivery admitted again), as the day will count it."""
+    start, end = now, until
+    if vm in usage.spans and vm not in usage.used:
+        start, end = min(start, usage.spans[vm][0]), max(end, usage.spans[vm][1])
+    return overlap_hours(start, end, usage.day)
+
+
+@dataclass(frozen=True)
+class _PendingCounted:
+    """How much of the pending admissions a start counts against the stack limits.
+
+    Pending manual starts count only up to what the manual share leaves them: however many a
+    publisher has in flight, at most that much of them can be admitted (each is held to the share
+    when it decides), so a burst of manual starts cannot make a scheduled tick wait for room the
+    share keeps for ticks."""
+
+    vms: int
+    gpus: int
+    hours_beyond: dict[str, float]  # per day: pending manual hours past the share's room, not counted
+
+    @classmethod
+    def of(cls, limits: Limits, pending: dict[str, Admission], others: list[Instance],
+           usages: dict[str, DayUsage], own: str) -> _PendingCounted:
+        max_vms, max_gpus, max_hours = limits.manual_caps()
+        manual = {vm: a for vm, a in pending.items() if a.manual}
+        live_manual = [i for i in others if is_manual_instance(i)]
+        vms_room = max(0, max_vms - len(live_manual))
+        gpus_room = max(0, max_gpus - sum(instance_gpus(i) for i in live_manual))
+        beyond = {}
+        for day, usage in usages.items():
+            pending_hours = sum(usage.hours_of(vm) for vm in manual)
+            own_manual = usage.hours_of(own) if own in usage.admitted and usage.admitted[own].manual else 0.0
+            room = max(0.0, max_hours - (usage.manual_hours - pending_hours - own_manual))
+            beyond[day] = max(0.0, pending_hours - room)
+        return cls(vms=len(pending) - len(manual) + min(len(manual), vms_room),
+                   gpus=sum(a.gpus for a in pending.values() if not a.manual)
+                   + min(sum(a.gpus for a in manual.values()), gpus_room),
+                   hours_beyond=beyond)

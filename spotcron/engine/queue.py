@@ -55,10 +55,13 @@ def start_queued(deps: Deps, entries: list[LiveEntry] | None = None,
         try:
             record, waits = _start_one(deps, entry, admit_it=not (blocked or (manual and blocked_manual)))
         except Transient as exc:
+            # It waits (a start being decided near a limit, an error worth trying again), and the
+            # runs behind it wait as behind any run that waits: a manual run's wait never stops
+            # the ticks behind it, nor the ending of runs past their deadline.
             log.warning("queue: %s/%s stays queued for now: %s", entry.job, entry.run_id, exc)
             if errors is not None:
                 errors.append(f"queued run {entry.job}/{entry.run_id}: {exc}")
-            break
+            record, waits = None, True
         except Exception as exc:  # noqa: BLE001 - one run never stops the others
             log.error("queue: %s/%s could not be handled; the queue goes on", entry.job, entry.run_id, exc_info=exc)
             if errors is not None:

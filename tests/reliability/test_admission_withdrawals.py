@@ -3,7 +3,9 @@ from a VM that a copy of the same delivery created.
 
 A retry refused for the day's VM-hours is queued and holds no admission, even when a delete of
 its admission meets a transient error (tried again at once) or keeps failing (the next toucher
-queues the run and withdraws every admission of its VM). A delivery that finds its attempt moved
+queues the run and withdraws every admission of its VM). A retry the day's first count refuses
+writes nothing, so these tests refuse it on the second count: another start's admission lands
+between the two. A delivery that finds its attempt moved
 on because a concurrent copy created the VM (under the admission both wrote in the same second)
 leaves that admission standing: the VM counts on it.
 """
@@ -17,7 +19,7 @@ from spotcron.core.runs import RunState
 from spotcron.core.settings import Limits
 from spotcron.engine.day_hours import read_day
 from spotcron.engine.deployed import SpecStore, start_message
-from spotcron.engine.limits import WITHDRAW_TRIES
+from spotcron.engine.limits import ADMISSION_WINDOW, WITHDRAW_TRIES
 from spotcron.runtime import entrypoints
 from spotcron.testing.harness import Harness, make_spec
 
@@ -25,6 +27,7 @@ RUN = "20261122-1200"
 DAY = "2026-11-22"
 SPEC = make_spec(name="bot", retries={"preemption": 3})
 HOURS = (600 + 300) / 3600  # timeout + grace: what one attempt is admitted for
+LIMIT = 3.5 * HOURS  # a1 and a2 and a third attempt fit; with another start's admission, they do not
 
 
 def _vm(n: int) -> str:
@@ -33,7 +36,7 @@ def _vm(n: int) -> str:
 
 @pytest.fixture
 def two_attempts_a_day():
-    h = Harness(limits=Limits(max_vm_hours_per_day=2.5 * HOURS))
+    h = Harness(limits=Limits(max_vm_hours_per_day=LIMIT))
     yield h
     entrypoints.use(None)
 
@@ -44,7 +47,24 @@ def _preempt(h: Harness, n: int) -> None:
     h.compute.preempt(record.current_attempt.zone, _vm(n))
 
 
+def _another_start_lands_between_the_counts(h: Harness) -> None:
+    """Right after a3's admission is written, another start's admission of the day becomes visible
+    (admitted a while ago, so no longer a start being decided): a3's second count refuses it."""
+    real_write = h.blobs.write
+
+    def write(name, data, **kwargs):
+        generation = real_write(name, data, **kwargs)
+        if f"/admitted/{_vm(3)}~" in name:
+            h.blobs.write = real_write
+            at = int((h.clock.now() - 2 * ADMISSION_WINDOW).timestamp())
+            real_write(layout.usage_admitted(DAY, "sc-other-20261122-1200-a1", at, 0, HOURS), b"")
+        return generation
+
+    h.blobs.write = write
+
+
 def _fail_deletes_of_admissions(h: Harness, times: int) -> list[str]:
+    _another_start_lands_between_the_counts(h)
     failed: list[str] = []
 
     def fault(call: str, name: str) -> bool:
@@ -70,7 +90,7 @@ def _assert_queued_holding_nothing(h: Harness) -> None:
     assert "max_vm_hours_per_day" in record.reason
     day = read_day(h.blobs, DAY)
     assert _vm(3) not in day.admitted
-    assert day.hours <= 2.5 * HOURS + 1e-9, f"{day.hours:.3f} VM-hours counted"
+    assert day.hours <= LIMIT + 1e-9, f"{day.hours:.3f} VM-hours counted"
 
 
 def test_a_transient_error_on_a_refused_retrys_withdrawal_loses_nothing(two_attempts_a_day):

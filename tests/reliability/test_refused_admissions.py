@@ -1,5 +1,8 @@
-"""A start refused by the limits writes no admission, so a handler that dies at any point of a
-refusal leaves the day's accounting within its limit.
+"""The day's accounting stays within its limit whatever a start dies after.
+
+A start refused by the limits writes no admission, so a handler that dies at any point of a
+refusal leaves nothing standing; and a start admitted again after its first delivery died is
+counted as the day will count it, the union of its admissions.
 
 An admission is written only by a start that fits on the day's listing as it is: a start the
 listing already refuses queues without writing (and so without a write to take back). A start
@@ -8,6 +11,8 @@ once still see each other (engine/limits.py).
 """
 
 from __future__ import annotations
+
+from datetime import timedelta
 
 import pytest
 
@@ -73,3 +78,30 @@ def test_a_refused_start_writes_and_deletes_nothing_under_the_limits(room_for_on
     [record] = h.records("other")
     assert record.state == RunState.QUEUED and "max_vm_hours_per_day" in record.reason
     assert not [name for name in writes if name.startswith("limits/")], writes
+
+
+@pytest.fixture
+def room_for_two():
+    h = Harness(limits=Limits(max_vm_hours_per_day=2 * HOURS + 0.05))
+    yield h
+    entrypoints.use(None)
+
+
+def test_a_start_admitted_again_counts_the_union_of_its_admissions(room_for_two):
+    """The first delivery dies right after writing its admission; the redelivery, minutes later,
+    is admitted only if the day still holds its VM's admissions together."""
+    h = room_for_two
+    bot = make_spec(name="bot")
+    restore = crash_after_write(h, lambda name, _: "/admitted/" in name)
+    try:
+        h.start(bot, message_id="first")
+    except Crash:
+        pass
+    finally:
+        restore()
+    assert h.start(make_spec(name="other")).status_code == 200  # counts bot's admission as pending
+    assert h.live_vms() == ["sc-other-20261122-1200-a1"]
+    h.clock.advance(240)
+    h.start(bot, message_id="first", publish_time=h.clock.now() - timedelta(seconds=240))  # the redelivery
+    day = read_day(h.blobs, DAY)
+    assert day.hours <= 2 * HOURS + 0.05 + 1e-9, f"{day.hours:.3f} VM-hours counted: {sorted(day.admitted)}"
