@@ -1,10 +1,9 @@
-"""A job-written host name reaches `spotcron report --format md` as live Markdown.
+"""A host name the job wrote is literal text in `spotcron report --format md`, titles included.
 
-hardware.json's `host` is read as hostile (a job that reaches the metadata server can rewrite the
-file: core/hardware.py), and `local: true` is the file's own word. When every measured run says it
-ran locally and the job compares metrics (`benchmark.compare`), markdown() writes the comparison
-table's title as `**{comparison_title(report)}**`, and comparison_title embeds host_words (the
-hosts, unescaped): the host becomes a live link and a remote image in the exported Markdown.
+hardware.json's `host` is hostile (a job that reaches the metadata server can rewrite the file:
+core/hardware.py). When every measured run ran locally and the job compares metrics
+(`benchmark.compare`), the comparison table's title names the hosts; markdown() writes every
+title and caption through md_text, so the host is no live link and no remote image.
 """
 
 from __future__ import annotations
