@@ -72,7 +72,6 @@ def listen(port: int) -> None:
       spotcron notify listen --port 9000
     """
     from spotcron.local.receiver import Receiver
-
     from spotcron.present.neutral import printable
 
     out = stdout()

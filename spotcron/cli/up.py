@@ -174,9 +174,9 @@ def _once(stack, specs, timeout: float, out) -> int:
                 out.print(line, markup=False, highlight=False, soft_wrap=True)
 
         records = stack.wait(runs, timeout=timeout, progress=said)
-    from spotcron.core.runs import RunState
     from rich.markup import escape
 
+    from spotcron.core.runs import RunState
     from spotcron.present.neutral import line_text
     from spotcron.present.notes import metrics_note
     from spotcron.present.success import Tally
