@@ -24,6 +24,7 @@ DISCORD_MAX = 2000  # characters of a webhook's `content`
 # Markdown Discord reads: emphasis, strike, spoiler, code, quotes, headings, lists, masked links,
 # mentions and custom emoji in angle brackets, and the backslash that escapes them.
 _DISCORD_SPECIAL = re.compile(r"([\\*_~`|>#\-\[\]()<:@!.+])")
+_DISCORD_ESCAPED = re.compile(r"\\([\\*_~`|>#\-\[\]()<:@!.+])")
 # Nothing in a message may notify anyone: mentions stay visible text.
 DISCORD_NO_MENTIONS = {"parse": []}
 
@@ -42,3 +43,13 @@ def discord_text(text: str, limit: int = DISCORD_MAX) -> str:
     cut = escaped[:limit]
     trailing = len(cut) - len(cut.rstrip("\\"))
     return cut[:-1] if trailing % 2 else cut  # a lone backslash at the end would escape what follows
+
+
+def slack_shown(text: str) -> str:
+    """What Slack shows for escaped `text`: the three entities as their characters."""
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
+
+def discord_shown(text: str) -> str:
+    """What Discord shows for escaped `text`: each backslash escape as the character it escapes."""
+    return _DISCORD_ESCAPED.sub(r"\1", text)

@@ -17,7 +17,7 @@ import re
 
 from spotcron.core import layout
 from spotcron.engine.notifications import Message, body
-from spotcron.engine.notify_markup import discord_text, slack_text
+from spotcron.engine.notify_markup import discord_shown, discord_text, slack_shown, slack_text
 from spotcron.runtime.run_end import install
 from spotcron.testing.harness import make_spec
 
@@ -78,3 +78,9 @@ def test_generic_bodies_keep_the_fields_as_they_are():
                    exit_code=1, duration_s=None, cost_usd=None, log_tail=(HOSTILE,), more="spotcron logs bot/r")
     fields = json.loads(body(note, "generic"))
     assert fields["reason"] == HOSTILE and fields["log_tail"] == [HOSTILE]  # the receiver's to render
+
+
+def test_what_each_chat_shows_is_the_text_the_job_wrote():
+    text = f"a & b {HOSTILE} \\ *x* 1. - # `c`"
+    assert slack_shown(slack_text(text)) == text
+    assert discord_shown(discord_text(text)) == text
