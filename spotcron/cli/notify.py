@@ -72,12 +72,14 @@ def listen(port: int) -> None:
       spotcron notify listen --port 9000
     """
     from spotcron.local.receiver import Receiver
+    from spotcron.present.neutral import printable
 
     out = stdout()
 
     def show(path: str, note_id: str, text: str) -> None:
-        out.print(f"--- {path}" + (f" ({note_id})" if note_id else ""), markup=False, highlight=False)
-        out.print(text, markup=False, highlight=False)
+        # A message quotes a job's reason and log, and anything may POST here: text, never escapes.
+        out.print(printable(f"--- {path}" + (f" ({note_id})" if note_id else "")), markup=False, highlight=False)
+        out.print(printable(text, lines=True), markup=False, highlight=False)
 
     try:
         receiver = Receiver(show, port)

@@ -43,9 +43,13 @@ def run_ref(words: tuple[str, ...]) -> str:
               help="Seconds between polls with --follow.")
 @click.option("-t", "--timestamps", is_flag=True,
               help="Begin each line with when it reached the bucket (UTC; the runner ships every 5 s, 1 s locally).")
+@click.option("--raw", is_flag=True,
+              help="Print the output exactly as the job wrote it, terminal escape sequences (colours, "
+                   "links, cursor moves) included; by default every control character but newline and "
+                   "tab is shown as its escape (\\x1b).")
 @bucket_options
 def logs(run: tuple[str, ...], job: str | None, attempt: int | None, follow: bool, interval: float,
-         timestamps: bool, bucket: str | None, state_dir: Path) -> None:
+         timestamps: bool, raw: bool, bucket: str | None, state_dir: Path) -> None:
     """Print a run's container output (logs.txt of its latest attempt).
 
     RUN is JOB/RUN or a bare run id, as `spotcron runs` lists them; the table's job and run
@@ -53,6 +57,10 @@ def logs(run: tuple[str, ...], job: str | None, attempt: int | None, follow: boo
     alone names its latest run, and JOB/ENTRY its matrix entry's latest run. While the job runs, the
     runner ships its new output every few seconds; with --follow, output is printed as it
     reaches the bucket, attempt after attempt, until the run ends.
+
+    The output is the job's own, so it is shown as text: every control character but newline and
+    tab (ESC, and with it colours, links, screen clears and clipboard writes) prints as its escape,
+    `\\x1b`, on a terminal and in a pipe alike. --raw prints the output as the job wrote it.
 
     \b
     Examples:
@@ -62,10 +70,12 @@ def logs(run: tuple[str, ...], job: str | None, attempt: int | None, follow: boo
       spotcron logs 20261122-1000 --attempt 1
       spotcron logs hello-bot/20261122-1000 --follow
       spotcron logs hello-bot/20261122-1000 --timestamps
+      spotcron logs hello-bot --raw                 # with the job's own colours and escapes
     """
     from spotcron.core import layout
     from spotcron.core.errors import SpotcronError
     from spotcron.present.logs import RunOutput
+    from spotcron.present.neutral import line_text
     from spotcron.present.views import pick_attempt
 
     if not follow and given("interval"):
@@ -73,21 +83,22 @@ def logs(run: tuple[str, ...], job: str | None, attempt: int | None, follow: boo
     run = run_ref(run)
     where = describe(bucket, state_dir)
     if follow:
-        _follow(run, job, attempt, interval, bucket, state_dir, timestamps)
+        _follow(run, job, attempt, interval, bucket, state_dir, timestamps, raw)
         return
     with open_store(bucket, state_dir) as store:
         record = resolve(store, run, job, where)
         number = pick_attempt(record, attempt)
         name = layout.logs(record.job, record.run_id, number)
-        output = RunOutput(record.job, record.run_id, attempt=number, timestamps=timestamps)
-        click.echo(output.poll(store.blobs, record), nl=False)
+        output = RunOutput(record.job, record.run_id, attempt=number, timestamps=timestamps, raw=raw)
+        # --raw: click would strip some escapes in a pipe (CSI only); raw means none stripped.
+        click.echo(output.poll(store.blobs, record), nl=False, color=raw or None)
         if output.printed_any:
-            click.echo(output.finish(), nl=False)
+            click.echo(output.finish(), nl=False, color=raw or None)
             return
         if store.blobs.read_range(name, 0, 1) is not None:
             return  # an empty log
     if record.terminal:
-        ended = record.state + (f": {record.reason}" if record.reason else "")
+        ended = record.state + (f": {line_text(record.reason)}" if record.reason else "")
         raise SpotcronError(f"no logs for {record.job}/{record.run_id} attempt {number} ({name} does not "
                             f"exist); the run ended {ended}")
     raise SpotcronError(f"no logs yet for {record.job}/{record.run_id} attempt {number}: the run is "
@@ -96,7 +107,7 @@ def logs(run: tuple[str, ...], job: str | None, attempt: int | None, follow: boo
 
 
 def _follow(ref: str, job: str | None, attempt: int | None, interval: float, bucket: str | None,
-            state_dir: Path, timestamps: bool) -> None:
+            state_dir: Path, timestamps: bool, raw: bool) -> None:
     from spotcron.engine.store import RunStore
     from spotcron.present.follow import ended_line, follow_run
     from spotcron.present.logs import RunOutput
@@ -109,9 +120,10 @@ def _follow(ref: str, job: str | None, attempt: int | None, interval: float, buc
     with err.status(f"following {ref} in {where}…") as spinner, context.open_blobs(bucket, state_dir) as blobs:
         store = RunStore(blobs)
         found = resolve(store, ref, job, where)
-        output = RunOutput(found.job, found.run_id, attempt=attempt, timestamps=timestamps,
+        output = RunOutput(found.job, found.run_id, attempt=attempt, timestamps=timestamps, raw=raw,
                            notice=lambda text: err.print(f"[dim]{text}[/dim]"))
-        record = follow_run(store.read, blobs, output, where=where, write=lambda text: click.echo(text, nl=False),
+        record = follow_run(store.read, blobs, output, where=where,
+                            write=lambda text: click.echo(text, nl=False, color=raw or None),
                             sleep=lambda: context.sleep(interval), waiting=spinner.update)
     err.print(ended_line(output, record), markup=False)  # a reason may quote a job
 
@@ -206,9 +218,13 @@ def results(run: tuple[str, ...], job: str | None, attempt: int | None, download
     out = stdout()
     label = f"{record.job}/{record.run_id} attempt {number} ({record.state})"
     if source == "listing":
-        cut = (f"it was cancelled before its upload completed ({' '.join(record.reason.split())})"
+        from rich.markup import escape
+
+        from spotcron.present.neutral import line_text
+
+        cut = (f"it was cancelled before its upload completed ({line_text(record.reason)})"
                if record.state == "cancelled" and record.reason else "the upload did not complete")
-        out.print(f"[yellow]no manifest[/yellow] for {label}: {cut}; objects under {prefix}:", soft_wrap=True)
+        out.print(f"[yellow]no manifest[/yellow] for {escape(label)}: {escape(cut)}; objects under {prefix}:", soft_wrap=True)
     else:
         out.print(f"results of {label}, from {manifest_name}:")
     if not files:
@@ -231,7 +247,9 @@ def _never_ran(record: RunRecord) -> str | None:
 
     if record.state not in (RunState.SKIPPED, RunState.MISSED):
         return None  # a skipped run never ran its job, with or without a VM (transitions.verdict)
-    why = f": {' '.join(record.reason.split())}" if record.reason else ""
+    from spotcron.present.neutral import line_text
+
+    why = f": {line_text(record.reason)}" if record.reason else ""
     return (f"no results for {record.job}/{record.run_id}: it was {record.state}{why}. Its job never ran, "
             "so no upload is expected.")
 

@@ -174,7 +174,10 @@ def _once(stack, specs, timeout: float, out) -> int:
                 out.print(line, markup=False, highlight=False, soft_wrap=True)
 
         records = stack.wait(runs, timeout=timeout, progress=said)
+    from rich.markup import escape
+
     from spotcron.core.runs import RunState
+    from spotcron.present.neutral import line_text
     from spotcron.present.notes import metrics_note
     from spotcron.present.success import Tally
 
@@ -196,13 +199,14 @@ def _once(stack, specs, timeout: float, out) -> int:
     if missing:
         out.print(f"[red]{missing} run(s) had no record within {timeout:.0f}s[/]: their start message was not "
                   "handled; `spotcron up` logs why in its state dir's spotcron.log", soft_wrap=True)
+    # A reason or a metrics.json problem may quote what a job wrote: printable, and never markup.
     if skipped:
-        out.print(f"[yellow]{len(skipped)} run(s) skipped[/]: " + "; ".join(
-            sorted({r.reason or "skipped" for r in skipped})), soft_wrap=True, highlight=False)
+        out.print(f"[yellow]{len(skipped)} run(s) skipped[/]: " + escape("; ".join(
+            sorted({line_text(r.reason or "skipped") for r in skipped}))), soft_wrap=True, highlight=False)
     noted = [r for r in records if r.state == RunState.SUCCEEDED and metrics_note(r)]
     for record in noted:
-        out.print(f"[yellow]{record.job}/{record.run_id} succeeded, but[/] {metrics_note(record)}", soft_wrap=True,
-                  highlight=False)
+        out.print(f"[yellow]{record.job}/{record.run_id} succeeded, but[/] {escape(line_text(metrics_note(record)))}",
+                  soft_wrap=True, highlight=False)
     problems = f", {len(noted)} of them with metrics.json problems (above)" if noted else ""
     # Skipped and cancelled runs are beside the rate, not failures (present/success.py); the runs
     # cut off by --timeout were cancelled above.

@@ -181,11 +181,16 @@ def message(record: RunRecord, event: str, tail: list[str], bucket: str) -> Mess
 
 
 def body(note: Message, fmt: str) -> bytes:
-    """The POST body in the receiver's format (Slack: {text}; Discord: {content}, 2,000 characters)."""
+    """The POST body in the receiver's format (Slack: {text}; Discord: {content}, 2,000 characters).
+
+    The text quotes the job (its reason, its log tail): for a chat it is escaped by that chat's
+    rules (notify_markup), so nothing the job printed pings a channel or becomes a link."""
+    from spotcron.engine.notify_markup import DISCORD_NO_MENTIONS, discord_text, slack_text
+
     if fmt == "slack":
-        return json.dumps({"text": note.text()}).encode()
+        return json.dumps({"text": slack_text(note.text())}).encode()
     if fmt == "discord":
-        return json.dumps({"content": note.text()[:2000]}).encode()
+        return json.dumps({"content": discord_text(note.text()), "allowed_mentions": DISCORD_NO_MENTIONS}).encode()
     return json.dumps(note.fields()).encode()
 
 

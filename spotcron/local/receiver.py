@@ -1,8 +1,8 @@
 """A webhook receiver for trying notifications on one machine (`spotcron notify listen`).
 
 It answers every POST with 200 and hands each body to `show`: a notification's text when the body
-is one of ours (generic JSON `text`, Slack `text`, Discord `content`), else the raw body, cut to
-4 KiB. It listens on the loopback interface only, so nothing but this machine can post to it.
+is one of ours (generic JSON `text`, Slack `text`, Discord `content`, the last two as their chat
+shows them), else the raw body, cut to 4 KiB. It listens on the loopback interface only, so nothing but this machine can post to it.
 """
 
 from __future__ import annotations
@@ -22,9 +22,13 @@ def readable(body: bytes) -> str:
     except ValueError:
         return body[:4096].decode("utf-8", "replace")
     if isinstance(data, dict):
-        for key in ("text", "content"):
-            if isinstance(data.get(key), str):
-                return data[key]
+        # A chat's body is escaped for it (engine/notify_markup.py): shown as that chat shows it.
+        from spotcron.engine.notify_markup import discord_shown, slack_shown
+
+        if isinstance(data.get("content"), str):
+            return discord_shown(data["content"])
+        if isinstance(data.get("text"), str):
+            return data["text"] if "id" in data else slack_shown(data["text"])
     return json.dumps(data, indent=2)[:4096]
 
 

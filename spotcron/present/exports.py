@@ -369,18 +369,21 @@ def markdown(report: BenchmarkReport, *, detail: bool = True) -> str:
     lines = [f"**{md_text(report.job)}**: per configuration, relative to `{report.base}`{where}", "",
              _md_row(headers), "|" + "|".join(":---" if i < 2 else "---:" for i in range(len(headers))) + "|"]
     lines += [_md_row(cells) for cells in report_cells(report, per_unit=per_unit)]
-    lines += ["", report_caption(report)]
+    lines += ["", md_text(report_caption(report), line=True)]
     lines += ["", _md_row(HARDWARE_HEADERS), "|:---|:---|:---|:---|"]
     lines += [_md_row(cells) for cells in hardware_cells(report)]
-    lines += ["", f"**{phase_title(report)}**", "", _md_row(PHASE_HEADERS),
+    lines += ["", f"**{md_text(phase_title(report))}**", "", _md_row(PHASE_HEADERS),
               "|:---|" + "---:|" * (len(PHASE_HEADERS) - 1)]
     lines += [_md_row(cells) for cells in phase_cells(report)]
-    lines += ["", phase_caption(report)]
+    lines += ["", md_text(phase_caption(report), line=True)]
     if report.comparisons:
         headers = comparison_headers(report)
-        lines += ["", f"**{comparison_title(report)}**", "", _md_row(headers), "|:---|:---|" + "---:|" * (len(headers) - 2)]
+        # The title names the hosts of local runs, which the jobs wrote: literal, like every line here.
+        lines += ["", f"**{md_text(comparison_title(report))}**", "", _md_row(headers),
+                  "|:---|:---|" + "---:|" * (len(headers) - 2)]
         lines += [_md_row(cells) for cells in comparison_cells(report)]
-        lines += ["", comparison_caption(report), "", *(f"- {md_text(line, line=True)}" for line in verdict_lines(report))]
+        lines += ["", md_text(comparison_caption(report), line=True), "",
+                  *(f"- {md_text(line, line=True)}" for line in verdict_lines(report))]
     if report.warnings:
         lines += ["", "warnings:", *(f"- {md_text(line, line=True)}" for line in report.warnings)]
     names, cells = metric_cells(report.rows)
@@ -519,10 +522,10 @@ def history_caption(history: BenchmarkHistory) -> str:
 
 
 def history_markdown(history: BenchmarkHistory) -> str:
-    lines = [f"**{history.job}**: each configuration per tick", "", _md_row(HISTORY_HEADERS),
+    lines = [f"**{md_text(history.job)}**: each configuration per tick", "", _md_row(HISTORY_HEADERS),
              "|:---|:---|---:|---:|---:|:---|"]
     lines += [_md_row(row) for row in history_cells(history)]
-    lines += ["", history_caption(history)]
+    lines += ["", md_text(history_caption(history), line=True)]
     return "\n".join(lines) + "\n"
 
 

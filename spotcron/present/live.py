@@ -14,6 +14,7 @@ from typing import Any
 
 from spotcron.core.durations import format_duration
 from spotcron.core.runs import RunRecord, RunState
+from spotcron.present.neutral import line_text, printable
 from spotcron.present.notes import ended_words, metrics_flag
 from spotcron.present.progress import queued_reason
 from spotcron.present.views import STATE_STYLES, run_cost_text, took_text
@@ -36,15 +37,18 @@ def line_style(what: str) -> str:
 
 
 def log_line(at: datetime, subject: str, what: str, detail: str) -> Any:
-    """`12:00:00 bot/r1 succeeded  in 12s, $0.0001, exit 0` as rich Text."""
+    """`12:00:00 bot/r1 succeeded  in 12s, $0.0001, exit 0` as rich Text.
+
+    The detail may quote what a job wrote (a reason, an event's words): it goes out printable
+    (neutral.printable), never as a terminal escape, whichever caller built it."""
     from rich.text import Text
 
     text = Text(f"{at.astimezone(UTC):%H:%M:%S} ", style="dim")
     if subject:
-        text.append(subject + " ")
-    text.append(what, style=line_style(what))
+        text.append(printable(subject) + " ")
+    text.append(printable(what), style=line_style(what))
     if detail:
-        text.append(f"  {detail}")
+        text.append(f"  {printable(detail, lines=True)}")
     return text
 
 
@@ -52,7 +56,7 @@ def ended_detail(record: RunRecord | None, event: Mapping[str, Any]) -> str:
     """`in 12s, $0.0001, exit 0` (+ the reason when it did not succeed, or what was wrong with the
     metrics.json of one that did)."""
     if record is None:
-        return str(event.get("reason") or "")
+        return line_text(str(event.get("reason") or ""))
     parts = []
     if record.duration_seconds is not None:
         parts.append(f"in {took_text(record, None)}")  # and a local run's wait for its turn, left out of both

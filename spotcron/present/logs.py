@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from spotcron.present.neutral import output_text
+
 if TYPE_CHECKING:
     from spotcron.core.runs import RunRecord
     from spotcron.engine.ports import Blobs
@@ -82,10 +84,16 @@ class RunOutput:
 
     With a `label` or `timestamps`, only whole lines come out (a partial line waits for its end,
     or for `finish`); without, bytes come out as they arrive.
+
+    A job's output is hostile text for the operator's terminal: unless `raw`, it comes out through
+    neutral.output_text (newlines and tabs kept, every other control shown as its escape), so no
+    escape sequence it printed reaches the terminal, or a pipe, as one. `raw` gives the text as
+    the job wrote it (`spotcron logs --raw`).
     """
 
     def __init__(self, job: str, run_id: str, *, attempt: int | None = None, label: str = "",
-                 timestamps: bool = False, notice: Callable[[str], None] = lambda text: None):
+                 timestamps: bool = False, notice: Callable[[str], None] = lambda text: None,
+                 raw: bool = False):
         self.job, self.run_id = job, run_id
         self.attempt = attempt  # None: follow the latest
         self.label = label
@@ -96,6 +104,8 @@ class RunOutput:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._pending = ""  # a partial line, when lines are labelled or timed
         self._pending_at: datetime | None = None
+        self.raw = raw
+        self._held_cr = ""  # a carriage return at a piece's end: a CRLF line end may be split there
 
     @property
     def printed_any(self) -> bool:
@@ -108,21 +118,32 @@ class RunOutput:
         if self.current is not None and target != self.current:
             # The previous attempt may have uploaded its last lines while being preempted.
             text.append(self._read(blobs, self.current, record))
-            text.append(self.finish())
+            text.append(self._finish())
             self.notice(f"-- attempt {target} --")
         self.current = target
         if target is not None:
             text.append(self._read(blobs, target, record))
-        return "".join(text)
+        return self._shown("".join(text))
 
     def finish(self) -> str:
         """What is left: the decoder's last bytes and a line without its newline."""
+        return self._shown(self._finish(), final=True)
+
+    def _finish(self) -> str:
         text = self._lines(self._decoder.decode(b"", final=True), self._pending_at)
         self._decoder.reset()
         if self._pending:
             text += self._line(self._pending, self._pending_at) + "\n"
             self._pending = ""
         return text
+
+    def _shown(self, text: str, *, final: bool = False) -> str:
+        if self.raw:
+            return text
+        text, self._held_cr = self._held_cr + text, ""
+        if text.endswith("\r") and not final:
+            text, self._held_cr = text[:-1], "\r"
+        return output_text(text)
 
     def _read(self, blobs: Blobs, number: int, record: RunRecord) -> str:
         offset = self.shown.get(number, 0)

@@ -78,3 +78,22 @@ def printable(text: str, *, lines: bool = False) -> str:
     if lines:
         return "\n".join(printable(line) for line in text.split("\n"))
     return text if text.isprintable() else "".join(_escaped(char) for char in text)
+
+
+def line_text(text: str | None) -> str:
+    """`text` (a run's reason, a problem a job wrote) as one printable line: runs of whitespace
+    become one space, every other control or invisible character its escape (`printable`). What
+    every terminal line that quotes a reason prints."""
+    return printable(" ".join((text or "").split()))
+
+
+def output_text(text: str) -> str:
+    """A job's own output (its log) safe to write to a terminal or a pipe: newlines and tabs stay,
+    a CRLF line end becomes a newline, and every other control (C0, DEL, C1: ESC, CSI, OSC, a
+    lone carriage return, a backspace, a bell) or invisible character is shown as its escape, so
+    no escape sequence (a screen clear, an OSC 8 link, an OSC 52 clipboard write) reaches the
+    terminal as one."""
+    if text.isprintable():
+        return text
+    return "\n".join("\t".join(printable(cell) for cell in line.split("\t"))
+                     for line in text.replace("\r\n", "\n").split("\n"))

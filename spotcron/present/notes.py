@@ -5,12 +5,16 @@ of a run that had no VM is its start_job call.
 A run can succeed and still leave a metrics.json that breaks the contract; its benchmark figures
 are then missing. Every surface that says `succeeded` (`runs`, `up`, `run --follow`, the page)
 takes its words from here, so they say the same thing. Records in, text out.
+
+A reason may quote what a job wrote (the problem its container posted, its metrics.json), so
+every word here is one printable line (neutral.line_text): no terminal escape, no line break.
 """
 
 from __future__ import annotations
 
 from spotcron.core.metrics import problem_list
 from spotcron.core.runs import RunRecord, RunState
+from spotcron.present.neutral import line_text
 
 
 def metrics_note(record: RunRecord) -> str:
@@ -42,12 +46,12 @@ def run_note(record: RunRecord) -> str:
     problems, and why an ended run has no cost."""
     parts = []
     if record.reason:
-        parts.append(" ".join(record.reason.split()))
+        parts.append(line_text(record.reason))
     note = metrics_note(record)
     if note:
-        parts.append(" ".join(note.split()))
+        parts.append(line_text(note))
     if record.terminal and record.cost_usd is None and record.cost_problem:
-        parts.append(f"no cost: {record.cost_problem}")
+        parts.append(f"no cost: {line_text(record.cost_problem)}")
     elif record.terminal and record.cost_usd and not record.had_vm:
         parts.append("cost: the start_job call only, no VM ran")
     return "; ".join(parts)
@@ -57,6 +61,6 @@ def ended_words(record: RunRecord) -> str:
     """`: REASON` for a run that did not succeed, `, but its METRICS NOTE` for one that did with a
     broken metrics.json, else "": what follows the state in a one-line outcome."""
     if record.state != RunState.SUCCEEDED:
-        return f": {' '.join(record.reason.split())}" if record.reason else ""
+        return f": {line_text(record.reason)}" if record.reason else ""
     note = metrics_note(record)
-    return f", but {' '.join(note.split())}" if note else ""
+    return f", but {line_text(note)}" if note else ""

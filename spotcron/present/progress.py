@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 
 from spotcron.core.durations import format_duration
 from spotcron.core.runs import RunRecord
+from spotcron.present.neutral import line_text
 from spotcron.present.notes import ended_words, metrics_flag
 from spotcron.present.views import UNKNOWN, took_text
 
@@ -57,7 +58,7 @@ def queued_reason(record: RunRecord) -> str:
     """Why a queued run waits (the limit it waits for), on one line; "" for a run not queued."""
     if record.state != "queued":
         return ""
-    return " ".join((record.reason or "waiting for room").split())
+    return line_text(record.reason or "waiting for room")
 
 
 def outcome_lines(records: Iterable[RunRecord], now: datetime) -> list[str]:
@@ -94,7 +95,7 @@ class StartLines:
             was = self._said.get(key)
             self._said[key] = word
             if word == "queued":
-                why = f": {' '.join(record.reason.split())}" if record.reason else ""
+                why = f": {line_text(record.reason)}" if record.reason else ""
                 out.append(f"queued {record.job}/{record.run_id}{self.suffix}{why}; it starts when there is room")
             else:
                 out.append(f"started {record.job}/{record.run_id}{self.suffix}" + (" (was queued)" if was else ""))
