@@ -4,10 +4,17 @@ a job still never has two runs at once where its policy forbids it."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
 from spotcron.core.runs import RunState
+from spotcron.engine import transitions
+from spotcron.engine.attempts import create_attempt
+from spotcron.engine.deployed import SpecStore
 from spotcron.engine.limits import Limits
+from spotcron.engine.start_job import advance
+from spotcron.engine.writer import create, step
 from spotcron.runtime.run_end import install
 from spotcron.testing.harness import Harness, make_spec
 
@@ -147,3 +154,41 @@ def test_a_queued_manual_run_gives_way_and_a_queued_tick_holds_back_a_manual_run
         assert h.record("hourly", "20261122-1300").state == RunState.RUNNING
     finally:
         h.close()
+
+
+def _both_scheduled(h, policy: str):
+    """A tick and a manual run of one job, both written and neither begun: two deliveries at once."""
+    spec = make_spec(name="hourly", schedule="0 * * * *", timeout="6h", concurrency=policy)
+    SpecStore(h.blobs).write(spec)  # deployed
+    now = h.clock.now()
+    tick = transitions.scheduled(spec, "20261122-1200", datetime(2026, 11, 22, 12, 0, tzinfo=UTC), now)
+    manual = transitions.scheduled(spec, MANUAL, None, now)
+    assert create(h.deps, manual) and create(h.deps, tick)
+    return tick, manual
+
+
+@pytest.mark.parametrize("policy", ["forbid", "replace"])
+@pytest.mark.parametrize("first", ["tick", "manual"])
+def test_a_tick_and_a_manual_run_starting_at_once_leave_the_tick_running(h, policy, first):
+    tick, manual = _both_scheduled(h, policy)
+    order = [tick, manual] if first == "tick" else [manual, tick]
+    for record in order:
+        advance(h.deps, record.job, record.run_id)
+    assert h.record("hourly", tick.run_id).state == RunState.RUNNING
+    assert h.record("hourly", MANUAL).state in (RunState.SKIPPED, RunState.CANCELLED)
+    assert h.live_vms() == ["sc-hourly-20261122-1200-a1"]
+
+
+def test_a_manual_run_that_began_before_the_tick_was_written_gives_way_and_makes_no_vm_after(h):
+    """The manual run's delivery read the live runs before the tick existed and began; the tick
+    ends it before its VM is made, and the manual delivery, going on, makes none."""
+    tick, manual = _both_scheduled(h, "forbid")
+    spec = transitions.spec_of(manual)
+    first = transitions.new_attempt(manual, spec, h.settings.zones)
+    begun = step(h.deps, "hourly", MANUAL, transitions.Begin(first)).record  # past its concurrency check
+    advance(h.deps, "hourly", tick.run_id)
+    assert h.record("hourly", MANUAL).state == RunState.CANCELLED
+    create_attempt(h.deps, begun, claimed=True)  # the manual delivery goes on to its insert
+    assert h.record("hourly", MANUAL).state == RunState.CANCELLED
+    assert h.record("hourly", tick.run_id).state == RunState.RUNNING
+    assert h.live_vms() == ["sc-hourly-20261122-1200-a1"]
