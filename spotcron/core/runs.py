@@ -35,7 +35,9 @@ class RunState(StrEnum):
     PREEMPTED = "preempted"
     LOST = "lost"
     SKIPPED = "skipped"
-    CANCELLED = "cancelled"  # stopped on purpose: the local stack was shut down under it
+    # Stopped on purpose: the local stack was shut down under it, or (a manual run) a scheduled
+    # run of its job took its place under `concurrency: forbid` or `replace`.
+    CANCELLED = "cancelled"
     # A tick that was due and never started within its starting_deadline (no trigger reached
     # start_job); consecutive ones of a job are one record (`missed_ticks`, `missed_until`).
     MISSED = "missed"

@@ -1,5 +1,13 @@
 """A job's `concurrency` policy, applied to a run about to begin: `allow` lets it run beside the
-job's live runs, `forbid` skips it while an older one lives, `replace` ends the others first."""
+job's live runs, `forbid` skips it while an older one lives, `replace` ends the others first.
+
+Scheduled ticks go before manual runs (any `trigger=manual` start, whoever published it): under
+`forbid` and `replace` a manual run never ends or holds back a tick. A manual run that finds a
+tick of its job live is skipped, naming it; a tick that finds only manual runs live ends them
+(`cancelled`, which counts for nothing and notifies no failure) and runs. So at most one run of
+the job lives either way, and a publisher on the start topic cannot switch a job's schedule off.
+Among ticks, and among manual runs, the policy applies as it reads.
+"""
 
 from __future__ import annotations
 
@@ -17,19 +25,48 @@ def apply_concurrency(deps: Deps, record: RunRecord) -> RunRecord:
     if spec.concurrency == "allow":
         return record
     others = [other for other in _live_runs_of(deps, record) if other.run_id != record.run_id]
+    ticks = [o for o in others if not _manual(o)]
+    if _manual(record) and ticks:
+        names = ", ".join(o.run_id for o in ticks)
+        reason = (f"scheduled run {names} is live, and scheduled runs go before manual runs "
+                  f"(concurrency: {spec.concurrency})")
+        return step(deps, record.job, record.run_id, transitions.Skip(reason)).record or record
+    if not _manual(record):
+        if spec.concurrency == "forbid":
+            # Between ticks the rule is as it reads; only the manual runs are ended, below.
+            ticks = [o for o in ticks if o.state != RunState.SCHEDULED or _order(o) < _order(record)]
+            if ticks:
+                return _skip(deps, record, ticks)
+        for other in others:
+            if _manual(other):
+                _end(deps, other, transitions.Cancel(
+                    f"ended for scheduled run {record.run_id}: scheduled runs go before manual runs "
+                    f"(concurrency: {spec.concurrency})"))
+        if spec.concurrency == "replace":
+            for other in ticks:
+                _end(deps, other, transitions.Replaced(by=record.run_id))
+        return record
+    # A manual run among manual runs only.
     if spec.concurrency == "forbid":
-        # Two runs still `scheduled` at once (a tick and a "run now") see each other: the older goes
+        # Two runs still `scheduled` at once (two "run now"s) see each other: the older goes
         # ahead and the younger is skipped, the same order read from either side, so never both.
         others = [o for o in others if o.state != RunState.SCHEDULED or _order(o) < _order(record)]
-    if not others:
+        if others:
+            return _skip(deps, record, others)
         return record
-    if spec.concurrency == "forbid":
-        names = ", ".join(o.run_id for o in others)
-        reason = f"previous run {names} is still running (concurrency: forbid)"
-        return step(deps, record.job, record.run_id, transitions.Skip(reason)).record or record
     for other in others:  # replace
-        _replace(deps, other, by=record.run_id)
+        _end(deps, other, transitions.Replaced(by=record.run_id))
     return record
+
+
+def _manual(record: RunRecord) -> bool:
+    return record.trigger == "manual"
+
+
+def _skip(deps: Deps, record: RunRecord, others: list[RunRecord]) -> RunRecord:
+    names = ", ".join(o.run_id for o in others)
+    reason = f"previous run {names} is still running (concurrency: forbid)"
+    return step(deps, record.job, record.run_id, transitions.Skip(reason)).record or record
 
 
 def _order(record: RunRecord) -> tuple[datetime, str]:
@@ -48,10 +85,10 @@ def _live_runs_of(deps: Deps, record: RunRecord) -> list[RunRecord]:
     return runs
 
 
-def _replace(deps: Deps, other: RunRecord, *, by: str) -> None:
+def _end(deps: Deps, other: RunRecord, event: transitions.Replaced | transitions.Cancel) -> None:
     # The run ends first, then its VM goes: a delivery of that run landing its insert in between
     # then finds it ended and deletes its own VM, instead of recording a VM that outlives its run.
-    ended = step(deps, other.job, other.run_id, transitions.Replaced(by=by)).record or other
+    ended = step(deps, other.job, other.run_id, event).record or other
     attempt = ended.current_attempt
     if attempt is not None and attempt.zone:
         deps.compute.delete_instance(attempt.zone, attempt.vm_name)

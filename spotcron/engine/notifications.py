@@ -314,6 +314,11 @@ def run_end_hooks(post: Post, secrets: SecretLookup | None, default: Notify | No
         config = config_for(record, default)
         if config is None or config.ping is None or record.overrides:
             return
+        if record.trigger == "manual" and counts(record) is None:
+            # A manual run skipped for, or ended by, a scheduled run of its job says nothing of the
+            # job's health: a "fail" ping for it would be a false alarm anyone publishing starts
+            # could raise at will. The tick's own pings follow.
+            return
         ran = record.state in (RunState.SUCCEEDED, *BAD_STATES)
         to = destination(config.ping)
         url = _ping(resolve(config.ping, secrets), "end" if ran else "fail", record.exit_code if ran else None, to)

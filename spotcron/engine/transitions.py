@@ -186,7 +186,8 @@ class HostLacks:
 
 @dataclass(frozen=True)
 class Cancel:
-    """The stack that ran the run was stopped; its VM is gone."""
+    """The run is stopped on purpose: the stack that ran it was stopped, or (a manual run) a
+    scheduled run of its job takes its place (engine/concurrency.py); its VM is gone or going."""
 
     reason: str
 

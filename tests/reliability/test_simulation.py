@@ -72,7 +72,10 @@ def test_every_invariant_holds(reports, seed):
     assert report.counts["max vms alive per attempt"] == 1
     assert report.runs > 1500 and report.jobs == 50
     # missed: ticks no start reached (no scheduler fires while the simulation drains), recorded by the sweep.
-    assert set(report.states) <= {"succeeded", "failed", "timed_out", "preempted", "lost", "skipped", "missed"}
+    # cancelled: only manual runs, ended for a scheduled tick of their job (concurrency: forbid, replace).
+    assert set(report.states) <= {"succeeded", "failed", "timed_out", "preempted", "lost", "skipped", "missed",
+                                  "cancelled"}
+    assert report.states.get("cancelled", 0) == report.counts["manual runs ended for a scheduled run"]
     assert report.succeeded > report.runs // 2
 
 

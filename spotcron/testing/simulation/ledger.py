@@ -146,6 +146,10 @@ class Ledger:
         # recorded as missed by the sweep: a record of a tick the schedule names, never a run.
         self.missed = {key for key, record in records.items() if record.state == "missed"}
         self.counts["missed records"] = len(self.missed)
+        # Under `concurrency: forbid` or `replace` a tick ends the manual runs of its job it finds
+        # live (engine/concurrency.py); nothing else here ends a run `cancelled`.
+        self.counts["manual runs ended for a scheduled run"] = sum(
+            1 for (_, run_id), state in self.finished.items() if state == "cancelled" and run_id.startswith("m"))
         self._check_runs_match_ticks()
         self.count_vms(created)
         return dict(Counter(self.finished.values()))
