@@ -10,7 +10,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from spotcron.core.errors import EncodedObject, PreconditionFailed, Transient
+from spotcron.core.errors import EncodedObject, ObjectKept, PreconditionFailed, Transient
 from spotcron.engine.ports import Blob
 from spotcron.gcp.error_map import translated
 
@@ -141,7 +141,21 @@ class GcsBlobs:
                 blob.delete(timeout=self.timeout)
             except gexc.NotFound:
                 return False
+            except gexc.Forbidden as exc:
+                if kept_by_policy(str(exc)):
+                    raise ObjectKept(f"gs://{self.bucket}/{name}: {exc}") from None
+                raise
         return True
+
+
+def kept_by_policy(message: str) -> bool:
+    """Whether a 403 is Cloud Storage refusing to delete a held or retained object, not a missing
+    permission: "Object '...' is under active Temporary hold and cannot be deleted, overwritten or
+    archived until hold is removed." (or "Event-Based hold"), "... is subject to bucket's retention
+    policy or object retention and cannot be deleted or overwritten until ..."
+    (https://cloud.google.com/storage/docs/object-holds, /docs/bucket-lock)."""
+    lowered = message.lower()
+    return "cannot be deleted" in lowered and ("hold" in lowered or "retention" in lowered)
 
 
 def client_at(url: str, credentials: Any, project: str) -> Any:
