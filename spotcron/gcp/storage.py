@@ -12,7 +12,7 @@ from typing import Any
 
 from spotcron.core.errors import EncodedObject, ObjectKept, PreconditionFailed, Transient
 from spotcron.engine.ports import Blob
-from spotcron.gcp.error_map import translated
+from spotcron.gcp.error_map import kept_by_policy, translated
 
 # A read is "metadata, then the bytes of exactly that generation"; if the object is replaced
 # in between, the download's precondition fails and the read starts over.
@@ -147,15 +147,6 @@ class GcsBlobs:
                 raise
         return True
 
-
-def kept_by_policy(message: str) -> bool:
-    """Whether a 403 is Cloud Storage refusing to delete a held or retained object, not a missing
-    permission: "Object '...' is under active Temporary hold and cannot be deleted, overwritten or
-    archived until hold is removed." (or "Event-Based hold"), "... is subject to bucket's retention
-    policy or object retention and cannot be deleted or overwritten until ..."
-    (https://cloud.google.com/storage/docs/object-holds, /docs/bucket-lock)."""
-    lowered = message.lower()
-    return "cannot be deleted" in lowered and ("hold" in lowered or "retention" in lowered)
 
 
 def client_at(url: str, credentials: Any, project: str) -> Any:
