@@ -68,6 +68,12 @@ class EncodedObject(SpotcronError):
     inflate to gigabytes, and a ranged read's cap counts stored bytes."""
 
 
+class ObjectKept(SpotcronError):
+    """Cloud Storage refused to delete or replace an object: it is under a temporary or event-based
+    hold, or younger than a retention policy (HTTP 403, "... cannot be deleted, overwritten or
+    archived until hold is removed"). Retrying does not help until someone releases the hold."""
+
+
 class CreateFailed(SpotcronError):
     """Compute Engine refused to create an instance. `kind` says whether another zone may help."""
 

@@ -42,9 +42,10 @@ from spotcron.deploy.resources import (
     managed_lifecycle_rule,
 )
 from spotcron.gcp.admin import request_messages
-from spotcron.gcp.admin.calls import Caller, DeployError
+from spotcron.gcp.admin.calls import AccessDenied, Caller, DeployError
 from spotcron.gcp.admin.clients import Clients
 from spotcron.gcp.admin.settling import Settling
+from spotcron.gcp.error_map import kept_by_policy
 
 FUNCTION_MASK = {
     "entry_point": "build_config.entry_point",
@@ -125,15 +126,42 @@ def _configure_logs_bucket(bucket: Any, fields: Mapping[str, Any]) -> None:
         bucket.requester_pays = fields["requester_pays"]
 
 
+def _kept_reason(message: str) -> str:
+    lowered = message.lower()
+    if "event-based hold" in lowered:
+        return "under an event-based hold"
+    if "hold" in lowered:
+        return "under a temporary hold"
+    return "under a retention policy or object retention"
+
+
+def _kept_objects_message(bucket: str, kept: list[str]) -> str:
+    """Which objects Cloud Storage would not delete, and how to let it: the bucket stays until then."""
+    shown = "\n".join(f"    {line}" for line in kept[:20])
+    more = f"\n    ... and {len(kept) - 20} more" if len(kept) > 20 else ""
+    return (f"bucket {bucket} is kept: every other object is deleted, but Cloud Storage refuses to delete "
+            f"{len(kept)} held or retained object(s):\n{shown}{more}\nRelease each hold (gcloud storage objects "
+            f"update gs://{bucket}/OBJECT --no-temporary-hold --no-event-based-hold), or wait out the retention "
+            f"period, then run `spotcron destroy --delete-results` again.")
+
+
 def bucket(action: Action, ctx: Context) -> None:
     storage, name, fields = ctx.clients.storage, action.name, action.resource.fields
     if action.kind == DELETE:  # destroy --delete-results only: the objects first, then the bucket
         def empty_and_delete() -> None:
             objects = ctx.call(f"list gs://{name}", lambda: list(storage.list_blobs(name, retry=None,
                                                                                        timeout=ctx.timeout)))
+            kept: list[str] = []
             for blob in objects:
-                _ignore_missing(lambda b=blob: ctx.call(f"delete gs://{name}/{b.name}", b.delete, retry=None,
-                                                        timeout=ctx.timeout))
+                try:
+                    _ignore_missing(lambda b=blob: ctx.call(f"delete gs://{name}/{b.name}", b.delete, retry=None,
+                                                            timeout=ctx.timeout))
+                except AccessDenied as exc:
+                    if not kept_by_policy(str(exc)):
+                        raise
+                    kept.append(f"gs://{name}/{blob.name}: {_kept_reason(str(exc))}")
+            if kept:
+                raise DeployError(_kept_objects_message(name, kept))
             ctx.call(f"delete bucket {name}", storage.bucket(name).delete, retry=None, timeout=ctx.timeout)
         _ignore_missing(empty_and_delete)
         return

@@ -7,6 +7,13 @@ descriptor), and gets a Credential Access Boundary token that can touch exactly:
 - its own attempt's objects, `runs/JOB/RUN/attempt-N/` (create, read, replace, delete, list), and
 - its run's checkpoint, `runs/JOB/RUN/checkpoint/` (the same).
 
+No metadata update: the roles are Storage Object Viewer (get, list) and Storage Legacy Bucket
+Writer (create, delete, list: replacing an object needs delete as well as create), not Storage
+Object User, whose `storage.objects.update` is what placing a hold on an object asks
+(https://cloud.google.com/storage/docs/access-control/iam-roles,
+https://cloud.google.com/storage/docs/holding-objects). The runner only uploads whole objects and
+reads them back; it never patches one.
+
 Nothing else: not another run, not run records, markers, deployed specs or the results page.
 The caller is checked by engine/callers.py, the check job_done makes too (signature,
 audience, issuer, expiry, project, the VM account), and the instance named in the token must be
@@ -28,7 +35,9 @@ from spotcron.engine.job_done import Reply
 log = logging.getLogger("spotcron.engine")
 
 STORAGE = "//storage.googleapis.com/"
-READ_WRITE = "inRole:roles/storage.objectUser"
+# Both roles' object permissions are scoped by the rule's condition; Legacy Bucket Writer's
+# storage.buckets.get names the bucket, which no condition below lets through.
+READ_WRITE = ("inRole:roles/storage.objectViewer", "inRole:roles/storage.legacyBucketWriter")
 LIST_PREFIX = "api.getAttribute('storage.googleapis.com/objectListPrefix', '')"
 
 
@@ -51,7 +60,7 @@ def boundary_rules(bucket: str, job: str, run_id: str, attempt: int) -> list[dic
         # bucket-level request: only the objectListPrefix attribute says what it asks for).
         expression = (f"resource.name.startsWith({_quoted(objects + prefix)}) || "
                       f"{LIST_PREFIX}.startsWith({_quoted(prefix)})")
-        return {"availableResource": resource, "availablePermissions": [READ_WRITE],
+        return {"availableResource": resource, "availablePermissions": list(READ_WRITE),
                 "availabilityCondition": {"title": title, "expression": expression}}
 
     return [under("own attempt", layout.attempt_prefix(job, run_id, attempt)),

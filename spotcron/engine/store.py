@@ -10,11 +10,12 @@ spells its names).
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 
 from spotcron.core import layout
-from spotcron.core.errors import PreconditionFailed, SpotcronError, Transient
+from spotcron.core.errors import ObjectKept, PreconditionFailed, SpotcronError, Transient
 from spotcron.core.layout import LIVE, pruned_marker
 from spotcron.core.runs import RunRecord, tick_of
 from spotcron.engine.live_index import OWED, LiveEntry, live_entry_name, parse_live_name, same_but_time
@@ -32,6 +33,13 @@ MAX_CONFLICTS = 20
 PRUNE_PAGE = 1000
 PRUNE_PAGES = 50
 PRUNE_DELETES = 1000
+
+
+def kept_marker(job: str, run_id: str) -> str:
+    """The note pruning leaves in a run it could not delete whole: an object of it is held or
+    retained. Only the control plane writes here (a VM's token reaches attempt-N/ and checkpoint/
+    alone), and the name sorts first in the run's folder, so the first listed page of it shows it."""
+    return f"{layout.run_prefix(job, run_id)}.kept.json"
 
 
 class PruneIncomplete(Transient):
@@ -185,6 +193,11 @@ class RunStore:
         are held to. A run whose end still owes effects is never pruned.
         """
         by_run = self._runs_listed(job)
+        # A run with an object Cloud Storage will not delete (a hold, a retention policy) was tried
+        # once and marked: it is left to whoever releases the hold, and it neither stops the
+        # pruning of later runs nor counts as one of the `keep` runs.
+        by_run = {run_id: names for run_id, names in by_run.items()
+                  if kept_marker(job, run_id) not in names}
         if len(by_run) <= keep:
             return []  # fewer runs than either count keeps: nothing to read
         ticks: dict[str, list[str]] = {}
@@ -256,19 +269,48 @@ class RunStore:
 
     def _delete_run(self, job: str, run_id: str, budget: int) -> int:
         """Delete the objects of one pruned run, at most `budget` of them; the budget left.
-        PruneIncomplete when the budget ran out first: the rest goes on a later pass."""
-        prefix = layout.run_prefix(job, run_id)
+        PruneIncomplete when the budget ran out first: the rest goes on a later pass.
+
+        An object Cloud Storage refuses to delete (ObjectKept: a hold or a retention policy) is
+        stepped over: the rest of the run goes, its record stays, and the run is marked
+        (kept_marker) at the first refusal, so no later pass spends deletes on it again. What it
+        leaves unheld the bucket's lifecycle rule deletes by age."""
+        prefix, record = layout.run_prefix(job, run_id), layout.run_record(job, run_id)
+        start, refused = "", False
         while True:
             if budget <= 0:
                 raise PruneIncomplete(f"job {job}: pruning {run_id} goes on later (at most {PRUNE_DELETES} deletes "
                                       f"each time)")
-            names = self.blobs.list_some(prefix, min(budget, PRUNE_PAGE))
+            names = self.blobs.list_some(prefix, min(budget, PRUNE_PAGE), start=start)
             if not names:
                 return budget
+            start = names[-1] + "\x00"  # past what this page held: a refused object is listed once
             # The record last: while any object of the run is left its record says what the run was.
-            for name in sorted(names, key=lambda n: n == layout.run_record(job, run_id)):
-                self.blobs.delete(name)
+            for name in sorted(names, key=lambda n: n == record):
+                if name == record and refused:
+                    continue
                 budget -= 1
+                try:
+                    self.blobs.delete(name)
+                except ObjectKept as exc:
+                    if not refused:
+                        refused = True
+                        self._mark_kept(job, run_id, name, exc)
+
+    def _mark_kept(self, job: str, run_id: str, name: str, exc: ObjectKept) -> None:
+        folder = f"gs://{self.blobs.bucket}/{layout.run_prefix(job, run_id)}"
+        note = {"object": name, "reason": str(exc)[:500],
+                "fix": f"release the hold (gcloud storage objects update gs://{self.blobs.bucket}/{name} "
+                       f"--no-temporary-hold --no-event-based-hold), then delete the run "
+                       f"(gcloud storage rm --recursive {folder}) or leave it to the bucket's lifecycle rule"}
+        try:
+            self.blobs.write(kept_marker(job, run_id), json.dumps(note).encode(), content_type="application/json",
+                             if_generation_match=0)
+        except PreconditionFailed:
+            return  # marked already: said once
+        log.warning("%s/%s: history pruning cannot delete %s (%s); the run's record and that object stay, "
+                    "and later runs are pruned as usual", job, run_id, name, str(exc)[:300],
+                    extra={"fields": {"event": "prune_kept", "job": job, "run_id": run_id, "object": name}})
 
     def pruned_through(self, job: str, *, manual: bool = False) -> str | None:
         """The newest run id of `job` that history pruning deleted (`manual`: of its manual runs);

@@ -190,3 +190,13 @@ def translated(what: str) -> Iterator[None]:
         if mapped is None:
             raise
         raise mapped from exc
+
+
+def kept_by_policy(message: str) -> bool:
+    """Whether a 403 is Cloud Storage refusing to delete a held or retained object, not a missing
+    permission: "Object '...' is under active Temporary hold and cannot be deleted, overwritten or
+    archived until hold is removed." (or "Event-Based hold"), "... is subject to bucket's retention
+    policy or object retention and cannot be deleted or overwritten until ..."
+    (https://cloud.google.com/storage/docs/object-holds, /docs/bucket-lock)."""
+    lowered = message.lower()
+    return "cannot be deleted" in lowered and ("hold" in lowered or "retention" in lowered)

@@ -10,9 +10,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from spotcron.core.errors import EncodedObject, PreconditionFailed, Transient
+from spotcron.core.errors import EncodedObject, ObjectKept, PreconditionFailed, Transient
 from spotcron.engine.ports import Blob
-from spotcron.gcp.error_map import translated
+from spotcron.gcp.error_map import kept_by_policy, translated
 
 # A read is "metadata, then the bytes of exactly that generation"; if the object is replaced
 # in between, the download's precondition fails and the read starts over.
@@ -141,7 +141,12 @@ class GcsBlobs:
                 blob.delete(timeout=self.timeout)
             except gexc.NotFound:
                 return False
+            except gexc.Forbidden as exc:
+                if kept_by_policy(str(exc)):
+                    raise ObjectKept(f"gs://{self.bucket}/{name}: {exc}") from None
+                raise
         return True
+
 
 
 def client_at(url: str, credentials: Any, project: str) -> Any:

@@ -39,6 +39,9 @@ ROLE_PERMISSIONS: Mapping[str, frozenset[str]] = {
                                            "storage.objects.delete", "storage.objects.update"}),
     "roles/storage.objectAdmin": frozenset({"storage.objects.get", "storage.objects.list", "storage.objects.create",
                                             "storage.objects.delete", "storage.objects.update"}),
+    # Create, replace and delete, no get and no update (so no holds): the VMs' write role.
+    "roles/storage.legacyBucketWriter": frozenset({"storage.buckets.get", "storage.objects.list",
+                                                   "storage.objects.create", "storage.objects.delete"}),
 }
 
 _LITERAL = r"'([^'\\]*)'"

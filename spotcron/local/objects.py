@@ -35,7 +35,18 @@ _BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,221}")
 # What a writer may set on an object (objects.insert metadata, objects.patch, compose's and
 # copy's destination); everything else in the resource is the server's.
 WRITABLE = ("contentType", "contentEncoding", "contentDisposition", "contentLanguage", "cacheControl", "customTime",
-            "metadata")
+            "metadata", "temporaryHold", "eventBasedHold")
+
+
+def refuse_if_held(bucket: str, current: Mapping[str, Any] | None) -> None:
+    """Cloud Storage's 403 for deleting or replacing a held object, in its words
+    (https://cloud.google.com/storage/docs/holding-objects)."""
+    if current is None:
+        return
+    for field, kind in (("eventBasedHold", "Event-Based"), ("temporaryHold", "Temporary")):
+        if current.get(field) is True:
+            raise StorageFault(403, f"Object '{bucket}/{current['name']}' is under active {kind} hold and cannot be "
+                                    f"deleted, overwritten or archived until hold is removed.", "forbidden")
 
 
 class StorageFault(Exception):
@@ -268,6 +279,11 @@ class ObjectStore:
             if not conditions.holds(current):
                 spooled.discard()
                 raise StorageFault(412, PRECONDITION_FAILED, "conditionNotMet")
+            try:
+                refuse_if_held(bucket, current)
+            except StorageFault:
+                spooled.discard()
+                raise
             now = datetime.now(UTC)
             generation = max(time.time_ns() // 1000, int(current["generation"]) + 1 if current else 0)
             meta: dict[str, Any] = {
@@ -335,6 +351,7 @@ class ObjectStore:
                 raise not_found(bucket, name)
             if not conditions.holds(current):
                 raise StorageFault(412, PRECONDITION_FAILED, "conditionNotMet")
+            refuse_if_held(bucket, current)
             os.unlink(folder / f"{stem}.m")
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(folder / f"{stem}.{current['generation']}.o")

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from spotcron.core.errors import AlreadyExists, CreateFailed, PreconditionFailed, Transient
+from spotcron.core.errors import AlreadyExists, CreateFailed, ObjectKept, PreconditionFailed, Transient
 from spotcron.engine.clock import SystemClock
 from spotcron.engine.ports import Blob, Instance, InstanceRequest, RequestLedger, ZoneHistory
 
@@ -218,10 +218,61 @@ class MemoryBlobs:
         # (call, name or prefix) -> True to answer with Transient; called outside the lock, so it may cut in.
         self.fault: Callable[[str, str], bool] | None = None
         self.calls: dict[str, int] = {"read": 0, "write": 0, "list": 0, "delete": 0, "read_range": 0}
+        # Object holds and a bucket retention policy, as Cloud Storage keeps them: a held object, or
+        # one younger than `retention_s`, refuses to be deleted or replaced (HTTP 403; the adapter
+        # raises ObjectKept), by anyone and by the lifecycle rule (`expire`), until the hold is released.
+        self._holds: dict[str, str] = {}  # name -> "Temporary" or "Event-Based"
+        self.retention_s: float | None = None
 
     def _hook(self, call: str, name: str) -> None:
         if self.fault is not None and self.fault(call, name):
             raise Transient(f"injected storage error on {call} {name}")
+
+    def hold(self, name: str, kind: str = "Temporary") -> None:
+        """Place a hold on an existing object (what objects.patch with temporaryHold/eventBasedHold does)."""
+        if kind not in ("Temporary", "Event-Based"):
+            raise ValueError(f"hold kind {kind!r}: Temporary or Event-Based")
+        with self._lock:
+            if name not in self._objects:
+                raise KeyError(name)
+            self._holds[name] = kind
+
+    def release(self, name: str) -> None:
+        with self._lock:
+            self._holds.pop(name, None)
+
+    def _kept(self, name: str, current: Blob | None) -> None:
+        """ObjectKept, in Cloud Storage's words, when `current` may not be deleted or replaced now."""
+        if current is None:
+            return
+        kind = self._holds.get(name)
+        if kind:
+            raise ObjectKept(f"403 Object '{self.bucket}/{name}' is under active {kind} hold and cannot be deleted, "
+                             f"overwritten or archived until hold is removed.")
+        if self.retention_s is not None and current.updated is not None:
+            until = current.updated + timedelta(seconds=self.retention_s)
+            if self.clock.now() < until:
+                raise ObjectKept(f"403 Object '{self.bucket}/{name}' is subject to bucket's retention policy or "
+                                 f"object retention and cannot be deleted or overwritten until {until.isoformat()}")
+
+    def expire(self, prefix: str, age_days: float) -> list[str]:
+        """The bucket's lifecycle Delete rule for `prefix`: objects older than `age_days` go, except
+        those held or retained, which the rule skips. The names deleted."""
+        with self._lock:
+            cutoff = self.clock.now() - timedelta(days=age_days)
+            gone = []
+            for name in [n for n in self._names if n.startswith(prefix)]:
+                blob = self._objects[name]
+                if blob.updated is None or blob.updated > cutoff:
+                    continue
+                try:
+                    self._kept(name, blob)
+                except ObjectKept:
+                    continue
+                del self._objects[name]
+                del self._names[bisect.bisect_left(self._names, name)]
+                gone.append(name)
+            return gone
 
     def peek(self, name: str) -> Blob | None:
         """The object, without counting a call or meeting a fault (for checks, not for the engine)."""
@@ -263,6 +314,7 @@ class MemoryBlobs:
                 if current_generation != if_generation_match:
                     raise PreconditionFailed(
                         f"{name}: generation is {current_generation}, expected {if_generation_match}")
+            self._kept(name, current)  # a precondition is checked first: 412 before 403
             generation = next(self._generations)
             if current is None:
                 bisect.insort(self._names, name)
@@ -294,8 +346,10 @@ class MemoryBlobs:
         self._hook("delete", name)
         with self._lock:
             self.calls["delete"] += 1
+            self._kept(name, self._objects.get(name))
             if self._objects.pop(name, None) is None:
                 return False
+            self._holds.pop(name, None)
             del self._names[bisect.bisect_left(self._names, name)]
             return True
 

@@ -136,6 +136,27 @@ def test_delete_results_deletes_the_bucket_only_when_it_is_ours(run, cloud: Fake
     assert BUCKET not in cloud.storage.buckets and not [k for k in cloud.storage.objects if k[0] == BUCKET]
 
 
+def test_delete_results_deletes_what_it_can_and_names_the_held_objects_it_cannot(run, cloud: FakeCloud) -> None:
+    deployed(run, cloud)
+    held, retained = "runs/x/20261122-1200/attempt-1/results/a", "runs/x/20261122-1200/attempt-1/results/b"
+    for name in ("runs/a/run.json", held, retained, "runs/z/run.json"):
+        cloud.storage.objects[(BUCKET, name)] = (b"{}", 1)
+    cloud.storage.kept[(BUCKET, held)] = "Temporary"
+    cloud.storage.kept[(BUCKET, retained)] = "retention"
+
+    result = run("destroy", "--yes", "--delete-results")
+
+    assert result.exit_code != 0
+    assert sorted(k[1] for k in cloud.storage.objects if k[0] == BUCKET) == [held, retained]
+    assert BUCKET in cloud.storage.buckets
+    assert f"gs://{BUCKET}/{held}: under a temporary hold" in result.output
+    assert f"gs://{BUCKET}/{retained}: under a retention policy" in result.output
+    assert "--no-temporary-hold" in result.output
+    cloud.storage.kept.clear()  # the holds released, the retention over: destroy finishes
+    assert run("destroy", "--yes", "--delete-results").exit_code == 0
+    assert BUCKET not in cloud.storage.buckets
+
+
 def test_a_bucket_without_our_label_is_kept_even_with_delete_results(cloud: FakeCloud) -> None:
     from spotcron.deploy.resources import BUCKET as BUCKET_TYPE
     from spotcron.deploy.resources import Resource

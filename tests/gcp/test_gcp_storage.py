@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from spotcron.core.errors import PreconditionFailed
+from spotcron.core.errors import ObjectKept, PreconditionFailed
 from spotcron.gcp.error_map import ApiError
 from tests.gcp.fixtures import BUCKET
 
@@ -95,3 +95,33 @@ def test_permission_denied_is_an_api_error_naming_the_object(fake_gcs, fake_gcs_
     assert caught.value.status == 403
     assert str(caught.value).startswith(f"read gs://{BUCKET}/{RUN}: HTTP 403: ")
     assert "does not have storage.objects.get access" in str(caught.value)
+
+
+@pytest.mark.parametrize("kind", ["temporary", "event_based"])
+def test_deleting_a_held_object_is_object_kept_not_a_missing_permission(fake_gcs, fake_gcs_blobs, kind):
+    fake_gcs.put(BUCKET, RUN, b"{}")
+    fake_gcs.hold(BUCKET, RUN, temporary=kind == "temporary", event_based=kind == "event_based")
+
+    with pytest.raises(ObjectKept, match="hold and cannot be deleted"):
+        fake_gcs_blobs.delete(RUN)
+    assert RUN in fake_gcs.buckets[BUCKET]
+
+    fake_gcs.hold(BUCKET, RUN, temporary=False, event_based=False)
+    assert fake_gcs_blobs.delete(RUN)
+
+
+def test_deleting_a_retained_object_is_object_kept(fake_gcs, fake_gcs_blobs):
+    fake_gcs.put(BUCKET, RUN, b"{}")
+    fake_gcs.retention_s[BUCKET] = 3600
+
+    with pytest.raises(ObjectKept, match="retention policy"):
+        fake_gcs_blobs.delete(RUN)
+
+
+def test_a_delete_refused_for_want_of_permission_stays_an_api_error(fake_gcs, fake_gcs_blobs):
+    fake_gcs.put(BUCKET, RUN, b"{}")
+    fake_gcs.fail_next("DELETE", RUN_PATH, 403, "spotcron-fn does not have storage.objects.delete access")
+
+    with pytest.raises(ApiError) as caught:
+        fake_gcs_blobs.delete(RUN)
+    assert caught.value.status == 403

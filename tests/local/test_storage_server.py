@@ -423,3 +423,30 @@ def test_a_client_that_hangs_up_early_ends_its_connection_quietly(bucket, capfd,
     err = capfd.readouterr().err
     assert "Traceback" not in err and "BrokenPipeError" not in err and "ConnectionResetError" not in err, err
     assert not [r for r in caplog.records if r.levelname in ("ERROR", "WARNING")], caplog.text
+
+
+def test_a_held_object_is_kept_from_every_delete_and_the_vms_token_cannot_hold_one(bucket):
+    from spotcron.core.errors import ObjectKept
+
+    control = _api(bucket, bucket.full_token())
+    vm = _api(bucket, bucket.downscoped_token(boundary_rules(BUCKET, "bot", "20261122-1000", 1)))
+    name = f"{PREFIX}attempt-1/results/out.json"
+    path = f"/storage/v1/b/{BUCKET}/o/{name.replace('/', '%2F')}"
+    assert _put(vm, name).status == 200
+
+    refused = vm.call("PATCH", path, None, json.dumps({"temporaryHold": True}).encode(),
+                      {"Content-Type": "application/json"})
+    assert refused.status == 403 and _error(refused).endswith(f"storage.objects.update on gs://{BUCKET}/{name}")
+
+    assert control.call("PATCH", path, None, json.dumps({"temporaryHold": True}).encode(),
+                        {"Content-Type": "application/json"}).status == 200
+    for reply in (vm.call("DELETE", path), control.call("DELETE", path), _put(control, name, b"again")):
+        assert reply.status == 403
+        assert _error(reply) == (f"Object '{BUCKET}/{name}' is under active Temporary hold and cannot be deleted, "
+                                 f"overwritten or archived until hold is removed.")
+    with pytest.raises(ObjectKept):
+        bucket.blobs().delete(name)
+
+    assert control.call("PATCH", path, None, json.dumps({"temporaryHold": False}).encode(),
+                        {"Content-Type": "application/json"}).status == 200
+    assert bucket.blobs().delete(name)

@@ -47,7 +47,22 @@ def test_the_rules_reach_the_attempt_and_the_checkpoint_and_nothing_else():
         f"{listing}.startsWith('runs/bot/{RUN}/checkpoint/')",
     ]
     assert {r["availableResource"] for r in rules} == {"//storage.googleapis.com/projects/_/buckets/b"}
-    assert [r["availablePermissions"] for r in rules] == [["inRole:roles/storage.objectUser"]] * 2
+    assert [r["availablePermissions"] for r in rules] == [
+        ["inRole:roles/storage.objectViewer", "inRole:roles/storage.legacyBucketWriter"]] * 2
+
+
+def test_the_vms_token_writes_replaces_reads_and_deletes_its_objects_but_cannot_place_a_hold():
+    from spotcron.local.grants import Access, Grant
+
+    grant = Grant(expires_at=2**40, rules=tuple(boundary_rules("b", "bot", RUN, 1)))
+    own = f"runs/bot/{RUN}/attempt-1/results/out.csv"
+    for permission in ("storage.objects.create", "storage.objects.delete", "storage.objects.get"):
+        assert grant.allows(Access(permission, "b", own)), permission
+    assert grant.allows(Access("storage.objects.list", "b", list_prefix=f"runs/bot/{RUN}/attempt-1/"))
+    # objects.patch with temporaryHold / eventBasedHold asks storage.objects.update.
+    assert not grant.allows(Access("storage.objects.update", "b", own))
+    assert not grant.allows(Access("storage.objects.update", "b", f"runs/bot/{RUN}/checkpoint/state.tar"))
+    assert not grant.allows(Access("storage.buckets.get", "b"))
 
 
 def test_a_job_done_token_is_not_a_credentials_token(running):

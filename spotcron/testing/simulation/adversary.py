@@ -57,7 +57,8 @@ def allowed(rules: list[dict[str, Any]], bucket: str, name: str) -> bool:
         if rule.get("availableResource") != f"//storage.googleapis.com/projects/_/buckets/{bucket}":
             continue
         if not any(p in ("inRole:roles/storage.objectUser", "inRole:roles/storage.objectAdmin",
-                         "inRole:roles/storage.objectCreator") for p in rule.get("availablePermissions", [])):
+                         "inRole:roles/storage.objectCreator", "inRole:roles/storage.legacyBucketWriter")
+                   for p in rule.get("availablePermissions", [])):
             continue
         terms = [t.strip() for t in (rule.get("availabilityCondition") or {}).get("expression", "").split("||")]
         if not all(_STARTS.match(t) or _LISTING.match(t) for t in terms):

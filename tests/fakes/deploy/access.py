@@ -39,6 +39,8 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
                                            "storage.objects.delete", "storage.objects.update"}),
     "roles/storage.objectAdmin": frozenset({"storage.objects.get", "storage.objects.list", "storage.objects.create",
                                             "storage.objects.delete", "storage.objects.update"}),
+    "roles/storage.legacyBucketWriter": frozenset({"storage.buckets.get", "storage.objects.list",
+                                                   "storage.objects.create", "storage.objects.delete"}),
     # Storage Admin: everything on buckets and objects, their IAM policies included.
     "roles/storage.admin": frozenset({"storage.buckets.get", "storage.buckets.update", "storage.buckets.delete",
                                       "storage.buckets.getIamPolicy", "storage.buckets.setIamPolicy",

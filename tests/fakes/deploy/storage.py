@@ -61,6 +61,9 @@ class FakeStorage:
         self._generation = 1000
         self.custom_metadata: dict[tuple[str, str], dict[str, str]] = {}
         self.google_objects: dict[tuple[str, str], bytes] = {}  # in buckets Google manages (google_copy)
+        # Objects Cloud Storage will not delete or replace: (bucket, name) -> "Temporary", "Event-Based"
+        # or "retention"; the refusal is a 403 with Google's message (see _kept).
+        self.kept: dict[tuple[str, str], str] = {}
 
     def _may(self, request: Request, permission: str) -> None:
         """Objects are Google's to guard: the caller needs `permission` through the bucket's policy
@@ -195,6 +198,7 @@ class FakeStorage:
             if wanted is not None and int(wanted) != (existing[1] if existing else 0):
                 raise ApiError(412, "At least one of the pre-conditions you specified did not hold.",
                                "FAILED_PRECONDITION")
+            self._kept((bucket, name))  # 412 before 403, as Cloud Storage checks them
             self._generation += 1
             self.objects[(bucket, name)] = (data, self._generation)
             self.custom_metadata[(bucket, name)] = dict(meta.get("metadata") or {})
@@ -262,10 +266,22 @@ class FakeStorage:
         custom = self.custom_metadata.get((bucket, name))
         return {"metadata": custom} if custom else {}
 
+    def _kept(self, key: tuple[str, str]) -> None:
+        why = self.kept.get(key)
+        if why is None or key not in self.objects:
+            return
+        name = f"{key[0]}/{key[1]}"
+        if why == "retention":
+            raise ApiError(403, f"Object '{name}' is subject to bucket's retention policy or object retention and "
+                                f"cannot be deleted or overwritten until 2027-01-01T00:00:00Z")
+        raise ApiError(403, f"Object '{name}' is under active {why} hold and cannot be deleted, overwritten or "
+                            f"archived until hold is removed.")
+
     def delete_object(self, request: Request) -> tuple[int, Any]:
         self._may(request, "storage.objects.delete")
         key = (request.match["bucket"], request.match["object"])
         with self._lock:
+            self._kept(key)
             if self.objects.pop(key, None) is None:
                 raise ApiError(404, "No such object.")
         return 204, None

@@ -39,6 +39,8 @@ class StoredObject:
     generation: int
     content_type: str
     updated: datetime
+    temporary_hold: bool = False
+    event_based_hold: bool = False
 
 
 class FakeCloudStorage(FakeRestServer):
@@ -47,6 +49,7 @@ class FakeCloudStorage(FakeRestServer):
         self.buckets: dict[str, dict[str, StoredObject]] = {bucket: {} for bucket in buckets}
         self.page_size = page_size  # objects per list page (maxResults overrides it)
         self._generations = itertools.count(1_700_000_000_000_001)
+        self.retention_s: dict[str, int] = {}  # bucket -> retention policy's period
         # google-cloud-storage fetches bucket metadata once, in the background, for its telemetry.
         self.route("GET", r"/storage/v1" + _BUCKET, self._bucket)
         self.route("GET", OBJECT_PATH, self._metadata)
@@ -54,6 +57,7 @@ class FakeCloudStorage(FakeRestServer):
         self.route("POST", UPLOAD_PATH, self._upload)
         self.route("GET", OBJECTS_PATH, self._list)
         self.route("DELETE", OBJECT_PATH, self._delete)
+        self.route("PATCH", OBJECT_PATH, self._patch)
 
     def put(self, bucket: str, name: str, data: bytes, content_type: str = "application/octet-stream") -> int:
         """Store an object directly (as another writer would); returns its generation."""
@@ -62,7 +66,28 @@ class FakeCloudStorage(FakeRestServer):
             self.buckets[bucket][name] = StoredObject(name, data, generation, content_type, datetime.now(UTC))
             return generation
 
+    def hold(self, bucket: str, name: str, *, temporary: bool = True, event_based: bool = False) -> None:
+        """Place holds on a stored object (what objects.patch with temporaryHold/eventBasedHold does)."""
+        with self._lock:
+            obj = self.buckets[bucket][name]
+            obj.temporary_hold, obj.event_based_hold = temporary, event_based
+
     # --- helpers ---------------------------------------------------------------------------
+
+    def _kept(self, bucket: str, obj: StoredObject | None) -> Reply | None:
+        """Cloud Storage's 403 for deleting or replacing a held or retained object (reason `forbidden`,
+        the reason a missing permission has too: only the message tells them apart)."""
+        if obj is None:
+            return None
+        for held, kind in ((obj.event_based_hold, "Event-Based"), (obj.temporary_hold, "Temporary")):
+            if held:
+                return google_error(403, f"Object '{bucket}/{obj.name}' is under active {kind} hold and cannot be "
+                                         f"deleted, overwritten or archived until hold is removed.")
+        period = self.retention_s.get(bucket)
+        if period and (datetime.now(UTC) - obj.updated).total_seconds() < period:
+            return google_error(403, f"Object '{bucket}/{obj.name}' is subject to bucket's retention policy or "
+                                     f"object retention and cannot be deleted or overwritten")
+        return None
 
     def _resource(self, bucket: str, obj: StoredObject) -> dict[str, Any]:
         return {
@@ -70,6 +95,7 @@ class FakeCloudStorage(FakeRestServer):
             "generation": str(obj.generation), "metageneration": "1", "contentType": obj.content_type,
             "size": str(len(obj.data)), "updated": obj.updated.isoformat().replace("+00:00", "Z"),
             "timeCreated": obj.updated.isoformat().replace("+00:00", "Z"), "md5Hash": _md5(obj.data),
+            "temporaryHold": obj.temporary_hold, "eventBasedHold": obj.event_based_hold,
         }
 
     def _lookup(self, bucket: str, name: str) -> tuple[dict[str, StoredObject] | None, StoredObject | None]:
@@ -133,11 +159,12 @@ class FakeCloudStorage(FakeRestServer):
         metadata = json.loads(parts[0].get_payload(decode=True))
         data = parts[1].get_payload(decode=True)
         name = metadata.get("name") or request.param("name")
-        failed = self._precondition(request, objects.get(name))
+        failed = self._precondition(request, objects.get(name)) or self._kept(bucket, objects.get(name))
         if failed:
             return failed
         content_type = metadata.get("contentType") or parts[1].get_content_type()
-        obj = StoredObject(name, data, next(self._generations), content_type, datetime.now(UTC))
+        obj = StoredObject(name, data, next(self._generations), content_type, datetime.now(UTC),
+                           bool(metadata.get("temporaryHold")), bool(metadata.get("eventBasedHold")))
         objects[name] = obj
         return 200, self._resource(bucket, obj)
 
@@ -159,11 +186,22 @@ class FakeCloudStorage(FakeRestServer):
         objects, obj = self._lookup(bucket, name)
         if obj is None:
             return google_error(404, f"No such object: {bucket}/{unquote(name)}")
-        failed = self._precondition(request, obj)
+        failed = self._precondition(request, obj) or self._kept(bucket, obj)
         if failed:
             return failed
         del objects[obj.name]
         return 204, None
+
+    def _patch(self, request: RecordedRequest, bucket: str, name: str) -> Reply:
+        objects, obj = self._lookup(bucket, name)
+        if obj is None:
+            return google_error(404, f"No such object: {bucket}/{unquote(name)}")
+        body = json.loads(request.raw or b"{}")
+        if "temporaryHold" in body:
+            obj.temporary_hold = bool(body["temporaryHold"])
+        if "eventBasedHold" in body:
+            obj.event_based_hold = bool(body["eventBasedHold"])
+        return 200, self._resource(bucket, obj)
 
 
 def _md5(data: bytes) -> str:
