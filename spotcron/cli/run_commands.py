@@ -291,6 +291,12 @@ def run(job_or_file: str, cloud: bool, project: str | None, topic: str | None, t
     settings = load_stack(stack_path)
     job_file = find_job_file(job_or_file, jobs_dir)
     spec = load_job_file(job_file, grace=settings.grace)
+    if overrides is not None:
+        # Before anything is built, written or published: an --env value for a secret's variable
+        # would land in the bucket, the run record and the VM's metadata.
+        problem = overrides.problem(spec)
+        if problem:
+            raise SpotcronError(f"{job_file}: {problem} (nothing was written or started)")
     if cloud:
         spec = _pinned_as_deployed(spec, settings, repository_root(Path(job_file).resolve().parent))
         nonce = _publish_start(spec, project or settings.project, topic or settings.start_topic, bucket,
