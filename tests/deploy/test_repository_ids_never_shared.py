@@ -10,7 +10,12 @@ from pathlib import Path
 import pytest
 
 from spotcron.core import job_repositories
-from spotcron.core.job_repositories import ACCOUNT_SUFFIX_LENGTH, account_hash, built_repository, jobs_repository
+from spotcron.core.job_repositories import (
+    ACCOUNT_SUFFIX_LENGTH,
+    account_hash,
+    built_repository,
+    jobs_repository,
+)
 from spotcron.deploy.repository_owners import shared_repository_problems
 from spotcron.gcp.admin.calls import DeployError
 from tests.deploy.conftest import PROJECT, cloud, deployer, settings, source  # noqa: F401 - fixtures
