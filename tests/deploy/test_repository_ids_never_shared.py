@@ -65,3 +65,14 @@ def test_the_hash_is_70_bits_of_base32_and_the_ids_stay_within_63_characters() -
     assert len(account_hash(ALICE)) == 14 and set(account_hash(ALICE)) <= set("abcdefghijklmnopqrstuvwxyz234567")
     longest = "r" * (63 - ACCOUNT_SUFFIX_LENGTH)
     assert len(built_repository(longest, ALICE)) == 63 and len(jobs_repository(longest, ALICE)) == 62
+
+
+def test_the_longest_repository_setting_deploys_each_accounts_repositories(deployer, cloud, tmp_path: Path,  # noqa: F811
+                                                                          ) -> None:
+    longest = "r" * (63 - ACCOUNT_SUFFIX_LENGTH)
+    _accounts(cloud, "runner-121bf")
+    _context(tmp_path, "images/a")
+    deployer.deploy([_job("payroll", ALICE, "images/a")],
+                    settings=deployer.settings.model_copy(update={"repository": longest}))
+    ids = {name.rsplit("/", 1)[1] for name in cloud.registry.repositories}
+    assert {jobs_repository(longest, ALICE), built_repository(longest, ALICE)} <= ids
