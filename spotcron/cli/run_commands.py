@@ -266,7 +266,8 @@ def run(job_or_file: str, cloud: bool, project: str | None, topic: str | None, t
 
     --env NAME=VALUE and --args change this run only (every matrix entry of it): the run records
     them, the deployed spec and the schedule stay as they are, and the run counts for nothing in
-    the job's schedule health (`spotcron status`) or its notifications.
+    the job's schedule health (`spotcron status`) or its notifications. --env may not set a
+    variable the job declares in `secrets:` (change a secret with `spotcron secrets set NAME`).
 
     \b
     Examples:
