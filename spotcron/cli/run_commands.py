@@ -266,7 +266,8 @@ def run(job_or_file: str, cloud: bool, project: str | None, topic: str | None, t
 
     --env NAME=VALUE and --args change this run only (every matrix entry of it): the run records
     them, the deployed spec and the schedule stay as they are, and the run counts for nothing in
-    the job's schedule health (`spotcron status`) or its notifications.
+    the job's schedule health (`spotcron status`) or its notifications. --env may not set a
+    variable the job declares in `secrets:` (change a secret with `spotcron secrets set NAME`).
 
     \b
     Examples:
@@ -291,6 +292,12 @@ def run(job_or_file: str, cloud: bool, project: str | None, topic: str | None, t
     settings = load_stack(stack_path)
     job_file = find_job_file(job_or_file, jobs_dir)
     spec = load_job_file(job_file, grace=settings.grace)
+    if overrides is not None:
+        # Before anything is built, written or published: an --env value for a secret's variable
+        # would land in the bucket, the run record and the VM's metadata.
+        problem = overrides.problem(spec)
+        if problem:
+            raise SpotcronError(f"{job_file}: {problem} (nothing was written or started)")
     if cloud:
         spec = _pinned_as_deployed(spec, settings, repository_root(Path(job_file).resolve().parent))
         nonce = _publish_start(spec, project or settings.project, topic or settings.start_topic, bucket,

@@ -14,26 +14,31 @@ image in it, and its writers may push any tag in it. So each account the jobs ru
 Jobs that run as spotcron's VM account share the repositories without a hash; jobs that share an
 account share its repositories, as they share everything else the account can do.
 
-The hash is the first 8 hex digits of the email's SHA-256: stable, and an id Artifact Registry
-accepts (lower-case letters, digits and hyphens, starting with a letter, ending with a letter or
-digit, 63 characters at most; deploy/validate.py checks `repository:` leaves room for it). Deploy
-records the account in each account repository's description and refuses to hand a repository
-to another account whose hash agrees (deploy/repository_owners.py).
+The hash is 14 base32 characters, 70 bits of the email's SHA-256, as the accounts deploy makes for
+jobs with secrets (deploy/secret_grants.py): stable, and an id Artifact Registry accepts
+(lower-case letters, digits and hyphens, starting with a letter, ending with a letter or digit, 63
+characters at most; deploy/validate.py checks `repository:` leaves room for it). Finding an
+account whose repositories are a given account's takes about 2^70 tries, out of reach, where 32
+bits took seconds. Two accounts whose hashes agree all the same are refused by deploy, whether both
+are planned or one owns a repository already (deploy/repository_owners.py).
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 
 JOBS_SUFFIX = "-jobs"
 BUILT_SUFFIX = "-built"
-HASH_DIGITS = 8
+HASH_DIGITS = 14  # base32 characters: 5 bits each
 # The longest suffix an account's repository id gets: "-built-" and the hash.
 ACCOUNT_SUFFIX_LENGTH = max(len(JOBS_SUFFIX), len(BUILT_SUFFIX)) + 1 + HASH_DIGITS
 
 
 def account_hash(email: str) -> str:
-    return hashlib.sha256(email.strip().lower().encode()).hexdigest()[:HASH_DIGITS]
+    """The part of an account's repository ids that names the account: lower-case base32 (a-z, 2-7)."""
+    digest = hashlib.sha256(email.strip().lower().encode()).digest()
+    return base64.b32encode(digest).decode().lower()[:HASH_DIGITS]
 
 
 def jobs_repository(repository: str, account: str | None = None) -> str:

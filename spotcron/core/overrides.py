@@ -6,6 +6,12 @@ where no VM credential can write, and the start message names the digest; start_
 object, checks its sha256 and applies it to the deployed spec's configurations. The run records
 what it ran with (`RunRecord.overrides`), and such a run is no part of the job's health streak
 (it did not run the job's own spec). The schedule and the deployed spec stay as they are.
+
+An override may not name a variable the job (or a matrix entry) declares in `secrets:`: its value
+would be a secret kept as plain text in the overrides object, the run record and the VM's metadata.
+The CLI refuses it before it writes anything (secret_problem), and applied() validates the copy it
+makes against every rule of the spec, so whoever writes an overrides object some other way gets
+the manual start refused by start_job, before any record exists.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ import hashlib
 import json
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from spotcron.core.spec import Argv, EnvMap, JobSpec
 
@@ -70,11 +76,42 @@ class Overrides(BaseModel):
         return hashlib.sha256(self.canonical()).hexdigest()
 
     def applied(self, spec: JobSpec) -> JobSpec:
-        """One resolved configuration (a `variants()` copy) with these overrides."""
-        update: dict[str, Any] = {"env": {**spec.env, **self.env}}
+        """One resolved configuration (a `variants()` copy) with these overrides, validated as a
+        whole: pydantic.ValidationError when the copy breaks a rule of the spec (a name in both
+        env and secrets, say). A model_copy would skip the validators, and the copy is what the run
+        record, the VM's metadata and the container get."""
+        payload = spec.to_payload()
+        payload["env"] = {**spec.env, **self.env}
         if self.args is not None:
-            update["args"] = self.args
-        return spec.model_copy(update=update)
+            payload["args"] = list(self.args)
+        return JobSpec.from_payload(payload)
+
+    def secret_problem(self, spec: JobSpec) -> str | None:
+        """Why these overrides may not run `spec` because they set a variable that the job or one of
+        its matrix entries declares in `secrets:`; None when they set none."""
+        declared = {name: ref.secret for variant in spec.configurations() for name, ref in variant.secrets.items()}
+        clash = sorted(set(self.env) & set(declared))
+        if not clash:
+            return None
+        which = ", ".join(f"{name} (secret {declared[name]})" for name in clash)
+        first = declared[clash[0]]
+        return (f"--env {', '.join(clash)}: job {spec.name} declares {which} in `secrets:`, so the value is a "
+                f"secret, and an --env value is kept as plain text in the bucket, the run record and the VM's "
+                f"metadata. Store another value of the secret instead (`spotcron secrets set {first} --cloud`, or "
+                f"--local for local runs) and run the job again")
+
+    def problem(self, spec: JobSpec) -> str | None:
+        """Why these overrides cannot run `spec` (every matrix entry and repeat of it), in words that
+        never quote a value; None when each configuration with them is a valid spec."""
+        secret = self.secret_problem(spec)
+        if secret:
+            return secret
+        for variant in spec.variants():
+            try:
+                self.applied(variant)
+            except ValidationError as exc:
+                return "; ".join(str(error["msg"]) for error in exc.errors(include_input=False))
+        return None
 
     def recorded(self) -> dict[str, Any]:
         """What the run record keeps: the variable names and the args (values of env may be secrets

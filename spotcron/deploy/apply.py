@@ -101,7 +101,9 @@ def compute_plan(settings: Settings, jobs: Sequence[JobSpec], source_object: str
     """Read what exists and plan the way to the desired state."""
     from spotcron.core.account_sharing import shared_account_problems
     from spotcron.deploy.account_breadth import breadth_problems
+    from spotcron.deploy.iam import job_accounts
     from spotcron.deploy.planner import plan
+    from spotcron.deploy.repository_owners import shared_repository_problems
     from spotcron.deploy.retirement import pending, records
     from spotcron.deploy.secret_grants import made_account_problems, secret_problems, with_secret_accounts
 
@@ -112,6 +114,10 @@ def compute_plan(settings: Settings, jobs: Sequence[JobSpec], source_object: str
     if shared:
         raise DeployError("jobs share a service account, so nothing was changed:\n  " + "\n  ".join(
             f"job {name}: {why}" for name, why in sorted(shared.items())))
+    colliding = shared_repository_problems(settings.repository, job_accounts(jobs))
+    if colliding:
+        raise DeployError("two job accounts would share one image repository, so nothing was changed:\n  "
+                          + "\n  ".join(colliding))
     desired = desired_state(settings, jobs, source_object, settings.job_done_url, settings.credentials_url)
     actual = read_actual(clients, call, names, desired, pool)
     retired = retired_accounts(actual, jobs)

@@ -121,7 +121,7 @@ def account_problems(settings: Settings, jobs: Sequence[JobSpec], files: Mapping
 
 def repository_problems(settings: Settings, jobs: Sequence[JobSpec], files: Mapping[str, Path] | None = None
                         ) -> list[Problem]:
-    """Two accounts whose repositories would be one (their emails' 8-digit hashes agree): each
+    """Two accounts whose repositories would be one (their emails' hashes agree): each
     would read the other's images, so neither is deployed until one is renamed."""
     files = files or {}
     seen: dict[str, str] = {}

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from spotcron.core.jobdata import JobDataProblem, load_job_json
 from spotcron.core.overrides import KEEP_DAYS, MAX_BYTES, Overrides, object_name
+from spotcron.core.spec import JobSpec
 from spotcron.engine.ports import Blobs
 from spotcron.engine.start_job import BadTrigger
 
@@ -22,9 +23,11 @@ def write_overrides(blobs: Blobs, overrides: Overrides) -> str:
 
 
 def read_overrides(blobs: Blobs, digest: str, *, job: str, nonce: str | None,
-                   requested_at: datetime | None = None) -> Overrides:
+                   requested_at: datetime | None = None, spec: JobSpec | None = None) -> Overrides:
     """The overrides a start message for `job` with `nonce` names; BadTrigger (acknowledged) when
-    they are not there as named, were written for another job or request, or are past KEEP_DAYS."""
+    they are not there as named, were written for another job or request, are past KEEP_DAYS, or
+    cannot run `spec` (the deployed spec the message names): a variable the job declares in
+    `secrets:`, or a copy that breaks another rule of the spec."""
     blob = blobs.read(object_name(digest))
     if blob is None:
         raise BadTrigger(f"the overrides {digest[:12]}… the message names are not in the bucket "
@@ -43,6 +46,13 @@ def read_overrides(blobs: Blobs, digest: str, *, job: str, nonce: str | None,
     if requested_at is not None and blob.updated is not None and requested_at - blob.updated > timedelta(days=KEEP_DAYS):
         raise BadTrigger(f"refused the manual start of job {job}: the overrides it names ({object_name(digest)}) "
                          f"were written more than {KEEP_DAYS} days before it was published; run `spotcron run` again")
+    problem = overrides.problem(spec) if spec is not None else None
+    if problem:
+        # Written for this request alone (the binding above), and never usable by it: deleted at
+        # once, so that a secret's value written there does not wait KEEP_DAYS for the lifecycle rule.
+        gone = blobs.delete(object_name(digest))
+        raise BadTrigger(f"refused the manual start of job {job}: its overrides ({object_name(digest)}, "
+                         f"{'deleted' if gone else 'not deleted'}) cannot run the deployed spec: {problem}")
     return overrides
 
 

@@ -71,9 +71,19 @@ def launch(deps: Deps, spec: JobSpec, *, requested_at: datetime, manual: bool = 
     pruned_through = _pruned_floor(deps, spec.name, manual=manual)
     if overrides is not None and not manual:
         raise BadTrigger(f"job {spec.name}: only a manual run may have overrides")
-    return [_launch_one(deps, overrides.applied(variant) if overrides else variant, tick, reading, requested_at,
-                        nonce, pruned_through, overrides)
-            for variant in spec.variants()]
+    variants = spec.variants() if overrides is None else _overridden(spec, overrides)
+    return [_launch_one(deps, variant, tick, reading, requested_at, nonce, pruned_through, overrides)
+            for variant in variants]
+
+
+def _overridden(spec: JobSpec, overrides: Overrides) -> list[JobSpec]:
+    """Every configuration of `spec` with `overrides`, all checked before any run is created:
+    BadTrigger (acknowledged) when one breaks a rule of the spec, whose words never quote a value."""
+    problem = overrides.problem(spec)
+    if problem:
+        raise BadTrigger(f"refused the manual start of job {spec.name}: its overrides cannot run the deployed spec: "
+                         f"{problem}")
+    return [overrides.applied(variant) for variant in spec.variants()]
 
 
 def _pruned_floor(deps: Deps, job: str, *, manual: bool) -> str | None:

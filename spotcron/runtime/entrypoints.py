@@ -71,7 +71,7 @@ def handle_start(event_data: Any, event_time: datetime | None) -> None:
         deps = current()
         spec = SpecStore(deps.blobs).resolve(request.job, request.digest, scheduled=not request.manual)
         overrides = (read_overrides(deps.blobs, request.overrides, job=request.job, nonce=request.nonce,
-                                    requested_at=request.requested_at) if request.overrides else None)
+                                    requested_at=request.requested_at, spec=spec) if request.overrides else None)
         outcomes = launch(deps, spec, requested_at=request.requested_at, manual=request.manual,
                           nonce=request.nonce, tick=request.tick, overrides=overrides)
     except NotDeployed as exc:

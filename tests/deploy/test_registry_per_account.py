@@ -169,12 +169,12 @@ def test_two_accounts_whose_repositories_would_be_one_are_refused(monkeypatch: p
     from spotcron.core import job_repositories
     from spotcron.deploy.validate import repository_problems
 
-    monkeypatch.setattr(job_repositories, "account_hash", lambda email: "00000000")  # a collision, forced
+    monkeypatch.setattr(job_repositories, "account_hash", lambda email: "collidingforce")  # a collision, forced
     jobs = [JobSpec.model_validate({"name": name, "schedule": "0 * * * *", "image": "python:3.12",
                                     "service_account": account}) for name, account in (("a", ALICE), ("b", BOB))]
     [problem] = repository_problems(make_settings(), jobs, {"b": Path("jobs/b.yaml")})
     assert str(problem) == (f"jobs/b.yaml: service_account: '{BOB}' and '{ALICE}' would share the image repository "
-                            "spotcron-jobs-00000000 (their emails' hashes agree), so each would read the other's "
+                            "spotcron-jobs-collidingforce (their emails' hashes agree), so each would read the other's "
                             "images; use another account id for one of them")
     monkeypatch.undo()
     assert repository_problems(make_settings(), jobs, {}) == []
@@ -183,10 +183,10 @@ def test_two_accounts_whose_repositories_would_be_one_are_refused(monkeypatch: p
 def test_repository_leaves_room_for_the_account_repositories() -> None:
     from spotcron.deploy.validate import settings_problems
 
-    assert settings_problems(make_settings(repository="r" * 48), None) == []
-    [problem] = settings_problems(make_settings(repository="r" * 49), None)
-    assert "at most 48 characters" in problem.message and "REPOSITORY-built[-HASH]" in problem.message
-    assert len(built_repository("r" * 48, ALICE)) == 63 and len(jobs_repository("r" * 48, ALICE)) == 62
+    assert settings_problems(make_settings(repository="r" * 42), None) == []
+    [problem] = settings_problems(make_settings(repository="r" * 43), None)
+    assert "at most 42 characters" in problem.message and "REPOSITORY-built[-HASH]" in problem.message
+    assert len(built_repository("r" * 42, ALICE)) == 63 and len(jobs_repository("r" * 42, ALICE)) == 62
 
 
 def test_the_offline_plan_lists_each_accounts_repository_and_its_grants(tmp_path: Path,

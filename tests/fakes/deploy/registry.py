@@ -12,6 +12,10 @@ resource): a map of at most 10 policies keyed by their `id` (under 128 character
 `keepCount`, never both. Artifact Registry applies them in a background job "within
 approximately one day"; `cleanup(now_s)` is that job: each package keeps the versions a KEEP
 policy names, and loses those a DELETE policy matches, unless the repository is in dry run.
+
+A repository id is lower-case letters, digits and hyphens, starts with a letter, ends with a letter
+or a digit, and is 63 characters at most
+(https://cloud.google.com/artifact-registry/docs/repositories/create-repos); another is a 400.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ DURATION = re.compile(r"^\d+(\.\d+)?s$")
 CONDITION = frozenset({"tagState", "tagPrefixes", "versionNamePrefixes", "packageNamePrefixes", "olderThan",
                        "newerThan"})
 FORMATS = frozenset({"DOCKER", "MAVEN", "NPM", "PYTHON", "APT", "YUM", "GO"})
+_REPOSITORY_ID = re.compile(r"^[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 
 
 class FakeRegistry(LongRunningOperations):
@@ -137,6 +142,9 @@ class FakeRegistry(LongRunningOperations):
         self._check_parent(parent)
         if not repo_id:
             raise ApiError(400, "repositoryId is required")
+        if not _REPOSITORY_ID.match(repo_id):
+            raise ApiError(400, f"invalid repositoryId {repo_id!r}: lower-case letters, digits and hyphens, starting "
+                                "with a letter and ending with a letter or digit, 63 characters at most")
         body = self._body(request)
         if body.get("format") not in FORMATS:
             raise ApiError(400, f"format {body.get('format')!r} is not a repository format")
