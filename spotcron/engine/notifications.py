@@ -70,9 +70,7 @@ def counts(record: RunRecord) -> str | None:
 
 def previous_counted(deps, record: RunRecord) -> RunRecord | None:
     """The newest run of the same job (and matrix entry) before `record` that counts."""
-    from spotcron.engine.store import run_sort_key
-
-    from spotcron.engine.store import TooManyFolders
+    from spotcron.engine.store import TooManyFolders, run_sort_key
 
     key = run_sort_key(record.run_id)
     try:  # the run folders only, never the objects in them
