@@ -99,3 +99,24 @@ def test_the_log_tail_finds_the_last_part_past_a_page_of_parts_with_few_listings
 
     assert len(listings) <= 1 + LOG_PART_PROBES
     assert all(n <= LOG_PARTS_PAGE for _, _, n in listings)
+
+
+
+def test_past_its_bound_a_run_listing_says_so_and_the_notification_still_goes(h, monkeypatch):
+    from spotcron.engine import store
+    from spotcron.engine.notifications import previous_counted
+
+    hog = make_spec(name="hog", schedule="0 * * * *", notify=WEBHOOK)
+    h.start(hog)
+    for hour in range(5, 10):  # older runs' folders
+        h.blobs.write(layout.run_record("hog", f"20261122-{hour:02d}00"), b"{}")
+    record = h.deps.store.read("hog", "20261122-1200")
+    monkeypatch.setattr(store, "PRUNE_PAGE", 2)
+    monkeypatch.setattr(store, "PRUNE_PAGES", 2)
+
+    with pytest.raises(store.TooManyFolders, match="more than 4 folders under gs://.*/runs/hog/"):
+        h.deps.store.run_ids("hog")
+    assert previous_counted(h.deps, record) is None
+
+    monkeypatch.setattr(store, "PRUNE_PAGES", 4)
+    assert h.deps.store.run_ids("hog") == [f"20261122-{hour:02d}00" for hour in (5, 6, 7, 8, 9, 12)]
