@@ -183,10 +183,9 @@ def open_store(bucket: str | None, state_dir: Path) -> Iterator[RunStore]:
 
 
 def all_run_ids(store: RunStore) -> list[tuple[str, str]]:
-    """(job, run_id) of every record, from one listing of runs/."""
-    from spotcron.core import layout
-
-    return [parsed for parsed in map(layout.parse_record_name, store.blobs.list(layout.RUNS)) if parsed]
+    """(job, run_id) of every run, job by job: folder listings (runs/, then each job's), so no
+    job's result files are listed, and one job's count costs the others nothing."""
+    return [(job, run_id) for job in store.jobs() for run_id in store.run_ids(job)]
 
 
 def unknown_job(job: str, store: RunStore, where: str) -> Exception:

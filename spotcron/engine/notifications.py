@@ -38,6 +38,8 @@ BAD_STATES = frozenset({RunState.FAILED, RunState.TIMED_OUT, RunState.LOST, RunS
 LOOK_BACK = 30  # records read at most to find the previous counted run
 TAIL_LINES = 20
 TAIL_BYTES = 8 << 10
+LOG_PARTS_PAGE = 1000  # names listed to find a run's last live log part
+LOG_PART_PROBES = 64  # one-name listings at most to find it past that page
 ID_HEADER = "X-Spotcron-Notification-Id"
 
 
@@ -68,10 +70,14 @@ def counts(record: RunRecord) -> str | None:
 
 def previous_counted(deps, record: RunRecord) -> RunRecord | None:
     """The newest run of the same job (and matrix entry) before `record` that counts."""
-    from spotcron.engine.store import run_sort_key
+    from spotcron.engine.store import TooManyFolders, run_sort_key
 
     key = run_sort_key(record.run_id)
-    earlier = [run_id for run_id in deps.store.run_ids(record.job) if run_sort_key(run_id) < key]
+    try:  # the run folders only, never the objects in them
+        earlier = [run_id for run_id in deps.store.run_ids(record.job) if run_sort_key(run_id) < key]
+    except TooManyFolders as exc:  # the message goes out without "recovered" rather than not at all
+        log.warning("%s/%s: no previous run to compare with: %s", record.job, record.run_id, exc)
+        return None
     for run_id in reversed(earlier[-LOOK_BACK:]):
         other = deps.store.read(record.job, run_id)
         if other is None or (other.state != RunState.MISSED and other.variant != record.variant):
@@ -115,8 +121,8 @@ def log_tail(deps, record: RunRecord, lines: int = TAIL_LINES) -> list[str]:
     if attempt is None:
         return []
     try:
-        parts = deps.blobs.list(layout.attempt_prefix(record.job, record.run_id, attempt.number) + "logs/")
-        name = parts[-1] if parts else layout.logs(record.job, record.run_id, attempt.number)
+        last = _last_log_part(deps.blobs, layout.attempt_prefix(record.job, record.run_id, attempt.number) + "logs/")
+        name = last or layout.logs(record.job, record.run_id, attempt.number)
         data = deps.blobs.read_range(name, 0, TAIL_BYTES) or b""
     except Exception as exc:  # noqa: BLE001 - a message without its log tail is still worth sending
         log.warning("%s/%s: no log tail for the notification: %s", record.job, record.run_id, exc)
@@ -124,6 +130,43 @@ def log_tail(deps, record: RunRecord, lines: int = TAIL_LINES) -> list[str]:
     text = data.decode("utf-8", "replace")
     clean = ["".join(c if c.isprintable() or c == "\t" else "?" for c in line)[:300] for line in text.splitlines()]
     return clean[-lines:]
+
+
+def _last_log_part(blobs, prefix: str) -> str | None:
+    """The last name under `prefix` (the attempt's logs/ folder), from a bounded number of names
+    (the attempt's own token may fill the folder). One page of LOG_PARTS_PAGE names holds the
+    parts of a job that printed for over an hour (one part each 5 s at most); past that, parts are
+    OFFSET.txt with OFFSET 15 digits, so the last one is sought by its offset in at most
+    LOG_PART_PROBES listings of one name each."""
+    def offset(name: str) -> int | None:
+        digits = name[len(prefix):len(prefix) + 15]
+        return int(digits) if len(digits) == 15 and digits.isdigit() else None
+
+    names = blobs.list_some(prefix, LOG_PARTS_PAGE)
+    if len(names) < LOG_PARTS_PAGE:
+        parts = [name for name in names if offset(name) is not None]
+        return (parts or names or [None])[-1]
+
+    def first_from(at: int) -> int | None:  # the offset of the first part named at `at` or after
+        found = blobs.list_some(prefix, 1, start=f"{prefix}{at:015d}")
+        return offset(found[0]) if found else None
+
+    low = offset(names[-1])
+    if low is None:
+        return names[-1]
+    # No part at `high` or after; steps double (from the offset reached: a log grows about evenly)
+    # until one overshoots, then halve between what is known.
+    high, step = 10**15, max(1, low)
+    for _ in range(LOG_PART_PROBES):
+        if high - low <= 1:
+            break
+        at = min(low + step, high - 1) if step else (low + high) // 2
+        found = first_from(at)
+        if found is None or found < at or found >= high:
+            high, step = at, 0
+        else:
+            low, step = found, step * 2 if step else 0
+    return f"{prefix}{low:015d}.txt"
 
 
 @dataclass(frozen=True)

@@ -176,6 +176,14 @@ class Blobs(Protocol):
         bounded listing (one page or a few, however many objects a job wrote there)."""
         ...
 
+    def list_folders(self, prefix: str, limit: int, *, start: str = "") -> list[str]:
+        """At most `limit` folders directly under `prefix`, sorted: each object name under it cut
+        after the first `/` that follows `prefix` (`runs/JOB/` gives `runs/JOB/RUN/`), once, for the
+        folders holding an object that sorts at or after `start`. Objects directly under `prefix`
+        are left out. A delimiter listing: what it costs is the number of folders, however many
+        objects each one holds."""
+        ...
+
     def delete(self, name: str) -> bool:
         """Delete; False when it was already gone."""
         ...

@@ -46,6 +46,10 @@ class PruneIncomplete(Transient):
     """History pruning did its share of the work for now; the rest is owed to a later pass."""
 
 
+class TooManyFolders(SpotcronError):
+    """A listing of run folders stopped at its bound (RunStore.folders)."""
+
+
 class RecordConflict(SpotcronError):
     """A record kept changing under us; the caller should let the delivery be retried."""
 
@@ -158,25 +162,32 @@ class RunStore:
         return list(dict.fromkeys((entry.job, entry.run_id) for entry in self.live_index() if entry.kind != OWED))
 
     def run_ids(self, job: str) -> list[str]:
-        """Every run id of `job` that has a record, oldest first."""
-        ids = []
-        for name in self.blobs.list(layout.job_prefix(job)):
-            parsed = layout.parse_record_name(name)
-            if parsed:
-                ids.append(parsed[1])
-        return sorted(ids, key=run_sort_key)
+        """Every run id of `job`, oldest first: its run folders, never the objects inside them (a
+        run with a hundred thousand result files costs what a run with one does). A run's record
+        is the first object written in its folder and the last one pruning deletes."""
+        prefix = layout.job_prefix(job)
+        return sorted((folder[len(prefix):-1] for folder in self.folders(prefix)), key=run_sort_key)
 
     def records(self, job: str) -> list[RunRecord]:
         return [r for r in (self.read(job, run_id) for run_id in self.run_ids(job)) if r is not None]
 
     def jobs(self) -> list[str]:
-        """Every job with at least one object under runs/."""
-        seen: dict[str, None] = {}
-        for name in self.blobs.list(layout.RUNS):
-            parts = name.split("/")
-            if len(parts) > 2:
-                seen.setdefault(parts[1], None)
-        return list(seen)
+        """Every job with at least one object in a run folder under runs/."""
+        return [folder[len(layout.RUNS):-1] for folder in self.folders(layout.RUNS)]
+
+    def folders(self, prefix: str) -> list[str]:
+        """The folders directly under `prefix`, sorted, from delimiter listings of PRUNE_PAGE at
+        most PRUNE_PAGES times; TooManyFolders past that (pruning holds a job's runs well below)."""
+        folders: list[str] = []
+        start = ""
+        for _ in range(PRUNE_PAGES):
+            page = self.blobs.list_folders(prefix, PRUNE_PAGE, start=start)
+            folders.extend(page)
+            if len(page) < PRUNE_PAGE:
+                return folders
+            start = page[-1][:-1] + "0"  # '0' follows '/': just past every object of the last folder
+        raise TooManyFolders(f"more than {PRUNE_PAGES * PRUNE_PAGE} folders under gs://{self.blobs.bucket}/{prefix}: "
+                             f"history pruning deletes the oldest runs pass by pass; try again after the next sweep")
 
     def prune(self, job: str, keep: int) -> list[str]:
         """Delete everything of `job`'s oldest ended ticks beyond the newest `keep` runs.

@@ -132,6 +132,22 @@ class GcsBlobs:
             names = [blob.name for blob in pages]
         return sorted(names)[:limit]
 
+    def list_folders(self, prefix: str, limit: int, *, start: str = "") -> list[str]:
+        bucket = self._handle()
+        with translated(f"list the folders of gs://{self.bucket}/{prefix} (at most {limit}, from {start or 'the start'})"):
+            # delimiter="/" answers each folder once in `prefixes`, never the objects inside it;
+            # maxResults counts items and prefixes together, and a page may hold fewer than it
+            # asks, so pages are followed until `limit` folders are in hand.
+            pages = bucket.client.list_blobs(bucket, prefix=prefix, delimiter="/", page_size=min(limit, 1000),
+                                             start_offset=start or None, fields="prefixes,nextPageToken",
+                                             timeout=self.timeout)
+            folders: list[str] = []
+            for page in pages.pages:
+                folders.extend(page.prefixes)
+                if len(folders) >= limit:
+                    break
+        return sorted(folders)[:limit]
+
     def delete(self, name: str) -> bool:
         from google.api_core import exceptions as gexc
 

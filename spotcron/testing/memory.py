@@ -342,6 +342,22 @@ class MemoryBlobs:
                 at += 1
             return names
 
+    def list_folders(self, prefix: str, limit: int, *, start: str = "") -> list[str]:
+        self._hook("list", prefix)
+        with self._lock:
+            self.calls["list"] += 1
+            folders, at = [], bisect.bisect_left(self._names, max(prefix, start))
+            while at < len(self._names) and self._names[at].startswith(prefix) and len(folders) < limit:
+                rest = self._names[at][len(prefix):]
+                if "/" not in rest:
+                    at += 1
+                    continue
+                folder = prefix + rest[:rest.index("/") + 1]
+                folders.append(folder)
+                # '0' follows '/': past every object of this folder, as one delimiter listing skips them.
+                at = bisect.bisect_left(self._names, folder[:-1] + "0", at)
+            return folders
+
     def delete(self, name: str) -> bool:
         self._hook("delete", name)
         with self._lock:

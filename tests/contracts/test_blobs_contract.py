@@ -121,6 +121,22 @@ def test_a_bounded_listing_returns_at_most_its_limit_from_where_it_is_told(blobs
     assert blobs.list_some("runs/bot/", 5, start="runs/bot0") == []
 
 
+def test_a_folder_listing_names_each_folder_once_never_the_objects_in_it(blobs):
+    for run in ("r00", "r01", "r02", "r03"):
+        for name in ("run.json", "attempt-1/results/a", "attempt-1/results/b", "checkpoint/c.tar"):
+            blobs.write(f"runs/bot/{run}/{name}", b"x")
+    blobs.write("runs/bot/loose", b"x")  # directly under the prefix: not a folder
+    blobs.write("runs/bots/r00/run.json", b"{}")
+
+    assert blobs.list_folders("runs/bot/", 10) == [f"runs/bot/r0{i}/" for i in range(4)]
+    assert blobs.list_folders("runs/bot/", 2) == ["runs/bot/r00/", "runs/bot/r01/"]
+    # Paging on: start just past every object of the last folder seen ('0' follows '/').
+    assert blobs.list_folders("runs/bot/", 2, start="runs/bot/r010") == ["runs/bot/r02/", "runs/bot/r03/"]
+    assert blobs.list_folders("runs/bot/", 5, start="runs/bot/r02") == ["runs/bot/r02/", "runs/bot/r03/"]
+    assert blobs.list_folders("runs/", 10) == ["runs/bot/", "runs/bots/"]
+    assert blobs.list_folders("runs/nobody/", 10) == []
+
+
 def test_list_of_nothing_is_empty(blobs):
     assert blobs.list("runs/nobody/") == []
 

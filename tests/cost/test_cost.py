@@ -328,6 +328,10 @@ class _Counted:
         self.class_a += 1
         return self._blobs.list_some(prefix, limit, start=start)
 
+    def list_folders(self, prefix, limit, *, start=""):  # a delimiter listing is a listing too
+        self.class_a += 1
+        return self._blobs.list_folders(prefix, limit, start=start)
+
     def __getattr__(self, name):
         return getattr(self._blobs, name)
 

@@ -86,6 +86,18 @@ def test_list_follows_every_page(fake_gcs, fake_gcs_blobs):
         ("runs/bot/", "items(name),nextPageToken")}
 
 
+def test_list_folders_asks_for_prefixes_with_a_delimiter_from_its_start(fake_gcs, fake_gcs_blobs):
+    for run in range(5):
+        for name in ("run.json", "attempt-1/results/a", "attempt-1/results/b"):
+            fake_gcs.put(BUCKET, f"runs/bot/{run:02d}/{name}", b"{}")
+
+    assert fake_gcs_blobs.list_folders("runs/bot/", 4, start="runs/bot/01") == [
+        f"runs/bot/{run:02d}/" for run in range(1, 5)]
+    calls = fake_gcs.calls("GET", LIST)
+    assert [(c.param("prefix"), c.param("delimiter"), c.param("startOffset"), c.param("maxResults"),
+             c.param("fields")) for c in calls] == [("runs/bot/", "/", "runs/bot/01", "4", "prefixes,nextPageToken")]
+
+
 def test_permission_denied_is_an_api_error_naming_the_object(fake_gcs, fake_gcs_blobs):
     fake_gcs.fail_next("GET", RUN_PATH, 403, "spotcron-vm does not have storage.objects.get access")
 

@@ -175,10 +175,24 @@ class FakeCloudStorage(FakeRestServer):
         prefix = request.param("prefix", "") or ""
         size = int(request.param("maxResults") or self.page_size)
         start = int(request.param("pageToken") or 0)
-        names = sorted(name for name in objects if name.startswith(prefix))
+        offset = request.param("startOffset", "") or ""
+        delimiter = request.param("delimiter", "") or ""
+        # objects.list: names at or after startOffset; with a delimiter, a name holding it after the
+        # prefix is answered once as its truncated prefix in `prefixes` (duplicates omitted), and
+        # maxResults counts items and prefixes together.
+        entries: list[str] = []
+        for name in sorted(name for name in objects if name.startswith(prefix) and name >= offset):
+            rest = name[len(prefix):]
+            entry = prefix + rest[:rest.index(delimiter) + len(delimiter)] if delimiter and delimiter in rest else name
+            if not entries or entries[-1] != entry:
+                entries.append(entry)
+        page = entries[start:start + size]
         reply: dict[str, Any] = {"kind": "storage#objects",
-                                 "items": [self._resource(bucket, objects[n]) for n in names[start:start + size]]}
-        if start + size < len(names):
+                                 "items": [self._resource(bucket, objects[n]) for n in page if n in objects]}
+        folders = [entry for entry in page if entry not in objects]
+        if folders:
+            reply["prefixes"] = folders
+        if start + size < len(entries):
             reply["nextPageToken"] = str(start + size)
         return 200, reply
 
