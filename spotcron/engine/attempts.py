@@ -25,6 +25,7 @@ from spotcron.engine.limits import (
     ADMISSION_WINDOW,
     GPUS_LABEL,
     admit,
+    cover_late_creation,
     never_fits,
     queued_ahead,
     withdraw_admissions,
@@ -178,6 +179,7 @@ def create_attempt(deps: Deps, record: RunRecord, *, claimed: bool = True) -> Ru
             reason = (f"a VM named {instance.name} exists in {instance.zone} without the spotcron label; "
                       "it was left alone")
             return step(deps, record.job, record.run_id, transitions.Fail(reason)).record or record
+        cover_late_creation(deps, record, spec, instance.name, admitted_at, instance.created_at)
         event = transitions.VmCreated(attempt=attempt, zone=instance.zone, created_at=instance.created_at,
                             provisioning_model=instance.provisioning_model, instance_id=instance.instance_id,
                             deadline=transitions.vm_deadline(spec, deps.settings.grace, instance.created_at))

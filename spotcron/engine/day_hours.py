@@ -140,10 +140,23 @@ def admitted_days(at: datetime, hours: float) -> list[str]:
 
 def settle(deps, record: RunRecord) -> None:
     """At run end: replace each attempt's admission with what its VM really ran, day by day."""
+    settle_attempts(deps, record, record.attempts)
+
+
+def settle_ended_attempts(deps, record: RunRecord, current: str) -> None:
+    """Before a retry is counted: settle the run's earlier attempts whose VMs have ended, so its
+    own dead attempts hold what they ran, not their worst case, against its next attempt."""
+    ended = [a for a in record.attempts if a.vm_name != current and a.vm_seconds is not None]
+    if ended:
+        settle_attempts(deps, record, ended)
+
+
+def settle_attempts(deps, record: RunRecord, attempts) -> None:
+    """Replace the admissions of `attempts` (of `record`) with what their VMs really ran, day by day."""
     # A VM that was never created used nothing; one whose deletion time is unknown (lost) keeps
     # its admission, the worst case it could have run.
     ran: dict[str, tuple[datetime, datetime] | None] = {}
-    for a in record.attempts:
+    for a in attempts:
         if a.created_at is None:
             ran[a.vm_name] = None
         elif a.vm_seconds is not None:

@@ -35,6 +35,7 @@ from spotcron.engine.day_hours import (
     days_between,
     overlap_hours,
     read_day,
+    settle_ended_attempts,
 )
 from spotcron.engine.live_index import QUEUED
 from spotcron.engine.ports import ALIVE_STATUSES, Instance
@@ -205,6 +206,20 @@ def withdraw_vm(deps, record: RunRecord, vm: str) -> None:
         withdraw_admissions(deps.blobs, deps.blobs.list(prefix))
 
 
+def cover_late_creation(deps, record: RunRecord, spec: JobSpec, vm: str, admitted_at: datetime,
+                        created_at: datetime) -> None:
+    """A VM created a while after its admission (a slow insert, zone fallbacks) runs until
+    created_at + timeout + grace: write its admission under each day that reaches and its admission
+    did not, so those days count it while it runs and its end settles it there. An account of a VM
+    that exists, not a check: the admission at `admitted_at` decided it."""
+    hours = (spec.timeout + deps.settings.grace) / 3600
+    covered = set(admitted_days(admitted_at, hours))
+    for day in admitted_days(created_at, hours):
+        if day not in covered:
+            _write_once(deps.blobs, layout.usage_admitted(day, vm, int(created_at.timestamp()), gpu_count(spec), hours,
+                                                          manual=record.trigger == "manual"))
+
+
 class AdmissionBusy(Transient):
     """Near a limit while other starts are being admitted: whether this one fits depends on them.
     Its admission is withdrawn; the start is delivered again (Pub/Sub's backoff spreads the retries)."""
@@ -235,6 +250,8 @@ def admit(deps, record: RunRecord, spec: JobSpec, attempt: Attempt, *, written: 
     alive = [i for i in deps.compute.list_managed() if i.status in ALIVE_STATUSES]
     if any(i.name == attempt.vm_name for i in alive):
         return None  # its VM exists already: this is a redelivery of an admitted attempt
+    if len(record.attempts) > 1:
+        settle_ended_attempts(deps, record, attempt.vm_name)
     hours = (spec.timeout + deps.settings.grace) / 3600
     gpus = gpu_count(spec)
     manual = record.trigger == "manual"
