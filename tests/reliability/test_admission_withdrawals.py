@@ -27,7 +27,7 @@ RUN = "20261122-1200"
 DAY = "2026-11-22"
 SPEC = make_spec(name="bot", retries={"preemption": 3})
 HOURS = (600 + 300) / 3600  # timeout + grace: what one attempt is admitted for
-LIMIT = 3.5 * HOURS  # a1 and a2 and a third attempt fit; with another start's admission, they do not
+LIMIT = 1.5 * HOURS  # a third attempt fits beside what a1 and a2 ran; with another start's admission, it does not
 
 
 def _vm(n: int) -> str:
