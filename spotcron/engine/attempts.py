@@ -21,6 +21,7 @@ from spotcron.core.spec import JobSpec
 from spotcron.engine import transitions
 from spotcron.engine.callers import expected_email
 from spotcron.engine.deps import Deps
+from spotcron.engine.found_vm import adopt_found_vm
 from spotcron.engine.limits import (
     ADMISSION_WINDOW,
     GPUS_LABEL,
@@ -117,7 +118,11 @@ def create_attempt(deps: Deps, record: RunRecord, *, claimed: bool = True) -> Ru
         # resolved the deployed spec itself. Every insert is checked again right before it (below).
         gone = deployed_problem(deps, record) if _has_waited(record, claimed=claimed) else None
         if gone:
-            return step(deps, record.job, record.run_id, transitions.Withdrawn(record.current_attempt, gone)).record or record
+            # A VM an earlier delivery made (and died before recording) runs the spec it was
+            # made from: it is adopted, not left running under a run that says it got none.
+            return (adopt_found_vm(deps, record)
+                    or step(deps, record.job, record.run_id, transitions.Withdrawn(record.current_attempt, gone)).record
+                    or record)
         # Before admission and the queue: a run this host can never run must not hold their room.
         lacking = deps.host_problem(spec) if deps.host_problem is not None else None
         if lacking:
@@ -137,7 +142,7 @@ def create_attempt(deps: Deps, record: RunRecord, *, claimed: bool = True) -> Ru
             record = stepped.record or record
             if not stepped.changed:
                 if ((stepped.record is None or not transitions.is_current_attempt(stepped.record, attempt))
-                        and not _has_had_vm(stepped.record, attempt)):
+                        and not _keeps_admission(stepped.record, attempt)):
                     # The run moved on (ended, queued, another zone's delivery). Kept when a copy of
                     # this delivery created the attempt's VM meanwhile: that VM counts on it.
                     withdraw(deps, admitted)
@@ -148,7 +153,7 @@ def create_attempt(deps: Deps, record: RunRecord, *, claimed: bool = True) -> Ru
         # is answered after it: the VM is deleted at once below, and the broker and job_done refuse it.)
         latest = deps.store.read(record.job, record.run_id)
         if latest is None or not transitions.is_current_attempt(latest, attempt):
-            if not _has_had_vm(latest, attempt):  # a copy that made the VM counts it on this admission
+            if not _keeps_admission(latest, attempt):  # a copy that made the VM counts it on this admission
                 withdraw(deps, admitted)
             return latest or record
         if deps.clock.now() - admitted_at > ADMISSION_WINDOW / 2:
@@ -162,8 +167,13 @@ def create_attempt(deps: Deps, record: RunRecord, *, claimed: bool = True) -> Ru
         # wrote its admission or placed the run (a fresh start too) leaves no VM from the old spec.
         gone = deployed_problem(deps, latest)
         if gone:
+            adopted = adopt_found_vm(deps, latest)  # a copy's insert landed: its VM counts on the admission
+            if adopted is not None:
+                if not _keeps_admission(adopted, attempt):
+                    withdraw(deps, admitted)
+                return adopted
             stepped = step(deps, record.job, record.run_id, transitions.Withdrawn(attempt, gone))
-            if stepped.changed or not _has_had_vm(stepped.record, attempt):
+            if stepped.changed or not _keeps_admission(stepped.record, attempt):
                 # Its admission would hold hours all day for a VM nobody creates. (Kept when a
                 # concurrent delivery created the attempt's VM meanwhile: that VM counts on it.)
                 withdraw(deps, admitted)
@@ -205,6 +215,17 @@ def _has_had_vm(record: RunRecord | None, attempt: Attempt) -> bool:
     """Whether `record` says `attempt` got a VM (made by whichever delivery)."""
     return record is not None and any(a.number == attempt.number and a.created_at is not None
                                       for a in record.attempts)
+
+
+def _keeps_admission(record: RunRecord | None, attempt: Attempt) -> bool:
+    """Whether the admission a delivery wrote for `attempt` stays although the delivery makes no VM:
+    only while the run lives and a copy of the delivery made the attempt's VM, which counts on it
+    until the run's end settles it. Once the run has ended it goes: the settlement reads the days
+    after the end is written, and this delivery re-reads the record after writing its admission, so
+    an admission written after the settlement read its day (a delivery listing the VMs while the
+    callback ended the run) is always seen here, and would otherwise hold its hours unsettled. The
+    VM's own hours are on the admission its creator wrote before the insert."""
+    return record is not None and not record.terminal and _has_had_vm(record, attempt)
 
 
 def withdraw(deps: Deps, admitted: list[str]) -> None:
