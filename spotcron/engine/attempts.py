@@ -116,13 +116,16 @@ def create_attempt(deps: Deps, record: RunRecord, *, claimed: bool = True) -> Ru
         # for an earlier VM, or for the sweep after a failed insert): a paused, removed or changed
         # job ends here rather than waiting for room it will never use. A fresh start has just
         # resolved the deployed spec itself. Every insert is checked again right before it (below).
+        if not claimed:
+            # Taken up from a delivery that may have died right after its insert: a VM it made
+            # runs the spec it was made from and is adopted (engine/found_vm.py), before anything
+            # below could end or queue the run as one that never got a VM.
+            adopted = adopt_found_vm(deps, record)
+            if adopted is not None:
+                return adopted
         gone = deployed_problem(deps, record) if _has_waited(record, claimed=claimed) else None
         if gone:
-            # A VM an earlier delivery made (and died before recording) runs the spec it was
-            # made from: it is adopted, not left running under a run that says it got none.
-            return (adopt_found_vm(deps, record)
-                    or step(deps, record.job, record.run_id, transitions.Withdrawn(record.current_attempt, gone)).record
-                    or record)
+            return step(deps, record.job, record.run_id, transitions.Withdrawn(record.current_attempt, gone)).record or record
         # Before admission and the queue: a run this host can never run must not hold their room.
         lacking = deps.host_problem(spec) if deps.host_problem is not None else None
         if lacking:

@@ -1,8 +1,9 @@
-"""A redelivery that lists the VMs (admit) while the run's callback ends it: the VM is gone from
-the list, so the delivery writes a new admission after the run's settlement read its days. Written
-at 23:50 it reaches the next UTC day, where the settlement found nothing to settle. The delivery
-re-reads the record after writing its admission, finds the run ended, and withdraws it, so no
-admission outlives its run's settlement (the VM's hours are on the admission its creator wrote)."""
+"""A redelivery that looks for the attempt's VM (a get, or the admission's list) while the run's
+callback ends it: the VM is gone by then, so the delivery writes a new admission after the run's
+settlement read its days. Written at 23:50 it reaches the next UTC day, where the settlement found
+nothing to settle. The delivery re-reads the record after writing its admission, finds the run
+ended, and withdraws it, so no admission outlives its run's settlement (the VM's own hours are on
+the admission its creator wrote before the insert)."""
 
 from __future__ import annotations
 
@@ -39,8 +40,9 @@ def test_no_admission_outlives_its_runs_settlement(h):
     done = []
 
     def fault(call: str, name: str) -> bool:
-        if call == "list" and not done:  # while the redelivery lists the VMs, the container ends
-            done.append(h.finish_ok("job", RUN).status_code)
+        if call in ("get", "list") and not done:  # while the redelivery looks for the VM, the container ends
+            done.append(0)
+            done[0] = h.finish_ok("job", RUN).status_code
         return False
 
     h.compute.fault = fault
