@@ -108,3 +108,20 @@ def test_forbid_is_kept_when_a_run_with_a_live_vm_would_be_withdrawn(h):
     assert h.start(edited).status_code == 200  # the 12:01 tick, before the 12:05 sweep reaps the old VM
     alive = sorted(i.name for i in h.compute.all_instances() if i.status in ALIVE_STATUSES)
     assert len(alive) <= 1, f"forbid job bot has {alive} running at once"
+
+
+def test_a_vm_the_list_does_not_show_yet_is_found_by_its_name(h):
+    """A list may lag behind a create; a get by name does not. The redelivery 20 s after the
+    dead start's insert, with the job edited meanwhile, finds the VM the list leaves out."""
+    h.compute.list_lag_s = 120
+    bot = make_spec(name="bot", schedule="0 12 * * *", timeout="50m")
+    published = h.clock.now()
+    die_after(h, "compute", "create")
+    assert call_dying(lambda: h.start(bot, publish_time=published)) is None
+    disarm(h)
+    SpecStore(h.blobs).write(bot.model_copy(update={"image": "us-docker.pkg.dev/p/r/other:2"}))
+    h.clock.advance(20)
+    assert VM not in [i.name for i in h.compute.list_managed()]
+    assert h.functions.start(start_message(bot), published, {}, None).status_code == 200
+    record = h.record("bot", RUN)
+    assert record.state == RunState.RUNNING and record.attempts[0].created_at is not None
