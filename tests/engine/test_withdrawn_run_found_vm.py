@@ -125,3 +125,27 @@ def test_a_vm_the_list_does_not_show_yet_is_found_by_its_name(h):
     assert h.functions.start(start_message(bot), published, {}, None).status_code == 200
     record = h.record("bot", RUN)
     assert record.state == RunState.RUNNING and record.attempts[0].created_at is not None
+
+
+def test_a_vm_of_that_name_that_is_not_this_attempts_is_not_adopted(h):
+    """Only a managed VM labelled with this run and attempt is the attempt's: anything else under
+    the name is left alone, and the run is withdrawn as one that never got a VM."""
+    from spotcron.engine.found_vm import adopt_found_vm
+    from spotcron.engine.ports import Instance
+
+    bot = make_spec(name="bot", schedule="0 12 * * *", timeout="50m")
+    die_after(h, "compute", "list")  # the start dies before its insert: no VM of its own
+    assert call_dying(lambda: h.start(bot)) is None
+    disarm(h)
+    record = h.record("bot", RUN)
+    assert record.state == RunState.STARTING and VM not in h.live_vms()
+    for labels in ({"team": "data"}, {"spotcron": "1", "job": "bot", "run": "20261122-1100", "attempt": "1"},
+                   {"spotcron": "1", "job": "bot", "run": RUN, "attempt": "2"}):
+        h.compute.add_foreign(Instance(name=VM, zone="us-central1-a", status="RUNNING", labels=labels,
+                                       machine_type="e2-small", provisioning_model="STANDARD",
+                                       created_at=h.clock.now()))
+        assert adopt_found_vm(h.deps, record) is None, labels
+    SpecStore(h.blobs).write(bot.model_copy(update={"paused": True}))
+    h.clock.advance(300)
+    assert h.sweep().status_code == 200
+    assert h.record("bot", RUN).state == RunState.SKIPPED
