@@ -46,3 +46,22 @@ def test_a_replaced_runs_vm_that_ran_has_its_hours_counted(h):
     assert usage.used[VM] > 0, "the replaced run's VM ran 100 s but its hours settled as 0"
     attempt = old.attempts[0]
     assert attempt.created_at is not None, "the record never learnt that its VM existed"
+
+
+def test_a_manual_run_a_tick_cancels_has_its_vms_hours_counted(h):
+    """Scheduled ticks go before manual runs: the tick cancels a manual run whose start died right
+    after its insert. The VM is found by name first, so it is deleted and its hours settled."""
+    job = make_spec(name="swap", schedule="* * * * *", timeout="50m", concurrency="forbid")
+    die_after(h, "compute", "create")
+    assert call_dying(lambda: h.run_now(job)) is None
+    disarm(h)
+    manual = next(r for r in h.records("swap") if r.trigger == "manual")
+    vm = manual.attempts[0].vm_name
+    assert vm in h.live_vms() and manual.state == RunState.STARTING
+    h.clock.advance(100)
+    assert h.start(job).status_code == 200  # the 12:01 tick
+    ended = h.record("swap", manual.run_id)
+    assert ended.state == RunState.CANCELLED
+    assert ended.attempts[0].created_at is not None, "the record never learnt that its VM existed"
+    assert h.compute.peek_any(vm) is None or h.compute.peek_any(vm).status != "RUNNING"
+    assert read_day(h.blobs, DAY).used.get(vm, 0.0) > 0, "the cancelled run's VM ran 100 s but settled as 0"
