@@ -21,6 +21,7 @@ from spotcron.core.spec import JobSpec
 from spotcron.engine import transitions
 from spotcron.engine.callers import expected_email
 from spotcron.engine.deps import Deps
+from spotcron.engine.found_vm import adopt_found_vm
 from spotcron.engine.limits import (
     ADMISSION_WINDOW,
     GPUS_LABEL,
@@ -116,6 +117,13 @@ def create_attempt(deps: Deps, record: RunRecord, *, claimed: bool = True) -> Ru
         # for an earlier VM, or for the sweep after a failed insert): a paused, removed or changed
         # job ends here rather than waiting for room it will never use. A fresh start has just
         # resolved the deployed spec itself. Every insert is checked again right before it (below).
+        if not claimed:
+            # Taken up from a delivery that may have died right after its insert: a VM it made
+            # runs the spec it was made from and is adopted (engine/found_vm.py), before anything
+            # below could end or queue the run as one that never got a VM.
+            adopted = adopt_found_vm(deps, record)
+            if adopted is not None:
+                return adopted
         gone = deployed_problem(deps, record) if _has_waited(record, claimed=claimed) else None
         if gone:
             return step(deps, record.job, record.run_id, transitions.Withdrawn(record.current_attempt, gone)).record or record
@@ -138,7 +146,7 @@ def create_attempt(deps: Deps, record: RunRecord, *, claimed: bool = True) -> Ru
             record = stepped.record or record
             if not stepped.changed:
                 if ((stepped.record is None or not transitions.is_current_attempt(stepped.record, attempt))
-                        and not _has_had_vm(stepped.record, attempt)):
+                        and not _keeps_admission(stepped.record, attempt)):
                     # The run moved on (ended, queued, another zone's delivery). Kept when a copy of
                     # this delivery created the attempt's VM meanwhile: that VM counts on it.
                     withdraw(deps, admitted)
@@ -149,7 +157,7 @@ def create_attempt(deps: Deps, record: RunRecord, *, claimed: bool = True) -> Ru
         # is answered after it: the VM is deleted at once below, and the broker and job_done refuse it.)
         latest = deps.store.read(record.job, record.run_id)
         if latest is None or not transitions.is_current_attempt(latest, attempt):
-            if not _has_had_vm(latest, attempt):  # a copy that made the VM counts it on this admission
+            if not _keeps_admission(latest, attempt):  # a copy that made the VM counts it on this admission
                 withdraw(deps, admitted)
             return latest or record
         if deps.clock.now() - admitted_at > ADMISSION_WINDOW / 2:
@@ -163,8 +171,13 @@ def create_attempt(deps: Deps, record: RunRecord, *, claimed: bool = True) -> Ru
         # wrote its admission or placed the run (a fresh start too) leaves no VM from the old spec.
         gone = deployed_problem(deps, latest)
         if gone:
+            adopted = adopt_found_vm(deps, latest)  # a copy's insert landed: its VM counts on the admission
+            if adopted is not None:
+                if not _keeps_admission(adopted, attempt):
+                    withdraw(deps, admitted)
+                return adopted
             stepped = step(deps, record.job, record.run_id, transitions.Withdrawn(attempt, gone))
-            if stepped.changed or not _has_had_vm(stepped.record, attempt):
+            if stepped.changed or not _keeps_admission(stepped.record, attempt):
                 # Its admission would hold hours all day for a VM nobody creates. (Kept when a
                 # concurrent delivery created the attempt's VM meanwhile: that VM counts on it.)
                 withdraw(deps, admitted)
@@ -207,6 +220,17 @@ def _has_had_vm(record: RunRecord | None, attempt: Attempt) -> bool:
     """Whether `record` says `attempt` got a VM (made by whichever delivery)."""
     return record is not None and any(a.number == attempt.number and a.created_at is not None
                                       for a in record.attempts)
+
+
+def _keeps_admission(record: RunRecord | None, attempt: Attempt) -> bool:
+    """Whether the admission a delivery wrote for `attempt` stays although the delivery makes no VM:
+    only while the run lives and a copy of the delivery made the attempt's VM, which counts on it
+    until the run's end settles it. Once the run has ended it goes: the settlement reads the days
+    after the end is written, and this delivery re-reads the record after writing its admission, so
+    an admission written after the settlement read its day (a delivery listing the VMs while the
+    callback ended the run) is always seen here, and would otherwise hold its hours unsettled. The
+    VM's own hours are on the admission its creator wrote before the insert."""
+    return record is not None and not record.terminal and _has_had_vm(record, attempt)
 
 
 def withdraw(deps: Deps, admitted: list[str]) -> None:

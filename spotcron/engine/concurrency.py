@@ -16,6 +16,7 @@ from datetime import datetime
 from spotcron.core.runs import RunRecord, RunState
 from spotcron.engine import transitions
 from spotcron.engine.deps import Deps
+from spotcron.engine.found_vm import with_found_vm
 from spotcron.engine.store import run_sort_key
 from spotcron.engine.writer import step
 
@@ -88,6 +89,9 @@ def _live_runs_of(deps: Deps, record: RunRecord) -> list[RunRecord]:
 def _end(deps: Deps, other: RunRecord, event: transitions.Replaced | transitions.Cancel) -> None:
     # The run ends first, then its VM goes: a delivery of that run landing its insert in between
     # then finds it ended and deletes its own VM, instead of recording a VM that outlives its run.
+    # A start that died right after its insert left a VM the record does not know of: adopted
+    # first (engine/found_vm.py), so the end deletes it and settles the hours it ran.
+    other = with_found_vm(deps, other)
     ended = step(deps, other.job, other.run_id, event).record or other
     attempt = ended.current_attempt
     if attempt is not None and attempt.zone:

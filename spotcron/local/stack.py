@@ -178,6 +178,7 @@ class LocalStack:
 
     def _cancel_live_runs(self) -> None:
         from spotcron.engine import transitions
+        from spotcron.engine.found_vm import with_found_vm
         from spotcron.engine.writer import step
 
         deps = self.deps
@@ -188,6 +189,7 @@ class LocalStack:
                 record = deps.store.read(job, run_id)
                 if record is None or record.terminal:
                     continue
+                record = with_found_vm(deps, record)  # a VM its dead start never recorded is counted
                 attempt = record.current_attempt
                 if attempt is not None and attempt.zone:
                     deps.compute.delete_instance(attempt.zone, attempt.vm_name)

@@ -75,6 +75,9 @@ class MemoryCompute:
         # (call, VM name) -> True to answer that call with Transient. Called outside the lock, so it
         # may also cut in: deliver a copy, run a sweep, wait for another thread.
         self.fault: Callable[[str, str], bool] | None = None
+        # Seconds a new VM may be missing from list_managed while get_instance already returns it:
+        # a list can lag behind a create (the sweep's LIST_LAG); a get by name cannot.
+        self.list_lag_s: float = 0.0
 
     # --- faults ------------------------------------------------------------------------------
     def fail_create(self, error: Exception, *, zone: str | None = None, times: int = 1,
@@ -140,7 +143,9 @@ class MemoryCompute:
         self._hook("list", "")
         with self._lock:
             self.calls["list"] += 1
-            return [i for i in self._instances.values() if i.managed]
+            now = self.clock.now()
+            return [i for i in self._instances.values()
+                    if i.managed and (now - i.created_at).total_seconds() >= self.list_lag_s]
 
     def delete_instance(self, zone: str, name: str) -> bool:
         self._hook("delete", name)
