@@ -108,12 +108,15 @@ def _sweep(deps: Deps) -> SweepReport:
     else:
         instances = _named_vms(deps, markers, unread, report)
     records: dict[tuple[str, str], RunRecord] = {}
+    ended: dict[tuple[str, str], RunRecord] = {}  # read, and found ended: their VMs go
     ending: list[tuple[tuple[str, str], RunRecord, list[LiveEntry]]] = []
     for key, entries in markers.items():
         if key in unread or not needs_attention(deps, entries, instances, now):
             continue
         try:
             record = deps.store.read(*key)
+            if record is not None and record.terminal:
+                ended[key] = record
             if record is not None and record.terminal and record.owed:
                 ending.append((key, record, entries))  # after the VMs, the runs and the queue: see below
                 continue
@@ -134,7 +137,8 @@ def _sweep(deps: Deps) -> SweepReport:
     for key, instance in list(instances.items()):
         run_key = (instance.labels.get("job", ""), instance.labels.get("run", ""))
         try:
-            reap = _reap_reason(deps, instance, records.get(run_key), markers.get(run_key, []), now,
+            record = records.get(run_key) or ended.get(run_key)
+            reap = _reap_reason(deps, instance, record, markers.get(run_key, []), now,
                                 run_known=index is not None and run_key not in unread)
             if reap is None:
                 continue
@@ -307,6 +311,10 @@ def _reap_reason(deps: Deps, instance: Instance, record: RunRecord | None, entri
     deadline = _deadline(deps, instance, record, entries)
     if deadline is not None and now > deadline + DEADLINE_SLACK:
         return Reap(ReapWhy.PAST_DEADLINE, f"past its deadline {deadline:%Y-%m-%d %H:%M:%S} UTC")
+    if record is not None and record.terminal:
+        # Its run has ended, yet a marker still stands (its ender died before renaming it): the
+        # VM a run ended by another run still owes deleting, and nothing else would before its deadline.
+        return Reap(ReapWhy.RUN_ENDED, "its run has already ended")
     if not run_known or entries:
         return None  # its run is live (or its record could not be read): only status and deadline count
     if now - instance.created_at <= LIST_LAG:
