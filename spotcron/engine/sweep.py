@@ -1,13 +1,14 @@
 """sweep: reap what went wrong, every few minutes.
 
-- a managed VM that is STOPPED/TERMINATED, or alive past its deadline, is deleted with its disk;
+- a managed VM that is STOPPED/TERMINATED, alive past its deadline, or of a run that has ended
+  (replaced by a newer run whose start died before deleting it), is deleted with its disk;
 - a run whose VM vanished without calling back (preempted, crashed, callback lost) is finished
   from its manifest when the upload completed, else retried or marked lost;
 - a run stuck in `starting` is adopted when its VM exists, else failed;
 - an ended run whose end still owes effects (a crash or a transient error after its terminal
   write) has them done (engine/writer.do_owed_effects);
 - queued runs are started when room has freed, or skipped past their deadline (engine/queue.py).
-Nothing without our label is ever touched, nor a managed VM still inside its deadline.
+Nothing without our label is ever touched, nor a managed VM of a live run inside its deadline.
 
 Its work follows the runs that need it. One aggregated list of the managed VMs and one listing
 of the live index (whose marker names carry a running run's attempt, zone, VM and deadline, and
@@ -118,6 +119,8 @@ def _sweep(deps: Deps) -> SweepReport:
             if record is not None and record.terminal:
                 ended[key] = record
             if record is not None and record.terminal and record.owed:
+                if any(entry.kind == QUEUED for entry in entries):
+                    continue  # the queue pass below finishes it (engine/queue.py), once
                 ending.append((key, record, entries))  # after the VMs, the runs and the queue: see below
                 continue
             if record is None or record.terminal:
