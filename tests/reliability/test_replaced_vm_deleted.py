@@ -10,8 +10,10 @@ from datetime import UTC, datetime
 
 import pytest
 
+from spotcron.core.layout import LIVE
 from spotcron.core.runs import Effect, RunState
 from spotcron.engine.deployed import SpecStore, start_message
+from spotcron.engine.live_index import live_entry_name
 from spotcron.engine.ports import ALIVE_STATUSES
 from spotcron.runtime import entrypoints
 from spotcron.testing.harness import Harness, make_spec
@@ -72,3 +74,37 @@ def test_without_a_redelivery_the_sweep_deletes_the_vm_of_the_replaced_run(h):
     old = h.record("swap", OLD)
     assert not old.owed, f"the replaced run still owes {old.owed}"
     assert [e for e in h.deps.store.live_index() if e.run_id == OLD] == []
+
+
+def test_an_ends_owed_marker_is_written_before_its_record_and_taken_back_when_the_end_loses(h):
+    """The store writes an end's `owed` marker ahead of the terminal record; when another write
+    wins meanwhile and the end no longer applies, the marker written ahead goes again."""
+    h.start(make_spec(name="bot", timeout="1h"))
+    store, now = h.deps.store, h.clock.now()
+    seen: list[list[str]] = []
+    real_write = h.blobs.write
+
+    def write(name, data, **kwargs):
+        if name == f"runs/bot/{OLD}/run.json" and b'"cancelled"' in bytes(data):
+            seen.append(h.blobs.list(LIVE))  # what the record's write finds already there
+        return real_write(name, data, **kwargs)
+
+    h.blobs.write = write
+    ended, changed = store.update("bot", OLD, lambda r: r.with_state(RunState.CANCELLED, now, "test"))
+    h.blobs.write = real_write
+    assert changed and live_entry_name(ended) in seen[0] and len(seen[0]) == 2
+    assert h.blobs.list(LIVE) == [live_entry_name(ended)]
+
+    h.start(make_spec(name="two", timeout="1h"))
+    raced: list[bool] = []
+
+    def end_unless_moved(record):
+        if not raced:  # another writer changes the record between our read and our write
+            raced.append(True)
+            store.update("two", OLD, lambda r: r.model_copy(update={"reason": "moved"}))
+            return record.with_state(RunState.CANCELLED, now, "lost")
+        return None  # seen again: the end no longer applies
+
+    record, changed = store.update("two", OLD, end_unless_moved)
+    assert not changed and record.state == RunState.RUNNING
+    assert [n for n in h.blobs.list(LIVE) if "/two/" in n] == [live_entry_name(record)]
