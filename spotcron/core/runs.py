@@ -71,9 +71,12 @@ class Effect(StrEnum):
     SETTLE = "settle"  # replace the admissions' worst-case VM-hours with what the VMs really ran
     PRUNE = "prune"  # history_limit
     HOOKS = "hooks"  # the deployment's run-end hooks, each owed as `hook:NAME` once the end is written
+    # Delete the run's VM: owed (first) by an end that leaves it alive, a run another run of its
+    # job ended (`concurrency`); engine/writer.py adds it. Every other end finds its VM gone.
+    DELETE_VM = "delete_vm"
 
 
-END_EFFECTS: tuple[Effect, ...] = tuple(Effect)
+END_EFFECTS: tuple[Effect, ...] = tuple(e for e in Effect if e != Effect.DELETE_VM)
 HOOK_PREFIX = "hook:"
 
 

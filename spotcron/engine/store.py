@@ -10,6 +10,7 @@ spells its names).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Callable
@@ -83,15 +84,22 @@ class RunStore:
             return False
         return True
 
-    def _mark(self, before: RunRecord | None, after: RunRecord) -> None:
-        """Rename the run's live marker from what `before` was to what `after` is. A waiting run
-        that stays waiting keeps its name (when it began waiting): a sweep that finds that old
-        reads the record, whose `updated_at` says whether a delivery is still at work."""
+    def _drop_early(self, early: set[str], stored: RunRecord) -> None:
+        """Delete the markers written ahead of a record write that `stored` (what won) does not call for."""
+        want = live_entry_name(stored)
+        for marker in early - {want}:
+            self.blobs.delete(marker)
+
+    def _mark(self, before: RunRecord | None, after: RunRecord, *, written: set[str] = frozenset()) -> None:
+        """Rename the run's live marker from what `before` was to what `after` is (`written`: the
+        new name is written already). A waiting run that stays waiting keeps its name (when it
+        began waiting): a sweep that finds that old reads the record, whose `updated_at` says
+        whether a delivery is still at work."""
         old = live_entry_name(before) if before is not None else None
         new = live_entry_name(after)
         if old is not None and new is not None and same_but_time(old, new):
             return
-        if new is not None and new != old:
+        if new is not None and new != old and new not in written:
             self.blobs.write(new, b"", content_type="text/plain")
         if old is not None and old != new:
             self.blobs.delete(old)
@@ -129,6 +137,7 @@ class RunStore:
         must not have side effects.
         """
         name = layout.run_record(job, run_id)
+        early: set[str] = set()  # markers written ahead of the record
         for _ in range(MAX_CONFLICTS):
             blob = self.blobs.read(name)
             if blob is None:
@@ -136,14 +145,25 @@ class RunStore:
             current = RunRecord.from_json(blob.data)
             updated = change(current)
             if updated is None:
+                with contextlib.suppress(Transient):  # a stray marker is the sweep's to delete
+                    self._drop_early(early, current)
                 return current, False
+            ending = live_entry_name(updated) if updated.terminal and not current.terminal else None
+            if ending is not None and ending not in early:
+                # The end's `owed` marker goes ahead of the record: a crash right after the record
+                # leaves two markers, which make the sweep read the record and finish the end. A
+                # stale `running` marker alone, its VM alive inside its deadline, would not (a run
+                # ended by another run still has its VM, engine/concurrency.py).
+                self.blobs.write(ending, b"", content_type="text/plain")
+                early.add(ending)
             try:
                 self.blobs.write(name, updated.to_json(), if_generation_match=blob.generation,
                                  content_type="application/json")
             except PreconditionFailed:
                 continue
             try:
-                self._mark(current, updated)
+                self._drop_early(early, updated)
+                self._mark(current, updated, written=early)
             except Transient as exc:
                 # The record is written, so the change happened: raising now would lose what follows
                 # it for good (a retry finds nothing to change), such as the end of a run. A marker

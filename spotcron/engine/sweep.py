@@ -1,13 +1,14 @@
 """sweep: reap what went wrong, every few minutes.
 
-- a managed VM that is STOPPED/TERMINATED, or alive past its deadline, is deleted with its disk;
+- a managed VM that is STOPPED/TERMINATED, alive past its deadline, or of a run that has ended
+  (replaced by a newer run whose start died before deleting it), is deleted with its disk;
 - a run whose VM vanished without calling back (preempted, crashed, callback lost) is finished
   from its manifest when the upload completed, else retried or marked lost;
 - a run stuck in `starting` is adopted when its VM exists, else failed;
 - an ended run whose end still owes effects (a crash or a transient error after its terminal
   write) has them done (engine/writer.do_owed_effects);
 - queued runs are started when room has freed, or skipped past their deadline (engine/queue.py).
-Nothing without our label is ever touched, nor a managed VM still inside its deadline.
+Nothing without our label is ever touched, nor a managed VM of a live run inside its deadline.
 
 Its work follows the runs that need it. One aggregated list of the managed VMs and one listing
 of the live index (whose marker names carry a running run's attempt, zone, VM and deadline, and
@@ -108,13 +109,18 @@ def _sweep(deps: Deps) -> SweepReport:
     else:
         instances = _named_vms(deps, markers, unread, report)
     records: dict[tuple[str, str], RunRecord] = {}
+    ended: dict[tuple[str, str], RunRecord] = {}  # read, and found ended: their VMs go
     ending: list[tuple[tuple[str, str], RunRecord, list[LiveEntry]]] = []
     for key, entries in markers.items():
         if key in unread or not needs_attention(deps, entries, instances, now):
             continue
         try:
             record = deps.store.read(*key)
+            if record is not None and record.terminal:
+                ended[key] = record
             if record is not None and record.terminal and record.owed:
+                if any(entry.kind == QUEUED for entry in entries):
+                    continue  # the queue pass below finishes it (engine/queue.py), once
                 ending.append((key, record, entries))  # after the VMs, the runs and the queue: see below
                 continue
             if record is None or record.terminal:
@@ -134,7 +140,8 @@ def _sweep(deps: Deps) -> SweepReport:
     for key, instance in list(instances.items()):
         run_key = (instance.labels.get("job", ""), instance.labels.get("run", ""))
         try:
-            reap = _reap_reason(deps, instance, records.get(run_key), markers.get(run_key, []), now,
+            record = records.get(run_key) or ended.get(run_key)
+            reap = _reap_reason(deps, instance, record, markers.get(run_key, []), now,
                                 run_known=index is not None and run_key not in unread)
             if reap is None:
                 continue
@@ -307,6 +314,10 @@ def _reap_reason(deps: Deps, instance: Instance, record: RunRecord | None, entri
     deadline = _deadline(deps, instance, record, entries)
     if deadline is not None and now > deadline + DEADLINE_SLACK:
         return Reap(ReapWhy.PAST_DEADLINE, f"past its deadline {deadline:%Y-%m-%d %H:%M:%S} UTC")
+    if record is not None and record.terminal:
+        # Its run has ended, yet a marker still stands (its ender died before renaming it): the
+        # VM a run ended by another run still owes deleting, and nothing else would before its deadline.
+        return Reap(ReapWhy.RUN_ENDED, "its run has already ended")
     if not run_known or entries:
         return None  # its run is live (or its record could not be read): only status and deadline count
     if now - instance.created_at <= LIST_LAG:

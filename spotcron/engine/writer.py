@@ -9,7 +9,8 @@ run's end. tests/architecture/test_layers.py keeps it so.
 The end of a run is durable. Entering a terminal state records every end-of-run effect as owed
 in the same write (`RunRecord.with_state`): the `run.finished` event, settling the VM-hours
 admissions, history pruning and one `hook:NAME` entry per run-end hook that applies to the run
-(engine/hooks.py). `do_owed_effects` does each entry still owed on its own and records what got done,
+(engine/hooks.py); an end that leaves the run's VM alive (another run took its place) owes its
+deletion first (`owe_vm_deletion`). `do_owed_effects` does each entry still owed on its own and records what got done,
 what failed (on the run: `effect_failures`) and what was given up (`EffectsDone`), so a function
 that dies, or meets a transient error, between the terminal write and an effect leaves the effect
 owed, not lost. The run keeps an `owed` live
@@ -61,7 +62,7 @@ def step(deps: Deps, job: str, run_id: str, event: transitions.Event, *, now: da
             refusal.append(result.why)
             return None
         if result.terminal and not current.terminal:
-            result = owe_hooks(deps, priced(deps, result))
+            result = owe_vm_deletion(event, owe_hooks(deps, priced(deps, result)))
         return result
 
     record, changed = deps.store.update(job, run_id, change)
@@ -95,6 +96,24 @@ def _after(deps: Deps, before: RunRecord, after: RunRecord, event: transitions.E
         deps.publish("run.retrying", after, attempt=after.current_attempt.number)
     if after.state == RunState.QUEUED and before.state != RunState.QUEUED:
         deps.publish("run.queued", after)
+
+
+# Ends that leave the run's VM running: another run of its job took its place (engine/concurrency.py).
+# Every other end deletes the VM before it is written (job_done), or finds it gone or never made.
+_VM_OUTLIVES_END = (transitions.Replaced, transitions.Cancel)
+
+
+def owe_vm_deletion(event: transitions.Event, record: RunRecord) -> RunRecord:
+    """`record` (just ended by `event`) owing its VM's deletion first, when the end leaves it alive.
+
+    Owed, not done after the write: a handler that dies between the two would leave the VM
+    running beside the run that replaced it until its deadline, with no run record left to say
+    it should not be. Owed, whoever touches the run next deletes it (a redelivered start's
+    concurrency check, the sweep)."""
+    attempt = record.current_attempt
+    if not isinstance(event, _VM_OUTLIVES_END) or attempt is None or not attempt.zone:
+        return record
+    return record.model_copy(update={"owed": (Effect.DELETE_VM, *(e for e in record.owed if e != Effect.DELETE_VM))})
 
 
 def finished_event_id(record: RunRecord) -> str:
@@ -169,7 +188,11 @@ def do_owed_effects(deps: Deps, record: RunRecord, *, pruned: set[str] | None = 
 
 
 def _do(deps: Deps, record: RunRecord, effect: Effect | str) -> None:
-    if effect == Effect.FINISHED_EVENT:
+    if effect == Effect.DELETE_VM:
+        attempt = record.current_attempt
+        if attempt is not None and attempt.zone:
+            deps.compute.delete_instance(attempt.zone, attempt.vm_name)  # gone already: False, done
+    elif effect == Effect.FINISHED_EVENT:
         deps.publish("run.finished", record, strict=True, event_id=finished_event_id(record))
     elif effect == Effect.SETTLE:
         settle(deps, record)
