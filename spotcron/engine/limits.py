@@ -122,8 +122,14 @@ def queued_ahead(deps, record: RunRecord) -> str | None:
              and holds_back(e, manual=record.trigger == "manual", needs_gpus=gpus)]
     if not ahead:
         return None
-    return (f"{len(ahead)} older run{'s are' if len(ahead) != 1 else ' is'} queued for room under the stack "
-            f"limits ({ahead[0].job}/{ahead[0].run_id} first); runs start in tick order")
+    older = f"{len(ahead)} older run{'s are' if len(ahead) != 1 else ' is'} queued"
+    if all(e.waits_for_gpus for e in ahead):
+        # Named as max_gpus's refusal is, so this run's marker says it waits for GPUs alone and it
+        # holds back no run that needs none (engine/live_index.GPU_REFUSALS).
+        return (f"{older} for GPUs under the stack limit max_gpus: ({ahead[0].job}/{ahead[0].run_id} first); "
+                f"runs that need GPUs start in tick order")
+    return (f"{older} for room under the stack limits ({ahead[0].job}/{ahead[0].run_id} first); runs start in "
+            f"tick order")
 
 
 # --- the day's admissions (engine/day_hours.py) -----------------------------------------------------

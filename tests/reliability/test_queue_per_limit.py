@@ -86,6 +86,10 @@ def test_runs_that_need_gpus_still_wait_their_turn_behind_a_run_waiting_for_gpus
                              starting_deadline="3h")).status_code == 200
     render = h.record("render", "20261122-1205")
     assert render.state == RunState.QUEUED and "infer/20261122-1200 first" in render.reason
+    assert marker(h, "render", "20261122-1205").waits_for_gpus  # behind a run waiting for GPUs: it waits for GPUs
+    # So it holds back no run that needs none either.
+    assert h.start(make_spec(name="report", schedule="5 12 * * *", starting_deadline="3h")).status_code == 200
+    assert h.record("report", "20261122-1205").state == RunState.RUNNING
     h.clock.advance(60)
     assert h.finish_ok("train", RUN).status_code == 200  # the GPU frees: the older run gets it
     assert h.record("infer", RUN).state == RunState.RUNNING
