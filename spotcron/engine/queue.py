@@ -10,7 +10,8 @@ its attempt's VM is created as any start's is; one that does not stays queued, h
 A run still queued when its starting_deadline has passed ends `skipped` with the limit as its
 reason (`failed` for a retry, whose run did work before). On Google Cloud this needs nothing
 beyond what is deployed: job_done and the sweep (every sweep_interval) drive it; locally the same
-code runs in the local functions.
+code runs in the local functions. The order is first in, first out per limit
+(engine/queue_order.py): a run waiting for GPUs holds back only runs that need GPUs.
 """
 
 from __future__ import annotations
