@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import zlib
 from collections.abc import Callable
+from datetime import datetime
 
 from spotcron.core.errors import Transient
 from spotcron.core.runs import RunRecord, RunState
@@ -90,7 +91,7 @@ def start_queued(deps: Deps, entries: list[LiveEntry] | None = None,
     return moved
 
 
-def _held_check(deps: Deps, queued: int, now) -> Callable[[LiveEntry], bool]:
+def _held_check(deps: Deps, queued: int, now: datetime) -> Callable[[LiveEntry], bool]:
     """Which held-back runs this sweep pass reads: all while there are few, else the HELD_CHECKS
     share whose turn it is, the turn moving on each sweep interval, so each is read every
     ceil(queued / HELD_CHECKS) passes."""
