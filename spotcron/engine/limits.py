@@ -37,8 +37,9 @@ from spotcron.engine.day_hours import (
     read_day,
     settle_ended_attempts,
 )
-from spotcron.engine.live_index import QUEUED
+from spotcron.engine.live_index import QUEUED, needs_gpus
 from spotcron.engine.ports import ALIVE_STATUSES, Instance
+from spotcron.engine.queue_order import holds_back
 from spotcron.engine.store import run_sort_key
 
 log = logging.getLogger("spotcron.engine")
@@ -110,19 +111,26 @@ def never_fits(deps, spec: JobSpec, *, manual: bool = False) -> str | None:
 
 def queued_ahead(deps, record: RunRecord) -> str | None:
     """Why a start that has not waited yet must queue behind runs already waiting for room; None
-    when no older run is queued. First in, first out: a fresh tick must not take the room an
-    older queued run waits for (the queue starts that one next)."""
+    when no older queued run waits for a limit this one would use. First in, first out per limit
+    (engine/queue_order.py): a fresh tick must not take the room an older queued run waits for
+    (the queue starts that one next), while a run waiting for GPUs holds back only runs that need
+    GPUs, and manual runs never hold back ticks."""
     if len(record.attempts) > 1 or any(change.state == RunState.QUEUED for change in record.history):
         return None  # a retry goes on with its run's work; a run that was queued waited its turn already
     mine = run_sort_key(record.run_id)
-    # Manual runs wait behind each other and behind ticks, never ticks behind them: a publisher's
-    # manual runs must not hold the queue that scheduled ticks wait in.
+    gpus = needs_gpus(record.spec)
     ahead = [e for e in deps.store.live_index() if e.kind == QUEUED and run_sort_key(e.run_id) < mine
-             and (record.trigger == "manual" or not e.run_id.startswith("m"))]
+             and holds_back(e, manual=record.trigger == "manual", needs_gpus=gpus)]
     if not ahead:
         return None
-    return (f"{len(ahead)} older run{'s are' if len(ahead) != 1 else ' is'} queued for room under the stack "
-            f"limits ({ahead[0].job}/{ahead[0].run_id} first); runs start in tick order")
+    older = f"{len(ahead)} older run{'s are' if len(ahead) != 1 else ' is'} queued"
+    if all(e.waits_for_gpus for e in ahead):
+        # Named as max_gpus's refusal is, so this run's marker says it waits for GPUs alone and it
+        # holds back no run that needs none (engine/live_index.GPU_REFUSALS).
+        return (f"{older} for GPUs under the stack limit max_gpus: ({ahead[0].job}/{ahead[0].run_id} first); "
+                f"runs that need GPUs start in tick order")
+    return (f"{older} for room under the stack limits ({ahead[0].job}/{ahead[0].run_id} first); runs start in "
+            f"tick order")
 
 
 # --- the day's admissions (engine/day_hours.py) -----------------------------------------------------

@@ -196,7 +196,7 @@ def _start_queued(deps: Deps, index: list[LiveEntry], unread: set[tuple[str, str
     """Queued runs, oldest tick first, once the VMs above are seen to (a reaped VM frees room)."""
     readable = [entry for entry in index if (entry.job, entry.run_id) not in unread]  # start_queued picks and orders
     try:
-        moved = start_queued(deps, readable, report.errors)
+        moved = start_queued(deps, readable, report.errors, check_held=True)
     except Exception as exc:  # noqa: BLE001 - the queue's own listing or a bug: the pass is done anyway
         _failed(report, "starting queued runs", exc)
         return
@@ -275,7 +275,10 @@ def needs_attention(deps: Deps, entries: list[LiveEntry], instances: dict[tuple[
         return True  # several (a rename a crash cut short): the record says which is right
     entry = entries[0]
     if entry.kind == QUEUED:
-        return False  # the queue's, after the runs (see _start_queued)
+        # The queue's, after the runs (see _start_queued): it reads the runs it may start and, in a
+        # sweep, a bounded share of those held back, so one that ended while its marker said queued
+        # is finished there (engine/queue.HELD_CHECKS).
+        return False
     if entry.kind == OWED:
         # Its own handler finishes it at once; past the list lag nobody is (it crashed, or an
         # effect met an error).
