@@ -110,6 +110,25 @@ def place(spec: JobSpec, settings: Settings, *, advice: Advice | None, table: Pr
                      choices=tuple(choices))
 
 
+def attempt_order(zones: tuple[str, ...], *, lost_in: str | None = None,
+                  unlikely: frozenset[str] = frozenset()) -> tuple[str, ...]:
+    """The order one attempt tries `zones` (the run's order): every one of them, once per
+    provisioning model, before it fails for capacity.
+
+    After a preemption (`lost_in`: the zone that lost the previous attempt's VM) it starts one
+    zone further down and wraps around, so a retry spreads away from the zone that just reclaimed
+    its VM yet still reaches the zones before it. Zones capacity advice calls unlikely come after
+    the rest, and the zone that lost the VM comes last: the preemption is the newest evidence of
+    no capacity there."""
+    zones = tuple(dict.fromkeys(zones))
+    last: tuple[str, ...] = ()
+    if lost_in in zones:
+        at = zones.index(lost_in)
+        zones, last = zones[at + 1:] + zones[:at], (lost_in,)
+    likely = tuple(z for z in zones if z not in unlikely)
+    return likely + tuple(z for z in zones if z in unlikely) + last
+
+
 def _weigh(spec: JobSpec, settings: Settings, advice: Advice, table: PriceTable, zone: str,
            notes: list[str], expected_s: float | None = None) -> ZoneChoice | None:
     region = region_of(zone)
