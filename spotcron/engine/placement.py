@@ -6,8 +6,9 @@ For each zone of each allowed region:
              + preemption rate x (work redone) x Spot price
              + data transfer (image pull and results upload across regions, cost/transfer.py)
 
-The run tries the zones cheapest first; a stockout moves to the next in that order, as the fixed
-order did. Zones where capacity advice says "no Spot capacity now" are tried last (cheapest of them
+The run tries the zones cheapest first; a stockout moves to the next in that order, as in the
+fixed order. Each attempt goes through every zone once (`attempt_order`: a retry after a
+preemption starts one zone further down, wraps around, and tries the zone that lost its VM last). Zones where capacity advice says "no Spot capacity now" are tried last (cheapest of them
 first), never dropped: advice is a forecast, and a run that meets a stockout in every likely zone
 must still get its try in the others before it fails.
 
