@@ -181,6 +181,10 @@ class Attempt(_Record):
     number: int
     vm_name: str
     zone: str | None = None
+    # The zones this attempt tries, in order (engine/placement.attempt_order): a stockout moves to
+    # the next, and the run fails for capacity only once every one of them has stocked out.
+    # Empty: the run's zone order, worked out again from the record.
+    zone_order: tuple[str, ...] = ()
     machine_type: str
     provisioning_model: Literal["SPOT", "STANDARD"] = "SPOT"
     gpu: str | None = None  # "nvidia-tesla-t4 x1"

@@ -274,17 +274,24 @@ def _create_or_adopt(deps: Deps, request: InstanceRequest) -> Instance:
 
 def _after_create_failure(deps: Deps, record: RunRecord, spec: JobSpec, attempt: Attempt,
                           failure: CreateFailed) -> RunRecord:
-    zones = transitions.zone_order(record, spec, deps.settings.zones)
     next_try: Attempt | None = None
     if failure.try_another_zone:
-        position = zones.index(attempt.zone) if attempt.zone in zones else len(zones) - 1
-        if position + 1 < len(zones):
-            next_try = attempt.model_copy(update={"zone": zones[position + 1]})
+        # The attempt goes through its own order (it may start mid-list after a preemption and
+        # wraps around): each zone before this one has stocked out for it in this provisioning model.
+        zones = transitions.attempt_zones(record, spec, deps.settings.zones, attempt)
+        here = attempt.zone or zones[0]
+        if here not in zones:  # worked out again after the stack's zones changed: this one came first
+            zones = (here, *zones)
+        position = zones.index(here)
+        tried, untried = zones[:position + 1], zones[position + 1:]
+        if untried:
+            next_try = attempt.model_copy(update={"zone": untried[0], "zone_order": zones})
         elif attempt.provisioning_model == "SPOT" and spec.on_demand_fallback:
-            next_try = attempt.model_copy(update={"zone": zones[0], "provisioning_model": "STANDARD"})
+            next_try = attempt.model_copy(update={"zone": zones[0], "provisioning_model": "STANDARD",
+                                                  "zone_order": zones})
         else:
             kind = "Spot " if attempt.provisioning_model == "SPOT" else ""
-            reason = f"no {kind}capacity for {attempt.machine_type} in {', '.join(zones)} ({failure.reason})"
+            reason = f"no {kind}capacity for {attempt.machine_type} in {', '.join(tried)} ({failure.reason})"
             if attempt.provisioning_model == "SPOT":
                 reason += "; set on_demand_fallback: true to fall back to on-demand VMs"
             return step(deps, record.job, record.run_id, transitions.CreateRefused(attempt, reason)).record or record

@@ -6,8 +6,9 @@ For each zone of each allowed region:
              + preemption rate x (work redone) x Spot price
              + data transfer (image pull and results upload across regions, cost/transfer.py)
 
-The run tries the zones cheapest first; a stockout moves to the next in that order, as the fixed
-order did. Zones where capacity advice says "no Spot capacity now" are tried last (cheapest of them
+The run tries the zones cheapest first; a stockout moves to the next in that order, as in the
+fixed order. Each attempt goes through every zone once (`attempt_order`: a retry after a
+preemption starts one zone further down, wraps around, and tries the zone that lost its VM last). Zones where capacity advice says "no Spot capacity now" are tried last (cheapest of them
 first), never dropped: advice is a forecast, and a run that meets a stockout in every likely zone
 must still get its try in the others before it fails.
 
@@ -108,6 +109,25 @@ def place(spec: JobSpec, settings: Settings, *, advice: Advice | None, table: Pr
     why = _explain(best, choices[1:], skipped, notes)
     return Placement(zones=tuple(c.zone for c in choices), why=why, advice_at=advice.fetched_at,
                      choices=tuple(choices))
+
+
+def attempt_order(zones: tuple[str, ...], *, lost_in: str | None = None,
+                  unlikely: frozenset[str] = frozenset()) -> tuple[str, ...]:
+    """The order one attempt tries `zones` (the run's order): every one of them, once per
+    provisioning model, before it fails for capacity.
+
+    After a preemption (`lost_in`: the zone that lost the previous attempt's VM) it starts one
+    zone further down and wraps around, so a retry spreads away from the zone that just reclaimed
+    its VM yet still reaches the zones before it. Zones capacity advice calls unlikely come after
+    the rest, and the zone that lost the VM comes last: the preemption is the newest evidence of
+    no capacity there."""
+    zones = tuple(dict.fromkeys(zones))
+    last: tuple[str, ...] = ()
+    if lost_in in zones:
+        at = zones.index(lost_in)
+        zones, last = zones[at + 1:] + zones[:at], (lost_in,)
+    likely = tuple(z for z in zones if z not in unlikely)
+    return likely + tuple(z for z in zones if z in unlikely) + last
 
 
 def _weigh(spec: JobSpec, settings: Settings, advice: Advice, table: PriceTable, zone: str,

@@ -37,6 +37,7 @@ from spotcron.core.runs import (
     vm_name,
 )
 from spotcron.core.spec import JobSpec
+from spotcron.engine.placement import attempt_order
 
 
 @dataclass(frozen=True)
@@ -258,16 +259,31 @@ def zone_order(record: RunRecord, spec: JobSpec, default: tuple[str, ...]) -> tu
     return zones_for(spec, default)
 
 
+def attempt_zones(record: RunRecord, spec: JobSpec, default: tuple[str, ...], attempt: Attempt) -> tuple[str, ...]:
+    """The zones `attempt` tries, in order: as written with it, or (a record without them) worked
+    out again from the run's zone order and the zone that lost the attempt before it."""
+    if attempt.zone_order:
+        return attempt.zone_order
+    previous = next((a for a in record.attempts if a.number == attempt.number - 1), None)
+    lost = previous is not None and previous.outcome in (Outcome.PREEMPTED, Outcome.LOST)
+    return _ordered(record, spec, default, lost_in=previous.zone if lost and previous is not None else None)
+
+
+def _ordered(record: RunRecord, spec: JobSpec, default: tuple[str, ...], *, lost_in: str | None) -> tuple[str, ...]:
+    placement = record.placement
+    unlikely = frozenset(c.zone for c in placement.choices if c.capacity == "none") if placement else frozenset()
+    return attempt_order(zone_order(record, spec, default), lost_in=lost_in, unlikely=unlikely)
+
+
 def new_attempt(record: RunRecord, spec: JobSpec, zones: tuple[str, ...], *, after_zone: str | None = None) -> Attempt:
-    """The next attempt, starting one zone after the zone that just lost it (a preemption)."""
+    """The next attempt and the zones it tries (placement.attempt_order): after a preemption
+    (`after_zone` lost the VM) it starts one zone further down, wraps around, and tries that
+    zone last."""
     number = len(record.attempts) + 1
-    zones = zone_order(record, spec, zones)
-    zone = zones[0]
-    if after_zone in zones:
-        zone = zones[(zones.index(after_zone) + 1) % len(zones)]
+    order = _ordered(record, spec, zones, lost_in=after_zone)
     gpu = spec.machine.gpu
     return Attempt(
-        number=number, vm_name=vm_name(record.job, record.run_id, number), zone=zone,
+        number=number, vm_name=vm_name(record.job, record.run_id, number), zone=order[0], zone_order=order,
         machine_type=spec.machine.type, provisioning_model="SPOT" if spec.machine.spot else "STANDARD",
         gpu=f"{gpu.type} x{gpu.count}" if gpu else None, disk_gb=spec.machine.disk_gb,
         service_account=spec.service_account, external_ip=spec.external_ip,

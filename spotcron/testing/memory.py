@@ -69,6 +69,7 @@ class MemoryCompute:
         self._ids = itertools.count(1000)
         self.calls: dict[str, int] = {"create": 0, "get": 0, "list": 0, "delete": 0}
         self.created: list[InstanceRequest] = []  # every successful insert, for "one VM per attempt" checks
+        self.inserts: list[InstanceRequest] = []  # every insert that reached Compute Engine, refused ones too
         self.deleted: list[tuple[str, str]] = []
         # Seconds each insert takes; with a FakeClock the clock moves on by that much (a slow create).
         self.create_delay_s: Callable[[InstanceRequest], float] | None = None
@@ -106,6 +107,7 @@ class MemoryCompute:
             self.clock.advance(delay)
         with self._lock:
             self.calls["create"] += 1
+            self.inserts.append(request)
             now = self.clock.now()
             repeated = self._requests.repeat(request, now)
             if isinstance(repeated, Exception):

@@ -483,11 +483,18 @@ class Explore(RuleBasedStateMachine):
                     f"{key}: {attempt.vm_name} settled {total:.4f} h over days, ran {attempt.vm_seconds / 3600:.4f}"
 
     def a_run_that_failed_for_capacity_tried_every_allowed_zone(self):
+        """Its last attempt asked Compute Engine for a Spot VM in every allowed zone (the inserts
+        the fake saw, refused ones included), and the reason names the zones it tried."""
         allowed = [*self.h.settings.zones, *PLACEMENT["zones"]["us-west4"]]
         for key, record in self._records().items():
             if record.state == RunState.FAILED and (record.reason or "").startswith("no Spot capacity"):
-                missing = [z for z in allowed if z not in record.reason]
-                assert not missing, f"{key} failed for capacity without trying {missing}: {record.reason}"
+                attempt = record.current_attempt
+                asked = {r.zone for r in self.h.compute.inserts if r.name == attempt.vm_name and r.spot}
+                untried = [z for z in allowed if z not in asked]
+                assert not untried, f"{key} attempt {attempt.number} failed for capacity without an insert in " \
+                                    f"{untried}: {record.reason}"
+                unnamed = [z for z in allowed if z not in record.reason]
+                assert not unnamed, f"{key} failed for capacity without naming {unnamed}: {record.reason}"
 
     def a_replace_job_keeps_at_most_one_run_on_a_vm(self):
         running = [r for r in self._records().values() if r.job == "swap" and r.state == RunState.RUNNING]
