@@ -12,6 +12,9 @@ from spotcron.cli._bucket import bucket_options, describe, open_store, resolve, 
 from spotcron.cli._common import console, given, goes_with
 
 DOWNLOAD_PIECE = 8 << 20  # bytes per ranged read of a result file with --download or --cat
+# Objects listed at most for a run without a manifest: the attempt's token writes any number of
+# names in its results folder, and the command lists ten pages, not all of them.
+RESULTS_LISTED = 10_000
 
 if TYPE_CHECKING:
     from spotcron.core.runs import RunRecord
@@ -204,8 +207,14 @@ def results(run: tuple[str, ...], job: str | None, attempt: int | None, download
         if manifest is not None:
             files, source = manifest_files(manifest, manifest_name), "manifest"
         else:
-            files = [ResultFile(name[len(prefix):]) for name in store.blobs.list(prefix)]
+            names = store.blobs.list_some(prefix, RESULTS_LISTED + 1)
+            files = [ResultFile(name[len(prefix):]) for name in names[:RESULTS_LISTED]]
             source = "listing"
+            if len(names) > RESULTS_LISTED:
+                console(stderr=True).print(
+                    f"only the first {RESULTS_LISTED:,} objects under {prefix} are listed (and downloaded with "
+                    f"--download): the folder holds more, and without a manifest nothing says which are results",
+                    markup=False, highlight=False, soft_wrap=True)
         if cat_name is not None:
             _cat(store.blobs, prefix, files, cat_name, f"{record.job}/{record.run_id}", number)
             return

@@ -25,6 +25,8 @@
 
 from __future__ import annotations
 
+import re
+
 RUNS = "runs/"
 
 
@@ -54,7 +56,27 @@ def logs(job: str, run_id: str, attempt: int) -> str:
 
 def log_part(job: str, run_id: str, attempt: int, offset: int) -> str:
     """The live piece of logs.txt that starts at byte `offset` (the runner's name: 15 digits)."""
-    return f"{attempt_prefix(job, run_id, attempt)}logs/{offset:015d}.txt"
+    return f"{log_parts(job, run_id, attempt)}{offset:015d}.txt"
+
+
+def log_parts(job: str, run_id: str, attempt: int) -> str:
+    """The folder of an attempt's live log parts."""
+    return f"{attempt_prefix(job, run_id, attempt)}logs/"
+
+
+# The runner's part name: 15 ASCII digits. The attempt's own token writes anything in that folder,
+# and str.isdigit() is true of characters int() refuses (a superscript two), so names are matched,
+# never tested with isdigit().
+_PART_NAME = re.compile(r"([0-9]{15})\.txt")
+
+
+def log_part_offset(name: str, folder: str) -> int | None:
+    """The byte offset of the live log part `name` in `folder` (a log_parts folder); None for any
+    other name there (whatever the job wrote in it)."""
+    if not name.startswith(folder):
+        return None
+    found = _PART_NAME.fullmatch(name, len(folder))
+    return int(found.group(1)) if found else None
 
 
 def results_prefix(job: str, run_id: str, attempt: int) -> str:

@@ -25,6 +25,7 @@ from spotcron.core import layout
 from spotcron.core.notify_spec import Notify, WebhookSecret
 from spotcron.core.runs import RunRecord, RunState
 from spotcron.engine.hooks import RunEndHook
+from spotcron.engine.log_parts import last_part
 
 log = logging.getLogger("spotcron.notify")
 
@@ -38,8 +39,6 @@ BAD_STATES = frozenset({RunState.FAILED, RunState.TIMED_OUT, RunState.LOST, RunS
 LOOK_BACK = 30  # records read at most to find the previous counted run
 TAIL_LINES = 20
 TAIL_BYTES = 8 << 10
-LOG_PARTS_PAGE = 1000  # names listed to find a run's last live log part
-LOG_PART_PROBES = 64  # one-name listings at most to find it past that page
 ID_HEADER = "X-Spotcron-Notification-Id"
 
 
@@ -121,7 +120,7 @@ def log_tail(deps, record: RunRecord, lines: int = TAIL_LINES) -> list[str]:
     if attempt is None:
         return []
     try:
-        last = _last_log_part(deps.blobs, layout.attempt_prefix(record.job, record.run_id, attempt.number) + "logs/")
+        last = last_part(deps.blobs, layout.log_parts(record.job, record.run_id, attempt.number))
         name = last or layout.logs(record.job, record.run_id, attempt.number)
         data = deps.blobs.read_range(name, 0, TAIL_BYTES) or b""
     except Exception as exc:  # noqa: BLE001 - a message without its log tail is still worth sending
@@ -132,41 +131,11 @@ def log_tail(deps, record: RunRecord, lines: int = TAIL_LINES) -> list[str]:
     return clean[-lines:]
 
 
-def _last_log_part(blobs, prefix: str) -> str | None:
-    """The last name under `prefix` (the attempt's logs/ folder), from a bounded number of names
-    (the attempt's own token may fill the folder). One page of LOG_PARTS_PAGE names holds the
-    parts of a job that printed for over an hour (one part each 5 s at most); past that, parts are
-    OFFSET.txt with OFFSET 15 digits, so the last one is sought by its offset in at most
-    LOG_PART_PROBES listings of one name each."""
-    def offset(name: str) -> int | None:
-        digits = name[len(prefix):len(prefix) + 15]
-        return int(digits) if len(digits) == 15 and digits.isdigit() else None
-
-    names = blobs.list_some(prefix, LOG_PARTS_PAGE)
-    if len(names) < LOG_PARTS_PAGE:
-        parts = [name for name in names if offset(name) is not None]
-        return (parts or names or [None])[-1]
-
-    def first_from(at: int) -> int | None:  # the offset of the first part named at `at` or after
-        found = blobs.list_some(prefix, 1, start=f"{prefix}{at:015d}")
-        return offset(found[0]) if found else None
-
-    low = offset(names[-1])
-    if low is None:
-        return names[-1]
-    # No part at `high` or after; steps double (from the offset reached: a log grows about evenly)
-    # until one overshoots, then halve between what is known.
-    high, step = 10**15, max(1, low)
-    for _ in range(LOG_PART_PROBES):
-        if high - low <= 1:
-            break
-        at = min(low + step, high - 1) if step else (low + high) // 2
-        found = first_from(at)
-        if found is None or found < at or found >= high:
-            high, step = at, 0
-        else:
-            low, step = found, step * 2 if step else 0
-    return f"{prefix}{low:015d}.txt"
+def one_line(text: str) -> str:
+    """The job's words (a run's reason) as one line of a message: every run of whitespace, line
+    breaks included, one space, and any other control or invisible character a `?`, so no line of
+    the message starts where the job chose (a forged "more:" or "state" line)."""
+    return "".join(c if c.isprintable() else "?" for c in " ".join(text.split()))
 
 
 @dataclass(frozen=True)
@@ -191,7 +160,7 @@ class Message:
         return f"spotcron: {self.job} {words.get(self.event, self.event)} (run {self.run})"
 
     def text(self) -> str:
-        facts = [f"state {self.state}" + (f": {self.reason}" if self.reason else "")]
+        facts = [f"state {self.state}" + (f": {one_line(self.reason)}" if self.reason else "")]
         if self.missed_ticks:
             facts.append(f"{self.missed_ticks} tick(s) missed")
         if self.exit_code is not None:
@@ -224,14 +193,15 @@ def message(record: RunRecord, event: str, tail: list[str], bucket: str) -> Mess
 
 
 def body(note: Message, fmt: str) -> bytes:
-    """The POST body in the receiver's format (Slack: {text}; Discord: {content}, 2,000 characters).
+    """The POST body in the receiver's format (Slack: {text} with formatting off; Discord: {content},
+    2,000 characters).
 
     The text quotes the job (its reason, its log tail): for a chat it is escaped by that chat's
     rules (notify_markup), so nothing the job printed pings a channel or becomes a link."""
     from spotcron.engine.notify_markup import DISCORD_NO_MENTIONS, discord_text, slack_text
 
     if fmt == "slack":
-        return json.dumps({"text": slack_text(note.text())}).encode()
+        return json.dumps({"text": slack_text(note.text()), "mrkdwn": False}).encode()
     if fmt == "discord":
         return json.dumps({"content": discord_text(note.text()), "allowed_mentions": DISCORD_NO_MENTIONS}).encode()
     return json.dumps(note.fields()).encode()

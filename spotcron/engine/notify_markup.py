@@ -8,7 +8,10 @@ markup and its own documented way to say "this is text":
   `<https://example.com|words>` is a link that shows only the words. Its formatting reference
   says to replace these three with their HTML entities (`&amp;`, `&lt;`, `&gt;`) when they are not
   meant for parsing, and only these three
-  (https://api.slack.com/reference/surfaces/formatting#escaping).
+  (https://api.slack.com/reference/surfaces/formatting#escaping). Formatting (`*bold*`, `_`, `~`,
+  backticks) is on by default for a message's top-level `text`; the body turns it off with
+  `"mrkdwn": false` (https://api.slack.com/methods/chat.postMessage#arg_mrkdwn), which an
+  incoming webhook's payload takes like any message (https://api.slack.com/messaging/webhooks).
 - Discord renders Markdown in a webhook's `content`, masked links `[words](url)` included, and
   pings for `@everyone`, `@here`, `<@id>` and `<@&role>`. A webhook body's `allowed_mentions`
   with an empty `parse` list lets no mention in the content notify anyone

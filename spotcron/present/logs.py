@@ -55,14 +55,13 @@ def log_pieces(blobs: Blobs, job: str, run_id: str, attempt: int, offset: int = 
 def timed_pieces(blobs: Blobs, job: str, run_id: str, attempt: int, offset: int = 0,
                  ended: datetime | None = None) -> Iterator[tuple[bytes, datetime | None]]:
     """Like `log_pieces`, with the time each piece reached the bucket: its live part's, else
-    (bytes only logs.txt holds) `ended`, the attempt's end. One listing of the parts per call."""
+    (bytes only logs.txt holds) `ended`, the attempt's end. The parts are listed a page at a time
+    as they are read (log_parts.all_parts), never the whole folder at once."""
     from spotcron.core import layout
+    from spotcron.engine.log_parts import all_parts
 
-    parts_prefix = layout.attempt_prefix(job, run_id, attempt) + "logs/"
-    starts = sorted(int(name[len(parts_prefix):-4]) for name in blobs.list(parts_prefix)
-                    if name.endswith(".txt") and name[len(parts_prefix):-4].isdigit())
-    for start in starts:
-        blob = blobs.read(layout.log_part(job, run_id, attempt, start))
+    for start, name in all_parts(blobs, layout.log_parts(job, run_id, attempt)):
+        blob = blobs.read(name)
         if blob is None or start + len(blob.data) <= offset:
             continue
         if start > offset:

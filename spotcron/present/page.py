@@ -482,9 +482,12 @@ def absent_logs(blobs: Any, records: Sequence[RunRecord]) -> dict[str, list[str]
     """The logs objects the rows of `records` would link to that are not in the bucket, each with
     the live log parts its attempt shipped instead (in order; none when it printed nothing).
 
-    A succeeded run's logs are in its manifest, so only other runs are looked at: one listing of
-    the attempt's logs per attempt.
+    A succeeded run's logs are in its manifest, so only other runs are looked at, each attempt with
+    bounded listings (the attempt's token may write any number of names in its folder): one name
+    for logs.txt, one page of its logs/ folder when logs.txt is not there (log_parts).
     """
+    from spotcron.engine.log_parts import first_parts
+
     missing: dict[str, list[str]] = {}
     for record in records:
         if record.state == RunState.SUCCEEDED:
@@ -492,13 +495,9 @@ def absent_logs(blobs: Any, records: Sequence[RunRecord]) -> dict[str, list[str]
         for name, label in run_links(record):
             if not label.startswith("logs"):
                 continue
-            # logs.txt and its live parts (attempt-N/logs/OFFSET.txt) in one listing
-            listed = blobs.list(name.removesuffix(".txt"))
-            if name in listed:
+            if blobs.list_some(name, 1) == [name]:
                 continue
-            prefix = name.removesuffix(".txt") + "/"
-            parts = [p for p in listed if p.startswith(prefix) and p.endswith(".txt") and p[len(prefix):-4].isdigit()]
-            missing[name] = sorted(parts, key=lambda p: int(p[len(prefix):-4]))[:MAX_PART_LINKS]
+            missing[name] = first_parts(blobs, name.removesuffix(".txt") + "/", MAX_PART_LINKS)
     return missing
 
 

@@ -940,3 +940,17 @@ def test_run_cloud_of_a_job_whose_folder_changed_since_its_build_says_deploy_fir
     assert result.exit_code == 2
     assert ("error: job bot: no image is built from images/bot/ as it is now, so what runs on Google Cloud is not "
             "this folder; run `spotcron deploy`") in result.stderr
+
+
+def test_results_without_a_manifest_lists_a_bounded_number_of_objects(invoke, bucket, monkeypatch):
+    """The attempt's token may fill its results folder: without a manifest the command lists a
+    bounded number of its objects, and says it stopped."""
+    from spotcron.cli import outputs
+
+    monkeypatch.setattr(outputs, "RESULTS_LISTED", 2)
+    bucket.add(make_record("bench", "r1", "failed", created=NOW - HOUR, exit_code=1))
+    bucket.results("bench", "r1", 1, {f"f{i}.txt": b"x" for i in range(5)}, manifest=False)
+    result = invoke("results", "bench/r1", "--json")
+    assert result.exit_code == 0, result.output
+    assert [f["name"] for f in json.loads(result.stdout)["files"]] == ["f0.txt", "f1.txt"]
+    assert "only the first 2 objects under runs/bench/r1/attempt-1/results/ are listed" in result.stderr

@@ -11,7 +11,9 @@ from __future__ import annotations
 import pytest
 
 from spotcron.core import layout
-from spotcron.engine.notifications import LOG_PART_PROBES, LOG_PARTS_PAGE, log_tail
+from spotcron.engine.log_parts import PAGE as LOG_PARTS_PAGE
+from spotcron.engine.log_parts import PROBES as LOG_PART_PROBES
+from spotcron.engine.notifications import log_tail
 from spotcron.engine.store import PRUNE_PAGE
 from spotcron.runtime import entrypoints
 from spotcron.runtime.run_end import install
