@@ -38,9 +38,13 @@ class Overrides(BaseModel):
     """What changes for one manual run, and which run it is for.
 
     `job` and `nonce` bind the object to the one request the CLI wrote it for (its start message
-    names the job and carries the nonce): start_job refuses it for any other job or request, so
-    whoever may publish on the start topic cannot replay one run's args and env onto another job,
-    or onto a later run of the same job. Both are part of the digest."""
+    names the job and carries the nonce): start_job refuses it for any other job or request. Both
+    are part of the digest. The nonce and the digest are no secret (the run id holds the one, the
+    run record the other), so the first start that uses the object also consumes it
+    (`overrides/DIGEST.used`, created only if absent, naming the run): a later message with the
+    same job, digest and nonce is refused, a redelivery of the same message names the same run and
+    goes on. Whoever may publish on the start topic can therefore replay one run's args and env
+    neither onto another job nor onto a later run of the same job."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -126,6 +130,11 @@ class Overrides(BaseModel):
 
 def object_name(digest: str) -> str:
     return f"{PREFIX}{digest}.json"
+
+
+def used_name(digest: str) -> str:
+    """The create-only mark that overrides `digest` served a run (engine/run_overrides.claim)."""
+    return f"{PREFIX}{digest}.used"
 
 
 def parse_env_pairs(pairs: tuple[str, ...]) -> dict[str, str]:

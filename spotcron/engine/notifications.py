@@ -36,7 +36,10 @@ SecretLookup = Callable[[str], str]
 Announce = Callable[[str], None]
 
 BAD_STATES = frozenset({RunState.FAILED, RunState.TIMED_OUT, RunState.LOST, RunState.PREEMPTED})
-LOOK_BACK = 30  # records read at most to find the previous counted run
+# Records of each kind (scheduled, manual: a manual run's id starts with `m`) read at most to find
+# the previous counted run. Apart, because anyone who may publish a start can ask for manual runs:
+# however many of them there are, skipped or run, the last LOOK_BACK ticks are still read.
+LOOK_BACK = 30
 TAIL_LINES = 20
 TAIL_BYTES = 8 << 10
 ID_HEADER = "X-Spotcron-Notification-Id"
@@ -68,7 +71,8 @@ def counts(record: RunRecord) -> str | None:
 
 
 def previous_counted(deps, record: RunRecord) -> RunRecord | None:
-    """The newest run of the same job (and matrix entry) before `record` that counts."""
+    """The newest run of the same job (and matrix entry) before `record` that counts, among the
+    last LOOK_BACK scheduled runs and the last LOOK_BACK manual runs before it."""
     from spotcron.engine.store import TooManyFolders, run_sort_key
 
     key = run_sort_key(record.run_id)
@@ -77,7 +81,14 @@ def previous_counted(deps, record: RunRecord) -> RunRecord | None:
     except TooManyFolders as exc:  # the message goes out without "recovered" rather than not at all
         log.warning("%s/%s: no previous run to compare with: %s", record.job, record.run_id, exc)
         return None
-    for run_id in reversed(earlier[-LOOK_BACK:]):
+    read = {False: 0, True: 0}  # manual? → records of that kind read
+    for run_id in reversed(earlier):
+        manual = run_id.startswith("m")
+        if read[manual] >= LOOK_BACK:
+            if read[not manual] >= LOOK_BACK:
+                break
+            continue  # past this kind's share: its ids are stepped over unread
+        read[manual] += 1
         other = deps.store.read(record.job, run_id)
         if other is None or (other.state != RunState.MISSED and other.variant != record.variant):
             continue

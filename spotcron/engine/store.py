@@ -27,8 +27,9 @@ log = logging.getLogger("spotcron.engine")
 MAX_CONFLICTS = 20
 
 
-# History pruning is bounded per call: listings come in pages of PRUNE_PAGE names (at most
-# PRUNE_PAGES of them) and at most PRUNE_DELETES objects are deleted. A job that wrote more leaves
+# History pruning is bounded per call: a job's run folders are listed in pages of PRUNE_PAGE names
+# (at most PRUNE_PAGES of them), its objects in at most a page per run folder, and at most
+# PRUNE_DELETES objects are deleted. A job that wrote more leaves
 # its pruning owed (PruneIncomplete) for the next toucher, so no run end and no sweep pass waits on
 # one job's backlog.
 PRUNE_PAGE = 1000
@@ -206,8 +207,8 @@ class RunStore:
             if len(page) < PRUNE_PAGE:
                 return folders
             start = page[-1][:-1] + "0"  # '0' follows '/': just past every object of the last folder
-        raise TooManyFolders(f"more than {PRUNE_PAGES * PRUNE_PAGE} folders under gs://{self.blobs.bucket}/{prefix}: "
-                             f"history pruning deletes the oldest runs pass by pass; try again after the next sweep")
+        raise TooManyFolders(f"more than {PRUNE_PAGES * PRUNE_PAGE} folders under gs://{self.blobs.bucket}/{prefix}, "
+                             f"more than one listing reads ({PRUNE_PAGES} pages of {PRUNE_PAGE} names)")
 
     def prune(self, job: str, keep: int) -> list[str]:
         """Delete everything of `job`'s oldest ended ticks beyond the newest `keep` runs.
@@ -223,7 +224,7 @@ class RunStore:
         than history; pruned manual runs raise a mark of their own, which only manual requests
         are held to. A run whose end still owes effects is never pruned.
         """
-        by_run = self._runs_listed(job)
+        by_run = self._runs_listed(job, keep)
         # A run with an object Cloud Storage will not delete (a hold, a retention policy) was tried
         # once and marked: it is left to whoever releases the hold, and it neither stops the
         # pruning of later runs nor counts as one of the `keep` runs.
@@ -277,14 +278,33 @@ class RunStore:
             budget = self._delete_run(job, run_id, budget)
         return sorted(doomed, key=run_sort_key)
 
-    def _runs_listed(self, job: str) -> dict[str, list[str]]:
-        """run id → the names of its objects seen, from bounded pages of the job's listing. A page
-        that ends inside one run skips the rest of that run's objects (`startOffset` just past its
-        folder), so a run with a hundred thousand result files costs one page, not a hundred."""
+    def _runs_listed(self, job: str, keep: int) -> dict[str, list[str]]:
+        """run id → the names of its objects seen; {} when the job has `keep` runs or fewer.
+
+        The runs are the job's run folders (run_ids: a delimiter listing, one name per run however
+        many objects it holds, PruneIncomplete past its PRUNE_PAGES pages). Only a job with more
+        runs than `keep` is read further: pages of its objects, where a page that ends inside one
+        run skips the rest of that run's objects (`startOffset` just past its folder). A run's
+        first objects say what pruning asks of it (the kept marker sorts first, `attempt-N/`
+        before `run.json`), and every full page passes at least one run, so the walk ends within
+        a page per run: a thousand runs of a thousand result files each cost a thousand pages,
+        never a refusal to prune."""
+        try:
+            run_ids = self.run_ids(job)
+        except TooManyFolders as exc:
+            # history_limit keeps at most 10000 runs of each of four kinds: only runs written past
+            # pruning (a bucket copied in, a job renamed back) get here, and they are not read.
+            raise PruneIncomplete(f"job {job}: {exc}, so history pruning cannot tell its newest runs and deletes "
+                                  f"none; delete its oldest run folders by hand (gcloud storage rm --recursive "
+                                  f"gs://{self.blobs.bucket}/{layout.job_prefix(job)}RUN_ID/)") from None
+        if len(run_ids) <= keep:
+            return {}  # kept markers only lower the count: nothing to prune, nothing more to list
         prefix = layout.job_prefix(job)
-        by_run: dict[str, list[str]] = {}
+        by_run: dict[str, list[str]] = {run_id: [] for run_id in run_ids}
         start = ""
-        for _ in range(PRUNE_PAGES):
+        # One page per run folder listed, and PRUNE_PAGES more for runs that began meanwhile and
+        # the few objects directly under the job's folder.
+        for _ in range(len(run_ids) + PRUNE_PAGES):
             names = self.blobs.list_some(prefix, PRUNE_PAGE, start=start)
             for name in names:
                 parts = name.split("/")
@@ -295,8 +315,9 @@ class RunStore:
             last = names[-1].split("/")
             # '0' follows '/': past every object of the last run seen, before anything after it.
             start = f"{prefix}{last[2]}0" if len(last) > 3 else names[-1] + "\x00"
-        raise PruneIncomplete(f"job {job}: more than {PRUNE_PAGES * PRUNE_PAGE} run folders; history is pruned "
-                              f"on a later pass")
+        raise PruneIncomplete(f"job {job}: the listing of its objects did not end within {len(run_ids) + PRUNE_PAGES} "
+                              f"pages for its {len(run_ids)} run folders (runs are being added faster than they are "
+                              f"listed); history is pruned on a later pass")
 
     def _delete_run(self, job: str, run_id: str, budget: int) -> int:
         """Delete the objects of one pruned run, at most `budget` of them; the budget left.

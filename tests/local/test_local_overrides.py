@@ -25,6 +25,8 @@ def test_a_local_manual_run_gets_overrides_bound_to_its_job_and_request(make_sta
     [record] = stack.wait([(job, run_id)], timeout=60)
     assert record.state == "succeeded", record.reason
     assert record.overrides["env"] == ["GREETING"] and record.spec["env"]["GREETING"] == "hi"
-    [name] = stack.deps.blobs.list(PREFIX)
+    [name, used] = stack.deps.blobs.list(PREFIX)  # the overrides, and the mark of the run they served
     stored = json.loads(stack.deps.blobs.read(name).data)
     assert stored["job"] == "greeter" and stored["nonce"] == run_id.split("-")[2], stored
+    assert used == name.removesuffix(".json") + ".used"
+    assert json.loads(stack.deps.blobs.read(used).data) == {"job": "greeter", "run": run_id}

@@ -70,3 +70,43 @@ def test_a_run_with_thousands_of_files_is_pruned_in_bounded_steps_while_the_swee
     assert h.blobs.list(layout.run_prefix("hog", first)) == []  # finished over a few passes
     assert Effect.PRUNE not in h.record("hog", second).owed
     assert h.record("hog", second).state == RunState.SUCCEEDED
+
+
+def test_runs_of_a_thousand_files_each_never_stop_history_pruning(h):
+    """A run of PRUNE_PAGE or more objects (a job writing a thousand result files per run) fills a
+    page of objects by itself; pruning counts a job's runs from its run folders (one name per run,
+    whatever it holds), so a job past PRUNE_PAGES such runs is pruned like any other."""
+    from spotcron.engine.store import PRUNE_PAGES
+
+    spec = make_spec(name="wide", schedule="* * * * *", timeout="10m")  # history_limit left at 50
+    assert spec.history_limit == PRUNE_PAGES
+    runs = PRUNE_PAGES + 6
+    for _ in range(runs):
+        h.clock.advance(60)
+        h.start(spec)
+        run_id = h.clock.now().strftime("%Y%m%d-%H%M")
+        for i in range(PRUNE_PAGE):  # what the runner uploads: the job's result files
+            h.blobs.write(layout.results_prefix("wide", run_id, 1) + f"part-{i:05d}.json", b"{}")
+        h.finish_ok("wide", run_id)
+    for _ in range(3):
+        h.clock.advance(300)
+        h.sweep()
+    kept = h.deps.store.run_ids("wide")
+    assert len(kept) <= spec.history_limit, (
+        f"history_limit {spec.history_limit}, yet {len(kept)} runs of the job are still in the bucket after "
+        f"{runs} runs and three sweeps: pruning stops at its {PRUNE_PAGES}-page listing bound")
+
+
+def test_past_the_run_folder_bound_pruning_says_what_holds_and_how_to_fix_it(h, monkeypatch):
+    from spotcron.engine import store
+
+    for hour in range(5, 10):
+        h.blobs.write(layout.run_record("hog", f"20261122-{hour:02d}00"), b"{}")
+    monkeypatch.setattr(store, "PRUNE_PAGE", 2)
+    monkeypatch.setattr(store, "PRUNE_PAGES", 2)
+    with pytest.raises(store.PruneIncomplete) as raised:
+        h.deps.store.prune("hog", 1)
+    said = str(raised.value)
+    assert "more than 4 folders under gs://proj-results/runs/hog/" in said and "deletes none" in said
+    assert "gcloud storage rm --recursive gs://proj-results/runs/hog/RUN_ID/" in said
+    assert len(h.blobs.list("runs/hog/")) == 5  # nothing deleted
