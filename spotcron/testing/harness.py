@@ -112,7 +112,7 @@ class Harness:
         self.clock = FakeClock(now or datetime(2026, 11, 22, 12, 0, 5, tzinfo=UTC))
         self.compute = MemoryCompute(self.clock)
         self.blobs = MemoryBlobs("proj-results", self.clock)
-        self.events = MemoryEvents()
+        self.events = MemoryEvents(self.clock)
         self.identity = ClockedIdentity(self.clock, shared_key=True)
         self.settings = Settings(project="proj", zones=ZONES, bucket="proj-results", job_done_url=JOB_DONE_URL,
                                  credentials_url=CREDENTIALS_URL, **settings)
@@ -167,7 +167,8 @@ class Harness:
         messages = [p for p in self.events.published if p.topic == self.settings.start_topic]
         fresh, self._delivered = messages[self._delivered:], len(messages)
         for message in fresh:
-            self.start(dict(message.data), attributes=message.attributes)  # {job, digest}, as published
+            # {job, digest}, as published, and when Pub/Sub received it
+            self.start(dict(message.data), attributes=message.attributes, publish_time=message.publish_time)
         return [(m.data["job"], m.attributes.get(TICK_ATTRIBUTE, "")) for m in fresh]
 
     def post_event(self, target: str, data: Any):
