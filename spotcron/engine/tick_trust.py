@@ -32,7 +32,7 @@ from spotcron.core.runs import scheduled_run_id, utc_minute
 from spotcron.core.spec import JobSpec
 from spotcron.engine.deps import Deps
 from spotcron.engine.ports import Blobs
-from spotcron.engine.ticks import TICK_TOLERANCE, BadTrigger
+from spotcron.engine.ticks import STALE_TICK_MARGIN, TICK_TOLERANCE, BadTrigger
 
 log = logging.getLogger("spotcron.engine")
 
@@ -40,6 +40,10 @@ LATE_PREFIX = "dispatch/late/"
 # The dispatcher publishes a minute's ticks within that minute, a few seconds after it starts;
 # one more minute covers a slow invocation, and TICK_TOLERANCE a clock that is off.
 ON_TIME = timedelta(minutes=1) + TICK_TOLERANCE
+# A marker is of no use once its tick is older than any start may name (the longest
+# starting_deadline a spec may have, a day, plus STALE_TICK_MARGIN).
+MARKER_LIFE = timedelta(days=1) + STALE_TICK_MARGIN
+PRUNE_PAGE = 100
 
 
 class UntrustedTick(BadTrigger):
@@ -53,10 +57,26 @@ def late_marker(job: str, tick: datetime) -> str:
 
 def vouch_late(deps: Deps, due: Iterable[tuple[str, datetime]], minute: datetime) -> None:
     """Before publishing: mark each (job, tick) older than the dispatch `minute` as published late
-    on purpose (catch-up), so start_job trusts it. Only a catch-up writes: one object per tick."""
+    on purpose (catch-up), so start_job trusts it. Only a catch-up writes: one object per tick,
+    and it deletes the job's markers no start can use any more."""
+    jobs: set[str] = set()
     for job, tick in due:
         if tick < minute:
             deps.blobs.write(late_marker(job, tick), b"", content_type="text/plain")
+            jobs.add(job)
+    for job in sorted(jobs):
+        _forget_stale(deps, job, minute)
+
+
+def _forget_stale(deps: Deps, job: str, minute: datetime) -> None:
+    """Delete `job`'s oldest markers (a bounded page) for ticks exact_tick refuses anyway: older
+    than the longest starting_deadline plus STALE_TICK_MARGIN."""
+    prefix = f"{LATE_PREFIX}{job}/"
+    oldest = scheduled_run_id(minute - MARKER_LIFE)
+    for name in deps.blobs.list_some(prefix, PRUNE_PAGE):
+        if name[len(prefix):] >= oldest:
+            break  # names sort by tick
+        deps.blobs.delete(name)
 
 
 def deployed_since(blobs: Blobs, job: str) -> datetime | None:

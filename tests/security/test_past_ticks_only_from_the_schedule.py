@@ -1,12 +1,10 @@
-"""A publisher on the start topic names a *past* fire time of the deployed schedule in the `tick`
-attribute (start_job accepts it in every scheduling mode; ticks.exact_tick only refuses future
-ticks and ticks older than starting_deadline + 7 days).
-
-A tick that has no record (before the job was deployed, or while it was paused) is then recorded:
-as skipped-for-lateness when late (with a "fail" ping, which the missed-tick pass
-never raises for those ticks: "never from before the job's spec was deployed ... A paused job
-misses nothing"), or as a real run when within starting_deadline, which under `replace` ends the
-job's newer, real scheduled run.
+"""A publisher on the start topic names a *past* fire time of the deployed schedule, in the `tick`
+attribute or by the time it publishes: one from before the job was deployed as it is (or while it
+was paused), or one published long after it. start_job trusts a tick only from what no publisher
+writes, the deploy's time and Pub/Sub's publish time (engine/tick_trust.py), so none of these
+plants a run, a missed record or a "fail" ping, ends or holds back the job's real tick, or takes
+VMs past the manual share; the dispatcher's own late ticks (a catch-up it vouches for) and a
+start published before a deploy replaced its spec still run.
 """
 
 from __future__ import annotations
@@ -16,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from spotcron.core.runs import RunState
 from spotcron.engine.deployed import SpecStore, start_body
 from spotcron.engine.messages import TICK_ATTRIBUTE
+from spotcron.engine.tick_trust import LATE_PREFIX, late_marker, vouch_late
 from spotcron.runtime.run_end import install
 from spotcron.testing.harness import make_spec
 
@@ -106,3 +105,49 @@ def test_replayed_past_ticks_do_not_take_more_than_the_manual_share_from_other_j
             f"{taken} hold every VM of max_live_vms 4, past the manual share of 2")
     finally:
         entrypoints.use(None)
+
+
+def test_a_publisher_without_a_tick_attribute_cannot_name_a_tick_from_before_the_deploy(h, caplog):
+    # Per-job mode: the tick is the latest fire time at or before the publish time. Deployed at
+    # 12:30, a daily 12:00 job's latest fire time an hour later is today's 12:00, before the deploy.
+    spec = make_spec(name="daily", schedule="0 12 * * *")
+    h.clock.set(NOW.replace(minute=30))
+    SpecStore(h.blobs).write(spec)
+    h.clock.advance(3600)
+    h.start(start_body(spec))
+    assert h.records("daily") == []
+    assert "refused tick 2026-11-22T12:00Z: it falls before 2026-11-22T12:30:05Z" in caplog.text
+
+
+def test_a_start_published_before_a_deploy_replaced_its_spec_still_runs_its_tick(h):
+    spec = make_spec(name="half", schedule="*/30 * * * *", starting_deadline="1h")
+    SpecStore(h.blobs).write(spec)
+    published = h.clock.now()  # 12:00:05, the 12:00 tick's message
+    h.clock.advance(120)
+    SpecStore(h.blobs).write(make_spec(name="half", schedule="*/30 * * * *", starting_deadline="1h", timeout="3h"))
+    # Its first delivery failed; Pub/Sub delivers it again after the deploy, with its own publish time.
+    h.start(start_body(spec), attributes={TICK_ATTRIBUTE: "2026-11-22T12:00:00Z"}, publish_time=published)
+    assert h.record("half", "20261122-1200").state == RunState.RUNNING
+
+
+def test_a_late_tick_the_dispatcher_vouched_for_runs_and_one_it_did_not_is_refused(h, caplog):
+    spec = make_spec(name="tens", schedule="*/10 * * * *", starting_deadline="20m")
+    SpecStore(h.blobs).write(spec)
+    h.clock.set(NOW.replace(minute=15))
+    # A dispatcher's catch-up at 12:15 publishes 12:10, five minutes after its minute, and vouches for it.
+    vouch_late(h.deps, [("tens", NOW.replace(minute=10, second=0))], NOW.replace(minute=15, second=0))
+    h.start(start_body(spec), attributes={TICK_ATTRIBUTE: "2026-11-22T12:10:00Z"})
+    assert h.record("tens", "20261122-1210").state == RunState.RUNNING
+    # The same lag for 12:00, which no dispatcher published late: refused, no record.
+    h.start(start_body(spec), attributes={TICK_ATTRIBUTE: "2026-11-22T12:00:00Z"})
+    assert [r.run_id for r in h.records("tens")] == ["20261122-1210"]
+    assert ("refused tick 2026-11-22T12:00Z: the message was published at 2026-11-22T12:15:05Z, 905s after it"
+            in caplog.text)
+
+
+def test_a_catch_up_deletes_the_markers_no_start_can_use_any_more(h):
+    old = NOW.replace(second=0) - timedelta(days=9)
+    vouch_late(h.deps, [("tens", old)], old + timedelta(minutes=5))
+    recent = NOW.replace(second=0)
+    vouch_late(h.deps, [("tens", recent)], recent + timedelta(minutes=5))
+    assert h.blobs.list(LATE_PREFIX) == [late_marker("tens", recent)]
