@@ -24,10 +24,10 @@ from typing import Any
 
 from spotcron.core import layout
 from spotcron.core.cron.schedule import load_time_zone, parse_schedule
+from spotcron.core.errors import SpotcronError
 from spotcron.core.runs import RunRecord, vm_name
 from spotcron.core.settings import Settings
 from spotcron.core.spec import JobSpec
-from spotcron.core.errors import SpotcronError
 from spotcron.engine.deployed import SpecStore, digest, start_message, write_deployed
 from spotcron.engine.deps import Deps
 from spotcron.engine.messages import TICK_ATTRIBUTE, format_tick
