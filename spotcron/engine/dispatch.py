@@ -42,6 +42,7 @@ from spotcron.engine.deployed import start_body
 from spotcron.engine.deps import Deps
 from spotcron.engine.dispatch_specs import SpecSource
 from spotcron.engine.messages import TICK_ATTRIBUTE, format_tick
+from spotcron.engine.tick_trust import vouch_late
 from spotcron.engine.ticks import TICK_TOLERANCE
 
 log = logging.getLogger("spotcron.engine")
@@ -215,6 +216,7 @@ def dispatch(deps: Deps, source: SpecSource, *, version: str | None = None,
     state.cursor = cursor
     if not due and not cursor.damaged:
         return report
+    vouch_late(deps, [item.key for item in due], minute)  # a catch-up's ticks are published late on purpose
     failed = _publish(deps, due, report)
     # Only now may the cursor say these minutes are done: a dispatcher that dies before this line
     # leaves them to the next one. After a failure, only up to the minute before the oldest tick

@@ -28,6 +28,7 @@ from spotcron.engine.deps import Deps
 from spotcron.engine.queue import start_queued
 from spotcron.engine.spot_advice import placed
 from spotcron.engine.store import run_sort_key
+from spotcron.engine.tick_trust import check_tick
 from spotcron.engine.ticks import BadTrigger, exact_tick, latest_fire, readable_schedule
 from spotcron.engine.writer import create, do_owed_effects, priced, step
 
@@ -55,6 +56,7 @@ def launch(deps: Deps, spec: JobSpec, *, requested_at: datetime, manual: bool = 
     if manual:
         tick = None
     else:
+        named = tick is not None
         if tick is not None:
             tick = exact_tick(spec, tick, now=deps.clock.now())
         schedule, zone = readable_schedule(spec)
@@ -62,6 +64,8 @@ def launch(deps: Deps, spec: JobSpec, *, requested_at: datetime, manual: bool = 
             tick = latest_fire(spec, schedule, zone, requested_at)
         if tick is None:
             raise BadTrigger(f"job {spec.name}: schedule {spec.schedule!r} has no fire time before {requested_at}")
+        # A publisher writes the tick attribute; only the deploy and Pub/Sub's publish time vouch for it.
+        tick = check_tick(deps, spec, tick, published=requested_at, named=named)
         # Lateness counts from the reading of the tick the message was published at: around a DST
         # change a scheduler may fire a tick at another plausible reading (CronSchedule.readings).
         reading = max((r for r in schedule.readings(tick, zone) if r <= requested_at), default=tick)

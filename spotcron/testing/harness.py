@@ -24,12 +24,14 @@ from typing import Any
 
 from spotcron.core import layout
 from spotcron.core.cron.schedule import load_time_zone, parse_schedule
+from spotcron.core.errors import SpotcronError
 from spotcron.core.runs import RunRecord, vm_name
 from spotcron.core.settings import Settings
 from spotcron.core.spec import JobSpec
-from spotcron.engine.deployed import SpecStore, start_message, write_deployed
+from spotcron.engine.deployed import SpecStore, digest, start_message, write_deployed
 from spotcron.engine.deps import Deps
 from spotcron.engine.messages import TICK_ATTRIBUTE, format_tick
+from spotcron.engine.tick_trust import ON_TIME
 from spotcron.local.signer import instance_claims
 from spotcron.runtime import assets, entrypoints
 from spotcron.testing.memory import FakeClock, MemoryBlobs, MemoryCompute, MemoryEvents, MemoryMinter
@@ -112,7 +114,7 @@ class Harness:
         self.clock = FakeClock(now or datetime(2026, 11, 22, 12, 0, 5, tzinfo=UTC))
         self.compute = MemoryCompute(self.clock)
         self.blobs = MemoryBlobs("proj-results", self.clock)
-        self.events = MemoryEvents()
+        self.events = MemoryEvents(self.clock)
         self.identity = ClockedIdentity(self.clock, shared_key=True)
         self.settings = Settings(project="proj", zones=ZONES, bucket="proj-results", job_done_url=JOB_DONE_URL,
                                  credentials_url=CREDENTIALS_URL, **settings)
@@ -132,11 +134,15 @@ class Harness:
               attributes: dict[str, str] | None = None, message_id: str | None = None):
         if isinstance(spec, JobSpec):
             # What deploy does, then what its scheduler entry publishes: the job's name and digest.
-            SpecStore(self.blobs).write(spec)
+            self._deploy_before_its_tick(spec, publish_time or self.clock.now())
             raw = start_message(spec)
             if self.settings.scheduling == "shared" and not attributes:
                 # The message the dispatcher published at the tick's minute, delivered now.
-                attributes = {TICK_ATTRIBUTE: self.dispatched_tick(spec, publish_time or self.clock.now())}
+                tick = self.dispatched_tick(spec, publish_time or self.clock.now())
+                attributes = {TICK_ATTRIBUTE: tick}
+                at = datetime.fromisoformat(tick.replace("Z", "+00:00"))
+                if publish_time is None and self.clock.now() - at > ON_TIME:
+                    publish_time = at  # published in its minute, its delivery late
         elif isinstance(spec, dict):
             raw = json.dumps(spec).encode()
         else:
@@ -148,6 +154,26 @@ class Harness:
         """A manual run, as `spotcron run --cloud` publishes it."""
         attributes = {"trigger": "manual"} | ({"nonce": nonce} if nonce is not None else {})
         return self.start(spec, publish_time=publish_time, attributes=attributes, message_id=message_id)
+
+    def _deploy_before_its_tick(self, spec: JobSpec, at: datetime) -> None:
+        """Deploy `spec` unless it is deployed as is, dated no later than the tick a start
+        published `at` stands for: a job is deployed before its schedule fires it, and start_job
+        trusts no tick from before the deploy (engine/tick_trust.py). A test of deploy timing
+        writes the spec itself (SpecStore.write) at the time it means."""
+        store = SpecStore(self.blobs)
+        current = store.read(spec.name)
+        if current is not None and current.digest == digest(spec):
+            return
+        now = self.clock.now()
+        try:
+            tick = parse_schedule(spec.schedule).latest_at_or_before(at, load_time_zone(spec.time_zone))
+        except SpotcronError:
+            tick = None  # a schedule start_job cannot read: it refuses the start whenever deployed
+        self.clock.set(min(now, tick or now))
+        try:
+            store.write(spec)
+        finally:
+            self.clock.set(now)
 
     @staticmethod
     def dispatched_tick(spec: JobSpec, at: datetime) -> str:
@@ -167,7 +193,8 @@ class Harness:
         messages = [p for p in self.events.published if p.topic == self.settings.start_topic]
         fresh, self._delivered = messages[self._delivered:], len(messages)
         for message in fresh:
-            self.start(dict(message.data), attributes=message.attributes)  # {job, digest}, as published
+            # {job, digest}, as published, and when Pub/Sub received it
+            self.start(dict(message.data), attributes=message.attributes, publish_time=message.publish_time)
         return [(m.data["job"], m.attributes.get(TICK_ATTRIBUTE, "")) for m in fresh]
 
     def post_event(self, target: str, data: Any):

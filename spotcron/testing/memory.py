@@ -382,6 +382,8 @@ class Published:
     topic: str
     data: Mapping[str, Any]
     attributes: Mapping[str, str] = field(default_factory=dict)
+    # Set by Pub/Sub when it receives the publish, never by the publisher (PubsubMessage.publishTime).
+    publish_time: datetime | None = None
 
 
 class MemoryAdvisor:
@@ -428,7 +430,8 @@ class MemoryMinter:
 
 
 class MemoryEvents:
-    def __init__(self):
+    def __init__(self, clock=None):
+        self.clock = clock  # stamps each message's publish time, as Pub/Sub does on receipt
         self.published: list[Published] = []
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
@@ -445,7 +448,8 @@ class MemoryEvents:
         except (TypeError, ValueError) as exc:
             raise TypeError(f"event data for {topic} is not JSON: {exc}") from None
         with self._lock:
-            self.published.append(Published(topic, payload, dict(attributes or {})))
+            self.published.append(Published(topic, payload, dict(attributes or {}),
+                                            self.clock.now() if self.clock is not None else None))
             return str(next(self._ids))
 
     def of_type(self, event_type: str) -> list[Published]:

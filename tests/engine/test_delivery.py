@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 
 from spotcron.core.errors import CreateFailed, Transient
+from spotcron.engine.deployed import SpecStore
 from spotcron.engine.ports import Instance
 from spotcron.runtime import entrypoints
 from spotcron.testing.harness import Harness, make_spec
@@ -106,8 +107,10 @@ def test_a_vm_with_our_name_but_not_our_label_is_never_touched(h):
 
 def test_a_trigger_after_the_starting_deadline_is_recorded_as_missed(h):
     spec = make_spec(starting_deadline="5m")
+    SpecStore(h.blobs).write(spec)  # deployed at 12:00:05
+    published = h.clock.now()  # the tick's message, published in its minute, is delivered late
     h.clock.advance(10 * 60)  # 12:10:05, the 12:00 tick is 605 s old
-    h.start(spec, publish_time=h.clock.now())
+    h.start(spec, publish_time=published)
     record = h.record("bot", RUN)
     assert record.state == "skipped"
     assert record.reason == "missed: the trigger arrived 605s after its 12:00 UTC tick (starting_deadline 300s)"

@@ -26,6 +26,7 @@ from spotcron.engine.dispatch import (
 from spotcron.engine.dispatch_specs import BucketSpecs, FixedSpecs
 from spotcron.engine.messages import TICK_ATTRIBUTE, format_tick
 from spotcron.engine.start_job import launch
+from spotcron.engine.tick_trust import vouch_late
 from spotcron.testing.harness import Harness, make_spec
 from spotcron.testing.memory import MemoryEvents
 
@@ -50,7 +51,9 @@ def test_the_dispatcher_starts_the_jobs_due_this_minute_with_their_exact_tick(h)
 
 def test_start_job_takes_the_tick_from_the_message_not_from_its_publish_time(h):
     spec = make_spec(schedule="*/2 * * * *")
-    # Published at 12:02:30 for the 12:00 tick: inferring from the publish time would say 12:02.
+    # Published at 12:02:30 for the 12:00 tick (a dispatcher's catch-up, which vouches for it):
+    # inferring from the publish time would say 12:02.
+    vouch_late(h.deps, [("bot", datetime(2026, 11, 22, 12, 0, tzinfo=UTC))], datetime(2026, 11, 22, 12, 2, tzinfo=UTC))
     h.start(spec, publish_time=h.clock.now() + timedelta(seconds=145), attributes={TICK_ATTRIBUTE: "2026-11-22T12:00:00Z"})
     assert [r.run_id for r in h.records("bot")] == ["20261122-1200"]
 
@@ -190,6 +193,8 @@ def test_a_failed_publish_gives_the_minute_back_and_the_next_minute_starts_it_on
     events = Flaky()
     deps = dataclasses.replace(h.deps, events=events)
     specs = FixedSpecs([make_spec(name="a"), make_spec(name="b")])
+    for spec in specs.specs:
+        SpecStore(h.blobs).write(spec)  # start_job runs only what deploy left, from when it left it
     with pytest.raises(DispatchFailed, match=r"1 of 2 start messages were not published \(the next minute tries "
                                              r"them again\): b at 2026-11-22T12:00:00Z: Pub/Sub did not answer"):
         dispatch(deps, specs)
@@ -199,8 +204,6 @@ def test_a_failed_publish_gives_the_minute_back_and_the_next_minute_starts_it_on
     dispatch(deps, specs)
     ticks = [(p.data["job"], p.attributes[TICK_ATTRIBUTE]) for p in events.published if p.topic == "spotcron-start"]
     assert sorted(ticks) == [("a", "2026-11-22T12:00:00Z"), ("a", "2026-11-22T12:00:00Z"), ("b", "2026-11-22T12:00:00Z")]
-    for name in ("a", "b"):
-        SpecStore(h.blobs).write(make_spec(name=name))  # start_job runs only what deploy left
     for name, tick in ticks:  # a's second message is a duplicate delivery: still one run
         launch(h.deps, make_spec(name=name), requested_at=h.clock.now(),
                tick=datetime.fromisoformat(tick.replace("Z", "+00:00")))
@@ -244,8 +247,8 @@ def test_the_dispatcher_across_a_dst_day_starts_every_fire_time_once(zone, day):
             got = [t for name, t in starts(h) if name == spec.name]
             assert got == expected, spec.schedule
             for tick in got:
-                launch(h.deps, spec, requested_at=h.clock.now(),
-                       tick=datetime.fromisoformat(tick.replace("Z", "+00:00")))
+                at = datetime.fromisoformat(tick.replace("Z", "+00:00"))
+                launch(h.deps, spec, requested_at=at, tick=at)  # published in its minute, handled now
             assert len({r.run_id for r in h.records(spec.name)}) == len(got)
         if (zone, day) == ("Europe/Berlin", "2026-03-29"):
             assert [t for n, t in starts(h) if n == "j0" and t < "2026-03-30"] == ["2026-03-29T01:00:00Z"]  # at the jump

@@ -4,6 +4,7 @@ on the run, and never makes the hooks that succeeded run again."""
 from __future__ import annotations
 
 from spotcron.core.runs import Effect, hook_entry
+from spotcron.engine.deployed import SpecStore
 from spotcron.engine.hooks import RunEndHook
 from spotcron.testing.harness import make_spec
 
@@ -69,9 +70,10 @@ def test_hooks_apply_per_run_and_a_record_ended_before_naming_them_splits_its_ho
         RunEndHook("never", lambda deps, record: calls.append("never"), applies=lambda record: False)])
     # A trigger arriving past its starting_deadline: the run is created already skipped, owing `hooks`.
     h.start(make_spec(), publish_time=h.clock.now())
+    late = make_spec(name="late", schedule="0 12 * * *", starting_deadline="5m")
+    SpecStore(h.blobs).write(late)  # deployed before its 12:00 tick's start arrives, an hour late
     h.clock.advance(3600)
-    h.start(make_spec(name="late", schedule="0 12 * * *", starting_deadline="5m"),
-            publish_time=h.clock.now())
+    h.start(late, publish_time=h.clock.now())
     record = h.record("late", RUN)
     assert record.state == "skipped" and Effect.HOOKS not in record.owed
     assert record.owed == (hook_entry("b"),) and calls.count("a") == 1

@@ -47,8 +47,10 @@ def test_a_tick_far_older_than_the_starting_deadline_is_acknowledged(h, deployed
 
 
 def test_a_tick_a_little_late_is_still_recorded_as_missed(h, deployed, security_log):
+    published = h.clock.now()  # the dispatcher published it in its minute; its delivery comes late
     h.clock.advance(3600)  # 13:00:05; the 12:00 tick is past its 10 minute starting deadline
-    h.start(json.loads(start_message(deployed)), attributes={TICK_ATTRIBUTE: "2026-11-22T12:00:00Z"})
+    h.start(json.loads(start_message(deployed)), attributes={TICK_ATTRIBUTE: "2026-11-22T12:00:00Z"},
+            publish_time=published)
     [record] = h.records("bot")
     assert record.state == "skipped" and security_log == []
 
