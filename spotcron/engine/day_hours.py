@@ -175,7 +175,10 @@ def _settle_days(record: RunRecord, now: datetime, grace: int) -> Iterable[str]:
     """Every day an admission of the run may be under: from the run's creation to as far as a
     admission made by now reaches (a run that ends before midnight settles tomorrow too)."""
     timeout = int((record.spec or {}).get("timeout") or 0)
-    return days_between(record.created_at, now + timedelta(seconds=timeout + grace))
+    # From the earliest moment any handler wrote of it: instances' clocks differ by a little, so
+    # one that admitted the run just before midnight may have written after its record was created.
+    start = min([record.created_at, *(change.at for change in record.history)])
+    return days_between(start, now + timedelta(seconds=timeout + grace))
 
 
 def _write_once(blobs, name: str) -> bool:
