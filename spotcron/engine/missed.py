@@ -41,6 +41,9 @@ log = logging.getLogger("spotcron.engine")
 PREFIX = "missed/"
 FIRST_LOOK_BACK = timedelta(days=7)  # how far back a job never checked before is looked at
 MAX_TICKS_PER_PASS = 2000  # reads per job and pass; the rest waits for the next pass
+# Earlier ticks read back from a late tick to find the streak that holds it: its streak is the
+# newest tick with a record before it, unless a very late start of a tick inside it got one too.
+STREAK_LOOK_BACK = 3
 Reason = Callable[[datetime], str]
 
 PER_JOB_REASON = ("no start message reached start_job (the job's scheduler entry paused or deleted, "
@@ -168,6 +171,24 @@ def check_job(deps: Deps, spec: JobSpec, *, now: datetime, deployed_at: datetime
     still_open = None if last_started else (found[-1].run_id if found else None)
     _write_watermark(deps, spec.name, last_tick, still_open, mark.generation)
     return found
+
+
+def covering_streak(deps: Deps, job: str, tick: datetime) -> RunRecord | None:
+    """The `missed` record whose streak holds `tick` under an earlier tick's run id, if any.
+
+    A tick inside a streak has no record of its own, so a late redelivery of its start message
+    would otherwise record it a second time. One listing of the job's run folders and a read or
+    two; start_job asks only for a tick that is past its starting_deadline and has no record."""
+    own = tick_of(scheduled_run_id(tick))
+    earlier = sorted({tick_of(run_id) for run_id in deps.store.run_ids(job)
+                      if not run_id.startswith("m") and tick_of(run_id) < own})
+    for first in reversed(earlier[-STREAK_LOOK_BACK:]):
+        record = deps.store.read(job, first)  # a missed record names its first tick alone
+        if record is None or record.state != RunState.MISSED:
+            continue
+        if record.tick is not None and record.missed_until is not None and record.tick <= tick <= record.missed_until:
+            return record
+    return None
 
 
 def _create(deps: Deps, spec: JobSpec, group: list[datetime], reason: str, now: datetime) -> Missed:

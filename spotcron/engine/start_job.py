@@ -25,6 +25,7 @@ from spotcron.engine import transitions
 from spotcron.engine.attempts import create_attempt
 from spotcron.engine.concurrency import apply_concurrency
 from spotcron.engine.deps import Deps
+from spotcron.engine.missed import covering_streak
 from spotcron.engine.queue import start_queued
 from spotcron.engine.spot_advice import placed
 from spotcron.engine.store import run_sort_key
@@ -129,6 +130,11 @@ def _launch_one(deps: Deps, spec: JobSpec, tick: datetime | None, reading: datet
         read_as = f", read as {reading:%H:%M} UTC" if reading != tick else ""
         reason = (f"missed: the trigger arrived {late:.0f}s after its {tick:%H:%M} UTC tick{read_as} "
                   f"(starting_deadline {spec.starting_deadline}s)")
+        if deps.store.read(spec.name, run_id) is None and (streak := covering_streak(deps, spec.name, tick)):
+            # The missed-tick pass recorded this tick in a streak already: a second record would
+            # end it twice (two run.finished, two notifications).
+            log.info("job %s: a late trigger for %s, recorded missed in streak %s", spec.name, run_id, streak.run_id)
+            return _outcome(streak, duplicate=True)
         record = priced(deps, transitions.skip(record, transitions.Skip(reason), now))
         created = create(deps, record)
         # Its end is owed in the record just written; a duplicate finishes what a crashed first

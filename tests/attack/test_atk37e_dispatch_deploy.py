@@ -1,0 +1,46 @@
+"""`scheduling: shared`: the dispatcher of minute 12:00 fails to publish (the next minute's retries
+it, by design), and the job is edited and deployed at 12:01:10. The next dispatcher counts the
+job's ticks only from the minute its spec was deployed in (12:01), so the 12:00 tick, well within
+its starting_deadline, is never published, and the sweep's missed-tick pass, which also counts
+only from the spec's deploy, never records it: no run and no `missed` record."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from spotcron.core import layout
+from spotcron.engine.dispatch import DispatchFailed, DispatchState, dispatch
+from spotcron.engine.dispatch_specs import BucketSpecs
+from spotcron.testing.harness import Harness, make_spec
+
+BEFORE = b'{"through": "2026-11-22T11:59:00Z"}'
+
+
+def test_a_tick_whose_dispatch_failed_is_not_dropped_by_an_edit_deployed_the_next_minute():
+    h = Harness(scheduling="shared", now=datetime(2026, 11, 22, 12, 0, 5, tzinfo=UTC))
+    try:
+        job = make_spec(name="job", schedule="0 12 * * *", starting_deadline="10m")
+        h.clock.set(datetime(2026, 11, 22, 11, 0, 0, tzinfo=UTC))
+        h.deploy(job)  # deployed an hour before
+        h.blobs.write(layout.DISPATCH_CURSOR, BEFORE)
+        h.clock.set(datetime(2026, 11, 22, 12, 0, 5, tzinfo=UTC))
+        calls = []
+        # The sweep's message (12:00 is a sweep minute) goes out; the job's start message is refused.
+        h.events.fault = lambda call, kind: calls.append(call) or len(calls) > 1
+        with pytest.raises(DispatchFailed):
+            dispatch(h.deps, BucketSpecs(h.blobs), state=DispatchState())
+        h.events.fault = None
+        h.clock.set(datetime(2026, 11, 22, 12, 1, 10, tzinfo=UTC))
+        h.deploy(job.model_copy(update={"image": "us-docker.pkg.dev/p/r/other:2"}))  # `spotcron deploy` of an edit
+        h.clock.set(datetime(2026, 11, 22, 12, 1, 20, tzinfo=UTC))  # the 12:01 dispatcher
+        dispatch(h.deps, BucketSpecs(h.blobs), state=DispatchState())
+        published = h.deliver_starts()
+        for _ in range(14):  # the sweeps of the next 70 minutes (the missed-tick pass runs hourly)
+            h.clock.advance(300)
+            assert h.sweep().status_code == 200
+        records = [(r.run_id, r.state) for r in h.records("job")]
+        assert records, f"the 12:00 tick left nothing (published {published}); 7 of its 10 minutes were left"
+    finally:
+        h.close()
