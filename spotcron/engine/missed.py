@@ -34,6 +34,7 @@ from spotcron.core.spec import JobSpec
 from spotcron.engine import transitions
 from spotcron.engine.deps import Deps
 from spotcron.engine.hooks import owe_hooks
+from spotcron.engine.pruned_mark import PrunedMark
 from spotcron.engine.writer import create, do_owed_effects, step
 
 log = logging.getLogger("spotcron.engine")
@@ -103,12 +104,18 @@ def record_of_tick(deps: Deps, spec: JobSpec, tick: datetime) -> RunRecord | Non
     return found
 
 
-def checked_ticks(deps: Deps, spec: JobSpec, ticks: list[datetime]) -> list[tuple[datetime, bool]]:
-    """(tick, has a record or lies inside a missed record's range) for each tick."""
+def checked_ticks(deps: Deps, spec: JobSpec, ticks: list[datetime],
+                  pruned: PrunedMark | None = None) -> list[tuple[datetime, bool]]:
+    """(tick, has a record, had one that history pruning deleted, or lies inside a missed
+    record's range) for each tick."""
     flags: list[tuple[datetime, bool]] = []
     covered_until: datetime | None = None
+    first = spec.variants()[0].run_suffix
     for tick in ticks:
         if covered_until is not None and tick <= covered_until:
+            flags.append((tick, True))
+            continue
+        if pruned is not None and (pruned.covers(scheduled_run_id(tick, first)) or pruned.covers(scheduled_run_id(tick))):
             flags.append((tick, True))
             continue
         record = record_of_tick(deps, spec, tick)
@@ -146,19 +153,20 @@ def check_job(deps: Deps, spec: JobSpec, *, now: datetime, deployed_at: datetime
         # Only ticks of the spec as deployed now: nothing before the minute it was deployed in.
         floor = max(floor, utc_minute(deployed_at) - timedelta(microseconds=1))
     after = max(mark.through, floor) if mark.through is not None else floor
-    pruned = deps.store.pruned_through(spec.name)
-    if pruned is not None:
+    pruned = deps.store.pruned_mark(spec.name)
+    if pruned.floor is not None:
         # History pruning deleted the records up to this tick: their absence is no missed tick.
+        # After it, the mark names each run it deleted (checked_ticks).
         try:
-            after = max(after, datetime.strptime(tick_of(pruned), "%Y%m%d-%H%M").replace(tzinfo=UTC))
+            after = max(after, datetime.strptime(tick_of(pruned.floor), "%Y%m%d-%H%M").replace(tzinfo=UTC))
         except ValueError:
-            log.warning("%s: pruning mark %r names no tick; ignored", spec.name, pruned)
+            log.warning("%s: pruning mark %r names no tick; ignored", spec.name, pruned.floor)
     if until <= after:
         return []
     ticks = ticks_between(spec, after, until)
     if not ticks:
         return []
-    flags = checked_ticks(deps, spec, ticks)
+    flags = checked_ticks(deps, spec, ticks, pruned)
     found: list[Missed] = []
     open_run = mark.open_run if mark.through is not None and mark.through >= after else None
     for index, group in enumerate(groups(flags)):

@@ -28,7 +28,7 @@ from spotcron.engine.deps import Deps
 from spotcron.engine.missed import covering_streak
 from spotcron.engine.queue import start_queued
 from spotcron.engine.spot_advice import placed
-from spotcron.engine.store import run_sort_key
+from spotcron.engine.pruned_mark import PrunedMark
 from spotcron.engine.ticks import BadTrigger, exact_tick, latest_fire, readable_schedule
 from spotcron.engine.writer import create, do_owed_effects, priced, step
 
@@ -69,11 +69,11 @@ def launch(deps: Deps, spec: JobSpec, *, requested_at: datetime, manual: bool = 
     if manual and nonce is None:
         # The same request always names the same run: a redelivery must not start a second one.
         nonce = hashlib.sha256(requested_at.isoformat().encode()).hexdigest()[:8]
-    pruned_through = _pruned_floor(deps, spec.name, manual=manual)
+    pruned = _pruned_marks(deps, spec.name, manual=manual)
     if overrides is not None and not manual:
         raise BadTrigger(f"job {spec.name}: only a manual run may have overrides")
     variants = spec.variants() if overrides is None else _overridden(spec, overrides)
-    return [_launch_one(deps, variant, tick, reading, requested_at, nonce, pruned_through, overrides)
+    return [_launch_one(deps, variant, tick, reading, requested_at, nonce, pruned, overrides)
             for variant in variants]
 
 
@@ -87,19 +87,21 @@ def _overridden(spec: JobSpec, overrides: Overrides) -> list[JobSpec]:
     return [overrides.applied(variant) for variant in spec.variants()]
 
 
-def _pruned_floor(deps: Deps, job: str, *, manual: bool) -> str | None:
-    """The newest run id of `job` that history pruning deleted, as a request of this kind sees it:
-    manual runs are pruned apart and have a mark of their own (engine/store.prune)."""
-    marks = [deps.store.pruned_through(job)] + ([deps.store.pruned_through(job, manual=True)] if manual else [])
-    return max((m for m in marks if m), key=run_sort_key, default=None)
+def _pruned_marks(deps: Deps, job: str, *, manual: bool) -> list[PrunedMark]:
+    """The pruning marks a request of this kind is held to: manual runs are pruned apart and have
+    a mark of their own (engine/store.prune)."""
+    return [deps.store.pruned_mark(job)] + ([deps.store.pruned_mark(job, manual=True)] if manual else [])
+
+
+def _was_pruned(marks: list[PrunedMark], run_id: str) -> bool:
+    return any(mark.covers(run_id) for mark in marks)
 
 
 def _pruned_meanwhile(deps: Deps, record: RunRecord) -> bool:
     """Whether history pruning passed this run while its record was being created: pruning raises
-    its mark before it deletes, so a run at or under the mark now was pruned and is being brought
-    back by a late delivery. Its new record goes again, and the run does not start."""
-    floor = _pruned_floor(deps, record.job, manual=record.trigger == "manual")
-    if floor is None or run_sort_key(record.run_id) > run_sort_key(floor):
+    its mark before it deletes, so a run the mark names now was pruned and is being brought back
+    by a late delivery. Its new record goes again, and the run does not start."""
+    if not _was_pruned(_pruned_marks(deps, record.job, manual=record.trigger == "manual"), record.run_id):
         return False
     log.warning("job %s: dropped a trigger for run %s, pruned while the trigger was handled (history_limit %s)",
                 record.job, record.run_id, record.history_limit)
@@ -108,7 +110,7 @@ def _pruned_meanwhile(deps: Deps, record: RunRecord) -> bool:
 
 
 def _launch_one(deps: Deps, spec: JobSpec, tick: datetime | None, reading: datetime | None,
-                requested_at: datetime, nonce: str, pruned_through: str | None,
+                requested_at: datetime, nonce: str, pruned: list[PrunedMark],
                 overrides: Overrides | None = None) -> LaunchOutcome:
     now = deps.clock.now()
     manual = tick is None
@@ -117,10 +119,10 @@ def _launch_one(deps: Deps, spec: JobSpec, tick: datetime | None, reading: datet
     suffix = spec.run_suffix  # the matrix entry and the repeat: each is a run of its own
     run_id = manual_run_id(requested_at, nonce, suffix) if manual else scheduled_run_id(tick, suffix)
     record = transitions.scheduled(spec, run_id, tick, now, overrides=overrides.recorded() if overrides else None)
-    if (pruned_through is not None and run_sort_key(run_id) <= run_sort_key(pruned_through)
-            and deps.store.read(spec.name, run_id) is None):
+    if _was_pruned(pruned, run_id) and deps.store.read(spec.name, run_id) is None:
         # A redelivery for a run that history pruning already deleted: recreating it would start
-        # the run (or record it as missed) a second time.
+        # the run (or record it as missed) a second time. A tick that never had a record is not
+        # in the mark, however many younger runs were pruned: it starts (engine/pruned_mark.py).
         log.warning("job %s: dropped a trigger for run %s, older than the history kept (history_limit %s)",
                     spec.name, run_id, spec.history_limit)
         return LaunchOutcome(job=spec.name, run_id=run_id, state="dropped",

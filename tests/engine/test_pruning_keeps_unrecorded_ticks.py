@@ -46,3 +46,19 @@ def test_a_redelivered_tick_that_never_ran_is_not_dropped_by_pruning_of_younger_
     assert response.status_code == 200
     ids = sorted(r.run_id for r in h.records("job"))
     assert "20261122-1200" in ids, f"the 12:00 tick was dropped ({response.get_data(as_text=True)}); records {ids}"
+
+
+def test_the_missed_pass_records_a_tick_that_never_ran_between_pruned_runs(h):
+    job = make_spec(name="job", schedule="* * * * *", history_limit=1, starting_deadline="2m", timeout="5m")
+    SpecStore(h.blobs).write(job)
+    for minute in (1, 2, 3):  # 12:00's message never arrives
+        h.clock.set(datetime(2026, 11, 22, 12, minute, 5, tzinfo=UTC))
+        assert h.start(job).status_code == 200
+        h.clock.advance(20)
+        assert h.finish_ok("job", f"20261122-12{minute:02d}").status_code == 200
+    assert h.deps.store.pruned_mark("job").covers("20261122-1201")
+    h.clock.set(datetime(2026, 11, 22, 13, 0, 0, tzinfo=UTC))
+    assert h.sweep().status_code == 200
+    # Recorded (and, history_limit being 1, pruned in turn once the next streak was recorded).
+    ended = [(p.data.get("run_id"), p.data.get("state")) for p in h.events.of_type("run.finished")]
+    assert ("20261122-1200", "missed") in ended, ended
