@@ -26,9 +26,9 @@ from spotcron.engine.attempts import create_attempt
 from spotcron.engine.concurrency import apply_concurrency
 from spotcron.engine.deps import Deps
 from spotcron.engine.missed import covering_streak
+from spotcron.engine.pruned_mark import PrunedMark
 from spotcron.engine.queue import start_queued
 from spotcron.engine.spot_advice import placed
-from spotcron.engine.pruned_mark import PrunedMark
 from spotcron.engine.ticks import BadTrigger, exact_tick, latest_fire, readable_schedule
 from spotcron.engine.writer import create, do_owed_effects, priced, step
 
