@@ -114,6 +114,20 @@ class SpecStore:
             return False
         return self.blobs.read(layout.deployed_digest(job, wanted)) is not None
 
+    def fired_with(self, job: str, wanted: str) -> JobSpec | None:
+        """The spec an older deployed digest named, from its marker, when the marker holds bytes
+        whose sha256 is that digest (a marker written empty names no schedule); else None."""
+        if len(wanted) != 64 or any(c not in "0123456789abcdef" for c in wanted):
+            return None
+        blob = self.blobs.read(layout.deployed_digest(job, wanted))
+        if blob is None or not blob.data or digest_of(blob.data) != wanted:
+            return None
+        try:
+            spec = JobSpec.from_payload(json.loads(blob.data))
+        except (ValueError, ValidationError):
+            return None  # deployed by a version whose spec this one no longer reads
+        return spec if spec.name == job else None
+
     def read(self, job: str) -> Deployed | None:
         """The deployed spec of `job`, or None when there is none (or it does not load)."""
         blob = self.blobs.read(layout.deployed_spec(job))
@@ -181,10 +195,12 @@ def _write_spec(blobs: Blobs, spec: JobSpec) -> None:
     current = blobs.read(name)
     if current is not None and current.data == data:
         return
-    blobs.write(layout.deployed_digest(spec.name, digest_of(data)), b"", content_type="text/plain")
+    blobs.write(layout.deployed_digest(spec.name, digest_of(data)), data, content_type="application/json")
     if current is not None:
-        # The spec it replaces may have been written before markers were: mark it too.
-        blobs.write(layout.deployed_digest(spec.name, digest_of(current.data)), b"", content_type="text/plain")
+        # The spec it replaces may have been written before markers were: mark it too, holding its
+        # bytes, so a tick it fired is read by its own schedule (SpecStore.fired_with).
+        blobs.write(layout.deployed_digest(spec.name, digest_of(current.data)), current.data,
+                    content_type="application/json")
     blobs.write(name, data, content_type="application/json")
 
 

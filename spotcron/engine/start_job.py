@@ -46,9 +46,13 @@ class LaunchOutcome:
 
 def launch(deps: Deps, spec: JobSpec, *, requested_at: datetime, manual: bool = False,
            nonce: str | None = None, tick: datetime | None = None,
-           overrides: Overrides | None = None) -> list[LaunchOutcome]:
+           overrides: Overrides | None = None, fired_with: JobSpec | None = None) -> list[LaunchOutcome]:
     """Start one run per matrix entry of `spec` for `tick`, or the tick at `requested_at`.
-    `overrides` (a manual run only) change every configuration and are recorded on each run."""
+    `overrides` (a manual run only) change every configuration and are recorded on each run.
+
+    `fired_with`: the spec the message named, when a deploy replaced it since (SpecStore.fired_with).
+    The tick is read by the schedule that fired it; it runs `spec` when `spec`'s schedule fires
+    then too, and is recorded skipped (saying why) when the deploy moved the schedule off it."""
     if spec.paused and not manual:
         log.info("job %s is paused; ignoring its trigger", spec.name)
         return []
@@ -56,16 +60,18 @@ def launch(deps: Deps, spec: JobSpec, *, requested_at: datetime, manual: bool = 
     if manual:
         tick = None
     else:
+        timing = fired_with if fired_with is not None and not manual else spec
         if tick is not None:
-            tick = exact_tick(spec, tick, now=deps.clock.now())
-        schedule, zone = readable_schedule(spec)
+            tick = exact_tick(timing, tick, now=deps.clock.now())
+        schedule, zone = readable_schedule(timing)
         if tick is None:
-            tick = latest_fire(spec, schedule, zone, requested_at)
+            tick = latest_fire(timing, schedule, zone, requested_at)
         if tick is None:
             raise BadTrigger(f"job {spec.name}: schedule {spec.schedule!r} has no fire time before {requested_at}")
         # Lateness counts from the reading of the tick the message was published at: around a DST
         # change a scheduler may fire a tick at another plausible reading (CronSchedule.readings).
         reading = max((r for r in schedule.readings(tick, zone) if r <= requested_at), default=tick)
+    overtaken = None if manual or fired_with is None or tick is None else _moved_off(spec, fired_with, tick)
     if manual and nonce is None:
         # The same request always names the same run: a redelivery must not start a second one.
         nonce = hashlib.sha256(requested_at.isoformat().encode()).hexdigest()[:8]
@@ -73,8 +79,22 @@ def launch(deps: Deps, spec: JobSpec, *, requested_at: datetime, manual: bool = 
     if overrides is not None and not manual:
         raise BadTrigger(f"job {spec.name}: only a manual run may have overrides")
     variants = spec.variants() if overrides is None else _overridden(spec, overrides)
-    return [_launch_one(deps, variant, tick, reading, requested_at, nonce, pruned, overrides)
+    return [_launch_one(deps, variant, tick, reading, requested_at, nonce, pruned, overrides, overtaken)
             for variant in variants]
+
+
+def _moved_off(spec: JobSpec, fired_with: JobSpec, tick: datetime) -> str | None:
+    """Why `tick`, fired by `fired_with`'s schedule, does not run `spec` (deployed since), or None
+    when `spec`'s schedule fires at `tick` too."""
+    try:
+        schedule, zone = readable_schedule(spec)
+        if latest_fire(spec, schedule, zone, tick) == tick:
+            return None
+    except BadTrigger:
+        pass
+    return (f"skipped: a deploy changed the schedule from {fired_with.schedule!r} ({fired_with.time_zone}) to "
+            f"{spec.schedule!r} ({spec.time_zone}) after its {tick:%Y-%m-%d %H:%M} UTC tick fired; the schedule "
+            f"deployed now has no such tick")
 
 
 def _overridden(spec: JobSpec, overrides: Overrides) -> list[JobSpec]:
@@ -111,7 +131,7 @@ def _pruned_meanwhile(deps: Deps, record: RunRecord) -> bool:
 
 def _launch_one(deps: Deps, spec: JobSpec, tick: datetime | None, reading: datetime | None,
                 requested_at: datetime, nonce: str, pruned: list[PrunedMark],
-                overrides: Overrides | None = None) -> LaunchOutcome:
+                overrides: Overrides | None = None, overtaken: str | None = None) -> LaunchOutcome:
     now = deps.clock.now()
     manual = tick is None
     # A manual run's id comes from the message's publish time, not from when it is handled, so a
@@ -141,6 +161,11 @@ def _launch_one(deps: Deps, spec: JobSpec, tick: datetime | None, reading: datet
         created = create(deps, record)
         # Its end is owed in the record just written; a duplicate finishes what a crashed first
         # delivery left owed.
+        stored = record if created else deps.store.read(spec.name, run_id) or record
+        return _outcome(do_owed_effects(deps, stored), duplicate=not created)
+    if overtaken is not None:
+        record = priced(deps, transitions.skip(record, transitions.Skip(overtaken), now))
+        created = create(deps, record)
         stored = record if created else deps.store.read(spec.name, run_id) or record
         return _outcome(do_owed_effects(deps, stored), duplicate=not created)
     created = create(deps, record)
