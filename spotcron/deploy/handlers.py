@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import hashlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -366,8 +367,12 @@ def deployed_spec(action: Action, ctx: Context) -> None:
     job = action.name.removeprefix(DEPLOYED).removesuffix(".json")
     old = (action.current.fields.get("digest") if action.current is not None else None) or \
         action.changes.get("digest", (None, None))[0]
-    for known in dict.fromkeys(d for d in (old, action.resource.fields["digest"]) if isinstance(d, str) and d):
-        _mark_digest(ctx, job, known)
+    # Each marker holds its spec's bytes, so a tick the old spec fired is read by the schedule that
+    # fired it (SpecStore.fired_with): the replaced spec's are read back from its object first.
+    new, data = action.resource.fields["digest"], action.resource.meta["data"]
+    if isinstance(old, str) and old and old != new:
+        _mark_digest(ctx, job, old, _stored_bytes(ctx, blob, old))
+    _mark_digest(ctx, job, new, data)
     account = action.resource.meta.get("service_account")
     blob.metadata = {DIGEST_KEY: action.resource.fields["digest"], **({ACCOUNT_KEY: account} if account else {})}
     ctx.call(f"upload {action.name}", blob.upload_from_string, action.resource.meta["data"],
@@ -456,10 +461,26 @@ def scheduler_job(action: Action, ctx: Context) -> None:
     set_entry_paused(ctx, name, fields["paused"], was_paused)
 
 
-def _mark_digest(ctx: Context, job: str, spec_digest: str) -> None:
+def _mark_digest(ctx: Context, job: str, spec_digest: str, data: bytes = b"") -> None:
+    """Mark `spec_digest` as deployed, holding the spec's bytes `data`; without them (an entry's
+    digest) only a marker that is not there yet is written, so one holding the spec stays whole."""
     marker = ctx.clients.storage.bucket(ctx.names.bucket).blob(deployed_digest(job, spec_digest))
-    ctx.call(f"upload {marker.name}", marker.upload_from_string, b"", content_type="text/plain",
-             retry=None, timeout=ctx.timeout)
+    if data:
+        ctx.call(f"upload {marker.name}", marker.upload_from_string, data, content_type="application/json",
+                 retry=None, timeout=ctx.timeout)
+        return
+    with contextlib.suppress(PreconditionFailed):
+        ctx.call(f"upload {marker.name}", marker.upload_from_string, b"", content_type="text/plain",
+                 if_generation_match=0, retry=None, timeout=ctx.timeout)
+
+
+def _stored_bytes(ctx: Context, blob: Any, spec_digest: str) -> bytes:
+    """The bytes of the deployed spec object `blob` when they are the spec `spec_digest` names."""
+    try:
+        data = ctx.call(f"download {blob.name}", blob.download_as_bytes, retry=None, timeout=ctx.timeout)
+    except NotFound:
+        return b""
+    return data if isinstance(data, bytes) and hashlib.sha256(data).hexdigest() == spec_digest else b""
 
 
 def _mark_entry_digest(ctx: Context, data: Any) -> None:

@@ -448,3 +448,16 @@ def test_dry_run_changes_nothing(deployer: Deployer, cloud: FakeCloud) -> None:
         "logging.googleapis.com", "storage.googleapis.com", "serviceusage.googleapis.com"})
     assert not cloud.changing_calls()
     assert cloud.state()["jobs"] == {}
+
+
+def test_each_digest_marker_holds_its_spec(deployer: Deployer, cloud: FakeCloud, jobs_dir: Path) -> None:
+    """A start an edit overtook is read by the schedule that fired it (engine/deployed.py's fired_with)."""
+    deployer.deploy(deployer.jobs(jobs_dir))
+    before = cloud.storage.objects[(BUCKET, "deployed/bot.json")][0]
+    bot = jobs_dir / "bot.yaml"
+    bot.write_text(bot.read_text().replace('"0 */4 * * *"', '"15 */4 * * *"'))
+    deployer.deploy(deployer.jobs(jobs_dir))
+    after = cloud.storage.objects[(BUCKET, "deployed/bot.json")][0]
+    assert before != after
+    for data in (before, after):
+        assert cloud.storage.objects[(BUCKET, f"digests/bot/{digest_of(data)}")][0] == data
