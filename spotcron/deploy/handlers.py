@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spotcron.core.errors import AlreadyExists, NotFound, PreconditionFailed
-from spotcron.core.layout import DEPLOYED, deployed_digest
+from spotcron.core.layout import DEPLOYED, deployed_digest, deployed_since
+from spotcron.core.spec import JobSpec
 from spotcron.deploy.desired import CLEANUP_PREFIX, cleanup_body
 from spotcron.deploy.naming import Names
 from spotcron.deploy.planner import CREATE, DELETE, Action
@@ -42,6 +43,7 @@ from spotcron.deploy.resources import (
     TOPIC,
     managed_lifecycle_rule,
 )
+from spotcron.engine.deployed import timing
 from spotcron.gcp.admin import request_messages
 from spotcron.gcp.admin.calls import AccessDenied, Caller, DeployError
 from spotcron.gcp.admin.clients import Clients
@@ -370,9 +372,16 @@ def deployed_spec(action: Action, ctx: Context) -> None:
     # Each marker holds its spec's bytes, so a tick the old spec fired is read by the schedule that
     # fired it (SpecStore.fired_with): the replaced spec's are read back from its object first.
     new, data = action.resource.fields["digest"], action.resource.meta["data"]
+    replaced = b""
     if isinstance(old, str) and old and old != new:
-        _mark_digest(ctx, job, old, _stored_bytes(ctx, blob, old))
+        replaced = _stored_bytes(ctx, blob, old)
+        _mark_digest(ctx, job, old, replaced)
     _mark_digest(ctx, job, new, data)
+    # Since when the job has this schedule: carried forward when only other fields changed, so the
+    # dispatcher's and the missed-tick pass's floor stays where the schedule last changed.
+    since = ctx.clients.storage.bucket(ctx.names.bucket).blob(deployed_since(job, new))
+    ctx.call(f"upload {since.name}", since.upload_from_string, _since_body(ctx, job, old, replaced, data),
+             content_type="text/plain", retry=None, timeout=ctx.timeout)
     account = action.resource.meta.get("service_account")
     blob.metadata = {DIGEST_KEY: action.resource.fields["digest"], **({ACCOUNT_KEY: account} if account else {})}
     ctx.call(f"upload {action.name}", blob.upload_from_string, action.resource.meta["data"],
@@ -472,6 +481,26 @@ def _mark_digest(ctx: Context, job: str, spec_digest: str, data: bytes = b"") ->
     with contextlib.suppress(PreconditionFailed):
         ctx.call(f"upload {marker.name}", marker.upload_from_string, b"", content_type="text/plain",
                  if_generation_match=0, retry=None, timeout=ctx.timeout)
+
+
+def _since_body(ctx: Context, job: str, old: Any, replaced: bytes, data: bytes) -> bytes:
+    """The since object of the spec `data` (engine/deployed.py's scheduled_since): the replaced
+    spec's when the schedule, zone and pause are unchanged, else empty (its own time: now)."""
+    try:
+        if not replaced or timing(JobSpec.from_payload(json.loads(replaced))) != timing(
+                JobSpec.from_payload(json.loads(data))):
+            return b""
+    except ValueError:
+        return b""
+    previous = ctx.clients.storage.bucket(ctx.names.bucket).blob(deployed_since(job, old))
+    try:
+        body = ctx.call(f"download {previous.name}", previous.download_as_bytes, retry=None, timeout=ctx.timeout)
+    except NotFound:
+        return b""  # deployed before since objects were: the floor moves to now, as it always did
+    if body:
+        return body
+    ctx.call(f"get {previous.name}", previous.reload, retry=None, timeout=ctx.timeout)
+    return previous.updated.isoformat().encode() if previous.updated is not None else b""
 
 
 def _stored_bytes(ctx: Context, blob: Any, spec_digest: str) -> bytes:

@@ -26,6 +26,7 @@ import json
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -33,7 +34,7 @@ from pydantic import ValidationError
 from spotcron.core import layout
 from spotcron.core.errors import SpotcronError
 from spotcron.core.spec import JobSpec
-from spotcron.engine.ports import Blobs
+from spotcron.engine.ports import Blob, Blobs
 
 log = logging.getLogger("spotcron.engine")
 
@@ -188,6 +189,44 @@ def write_deployed(blobs: Blobs, specs: Iterable[JobSpec]) -> str:
     return specs_version(specs)
 
 
+def timing(spec: JobSpec) -> tuple[str, str, bool]:
+    """What decides which ticks a job has: a deploy that changes none of it owns no new ticks."""
+    return (spec.schedule, spec.time_zone, spec.paused)
+
+
+def scheduled_since(blobs: Blobs, job: str, spec_digest: str, updated: datetime | None) -> datetime | None:
+    """Since when `job` has had the schedule of its deployed spec `spec_digest` (whose object's time
+    is `updated`): from `layout.deployed_since`, else `updated`."""
+    blob = blobs.read(layout.deployed_since(job, spec_digest))
+    if blob is None:
+        return updated
+    if not blob.data:
+        return blob.updated or updated
+    try:
+        since = datetime.fromisoformat(blob.data.decode())
+    except (ValueError, UnicodeDecodeError):
+        return updated
+    if since.tzinfo is None:
+        return updated
+    # Never later than the object: a since object written after its spec by a deploy that died.
+    return min(since, updated) if updated is not None else since
+
+
+def _since_body(blobs: Blobs, spec: JobSpec, current: Blob | None) -> bytes:
+    """What `spec`'s since object says: the replaced spec's time when the schedule is unchanged,
+    else empty (the object's own time: now)."""
+    if current is None:
+        return b""
+    try:
+        replaced = JobSpec.from_payload(json.loads(current.data))
+    except (ValueError, ValidationError):
+        return b""
+    if timing(replaced) != timing(spec):
+        return b""
+    since = scheduled_since(blobs, spec.name, digest_of(current.data), current.updated)
+    return since.isoformat().encode() if since is not None else b""
+
+
 def _write_spec(blobs: Blobs, spec: JobSpec) -> None:
     """Write `spec` as deployed unless it is so already; its digest's marker first, so a start that
     names it is recognised from the moment it can be published."""
@@ -195,6 +234,8 @@ def _write_spec(blobs: Blobs, spec: JobSpec) -> None:
     current = blobs.read(name)
     if current is not None and current.data == data:
         return
+    blobs.write(layout.deployed_since(spec.name, digest_of(data)), _since_body(blobs, spec, current),
+                content_type="text/plain")
     blobs.write(layout.deployed_digest(spec.name, digest_of(data)), data, content_type="application/json")
     if current is not None:
         # The spec it replaces may have been written before markers were: mark it too, holding its

@@ -6,9 +6,12 @@ each read a Class B one. Deploy therefore puts a version of the whole set, `spec
 dispatch entry's message; a warm dispatcher that already holds that version reads nothing, and
 one that does not (a cold start, a new deploy) lists `deployed/` and reads each spec once.
 
-Each spec comes with when it was deployed: the object's `updated` time, which deploy sets by
-writing the object only when the job's spec changed (a new job, a schedule edited, a pause or an
-unpause). Catch-up for a job starts no earlier than that (engine/dispatch.py).
+Each spec comes with since when the job has had its schedule: the time of the deploy that
+created the job, changed its schedule or time zone, paused or unpaused it
+(`digests/JOB/SHA256.since`, carried forward by a deploy that changes anything else: an image
+edited the minute after a failed dispatch must not hide that minute's tick), else the spec
+object's `updated` time. Catch-up for a job, and the missed-tick pass, start no earlier than
+that (engine/dispatch.py, engine/missed.py). It costs a read per job when the set is read.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from pydantic import ValidationError
 
 from spotcron.core import layout
 from spotcron.core.spec import JobSpec
-from spotcron.engine.deployed import specs_version
+from spotcron.engine.deployed import digest_of, scheduled_since, specs_version
 from spotcron.engine.ports import Blobs
 
 log = logging.getLogger("spotcron.engine")
@@ -37,8 +40,8 @@ class SpecSource(Protocol):
         ...
 
     def deployed_at(self) -> Mapping[str, datetime]:
-        """When each job of the last `current()` was deployed as it is now; a job missing here
-        has no known time (its catch-up is bounded by its starting_deadline only)."""
+        """Since when each job of the last `current()` has had its schedule as it is now; a job
+        missing here has no known time (its catch-up is bounded by its starting_deadline only)."""
         ...
 
 
@@ -86,8 +89,9 @@ class BucketSpecs:
                 log.error("dispatch: %s names job %r; left out", name, spec.name)
                 continue
             specs.append(spec)
-            if blob.updated is not None:
-                self._deployed_at[job] = blob.updated
+            since = scheduled_since(self.blobs, job, digest_of(blob.data), blob.updated)
+            if since is not None:
+                self._deployed_at[job] = since
         return specs
 
 
