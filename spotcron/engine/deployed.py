@@ -11,8 +11,10 @@ A deploy overtakes starts in flight: a scheduler entry or the dispatcher publish
 deployed when its tick fired, and a deploy may replace the spec before that message is handled
 (or before a failed first delivery comes back), or write the spec minutes before it rewrites the
 entry that names it. Such a start is not refused: every digest ever deployed leaves a marker
-(`layout.deployed_digest`, written before the spec and before an entry names it), and a
-scheduled start naming a marked digest runs the spec deployed *now* at its tick. So a tick is
+(`layout.deployed_digest`, written before the spec and before an entry names it, holding that
+spec's bytes), and a scheduled start naming a marked digest has its tick read by the schedule
+that fired it (`SpecStore.fired_with`) and runs the spec deployed *now* at that tick, or is
+recorded `skipped` when the deploy moved the schedule off it (engine/start_job.py). So a tick is
 never dropped by a deploy, and a run only ever starts what is deployed now (a paused or removed
 job starts nothing, and engine/still_deployed.py ends a waiting run whose job changed). A
 publisher naming an old digest gains nothing the current one would not give it: the same

@@ -9,7 +9,8 @@ interval the dispatcher publishes the sweep's message too.
 
 The cursor (`dispatch/cursor.json`) holds the minute through which every due tick has been
 published. Each invocation publishes the ticks in (cursor, now] that are still within their
-job's starting_deadline and no older than the minute its spec was deployed in, and only then
+job's starting_deadline and no older than the minute its schedule was deployed in (not its last
+edit: engine/dispatch_specs.py), and only then
 moves the cursor, under a generation precondition. The dispatcher is at-least-once: one that
 dies or fails anywhere leaves its minutes to the next, and two that race may both publish a
 minute. start_job is exactly-once: the run id comes from the tick, so a tick published twice
@@ -101,7 +102,7 @@ class DispatchReport:
 def due_ticks(specs: Iterable[JobSpec], *, after: datetime | None, now: datetime,
               skipped: list[str] | None = None, deployed_at: Mapping[str, datetime] | None = None) -> list[Due]:
     """Every fire instant t of every unpaused job with after < t <= now, now - t <= its
-    starting_deadline, and t not before the minute its spec was deployed in (`deployed_at`),
+    starting_deadline, and t not before the minute its schedule was deployed in (`deployed_at`),
     oldest first. `after` None: as far back as those bounds allow. A job whose schedule or zone
     does not load is named in `skipped` and left out: one bad spec must not stop the others."""
     due: list[Due] = []
@@ -118,7 +119,7 @@ def due_ticks(specs: Iterable[JobSpec], *, after: datetime | None, now: datetime
         # A tick exactly starting_deadline old still runs, as in launch; one microsecond more does not.
         oldest = now - timedelta(seconds=spec.starting_deadline)
         if deployed_at and spec.name in deployed_at:
-            # A job created, edited or unpaused during a minute owns that minute's tick, whether the
+            # A job created, rescheduled or unpaused during a minute owns that minute's tick, whether the
             # dispatch of that minute ran before the deploy finished or after; nothing earlier.
             oldest = max(oldest, utc_minute(deployed_at[spec.name]))
         cursor = oldest - timedelta(microseconds=1)

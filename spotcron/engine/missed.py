@@ -5,7 +5,8 @@ message reached start_job (the scheduler entry paused or deleted, the start or d
 failing, a deploy in between, `spotcron up` stopped or the machine asleep). Fire times come from
 the same cron code that fires the ticks (core/cron/schedule.py), from where the previous pass
 stopped (`missed/JOB.json`: the instant checked through, and the missed record still open) and
-never from before the job's spec was deployed as it is now. A paused job misses nothing.
+never from before the job's schedule was deployed as it is now (engine/dispatch_specs.py: an
+edit of anything else leaves that time alone). A paused job misses nothing.
 
 Consecutive missed ticks of one job are one record, named after the first tick, with their count
 and the last tick (`missed_ticks`, `missed_until`): an every-minute job down for a day is one

@@ -44,3 +44,32 @@ def test_a_tick_whose_dispatch_failed_is_not_dropped_by_an_edit_deployed_the_nex
         assert records, f"the 12:00 tick left nothing (published {published}); 7 of its 10 minutes were left"
     finally:
         h.close()
+
+
+def test_the_missed_pass_counts_ticks_from_the_schedules_deploy_not_an_image_edit():
+    h = Harness(now=datetime(2026, 11, 22, 11, 0, 0, tzinfo=UTC))
+    try:
+        job = make_spec(name="job", schedule="0 12 * * *", starting_deadline="10m")
+        h.deploy(job)
+        # 12:00's start never reaches start_job; an image edit is deployed at 12:01:10.
+        h.clock.set(datetime(2026, 11, 22, 12, 1, 10, tzinfo=UTC))
+        h.deploy(job.model_copy(update={"image": "us-docker.pkg.dev/p/r/other:2"}))
+        h.clock.set(datetime(2026, 11, 22, 13, 0, 0, tzinfo=UTC))
+        assert h.sweep().status_code == 200
+        assert [(r.run_id, r.state) for r in h.records("job")] == [("20261122-1200", "missed")]
+    finally:
+        h.close()
+
+
+def test_a_schedule_edit_still_starts_counting_at_its_deploy():
+    h = Harness(now=datetime(2026, 11, 22, 11, 0, 0, tzinfo=UTC))
+    try:
+        job = make_spec(name="job", schedule="0 12 * * *", starting_deadline="10m")
+        h.deploy(job)
+        h.clock.set(datetime(2026, 11, 22, 12, 1, 10, tzinfo=UTC))
+        h.deploy(job.model_copy(update={"schedule": "0,1 12 * * *"}))  # 12:01 is the edit's own minute
+        h.clock.set(datetime(2026, 11, 22, 13, 0, 0, tzinfo=UTC))
+        assert h.sweep().status_code == 200
+        assert [r.run_id for r in h.records("job")] == ["20261122-1201"]  # the new schedule counts from its deploy minute
+    finally:
+        h.close()
