@@ -43,7 +43,7 @@ from spotcron.deploy.resources import (
     TOPIC,
     managed_lifecycle_rule,
 )
-from spotcron.engine.deployed import timing
+from spotcron.engine.deployed import since_body, timing
 from spotcron.gcp.admin import request_messages
 from spotcron.gcp.admin.calls import AccessDenied, Caller, DeployError
 from spotcron.gcp.admin.clients import Clients
@@ -484,12 +484,13 @@ def _mark_digest(ctx: Context, job: str, spec_digest: str, data: bytes = b"") ->
 
 
 def _since_body(ctx: Context, job: str, old: Any, replaced: bytes, data: bytes) -> bytes:
-    """The since object of the spec `data` (engine/deployed.py's scheduled_since): the replaced
-    spec's when the schedule, zone and pause are unchanged, else empty (its own time: now)."""
+    """The since object of the spec `data` (engine/deployed.py's read_since): the replaced spec's
+    when the schedule, zone and pause are unchanged, else its own time, naming the replaced one."""
     try:
-        if not replaced or timing(JobSpec.from_payload(json.loads(replaced))) != timing(
-                JobSpec.from_payload(json.loads(data))):
+        if not replaced:
             return b""
+        if timing(JobSpec.from_payload(json.loads(replaced))) != timing(JobSpec.from_payload(json.loads(data))):
+            return since_body(None, old)
     except ValueError:
         return b""
     previous = ctx.clients.storage.bucket(ctx.names.bucket).blob(deployed_since(job, old))
@@ -497,10 +498,12 @@ def _since_body(ctx: Context, job: str, old: Any, replaced: bytes, data: bytes) 
         body = ctx.call(f"download {previous.name}", previous.download_as_bytes, retry=None, timeout=ctx.timeout)
     except NotFound:
         return b""  # deployed before since objects were: the floor moves to now, as it always did
-    if body:
+    lines = body.decode(errors="replace").splitlines() if isinstance(body, bytes) else []
+    if lines and lines[0].strip():
         return body
     ctx.call(f"get {previous.name}", previous.reload, retry=None, timeout=ctx.timeout)
-    return previous.updated.isoformat().encode() if previous.updated is not None else b""
+    at = previous.updated.isoformat() if previous.updated is not None else ""
+    return "\n".join([at, *lines[1:]]).encode() if at else b""
 
 
 def _stored_bytes(ctx: Context, blob: Any, spec_digest: str) -> bytes:

@@ -196,27 +196,60 @@ def timing(spec: JobSpec) -> tuple[str, str, bool]:
     return (spec.schedule, spec.time_zone, spec.paused)
 
 
-def scheduled_since(blobs: Blobs, job: str, spec_digest: str, updated: datetime | None) -> datetime | None:
+REPLACED = "replaced="  # a since object's second line: the digest whose schedule this one replaced
+
+
+@dataclass(frozen=True)
+class Replaced:
+    """The spec whose schedule a deploy replaced, and since when it had held (None: not known)."""
+
+    spec: JobSpec
+    since: datetime | None
+
+
+@dataclass(frozen=True)
+class Since:
+    at: datetime | None  # since when the job has had this schedule
+    replaced: str | None  # the digest of the spec whose schedule it replaced then, if known
+
+
+def read_since(blobs: Blobs, job: str, spec_digest: str, updated: datetime | None) -> Since:
     """Since when `job` has had the schedule of its deployed spec `spec_digest` (whose object's time
-    is `updated`): from `layout.deployed_since`, else `updated`."""
+    is `updated`), and what it replaced: from `layout.deployed_since`, else `updated`."""
     blob = blobs.read(layout.deployed_since(job, spec_digest))
     if blob is None:
-        return updated
-    if not blob.data:
-        return blob.updated or updated
+        return Since(updated, None)
+    lines = blob.data.decode(errors="replace").splitlines()
+    first = lines[0].strip() if lines else ""
+    replaced = next((line[len(REPLACED):].strip() for line in lines[1:] if line.startswith(REPLACED)), None)
+    if not first:
+        return Since(blob.updated or updated, replaced)
     try:
-        since = datetime.fromisoformat(blob.data.decode())
-    except (ValueError, UnicodeDecodeError):
-        return updated
+        since = datetime.fromisoformat(first)
+    except ValueError:
+        return Since(updated, replaced)
     if since.tzinfo is None:
-        return updated
+        return Since(updated, replaced)
     # Never later than the object: a since object written after its spec by a deploy that died.
-    return min(since, updated) if updated is not None else since
+    return Since(min(since, updated) if updated is not None else since, replaced)
+
+
+def scheduled_since(blobs: Blobs, job: str, spec_digest: str, updated: datetime | None) -> datetime | None:
+    return read_since(blobs, job, spec_digest, updated).at
+
+
+def since_body(since: Since | None, replaced_digest: str | None) -> bytes:
+    """A since object's bytes: `since` carried forward (the schedule unchanged), or empty with the
+    digest whose schedule this deploy replaced (the object's own time, now, is the since)."""
+    if since is not None:
+        first = since.at.isoformat() if since.at is not None else ""
+        return (first + (f"\n{REPLACED}{since.replaced}" if since.replaced else "")).encode()
+    return f"\n{REPLACED}{replaced_digest}".encode() if replaced_digest else b""
 
 
 def _since_body(blobs: Blobs, spec: JobSpec, current: Blob | None) -> bytes:
-    """What `spec`'s since object says: the replaced spec's time when the schedule is unchanged,
-    else empty (the object's own time: now)."""
+    """What `spec`'s since object says: the replaced spec's since when the schedule is unchanged,
+    else its own time, naming the spec it replaced."""
     if current is None:
         return b""
     try:
@@ -224,9 +257,8 @@ def _since_body(blobs: Blobs, spec: JobSpec, current: Blob | None) -> bytes:
     except (ValueError, ValidationError):
         return b""
     if timing(replaced) != timing(spec):
-        return b""
-    since = scheduled_since(blobs, spec.name, digest_of(current.data), current.updated)
-    return since.isoformat().encode() if since is not None else b""
+        return since_body(None, digest_of(current.data))
+    return since_body(read_since(blobs, spec.name, digest_of(current.data), current.updated), None)
 
 
 def _write_spec(blobs: Blobs, spec: JobSpec) -> None:

@@ -33,6 +33,7 @@ from spotcron.core.errors import PreconditionFailed, SpotcronError
 from spotcron.core.runs import RunRecord, RunState, scheduled_run_id, tick_of, utc_minute
 from spotcron.core.spec import JobSpec
 from spotcron.engine import transitions
+from spotcron.engine.deployed import Replaced
 from spotcron.engine.deps import Deps
 from spotcron.engine.hooks import owe_hooks
 from spotcron.engine.pruned_mark import PrunedMark
@@ -143,13 +144,14 @@ def groups(flags: list[tuple[datetime, bool]]) -> list[list[datetime]]:
 
 
 def check_job(deps: Deps, spec: JobSpec, *, now: datetime, deployed_at: datetime | None,
-              reason: Reason) -> list[Missed]:
+              reason: Reason, replaced: Replaced | None = None) -> list[Missed]:
     """One pass over one job: record its missed ticks since the last pass; what was recorded."""
     if spec.paused:
         return []
     mark = read_watermark(deps, spec.name)
     until = now - timedelta(seconds=spec.starting_deadline)
     floor = now - FIRST_LOOK_BACK
+    base = max(mark.through, floor) if mark.through is not None else floor
     if deployed_at is not None:
         # Only ticks of the spec as deployed now: nothing before the minute it was deployed in.
         floor = max(floor, utc_minute(deployed_at) - timedelta(microseconds=1))
@@ -162,9 +164,24 @@ def check_job(deps: Deps, spec: JobSpec, *, now: datetime, deployed_at: datetime
             after = max(after, datetime.strptime(tick_of(pruned.floor), "%Y%m%d-%H%M").replace(tzinfo=UTC))
         except ValueError:
             log.warning("%s: pruning mark %r names no tick; ignored", spec.name, pruned.floor)
-    if until <= after:
-        return []
-    ticks = ticks_between(spec, after, until)
+        else:
+            base = max(base, datetime.strptime(tick_of(pruned.floor), "%Y%m%d-%H%M").replace(tzinfo=UTC))
+    ticks: list[datetime] = []
+    gone = replaced.spec if replaced is not None else None
+    if gone is not None and replaced is not None and deployed_at is not None and not gone.paused \
+            and gone.name == spec.name:
+        # Before the deploy that changed the schedule, the ticks of the schedule it replaced (from
+        # its own deploy on, when that is still known).
+        if replaced.since is not None:
+            base = max(base, utc_minute(replaced.since) - timedelta(microseconds=1))
+        try:
+            ticks = ticks_between(gone, base, min(now - timedelta(seconds=gone.starting_deadline),
+                                                  utc_minute(deployed_at) - timedelta(microseconds=1)))
+        except SpotcronError as exc:
+            log.warning("%s: the schedule its deploy replaced does not load (%s); its ticks are not checked",
+                        spec.name, exc)
+    if until > after:
+        ticks += ticks_between(spec, after, until, MAX_TICKS_PER_PASS - len(ticks))
     if not ticks:
         return []
     flags = checked_ticks(deps, spec, ticks, pruned)
@@ -233,13 +250,15 @@ def _write_watermark(deps: Deps, job: str, through: datetime, open_run: str | No
 
 
 def record_missed(deps: Deps, specs: Iterable[JobSpec], deployed_at: Mapping[str, datetime], *,
-                  reason: Reason, now: datetime | None = None) -> list[Missed]:
+                  reason: Reason, now: datetime | None = None,
+                  replaced: Mapping[str, Replaced] | None = None) -> list[Missed]:
     """A pass over every deployed job; one job's problem never stops the others."""
     now = now or deps.clock.now()
     found: list[Missed] = []
     for spec in specs:
         try:
-            found.extend(check_job(deps, spec, now=now, deployed_at=deployed_at.get(spec.name), reason=reason))
+            found.extend(check_job(deps, spec, now=now, deployed_at=deployed_at.get(spec.name), reason=reason,
+                                   replaced=(replaced or {}).get(spec.name)))
         except (SpotcronError, OSError, ValueError) as exc:
             log.warning("missed ticks of %s not checked this time: %s", spec.name, exc)
     return found

@@ -172,7 +172,8 @@ def _record_missed(deps: Deps, specs: SpecSource, reason) -> int:
     if _missed_reason is not None:
         reason = (lambda text: lambda tick: text)(_missed_reason)
     try:
-        found = record_missed(deps, specs.current(), specs.deployed_at(), reason=reason)
+        found = record_missed(deps, specs.current(), specs.deployed_at(), reason=reason,
+                              replaced=specs.replaced())
     except Exception as exc:  # noqa: BLE001 - the next pass checks the same ticks again
         log.warning("missed ticks not checked this time: %s", exc)
         return 0

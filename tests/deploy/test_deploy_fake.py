@@ -478,6 +478,8 @@ def test_an_edit_that_keeps_the_schedule_keeps_its_since(deployer: Deployer, clo
     bot.write_text(bot.read_text().replace("GREETING: hello", "GREETING: hi"))
     deployer.deploy(deployer.jobs(jobs_dir))
     assert since_of_deployed() != b""  # carried forward from the first deploy
+    before = cloud.storage.objects[(BUCKET, "deployed/bot.json")][0]
     bot.write_text(bot.read_text().replace('"0 */4 * * *"', '"15 */4 * * *"'))
     deployer.deploy(deployer.jobs(jobs_dir))
-    assert since_of_deployed() == b""  # the schedule changed: since this deploy
+    # The schedule changed: since this deploy, naming the spec whose schedule it replaced.
+    assert since_of_deployed() == f"\nreplaced={digest_of(before)}".encode()

@@ -61,15 +61,53 @@ def test_the_missed_pass_counts_ticks_from_the_schedules_deploy_not_an_image_edi
         h.close()
 
 
-def test_a_schedule_edit_still_starts_counting_at_its_deploy():
+def test_a_schedule_edit_after_a_failed_dispatch_leaves_the_old_schedules_tick_a_record():
+    h = Harness(scheduling="shared", now=datetime(2026, 11, 22, 11, 0, 0, tzinfo=UTC))
+    try:
+        job = make_spec(name="job", schedule="0 12 * * *", starting_deadline="10m")
+        h.deploy(job)
+        h.blobs.write(layout.DISPATCH_CURSOR, BEFORE)
+        h.clock.set(datetime(2026, 11, 22, 12, 0, 5, tzinfo=UTC))
+        calls = []
+        h.events.fault = lambda call, kind: calls.append(call) or len(calls) > 1
+        with pytest.raises(DispatchFailed):
+            dispatch(h.deps, BucketSpecs(h.blobs), state=DispatchState())
+        h.events.fault = None
+        h.clock.set(datetime(2026, 11, 22, 12, 1, 10, tzinfo=UTC))
+        h.deploy(job.model_copy(update={"schedule": "30 12 * * *"}))
+        h.clock.set(datetime(2026, 11, 22, 12, 1, 20, tzinfo=UTC))
+        dispatch(h.deps, BucketSpecs(h.blobs), state=DispatchState())
+        assert h.deliver_starts() == [("job", "2026-11-22T12:00:00Z")]  # naming the spec that fired it
+        record = h.record("job", "20261122-1200")
+        assert record.state == "skipped" and "'30 12 * * *'" in (record.reason or "")
+    finally:
+        h.close()
+
+
+def test_the_missed_pass_records_the_replaced_schedules_tick():
     h = Harness(now=datetime(2026, 11, 22, 11, 0, 0, tzinfo=UTC))
     try:
         job = make_spec(name="job", schedule="0 12 * * *", starting_deadline="10m")
         h.deploy(job)
-        h.clock.set(datetime(2026, 11, 22, 12, 1, 10, tzinfo=UTC))
-        h.deploy(job.model_copy(update={"schedule": "0,1 12 * * *"}))  # 12:01 is the edit's own minute
+        h.clock.set(datetime(2026, 11, 22, 12, 1, 10, tzinfo=UTC))  # 12:00 never reached start_job
+        h.deploy(job.model_copy(update={"schedule": "30 12 * * *"}))
         h.clock.set(datetime(2026, 11, 22, 13, 0, 0, tzinfo=UTC))
         assert h.sweep().status_code == 200
-        assert [r.run_id for r in h.records("job")] == ["20261122-1201"]  # the new schedule counts from its deploy minute
+        assert [(r.run_id, r.state, r.missed_ticks) for r in h.records("job")] == [("20261122-1200", "missed", 2)]
+    finally:
+        h.close()
+
+
+def test_a_job_created_or_unpaused_during_an_outage_starts_with_its_first_tick_after():
+    h = Harness(now=datetime(2026, 11, 22, 11, 0, 0, tzinfo=UTC))
+    try:
+        paused = make_spec(name="paused", schedule="0 12 * * *", starting_deadline="10m", paused=True)
+        h.deploy(paused)
+        h.clock.set(datetime(2026, 11, 22, 12, 1, 10, tzinfo=UTC))
+        h.deploy(paused.model_copy(update={"paused": False}),
+                 make_spec(name="new", schedule="0 12 * * *", starting_deadline="10m"))
+        h.clock.set(datetime(2026, 11, 22, 13, 0, 0, tzinfo=UTC))
+        assert h.sweep().status_code == 200
+        assert h.records("paused") == [] and h.records("new") == []
     finally:
         h.close()
