@@ -12,8 +12,10 @@
     pruned/JOB                                 when the job's history was last pruned
     deployed/JOB.json                          the job's spec as deploy validated it (canonical JSON); written only
                                                when it changes, so the object's time is when it was deployed
-    digests/JOB/SHA256                         an empty marker: a digest that was once JOB's deployed spec (a
-                                               start published before a deploy overtook it still runs)
+    digests/JOB/SHA256                         a digest that was once JOB's deployed spec, holding that spec (a
+                                               start published before a deploy overtook it is read by its schedule)
+    digests/JOB/SHA256.since                   since when JOB has had that spec's schedule (the dispatcher's and the
+                                               missed-tick pass's floor)
     dispatch/cursor.json                       the minute through which the dispatcher published every tick (shared)
     advice/spot.json                           Spot prices, preemption rates and capacity per zone (placement),
                                                refreshed by the sweep, read by start_job
@@ -143,6 +145,12 @@ DIGESTS = "digests/"
 def deployed_digest(job: str, digest: str) -> str:
     """Marks `digest` as once deployed for `job`: written with the spec, before it, never by a VM."""
     return f"{DIGESTS}{job}/{digest}"
+
+
+def deployed_since(job: str, digest: str) -> str:
+    """Since when `job`'s schedule, time zone and pause are what the spec `digest` says (an ISO
+    time, or empty: the object's own time): a deploy that leaves them alone carries it forward."""
+    return f"{DIGESTS}{job}/{digest}.since"
 
 
 DISPATCH_CURSOR = "dispatch/cursor.json"

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import hashlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from spotcron.core.errors import AlreadyExists, NotFound, PreconditionFailed
-from spotcron.core.layout import DEPLOYED, deployed_digest
+from spotcron.core.layout import DEPLOYED, deployed_digest, deployed_since
+from spotcron.core.spec import JobSpec
 from spotcron.deploy.desired import CLEANUP_PREFIX, cleanup_body
 from spotcron.deploy.naming import Names
 from spotcron.deploy.planner import CREATE, DELETE, Action
@@ -41,6 +43,7 @@ from spotcron.deploy.resources import (
     TOPIC,
     managed_lifecycle_rule,
 )
+from spotcron.engine.deployed import since_body, timing
 from spotcron.gcp.admin import request_messages
 from spotcron.gcp.admin.calls import AccessDenied, Caller, DeployError
 from spotcron.gcp.admin.clients import Clients
@@ -366,8 +369,19 @@ def deployed_spec(action: Action, ctx: Context) -> None:
     job = action.name.removeprefix(DEPLOYED).removesuffix(".json")
     old = (action.current.fields.get("digest") if action.current is not None else None) or \
         action.changes.get("digest", (None, None))[0]
-    for known in dict.fromkeys(d for d in (old, action.resource.fields["digest"]) if isinstance(d, str) and d):
-        _mark_digest(ctx, job, known)
+    # Each marker holds its spec's bytes, so a tick the old spec fired is read by the schedule that
+    # fired it (SpecStore.fired_with): the replaced spec's are read back from its object first.
+    new, data = action.resource.fields["digest"], action.resource.meta["data"]
+    replaced = b""
+    if isinstance(old, str) and old and old != new:
+        replaced = _stored_bytes(ctx, blob, old)
+        _mark_digest(ctx, job, old, replaced)
+    _mark_digest(ctx, job, new, data)
+    # Since when the job has this schedule: carried forward when only other fields changed, so the
+    # dispatcher's and the missed-tick pass's floor stays where the schedule last changed.
+    since = ctx.clients.storage.bucket(ctx.names.bucket).blob(deployed_since(job, new))
+    ctx.call(f"upload {since.name}", since.upload_from_string, _since_body(ctx, job, old, replaced, data),
+             content_type="text/plain", retry=None, timeout=ctx.timeout)
     account = action.resource.meta.get("service_account")
     blob.metadata = {DIGEST_KEY: action.resource.fields["digest"], **({ACCOUNT_KEY: account} if account else {})}
     ctx.call(f"upload {action.name}", blob.upload_from_string, action.resource.meta["data"],
@@ -456,10 +470,49 @@ def scheduler_job(action: Action, ctx: Context) -> None:
     set_entry_paused(ctx, name, fields["paused"], was_paused)
 
 
-def _mark_digest(ctx: Context, job: str, spec_digest: str) -> None:
+def _mark_digest(ctx: Context, job: str, spec_digest: str, data: bytes = b"") -> None:
+    """Mark `spec_digest` as deployed, holding the spec's bytes `data`; without them (an entry's
+    digest) only a marker that is not there yet is written, so one holding the spec stays whole."""
     marker = ctx.clients.storage.bucket(ctx.names.bucket).blob(deployed_digest(job, spec_digest))
-    ctx.call(f"upload {marker.name}", marker.upload_from_string, b"", content_type="text/plain",
-             retry=None, timeout=ctx.timeout)
+    if data:
+        ctx.call(f"upload {marker.name}", marker.upload_from_string, data, content_type="application/json",
+                 retry=None, timeout=ctx.timeout)
+        return
+    with contextlib.suppress(PreconditionFailed):
+        ctx.call(f"upload {marker.name}", marker.upload_from_string, b"", content_type="text/plain",
+                 if_generation_match=0, retry=None, timeout=ctx.timeout)
+
+
+def _since_body(ctx: Context, job: str, old: Any, replaced: bytes, data: bytes) -> bytes:
+    """The since object of the spec `data` (engine/deployed.py's read_since): the replaced spec's
+    when the schedule, zone and pause are unchanged, else its own time, naming the replaced one."""
+    try:
+        if not replaced:
+            return b""
+        if timing(JobSpec.from_payload(json.loads(replaced))) != timing(JobSpec.from_payload(json.loads(data))):
+            return since_body(None, old)
+    except ValueError:
+        return b""
+    previous = ctx.clients.storage.bucket(ctx.names.bucket).blob(deployed_since(job, old))
+    try:
+        body = ctx.call(f"download {previous.name}", previous.download_as_bytes, retry=None, timeout=ctx.timeout)
+    except NotFound:
+        return b""  # deployed before since objects were: the floor moves to now, as it always did
+    lines = body.decode(errors="replace").splitlines() if isinstance(body, bytes) else []
+    if lines and lines[0].strip():
+        return body
+    ctx.call(f"get {previous.name}", previous.reload, retry=None, timeout=ctx.timeout)
+    at = previous.updated.isoformat() if previous.updated is not None else ""
+    return "\n".join([at, *lines[1:]]).encode() if at else b""
+
+
+def _stored_bytes(ctx: Context, blob: Any, spec_digest: str) -> bytes:
+    """The bytes of the deployed spec object `blob` when they are the spec `spec_digest` names."""
+    try:
+        data = ctx.call(f"download {blob.name}", blob.download_as_bytes, retry=None, timeout=ctx.timeout)
+    except NotFound:
+        return b""
+    return data if isinstance(data, bytes) and hashlib.sha256(data).hexdigest() == spec_digest else b""
 
 
 def _mark_entry_digest(ctx: Context, data: Any) -> None:

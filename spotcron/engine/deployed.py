@@ -11,8 +11,10 @@ A deploy overtakes starts in flight: a scheduler entry or the dispatcher publish
 deployed when its tick fired, and a deploy may replace the spec before that message is handled
 (or before a failed first delivery comes back), or write the spec minutes before it rewrites the
 entry that names it. Such a start is not refused: every digest ever deployed leaves a marker
-(`layout.deployed_digest`, written before the spec and before an entry names it), and a
-scheduled start naming a marked digest runs the spec deployed *now* at its tick. So a tick is
+(`layout.deployed_digest`, written before the spec and before an entry names it, holding that
+spec's bytes), and a scheduled start naming a marked digest has its tick read by the schedule
+that fired it (`SpecStore.fired_with`) and runs the spec deployed *now* at that tick, or is
+recorded `skipped` when the deploy moved the schedule off it (engine/start_job.py). So a tick is
 never dropped by a deploy, and a run only ever starts what is deployed now (a paused or removed
 job starts nothing, and engine/still_deployed.py ends a waiting run whose job changed). A
 publisher naming an old digest gains nothing the current one would not give it: the same
@@ -26,6 +28,7 @@ import json
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -33,7 +36,7 @@ from pydantic import ValidationError
 from spotcron.core import layout
 from spotcron.core.errors import SpotcronError
 from spotcron.core.spec import JobSpec
-from spotcron.engine.ports import Blobs
+from spotcron.engine.ports import Blob, Blobs
 
 log = logging.getLogger("spotcron.engine")
 
@@ -114,6 +117,20 @@ class SpecStore:
             return False
         return self.blobs.read(layout.deployed_digest(job, wanted)) is not None
 
+    def fired_with(self, job: str, wanted: str) -> JobSpec | None:
+        """The spec an older deployed digest named, from its marker, when the marker holds bytes
+        whose sha256 is that digest (a marker written empty names no schedule); else None."""
+        if len(wanted) != 64 or any(c not in "0123456789abcdef" for c in wanted):
+            return None
+        blob = self.blobs.read(layout.deployed_digest(job, wanted))
+        if blob is None or not blob.data or digest_of(blob.data) != wanted:
+            return None
+        try:
+            spec = JobSpec.from_payload(json.loads(blob.data))
+        except (ValueError, ValidationError):
+            return None  # deployed by a version whose spec this one no longer reads
+        return spec if spec.name == job else None
+
     def read(self, job: str) -> Deployed | None:
         """The deployed spec of `job`, or None when there is none (or it does not load)."""
         blob = self.blobs.read(layout.deployed_spec(job))
@@ -174,6 +191,76 @@ def write_deployed(blobs: Blobs, specs: Iterable[JobSpec]) -> str:
     return specs_version(specs)
 
 
+def timing(spec: JobSpec) -> tuple[str, str, bool]:
+    """What decides which ticks a job has: a deploy that changes none of it owns no new ticks."""
+    return (spec.schedule, spec.time_zone, spec.paused)
+
+
+REPLACED = "replaced="  # a since object's second line: the digest whose schedule this one replaced
+
+
+@dataclass(frozen=True)
+class Replaced:
+    """The spec whose schedule a deploy replaced, and since when it had held (None: not known)."""
+
+    spec: JobSpec
+    since: datetime | None
+
+
+@dataclass(frozen=True)
+class Since:
+    at: datetime | None  # since when the job has had this schedule
+    replaced: str | None  # the digest of the spec whose schedule it replaced then, if known
+
+
+def read_since(blobs: Blobs, job: str, spec_digest: str, updated: datetime | None) -> Since:
+    """Since when `job` has had the schedule of its deployed spec `spec_digest` (whose object's time
+    is `updated`), and what it replaced: from `layout.deployed_since`, else `updated`."""
+    blob = blobs.read(layout.deployed_since(job, spec_digest))
+    if blob is None:
+        return Since(updated, None)
+    lines = blob.data.decode(errors="replace").splitlines()
+    first = lines[0].strip() if lines else ""
+    replaced = next((line[len(REPLACED):].strip() for line in lines[1:] if line.startswith(REPLACED)), None)
+    if not first:
+        return Since(blob.updated or updated, replaced)
+    try:
+        since = datetime.fromisoformat(first)
+    except ValueError:
+        return Since(updated, replaced)
+    if since.tzinfo is None:
+        return Since(updated, replaced)
+    # Never later than the object: a since object written after its spec by a deploy that died.
+    return Since(min(since, updated) if updated is not None else since, replaced)
+
+
+def scheduled_since(blobs: Blobs, job: str, spec_digest: str, updated: datetime | None) -> datetime | None:
+    return read_since(blobs, job, spec_digest, updated).at
+
+
+def since_body(since: Since | None, replaced_digest: str | None) -> bytes:
+    """A since object's bytes: `since` carried forward (the schedule unchanged), or empty with the
+    digest whose schedule this deploy replaced (the object's own time, now, is the since)."""
+    if since is not None:
+        first = since.at.isoformat() if since.at is not None else ""
+        return (first + (f"\n{REPLACED}{since.replaced}" if since.replaced else "")).encode()
+    return f"\n{REPLACED}{replaced_digest}".encode() if replaced_digest else b""
+
+
+def _since_body(blobs: Blobs, spec: JobSpec, current: Blob | None) -> bytes:
+    """What `spec`'s since object says: the replaced spec's since when the schedule is unchanged,
+    else its own time, naming the spec it replaced."""
+    if current is None:
+        return b""
+    try:
+        replaced = JobSpec.from_payload(json.loads(current.data))
+    except (ValueError, ValidationError):
+        return b""
+    if timing(replaced) != timing(spec):
+        return since_body(None, digest_of(current.data))
+    return since_body(read_since(blobs, spec.name, digest_of(current.data), current.updated), None)
+
+
 def _write_spec(blobs: Blobs, spec: JobSpec) -> None:
     """Write `spec` as deployed unless it is so already; its digest's marker first, so a start that
     names it is recognised from the moment it can be published."""
@@ -181,10 +268,14 @@ def _write_spec(blobs: Blobs, spec: JobSpec) -> None:
     current = blobs.read(name)
     if current is not None and current.data == data:
         return
-    blobs.write(layout.deployed_digest(spec.name, digest_of(data)), b"", content_type="text/plain")
+    blobs.write(layout.deployed_since(spec.name, digest_of(data)), _since_body(blobs, spec, current),
+                content_type="text/plain")
+    blobs.write(layout.deployed_digest(spec.name, digest_of(data)), data, content_type="application/json")
     if current is not None:
-        # The spec it replaces may have been written before markers were: mark it too.
-        blobs.write(layout.deployed_digest(spec.name, digest_of(current.data)), b"", content_type="text/plain")
+        # The spec it replaces may have been written before markers were: mark it too, holding its
+        # bytes, so a tick it fired is read by its own schedule (SpecStore.fired_with).
+        blobs.write(layout.deployed_digest(spec.name, digest_of(current.data)), current.data,
+                    content_type="application/json")
     blobs.write(name, data, content_type="application/json")
 
 

@@ -9,7 +9,8 @@ interval the dispatcher publishes the sweep's message too.
 
 The cursor (`dispatch/cursor.json`) holds the minute through which every due tick has been
 published. Each invocation publishes the ticks in (cursor, now] that are still within their
-job's starting_deadline and no older than the minute its spec was deployed in, and only then
+job's starting_deadline and no older than the minute its schedule was deployed in (not its last
+edit: engine/dispatch_specs.py), and only then
 moves the cursor, under a generation precondition. The dispatcher is at-least-once: one that
 dies or fails anywhere leaves its minutes to the next, and two that race may both publish a
 minute. start_job is exactly-once: the run id comes from the tick, so a tick published twice
@@ -38,7 +39,7 @@ from spotcron.core.cron.schedule import load_time_zone, parse_schedule
 from spotcron.core.errors import PreconditionFailed, SpotcronError
 from spotcron.core.runs import utc_minute
 from spotcron.core.spec import JobSpec
-from spotcron.engine.deployed import start_body
+from spotcron.engine.deployed import Replaced, start_body
 from spotcron.engine.deps import Deps
 from spotcron.engine.dispatch_specs import SpecSource
 from spotcron.engine.messages import TICK_ATTRIBUTE, format_tick
@@ -100,13 +101,25 @@ class DispatchReport:
 # --- pure ------------------------------------------------------------------------------------------
 
 def due_ticks(specs: Iterable[JobSpec], *, after: datetime | None, now: datetime,
-              skipped: list[str] | None = None, deployed_at: Mapping[str, datetime] | None = None) -> list[Due]:
+              skipped: list[str] | None = None, deployed_at: Mapping[str, datetime] | None = None,
+              replaced: Mapping[str, Replaced] | None = None) -> list[Due]:
     """Every fire instant t of every unpaused job with after < t <= now, now - t <= its
-    starting_deadline, and t not before the minute its spec was deployed in (`deployed_at`),
+    starting_deadline, and t not before the minute its schedule was deployed in (`deployed_at`),
     oldest first. `after` None: as far back as those bounds allow. A job whose schedule or zone
-    does not load is named in `skipped` and left out: one bad spec must not stop the others."""
+    does not load is named in `skipped` and left out: one bad spec must not stop the others.
+
+    Before that minute, the ticks of the spec whose schedule it replaced (`replaced`) within that
+    spec's starting_deadline are due, naming it: start_job reads them by the schedule that fired
+    them and runs the spec deployed now, or records them skipped."""
     due: list[Due] = []
     for spec in specs:
+        gone = (replaced or {}).get(spec.name)
+        if gone is not None and deployed_at and spec.name in deployed_at and gone.spec.name == spec.name:
+            floor = utc_minute(deployed_at[spec.name])
+            since = {spec.name: gone.since} if gone.since is not None else None
+            due.extend(d for d in due_ticks([gone.spec], after=after, now=min(now, floor - timedelta(microseconds=1)),
+                                            deployed_at=since)
+                       if now - d.tick <= timedelta(seconds=gone.spec.starting_deadline))
         if spec.paused:
             continue
         try:
@@ -119,7 +132,7 @@ def due_ticks(specs: Iterable[JobSpec], *, after: datetime | None, now: datetime
         # A tick exactly starting_deadline old still runs, as in launch; one microsecond more does not.
         oldest = now - timedelta(seconds=spec.starting_deadline)
         if deployed_at and spec.name in deployed_at:
-            # A job created, edited or unpaused during a minute owns that minute's tick, whether the
+            # A job created, rescheduled or unpaused during a minute owns that minute's tick, whether the
             # dispatch of that minute ran before the deploy finished or after; nothing earlier.
             oldest = max(oldest, utc_minute(deployed_at[spec.name]))
         cursor = oldest - timedelta(microseconds=1)
@@ -196,12 +209,14 @@ def dispatch(deps: Deps, source: SpecSource, *, version: str | None = None,
         report.swept = True
     specs = source.current(version)
     deployed_at = source.deployed_at()
+    replaced = source.replaced()
 
     def due_after(cursor: Cursor) -> list[Due]:
         skipped: list[str] = []
         # No cursor (the first minute in shared mode, or one whose dispatcher died before writing
         # it) or a damaged one: as far back as each job's deadline and deploy minute allow.
-        due = due_ticks(specs, after=cursor.through, now=now, skipped=skipped, deployed_at=deployed_at)
+        due = due_ticks(specs, after=cursor.through, now=now, skipped=skipped, deployed_at=deployed_at,
+                        replaced=replaced)
         report.skipped_jobs = skipped
         return due
 

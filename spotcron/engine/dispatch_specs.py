@@ -6,9 +6,16 @@ each read a Class B one. Deploy therefore puts a version of the whole set, `spec
 dispatch entry's message; a warm dispatcher that already holds that version reads nothing, and
 one that does not (a cold start, a new deploy) lists `deployed/` and reads each spec once.
 
-Each spec comes with when it was deployed: the object's `updated` time, which deploy sets by
-writing the object only when the job's spec changed (a new job, a schedule edited, a pause or an
-unpause). Catch-up for a job starts no earlier than that (engine/dispatch.py).
+Each spec comes with since when the job has had its schedule: the time of the deploy that
+created the job, changed its schedule or time zone, paused or unpaused it
+(`digests/JOB/SHA256.since`, carried forward by a deploy that changes anything else: an image
+edited the minute after a failed dispatch must not hide that minute's tick), else the spec
+object's `updated` time. Catch-up for a job, and the missed-tick pass, start no earlier than
+that (engine/dispatch.py, engine/missed.py) for the spec deployed now; the ticks before it within
+reach are those of the spec it replaced (`replaced()`, from that digest's marker), published
+naming that spec, so a schedule edited the minute after a failed dispatch leaves the old
+schedule's tick a run or a `skipped` record. It costs a read per job when the set is read, and
+one more per job whose schedule changed in the last 8 days (the markers' lifecycle).
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from pydantic import ValidationError
 
 from spotcron.core import layout
 from spotcron.core.spec import JobSpec
-from spotcron.engine.deployed import specs_version
+from spotcron.engine.deployed import Replaced, SpecStore, digest_of, read_since, specs_version
 from spotcron.engine.ports import Blobs
 
 log = logging.getLogger("spotcron.engine")
@@ -37,8 +44,13 @@ class SpecSource(Protocol):
         ...
 
     def deployed_at(self) -> Mapping[str, datetime]:
-        """When each job of the last `current()` was deployed as it is now; a job missing here
-        has no known time (its catch-up is bounded by its starting_deadline only)."""
+        """Since when each job of the last `current()` has had its schedule as it is now; a job
+        missing here has no known time (its catch-up is bounded by its starting_deadline only)."""
+        ...
+
+    def replaced(self) -> Mapping[str, Replaced]:
+        """The spec whose schedule each job's replaced at its `deployed_at`, where still known: its
+        ticks before then are still published (or recorded missed), naming it."""
         ...
 
 
@@ -49,6 +61,7 @@ class BucketSpecs:
         self.blobs = blobs
         self._held: tuple[str, list[JobSpec]] | None = None  # (version, specs) last read
         self._deployed_at: dict[str, datetime] = {}
+        self._replaced: dict[str, Replaced] = {}
         self._lock = threading.Lock()
 
     def current(self, version: str | None = None) -> list[JobSpec]:
@@ -68,8 +81,11 @@ class BucketSpecs:
     def deployed_at(self) -> Mapping[str, datetime]:
         return dict(self._deployed_at)
 
+    def replaced(self) -> Mapping[str, Replaced]:
+        return dict(self._replaced)
+
     def _read_all(self) -> list[JobSpec]:
-        specs, self._deployed_at = [], {}
+        specs, self._deployed_at, self._replaced = [], {}, {}
         for name in self.blobs.list(layout.DEPLOYED):
             job = name[len(layout.DEPLOYED):].removesuffix(".json")
             if not name.endswith(".json") or "/" in job:
@@ -86,20 +102,28 @@ class BucketSpecs:
                 log.error("dispatch: %s names job %r; left out", name, spec.name)
                 continue
             specs.append(spec)
-            if blob.updated is not None:
-                self._deployed_at[job] = blob.updated
+            since = read_since(self.blobs, job, digest_of(blob.data), blob.updated)
+            if since.at is not None:
+                self._deployed_at[job] = since.at
+            if since.replaced and (before := SpecStore(self.blobs).fired_with(job, since.replaced)) is not None:
+                self._replaced[job] = Replaced(before, read_since(self.blobs, job, since.replaced, None).at)
         return specs
 
 
 class FixedSpecs:
     """A SpecSource that is given, for tests and the bench."""
 
-    def __init__(self, specs: Iterable[JobSpec] = (), deployed_at: Mapping[str, datetime] | None = None):
+    def __init__(self, specs: Iterable[JobSpec] = (), deployed_at: Mapping[str, datetime] | None = None,
+                 replaced: Mapping[str, Replaced] | None = None):
         self.specs = list(specs)
         self.times = dict(deployed_at or {})
+        self.before = dict(replaced or {})
 
     def current(self, version: str | None = None) -> list[JobSpec]:
         return list(self.specs)
 
     def deployed_at(self) -> Mapping[str, datetime]:
         return dict(self.times)
+
+    def replaced(self) -> Mapping[str, Replaced]:
+        return dict(self.before)

@@ -5,7 +5,8 @@ message reached start_job (the scheduler entry paused or deleted, the start or d
 failing, a deploy in between, `spotcron up` stopped or the machine asleep). Fire times come from
 the same cron code that fires the ticks (core/cron/schedule.py), from where the previous pass
 stopped (`missed/JOB.json`: the instant checked through, and the missed record still open) and
-never from before the job's spec was deployed as it is now. A paused job misses nothing.
+never from before the job's schedule was deployed as it is now (engine/dispatch_specs.py: an
+edit of anything else leaves that time alone). A paused job misses nothing.
 
 Consecutive missed ticks of one job are one record, named after the first tick, with their count
 and the last tick (`missed_ticks`, `missed_until`): an every-minute job down for a day is one
@@ -32,8 +33,10 @@ from spotcron.core.errors import PreconditionFailed, SpotcronError
 from spotcron.core.runs import RunRecord, RunState, scheduled_run_id, tick_of, utc_minute
 from spotcron.core.spec import JobSpec
 from spotcron.engine import transitions
+from spotcron.engine.deployed import Replaced
 from spotcron.engine.deps import Deps
 from spotcron.engine.hooks import owe_hooks
+from spotcron.engine.pruned_mark import PrunedMark
 from spotcron.engine.writer import create, do_owed_effects, step
 
 log = logging.getLogger("spotcron.engine")
@@ -41,6 +44,9 @@ log = logging.getLogger("spotcron.engine")
 PREFIX = "missed/"
 FIRST_LOOK_BACK = timedelta(days=7)  # how far back a job never checked before is looked at
 MAX_TICKS_PER_PASS = 2000  # reads per job and pass; the rest waits for the next pass
+# Earlier ticks read back from a late tick to find the streak that holds it: its streak is the
+# newest tick with a record before it, unless a very late start of a tick inside it got one too.
+STREAK_LOOK_BACK = 3
 Reason = Callable[[datetime], str]
 
 PER_JOB_REASON = ("no start message reached start_job (the job's scheduler entry paused or deleted, "
@@ -100,12 +106,18 @@ def record_of_tick(deps: Deps, spec: JobSpec, tick: datetime) -> RunRecord | Non
     return found
 
 
-def checked_ticks(deps: Deps, spec: JobSpec, ticks: list[datetime]) -> list[tuple[datetime, bool]]:
-    """(tick, has a record or lies inside a missed record's range) for each tick."""
+def checked_ticks(deps: Deps, spec: JobSpec, ticks: list[datetime],
+                  pruned: PrunedMark | None = None) -> list[tuple[datetime, bool]]:
+    """(tick, has a record, had one that history pruning deleted, or lies inside a missed
+    record's range) for each tick."""
     flags: list[tuple[datetime, bool]] = []
     covered_until: datetime | None = None
+    first = spec.variants()[0].run_suffix
     for tick in ticks:
         if covered_until is not None and tick <= covered_until:
+            flags.append((tick, True))
+            continue
+        if pruned is not None and (pruned.covers(scheduled_run_id(tick, first)) or pruned.covers(scheduled_run_id(tick))):
             flags.append((tick, True))
             continue
         record = record_of_tick(deps, spec, tick)
@@ -132,30 +144,47 @@ def groups(flags: list[tuple[datetime, bool]]) -> list[list[datetime]]:
 
 
 def check_job(deps: Deps, spec: JobSpec, *, now: datetime, deployed_at: datetime | None,
-              reason: Reason) -> list[Missed]:
+              reason: Reason, replaced: Replaced | None = None) -> list[Missed]:
     """One pass over one job: record its missed ticks since the last pass; what was recorded."""
     if spec.paused:
         return []
     mark = read_watermark(deps, spec.name)
     until = now - timedelta(seconds=spec.starting_deadline)
     floor = now - FIRST_LOOK_BACK
+    base = max(mark.through, floor) if mark.through is not None else floor
     if deployed_at is not None:
         # Only ticks of the spec as deployed now: nothing before the minute it was deployed in.
         floor = max(floor, utc_minute(deployed_at) - timedelta(microseconds=1))
     after = max(mark.through, floor) if mark.through is not None else floor
-    pruned = deps.store.pruned_through(spec.name)
-    if pruned is not None:
+    pruned = deps.store.pruned_mark(spec.name)
+    if pruned.floor is not None:
         # History pruning deleted the records up to this tick: their absence is no missed tick.
+        # After it, the mark names each run it deleted (checked_ticks).
         try:
-            after = max(after, datetime.strptime(tick_of(pruned), "%Y%m%d-%H%M").replace(tzinfo=UTC))
+            after = max(after, datetime.strptime(tick_of(pruned.floor), "%Y%m%d-%H%M").replace(tzinfo=UTC))
         except ValueError:
-            log.warning("%s: pruning mark %r names no tick; ignored", spec.name, pruned)
-    if until <= after:
-        return []
-    ticks = ticks_between(spec, after, until)
+            log.warning("%s: pruning mark %r names no tick; ignored", spec.name, pruned.floor)
+        else:
+            base = max(base, datetime.strptime(tick_of(pruned.floor), "%Y%m%d-%H%M").replace(tzinfo=UTC))
+    ticks: list[datetime] = []
+    gone = replaced.spec if replaced is not None else None
+    if gone is not None and replaced is not None and deployed_at is not None and not gone.paused \
+            and gone.name == spec.name:
+        # Before the deploy that changed the schedule, the ticks of the schedule it replaced (from
+        # its own deploy on, when that is still known).
+        if replaced.since is not None:
+            base = max(base, utc_minute(replaced.since) - timedelta(microseconds=1))
+        try:
+            ticks = ticks_between(gone, base, min(now - timedelta(seconds=gone.starting_deadline),
+                                                  utc_minute(deployed_at) - timedelta(microseconds=1)))
+        except SpotcronError as exc:
+            log.warning("%s: the schedule its deploy replaced does not load (%s); its ticks are not checked",
+                        spec.name, exc)
+    if until > after:
+        ticks += ticks_between(spec, after, until, MAX_TICKS_PER_PASS - len(ticks))
     if not ticks:
         return []
-    flags = checked_ticks(deps, spec, ticks)
+    flags = checked_ticks(deps, spec, ticks, pruned)
     found: list[Missed] = []
     open_run = mark.open_run if mark.through is not None and mark.through >= after else None
     for index, group in enumerate(groups(flags)):
@@ -168,6 +197,24 @@ def check_job(deps: Deps, spec: JobSpec, *, now: datetime, deployed_at: datetime
     still_open = None if last_started else (found[-1].run_id if found else None)
     _write_watermark(deps, spec.name, last_tick, still_open, mark.generation)
     return found
+
+
+def covering_streak(deps: Deps, job: str, tick: datetime) -> RunRecord | None:
+    """The `missed` record whose streak holds `tick` under an earlier tick's run id, if any.
+
+    A tick inside a streak has no record of its own, so a late redelivery of its start message
+    would otherwise record it a second time. One listing of the job's run folders and a read or
+    two; start_job asks only for a tick that is past its starting_deadline and has no record."""
+    own = tick_of(scheduled_run_id(tick))
+    earlier = sorted({tick_of(run_id) for run_id in deps.store.run_ids(job)
+                      if not run_id.startswith("m") and tick_of(run_id) < own})
+    for first in reversed(earlier[-STREAK_LOOK_BACK:]):
+        record = deps.store.read(job, first)  # a missed record names its first tick alone
+        if record is None or record.state != RunState.MISSED:
+            continue
+        if record.tick is not None and record.missed_until is not None and record.tick <= tick <= record.missed_until:
+            return record
+    return None
 
 
 def _create(deps: Deps, spec: JobSpec, group: list[datetime], reason: str, now: datetime) -> Missed:
@@ -203,13 +250,15 @@ def _write_watermark(deps: Deps, job: str, through: datetime, open_run: str | No
 
 
 def record_missed(deps: Deps, specs: Iterable[JobSpec], deployed_at: Mapping[str, datetime], *,
-                  reason: Reason, now: datetime | None = None) -> list[Missed]:
+                  reason: Reason, now: datetime | None = None,
+                  replaced: Mapping[str, Replaced] | None = None) -> list[Missed]:
     """A pass over every deployed job; one job's problem never stops the others."""
     now = now or deps.clock.now()
     found: list[Missed] = []
     for spec in specs:
         try:
-            found.extend(check_job(deps, spec, now=now, deployed_at=deployed_at.get(spec.name), reason=reason))
+            found.extend(check_job(deps, spec, now=now, deployed_at=deployed_at.get(spec.name), reason=reason,
+                                   replaced=(replaced or {}).get(spec.name)))
         except (SpotcronError, OSError, ValueError) as exc:
             log.warning("missed ticks of %s not checked this time: %s", spec.name, exc)
     return found

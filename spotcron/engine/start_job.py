@@ -25,9 +25,10 @@ from spotcron.engine import transitions
 from spotcron.engine.attempts import create_attempt
 from spotcron.engine.concurrency import apply_concurrency
 from spotcron.engine.deps import Deps
+from spotcron.engine.missed import covering_streak
+from spotcron.engine.pruned_mark import PrunedMark
 from spotcron.engine.queue import start_queued
 from spotcron.engine.spot_advice import placed
-from spotcron.engine.store import run_sort_key
 from spotcron.engine.tick_trust import check_tick
 from spotcron.engine.ticks import BadTrigger, exact_tick, latest_fire, readable_schedule
 from spotcron.engine.writer import create, do_owed_effects, priced, step
@@ -46,9 +47,13 @@ class LaunchOutcome:
 
 def launch(deps: Deps, spec: JobSpec, *, requested_at: datetime, manual: bool = False,
            nonce: str | None = None, tick: datetime | None = None,
-           overrides: Overrides | None = None) -> list[LaunchOutcome]:
+           overrides: Overrides | None = None, fired_with: JobSpec | None = None) -> list[LaunchOutcome]:
     """Start one run per matrix entry of `spec` for `tick`, or the tick at `requested_at`.
-    `overrides` (a manual run only) change every configuration and are recorded on each run."""
+    `overrides` (a manual run only) change every configuration and are recorded on each run.
+
+    `fired_with`: the spec the message named, when a deploy replaced it since (SpecStore.fired_with).
+    The tick is read by the schedule that fired it; it runs `spec` when `spec`'s schedule fires
+    then too, and is recorded skipped (saying why) when the deploy moved the schedule off it."""
     if spec.paused and not manual:
         log.info("job %s is paused; ignoring its trigger", spec.name)
         return []
@@ -57,11 +62,12 @@ def launch(deps: Deps, spec: JobSpec, *, requested_at: datetime, manual: bool = 
         tick = None
     else:
         named = tick is not None
+        timing = fired_with if fired_with is not None and not manual else spec
         if tick is not None:
-            tick = exact_tick(spec, tick, now=deps.clock.now())
-        schedule, zone = readable_schedule(spec)
+            tick = exact_tick(timing, tick, now=deps.clock.now())
+        schedule, zone = readable_schedule(timing)
         if tick is None:
-            tick = latest_fire(spec, schedule, zone, requested_at)
+            tick = latest_fire(timing, schedule, zone, requested_at)
         if tick is None:
             raise BadTrigger(f"job {spec.name}: schedule {spec.schedule!r} has no fire time before {requested_at}")
         # A publisher writes the tick attribute; only the deploy and Pub/Sub's publish time vouch for it.
@@ -69,15 +75,30 @@ def launch(deps: Deps, spec: JobSpec, *, requested_at: datetime, manual: bool = 
         # Lateness counts from the reading of the tick the message was published at: around a DST
         # change a scheduler may fire a tick at another plausible reading (CronSchedule.readings).
         reading = max((r for r in schedule.readings(tick, zone) if r <= requested_at), default=tick)
+    overtaken = None if manual or fired_with is None or tick is None else _moved_off(spec, fired_with, tick)
     if manual and nonce is None:
         # The same request always names the same run: a redelivery must not start a second one.
         nonce = hashlib.sha256(requested_at.isoformat().encode()).hexdigest()[:8]
-    pruned_through = _pruned_floor(deps, spec.name, manual=manual)
+    pruned = _pruned_marks(deps, spec.name, manual=manual)
     if overrides is not None and not manual:
         raise BadTrigger(f"job {spec.name}: only a manual run may have overrides")
     variants = spec.variants() if overrides is None else _overridden(spec, overrides)
-    return [_launch_one(deps, variant, tick, reading, requested_at, nonce, pruned_through, overrides)
+    return [_launch_one(deps, variant, tick, reading, requested_at, nonce, pruned, overrides, overtaken)
             for variant in variants]
+
+
+def _moved_off(spec: JobSpec, fired_with: JobSpec, tick: datetime) -> str | None:
+    """Why `tick`, fired by `fired_with`'s schedule, does not run `spec` (deployed since), or None
+    when `spec`'s schedule fires at `tick` too."""
+    try:
+        schedule, zone = readable_schedule(spec)
+        if latest_fire(spec, schedule, zone, tick) == tick:
+            return None
+    except BadTrigger:
+        pass
+    return (f"skipped: a deploy changed the schedule from {fired_with.schedule!r} ({fired_with.time_zone}) to "
+            f"{spec.schedule!r} ({spec.time_zone}) after its {tick:%Y-%m-%d %H:%M} UTC tick fired; the schedule "
+            f"deployed now has no such tick")
 
 
 def _overridden(spec: JobSpec, overrides: Overrides) -> list[JobSpec]:
@@ -90,19 +111,21 @@ def _overridden(spec: JobSpec, overrides: Overrides) -> list[JobSpec]:
     return [overrides.applied(variant) for variant in spec.variants()]
 
 
-def _pruned_floor(deps: Deps, job: str, *, manual: bool) -> str | None:
-    """The newest run id of `job` that history pruning deleted, as a request of this kind sees it:
-    manual runs are pruned apart and have a mark of their own (engine/store.prune)."""
-    marks = [deps.store.pruned_through(job)] + ([deps.store.pruned_through(job, manual=True)] if manual else [])
-    return max((m for m in marks if m), key=run_sort_key, default=None)
+def _pruned_marks(deps: Deps, job: str, *, manual: bool) -> list[PrunedMark]:
+    """The pruning marks a request of this kind is held to: manual runs are pruned apart and have
+    a mark of their own (engine/store.prune)."""
+    return [deps.store.pruned_mark(job)] + ([deps.store.pruned_mark(job, manual=True)] if manual else [])
+
+
+def _was_pruned(marks: list[PrunedMark], run_id: str) -> bool:
+    return any(mark.covers(run_id) for mark in marks)
 
 
 def _pruned_meanwhile(deps: Deps, record: RunRecord) -> bool:
     """Whether history pruning passed this run while its record was being created: pruning raises
-    its mark before it deletes, so a run at or under the mark now was pruned and is being brought
-    back by a late delivery. Its new record goes again, and the run does not start."""
-    floor = _pruned_floor(deps, record.job, manual=record.trigger == "manual")
-    if floor is None or run_sort_key(record.run_id) > run_sort_key(floor):
+    its mark before it deletes, so a run the mark names now was pruned and is being brought back
+    by a late delivery. Its new record goes again, and the run does not start."""
+    if not _was_pruned(_pruned_marks(deps, record.job, manual=record.trigger == "manual"), record.run_id):
         return False
     log.warning("job %s: dropped a trigger for run %s, pruned while the trigger was handled (history_limit %s)",
                 record.job, record.run_id, record.history_limit)
@@ -111,8 +134,8 @@ def _pruned_meanwhile(deps: Deps, record: RunRecord) -> bool:
 
 
 def _launch_one(deps: Deps, spec: JobSpec, tick: datetime | None, reading: datetime | None,
-                requested_at: datetime, nonce: str, pruned_through: str | None,
-                overrides: Overrides | None = None) -> LaunchOutcome:
+                requested_at: datetime, nonce: str, pruned: list[PrunedMark],
+                overrides: Overrides | None = None, overtaken: str | None = None) -> LaunchOutcome:
     now = deps.clock.now()
     manual = tick is None
     # A manual run's id comes from the message's publish time, not from when it is handled, so a
@@ -120,10 +143,10 @@ def _launch_one(deps: Deps, spec: JobSpec, tick: datetime | None, reading: datet
     suffix = spec.run_suffix  # the matrix entry and the repeat: each is a run of its own
     run_id = manual_run_id(requested_at, nonce, suffix) if manual else scheduled_run_id(tick, suffix)
     record = transitions.scheduled(spec, run_id, tick, now, overrides=overrides.recorded() if overrides else None)
-    if (pruned_through is not None and run_sort_key(run_id) <= run_sort_key(pruned_through)
-            and deps.store.read(spec.name, run_id) is None):
+    if _was_pruned(pruned, run_id) and deps.store.read(spec.name, run_id) is None:
         # A redelivery for a run that history pruning already deleted: recreating it would start
-        # the run (or record it as missed) a second time.
+        # the run (or record it as missed) a second time. A tick that never had a record is not
+        # in the mark, however many younger runs were pruned: it starts (engine/pruned_mark.py).
         log.warning("job %s: dropped a trigger for run %s, older than the history kept (history_limit %s)",
                     spec.name, run_id, spec.history_limit)
         return LaunchOutcome(job=spec.name, run_id=run_id, state="dropped",
@@ -133,10 +156,20 @@ def _launch_one(deps: Deps, spec: JobSpec, tick: datetime | None, reading: datet
         read_as = f", read as {reading:%H:%M} UTC" if reading != tick else ""
         reason = (f"missed: the trigger arrived {late:.0f}s after its {tick:%H:%M} UTC tick{read_as} "
                   f"(starting_deadline {spec.starting_deadline}s)")
+        if deps.store.read(spec.name, run_id) is None and (streak := covering_streak(deps, spec.name, tick)):
+            # The missed-tick pass recorded this tick in a streak already: a second record would
+            # end it twice (two run.finished, two notifications).
+            log.info("job %s: a late trigger for %s, recorded missed in streak %s", spec.name, run_id, streak.run_id)
+            return _outcome(streak, duplicate=True)
         record = priced(deps, transitions.skip(record, transitions.Skip(reason), now))
         created = create(deps, record)
         # Its end is owed in the record just written; a duplicate finishes what a crashed first
         # delivery left owed.
+        stored = record if created else deps.store.read(spec.name, run_id) or record
+        return _outcome(do_owed_effects(deps, stored), duplicate=not created)
+    if overtaken is not None:
+        record = priced(deps, transitions.skip(record, transitions.Skip(overtaken), now))
+        created = create(deps, record)
         stored = record if created else deps.store.read(spec.name, run_id) or record
         return _outcome(do_owed_effects(deps, stored), duplicate=not created)
     created = create(deps, record)

@@ -21,6 +21,7 @@ from spotcron.core.layout import LIVE, pruned_marker
 from spotcron.core.runs import RunRecord, tick_of
 from spotcron.engine.live_index import OWED, LiveEntry, live_entry_name, parse_live_name, same_but_time
 from spotcron.engine.ports import Blobs
+from spotcron.engine.pruned_mark import PrunedMark, parse, run_sort_key
 
 log = logging.getLogger("spotcron.engine")
 
@@ -267,12 +268,12 @@ class RunStore:
         # Remember how far history was cut before cutting it: a trigger for a pruned tick that
         # Pub/Sub redelivers later must not bring the run back (launch checks `pruned_through`).
         if marking:
-            self._raise_pruned_mark(job, max(marking, key=run_sort_key))
+            self._raise_pruned_mark(job, marking)
         # Manual runs have a mark of their own: a late redelivery of a pruned manual run's message
         # must not start it again, and no flood of manual runs can make a scheduled tick look pruned.
         manual = [run_id for run_id in doomed if run_id.startswith("m")]
         if manual:
-            self._raise_pruned_mark(job, max(manual, key=run_sort_key), manual=True)
+            self._raise_pruned_mark(job, manual, manual=True)
         budget = PRUNE_DELETES
         for run_id in sorted(doomed, key=run_sort_key):
             budget = self._delete_run(job, run_id, budget)
@@ -367,24 +368,24 @@ class RunStore:
     def pruned_through(self, job: str, *, manual: bool = False) -> str | None:
         """The newest run id of `job` that history pruning deleted (`manual`: of its manual runs);
         None when nothing was pruned."""
-        blob = self.blobs.read(pruned_marker(job, manual=manual))
-        return blob.data.decode() if blob else None
+        return self.pruned_mark(job, manual=manual).through
 
-    def _raise_pruned_mark(self, job: str, run_id: str, *, manual: bool = False) -> None:
+    def pruned_mark(self, job: str, *, manual: bool = False) -> PrunedMark:
+        """Which runs of `job` history pruning deleted (engine/pruned_mark.py)."""
+        blob = self.blobs.read(pruned_marker(job, manual=manual))
+        return parse(blob.data if blob else None)
+
+    def _raise_pruned_mark(self, job: str, run_ids: list[str], *, manual: bool = False) -> None:
         name = pruned_marker(job, manual=manual)
         for _ in range(MAX_CONFLICTS):
             blob = self.blobs.read(name)
-            if blob is not None and run_sort_key(blob.data.decode()) >= run_sort_key(run_id):
+            mark = parse(blob.data if blob else None)
+            if mark.holds(run_ids):
                 return
             try:
-                self.blobs.write(name, run_id.encode(), content_type="text/plain",
+                self.blobs.write(name, mark.with_pruned(run_ids).encode(), content_type="text/plain",
                                  if_generation_match=blob.generation if blob else 0)
                 return
             except PreconditionFailed:
                 continue
         raise RecordConflict(f"the pruning mark of {job} kept changing; giving up after {MAX_CONFLICTS} tries")
-
-
-def run_sort_key(run_id: str) -> str:
-    """Run ids sort by time whether scheduled (20261122-1000) or manual (m20261122-101530-ab12)."""
-    return run_id.removeprefix("m")

@@ -30,6 +30,7 @@ from datetime import datetime, timedelta
 from spotcron.core import layout
 from spotcron.core.runs import scheduled_run_id, utc_minute
 from spotcron.core.spec import JobSpec
+from spotcron.engine.deployed import digest_of, scheduled_since
 from spotcron.engine.deps import Deps
 from spotcron.engine.ports import Blobs
 from spotcron.engine.ticks import STALE_TICK_MARGIN, TICK_TOLERANCE, BadTrigger
@@ -80,10 +81,12 @@ def _forget_stale(deps: Deps, job: str, minute: datetime) -> None:
 
 
 def deployed_since(blobs: Blobs, job: str) -> datetime | None:
-    """When `job`'s spec was deployed as it is now: its object's time (deploy rewrites the object
-    only when the spec changes, a pause or an unpause included); None when unknown."""
+    """Since when `job`'s schedule has been deployed as it is now (a pause or an unpause counts, an
+    edit that keeps the schedule does not: deployed.scheduled_since); None when unknown."""
     blob = blobs.read(layout.deployed_spec(job))
-    return blob.updated if blob is not None else None
+    if blob is None:
+        return None
+    return scheduled_since(blobs, job, digest_of(blob.data), blob.updated)
 
 
 def check_tick(deps: Deps, spec: JobSpec, tick: datetime, *, published: datetime, named: bool) -> datetime:

@@ -226,7 +226,8 @@ class LocalStack:
         from spotcron.engine.missed import record_missed
 
         specs = BucketSpecs(self.deps.blobs)
-        found = record_missed(self.deps, specs.current(), specs.deployed_at(), reason=lambda tick: LOCAL_MISSED)
+        found = record_missed(self.deps, specs.current(), specs.deployed_at(), reason=lambda tick: LOCAL_MISSED,
+                              replaced=specs.replaced())
         for item in found:
             if self.notify is not None:
                 self.notify(f"{item.job}: {item.ticks} tick(s) missed while spotcron up was not running "

@@ -14,7 +14,7 @@ from typing import Any
 
 from spotcron.core.errors import Transient
 from spotcron.engine.broker import grant
-from spotcron.engine.deployed import NotDeployed, SpecStore
+from spotcron.engine.deployed import NotDeployed, SpecStore, digest
 from spotcron.engine.deps import Deps
 from spotcron.engine.dispatch import DispatchState, dispatch, read_cursor
 from spotcron.engine.dispatch_specs import BucketSpecs, SpecSource
@@ -69,11 +69,16 @@ def handle_start(event_data: Any, event_time: datetime | None) -> None:
     try:
         request = parse_start(event_data, event_time)
         deps = current()
-        spec = SpecStore(deps.blobs).resolve(request.job, request.digest, scheduled=not request.manual)
+        specs = SpecStore(deps.blobs)
+        spec = specs.resolve(request.job, request.digest, scheduled=not request.manual)
+        # A scheduled start overtaken by a deploy is read by the schedule that fired it.
+        fired_with = (specs.fired_with(request.job, request.digest)
+                      if not request.manual and request.digest != digest(spec) else None)
         overrides = (read_overrides(deps.blobs, request.overrides, job=request.job, nonce=request.nonce,
                                     requested_at=request.requested_at, spec=spec) if request.overrides else None)
         outcomes = launch(deps, spec, requested_at=request.requested_at, manual=request.manual,
-                          nonce=request.nonce, tick=request.tick, overrides=overrides)
+                          nonce=request.nonce, tick=request.tick, overrides=overrides,
+                          fired_with=fired_with)
     except NotDeployed as exc:
         # Acknowledged: a message for a job or spec that was never deployed is someone else's doing
         # (a rogue publisher, an edited scheduler entry) or a stale one; it never starts anything.
@@ -167,7 +172,8 @@ def _record_missed(deps: Deps, specs: SpecSource, reason) -> int:
     if _missed_reason is not None:
         reason = (lambda text: lambda tick: text)(_missed_reason)
     try:
-        found = record_missed(deps, specs.current(), specs.deployed_at(), reason=reason)
+        found = record_missed(deps, specs.current(), specs.deployed_at(), reason=reason,
+                              replaced=specs.replaced())
     except Exception as exc:  # noqa: BLE001 - the next pass checks the same ticks again
         log.warning("missed ticks not checked this time: %s", exc)
         return 0

@@ -150,9 +150,10 @@ def test_request_shapes(deployer: Deployer, cloud: FakeCloud) -> None:
     assert bucket.body["iamConfiguration"] == {"uniformBucketLevelAccess": {"enabled": True},
                                                "publicAccessPrevention": "enforced"}
     uploads = [c for c in calls if c.path == f"/upload/storage/v1/b/{BUCKET}/o"]
-    # The source archive (only if absent: its name is its hash), the three deployed specs and their
-    # digests' markers (engine/deployed.py: a start a deploy overtakes still runs).
-    assert len(uploads) == 7 and [u.query.get("ifGenerationMatch") for u in uploads].count("0") == 1
+    # The source archive (only if absent: its name is its hash), the three deployed specs, their
+    # digests' markers (engine/deployed.py: a start a deploy overtakes still runs) and since objects.
+    assert (len(uploads), [u.query.get("ifGenerationMatch") for u in uploads].count("0")) == (10, 1), \
+        [(u.query.get("ifGenerationMatch"), u.status) for u in uploads]
     [create_bot] = [c for c in calls if c.method == "POST" and c.path == f"/v1/{LOCATION}/jobs"
                     and c.body["name"].endswith("/spotcron-bot")]
     assert "state" not in create_bot.body  # output-only: paused entries are paused with :pause
@@ -287,9 +288,10 @@ def test_pausing_and_resuming_use_the_state_calls(deployer: Deployer, cloud: Fak
     assert spec.resource_type == DEPLOYED_SPEC and set(action.changes) == {"paused", "data"}
     cloud.reset_log()
     deployer.deploy(jobs)
-    # The spec, and its digest's marker (old and new by the spec, new by the entry).
+    # The spec, its digest's markers (old and new, each holding its spec) and its since object; the
+    # entry's marker of the new digest is written only when absent.
     assert changes(cloud) == [("PATCH", f"/v1/{LOCATION}/jobs/spotcron-nightly"),
-                              *[("POST", f"/upload/storage/v1/b/{BUCKET}/o")] * 3,
+                              *[("POST", f"/upload/storage/v1/b/{BUCKET}/o")] * 4,
                               ("POST", f"/v1/{LOCATION}/jobs/spotcron-nightly:resume")]
     assert cloud.scheduler.entries()["spotcron-nightly"]["state"] == "ENABLED"
     assert deployer.plan(jobs).actions == []
@@ -448,3 +450,36 @@ def test_dry_run_changes_nothing(deployer: Deployer, cloud: FakeCloud) -> None:
         "logging.googleapis.com", "storage.googleapis.com", "serviceusage.googleapis.com"})
     assert not cloud.changing_calls()
     assert cloud.state()["jobs"] == {}
+
+
+def test_each_digest_marker_holds_its_spec(deployer: Deployer, cloud: FakeCloud, jobs_dir: Path) -> None:
+    """A start an edit overtook is read by the schedule that fired it (engine/deployed.py's fired_with)."""
+    deployer.deploy(deployer.jobs(jobs_dir))
+    before = cloud.storage.objects[(BUCKET, "deployed/bot.json")][0]
+    bot = jobs_dir / "bot.yaml"
+    bot.write_text(bot.read_text().replace('"0 */4 * * *"', '"15 */4 * * *"'))
+    deployer.deploy(deployer.jobs(jobs_dir))
+    after = cloud.storage.objects[(BUCKET, "deployed/bot.json")][0]
+    assert before != after
+    for data in (before, after):
+        assert cloud.storage.objects[(BUCKET, f"digests/bot/{digest_of(data)}")][0] == data
+
+
+def test_an_edit_that_keeps_the_schedule_keeps_its_since(deployer: Deployer, cloud: FakeCloud, jobs_dir: Path) -> None:
+    """The dispatcher's and missed-tick pass's floor moves only when the schedule changes."""
+    deployer.deploy(deployer.jobs(jobs_dir))
+    bot = jobs_dir / "bot.yaml"
+
+    def since_of_deployed() -> bytes:
+        data = cloud.storage.objects[(BUCKET, "deployed/bot.json")][0]
+        return cloud.storage.objects[(BUCKET, f"digests/bot/{digest_of(data)}.since")][0]
+
+    assert since_of_deployed() == b""  # a new job: since its own deploy
+    bot.write_text(bot.read_text().replace("GREETING: hello", "GREETING: hi"))
+    deployer.deploy(deployer.jobs(jobs_dir))
+    assert since_of_deployed() != b""  # carried forward from the first deploy
+    before = cloud.storage.objects[(BUCKET, "deployed/bot.json")][0]
+    bot.write_text(bot.read_text().replace('"0 */4 * * *"', '"15 */4 * * *"'))
+    deployer.deploy(deployer.jobs(jobs_dir))
+    # The schedule changed: since this deploy, naming the spec whose schedule it replaced.
+    assert since_of_deployed() == f"\nreplaced={digest_of(before)}".encode()

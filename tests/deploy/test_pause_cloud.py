@@ -102,7 +102,8 @@ def test_shared_pause_rewrites_the_deployed_spec_and_the_dispatch_version(deploy
         f"scheduler entry projects/{PROJECT}/locations/us-central1/jobs/spotcron-dispatch: its message names the "
         f"deployed specs' version {new_version[:12]}, so running dispatchers read them again"]
     assert [(c.method, c.path) for c in cloud.changing_calls()] == [  # the spec first, as deploy orders them
-        *[("POST", f"/upload/storage/v1/b/{BUCKET}/o")] * 3,  # the old and new digests' markers, then the spec
+        # the old and new digests' markers, the new one's since object, then the spec
+        *[("POST", f"/upload/storage/v1/b/{BUCKET}/o")] * 4,
         ("PATCH", f"/v1/projects/{PROJECT}/locations/us-central1/jobs/spotcron-dispatch")]
     # The warm dispatcher, given the entry's new version, reads the specs again and skips bot.
     assert {s.name: s for s in warm.current(new_version)}["bot"].paused
