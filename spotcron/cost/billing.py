@@ -52,13 +52,14 @@ class Overheads:
     # and the settlement; one day for most runs), the token's replay
     # marker, the live-index listings of the concurrency check, of the queue ahead of a start and of
     # the queue at the run's end, the job's listing for history pruning, and the runner's logs.txt,
-    # one results file and manifest.json. Class B: 17 reads (among them the record once more right
+    # one results file and manifest.json. Class B: 18 reads (among them the record once more right
     # before the insert and when its end's effects are recorded done, the deployed spec once more
-    # right before the insert and its object's time for the tick's trust (engine/tick_trust.py), the pruning mark once more right after the record's create, and the
+    # right before the insert, and once with its since object for the tick's trust
+    # (engine/tick_trust.py), the pruning mark once more right after the record's create, and the
     # runner's hardware.json).
     # Live log parts (one per 5 s in which the job's output grew) come on top and depend on the job.
     class_a_per_run: int = 21
-    class_b_per_run: int = 17
+    class_b_per_run: int = 18
     sweep_lists: int = 1  # Class A listings per sweep pass: the live index (engine/sweep.py)
     # scheduling: shared. One dispatch a minute; in a minute where some job fires it reads its
     # cursor (Class B) and writes it once (Class A), and publishes one message per tick (each adds a little: the client

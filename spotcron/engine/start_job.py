@@ -71,7 +71,7 @@ def launch(deps: Deps, spec: JobSpec, *, requested_at: datetime, manual: bool = 
         if tick is None:
             raise BadTrigger(f"job {spec.name}: schedule {spec.schedule!r} has no fire time before {requested_at}")
         # A publisher writes the tick attribute; only the deploy and Pub/Sub's publish time vouch for it.
-        tick = check_tick(deps, spec, tick, published=requested_at, named=named)
+        tick = check_tick(deps, spec, tick, published=requested_at, named=named, fired_with=fired_with)
         # Lateness counts from the reading of the tick the message was published at: around a DST
         # change a scheduler may fire a tick at another plausible reading (CronSchedule.readings).
         reading = max((r for r in schedule.readings(tick, zone) if r <= requested_at), default=tick)

@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 from spotcron.core import layout
 from spotcron.core.runs import scheduled_run_id, utc_minute
 from spotcron.core.spec import JobSpec
-from spotcron.engine.deployed import digest_of, scheduled_since
+from spotcron.engine.deployed import digest, digest_of, scheduled_since
 from spotcron.engine.deps import Deps
 from spotcron.engine.ports import Blobs
 from spotcron.engine.ticks import STALE_TICK_MARGIN, TICK_TOLERANCE, BadTrigger
@@ -89,10 +89,15 @@ def deployed_since(blobs: Blobs, job: str) -> datetime | None:
     return scheduled_since(blobs, job, digest_of(blob.data), blob.updated)
 
 
-def check_tick(deps: Deps, spec: JobSpec, tick: datetime, *, published: datetime, named: bool) -> datetime:
+def check_tick(deps: Deps, spec: JobSpec, tick: datetime, *, published: datetime, named: bool,
+               fired_with: JobSpec | None = None) -> datetime:
     """`tick` when a message Pub/Sub received at `published` may stand for it; UntrustedTick
-    otherwise. `named`: the message named the tick (else it was read from `published`)."""
-    since = deployed_since(deps.blobs, spec.name)
+    otherwise. `named`: the message named the tick (else it was read from `published`).
+    `fired_with`: the replaced spec the message named; its tick counts from that spec's schedule."""
+    if fired_with is not None:
+        since = scheduled_since(deps.blobs, spec.name, digest(fired_with), None)
+    else:
+        since = deployed_since(deps.blobs, spec.name)
     if since is not None and published >= since and tick < utc_minute(since):
         raise UntrustedTick(
             f"job {spec.name}: refused tick {tick:%Y-%m-%dT%H:%M}Z: it falls before {since:%Y-%m-%dT%H:%M:%S}Z, "
