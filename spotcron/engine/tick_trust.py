@@ -5,8 +5,9 @@ Anyone who may publish on the start topic writes a message's body and attributes
 attribute included; Pub/Sub alone sets a message's `publishTime`, when it receives the publish, and
 keeps it across redeliveries. So a tick is trusted only on what no publisher can write:
 
-- The deploy floor. A tick before the minute the job's spec was deployed (created, edited, paused
-  or unpaused) was never due: the dispatcher and the missed-tick pass never count from earlier,
+- The deploy floor. A tick before the minute the job's schedule was deployed as it is now
+  (created, its schedule or time zone edited, paused or unpaused; an edit that keeps the
+  schedule keeps its time: deployed.scheduled_since) was never due: the dispatcher and the missed-tick pass never count from earlier,
   and a paused job's ticks never fire. A message Pub/Sub received before that deploy is exempt:
   it was published under the spec deployed then, and a deploy never drops a tick in flight
   (engine/deployed.py).
