@@ -168,7 +168,7 @@ def settle_attempts(deps, record: RunRecord, attempts) -> None:
         for vm, interval in ran.items():
             if vm in usage.admitted and vm not in usage.used:
                 hours = 0.0 if interval is None else overlap_hours(*interval, day)
-                _write_once(deps.blobs, layout.usage_used(day, vm, min(usage.hours_of(vm), hours)))
+                write_once(deps.blobs, layout.usage_used(day, vm, min(usage.hours_of(vm), hours)))
 
 
 def _settle_days(record: RunRecord, now: datetime, grace: int) -> Iterable[str]:
@@ -181,7 +181,8 @@ def _settle_days(record: RunRecord, now: datetime, grace: int) -> Iterable[str]:
     return days_between(start, now + timedelta(seconds=timeout + grace))
 
 
-def _write_once(blobs, name: str) -> bool:
+def write_once(blobs, name: str) -> bool:
+    """Create `name` empty; False when it was there already (written by a concurrent delivery)."""
     try:
         blobs.write(name, b"", if_generation_match=0)
     except PreconditionFailed:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from spotcron.core import catalog, layout
-from spotcron.core.errors import PreconditionFailed, Transient
+from spotcron.core.errors import Transient
 from spotcron.core.runs import Attempt, RunRecord, RunState
 from spotcron.core.settings import Limits
 from spotcron.core.spec import JobSpec
@@ -36,6 +36,7 @@ from spotcron.engine.day_hours import (
     overlap_hours,
     read_day,
     settle_ended_attempts,
+    write_once,
 )
 from spotcron.engine.live_index import QUEUED, needs_gpus
 from spotcron.engine.ports import ALIVE_STATUSES, Instance
@@ -175,15 +176,6 @@ def _pending(day: DayUsage, now: datetime, *, listed: set[str], own: set[str]) -
             and now - ADMISSION_WINDOW <= entry.at <= now + ADMISSION_WINDOW}
 
 
-def _write_once(blobs, name: str) -> bool:
-    """Create `name`; False when it was there already (written by a concurrent delivery)."""
-    try:
-        blobs.write(name, b"", if_generation_match=0)
-    except PreconditionFailed:
-        return False
-    return True
-
-
 # A withdrawal is tried this many times at once before its error is raised: a delete of one name
 # is idempotent, and a withdrawal lost to one transient error would hold its hours all day.
 WITHDRAW_TRIES = 3
@@ -224,7 +216,7 @@ def cover_late_creation(deps, record: RunRecord, spec: JobSpec, vm: str, admitte
     covered = set(admitted_days(admitted_at, hours))
     for day in admitted_days(created_at, hours):
         if day not in covered:
-            _write_once(deps.blobs, layout.usage_admitted(day, vm, int(created_at.timestamp()), gpu_count(spec), hours,
+            write_once(deps.blobs, layout.usage_admitted(day, vm, int(created_at.timestamp()), gpu_count(spec), hours,
                                                           manual=record.trigger == "manual"))
 
 
@@ -268,7 +260,7 @@ def admit(deps, record: RunRecord, spec: JobSpec, attempt: Attempt, *, written: 
             for day in admitted_days(now, hours)]
     decision = _decide(deps, record, attempt, alive, now, hours, gpus)
     if decision.fits:
-        wrote = [name for name in mine if _write_once(deps.blobs, name)]
+        wrote = [name for name in mine if write_once(deps.blobs, name)]
         decision = _decide(deps, record, attempt, alive, now, hours, gpus)
         if decision.fits:
             if written is not None:

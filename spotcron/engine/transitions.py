@@ -510,21 +510,28 @@ def cancel(record: RunRecord, event: Cancel, now: datetime) -> Result:
     return updated.with_state(RunState.CANCELLED, now, event.reason)
 
 
-def withdrawn(record: RunRecord, event: Withdrawn, now: datetime) -> Result:
+def _waiting_for(record: RunRecord, attempt: Attempt) -> Attempt | Refused:
+    """The run's current attempt when the run still waits for `attempt`'s VM, else the refusal."""
     current = record.current_attempt
     if (record.state not in (RunState.STARTING, RunState.QUEUED) or current is None
-            or current.number != event.attempt.number or current.created_at is not None):
-        return Refused(f"not waiting for attempt {event.attempt.number}'s VM (now {record.state})")
+            or current.number != attempt.number or current.created_at is not None):
+        return Refused(f"not waiting for attempt {attempt.number}'s VM (now {record.state})")
+    return current
+
+
+def withdrawn(record: RunRecord, event: Withdrawn, now: datetime) -> Result:
+    current = _waiting_for(record, event.attempt)
+    if isinstance(current, Refused):
+        return current
     ended = current.model_copy(update={"outcome": Outcome.CREATE_FAILED, "error": event.reason})
     updated = record.with_attempt(ended, now)
     return updated.with_state(RunState.CANCELLED if record.had_vm else RunState.SKIPPED, now, event.reason)
 
 
 def host_lacks(record: RunRecord, event: HostLacks, now: datetime) -> Result:
-    current = record.current_attempt
-    if (record.state not in (RunState.STARTING, RunState.QUEUED) or current is None
-            or current.number != event.attempt.number or current.created_at is not None):
-        return Refused(f"not waiting for attempt {event.attempt.number}'s VM (now {record.state})")
+    current = _waiting_for(record, event.attempt)
+    if isinstance(current, Refused):
+        return current
     ended = current.model_copy(update={"outcome": Outcome.UNAVAILABLE, "error": event.reason})
     return record.with_attempt(ended, now).with_state(RunState.SKIPPED, now, f"not run on this host: {event.reason}")
 
